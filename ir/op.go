@@ -1,0 +1,213 @@
+package ir
+
+import (
+	"go.starlark.net/syntax"
+)
+
+// Kind is an op's instruction; its String is the plan's "name".
+type Kind uint8
+
+// The instructions. Kinds below Pipeline are leaf ops.
+const (
+	Nop Kind = iota
+	Barrier
+	Signal
+	RelaxedSignal
+	Wait
+	RelaxedWait
+	Flush
+	SemAcquire
+	SemRelease
+	Copy
+	CopyPacket
+	UnpackPacket
+	Get
+	Put
+	PutPacket
+	ReadPutPacket
+	PutWithSignal
+	PutWithSignalAndFlush
+	Reduce
+	ReducePacket
+	ReadReduce
+	ReduceSend
+	ReadReduceSend
+	ReduceSendPacket
+	ReduceCopyPacket
+	ReduceCopySendPacket
+	GroupLoadReduce
+	GroupStore
+	GroupStorePacket
+	GroupLoadReduceStore
+	Pipeline
+	numKinds
+)
+
+// Family groups kinds that share a field layout.
+type Family uint8
+
+// The op families.
+const (
+	FamSync     Family = iota // nop, barrier
+	FamDataSync               // signal, wait, flush, semaphores: carry data_sync
+	FamCopy                   // copy, cpkt, upkt: Src, Dst local
+	FamGet                    // get: Src remote, Dst local
+	FamPut                    // put family: Src local, Dst remote
+	FamReduce                 // reduce family: LocalSrc, LocalDst, ...
+	FamSwitch                 // glre, gstore, gstorepkt, glres
+	FamPipeline               // pipeline
+)
+
+// OpInfo is the metadata of one Kind, as in ssa's opcodeTable.
+type OpInfo struct {
+	Name   string // the plan "name"
+	Family Family
+	// TouchesMemory is true for ops that read or write buffer data.
+	TouchesMemory bool
+}
+
+// Ops is the metadata table, indexed by Kind.
+var Ops = [numKinds]OpInfo{
+	Nop:                   {"nop", FamSync, false},
+	Barrier:               {"barrier", FamSync, false},
+	Signal:                {"signal", FamDataSync, false},
+	RelaxedSignal:         {"rlxsignal", FamDataSync, false},
+	Wait:                  {"wait", FamDataSync, false},
+	RelaxedWait:           {"rlxwait", FamDataSync, false},
+	Flush:                 {"flush", FamDataSync, false},
+	SemAcquire:            {"sem_acquire", FamDataSync, false},
+	SemRelease:            {"sem_release", FamDataSync, false},
+	Copy:                  {"copy", FamCopy, true},
+	CopyPacket:            {"cpkt", FamCopy, true},
+	UnpackPacket:          {"upkt", FamCopy, true},
+	Get:                   {"get", FamGet, true},
+	Put:                   {"put", FamPut, true},
+	PutPacket:             {"ppkt", FamPut, true},
+	ReadPutPacket:         {"rppkt", FamPut, true},
+	PutWithSignal:         {"pws", FamPut, true},
+	PutWithSignalAndFlush: {"pwsf", FamPut, true},
+	Reduce:                {"re", FamReduce, true},
+	ReducePacket:          {"repkt", FamReduce, true},
+	ReadReduce:            {"rre", FamReduce, true},
+	ReduceSend:            {"res", FamReduce, true},
+	ReadReduceSend:        {"rres", FamReduce, true},
+	ReduceSendPacket:      {"respkt", FamReduce, true},
+	ReduceCopyPacket:      {"recpkt", FamReduce, true},
+	ReduceCopySendPacket:  {"recspkt", FamReduce, true},
+	GroupLoadReduce:       {"glre", FamSwitch, true},
+	GroupStore:            {"gstore", FamSwitch, true},
+	GroupStorePacket:      {"gstorepkt", FamSwitch, true},
+	GroupLoadReduceStore:  {"glres", FamSwitch, true},
+	Pipeline:              {"pipeline", FamPipeline, true},
+}
+
+// String returns the plan name of k.
+func (k Kind) String() string {
+	if k < numKinds {
+		return Ops[k].Name
+	}
+	return "invalid"
+}
+
+// Family returns the field-layout family of k.
+func (k Kind) Family() Family { return Ops[k].Family }
+
+// IsDataSync reports whether ops of kind k carry a data_sync set.
+func (k Kind) IsDataSync() bool { return Ops[k].Family == FamDataSync }
+
+// IsSync reports whether k is a nop or barrier (a thread-block sync point).
+func (k Kind) IsSync() bool { return Ops[k].Family == FamSync }
+
+// Ref is one buffer operand of an op, in chunk units.
+//
+// A local ref names a buffer of the executing rank (Buffer). A remote ref
+// names a remote buffer through BufferID, the thread-block-local index in the
+// remote-buffer table of the op's channel type.
+type Ref struct {
+	Remote   bool
+	Buffer   BufferType // local refs
+	BufferID int        // remote refs
+	Index    int
+	Size     int
+}
+
+// Equal reports whether two refs name the same operand.
+func (r Ref) Equal(o Ref) bool { return r == o }
+
+// Chunk is a user chunk value: (rank, buffer type, index, size). Switch ops
+// keep a pointer to the very chunk the user passed, because the reference
+// shifts such a shared chunk once per op during replication.
+type Chunk struct {
+	Rank   int
+	Buffer BufferType
+	Index  int
+	Size   int
+}
+
+// TBGInfo is the thread-block-group position of an op recorded through a
+// ThreadBlockGroup.
+type TBGInfo struct {
+	TBID    int
+	TBGSize int
+}
+
+// BarrierInfo is the state of one multi-block barrier op; all thread blocks
+// listed share one BarrierInfo (and one *Op), as the reference does.
+type BarrierInfo struct {
+	ID     int
+	TBList []int
+}
+
+// Op is one recorded operation of one thread block. Its identity (the
+// pointer) is the op's owner for dependency tracking: every recorded op and
+// every fused op is a distinct *Op. A multi-block barrier is one *Op shared
+// by every block it lists. Which fields are
+// meaningful depends on Kind.Family():
+//
+//   - FamSync: Barrier (for barrier).
+//   - FamDataSync: IDSet (signal/wait/flush),
+//     SemaphoreIDs (semaphores), ChannelType, DataSync.
+//   - FamCopy, FamGet, FamPut: Src, Dst, ChannelIDs, ChannelType, TBG.
+//   - FamReduce: LocalSrc, LocalDst, LocalPktDst, RemoteSrc, RemoteDst,
+//     ChannelIDs, PutChannelIDs, ChannelType, ReduceOp, TBG, Packet.
+//   - FamSwitch: SwitchBuffer, BufferOffset, Size, SwitchChunk (glre dst,
+//     gstore src), SrcIndex/DstIndex (glres), ChannelIDs, ReduceOp.
+//   - FamPipeline: UnitSize, NumChunks, Body.
+type Op struct {
+	Kind Kind
+	// Pos is the user's call site that recorded the op (zero for ops
+	// inserted by passes).
+	Pos      syntax.Position
+	Src, Dst []Ref
+
+	LocalSrc, LocalDst, LocalPktDst []Ref
+	RemoteSrc, RemoteDst            []Ref
+	PutChannelIDs                   []int
+	Packet                          bool
+	ReduceOp                        ReduceOp
+
+	// ChannelIDs are thread-block-local channel indices of put, get,
+	// reduce and switch ops (a list: fusion concatenates, duplicates kept).
+	ChannelIDs []int
+	// IDSet holds the channel indices of signal, wait and flush ops: a set
+	// printed in CPython iteration order (see Set).
+	IDSet       *Set
+	ChannelType ChannelType
+	DataSync    SyncType
+	TBG         *TBGInfo
+
+	SemaphoreIDs []int
+
+	Barrier *BarrierInfo
+
+	SwitchBuffer BufferType
+	BufferOffset int
+	Size         int
+	SwitchChunk  *Chunk
+	SrcIndex     []int
+	DstIndex     []int
+
+	UnitSize  int64
+	NumChunks int64
+	Body      []*Op
+}

@@ -1,0 +1,51 @@
+package ir
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fusedOrder models how fusion and the replication deep copy shape a
+// signal's channel_ids: fold the ids left to right, then rebuild.
+func fusedOrder(ids []int) []int {
+	s := NewSet(ids[0])
+	for _, x := range ids[1:] {
+		s = s.Union(NewSet(x)).Copy()
+	}
+	return s.Rebuilt().Keys()
+}
+
+func TestSetOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   []int
+		want []int
+	}{
+		{"small", []int{2, 0, 1}, []int{0, 1, 2}},
+		{"2-9", []int{2, 9}, []int{9, 2}},
+		{"9-2", []int{9, 2}, []int{9, 2}},
+		{"0-8", []int{0, 8}, []int{0, 8}},
+		{"8-0", []int{8, 0}, []int{8, 0}},
+		{"3-11-19", []int{3, 11, 19}, []int{19, 3, 11}},
+		{"19-11-3", []int{19, 11, 3}, []int{3, 19, 11}},
+		{"11-3-19", []int{11, 3, 19}, []int{19, 11, 3}},
+		{"five", []int{0, 8, 1, 9, 16}, []int{0, 1, 8, 9, 16}},
+		{"five-rev", []int{16, 9, 1, 8, 0}, []int{0, 1, 8, 9, 16}},
+		{"six", []int{5, 13, 21, 29, 37, 45}, []int{5, 37, 45, 13, 21, 29}},
+		{"six-rev", []int{45, 37, 29, 21, 13, 5}, []int{37, 5, 45, 13, 21, 29}},
+		{"9-1", []int{9, 1}, []int{9, 1}},
+		{"1-9", []int{1, 9}, []int{1, 9}},
+		{"mixed", []int{9, 3, 1, 12, 5}, []int{1, 3, 5, 9, 12}},
+		{"desc15", []int{14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, fusedOrder(tt.in)); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
