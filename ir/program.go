@@ -36,6 +36,10 @@ type Program struct {
 
 	// Pos is where the program was created.
 	Pos syntax.Position
+
+	// Finalized is set by passes.Run, which refuses a finalized program:
+	// the passes are not idempotent and must run exactly once.
+	Finalized bool
 }
 
 // PairKey identifies a direction of signal/wait traffic.

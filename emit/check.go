@@ -1,0 +1,86 @@
+package emit
+
+import (
+	"fmt"
+
+	"github.com/mscclgo/mscclgo/ir"
+)
+
+// check reports the first part of p that the writer cannot express,
+// wrapping ErrInvalid. It reads p only.
+func check(p *ir.Program) error {
+	if p == nil {
+		return fmt.Errorf("emit: %w: nil program", ErrInvalid)
+	}
+	for gi, g := range p.GPUs {
+		if g == nil {
+			return fmt.Errorf("emit: gpus[%d]: %w: nil GPU", gi, ErrInvalid)
+		}
+		for si, v := range g.Semaphores {
+			if v == nil {
+				return fmt.Errorf("emit: rank %d: semaphore %d: %w: nil init value", g.ID, si, ErrInvalid)
+			}
+		}
+		for ti, tb := range g.ThreadBlocks {
+			if tb == nil {
+				return fmt.Errorf("emit: rank %d: threadblocks[%d]: %w: nil thread block", g.ID, ti, ErrInvalid)
+			}
+			if err := checkOps(tb.Ops, g.ID, tb.ID, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkOps checks the op list of thread block tb of a rank; outer names
+// the enclosing pipeline ops ("op 3: body ") for error messages.
+func checkOps(ops []*ir.Op, rank, tb int, outer string) error {
+	for i, op := range ops {
+		if op == nil {
+			return fmt.Errorf("emit: rank %d: tb %d: %sop %d: %w: nil op", rank, tb, outer, i, ErrInvalid)
+		}
+		if msg := checkOp(op); msg != "" {
+			pos := ""
+			if op.Pos.IsValid() {
+				pos = op.Pos.String() + ": "
+			}
+			return fmt.Errorf("%semit: rank %d: tb %d: %sop %d (%s): %w: %s", pos, rank, tb, outer, i, op.Kind, ErrInvalid, msg)
+		}
+		if op.Kind == ir.Pipeline {
+			if err := checkOps(op.Body, rank, tb, fmt.Sprintf("%sop %d: body ", outer, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkOp returns what is wrong with a single op, or "".
+func checkOp(op *ir.Op) string {
+	if op.Kind > ir.Pipeline {
+		return fmt.Sprintf("unknown op kind %d", uint8(op.Kind))
+	}
+	switch op.Kind {
+	case ir.Barrier:
+		if op.Barrier == nil {
+			return "barrier without BarrierInfo"
+		}
+	case ir.GroupLoadReduce:
+		if op.SwitchChunk == nil {
+			return "no destination chunk"
+		}
+	case ir.GroupStore, ir.GroupStorePacket:
+		if op.SwitchChunk == nil {
+			return "no source chunk"
+		}
+		if len(op.ChannelIDs) == 0 {
+			return "no switch channel index"
+		}
+	case ir.GroupLoadReduceStore:
+		if len(op.ChannelIDs) < len(op.SrcIndex) {
+			return fmt.Sprintf("%d switch channel indices for %d source offsets", len(op.ChannelIDs), len(op.SrcIndex))
+		}
+	}
+	return ""
+}

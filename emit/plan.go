@@ -1,0 +1,182 @@
+package emit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Plan is a decoded MSCCL++ execution plan. Its field order is the
+// reference key order (plan-format §2), so Encode writes keys in the order
+// the DSL does. Header numbers are json.Number so that any magnitude
+// (max_message_size is 2^64-1 by default) survives a round trip.
+//
+// Plan is an independent second formatter: it is built on encoding/json
+// rather than on the writer behind Write, and the tests check that every
+// reference plan is a fixed point of Decode and Encode.
+//
+// Lists the format always writes (gpus, threadblocks, ops, channels, ...)
+// must be non-nil to encode as []; a nil one encodes as null. Decode
+// always yields non-nil slices for lists present in the input.
+type Plan struct {
+	Name                   PyString    `json:"name"`
+	Collective             PyString    `json:"collective"`
+	Protocol               PyString    `json:"protocol"`
+	Inplace                bool        `json:"inplace"`
+	ReuseResources         bool        `json:"reuse_resources"`
+	GPUs                   []PlanGPU   `json:"gpus"`
+	NumThreadsPerBlock     json.Number `json:"num_threads_per_block"`
+	UseDoubleScratchBuffer bool        `json:"use_double_scratch_buffer"`
+	BufferAlignment        json.Number `json:"buffer_alignment"`
+	MinMessageSize         json.Number `json:"min_message_size"`
+	MaxMessageSize         json.Number `json:"max_message_size"`
+}
+
+// PlanGPU is one element of "gpus" (plan-format §3).
+type PlanGPU struct {
+	ID            int                `json:"id"`
+	InputChunks   int                `json:"input_chunks"`
+	OutputChunks  int                `json:"output_chunks"`
+	ScratchChunks int                `json:"scratch_chunks"`
+	ThreadBlocks  []PlanThreadBlock  `json:"threadblocks"`
+	Channels      []PlanChannel      `json:"channels"`
+	RemoteBuffers []PlanRemoteBuffer `json:"remote_buffers"`
+	Semaphores    []PlanSemaphore    `json:"semaphores,omitzero"`
+}
+
+// PlanChannel is a GPU-level channel entry (plan-format §3.1): ChannelType
+// with ConnectedTo for memory and port channels, or with BufferType and
+// RankGroups for switch channels.
+type PlanChannel struct {
+	ChannelType PyString        `json:"channel_type"`
+	ConnectedTo []int           `json:"connected_to,omitzero"`
+	BufferType  PyString        `json:"buffer_type,omitzero"`
+	RankGroups  []PlanRankGroup `json:"rank_groups,omitzero"`
+}
+
+// PlanRankGroup is one rank group of a switch channel entry.
+type PlanRankGroup struct {
+	Size  int   `json:"size"`
+	Ranks []int `json:"ranks"`
+}
+
+// PlanRemoteBuffer is an element of "remote_buffers" (plan-format §3.2).
+type PlanRemoteBuffer struct {
+	Rank               int        `json:"rank"`
+	Type               PyString   `json:"type"`
+	AccessChannelTypes []PyString `json:"access_channel_types"`
+}
+
+// PlanSemaphore is an element of "semaphores" (plan-format §3.3).
+type PlanSemaphore struct {
+	InitValue json.Number `json:"init_value"`
+}
+
+// PlanThreadBlock is an element of "threadblocks" (plan-format §4).
+type PlanThreadBlock struct {
+	ID               int                   `json:"id"`
+	Ops              []PlanOp              `json:"ops"`
+	Channels         []PlanTBChannel       `json:"channels"`
+	RemoteBufferRefs []PlanRemoteBufferRef `json:"remote_buffer_refs,omitzero"`
+}
+
+// PlanTBChannel is an element of a thread block's "channels".
+type PlanTBChannel struct {
+	ChannelType PyString `json:"channel_type"`
+	ChannelIDs  []int    `json:"channel_ids"`
+}
+
+// PlanRemoteBufferRef is an element of "remote_buffer_refs".
+type PlanRemoteBufferRef struct {
+	AccessChannelType PyString `json:"access_channel_type"`
+	RemoteBufferIDs   []int    `json:"remote_buffer_ids"`
+}
+
+// PlanOp is one op object, any kind (plan-format §6–§7). The key list of
+// every kind is a subsequence of this field order; absent keys are nil or
+// empty and omitted on encoding, while a present empty list is a non-nil
+// empty slice and encodes as [].
+type PlanOp struct {
+	Name            PyString         `json:"name"`
+	BarrierID       *int             `json:"barrier_id,omitzero"`
+	NumThreadblocks *int             `json:"num_threadblocks,omitzero"`
+	SemaphoreIDs    []int            `json:"semaphore_ids,omitzero"`
+	IterContext     *PlanIterContext `json:"iter_context,omitzero"`
+	Ops             []PlanOp         `json:"ops,omitzero"`
+	BufferType      PyString         `json:"buffer_type,omitzero"`
+	BufferOffset    *int             `json:"buffer_offset,omitzero"`
+	Size            *int             `json:"size,omitzero"`
+	DstChunk        *PlanOperand     `json:"dst_chunk,omitzero"`
+	SrcBuff         []PlanOperand    `json:"src_buff,omitzero"`
+	DstBuff         []PlanOperand    `json:"dst_buff,omitzero"`
+	ChannelIDs      []int            `json:"channel_ids,omitzero"`
+	ChannelType     PyString         `json:"channel_type,omitzero"`
+	ReduceOp        PyString         `json:"reduce_op,omitzero"`
+	TBGInfo         *PlanTBGInfo     `json:"tbg_info,omitzero"`
+}
+
+// PlanIterContext is a pipeline op's "iter_context".
+type PlanIterContext struct {
+	UnitSize  int64 `json:"unit_size"`
+	NumChunks int64 `json:"num_chunks"`
+}
+
+// PlanTBGInfo is an op's "tbg_info".
+type PlanTBGInfo struct {
+	TBID    int `json:"tb_id"`
+	TBGSize int `json:"tbg_size"`
+}
+
+// PlanOperand is a buffer operand of any shape (plan-format §5): local
+// (Type), remote (BufferID), chunk-with-rank (Rank and Type) or switch
+// (SwitchChannelID), each with Index and Size.
+type PlanOperand struct {
+	Rank            *int     `json:"rank,omitzero"`
+	Type            PyString `json:"type,omitzero"`
+	BufferID        *int     `json:"buffer_id,omitzero"`
+	SwitchChannelID *int     `json:"switch_channel_id,omitzero"`
+	Index           int      `json:"index"`
+	Size            int      `json:"size"`
+}
+
+// PyString is a string that encodes with Python's json.dumps escaping
+// (see AppendString) instead of encoding/json's.
+type PyString string
+
+// MarshalJSON returns s as a Python-escaped JSON string literal.
+func (s PyString) MarshalJSON() ([]byte, error) {
+	return AppendString(nil, string(s)), nil
+}
+
+// Decode parses a plan. Unknown keys and trailing data are errors, so a
+// successful Decode means every key of data has a field in Plan.
+func Decode(data []byte) (*Plan, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("emit: decode plan: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("emit: decode plan: data after the plan object")
+	}
+	return &p, nil
+}
+
+// Encode returns the plan text of p followed by one newline, in the layout
+// Write produces. It panics if a json.Number field holds text that is not
+// a JSON number (Decode never produces such a value), as encoding/json
+// reports no other error for these types.
+func (p *Plan) Encode() []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		panic("emit: Plan.Encode: " + err.Error())
+	}
+	return b.Bytes()
+}

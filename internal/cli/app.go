@@ -1,0 +1,134 @@
+// Package cli is the mscclgo command line: the urfave/cli application,
+// one file per command (eval.go, ...), the stable exit statuses (exit.go)
+// and atomic output (output.go).
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Version is the mscclgo version printed by --version.
+const Version = "0.1.0"
+
+// deps are the process resources a command uses, swapped in tests.
+type deps struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// newApp builds the application; commands are data.
+func newApp(d *deps) *cli.App {
+	return &cli.App{
+		Name:            "mscclgo",
+		Usage:           "compile and run MSCCL++ collective algorithms written in Starlark",
+		Version:         Version,
+		Reader:          d.stdin,
+		Writer:          d.stdout,
+		ErrWriter:       d.stderr,
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			evalCommand(d),
+		},
+		// Errors are printed by Run, which also maps them to exit statuses.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+// Run runs the command line args and returns the process exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	d := &deps{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := newApp(d)
+	err := app.Run(interspersed(app, args))
+	if err == nil {
+		return ExitOK
+	}
+	var reported *reportedError
+	if errors.As(err, &reported) {
+		return reported.code
+	}
+	fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// reportedError is an error whose message a command already printed.
+type reportedError struct{ code int }
+
+func (e *reportedError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// isUsage reports whether err comes from flag parsing.
+func isUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined", "Required flag", "invalid value", "flag needs an argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// interspersed rewrites args so that flags given after a command's
+// positional arguments are parsed too (urfave/cli v2 stops at the first
+// positional): `eval algo.star -o plan.json` becomes
+// `eval -o plan.json algo.star`.
+func interspersed(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var cmd *cli.Command
+	for _, c := range app.Commands {
+		if c.HasName(args[1]) {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	flags := []string{}
+	var positional []string
+	rest := args[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			positional = append(positional, rest[i+1:]...)
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+				i++
+				flags = append(flags, rest[i])
+			}
+			continue
+		}
+		positional = append(positional, a)
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	if len(positional) > 0 {
+		out = append(out, "--")
+		out = append(out, positional...)
+	}
+	return out
+}

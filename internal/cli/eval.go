@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+func evalCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:      "eval",
+		Usage:     "evaluate an algorithm and write its execution plans",
+		ArgsUsage: "FILE.star|BUNDLED_NAME",
+		Description: "Evaluates FILE (or the bundled algorithm of that name) and writes the plan of every\n" +
+			"program it creates. With one program the plan goes to -o OUT or standard output; with\n" +
+			"several, -o names a directory that receives NAME.json for each. Plans are written\n" +
+			"atomically: a failed evaluation creates or changes no file.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the plan to `OUT` (a directory when the script creates several programs)"},
+			&cli.StringSliceFlag{Name: "define", Aliases: []string{"D"}, Usage: "set script parameter `name=value` (repeatable)"},
+			&cli.StringFlag{Name: "program", Usage: "write only the program named `NAME`"},
+			&cli.BoolFlag{Name: "params", Usage: "list the parameters the script declares and write no plan"},
+			&cli.Uint64Flag{Name: "max-steps", Usage: "Starlark step limit (`N`; 0 means the default)"},
+		},
+		Action: func(c *cli.Context) error { return runEval(c, d) },
+	}
+}
+
+// resolveScript finds FILE on disk or among the bundled algorithms.
+func resolveScript(arg string) (starlib.Source, string, error) {
+	if st, err := os.Stat(arg); err == nil {
+		if st.IsDir() {
+			return nil, "", fmt.Errorf("%s is a directory, want a .star file", arg)
+		}
+		return starlib.DirSource(filepath.Dir(arg)), filepath.Base(arg), nil
+	}
+	if !strings.ContainsAny(arg, `/\`) {
+		name := strings.TrimSuffix(arg, ".star") + ".star"
+		if _, err := algorithms.FS.Open(name); err == nil {
+			return starlib.FSSource(algorithms.FS, "algorithms"), name, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s: no such file, and no bundled algorithm of that name (see docs/algorithms.md)", arg)
+}
+
+// parseDefines turns -D name=value flags into a map.
+func parseDefines(defs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, d := range defs {
+		name, value, ok := strings.Cut(d, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, usageErr("-D %q: want name=value", d)
+		}
+		if _, dup := out[name]; dup {
+			return nil, usageErr("-D %s given twice", name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+func runEval(c *cli.Context, d *deps) error {
+	if c.NArg() != 1 {
+		return usageErr("eval: want exactly one FILE argument, got %d", c.NArg())
+	}
+	defines, err := parseDefines(c.StringSlice("define"))
+	if err != nil {
+		return err
+	}
+	src, name, err := resolveScript(c.Args().First())
+	if err != nil {
+		return err
+	}
+	res, err := starlib.Eval(src, name, starlib.Options{
+		Defines:  defines,
+		MaxSteps: c.Uint64("max-steps"),
+		Stderr:   d.stderr,
+		Context:  c.Context,
+	})
+	if err != nil {
+		return reportScriptError(d.stderr, err)
+	}
+	if c.Bool("params") {
+		return listParams(d.stdout, res.Params)
+	}
+	progs := res.Programs
+	if sel := c.String("program"); sel != "" {
+		progs = nil
+		var have []string
+		for _, p := range res.Programs {
+			have = append(have, p.Name())
+			if p.Name() == sel {
+				progs = append(progs, p)
+			}
+		}
+		if len(progs) == 0 {
+			return fmt.Errorf("--program %s: the script creates no program of that name (it creates: %s)", sel, strings.Join(have, ", "))
+		}
+	}
+	if len(progs) == 0 {
+		return fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
+	}
+	out := c.String("output")
+	if len(progs) == 1 {
+		if out == "" {
+			return reportScriptError(d.stderr, progs[0].WritePlan(d.stdout))
+		}
+		if st, err := os.Stat(out); err == nil && st.IsDir() {
+			out = filepath.Join(out, progs[0].Name()+".json")
+		}
+		return reportScriptError(d.stderr, writeAll([]string{out}, func(_ int, w io.Writer) error { return progs[0].WritePlan(w) }))
+	}
+	if out == "" {
+		return usageErr("the script creates %d programs: give -o DIR to write them all, or --program NAME to pick one", len(progs))
+	}
+	if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		return usageErr("-o %s: the script creates %d programs, so -o must name an existing directory", out, len(progs))
+	}
+	paths := make([]string, len(progs))
+	seen := map[string]bool{}
+	for i, p := range progs {
+		if seen[p.Name()] {
+			return fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
+		}
+		if p.Name() == "" || strings.ContainsAny(p.Name(), `/\`) || p.Name() == "." || p.Name() == ".." {
+			return fmt.Errorf("program name %q cannot be used as a file name", p.Name())
+		}
+		seen[p.Name()] = true
+		paths[i] = filepath.Join(out, p.Name()+".json")
+	}
+	return reportScriptError(d.stderr, writeAll(paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
+}
+
+// reportScriptError prints evaluation and pass errors in the contract's
+// form (FILE:LINE:COL: error: MESSAGE plus a traceback) and returns a
+// reportedError; other errors are returned unchanged.
+func reportScriptError(w io.Writer, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *starlib.Error
+	if errors.As(err, &se) {
+		io.WriteString(w, se.Detail())
+		return &reportedError{code: ExitError}
+	}
+	return err
+}
+
+// listParams prints the declared parameters.
+func listParams(w io.Writer, params []starlib.Param) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTYPE\tDEFAULT\tHELP")
+	for _, p := range params {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, p.Default.Type(), p.Default, p.Help)
+	}
+	return tw.Flush()
+}

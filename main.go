@@ -1,0 +1,17 @@
+// Command mscclgo compiles collective-communication algorithms written in
+// Starlark into MSCCL++ execution plans.
+//
+//	mscclgo eval algo.star -o plan.json
+//
+// See docs/cli.md for every command.
+package main
+
+import (
+	"os"
+
+	"github.com/mscclgo/mscclgo/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}

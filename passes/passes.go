@@ -1,0 +1,207 @@
+// Package passes holds the compiler passes that turn the IR recorded by the
+// builtins into the IR that emit writes as an MSCCL++ execution plan. They
+// reproduce, rule by rule, what the reference Python DSL does inside JSON()
+// (shared/reference/compiler-passes.md, cited as "§n" below).
+//
+// Contents:
+//   - passes.go: Config, Error and its sentinels, the pass table, the
+//     passOrder constraints and Run, the driver.
+//   - validate.go: ValidatePairing, the signal/wait pairing check (§3).
+//   - fuse.go: Fuse, instruction fusion and sync elision (§4).
+//   - datasync.go: InsertDataSync, the nops around data-sync ops (§5).
+//   - autosync.go: ResolveDependencies, the nops before intra-block
+//     hazards (§6).
+//   - replicate.go: Replicate, the instances copies of every thread block
+//     (§7).
+//
+// The pipeline is the reference's: validate on the whole program, then for
+// every rank fuse (if InstrFusion), data-sync, auto-sync (if AutoSync) and
+// replicate. Run executes each pass over all ranks before the next pass
+// rather than all passes per rank: passes 2–5 keep no state across thread
+// blocks or ranks and only replicate can fail after validate, so both
+// orders produce the same IR and the same first error, and the pass-major
+// order lets Config check and dump the whole program between passes.
+//
+// The passes are not idempotent (fusion elision, data-sync and replication
+// all change their own input), so Run processes a program once: it marks
+// the program Finalized and refuses a finalized program.
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/ir"
+	"go.starlark.net/syntax"
+)
+
+// Sentinel errors, matched with errors.Is on an *Error.
+var (
+	// ErrPairing: the signals sent from one rank to a peer over one
+	// channel type do not match the waits the peer performs.
+	ErrPairing = errors.New("signal/wait mismatch")
+	// ErrReplicationPolicy: replication_policy=none met an op with buffer
+	// operands (the reference fails there with a TypeError).
+	ErrReplicationPolicy = errors.New("replication policy none with buffer operands")
+	// ErrFinalized: Run was given a program that has already been run.
+	ErrFinalized = errors.New("program already finalized")
+	// ErrUnknownPass: a Config names a pass that does not exist.
+	ErrUnknownPass = errors.New("unknown pass")
+	// ErrInvariant: ir.Check failed between passes (Config.Check).
+	ErrInvariant = errors.New("IR invariant violated")
+)
+
+// Error is an error found by a pass. Its text is "POS: PASS: MSG", or
+// "PASS: MSG" when Pos is zero.
+type Error struct {
+	Pass    string          // the pass table name, e.g. "validate"
+	Program string          // the program's name
+	Pos     syntax.Position // the user call site of the offending op, if any
+	Msg     string
+	Err     error // the sentinel (ErrPairing, ...) or the underlying error
+}
+
+func (e *Error) Error() string {
+	if e.Pos != (syntax.Position{}) {
+		return e.Pos.String() + ": " + e.Pass + ": " + e.Msg
+	}
+	return e.Pass + ": " + e.Msg
+}
+
+// Unwrap returns the sentinel or underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Config selects how Run runs the passes. The zero value runs every pass
+// the program asks for, without checks or dumps.
+type Config struct {
+	// Disabled names passes to skip (table names: "validate", "fuse",
+	// "data-sync", "auto-sync", "replicate"). Skipping a pass gives a plan
+	// that differs from the reference; it is meant for debugging.
+	Disabled map[string]bool
+	// Check runs ir.Check before the first pass and after every pass that
+	// ran, failing with ErrInvariant.
+	Check bool
+	// DumpAfter names the pass after which Dump is called; "*" means after
+	// every pass that ran. Empty means never.
+	DumpAfter string
+	// Dump receives the whole program after the pass named by DumpAfter.
+	Dump func(pass string, p *ir.Program)
+}
+
+// pass is one entry of the pass table.
+type pass struct {
+	name string
+	// wanted reports whether the program's options ask for the pass.
+	wanted func(p *ir.Program) bool
+	run    func(p *ir.Program) error
+}
+
+func always(*ir.Program) bool { return true }
+
+// passList is the pass table, in pipeline order (§1).
+var passList = [...]pass{
+	{"validate", always, ValidatePairing},
+	{"fuse", func(p *ir.Program) bool { return p.InstrFusion }, fuseProgram},
+	{"data-sync", always, dataSyncProgram},
+	{"auto-sync", func(p *ir.Program) bool { return p.AutoSync }, resolveProgram},
+	{"replicate", always, replicateProgram},
+}
+
+// passOrder lists the ordering constraints between passes: a must run
+// before b. passes_test checks that passList honours them.
+var passOrder = [...]struct{ a, b, why string }{
+	{"validate", "fuse", "a pairing error must be reported before any rewriting, as the reference raises it first"},
+	{"validate", "replicate", "replicate's policy error must not hide a pairing error, which the reference reports first"},
+	{"fuse", "data-sync", "fusion ORs and clears data_sync bits (elision); nops must come from the final bits"},
+	{"fuse", "auto-sync", "a fused op is one owner for hazard tracking and fusion ignores the nops auto-sync inserts"},
+	{"data-sync", "auto-sync", "the data-sync nops reset the hazard tracker, so they must be in place first"},
+	{"auto-sync", "replicate", "hazards are found on one instance's chunk indices; replicas copy the resolved lists"},
+	{"data-sync", "replicate", "replicas copy the final op lists, nops included"},
+}
+
+// Names returns the pass table names in pipeline order.
+func Names() []string {
+	out := make([]string, len(passList))
+	for i, ps := range passList {
+		out[i] = ps.name
+	}
+	return out
+}
+
+func knownPass(name string) bool {
+	for _, ps := range passList {
+		if ps.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the pass pipeline on p in place: validate, then fuse (if
+// p.InstrFusion), data-sync, auto-sync (if p.AutoSync) and replicate. It
+// marks p Finalized and fails with ErrFinalized on a program that was
+// already run. Errors are *Error values.
+func Run(p *ir.Program, cfg Config) error {
+	if p == nil {
+		return &Error{Pass: "run", Msg: "nil program", Err: errors.New("nil program")}
+	}
+	for name := range cfg.Disabled {
+		if !knownPass(name) {
+			return unknownPass(p, name)
+		}
+	}
+	if cfg.DumpAfter != "" && cfg.DumpAfter != "*" && !knownPass(cfg.DumpAfter) {
+		return unknownPass(p, cfg.DumpAfter)
+	}
+	if p.Finalized {
+		return &Error{Pass: "run", Program: p.Name, Msg: "passes already ran on this program; they are not idempotent", Err: ErrFinalized}
+	}
+	p.Finalized = true
+	if cfg.Check {
+		if err := ir.Check(p); err != nil {
+			return invariantError(p, "recorded IR", err)
+		}
+	}
+	for _, ps := range passList {
+		if cfg.Disabled[ps.name] || !ps.wanted(p) {
+			continue
+		}
+		if err := ps.run(p); err != nil {
+			return err
+		}
+		if cfg.Check {
+			if err := ir.Check(p); err != nil {
+				return invariantError(p, ps.name, err)
+			}
+		}
+		if cfg.Dump != nil && (cfg.DumpAfter == "*" || cfg.DumpAfter == ps.name) {
+			cfg.Dump(ps.name, p)
+		}
+	}
+	return nil
+}
+
+func unknownPass(p *ir.Program, name string) error {
+	return &Error{Pass: "run", Program: p.Name,
+		Msg: fmt.Sprintf("unknown pass %q (passes: %s)", name, strings.Join(Names(), ", ")), Err: ErrUnknownPass}
+}
+
+func invariantError(p *ir.Program, after string, err error) error {
+	e := &Error{Pass: "check", Program: p.Name, Msg: "after " + after + ": " + err.Error(), Err: fmt.Errorf("%w: %w", ErrInvariant, err)}
+	var ce *ir.CheckError
+	if errors.As(err, &ce) {
+		e.Pos = ce.Pos
+		e.Msg = "after " + after + ": " + ce.Detail()
+	}
+	return e
+}
+
+// forEachTB applies f to the op list of every thread block of the program.
+func forEachTB(p *ir.Program, f func([]*ir.Op) []*ir.Op) {
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			tb.Ops = f(tb.Ops)
+		}
+	}
+}

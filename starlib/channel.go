@@ -1,0 +1,465 @@
+package starlib
+
+import (
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"github.com/mscclgo/mscclgo/ir"
+)
+
+// Channel is a MemoryChannel or PortChannel from src_rank to dst_rank. Its
+// ops are recorded on src_rank.
+type Channel struct {
+	prog *Program
+	kind ir.ChannelType // Memory or Port
+	id   int            // per-rank, per-kind id on src
+	src  int
+	dst  int
+}
+
+var _ starlark.HasAttrs = (*Channel)(nil)
+
+var memoryChannelMethods = map[string]builtinFn{
+	"signal":           channelSignal,
+	"wait":             channelWait,
+	"get":              channelGet,
+	"put":              channelPut(ir.Put),
+	"put_packets":      channelPut(ir.PutPacket),
+	"read_put_packets": channelPut(ir.ReadPutPacket),
+	"reduce":           channelReduce,
+}
+
+var portChannelMethods = map[string]builtinFn{
+	"signal":                    channelSignal,
+	"wait":                      channelWait,
+	"flush":                     channelFlush,
+	"put":                       channelPut(ir.Put),
+	"put_with_signal":           channelPut(ir.PutWithSignal),
+	"put_with_signal_and_flush": channelPut(ir.PutWithSignalAndFlush),
+	"put_packets":               channelPut(ir.PutPacket),
+	"read_put_packets":          channelPut(ir.ReadPutPacket),
+}
+
+func (c *Channel) methods() map[string]builtinFn {
+	if c.kind == ir.Memory {
+		return memoryChannelMethods
+	}
+	return portChannelMethods
+}
+
+// String returns e.g. <MemoryChannel 0->1 id=0>.
+func (c *Channel) String() string {
+	return fmt.Sprintf("<%s %d->%d id=%d>", c.Type(), c.src, c.dst, c.id)
+}
+
+// Type returns "MemoryChannel" or "PortChannel".
+func (c *Channel) Type() string {
+	if c.kind == ir.Memory {
+		return "MemoryChannel"
+	}
+	return "PortChannel"
+}
+
+// Freeze does nothing.
+func (c *Channel) Freeze() {}
+
+// Truth is true.
+func (c *Channel) Truth() starlark.Bool { return starlark.True }
+
+// Hash fails.
+func (c *Channel) Hash() (uint32, error) { return noHash(c.Type()) }
+
+// Attr returns an attribute or method.
+func (c *Channel) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "channel_id":
+		return starlark.MakeInt(c.id), nil
+	case "src_rank":
+		return starlark.MakeInt(c.src), nil
+	case "dst_rank":
+		return starlark.MakeInt(c.dst), nil
+	case "channel_type":
+		return channelTypeEnum.members[c.kind], nil
+	}
+	return methodAttr(c.methods(), name, c), nil
+}
+
+// AttrNames lists the attributes and methods.
+func (c *Channel) AttrNames() []string {
+	return names([]string{"channel_id", "channel_type", "dst_rank", "src_rank"}, c.methods())
+}
+
+// channelBuiltin returns the MemoryChannel or PortChannel constructor:
+// (dst_rank, src_rank).
+func channelBuiltin(kind ir.ChannelType) builtinFn {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var dstV, srcV starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dst_rank", &dstV, "src_rank", &srcV); err != nil {
+			return nil, err
+		}
+		p, err := currentProgram(thread, b.Name())
+		if err != nil {
+			return nil, err
+		}
+		dst, err := p.rankArg(b.Name(), "dst_rank", dstV)
+		if err != nil {
+			return nil, err
+		}
+		src, err := p.rankArg(b.Name(), "src_rank", srcV)
+		if err != nil {
+			return nil, err
+		}
+		id := p.IR.GPUs[src].AddChannel(kind, dst)
+		return &Channel{prog: p, kind: kind, id: id, src: src, dst: dst}, nil
+	}
+}
+
+// receiverChannel returns the method's channel after checking its program.
+func receiverChannel(thread *starlark.Thread, b *starlark.Builtin) (*Channel, *Program, error) {
+	c := b.Receiver().(*Channel)
+	p, err := currentProgram(thread, fnName(b))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sameProgram(fnName(b), p, c.prog, c.String()); err != nil {
+		return nil, nil, err
+	}
+	return c, p, nil
+}
+
+// regCh registers the channel on (src, tb) and returns its TB-local index.
+func (c *Channel) regCh(tb int) int {
+	return c.prog.IR.GPUs[c.src].RegisterChannel(tb, c.kind, c.id)
+}
+
+// remote registers ch's buffer as a remote buffer of (src, tb) and returns
+// the remote operand.
+func (c *Channel) remote(tb int, ch *Chunk) ir.Ref {
+	id := c.prog.IR.GPUs[c.src].RegisterRemoteBuffer(tb, ch.c.Rank, ch.c.Buffer, c.kind)
+	return ir.Ref{Remote: true, BufferID: id, Index: ch.c.Index, Size: ch.c.Size}
+}
+
+// syncArgs unpacks (tb, data_sync=SyncType.both[, relaxed=False]).
+func syncArgs(fn string, args starlark.Tuple, kwargs []starlark.Tuple, withRelaxed bool) (tb int, ds ir.SyncType, relaxed bool, err error) {
+	var tbV starlark.Value
+	var dsV starlark.Value = syncMembers[ir.SyncBoth]
+	if withRelaxed {
+		err = starlark.UnpackArgs(fn, args, kwargs, "tb", &tbV, "data_sync?", &dsV, "relaxed?", &relaxed)
+	} else {
+		err = starlark.UnpackArgs(fn, args, kwargs, "tb", &tbV, "data_sync?", &dsV)
+	}
+	if err != nil {
+		return
+	}
+	if tb, err = tbArg(fn, tbV); err != nil {
+		return
+	}
+	code, err := asEnum(fn, "data_sync", dsV, syncTypeEnum)
+	return tb, ir.SyncType(code), relaxed, err
+}
+
+func channelSignal(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return channelSyncOp(thread, b, args, kwargs, ir.Signal)
+}
+
+func channelWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return channelSyncOp(thread, b, args, kwargs, ir.Wait)
+}
+
+func channelFlush(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return channelSyncOp(thread, b, args, kwargs, ir.Flush)
+}
+
+// channelSyncOp records signal, wait or flush.
+func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, kind ir.Kind) (starlark.Value, error) {
+	fn := fnName(b)
+	c := b.Receiver().(*Channel)
+	tb, ds, relaxed, err := syncArgs(fn, args, kwargs, c.kind == ir.Memory)
+	if err != nil {
+		return nil, err
+	}
+	c, p, err := receiverChannel(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	pos := callerPos(thread)
+	key := ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind}
+	switch kind {
+	case ir.Signal:
+		ir.Count(p.IR.Signals, key, pos)
+		if relaxed {
+			kind = ir.RelaxedSignal
+		}
+	case ir.Wait:
+		ir.Count(p.IR.Waits, key, pos)
+		if relaxed {
+			kind = ir.RelaxedWait
+		}
+	}
+	idx := c.regCh(tb)
+	p.record(c.src, tb, &ir.Op{Kind: kind, Pos: pos, IDSet: ir.NewSet(idx), ChannelType: c.kind, DataSync: ds})
+	return starlark.None, nil
+}
+
+// channelGet implements MemoryChannel.get(dst_chunk, src_chunk, tb=None,
+// tb_group=None): copy the peer's src_chunk into the local dst_chunk.
+func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	fn := fnName(b)
+	var dstV, srcV starlark.Value
+	var tbV, groupV starlark.Value = starlark.None, starlark.None
+	if err := starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV); err != nil {
+		return nil, err
+	}
+	c, p, err := receiverChannel(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := toChunk(fn, "dst_chunk", dstV, p)
+	if err != nil {
+		return nil, err
+	}
+	src, err := toChunk(fn, "src_chunk", srcV, p)
+	if err != nil {
+		return nil, err
+	}
+	if dst.c.Rank != c.src {
+		return nil, fmt.Errorf("%s: dst_chunk is on rank %d, want the channel's source rank %d", fn, dst.c.Rank, c.src)
+	}
+	if src.c.Rank != c.dst {
+		return nil, fmt.Errorf("%s: src_chunk is on rank %d, want the channel's destination rank %d", fn, src.c.Rank, c.dst)
+	}
+	targets, err := resolveTBs(fn, tbV, groupV, p)
+	if err != nil {
+		return nil, err
+	}
+	pos := callerPos(thread)
+	for _, t := range targets {
+		rem := c.remote(t.tb, src)
+		idx := c.regCh(t.tb)
+		p.record(c.src, t.tb, &ir.Op{Kind: ir.Get, Pos: pos, Src: []ir.Ref{rem}, Dst: []ir.Ref{dst.local()},
+			ChannelIDs: []int{idx}, ChannelType: c.kind, TBG: t.tbg})
+	}
+	return starlark.None, nil
+}
+
+// channelPut implements the put family: put, put_packets,
+// read_put_packets, put_with_signal, put_with_signal_and_flush.
+func channelPut(kind ir.Kind) builtinFn {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		fn := fnName(b)
+		c := b.Receiver().(*Channel)
+		// Memory put-family methods and both read_put_packets accept a
+		// thread-block group; the other port methods take tb only.
+		withGroup := c.kind == ir.Memory || kind == ir.ReadPutPacket
+		var dstV, srcV starlark.Value
+		var tbV, groupV starlark.Value = starlark.None, starlark.None
+		var err error
+		if withGroup {
+			err = starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV)
+		} else {
+			err = starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb", &tbV)
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, p, err := receiverChannel(thread, b)
+		if err != nil {
+			return nil, err
+		}
+		dst, err := toChunk(fn, "dst_chunk", dstV, p)
+		if err != nil {
+			return nil, err
+		}
+		src, err := toChunk(fn, "src_chunk", srcV, p)
+		if err != nil {
+			return nil, err
+		}
+		if src.c.Rank != c.src {
+			return nil, fmt.Errorf("%s: src_chunk is on rank %d, want the channel's source rank %d", fn, src.c.Rank, c.src)
+		}
+		if kind == ir.ReadPutPacket && src.c.Buffer != ir.Scratch {
+			return nil, fmt.Errorf("%s: src_chunk must be in the scratch buffer, got %s", fn, src.c.Buffer.Name())
+		}
+		if dst.c.Rank != c.dst {
+			return nil, fmt.Errorf("%s: dst_chunk is on rank %d, want the channel's destination rank %d", fn, dst.c.Rank, c.dst)
+		}
+		if (kind == ir.PutPacket || kind == ir.ReadPutPacket) && dst.c.Buffer != ir.Scratch {
+			return nil, fmt.Errorf("%s: dst_chunk must be in the scratch buffer, got %s", fn, dst.c.Buffer.Name())
+		}
+		if dst.c.Size != src.c.Size {
+			return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
+		}
+		targets, err := resolveTBs(fn, tbV, groupV, p)
+		if err != nil {
+			return nil, err
+		}
+		pos := callerPos(thread)
+		if kind == ir.PutWithSignal || kind == ir.PutWithSignalAndFlush {
+			ir.Count(p.IR.Signals, ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind}, pos)
+		}
+		for _, t := range targets {
+			rem := c.remote(t.tb, dst)
+			idx := c.regCh(t.tb)
+			p.record(c.src, t.tb, &ir.Op{Kind: kind, Pos: pos, Src: []ir.Ref{src.local()}, Dst: []ir.Ref{rem},
+				ChannelIDs: []int{idx}, ChannelType: c.kind, TBG: t.tbg})
+		}
+		return starlark.None, nil
+	}
+}
+
+// channelReduce implements MemoryChannel.reduce(local_src_chunk,
+// remote_src_chunks, tb=None, tb_group=None, local_dst_chunk=None,
+// reduce_op=ReduceOperationType.sum).
+func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	fn := fnName(b)
+	var srcV, remotesV starlark.Value
+	var tbV, groupV, dstV starlark.Value = starlark.None, starlark.None, starlark.None
+	var opV starlark.Value = reduceOpEnum.members[ir.Sum]
+	if err := starlark.UnpackArgs(fn, args, kwargs, "local_src_chunk", &srcV, "remote_src_chunks", &remotesV,
+		"tb?", &tbV, "tb_group?", &groupV, "local_dst_chunk?", &dstV, "reduce_op?", &opV); err != nil {
+		return nil, err
+	}
+	c, p, err := receiverChannel(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	src, err := toChunk(fn, "local_src_chunk", srcV, p)
+	if err != nil {
+		return nil, err
+	}
+	dst := src
+	if dstV != starlark.None {
+		if dst, err = toChunk(fn, "local_dst_chunk", dstV, p); err != nil {
+			return nil, err
+		}
+	}
+	if src.c.Rank != c.src {
+		return nil, fmt.Errorf("%s: local_src_chunk is on rank %d, want the channel's source rank %d", fn, src.c.Rank, c.src)
+	}
+	if dst.c.Size != src.c.Size {
+		return nil, fmt.Errorf("%s: local_dst_chunk size %d differs from local_src_chunk size %d", fn, dst.c.Size, src.c.Size)
+	}
+	remotes, err := chunkList(fn, "remote_src_chunks", remotesV, p)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range remotes {
+		if r.c.Rank != c.dst {
+			return nil, fmt.Errorf("%s: remote_src_chunks[%d] is on rank %d, want the channel's destination rank %d", fn, i, r.c.Rank, c.dst)
+		}
+		if r.c.Size != src.c.Size {
+			return nil, fmt.Errorf("%s: remote_src_chunks[%d] size %d differs from local_src_chunk size %d", fn, i, r.c.Size, src.c.Size)
+		}
+	}
+	op, err := asEnum(fn, "reduce_op", opV, reduceOpEnum)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := resolveTBs(fn, tbV, groupV, p)
+	if err != nil {
+		return nil, err
+	}
+	kind := ir.ReadReduce
+	if len(remotes) == 0 {
+		kind = ir.Reduce
+	}
+	pos := callerPos(thread)
+	for _, t := range targets {
+		refs := make([]ir.Ref, len(remotes))
+		for i, r := range remotes {
+			refs[i] = c.remote(t.tb, r)
+		}
+		idx := c.regCh(t.tb)
+		p.record(c.src, t.tb, &ir.Op{Kind: kind, Pos: pos, LocalSrc: []ir.Ref{src.local()}, LocalDst: []ir.Ref{dst.local()},
+			RemoteSrc: refs, ChannelIDs: []int{idx}, ChannelType: ir.Memory, ReduceOp: ir.ReduceOp(op), TBG: t.tbg})
+	}
+	return starlark.None, nil
+}
+
+// Semaphore is an intra-rank counting semaphore: Semaphore(rank,
+// initial_value).
+type Semaphore struct {
+	prog *Program
+	rank int
+	id   int
+	init starlark.Int
+}
+
+var _ starlark.HasAttrs = (*Semaphore)(nil)
+
+var semaphoreMethods = map[string]builtinFn{
+	"acquire": semaphoreOp(ir.SemAcquire),
+	"release": semaphoreOp(ir.SemRelease),
+}
+
+// String returns <Semaphore rank=r id=i>.
+func (s *Semaphore) String() string { return fmt.Sprintf("<Semaphore rank=%d id=%d>", s.rank, s.id) }
+
+// Type returns "Semaphore".
+func (s *Semaphore) Type() string { return "Semaphore" }
+
+// Freeze does nothing.
+func (s *Semaphore) Freeze() {}
+
+// Truth is true.
+func (s *Semaphore) Truth() starlark.Bool { return starlark.True }
+
+// Hash fails.
+func (s *Semaphore) Hash() (uint32, error) { return noHash("Semaphore") }
+
+// Attr returns an attribute or method.
+func (s *Semaphore) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "id":
+		return starlark.MakeInt(s.id), nil
+	case "rank":
+		return starlark.MakeInt(s.rank), nil
+	case "initial_value":
+		return s.init, nil
+	}
+	return methodAttr(semaphoreMethods, name, s), nil
+}
+
+// AttrNames lists the attributes and methods.
+func (s *Semaphore) AttrNames() []string {
+	return names([]string{"id", "initial_value", "rank"}, semaphoreMethods)
+}
+
+func semaphoreBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var rankV starlark.Value
+	var init starlark.Int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank", &rankV, "initial_value", &init); err != nil {
+		return nil, err
+	}
+	p, err := currentProgram(thread, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	rank, err := p.rankArg(b.Name(), "rank", rankV)
+	if err != nil {
+		return nil, err
+	}
+	id := p.IR.GPUs[rank].AddSemaphore(init.BigInt())
+	return &Semaphore{prog: p, rank: rank, id: id, init: init}, nil
+}
+
+func semaphoreOp(kind ir.Kind) builtinFn {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		fn := fnName(b)
+		tb, ds, _, err := syncArgs(fn, args, kwargs, false)
+		if err != nil {
+			return nil, err
+		}
+		s := b.Receiver().(*Semaphore)
+		p, err := currentProgram(thread, fn)
+		if err != nil {
+			return nil, err
+		}
+		if err := sameProgram(fn, p, s.prog, s.String()); err != nil {
+			return nil, err
+		}
+		p.record(s.rank, tb, &ir.Op{Kind: kind, Pos: callerPos(thread), SemaphoreIDs: []int{s.id}, DataSync: ds})
+		return starlark.None, nil
+	}
+}

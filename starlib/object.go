@@ -1,0 +1,115 @@
+package starlib
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+
+	"go.starlark.net/starlark"
+)
+
+// builtinFn is the signature of every builtin and method implementation.
+type builtinFn = func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
+
+// methodAttr returns the bound method name of recv from table, or nil.
+func methodAttr(table map[string]builtinFn, name string, recv starlark.Value) starlark.Value {
+	if fn, ok := table[name]; ok {
+		return starlark.NewBuiltin(name, fn).BindReceiver(recv)
+	}
+	return nil
+}
+
+// names returns the sorted union of field names and method names.
+func names(fields []string, table map[string]builtinFn) []string {
+	out := append([]string(nil), fields...)
+	for n := range table {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fnName returns "Type.method" for a bound method, else the builtin name.
+func fnName(b *starlark.Builtin) string {
+	if r := b.Receiver(); r != nil {
+		return r.Type() + "." + b.Name()
+	}
+	return b.Name()
+}
+
+// toInt converts v to an int for parameter param of fn.
+func toInt(fn, param string, v starlark.Value) (int, error) {
+	i, ok := v.(starlark.Int)
+	if !ok {
+		return 0, fmt.Errorf("%s: for parameter %s: got %s, want int", fn, param, v.Type())
+	}
+	n, ok := i.Int64()
+	if !ok || n != int64(int(n)) || n > 1<<40 || n < -(1<<40) {
+		return 0, fmt.Errorf("%s: for parameter %s: %s out of range", fn, param, i)
+	}
+	return int(n), nil
+}
+
+// toNonNeg converts v to a non-negative int.
+func toNonNeg(fn, param string, v starlark.Value) (int, error) {
+	n, err := toInt(fn, param, v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("%s: for parameter %s: got %d, want a non-negative int", fn, param, n)
+	}
+	return n, nil
+}
+
+// toBig converts v to a big integer.
+func toBig(fn, param string, v starlark.Value) (*big.Int, error) {
+	i, ok := v.(starlark.Int)
+	if !ok {
+		return nil, fmt.Errorf("%s: for parameter %s: got %s, want int", fn, param, v.Type())
+	}
+	return i.BigInt(), nil
+}
+
+// toBool converts v to a bool.
+func toBool(fn, param string, v starlark.Value) (bool, error) {
+	b, ok := v.(starlark.Bool)
+	if !ok {
+		return false, fmt.Errorf("%s: for parameter %s: got %s, want bool", fn, param, v.Type())
+	}
+	return bool(b), nil
+}
+
+// toIntList converts a list or tuple of ints.
+func toIntList(fn, param string, v starlark.Value) ([]int, error) {
+	it, ok := v.(starlark.Indexable)
+	if !ok {
+		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of int", fn, param, v.Type())
+	}
+	switch v.(type) {
+	case *starlark.List, starlark.Tuple:
+	default:
+		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of int", fn, param, v.Type())
+	}
+	out := make([]int, it.Len())
+	for i := range out {
+		n, err := toInt(fn, fmt.Sprintf("%s[%d]", param, i), it.Index(i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// intList returns xs as a Starlark list.
+func intList(xs []int) *starlark.List {
+	vs := make([]starlark.Value, len(xs))
+	for i, x := range xs {
+		vs[i] = starlark.MakeInt(x)
+	}
+	return starlark.NewList(vs)
+}
+
+// noHash is the Hash of unhashable mutable-state values.
+func noHash(typ string) (uint32, error) { return 0, fmt.Errorf("unhashable type: %s", typ) }

@@ -1,0 +1,490 @@
+package starlib
+
+import (
+	"fmt"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/ir"
+)
+
+// Rank is a rank of the current program: Rank(r).
+type Rank struct {
+	prog *Program
+	rank int
+}
+
+var (
+	_ starlark.HasAttrs   = (*Rank)(nil)
+	_ starlark.Comparable = (*Rank)(nil)
+)
+
+var rankMethods = map[string]builtinFn{
+	"get_input_buffer":  rankGetInputBuffer,
+	"get_output_buffer": rankGetOutputBuffer,
+	"copy":              rankCopyFamily(ir.Copy),
+	"copy_packets":      rankCopyFamily(ir.CopyPacket),
+	"unpack_packets":    rankCopyFamily(ir.UnpackPacket),
+	"reduce":            rankReduce,
+	"barrier":           rankBarrier,
+}
+
+// String returns <Rank r>.
+func (r *Rank) String() string { return fmt.Sprintf("<Rank %d>", r.rank) }
+
+// Type returns "Rank".
+func (r *Rank) Type() string { return "Rank" }
+
+// Freeze does nothing.
+func (r *Rank) Freeze() {}
+
+// Truth is true.
+func (r *Rank) Truth() starlark.Bool { return starlark.True }
+
+// Hash hashes the rank number.
+func (r *Rank) Hash() (uint32, error) { return uint32(r.rank), nil }
+
+// CompareSameType compares ranks by number.
+func (r *Rank) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bool, error) {
+	return threeway(op, r.rank-y.(*Rank).rank), nil
+}
+
+func threeway(op syntax.Token, c int) bool {
+	switch op {
+	case syntax.EQL:
+		return c == 0
+	case syntax.NEQ:
+		return c != 0
+	case syntax.LT:
+		return c < 0
+	case syntax.LE:
+		return c <= 0
+	case syntax.GT:
+		return c > 0
+	}
+	return c >= 0
+}
+
+// Attr returns rank or a method.
+func (r *Rank) Attr(name string) (starlark.Value, error) {
+	if name == "rank" {
+		return starlark.MakeInt(r.rank), nil
+	}
+	return methodAttr(rankMethods, name, r), nil
+}
+
+// AttrNames lists the attributes and methods.
+func (r *Rank) AttrNames() []string { return names([]string{"rank"}, rankMethods) }
+
+func rankBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var v starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank", &v); err != nil {
+		return nil, err
+	}
+	p, err := currentProgram(thread, b.Name())
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.rankArg(b.Name(), "rank", v)
+	if err != nil {
+		return nil, err
+	}
+	return &Rank{prog: p, rank: r}, nil
+}
+
+// receiverRank returns the method's Rank after checking its program.
+func receiverRank(thread *starlark.Thread, b *starlark.Builtin) (*Rank, error) {
+	r := b.Receiver().(*Rank)
+	p, err := currentProgram(thread, fnName(b))
+	if err != nil {
+		return nil, err
+	}
+	if err := sameProgram(fnName(b), p, r.prog, r.String()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (p *Program) ioBuffer(rank int, t ir.BufferType) *Buffer {
+	if p.buffers == nil {
+		p.buffers = map[int][2]*Buffer{}
+	}
+	bs := p.buffers[rank]
+	if bs[t] == nil {
+		g := p.IR.GPUs[rank]
+		size := g.InputChunks
+		if t == ir.Output {
+			size = g.OutputChunks
+		}
+		bs[t] = &Buffer{prog: p, rank: rank, btype: t, size: size}
+		p.buffers[rank] = bs
+	}
+	return bs[t]
+}
+
+func rankGetInputBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return rankGetBuffer(thread, b, args, kwargs, ir.Input)
+}
+
+func rankGetOutputBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	return rankGetBuffer(thread, b, args, kwargs, ir.Output)
+}
+
+func rankGetBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, t ir.BufferType) (starlark.Value, error) {
+	if err := starlark.UnpackPositionalArgs(fnName(b), args, kwargs, 0); err != nil {
+		return nil, err
+	}
+	r, err := receiverRank(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	return r.prog.ioBuffer(r.rank, t), nil
+}
+
+// rankCopyFamily implements copy, copy_packets and unpack_packets:
+// (dst_chunk, src_chunk, tb=None, tb_group=None).
+func rankCopyFamily(kind ir.Kind) builtinFn {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		fn := fnName(b)
+		var dstV, srcV starlark.Value
+		var tbV, groupV starlark.Value = starlark.None, starlark.None
+		if err := starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV); err != nil {
+			return nil, err
+		}
+		r, err := receiverRank(thread, b)
+		if err != nil {
+			return nil, err
+		}
+		p := r.prog
+		dst, err := toChunk(fn, "dst_chunk", dstV, p)
+		if err != nil {
+			return nil, err
+		}
+		src, err := toChunk(fn, "src_chunk", srcV, p)
+		if err != nil {
+			return nil, err
+		}
+		if dst.c.Rank != r.rank || src.c.Rank != r.rank {
+			return nil, fmt.Errorf("%s: chunks must be on rank %d, got dst on rank %d and src on rank %d", fn, r.rank, dst.c.Rank, src.c.Rank)
+		}
+		if dst.c.Size != src.c.Size {
+			return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
+		}
+		if kind == ir.UnpackPacket && src.c.Buffer != ir.Scratch {
+			return nil, fmt.Errorf("%s: src_chunk must be in the scratch buffer, got %s", fn, src.c.Buffer.Name())
+		}
+		if kind == ir.CopyPacket && dst.c.Buffer != ir.Scratch {
+			return nil, fmt.Errorf("%s: dst_chunk must be in the scratch buffer, got %s", fn, dst.c.Buffer.Name())
+		}
+		targets, err := resolveTBs(fn, tbV, groupV, p)
+		if err != nil {
+			return nil, err
+		}
+		pos := callerPos(thread)
+		for _, t := range targets {
+			p.record(r.rank, t.tb, &ir.Op{Kind: kind, Pos: pos, Src: []ir.Ref{src.local()}, Dst: []ir.Ref{dst.local()}, TBG: t.tbg})
+		}
+		return starlark.None, nil
+	}
+}
+
+// rankReduce implements reduce(src_chunk, other_chunks, tb=None,
+// tb_group=None, dst_chunk=None, reduce_op=ReduceOperationType.sum,
+// packet=False).
+func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	fn := fnName(b)
+	var srcV, othersV starlark.Value
+	var tbV, groupV, dstV starlark.Value = starlark.None, starlark.None, starlark.None
+	var opV starlark.Value = reduceOpEnum.members[ir.Sum]
+	packet := false
+	if err := starlark.UnpackArgs(fn, args, kwargs, "src_chunk", &srcV, "other_chunks", &othersV, "tb?", &tbV,
+		"tb_group?", &groupV, "dst_chunk?", &dstV, "reduce_op?", &opV, "packet?", &packet); err != nil {
+		return nil, err
+	}
+	r, err := receiverRank(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	p := r.prog
+	src, err := toChunk(fn, "src_chunk", srcV, p)
+	if err != nil {
+		return nil, err
+	}
+	dst := src
+	if dstV != starlark.None {
+		if dst, err = toChunk(fn, "dst_chunk", dstV, p); err != nil {
+			return nil, err
+		}
+	}
+	if dst.c.Rank != r.rank || src.c.Rank != r.rank {
+		return nil, fmt.Errorf("%s: chunks must be on rank %d, got dst on rank %d and src on rank %d", fn, r.rank, dst.c.Rank, src.c.Rank)
+	}
+	if dst.c.Size != src.c.Size {
+		return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
+	}
+	others, err := chunkList(fn, "other_chunks", othersV, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(others) == 0 {
+		return nil, fmt.Errorf("%s: other_chunks is empty", fn)
+	}
+	refs := []ir.Ref{src.local()}
+	for i, o := range others {
+		if o.c.Rank != r.rank {
+			return nil, fmt.Errorf("%s: other_chunks[%d] is on rank %d, want rank %d", fn, i, o.c.Rank, r.rank)
+		}
+		if o.c.Size != src.c.Size {
+			return nil, fmt.Errorf("%s: other_chunks[%d] size %d differs from src_chunk size %d", fn, i, o.c.Size, src.c.Size)
+		}
+		if packet && o.c.Buffer != ir.Scratch {
+			return nil, fmt.Errorf("%s: with packet=True, other_chunks[%d] must be in the scratch buffer, got %s", fn, i, o.c.Buffer.Name())
+		}
+		refs = append(refs, o.local())
+	}
+	op, err := asEnum(fn, "reduce_op", opV, reduceOpEnum)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := resolveTBs(fn, tbV, groupV, p)
+	if err != nil {
+		return nil, err
+	}
+	kind := ir.Reduce
+	if packet {
+		kind = ir.ReducePacket
+	}
+	pos := callerPos(thread)
+	for _, t := range targets {
+		p.record(r.rank, t.tb, &ir.Op{Kind: kind, Pos: pos, LocalSrc: append([]ir.Ref(nil), refs...), LocalDst: []ir.Ref{dst.local()},
+			ReduceOp: ir.ReduceOp(op), Packet: packet, TBG: t.tbg, ChannelType: ir.NoChannel})
+	}
+	return starlark.None, nil
+}
+
+// chunkList converts a list or tuple of chunks.
+func chunkList(fn, param string, v starlark.Value, p *Program) ([]*Chunk, error) {
+	var seq starlark.Indexable
+	switch x := v.(type) {
+	case *starlark.List:
+		seq = x
+	case starlark.Tuple:
+		seq = x
+	default:
+		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of Chunk", fn, param, v.Type())
+	}
+	out := make([]*Chunk, seq.Len())
+	for i := range out {
+		c, err := toChunk(fn, fmt.Sprintf("%s[%d]", param, i), seq.Index(i), p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// rankBarrier implements barrier(tb_list).
+func rankBarrier(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	fn := fnName(b)
+	var listV starlark.Value
+	if err := starlark.UnpackArgs(fn, args, kwargs, "tb_list", &listV); err != nil {
+		return nil, err
+	}
+	r, err := receiverRank(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	tbs, err := toIntList(fn, "tb_list", listV)
+	if err != nil {
+		return nil, err
+	}
+	if len(tbs) == 0 {
+		return nil, fmt.Errorf("%s: tb_list must name at least one thread block", fn)
+	}
+	seen := map[int]bool{}
+	for _, tb := range tbs {
+		if tb < 0 {
+			return nil, fmt.Errorf("%s: negative thread block %d", fn, tb)
+		}
+		if seen[tb] {
+			return nil, fmt.Errorf("%s: thread block %d listed twice in %v", fn, tb, tbs)
+		}
+		seen[tb] = true
+	}
+	p := r.prog
+	pos := callerPos(thread)
+	if len(tbs) == 1 {
+		p.record(r.rank, tbs[0], &ir.Op{Kind: ir.Nop, Pos: pos})
+		return starlark.None, nil
+	}
+	g := p.IR.GPUs[r.rank]
+	op := &ir.Op{Kind: ir.Barrier, Pos: pos, Barrier: &ir.BarrierInfo{ID: g.BarrierID(tbs), TBList: tbs}}
+	for _, tb := range tbs {
+		p.record(r.rank, tb, op)
+	}
+	return starlark.None, nil
+}
+
+// record appends op to (rank, tb), or to the open loop context.
+func (p *Program) record(rank, tb int, op *ir.Op) {
+	if p.loop != nil {
+		p.loop.add(rank, tb, op)
+		return
+	}
+	t := p.IR.GPUs[rank].TB(tb)
+	t.Ops = append(t.Ops, op)
+}
+
+// tbTarget is one thread block an op is recorded on.
+type tbTarget struct {
+	tb  int
+	tbg *ir.TBGInfo
+}
+
+// resolveTBs applies the tb / tb_group rule (dsl-api §5.3).
+func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program) ([]tbTarget, error) {
+	var group *ThreadBlockGroup
+	if groupV != starlark.None {
+		g, ok := groupV.(*ThreadBlockGroup)
+		if !ok {
+			return nil, fmt.Errorf("%s: for parameter tb_group: got %s, want ThreadBlockGroup", fn, groupV.Type())
+		}
+		group = g
+	}
+	if tbV != starlark.None {
+		tb, err := tbArg(fn, tbV)
+		if err != nil {
+			return nil, err
+		}
+		t := tbTarget{tb: tb}
+		if group != nil {
+			i := group.indexOf(tb)
+			if i < 0 {
+				return nil, fmt.Errorf("%s: thread block %d is not in tb_group %v", fn, tb, group.tbs)
+			}
+			t.tbg = &ir.TBGInfo{TBID: i, TBGSize: len(group.tbs)}
+		}
+		return []tbTarget{t}, nil
+	}
+	if group == nil {
+		return nil, fmt.Errorf("%s: either tb (a thread block id) or tb_group (a ThreadBlockGroup) must be given", fn)
+	}
+	out := make([]tbTarget, len(group.tbs))
+	for i, tb := range group.tbs {
+		out[i] = tbTarget{tb: tb, tbg: &ir.TBGInfo{TBID: i, TBGSize: len(group.tbs)}}
+	}
+	return out, nil
+}
+
+// tbArg converts a thread block id argument.
+func tbArg(fn string, v starlark.Value) (int, error) {
+	if v == starlark.None {
+		return 0, fmt.Errorf("%s: tb is required", fn)
+	}
+	tb, err := toInt(fn, "tb", v)
+	if err != nil {
+		return 0, err
+	}
+	if tb < 0 {
+		return 0, fmt.Errorf("%s: for parameter tb: got %d, want a non-negative thread block id", fn, tb)
+	}
+	if tb > maxTB {
+		return 0, fmt.Errorf("%s: for parameter tb: %d exceeds the limit of %d thread blocks per rank", fn, tb, maxTB)
+	}
+	return tb, nil
+}
+
+// maxTB bounds thread block ids so that a typo cannot allocate millions of
+// empty blocks.
+const maxTB = 1 << 16
+
+// ThreadBlockGroup is an ordered list of thread blocks that share ops.
+type ThreadBlockGroup struct {
+	tbs []int
+}
+
+var _ starlark.HasAttrs = (*ThreadBlockGroup)(nil)
+
+var tbgMethods = map[string]builtinFn{
+	"numtb":           tbgNumTB,
+	"get_internal_id": tbgInternalID,
+}
+
+// String returns <ThreadBlockGroup [..]>.
+func (g *ThreadBlockGroup) String() string { return fmt.Sprintf("<ThreadBlockGroup %v>", g.tbs) }
+
+// Type returns "ThreadBlockGroup".
+func (g *ThreadBlockGroup) Type() string { return "ThreadBlockGroup" }
+
+// Freeze does nothing.
+func (g *ThreadBlockGroup) Freeze() {}
+
+// Truth is true.
+func (g *ThreadBlockGroup) Truth() starlark.Bool { return starlark.True }
+
+// Hash fails.
+func (g *ThreadBlockGroup) Hash() (uint32, error) { return noHash("ThreadBlockGroup") }
+
+// Attr returns tb_list or a method.
+func (g *ThreadBlockGroup) Attr(name string) (starlark.Value, error) {
+	if name == "tb_list" {
+		return intList(g.tbs), nil
+	}
+	return methodAttr(tbgMethods, name, g), nil
+}
+
+// AttrNames lists the attributes.
+func (g *ThreadBlockGroup) AttrNames() []string { return names([]string{"tb_list"}, tbgMethods) }
+
+func (g *ThreadBlockGroup) indexOf(tb int) int {
+	for i, t := range g.tbs {
+		if t == tb {
+			return i
+		}
+	}
+	return -1
+}
+
+func tbgBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var listV starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "tb_list", &listV); err != nil {
+		return nil, err
+	}
+	tbs, err := toIntList(b.Name(), "tb_list", listV)
+	if err != nil {
+		return nil, err
+	}
+	for i, tb := range tbs {
+		if _, err := tbArg(b.Name(), starlark.MakeInt(tb)); err != nil {
+			return nil, err
+		}
+		for j := 0; j < i; j++ {
+			if tbs[j] == tb {
+				return nil, fmt.Errorf("%s: duplicate thread block %d at index %d", b.Name(), tb, i)
+			}
+		}
+	}
+	return &ThreadBlockGroup{tbs: tbs}, nil
+}
+
+func tbgNumTB(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackPositionalArgs(fnName(b), args, kwargs, 0); err != nil {
+		return nil, err
+	}
+	return starlark.MakeInt(len(b.Receiver().(*ThreadBlockGroup).tbs)), nil
+}
+
+func tbgInternalID(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var tb int
+	if err := starlark.UnpackArgs(fnName(b), args, kwargs, "tb", &tb); err != nil {
+		return nil, err
+	}
+	g := b.Receiver().(*ThreadBlockGroup)
+	i := g.indexOf(tb)
+	if i < 0 {
+		return nil, fmt.Errorf("%s: thread block %d not found in %v", fnName(b), tb, g.tbs)
+	}
+	return starlark.MakeInt(i), nil
+}

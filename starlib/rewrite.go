@@ -1,0 +1,128 @@
+package starlib
+
+import "go.starlark.net/syntax"
+
+// sliceFunc is the predeclared name that slice expressions are rewritten
+// to call.
+const sliceFunc = "__slice__"
+
+// rewriteSlices replaces every slice expression x[a:b:c] of f by the call
+// __slice__(x, a, b, c) (absent bounds become None), positioned at the
+// bracket. go.starlark.net normalises slice bounds before a Sliceable value
+// sees them, which would hide the negative, reversed and out-of-range
+// bounds that buffer slicing must reject.
+func rewriteSlices(f *syntax.File) {
+	for _, s := range f.Stmts {
+		rwStmt(s)
+	}
+}
+
+func rwStmts(ss []syntax.Stmt) {
+	for _, s := range ss {
+		rwStmt(s)
+	}
+}
+
+func rwStmt(s syntax.Stmt) {
+	switch s := s.(type) {
+	case *syntax.AssignStmt:
+		s.LHS = rw(s.LHS)
+		s.RHS = rw(s.RHS)
+	case *syntax.DefStmt:
+		rwList(s.Params)
+		rwStmts(s.Body)
+	case *syntax.ExprStmt:
+		s.X = rw(s.X)
+	case *syntax.ForStmt:
+		s.Vars = rw(s.Vars)
+		s.X = rw(s.X)
+		rwStmts(s.Body)
+	case *syntax.WhileStmt:
+		s.Cond = rw(s.Cond)
+		rwStmts(s.Body)
+	case *syntax.IfStmt:
+		s.Cond = rw(s.Cond)
+		rwStmts(s.True)
+		rwStmts(s.False)
+	case *syntax.ReturnStmt:
+		if s.Result != nil {
+			s.Result = rw(s.Result)
+		}
+	}
+}
+
+func rwList(es []syntax.Expr) {
+	for i := range es {
+		es[i] = rw(es[i])
+	}
+}
+
+func none(pos syntax.Position) syntax.Expr {
+	return &syntax.Ident{NamePos: pos, Name: "None"}
+}
+
+func rw(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.SliceExpr:
+		x := rw(e.X)
+		args := []syntax.Expr{x}
+		for _, b := range []syntax.Expr{e.Lo, e.Hi, e.Step} {
+			if b == nil {
+				args = append(args, none(e.Lbrack))
+			} else {
+				args = append(args, rw(b))
+			}
+		}
+		return &syntax.CallExpr{
+			Fn:     &syntax.Ident{NamePos: e.Lbrack, Name: sliceFunc},
+			Lparen: e.Lbrack,
+			Args:   args,
+			Rparen: e.Rbrack,
+		}
+	case *syntax.BinaryExpr:
+		e.X = rw(e.X)
+		e.Y = rw(e.Y)
+	case *syntax.CallExpr:
+		e.Fn = rw(e.Fn)
+		rwList(e.Args)
+	case *syntax.Comprehension:
+		e.Body = rw(e.Body)
+		for _, c := range e.Clauses {
+			switch c := c.(type) {
+			case *syntax.ForClause:
+				c.Vars = rw(c.Vars)
+				c.X = rw(c.X)
+			case *syntax.IfClause:
+				c.Cond = rw(c.Cond)
+			}
+		}
+	case *syntax.CondExpr:
+		e.Cond = rw(e.Cond)
+		e.True = rw(e.True)
+		e.False = rw(e.False)
+	case *syntax.DictEntry:
+		e.Key = rw(e.Key)
+		e.Value = rw(e.Value)
+	case *syntax.DictExpr:
+		rwList(e.List)
+	case *syntax.DotExpr:
+		e.X = rw(e.X)
+	case *syntax.IndexExpr:
+		e.X = rw(e.X)
+		e.Y = rw(e.Y)
+	case *syntax.LambdaExpr:
+		rwList(e.Params)
+		e.Body = rw(e.Body)
+	case *syntax.ListExpr:
+		rwList(e.List)
+	case *syntax.ParenExpr:
+		e.X = rw(e.X)
+	case *syntax.TupleExpr:
+		rwList(e.List)
+	case *syntax.UnaryExpr:
+		if e.X != nil {
+			e.X = rw(e.X)
+		}
+	}
+	return e
+}

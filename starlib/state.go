@@ -1,0 +1,138 @@
+package starlib
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/emit"
+	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/passes"
+)
+
+// stateKey is the thread-local key of the evaluation state.
+const stateKey = "mscclgo.state"
+
+// ErrNoProgram is returned by builtins that record into the current program
+// when no CollectiveProgram has been created yet.
+var ErrNoProgram = errors.New("no program in context: call CollectiveProgram(...) first")
+
+// Program is one collective program created by a script. Its plan is
+// computed once, on the first call of Plan (or of JSON() in the script).
+type Program struct {
+	IR *ir.Program
+
+	once sync.Once
+	done bool
+	plan []byte
+	err  error
+
+	collective *Collective
+	// loop is the open Loop.iteration context, if any.
+	loop *loopContext
+	// buffers caches each rank's input and output buffer values.
+	buffers map[int][2]*Buffer
+}
+
+// Name returns the program's name.
+func (p *Program) Name() string { return p.IR.Name }
+
+// Plan runs the passes on the program (once) and returns its plan text:
+// the JSON followed by one newline, as `print(JSON())` writes it. A pass
+// failure is an *Error naming the program and, where one exists, the
+// position of the offending op.
+func (p *Program) Plan() ([]byte, error) {
+	p.once.Do(func() {
+		p.done = true
+		if p.err = p.runPasses(); p.err != nil {
+			return
+		}
+		p.plan, p.err = emit.Marshal(p.IR)
+	})
+	return p.plan, p.err
+}
+
+// WritePlan writes the plan text to w. Unless JSON() already produced the
+// plan, it streams it without holding the whole text in memory.
+func (p *Program) WritePlan(w io.Writer) error {
+	streamed := false
+	p.once.Do(func() {
+		p.done = true
+		streamed = true
+		if p.err = p.runPasses(); p.err != nil {
+			return
+		}
+		p.err = emit.Write(w, p.IR)
+	})
+	if streamed || p.err != nil {
+		return p.err
+	}
+	_, err := w.Write(p.plan)
+	return err
+}
+
+// runPasses runs the compiler passes and converts their errors.
+func (p *Program) runPasses() error {
+	err := passes.Run(p.IR, passes.Config{})
+	if err == nil {
+		return nil
+	}
+	e := &Error{Msg: fmt.Sprintf("program %q: %v", p.IR.Name, err), cause: err, File: p.IR.Pos.Filename()}
+	var pe *passes.Error
+	if errors.As(err, &pe) {
+		e.Pos = pe.Pos
+		e.Msg = fmt.Sprintf("program %q: %s: %s", p.IR.Name, pe.Pass, pe.Msg)
+	}
+	if !e.Pos.IsValid() {
+		e.Pos = p.IR.Pos
+	}
+	return e
+}
+
+func (p *Program) finalized() bool { return p.done }
+
+// state is the per-evaluation host state, reached through the thread.
+type state struct {
+	programs []*Program
+	current  *Program
+	params   *paramSet
+	stderr   io.Writer
+}
+
+func stateOf(thread *starlark.Thread) *state {
+	s, _ := thread.Local(stateKey).(*state)
+	return s
+}
+
+// currentProgram returns the current program or an error naming fn.
+func currentProgram(thread *starlark.Thread, fn string) (*Program, error) {
+	s := stateOf(thread)
+	if s == nil || s.current == nil {
+		return nil, fmt.Errorf("%s: %w", fn, ErrNoProgram)
+	}
+	if s.current.finalized() {
+		return nil, fmt.Errorf("%s: program %q was finalized by JSON(); create a new CollectiveProgram to record more ops", fn, s.current.Name())
+	}
+	return s.current, nil
+}
+
+// sameProgram checks that a value created under program owner is used
+// while owner is still the current program.
+func sameProgram(fn string, cur, owner *Program, what string) error {
+	if cur != owner {
+		return fmt.Errorf("%s: %s belongs to program %q, not to the current program %q", fn, what, owner.Name(), cur.Name())
+	}
+	return nil
+}
+
+// callerPos returns the position of the user's call of the running builtin.
+func callerPos(thread *starlark.Thread) syntax.Position {
+	if thread.CallStackDepth() < 2 {
+		return syntax.Position{}
+	}
+	return thread.CallFrame(1).Pos
+}
