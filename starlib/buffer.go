@@ -250,7 +250,7 @@ func toChunk(fn, param string, v starlark.Value, p *Program) (*Chunk, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: for parameter %s: got %s, want Chunk", fn, param, v.Type())
 	}
-	if err := sameProgram(fn, p, c.prog, "chunk "+c.String()); err != nil {
+	if err := sameProgram(fn, p, c.prog, c); err != nil {
 		return nil, err
 	}
 	return c, nil

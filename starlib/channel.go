@@ -122,7 +122,7 @@ func receiverChannel(thread *starlark.Thread, b *starlark.Builtin) (*Channel, *P
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sameProgram(fnName(b), p, c.prog, c.String()); err != nil {
+	if err := sameProgram(fnName(b), p, c.prog, c); err != nil {
 		return nil, nil, err
 	}
 	return c, p, nil
@@ -456,7 +456,7 @@ func semaphoreOp(kind ir.Kind) builtinFn {
 		if err != nil {
 			return nil, err
 		}
-		if err := sameProgram(fn, p, s.prog, s.String()); err != nil {
+		if err := sameProgram(fn, p, s.prog, s); err != nil {
 			return nil, err
 		}
 		p.record(s.rank, tb, &ir.Op{Kind: kind, Pos: callerPos(thread), SemaphoreIDs: []int{s.id}, DataSync: ds})

@@ -114,6 +114,9 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 		max = DefaultMaxSteps
 	}
 	thread.SetMaxExecutionSteps(max)
+	thread.OnMaxSteps = func(th *starlark.Thread) {
+		th.Cancel(fmt.Sprintf("step limit of %d exceeded (a runaway loop? --max-steps raises the limit)", max))
+	}
 	if ctx := opts.Context; ctx != nil {
 		done := make(chan struct{})
 		defer close(done)

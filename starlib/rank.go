@@ -100,7 +100,7 @@ func receiverRank(thread *starlark.Thread, b *starlark.Builtin) (*Rank, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sameProgram(fnName(b), p, r.prog, r.String()); err != nil {
+	if err := sameProgram(fnName(b), p, r.prog, r); err != nil {
 		return nil, err
 	}
 	return r, nil

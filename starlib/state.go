@@ -120,11 +120,11 @@ func currentProgram(thread *starlark.Thread, fn string) (*Program, error) {
 	return s.current, nil
 }
 
-// sameProgram checks that a value created under program owner is used
+// sameProgram checks that value v, created under program owner, is used
 // while owner is still the current program.
-func sameProgram(fn string, cur, owner *Program, what string) error {
+func sameProgram(fn string, cur, owner *Program, v starlark.Value) error {
 	if cur != owner {
-		return fmt.Errorf("%s: %s belongs to program %q, not to the current program %q", fn, what, owner.Name(), cur.Name())
+		return fmt.Errorf("%s: %s belongs to program %q, not to the current program %q", fn, v, owner.Name(), cur.Name())
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func receiverSwitch(thread *starlark.Thread, b *starlark.Builtin) (*SwitchChanne
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	if err := sameProgram(fnName(b), p, s.prog, s.String()); err != nil {
+	if err := sameProgram(fnName(b), p, s.prog, s); err != nil {
 		return nil, 0, nil, err
 	}
 	return s, rank, p, nil

@@ -1,0 +1,155 @@
+package passes
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mscclgo/mscclgo/ir"
+)
+
+// example is one program of compiler-passes.md, recorded with the builder
+// of builder_test.go and run through the whole pipeline (the document's
+// outputs are those of JSON(), i.e. of every pass). want maps
+//
+//	"R/T"     to the ops of rank R, thread block T (ir.SprintOps form);
+//	"R/T hdr" to the header line of that block (id and tables);
+//	"R tbs"   to the number of thread blocks of rank R;
+//	"gpu R"   to the rank-level lines of ir.Sprint for rank R.
+//
+// The expected texts add to the document's JSON the fields the plan does
+// not print (data_sync bits, memory-channel ids, put channel ids).
+type example struct {
+	name    string
+	opts    []option
+	build   func(t *tprog)
+	want    map[string]string
+	err     error  // expected sentinel, if the pipeline must fail
+	errText string // expected error text (exact)
+	// fuseTwice, when set, says why fusing the fused list again changes
+	// it; otherwise the test asserts Fuse(Fuse(x)) == Fuse(x).
+	fuseTwice string
+}
+
+func runExamples(t *testing.T, rows []example) {
+	t.Helper()
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			tp := newProg(row.opts...)
+			row.build(tp)
+			p := tp.p
+			if err := ir.Check(p); err != nil {
+				t.Fatalf("recorded IR fails the checker: %v", err)
+			}
+			err := Run(p, Config{Check: true})
+			if row.err != nil {
+				if !errors.Is(err, row.err) {
+					t.Fatalf("Run error = %v, want %v", err, row.err)
+				}
+				if row.errText != "" && err.Error() != row.errText {
+					t.Errorf("error text:\n got %s\nwant %s", err, row.errText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			compareWant(t, p, row.want)
+			if p.InstrFusion {
+				checkFuseTwice(t, row)
+			}
+		})
+	}
+}
+
+func compareWant(t *testing.T, p *ir.Program, want map[string]string) {
+	t.Helper()
+	for key, w := range want {
+		var got string
+		var rank, tbID int
+		switch {
+		case strings.HasPrefix(key, "gpu "):
+			rank, _ = strconv.Atoi(strings.TrimPrefix(key, "gpu "))
+			got = gpuSummary(p, rank)
+		case strings.HasSuffix(key, " tbs"):
+			rank, _ = strconv.Atoi(strings.TrimSuffix(key, " tbs"))
+			got = strconv.Itoa(len(p.GPUs[rank].ThreadBlocks))
+			w += "\n"
+			got += "\n"
+		default:
+			hdr := strings.HasSuffix(key, " hdr")
+			if _, err := fmt.Sscanf(strings.TrimSuffix(key, " hdr"), "%d/%d", &rank, &tbID); err != nil {
+				t.Fatalf("bad want key %q", key)
+			}
+			tbs := p.GPUs[rank].ThreadBlocks
+			if tbID >= len(tbs) {
+				t.Errorf("%s: rank %d has %d thread blocks", key, rank, len(tbs))
+				continue
+			}
+			if hdr {
+				got = lines(ir.SprintThreadBlock(tbs[tbID]))[0] + "\n"
+				w += "\n"
+			} else {
+				got = ir.SprintOps(tbs[tbID].Ops)
+				w = dedent(w)
+			}
+		}
+		if key == "gpu "+strconv.Itoa(rank) {
+			w = dedent(w)
+		}
+		if diff := cmp.Diff(lines(w), lines(got)); diff != "" {
+			t.Errorf("%s mismatch (-want +got):\n%s", key, diff)
+		}
+	}
+}
+
+// gpuSummary returns the rank-level lines of ir.Sprint for one rank.
+func gpuSummary(p *ir.Program, rank int) string {
+	var b strings.Builder
+	in := false
+	for _, l := range lines(ir.Sprint(p)) {
+		switch {
+		case strings.HasPrefix(l, "gpu "):
+			in = l == "gpu "+strconv.Itoa(rank) || strings.HasPrefix(l, "gpu "+strconv.Itoa(rank)+" ")
+		case strings.HasPrefix(l, "  tb ") || strings.HasPrefix(l, "    "):
+			continue
+		}
+		if in {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// checkFuseTwice records the example again and checks that fusing every
+// thread block's fused list again changes nothing (the buildtools
+// fix-twice check), unless the row documents why it does.
+func checkFuseTwice(t *testing.T, row example) {
+	t.Helper()
+	tp := newProg(row.opts...)
+	row.build(tp)
+	changed := false
+	for r, g := range tp.p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			once := Fuse(tb.Ops)
+			onceText := ir.SprintOps(once)
+			twiceText := ir.SprintOps(Fuse(once))
+			if onceText == twiceText {
+				continue
+			}
+			changed = true
+			if row.fuseTwice == "" {
+				t.Errorf("rank %d tb %d: fusing twice differs from once (-once +twice):\n%s",
+					r, tb.ID, cmp.Diff(lines(onceText), lines(twiceText)))
+			}
+		}
+	}
+	if row.fuseTwice != "" && !changed {
+		t.Errorf("fuseTwice says %q, but fusing twice equals fusing once", row.fuseTwice)
+	}
+}
