@@ -174,3 +174,79 @@ func (s *Set) Disjoint(o *Set) bool {
 // Rebuilt returns the set obtained by adding s's keys, in iteration order,
 // to a fresh set: what Python's deepcopy does to a set.
 func (s *Set) Rebuilt() *Set { return NewSet(s.Keys()...) }
+
+// FoldSet returns the set a fused signal, wait or flush holds after fusing
+// ops with the channel ids ids, left to right: starting from {ids[0]}, each
+// further id x gives set(S | {x}). It computes the same layout as repeated
+// Union and Copy calls while reusing two buffers, which matters for long
+// runs of fused ops.
+func FoldSet(ids []int) *Set {
+	if len(ids) == 0 {
+		return NewSet()
+	}
+	cur := NewSet(ids[0])
+	var tmp []int
+	for _, x := range ids[1:] {
+		// r := copy(cur)
+		tmp = copyTable(tmp, cur.table, cur.fill)
+		fill := cur.fill
+		// merge(r, {x}): the pre-merge resize, then add(x).
+		if (fill+1)*5 >= (len(tmp)-1)*3 {
+			cur.table = rehash(cur.table, tmp, tableSize((fill+1)*2))
+			tmp, cur.table = cur.table, tmp
+		}
+		r := &Set{table: tmp, fill: fill}
+		r.Add(x)
+		tmp = r.table
+		// cur := copy(r)
+		cur.table = copyTable(cur.table, r.table, r.fill)
+		cur.fill = r.fill
+	}
+	return cur
+}
+
+// tableSize is the table size resize(minused) picks.
+func tableSize(minused int) int {
+	size := 8
+	for size <= minused {
+		size *= 2
+	}
+	return size
+}
+
+// copyTable returns the table of copy(s) for a set with table src and
+// fill keys, reusing dst's storage.
+func copyTable(dst, src []int, fill int) []int {
+	size := 8
+	if fill*5 >= 7*3 {
+		size = tableSize(fill * 2)
+	}
+	if size == len(src) {
+		dst = resizeBuf(dst, size)
+		copy(dst, src)
+		return dst
+	}
+	return rehash(dst, src, size)
+}
+
+// rehash returns a table of size slots, reusing dst's storage, holding the
+// keys of src inserted in src's slot order.
+func rehash(dst, src []int, size int) []int {
+	dst = resizeBuf(dst, size)
+	for i := range dst {
+		dst[i] = emptySlot
+	}
+	for _, k := range src {
+		if k != emptySlot {
+			dst[freeSlot(dst, k)] = k
+		}
+	}
+	return dst
+}
+
+func resizeBuf(b []int, n int) []int {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]int, n)
+}

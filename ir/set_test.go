@@ -49,3 +49,32 @@ func TestSetOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldSetMatchesUnionCopy checks FoldSet against the step-by-step
+// Union/Copy model on pseudo-random id sequences, with repeats (flush).
+func TestFoldSetMatchesUnionCopy(t *testing.T) {
+	t.Parallel()
+	seed := uint32(12345)
+	next := func(n int) int {
+		seed = seed*1664525 + 1013904223
+		return int(seed>>8) % n
+	}
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + next(80)
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = next(1 + next(300))
+		}
+		s := NewSet(ids[0])
+		for _, x := range ids[1:] {
+			s = s.Union(NewSet(x)).Copy()
+		}
+		got := FoldSet(ids)
+		if diff := cmp.Diff(s.Keys(), got.Keys()); diff != "" {
+			t.Fatalf("ids %v (-want +got):\n%s", ids, diff)
+		}
+		if diff := cmp.Diff(s.Rebuilt().Keys(), got.Rebuilt().Keys()); diff != "" {
+			t.Fatalf("rebuilt, ids %v (-want +got):\n%s", ids, diff)
+		}
+	}
+}

@@ -21,23 +21,13 @@ import "github.com/mscclgo/mscclgo/ir"
 // Needs: data-sync nops in place. Establishes: no unsynchronized
 // intra-block hazard on local buffers (as the reference defines them).
 func ResolveDependencies(ops []*ir.Op) []*ir.Op {
-	var r resolver
-	return r.resolve(ops, &r.outer)
+	var s state
+	return s.resolveTB(ops)
 }
 
-func resolveProgram(p *ir.Program) error {
-	var r resolver
-	forEachTB(p, func(ops []*ir.Op) []*ir.Op { return r.resolve(ops, &r.outer) })
-	return nil
-}
+func (s *state) resolveTB(ops []*ir.Op) []*ir.Op { return s.resolve(ops, &s.outer) }
 
-// resolver holds the trackers and nop blocks reused across thread blocks.
-type resolver struct {
-	outer, inner tracker
-	nops         nopAlloc
-}
-
-func (r *resolver) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
+func (s *state) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 	t.clear()
 	var out []*ir.Op
 	for i, o := range ops {
@@ -45,14 +35,14 @@ func (r *resolver) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 			t.clear()
 		} else {
 			if o.Kind == ir.Pipeline {
-				o.Body = r.resolve(o.Body, &r.inner)
+				o.Body = s.resolve(o.Body, &s.inner)
 			}
 			if t.recordOp(o, o) {
 				if out == nil {
 					out = make([]*ir.Op, i, len(ops)+len(ops)/4+4)
 					copy(out, ops[:i])
 				}
-				out = append(out, r.nops.nop())
+				out = append(out, s.nops.nop())
 			}
 		}
 		if out != nil {

@@ -30,8 +30,8 @@ type loopEntry struct {
 
 type option func(*ir.Program)
 
-func instances(n int) option { return func(p *ir.Program) { p.Instances = n } }
-func noFusion(p *ir.Program) { p.InstrFusion = false }
+func instances(n int) option   { return func(p *ir.Program) { p.Instances = n } }
+func noFusion(p *ir.Program)   { p.InstrFusion = false }
 func noAutoSync(p *ir.Program) { p.AutoSync = false }
 func policyNone(p *ir.Program) { p.Policy = ir.NoReplication }
 
@@ -163,9 +163,13 @@ func (t *tprog) copyKind(kind ir.Kind, rank int, dst, src ck, a at) {
 	}
 }
 
-func (t *tprog) copy(rank int, dst, src ck, a at)          { t.copyKind(ir.Copy, rank, dst, src, a) }
-func (t *tprog) copyPackets(rank int, dst, src ck, a at)   { t.copyKind(ir.CopyPacket, rank, dst, src, a) }
-func (t *tprog) unpackPackets(rank int, dst, src ck, a at) { t.copyKind(ir.UnpackPacket, rank, dst, src, a) }
+func (t *tprog) copy(rank int, dst, src ck, a at) { t.copyKind(ir.Copy, rank, dst, src, a) }
+func (t *tprog) copyPackets(rank int, dst, src ck, a at) {
+	t.copyKind(ir.CopyPacket, rank, dst, src, a)
+}
+func (t *tprog) unpackPackets(rank int, dst, src ck, a at) {
+	t.copyKind(ir.UnpackPacket, rank, dst, src, a)
+}
 
 // reduce is Rank(rank).reduce(src, others, tb, dst_chunk=dst,
 // reduce_op=op, packet=packet).

@@ -15,21 +15,15 @@ import "github.com/mscclgo/mscclgo/ir"
 // asks for is an explicit nop, which auto-sync relies on to reset its
 // hazard tracker.
 func InsertDataSync(ops []*ir.Op) []*ir.Op {
-	var n nopAlloc
-	return n.insertDataSync(ops)
+	var s state
+	return s.insertDataSync(ops)
 }
 
-func dataSyncProgram(p *ir.Program) error {
-	var n nopAlloc
-	forEachTB(p, n.insertDataSync)
-	return nil
-}
-
-func (n *nopAlloc) insertDataSync(ops []*ir.Op) []*ir.Op {
+func (s *state) insertDataSync(ops []*ir.Op) []*ir.Op {
 	extra := 0
 	for _, o := range ops {
 		if o.Kind == ir.Pipeline {
-			o.Body = n.insertDataSync(o.Body)
+			o.Body = s.insertDataSync(o.Body)
 		}
 		if o.Kind.IsDataSync() {
 			extra += int(o.DataSync&ir.SyncBefore) + int(o.DataSync&ir.SyncAfter)>>1
@@ -42,11 +36,11 @@ func (n *nopAlloc) insertDataSync(ops []*ir.Op) []*ir.Op {
 	for _, o := range ops {
 		ds := o.Kind.IsDataSync()
 		if ds && o.DataSync&ir.SyncBefore != 0 {
-			out = append(out, n.nop())
+			out = append(out, s.nops.nop())
 		}
 		out = append(out, o)
 		if ds && o.DataSync&ir.SyncAfter != 0 {
-			out = append(out, n.nop())
+			out = append(out, s.nops.nop())
 		}
 	}
 	return out

@@ -30,21 +30,33 @@ import "github.com/mscclgo/mscclgo/ir"
 // Needs: ops well formed (ir.Check), pipelines not nested. Establishes: no
 // two adjacent ops of the result combine.
 func Fuse(ops []*ir.Op) []*ir.Op {
+	var f fuser
+	return f.fuse(ops)
+}
+
+// fuser is the driver of §4.1 with the state of the current chain of
+// fused signal, wait or flush ops (see idSetChain).
+type fuser struct {
+	ids idSetChain
+}
+
+func (f *fuser) fuse(ops []*ir.Op) []*ir.Op {
 	out := ops[:0] // writes never overtake reads: len(out) <= i < j
 	for i := 0; i < len(ops); {
 		cur := ops[i]
 		if cur.Kind == ir.Pipeline {
-			cur.Body = Fuse(cur.Body)
+			cur.Body = f.fuse(cur.Body)
 		}
 		fresh := false // cur is a fused op of this chain, private to us
 		j := i + 1
 		for ; j < len(ops); j++ {
-			r, isNew := combine(cur, ops[j], fresh)
+			r, isNew := f.combine(cur, ops[j], fresh)
 			if r == nil {
 				break
 			}
 			cur, fresh = r, isNew
 		}
+		f.ids.finish(cur)
 		out = append(out, cur)
 		i = j
 	}
@@ -53,16 +65,29 @@ func Fuse(ops []*ir.Op) []*ir.Op {
 	return out
 }
 
-func fuseProgram(p *ir.Program) error {
-	forEachTB(p, Fuse)
-	return nil
-}
-
 // combine returns the fusion of l and r, or nil after applying the elision
 // side effects of a failed combination. isNew reports whether the result is
 // a fused op private to the driver. When fresh is set, l is such an op and
 // combine may extend it in place: the intermediate ops of a fusion chain
 // are never observable, and extending avoids quadratic copying.
+func (f *fuser) combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
+	switch l.Kind {
+	case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush: // F12, F13, F14
+		// Flushes may overlap; signals and waits must be disjoint.
+		if r.Kind == l.Kind && l.ChannelType == r.ChannelType && (l.Kind == ir.Flush || f.ids.disjoint(l, r, fresh)) {
+			acc := accumulator(l, fresh)
+			f.ids.union(acc, r, fresh)
+			acc.DataSync |= r.DataSync
+			return acc, true
+		}
+		elide(l, r)
+		return nil, false
+	}
+	return combine(l, r, fresh)
+}
+
+// combine implements every rule but F12–F14, which fuser.combine handles
+// with its chain state.
 func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 	switch l.Kind {
 	case ir.Put, ir.PutPacket, ir.PutWithSignal, ir.PutWithSignalAndFlush: // F1
@@ -113,20 +138,6 @@ func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 		if r.Kind == l.Kind {
 			f := accumulator(l, fresh)
 			f.SemaphoreIDs = append(f.SemaphoreIDs, r.SemaphoreIDs...)
-			f.DataSync |= r.DataSync
-			return f, true
-		}
-	case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait: // F12, F13
-		if r.Kind == l.Kind && l.ChannelType == r.ChannelType && l.IDSet.Disjoint(r.IDSet) {
-			f := accumulator(l, fresh)
-			f.IDSet = l.IDSet.Union(r.IDSet).Copy()
-			f.DataSync |= r.DataSync
-			return f, true
-		}
-	case ir.Flush: // F14: overlap allowed
-		if r.Kind == ir.Flush && l.ChannelType == r.ChannelType {
-			f := accumulator(l, fresh)
-			f.IDSet = l.IDSet.Union(r.IDSet).Copy()
 			f.DataSync |= r.DataSync
 			return f, true
 		}

@@ -1,6 +1,7 @@
 package passes
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestFuseExamples(t *testing.T) {
 			a.put(O(1, 3, 4), I(0, 0, 1), tb(0))
 			b.put(I(1, 0, 1), I(0, 2, 3), tb(0))
 		}, want: map[string]string{
-			"0/0": `put memory ch=[0,1] i[0:1],i[2:3] -> rb0[3:4],rb1[0:1]`,
+			"0/0":     `put memory ch=[0,1] i[0:1],i[2:3] -> rb0[3:4],rb1[0:1]`,
 			"0/0 hdr": "tb 0 ch.memory=[0,1] rb.memory=[0,1]",
 		}},
 		{name: "fu_put_size", build: func(t *tprog) {
@@ -593,7 +594,7 @@ func TestCombineNonFusions(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			lBefore, rBefore := ir.FormatOp(c.l), ir.FormatOp(c.r)
-			if got, _ := combine(c.l, c.r, false); got != nil {
+			if got, _ := new(fuser).combine(c.l, c.r, false); got != nil {
 				t.Fatalf("combine fused them into %s", ir.FormatOp(got))
 			}
 			if ir.FormatOp(c.l) != lBefore || ir.FormatOp(c.r) != rBefore {
@@ -637,7 +638,7 @@ func TestElisionTable(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if got, _ := combine(c.l, c.r, false); got != nil {
+			if got, _ := new(fuser).combine(c.l, c.r, false); got != nil {
 				t.Fatalf("combine fused them into %s", ir.FormatOp(got))
 			}
 			if c.l.Kind.IsDataSync() && c.l.DataSync != c.wantL {
@@ -751,4 +752,70 @@ func TestSetOrder(t *testing.T) {
 			t.Errorf("fusion order %v: got %s, want ids %v", c.order, ir.SprintOps(got), c.want)
 		}
 	}
+}
+
+// TestIDSetChainMatchesLiteral compares fused signal and flush chains with
+// the literal S.Union(R).Copy() of §4.6 on random id sequences, including
+// ids large enough to leave the identity-layout shortcut of idSetChain.
+func TestIDSetChainMatchesLiteral(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := 0; round < 3000; round++ {
+		kind := ir.Signal
+		if round%3 == 0 {
+			kind = ir.Flush
+		}
+		limit := []int{8, 16, 40, 64, 300}[round%5]
+		n := 1 + rng.IntN(70)
+		var ids []int
+		for i := 0; i < n; i++ {
+			ids = append(ids, rng.IntN(limit))
+		}
+		// The literal chains, as the reference builds them.
+		var want []*ir.Set
+		var cur *ir.Set
+		for _, id := range ids {
+			r := ir.NewSet(id)
+			switch {
+			case cur == nil:
+				cur = r
+			case kind == ir.Flush || cur.Disjoint(r):
+				cur = cur.Union(r).Copy()
+			default:
+				want = append(want, cur)
+				cur = r
+			}
+		}
+		want = append(want, cur)
+
+		var ops []*ir.Op
+		for _, id := range ids {
+			ops = append(ops, &ir.Op{Kind: kind, IDSet: ir.NewSet(id), ChannelType: ir.Port})
+		}
+		got := Fuse(ops)
+		if len(got) != len(want) {
+			t.Fatalf("ids %v: %d ops, want %d", ids, len(got), len(want))
+		}
+		for i, o := range got {
+			if !sameSet(o.IDSet, want[i]) {
+				t.Fatalf("ids %v, op %d: got %v, want %v", ids, i, o.IDSet.Keys(), want[i].Keys())
+			}
+		}
+	}
+}
+
+// sameSet compares two sets by iteration order and by how they behave
+// when copied and merged further (which exposes their table sizes).
+func sameSet(a, b *ir.Set) bool {
+	if !slices.Equal(a.Keys(), b.Keys()) || !slices.Equal(a.Rebuilt().Keys(), b.Rebuilt().Keys()) {
+		return false
+	}
+	for _, k := range []int{0, 5, 8, 13, 64, 77, 129, 511} {
+		x := ir.NewSet(k)
+		if !slices.Equal(a.Union(x).Copy().Keys(), b.Union(x).Copy().Keys()) ||
+			!slices.Equal(a.Copy().Keys(), b.Copy().Keys()) {
+			return false
+		}
+	}
+	return true
 }

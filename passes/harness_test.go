@@ -47,6 +47,11 @@ func runExamples(t *testing.T, rows []example) {
 			}
 			err := Run(p, Config{Check: true})
 			if row.err != nil {
+				tp2 := newProg(row.opts...)
+				row.build(tp2)
+				if err2 := Run(tp2.p, Config{}); err2 == nil || err2.Error() != err.Error() {
+					t.Errorf("rank-major Run error %v differs from pass-major %v", err2, err)
+				}
 				if !errors.Is(err, row.err) {
 					t.Fatalf("Run error = %v, want %v", err, row.err)
 				}
@@ -62,6 +67,7 @@ func runExamples(t *testing.T, rows []example) {
 			if p.InstrFusion {
 				checkFuseTwice(t, row)
 			}
+			checkRankMajor(t, row, p)
 		})
 	}
 }
@@ -124,6 +130,20 @@ func gpuSummary(p *ir.Program, rank int) string {
 		}
 	}
 	return b.String()
+}
+
+// checkRankMajor runs the example again with the plain Config (rank-major
+// driver, no checks) and compares the result with the pass-major run.
+func checkRankMajor(t *testing.T, row example, passMajor *ir.Program) {
+	t.Helper()
+	tp := newProg(row.opts...)
+	row.build(tp)
+	if err := Run(tp.p, Config{}); err != nil {
+		t.Fatalf("rank-major Run: %v", err)
+	}
+	if diff := cmp.Diff(lines(ir.Sprint(passMajor)), lines(ir.Sprint(tp.p))); diff != "" {
+		t.Errorf("rank-major and pass-major runs differ (-pass-major +rank-major):\n%s", diff)
+	}
 }
 
 // checkFuseTwice records the example again and checks that fusing every

@@ -89,23 +89,45 @@ type Config struct {
 	Dump func(pass string, p *ir.Program)
 }
 
-// pass is one entry of the pass table.
+// scope is what one application of a pass covers.
+type scope uint8
+
+const (
+	scopeProgram scope = iota // the whole program (validate)
+	scopeTB                   // one thread block's op list (fuse, data-sync, auto-sync)
+	scopeRank                 // one rank (replicate)
+)
+
+// pass is one entry of the pass table: its name, whether the program's
+// options ask for it, and its function for its scope.
 type pass struct {
-	name string
-	// wanted reports whether the program's options ask for the pass.
-	wanted func(p *ir.Program) bool
-	run    func(p *ir.Program) error
+	name    string
+	scope   scope
+	wanted  func(p *ir.Program) bool
+	program func(p *ir.Program) error
+	tb      func(s *state, ops []*ir.Op) []*ir.Op
+	rank    func(p *ir.Program, g *ir.GPU) error
 }
 
 func always(*ir.Program) bool { return true }
 
-// passList is the pass table, in pipeline order (§1).
+// passList is the pass table, in pipeline order (§1). Program-scope passes
+// come first and rank-scope passes last, which the rank-major driver
+// relies on (checked by passes_test).
 var passList = [...]pass{
-	{"validate", always, ValidatePairing},
-	{"fuse", func(p *ir.Program) bool { return p.InstrFusion }, fuseProgram},
-	{"data-sync", always, dataSyncProgram},
-	{"auto-sync", func(p *ir.Program) bool { return p.AutoSync }, resolveProgram},
-	{"replicate", always, replicateProgram},
+	{name: "validate", scope: scopeProgram, wanted: always, program: ValidatePairing},
+	{name: "fuse", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.InstrFusion },
+		tb: func(_ *state, ops []*ir.Op) []*ir.Op { return Fuse(ops) }},
+	{name: "data-sync", scope: scopeTB, wanted: always, tb: (*state).insertDataSync},
+	{name: "auto-sync", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.AutoSync }, tb: (*state).resolveTB},
+	{name: "replicate", scope: scopeRank, wanted: always, rank: Replicate},
+}
+
+// state is the scratch space that the thread-block passes reuse from one
+// block to the next within a Run: nop blocks and hazard trackers.
+type state struct {
+	nops         nopAlloc
+	outer, inner tracker
 }
 
 // passOrder lists the ordering constraints between passes: a must run
@@ -158,17 +180,80 @@ func Run(p *ir.Program, cfg Config) error {
 		return &Error{Pass: "run", Program: p.Name, Msg: "passes already ran on this program; they are not idempotent", Err: ErrFinalized}
 	}
 	p.Finalized = true
+	var active []*pass
+	for i := range passList {
+		if ps := &passList[i]; !cfg.Disabled[ps.name] && ps.wanted(p) {
+			active = append(active, ps)
+		}
+	}
+	if cfg.Check || cfg.Dump != nil && cfg.DumpAfter != "" {
+		return runPassMajor(p, cfg, active)
+	}
+	return runRankMajor(p, active)
+}
+
+// runRankMajor is the reference's order (§1): program passes, then for
+// each rank every thread-block pass on each block in turn (while the
+// block's ops are in cache), then the rank passes.
+func runRankMajor(p *ir.Program, active []*pass) error {
+	var s state
+	for _, ps := range active {
+		if ps.scope == scopeProgram {
+			if err := ps.program(p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, g := range p.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			ops := tb.Ops
+			for _, ps := range active {
+				if ps.scope == scopeTB {
+					ops = ps.tb(&s, ops)
+				}
+			}
+			tb.Ops = ops
+		}
+		for _, ps := range active {
+			if ps.scope == scopeRank {
+				if err := ps.rank(p, g); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runPassMajor runs each pass over the whole program before the next, so
+// that the program can be checked and dumped between passes. Passes keep
+// no state across blocks or ranks and only replicate can fail after
+// validate, so the IR and the first error are those of runRankMajor.
+func runPassMajor(p *ir.Program, cfg Config, active []*pass) error {
 	if cfg.Check {
 		if err := ir.Check(p); err != nil {
 			return invariantError(p, "recorded IR", err)
 		}
 	}
-	for _, ps := range passList {
-		if cfg.Disabled[ps.name] || !ps.wanted(p) {
-			continue
-		}
-		if err := ps.run(p); err != nil {
-			return err
+	var s state
+	for _, ps := range active {
+		switch ps.scope {
+		case scopeProgram:
+			if err := ps.program(p); err != nil {
+				return err
+			}
+		case scopeTB:
+			for _, g := range p.GPUs {
+				for _, tb := range g.ThreadBlocks {
+					tb.Ops = ps.tb(&s, tb.Ops)
+				}
+			}
+		case scopeRank:
+			for _, g := range p.GPUs {
+				if err := ps.rank(p, g); err != nil {
+					return err
+				}
+			}
 		}
 		if cfg.Check {
 			if err := ir.Check(p); err != nil {
@@ -195,13 +280,4 @@ func invariantError(p *ir.Program, after string, err error) error {
 		e.Msg = "after " + after + ": " + ce.Detail()
 	}
 	return e
-}
-
-// forEachTB applies f to the op list of every thread block of the program.
-func forEachTB(p *ir.Program, f func([]*ir.Op) []*ir.Op) {
-	for _, g := range p.GPUs {
-		for _, tb := range g.ThreadBlocks {
-			tb.Ops = f(tb.Ops)
-		}
-	}
 }

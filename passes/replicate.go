@@ -69,15 +69,6 @@ func Replicate(p *ir.Program, g *ir.GPU) error {
 	return nil
 }
 
-func replicateProgram(p *ir.Program) error {
-	for _, g := range p.GPUs {
-		if err := Replicate(p, g); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // firstBufferOp returns the first op with buffer operands in block order,
 // looking inside pipelines, and its block id.
 func firstBufferOp(g *ir.GPU) (int, *ir.Op) {

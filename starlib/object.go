@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strconv"
+	"strings"
 
 	"go.starlark.net/starlark"
 )
@@ -113,3 +115,17 @@ func intList(xs []int) *starlark.List {
 
 // noHash is the Hash of unhashable mutable-state values.
 func noHash(typ string) (uint32, error) { return 0, fmt.Errorf("unhashable type: %s", typ) }
+
+// fmtInts formats ints as a Starlark list: [0, 1].
+func fmtInts(xs []int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(x))
+	}
+	b.WriteByte(']')
+	return b.String()
+}

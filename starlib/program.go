@@ -1,6 +1,7 @@
 package starlib
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -95,6 +96,12 @@ func planString(p *Program, fn string) (starlark.Value, error) {
 	}
 	plan, err := p.Plan()
 	if err != nil {
+		// The error is raised at the JSON() call; keep the position of
+		// the offending op in the message.
+		var se *Error
+		if errors.As(err, &se) && se.Pos.IsValid() {
+			return nil, fmt.Errorf("%s: %s (recorded at %s)", fn, se.Msg, se.Pos)
+		}
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	return starlark.String(strings.TrimSuffix(string(plan), "\n")), nil

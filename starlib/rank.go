@@ -305,11 +305,11 @@ func rankBarrier(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 	seen := map[int]bool{}
 	for _, tb := range tbs {
-		if tb < 0 {
-			return nil, fmt.Errorf("%s: negative thread block %d", fn, tb)
+		if _, err := tbArg(fn, starlark.MakeInt(tb)); err != nil {
+			return nil, err
 		}
 		if seen[tb] {
-			return nil, fmt.Errorf("%s: thread block %d listed twice in %v", fn, tb, tbs)
+			return nil, fmt.Errorf("%s: thread block %d listed twice in %s", fn, tb, fmtInts(tbs))
 		}
 		seen[tb] = true
 	}
@@ -362,7 +362,7 @@ func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program) ([]tbTarget, 
 		if group != nil {
 			i := group.indexOf(tb)
 			if i < 0 {
-				return nil, fmt.Errorf("%s: thread block %d is not in tb_group %v", fn, tb, group.tbs)
+				return nil, fmt.Errorf("%s: thread block %d is not in tb_group %s", fn, tb, fmtInts(group.tbs))
 			}
 			t.tbg = &ir.TBGInfo{TBID: i, TBGSize: len(group.tbs)}
 		}
@@ -390,8 +390,8 @@ func tbArg(fn string, v starlark.Value) (int, error) {
 	if tb < 0 {
 		return 0, fmt.Errorf("%s: for parameter tb: got %d, want a non-negative thread block id", fn, tb)
 	}
-	if tb > maxTB {
-		return 0, fmt.Errorf("%s: for parameter tb: %d exceeds the limit of %d thread blocks per rank", fn, tb, maxTB)
+	if tb >= maxTB {
+		return 0, fmt.Errorf("%s: for parameter tb: %d is not below the limit of %d thread blocks per rank", fn, tb, maxTB)
 	}
 	return tb, nil
 }
@@ -413,7 +413,7 @@ var tbgMethods = map[string]builtinFn{
 }
 
 // String returns <ThreadBlockGroup [..]>.
-func (g *ThreadBlockGroup) String() string { return fmt.Sprintf("<ThreadBlockGroup %v>", g.tbs) }
+func (g *ThreadBlockGroup) String() string { return fmt.Sprintf("<ThreadBlockGroup %s>", fmtInts(g.tbs)) }
 
 // Type returns "ThreadBlockGroup".
 func (g *ThreadBlockGroup) Type() string { return "ThreadBlockGroup" }
@@ -484,7 +484,7 @@ func tbgInternalID(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	g := b.Receiver().(*ThreadBlockGroup)
 	i := g.indexOf(tb)
 	if i < 0 {
-		return nil, fmt.Errorf("%s: thread block %d not found in %v", fnName(b), tb, g.tbs)
+		return nil, fmt.Errorf("%s: thread block %d not found in %s", fnName(b), tb, fmtInts(g.tbs))
 	}
 	return starlark.MakeInt(i), nil
 }

@@ -29,7 +29,7 @@ var switchMethods = map[string]builtinFn{
 
 // String returns <SwitchChannel [ranks] type>.
 func (s *SwitchChannel) String() string {
-	return fmt.Sprintf("<SwitchChannel %v %s>", s.ranks, s.btype.Name())
+	return fmt.Sprintf("<SwitchChannel %s %s>", fmtInts(s.ranks), s.btype.Name())
 }
 
 // Type returns "SwitchChannel".
@@ -93,7 +93,7 @@ func switchBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		}
 		for _, q := range ranks[:i] {
 			if q == r {
-				return nil, fmt.Errorf("%s: rank %d listed twice in %v", b.Name(), r, ranks)
+				return nil, fmt.Errorf("%s: rank %d listed twice in %s", b.Name(), r, fmtInts(ranks))
 			}
 		}
 	}
@@ -189,7 +189,7 @@ func switchReduce(bound bool) builtinFn {
 			return nil, err
 		}
 		if !s.member(dst.c.Rank) {
-			return nil, fmt.Errorf("%s: dst_chunk is on rank %d, which is not in the switch group %v", fn, dst.c.Rank, s.ranks)
+			return nil, fmt.Errorf("%s: dst_chunk is on rank %d, which is not in the switch group %s", fn, dst.c.Rank, fmtInts(s.ranks))
 		}
 		if dst.c.Size != size {
 			return nil, fmt.Errorf("%s: dst_chunk size %d differs from size %d", fn, dst.c.Size, size)
@@ -247,7 +247,7 @@ func switchBroadcast(kind ir.Kind, bound bool) builtinFn {
 			return nil, err
 		}
 		if !s.member(src.c.Rank) {
-			return nil, fmt.Errorf("%s: src_chunk is on rank %d, which is not in the switch group %v", fn, src.c.Rank, s.ranks)
+			return nil, fmt.Errorf("%s: src_chunk is on rank %d, which is not in the switch group %s", fn, src.c.Rank, fmtInts(s.ranks))
 		}
 		if kind == ir.GroupStorePacket {
 			if src.c.Buffer != ir.Scratch {
@@ -285,7 +285,7 @@ func (s *SwitchChannel) opRank(fn string, p *Program, bound int, v starlark.Valu
 		return 0, err
 	}
 	if !s.member(r) {
-		return 0, fmt.Errorf("%s: rank %d is not in the switch group %v", fn, r, s.ranks)
+		return 0, fmt.Errorf("%s: rank %d is not in the switch group %s", fn, r, fmtInts(s.ranks))
 	}
 	return r, nil
 }
@@ -297,7 +297,7 @@ func switchAtRank(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	}
 	s := b.Receiver().(*SwitchChannel)
 	if !s.member(r) {
-		return nil, fmt.Errorf("%s: rank %d is not in the switch group %v", fnName(b), r, s.ranks)
+		return nil, fmt.Errorf("%s: rank %d is not in the switch group %s", fnName(b), r, fmtInts(s.ranks))
 	}
 	return &SwitchChannelView{ch: s, rank: r}, nil
 }
@@ -319,7 +319,7 @@ var switchViewMethods = map[string]builtinFn{
 
 // String returns <SwitchChannel [ranks] type at rank r>.
 func (v *SwitchChannelView) String() string {
-	return fmt.Sprintf("<SwitchChannel %v %s at rank %d>", v.ch.ranks, v.ch.btype.Name(), v.rank)
+	return fmt.Sprintf("<SwitchChannel %s %s at rank %d>", fmtInts(v.ch.ranks), v.ch.btype.Name(), v.rank)
 }
 
 // Type returns "SwitchChannel".

@@ -20,6 +20,8 @@ type deps struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// unknownCommand is set when the command line names no command.
+	unknownCommand bool
 }
 
 // newApp builds the application; commands are data.
@@ -32,6 +34,11 @@ func newApp(d *deps) *cli.App {
 		Writer:          d.stdout,
 		ErrWriter:       d.stderr,
 		HideHelpCommand: true,
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(d.stderr, "mscclgo: unknown command %q (run mscclgo --help for the list)\n", name)
+			d.unknownCommand = true
+		},
+		OnUsageError: onUsageError,
 		Commands: []*cli.Command{
 			evalCommand(d),
 		},
@@ -45,6 +52,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	d := &deps{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(d)
 	err := app.Run(interspersed(app, args))
+	if d.unknownCommand {
+		return ExitUsage
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -114,6 +124,11 @@ func interspersed(app *cli.App, args []string) []string {
 			positional = append(positional, rest[i+1:]...)
 			break
 		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && !strings.Contains(a[:2], "=") && takesValue[a[1:2]] && !takesValue[strings.SplitN(a[1:], "=", 2)[0]] {
+			// -Dn=4: a one-letter flag glued to its value.
+			flags = append(flags, a[:2], a[2:])
+			continue
+		}
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
@@ -131,4 +146,10 @@ func interspersed(app *cli.App, args []string) []string {
 		out = append(out, positional...)
 	}
 	return out
+}
+
+// onUsageError turns a flag parsing error into a usage error, without
+// printing help on standard output (where a plan may be going).
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return usageErr("%v (see mscclgo --help)", err)
 }

@@ -31,7 +31,8 @@ func evalCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "params", Usage: "list the parameters the script declares and write no plan"},
 			&cli.Uint64Flag{Name: "max-steps", Usage: "Starlark step limit (`N`; 0 means the default)"},
 		},
-		Action: func(c *cli.Context) error { return runEval(c, d) },
+		Action:       func(c *cli.Context) error { return runEval(c, d) },
+		OnUsageError: onUsageError,
 	}
 }
 
@@ -116,6 +117,9 @@ func runEval(c *cli.Context, d *deps) error {
 			return reportScriptError(d.stderr, progs[0].WritePlan(d.stdout))
 		}
 		if st, err := os.Stat(out); err == nil && st.IsDir() {
+			if err := checkFileName(progs[0].Name()); err != nil {
+				return err
+			}
 			out = filepath.Join(out, progs[0].Name()+".json")
 		}
 		return reportScriptError(d.stderr, writeAll([]string{out}, func(_ int, w io.Writer) error { return progs[0].WritePlan(w) }))
@@ -132,8 +136,8 @@ func runEval(c *cli.Context, d *deps) error {
 		if seen[p.Name()] {
 			return fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
 		}
-		if p.Name() == "" || strings.ContainsAny(p.Name(), `/\`) || p.Name() == "." || p.Name() == ".." {
-			return fmt.Errorf("program name %q cannot be used as a file name", p.Name())
+		if err := checkFileName(p.Name()); err != nil {
+			return err
 		}
 		seen[p.Name()] = true
 		paths[i] = filepath.Join(out, p.Name()+".json")
@@ -164,4 +168,13 @@ func listParams(w io.Writer, params []starlib.Param) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, p.Default.Type(), p.Default, p.Help)
 	}
 	return tw.Flush()
+}
+
+// checkFileName rejects program names that cannot be a plan's file name
+// inside the output directory.
+func checkFileName(name string) error {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("program name %q cannot be used as a file name", name)
+	}
+	return nil
 }
