@@ -67,11 +67,12 @@ func syntheticProgram(ranks, tbs, opsPerTB, instances int) *ir.Program {
 // (about 200 000 recorded ops).
 func BenchmarkRun(b *testing.B) {
 	for _, inst := range []int{1, 2} {
-		b.Run("instances="+string(rune('0'+inst)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("instances=%d", inst), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
 				p := syntheticProgram(64, 64, 50, inst)
+				runtime.GC()
 				b.StartTimer()
 				if err := Run(p, Config{}); err != nil {
 					b.Fatal(err)

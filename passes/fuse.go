@@ -15,7 +15,9 @@ import "github.com/mscclgo/mscclgo/ir"
 // flush ops merge their ids and OR their data_sync, and nops melt into
 // neighbouring nops, barriers and pipelines. A fused op is a new *ir.Op
 // (a new owner for auto-sync) and its kind is re-derived from its fields.
-// Fusion never looks at data dependencies (Q9).
+// The id set of fused signals, waits and flushes is the set
+// L.IDSet.Union(R.IDSet).Copy() would give, step by step (§4.6; built
+// cheaply by idSetChain). Fusion never looks at data dependencies (Q9).
 //
 // Each failed combination may clear data_sync bits (sync elision, §4.4):
 // a data-sync op followed by a sync point, or by a data-sync op or pipeline
@@ -27,8 +29,9 @@ import "github.com/mscclgo/mscclgo/ir"
 // body, Q3) nor when a preceding nop absorbs into it (it is then never
 // fused, Q2).
 //
-// Needs: ops well formed (ir.Check), pipelines not nested. Establishes: no
-// two adjacent ops of the result combine.
+// Needs: ops as recorded (well formed per ir.Check, pipelines not nested).
+// Establishes: the final data_sync bits, from which data-sync inserts nops.
+// Fusing the result again usually changes nothing, but not always (Q2–Q4).
 func Fuse(ops []*ir.Op) []*ir.Op {
 	var f fuser
 	return f.fuse(ops)

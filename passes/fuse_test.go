@@ -759,23 +759,37 @@ func TestSetOrder(t *testing.T) {
 // ids large enough to leave the identity-layout shortcut of idSetChain.
 func TestIDSetChainMatchesLiteral(t *testing.T) {
 	t.Parallel()
+	// Chains whose last step has a key equal to copy's table size: just
+	// outside the identity-layout case.
+	fixed := [][]int{{16, 6, 11, 0, 2, 4}, {8, 0}, {0, 1, 2, 3, 4, 16}}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := 0; round < 3000; round++ {
 		kind := ir.Signal
 		if round%3 == 0 {
 			kind = ir.Flush
 		}
+		var sets [][]int
+		if round < len(fixed) {
+			kind = ir.Signal
+			for _, id := range fixed[round] {
+				sets = append(sets, []int{id})
+			}
+		}
 		limit := []int{8, 16, 40, 64, 300}[round%5]
 		n := 1 + rng.IntN(70)
-		var ids []int
-		for i := 0; i < n; i++ {
-			ids = append(ids, rng.IntN(limit))
+		// Mostly one id per op, as the builtins record; now and then two.
+		for i := 0; i < n && round >= len(fixed); i++ {
+			ids := []int{rng.IntN(limit)}
+			if round%7 == 0 && rng.IntN(10) == 0 {
+				ids = append(ids, rng.IntN(limit))
+			}
+			sets = append(sets, ids)
 		}
 		// The literal chains, as the reference builds them.
 		var want []*ir.Set
 		var cur *ir.Set
-		for _, id := range ids {
-			r := ir.NewSet(id)
+		for _, ids := range sets {
+			r := ir.NewSet(ids...)
 			switch {
 			case cur == nil:
 				cur = r
@@ -789,16 +803,16 @@ func TestIDSetChainMatchesLiteral(t *testing.T) {
 		want = append(want, cur)
 
 		var ops []*ir.Op
-		for _, id := range ids {
-			ops = append(ops, &ir.Op{Kind: kind, IDSet: ir.NewSet(id), ChannelType: ir.Port})
+		for _, ids := range sets {
+			ops = append(ops, &ir.Op{Kind: kind, IDSet: ir.NewSet(ids...), ChannelType: ir.Port})
 		}
 		got := Fuse(ops)
 		if len(got) != len(want) {
-			t.Fatalf("ids %v: %d ops, want %d", ids, len(got), len(want))
+			t.Fatalf("ids %v: %d ops, want %d", sets, len(got), len(want))
 		}
 		for i, o := range got {
 			if !sameSet(o.IDSet, want[i]) {
-				t.Fatalf("ids %v, op %d: got %v, want %v", ids, i, o.IDSet.Keys(), want[i].Keys())
+				t.Fatalf("ids %v, op %d: got %v, want %v", sets, i, o.IDSet.Keys(), want[i].Keys())
 			}
 		}
 	}

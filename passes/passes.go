@@ -7,20 +7,21 @@
 //   - passes.go: Config, Error and its sentinels, the pass table, the
 //     passOrder constraints and Run, the driver.
 //   - validate.go: ValidatePairing, the signal/wait pairing check (§3).
-//   - fuse.go: Fuse, instruction fusion and sync elision (§4).
+//   - fuse.go: Fuse, instruction fusion and sync elision (§4); idset.go,
+//     the channel id sets of fused signal/wait/flush chains (§4.6).
 //   - datasync.go: InsertDataSync, the nops around data-sync ops (§5).
 //   - autosync.go: ResolveDependencies, the nops before intra-block
 //     hazards (§6).
 //   - replicate.go: Replicate, the instances copies of every thread block
 //     (§7).
 //
-// The pipeline is the reference's: validate on the whole program, then for
-// every rank fuse (if InstrFusion), data-sync, auto-sync (if AutoSync) and
-// replicate. Run executes each pass over all ranks before the next pass
-// rather than all passes per rank: passes 2–5 keep no state across thread
-// blocks or ranks and only replicate can fail after validate, so both
-// orders produce the same IR and the same first error, and the pass-major
-// order lets Config check and dump the whole program between passes.
+// The pipeline is the reference's (§1): validate on the whole program,
+// then for every rank fuse (if InstrFusion), data-sync, auto-sync (if
+// AutoSync) on each thread block, and replicate the rank. When Config asks
+// for checks or dumps between passes, Run instead runs each pass over all
+// ranks before the next; passes keep no state across thread blocks or
+// ranks and only replicate can fail after validate, so both orders give
+// the same IR and the same first error.
 //
 // The passes are not idempotent (fusion elision, data-sync and replication
 // all change their own input), so Run processes a program once: it marks
@@ -62,6 +63,7 @@ type Error struct {
 	Err     error // the sentinel (ErrPairing, ...) or the underlying error
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	if e.Pos != (syntax.Position{}) {
 		return e.Pos.String() + ": " + e.Pass + ": " + e.Msg
@@ -117,15 +119,17 @@ func always(*ir.Program) bool { return true }
 var passList = [...]pass{
 	{name: "validate", scope: scopeProgram, wanted: always, program: ValidatePairing},
 	{name: "fuse", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.InstrFusion },
-		tb: func(_ *state, ops []*ir.Op) []*ir.Op { return Fuse(ops) }},
+		tb: func(s *state, ops []*ir.Op) []*ir.Op { return s.fuser.fuse(ops) }},
 	{name: "data-sync", scope: scopeTB, wanted: always, tb: (*state).insertDataSync},
 	{name: "auto-sync", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.AutoSync }, tb: (*state).resolveTB},
 	{name: "replicate", scope: scopeRank, wanted: always, rank: Replicate},
 }
 
 // state is the scratch space that the thread-block passes reuse from one
-// block to the next within a Run: nop blocks and hazard trackers.
+// block to the next within a Run: the fusion chain buffers, nop blocks and
+// hazard trackers.
 type state struct {
+	fuser        fuser
 	nops         nopAlloc
 	outer, inner tracker
 }
