@@ -39,6 +39,9 @@ type Program struct {
 
 	// Finalized is set by passes.Run, which refuses a finalized program:
 	// the passes are not idempotent and must run exactly once.
+	// Fused reports that the thread blocks' op lists were fused as they
+	// were recorded (passes.Appender), so the fuse pass must not run again.
+	Fused bool
 	Finalized bool
 }
 

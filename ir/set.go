@@ -9,6 +9,19 @@ package ir
 type Set struct {
 	table []int // -1 marks a free slot
 	fill  int
+	// small is the storage of the initial 8-slot table, so that the
+	// common one-key set costs a single allocation.
+	small [8]int
+}
+
+// empty returns a set with an empty 8-slot table.
+func empty() *Set {
+	s := &Set{}
+	s.table = s.small[:]
+	for i := range s.table {
+		s.table[i] = emptySlot
+	}
+	return s
 }
 
 const emptySlot = -1
@@ -24,7 +37,7 @@ func newTable(n int) []int {
 // NewSet returns the set built by adding the keys in order (Python's
 // set(list)).
 func NewSet(keys ...int) *Set {
-	s := &Set{table: newTable(8)}
+	s := empty()
 	for _, k := range keys {
 		s.Add(k)
 	}
@@ -149,7 +162,7 @@ func (s *Set) merge(o *Set) {
 
 // Copy returns set(s).
 func (s *Set) Copy() *Set {
-	c := &Set{table: newTable(8)}
+	c := empty()
 	c.merge(s)
 	return c
 }

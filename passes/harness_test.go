@@ -68,6 +68,7 @@ func runExamples(t *testing.T, rows []example) {
 				checkFuseTwice(t, row)
 			}
 			checkRankMajor(t, row, p)
+			checkAppender(t, row, p)
 		})
 	}
 }
@@ -171,5 +172,34 @@ func checkFuseTwice(t *testing.T, row example) {
 	}
 	if row.fuseTwice != "" && !changed {
 		t.Errorf("fuseTwice says %q, but fusing twice equals fusing once", row.fuseTwice)
+	}
+}
+
+// checkAppender records the example again, fuses every thread block with
+// an Appender as starlib does while recording, and checks that the
+// compiled program equals the one fused by the pass.
+func checkAppender(t *testing.T, row example, want *ir.Program) {
+	t.Helper()
+	tp := newProg(row.opts...)
+	row.build(tp)
+	if tp.p.InstrFusion {
+		for _, g := range tp.p.GPUs {
+			for _, tb := range g.ThreadBlocks {
+				var a Appender
+				var ops []*ir.Op
+				for _, op := range tb.Ops {
+					ops = a.Append(ops, op)
+				}
+				a.Finish(ops)
+				tb.Ops = ops
+			}
+		}
+		tp.p.Fused = true
+	}
+	if err := Run(tp.p, Config{Check: true}); err != nil {
+		t.Fatalf("Run after Appender: %v", err)
+	}
+	if diff := cmp.Diff(lines(ir.Sprint(want)), lines(ir.Sprint(tp.p))); diff != "" {
+		t.Errorf("Appender and Fuse differ (-fuse +appender):\n%s", diff)
 	}
 }

@@ -118,7 +118,7 @@ func always(*ir.Program) bool { return true }
 // relies on (checked by passes_test).
 var passList = [...]pass{
 	{name: "validate", scope: scopeProgram, wanted: always, program: ValidatePairing},
-	{name: "fuse", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.InstrFusion },
+	{name: "fuse", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.InstrFusion && !p.Fused },
 		tb: func(s *state, ops []*ir.Op) []*ir.Op { return s.fuser.fuse(ops) }},
 	{name: "data-sync", scope: scopeTB, wanted: always, tb: (*state).insertDataSync},
 	{name: "auto-sync", scope: scopeTB, wanted: func(p *ir.Program) bool { return p.AutoSync }, tb: (*state).resolveTB},

@@ -90,7 +90,7 @@ func (b *Buffer) slice(lo, hi, step starlark.Value) (starlark.Value, error) {
 	if stop > length {
 		return nil, fmt.Errorf("buffer slice: [%d:%d] out of bounds of %s of length %d", start, stop, b.btype.Name(), length)
 	}
-	return &Chunk{prog: b.prog, c: &ir.Chunk{Rank: b.rank, Buffer: b.btype, Index: b.offset + start, Size: stop - start}}, nil
+	return newChunk(b.prog, ir.Chunk{Rank: b.rank, Buffer: b.btype, Index: b.offset + start, Size: stop - start}), nil
 }
 
 // sliceBuiltin is the target of every slice expression: the loader rewrites
@@ -181,7 +181,16 @@ func genericSlice(x, lo, hi, stepV starlark.Value) (starlark.Value, error) {
 // Chunk is a slice of a buffer: (rank, buffer type, index, size).
 type Chunk struct {
 	prog *Program
-	c    *ir.Chunk
+	// c points at val. Switch ops keep c itself, as the reference keeps
+	// the user's chunk object.
+	c   *ir.Chunk
+	val ir.Chunk
+}
+
+func newChunk(p *Program, v ir.Chunk) *Chunk {
+	c := &Chunk{prog: p, val: v}
+	c.c = &c.val
+	return c
 }
 
 var (

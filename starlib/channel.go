@@ -20,7 +20,7 @@ type Channel struct {
 
 var _ starlark.HasAttrs = (*Channel)(nil)
 
-var memoryChannelMethods = map[string]builtinFn{
+var memoryChannelMethods = methodTable("MemoryChannel", map[string]builtinFn{
 	"signal":           channelSignal,
 	"wait":             channelWait,
 	"get":              channelGet,
@@ -28,9 +28,9 @@ var memoryChannelMethods = map[string]builtinFn{
 	"put_packets":      channelPut(ir.PutPacket),
 	"read_put_packets": channelPut(ir.ReadPutPacket),
 	"reduce":           channelReduce,
-}
+})
 
-var portChannelMethods = map[string]builtinFn{
+var portChannelMethods = methodTable("PortChannel", map[string]builtinFn{
 	"signal":                    channelSignal,
 	"wait":                      channelWait,
 	"flush":                     channelFlush,
@@ -39,9 +39,9 @@ var portChannelMethods = map[string]builtinFn{
 	"put_with_signal_and_flush": channelPut(ir.PutWithSignalAndFlush),
 	"put_packets":               channelPut(ir.PutPacket),
 	"read_put_packets":          channelPut(ir.ReadPutPacket),
-}
+})
 
-func (c *Channel) methods() map[string]builtinFn {
+func (c *Channel) methods() map[string]*starlark.Builtin {
 	if c.kind == ir.Memory {
 		return memoryChannelMethods
 	}
@@ -140,22 +140,28 @@ func (c *Channel) remote(tb int, ch *Chunk) ir.Ref {
 	return ir.Ref{Remote: true, BufferID: id, Index: ch.c.Index, Size: ch.c.Size}
 }
 
+var (
+	syncParams        = []string{"tb", "data_sync"}
+	relaxedSyncParams = []string{"tb", "data_sync", "relaxed"}
+)
+
 // syncArgs unpacks (tb, data_sync=SyncType.both[, relaxed=False]).
 func syncArgs(fn string, args starlark.Tuple, kwargs []starlark.Tuple, withRelaxed bool) (tb int, ds ir.SyncType, relaxed bool, err error) {
-	var tbV starlark.Value
-	var dsV starlark.Value = syncMembers[ir.SyncBoth]
+	v := [3]starlark.Value{nil, syncMembers[ir.SyncBoth], starlark.False}
+	params := syncParams
 	if withRelaxed {
-		err = starlark.UnpackArgs(fn, args, kwargs, "tb", &tbV, "data_sync?", &dsV, "relaxed?", &relaxed)
-	} else {
-		err = starlark.UnpackArgs(fn, args, kwargs, "tb", &tbV, "data_sync?", &dsV)
+		params = relaxedSyncParams
 	}
-	if err != nil {
+	if err = unpack(fn, args, kwargs, params, 1, v[:len(params)]); err != nil {
 		return
 	}
-	if tb, err = tbArg(fn, tbV); err != nil {
+	if tb, err = tbArg(fn, v[0]); err != nil {
 		return
 	}
-	code, err := asEnum(fn, "data_sync", dsV, syncTypeEnum)
+	if relaxed, err = toBool(fn, "relaxed", v[2]); err != nil {
+		return
+	}
+	code, err := asEnum(fn, "data_sync", v[1], syncTypeEnum)
 	return tb, ir.SyncType(code), relaxed, err
 }
 
@@ -202,15 +208,20 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	return starlark.None, nil
 }
 
+// transferParams are the parameters of the copy, get and put families.
+var transferParams = []string{"dst_chunk", "src_chunk", "tb", "tb_group"}
+
+var channelReduceParams = []string{"local_src_chunk", "remote_src_chunks", "tb", "tb_group", "local_dst_chunk", "reduce_op"}
+
 // channelGet implements MemoryChannel.get(dst_chunk, src_chunk, tb=None,
 // tb_group=None): copy the peer's src_chunk into the local dst_chunk.
 func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	fn := fnName(b)
-	var dstV, srcV starlark.Value
-	var tbV, groupV starlark.Value = starlark.None, starlark.None
-	if err := starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV); err != nil {
+	v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
+	if err := unpack(fn, args, kwargs, transferParams, 2, v[:]); err != nil {
 		return nil, err
 	}
+	dstV, srcV, tbV, groupV := v[0], v[1], v[2], v[3]
 	c, p, err := receiverChannel(thread, b)
 	if err != nil {
 		return nil, err
@@ -252,17 +263,17 @@ func channelPut(kind ir.Kind) builtinFn {
 		// Memory put-family methods and both read_put_packets accept a
 		// thread-block group; the other port methods take tb only.
 		withGroup := c.kind == ir.Memory || kind == ir.ReadPutPacket
-		var dstV, srcV starlark.Value
-		var tbV, groupV starlark.Value = starlark.None, starlark.None
+		v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
 		var err error
 		if withGroup {
-			err = starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV)
+			err = unpack(fn, args, kwargs, transferParams, 2, v[:])
 		} else {
-			err = starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb", &tbV)
+			err = unpack(fn, args, kwargs, transferParams[:3], 3, v[:3])
 		}
 		if err != nil {
 			return nil, err
 		}
+		dstV, srcV, tbV, groupV := v[0], v[1], v[2], v[3]
 		c, p, err := receiverChannel(thread, b)
 		if err != nil {
 			return nil, err
@@ -313,13 +324,11 @@ func channelPut(kind ir.Kind) builtinFn {
 // reduce_op=ReduceOperationType.sum).
 func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	fn := fnName(b)
-	var srcV, remotesV starlark.Value
-	var tbV, groupV, dstV starlark.Value = starlark.None, starlark.None, starlark.None
-	var opV starlark.Value = reduceOpEnum.members[ir.Sum]
-	if err := starlark.UnpackArgs(fn, args, kwargs, "local_src_chunk", &srcV, "remote_src_chunks", &remotesV,
-		"tb?", &tbV, "tb_group?", &groupV, "local_dst_chunk?", &dstV, "reduce_op?", &opV); err != nil {
+	v := [6]starlark.Value{nil, nil, starlark.None, starlark.None, starlark.None, reduceOpEnum.members[ir.Sum]}
+	if err := unpack(fn, args, kwargs, channelReduceParams, 2, v[:]); err != nil {
 		return nil, err
 	}
+	srcV, remotesV, tbV, groupV, dstV, opV := v[0], v[1], v[2], v[3], v[4], v[5]
 	c, p, err := receiverChannel(thread, b)
 	if err != nil {
 		return nil, err
@@ -388,10 +397,10 @@ type Semaphore struct {
 
 var _ starlark.HasAttrs = (*Semaphore)(nil)
 
-var semaphoreMethods = map[string]builtinFn{
+var semaphoreMethods = methodTable("Semaphore", map[string]builtinFn{
 	"acquire": semaphoreOp(ir.SemAcquire),
 	"release": semaphoreOp(ir.SemRelease),
-}
+})
 
 // String returns <Semaphore rank=r id=i>.
 func (s *Semaphore) String() string { return fmt.Sprintf("<Semaphore rank=%d id=%d>", s.rank, s.id) }

@@ -9,8 +9,8 @@ import (
 )
 
 // EnumValue is one member of a DSL enum (SyncType.after, BufferType.input,
-// ...). Members compare equal only to themselves, hash, and print as
-// "Enum.member".
+// ...). Each member is a single immutable value: members compare equal only
+// to themselves, hash, and print as "Enum.member".
 type EnumValue struct {
 	enum string
 	name string
@@ -18,33 +18,33 @@ type EnumValue struct {
 }
 
 var (
-	_ starlark.Value      = EnumValue{}
-	_ starlark.Comparable = EnumValue{}
-	_ starlark.HasBinary  = EnumValue{}
-	_ starlark.HasAttrs   = EnumValue{}
+	_ starlark.Value      = (*EnumValue)(nil)
+	_ starlark.Comparable = (*EnumValue)(nil)
+	_ starlark.HasBinary  = (*EnumValue)(nil)
+	_ starlark.HasAttrs   = (*EnumValue)(nil)
 )
 
 // String returns "Enum.member".
-func (e EnumValue) String() string { return e.enum + "." + e.name }
+func (e *EnumValue) String() string { return e.enum + "." + e.name }
 
 // Type returns the enum's name.
-func (e EnumValue) Type() string { return e.enum }
+func (e *EnumValue) Type() string { return e.enum }
 
 // Freeze does nothing: members are immutable.
-func (e EnumValue) Freeze() {}
+func (e *EnumValue) Freeze() {}
 
 // Truth is always true.
-func (e EnumValue) Truth() starlark.Bool { return starlark.True }
+func (e *EnumValue) Truth() starlark.Bool { return starlark.True }
 
 // Hash hashes the member.
-func (e EnumValue) Hash() (uint32, error) {
+func (e *EnumValue) Hash() (uint32, error) {
 	h, _ := starlark.String(e.enum).Hash()
 	return h*31 + uint32(e.code), nil
 }
 
 // CompareSameType supports == and != only.
-func (e EnumValue) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bool, error) {
-	o := y.(EnumValue)
+func (e *EnumValue) CompareSameType(op syntax.Token, y starlark.Value, depth int) (bool, error) {
+	o := y.(*EnumValue)
 	switch op {
 	case syntax.EQL:
 		return e == o, nil
@@ -56,8 +56,8 @@ func (e EnumValue) CompareSameType(op syntax.Token, y starlark.Value, depth int)
 
 // Binary implements |, & and ^ for SyncType members, on the bit encoding
 // none=0, before=1, after=2, both=3.
-func (e EnumValue) Binary(op syntax.Token, y starlark.Value, side starlark.Side) (starlark.Value, error) {
-	o, ok := y.(EnumValue)
+func (e *EnumValue) Binary(op syntax.Token, y starlark.Value, side starlark.Side) (starlark.Value, error) {
+	o, ok := y.(*EnumValue)
 	if e.enum != "SyncType" || !ok || o.enum != "SyncType" {
 		return nil, nil
 	}
@@ -76,7 +76,7 @@ func (e EnumValue) Binary(op syntax.Token, y starlark.Value, side starlark.Side)
 }
 
 // Attr exposes "name" and "value" like a Python enum member.
-func (e EnumValue) Attr(name string) (starlark.Value, error) {
+func (e *EnumValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "name":
 		return starlark.String(e.name), nil
@@ -87,10 +87,10 @@ func (e EnumValue) Attr(name string) (starlark.Value, error) {
 }
 
 // AttrNames lists the member attributes.
-func (e EnumValue) AttrNames() []string { return []string{"name", "value"} }
+func (e *EnumValue) AttrNames() []string { return []string{"name", "value"} }
 
 // value is the Python enum value string.
-func (e EnumValue) value() string {
+func (e *EnumValue) value() string {
 	if e.enum == "BufferType" {
 		return e.name[:1]
 	}
@@ -100,7 +100,7 @@ func (e EnumValue) value() string {
 // Enum is an enum namespace value such as SyncType.
 type Enum struct {
 	name    string
-	members []EnumValue
+	members []*EnumValue
 }
 
 var _ starlark.HasAttrs = (*Enum)(nil)
@@ -143,7 +143,7 @@ func (e *Enum) AttrNames() []string {
 func makeEnum(name string, members ...string) *Enum {
 	e := &Enum{name: name}
 	for i, m := range members {
-		e.members = append(e.members, EnumValue{enum: name, name: m, code: uint8(i)})
+		e.members = append(e.members, &EnumValue{enum: name, name: m, code: uint8(i)})
 	}
 	return e
 }
@@ -161,7 +161,7 @@ var (
 
 // asEnum converts v to a member of enum e, for parameter param of fn.
 func asEnum(fn, param string, v starlark.Value, e *Enum) (uint8, error) {
-	m, ok := v.(EnumValue)
+	m, ok := v.(*EnumValue)
 	if !ok || m.enum != e.name {
 		return 0, fmt.Errorf("%s: for parameter %s: got %s, want %s", fn, param, v.Type(), e.name)
 	}

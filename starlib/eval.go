@@ -70,7 +70,7 @@ type fsSource struct {
 }
 
 func (s fsSource) ReadFile(name string) ([]byte, error) { return fs.ReadFile(s.fsys, name) }
-func (s fsSource) Display(name string) string            { return path.Join(s.prefix, name) }
+func (s fsSource) Display(name string) string           { return path.Join(s.prefix, name) }
 
 // Options configures an evaluation.
 type Options struct {

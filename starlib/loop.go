@@ -37,8 +37,7 @@ func (l *loopContext) close(p *Program) {
 		groups[k] = append(groups[k], e.op)
 	}
 	for _, k := range order {
-		t := p.IR.GPUs[k.rank].TB(k.tb)
-		t.Ops = append(t.Ops, &ir.Op{Kind: ir.Pipeline, UnitSize: l.unit, NumChunks: l.numChunks, Body: groups[k], Pos: groups[k][0].Pos})
+		p.appendOp(k.rank, k.tb, &ir.Op{Kind: ir.Pipeline, UnitSize: l.unit, NumChunks: l.numChunks, Body: groups[k], Pos: groups[k][0].Pos})
 	}
 }
 

@@ -13,16 +13,26 @@ import (
 // builtinFn is the signature of every builtin and method implementation.
 type builtinFn = func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
 
+// methodTable builds a type's method table: each method is a builtin named
+// "Type.method", made once, bound to its receiver at each attribute access.
+func methodTable(typ string, fns map[string]builtinFn) map[string]*starlark.Builtin {
+	out := make(map[string]*starlark.Builtin, len(fns))
+	for name, fn := range fns {
+		out[name] = starlark.NewBuiltin(typ+"."+name, fn)
+	}
+	return out
+}
+
 // methodAttr returns the bound method name of recv from table, or nil.
-func methodAttr(table map[string]builtinFn, name string, recv starlark.Value) starlark.Value {
-	if fn, ok := table[name]; ok {
-		return starlark.NewBuiltin(name, fn).BindReceiver(recv)
+func methodAttr(table map[string]*starlark.Builtin, name string, recv starlark.Value) starlark.Value {
+	if b, ok := table[name]; ok {
+		return b.BindReceiver(recv)
 	}
 	return nil
 }
 
 // names returns the sorted union of field names and method names.
-func names(fields []string, table map[string]builtinFn) []string {
+func names(fields []string, table map[string]*starlark.Builtin) []string {
 	out := append([]string(nil), fields...)
 	for n := range table {
 		out = append(out, n)
@@ -31,13 +41,10 @@ func names(fields []string, table map[string]builtinFn) []string {
 	return out
 }
 
-// fnName returns "Type.method" for a bound method, else the builtin name.
-func fnName(b *starlark.Builtin) string {
-	if r := b.Receiver(); r != nil {
-		return r.Type() + "." + b.Name()
-	}
-	return b.Name()
-}
+// fnName returns the builtin's name for messages: "Type.method" for
+// methods (their builtins carry the qualified name), else the function
+// name.
+func fnName(b *starlark.Builtin) string { return b.Name() }
 
 // toInt converts v to an int for parameter param of fn.
 func toInt(fn, param string, v starlark.Value) (int, error) {
@@ -128,4 +135,41 @@ func fmtInts(xs []int) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// unpack binds positional and keyword arguments to params, storing them in
+// out (len(out) == len(params), pre-filled with the defaults). The first
+// required params are mandatory. It is starlark.UnpackArgs for Value
+// targets, without reflection or allocation, for the builtins a large
+// program calls hundreds of thousands of times.
+func unpack(fn string, args starlark.Tuple, kwargs []starlark.Tuple, params []string, required int, out []starlark.Value) error {
+	if len(args) > len(params) {
+		return fmt.Errorf("%s: got %d arguments, want at most %d", fn, len(args), len(params))
+	}
+	var set uint64
+	for i, a := range args {
+		out[i] = a
+		set |= 1 << i
+	}
+	for _, kv := range kwargs {
+		name, _ := starlark.AsString(kv[0])
+		i := 0
+		for i < len(params) && params[i] != name {
+			i++
+		}
+		if i == len(params) {
+			return fmt.Errorf("%s: unexpected keyword argument %q", fn, name)
+		}
+		if set&(1<<i) != 0 {
+			return fmt.Errorf("%s: got multiple values for parameter %q", fn, name)
+		}
+		out[i] = kv[1]
+		set |= 1 << i
+	}
+	for i := 0; i < required; i++ {
+		if set&(1<<i) == 0 {
+			return fmt.Errorf("%s: missing argument for %s", fn, params[i])
+		}
+	}
+	return nil
 }

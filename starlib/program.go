@@ -19,9 +19,9 @@ var programFields = []string{
 	"buffer_alignment", "min_message_size", "max_message_size",
 }
 
-var programMethods = map[string]builtinFn{
+var programMethods = methodTable("CollectiveProgram", map[string]builtinFn{
 	"to_json": programToJSON,
-}
+})
 
 var (
 	_ starlark.HasAttrs = (*Program)(nil)

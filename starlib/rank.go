@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/passes"
 )
 
 // Rank is a rank of the current program: Rank(r).
@@ -20,7 +21,7 @@ var (
 	_ starlark.Comparable = (*Rank)(nil)
 )
 
-var rankMethods = map[string]builtinFn{
+var rankMethods = methodTable("Rank", map[string]builtinFn{
 	"get_input_buffer":  rankGetInputBuffer,
 	"get_output_buffer": rankGetOutputBuffer,
 	"copy":              rankCopyFamily(ir.Copy),
@@ -28,7 +29,7 @@ var rankMethods = map[string]builtinFn{
 	"unpack_packets":    rankCopyFamily(ir.UnpackPacket),
 	"reduce":            rankReduce,
 	"barrier":           rankBarrier,
-}
+})
 
 // String returns <Rank r>.
 func (r *Rank) String() string { return fmt.Sprintf("<Rank %d>", r.rank) }
@@ -90,7 +91,13 @@ func rankBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err != nil {
 		return nil, err
 	}
-	return &Rank{prog: p, rank: r}, nil
+	if p.ranks == nil {
+		p.ranks = make([]*Rank, p.IR.NumRanks)
+	}
+	if p.ranks[r] == nil {
+		p.ranks[r] = &Rank{prog: p, rank: r}
+	}
+	return p.ranks[r], nil
 }
 
 // receiverRank returns the method's Rank after checking its program.
@@ -147,11 +154,11 @@ func rankGetBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 func rankCopyFamily(kind ir.Kind) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		fn := fnName(b)
-		var dstV, srcV starlark.Value
-		var tbV, groupV starlark.Value = starlark.None, starlark.None
-		if err := starlark.UnpackArgs(fn, args, kwargs, "dst_chunk", &dstV, "src_chunk", &srcV, "tb?", &tbV, "tb_group?", &groupV); err != nil {
+		v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
+		if err := unpack(fn, args, kwargs, transferParams, 2, v[:]); err != nil {
 			return nil, err
 		}
+		dstV, srcV, tbV, groupV := v[0], v[1], v[2], v[3]
 		r, err := receiverRank(thread, b)
 		if err != nil {
 			return nil, err
@@ -189,17 +196,20 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 	}
 }
 
+var rankReduceParams = []string{"src_chunk", "other_chunks", "tb", "tb_group", "dst_chunk", "reduce_op", "packet"}
+
 // rankReduce implements reduce(src_chunk, other_chunks, tb=None,
 // tb_group=None, dst_chunk=None, reduce_op=ReduceOperationType.sum,
 // packet=False).
 func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	fn := fnName(b)
-	var srcV, othersV starlark.Value
-	var tbV, groupV, dstV starlark.Value = starlark.None, starlark.None, starlark.None
-	var opV starlark.Value = reduceOpEnum.members[ir.Sum]
-	packet := false
-	if err := starlark.UnpackArgs(fn, args, kwargs, "src_chunk", &srcV, "other_chunks", &othersV, "tb?", &tbV,
-		"tb_group?", &groupV, "dst_chunk?", &dstV, "reduce_op?", &opV, "packet?", &packet); err != nil {
+	v := [7]starlark.Value{nil, nil, starlark.None, starlark.None, starlark.None, reduceOpEnum.members[ir.Sum], starlark.False}
+	if err := unpack(fn, args, kwargs, rankReduceParams, 2, v[:]); err != nil {
+		return nil, err
+	}
+	srcV, othersV, tbV, groupV, dstV, opV := v[0], v[1], v[2], v[3], v[4], v[5]
+	packet, err := toBool(fn, "packet", v[6])
+	if err != nil {
 		return nil, err
 	}
 	r, err := receiverRank(thread, b)
@@ -276,9 +286,9 @@ func chunkList(fn, param string, v starlark.Value, p *Program) ([]*Chunk, error)
 	}
 	out := make([]*Chunk, seq.Len())
 	for i := range out {
-		c, err := toChunk(fn, fmt.Sprintf("%s[%d]", param, i), seq.Index(i), p)
+		c, err := toChunk(fn, param, seq.Index(i), p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (element %d)", err, i)
 		}
 		out[i] = c
 	}
@@ -333,8 +343,46 @@ func (p *Program) record(rank, tb int, op *ir.Op) {
 		p.loop.add(rank, tb, op)
 		return
 	}
+	p.appendOp(rank, tb, op)
+}
+
+// appendOp appends op to the op list of (rank, tb). With instruction
+// fusion on, ops are fused as they arrive (passes.Appender), which gives
+// the fuse pass's result without ever holding the unfused list.
+func (p *Program) appendOp(rank, tb int, op *ir.Op) {
 	t := p.IR.GPUs[rank].TB(tb)
-	t.Ops = append(t.Ops, op)
+	if !p.IR.InstrFusion {
+		t.Ops = append(t.Ops, op)
+		return
+	}
+	if p.appenders == nil {
+		p.appenders = make([][]*passes.Appender, p.IR.NumRanks)
+	}
+	as := p.appenders[rank]
+	for len(as) <= tb {
+		as = append(as, nil)
+	}
+	if as[tb] == nil {
+		as[tb] = new(passes.Appender)
+	}
+	p.appenders[rank] = as
+	t.Ops = as[tb].Append(t.Ops, op)
+}
+
+// finishRecording completes the fused op lists before the passes run.
+func (p *Program) finishRecording() {
+	if !p.IR.InstrFusion {
+		return
+	}
+	for rank, as := range p.appenders {
+		for tb, a := range as {
+			if a != nil {
+				a.Finish(p.IR.GPUs[rank].ThreadBlocks[tb].Ops)
+			}
+		}
+	}
+	p.appenders = nil
+	p.IR.Fused = true
 }
 
 // tbTarget is one thread block an op is recorded on.
@@ -407,13 +455,15 @@ type ThreadBlockGroup struct {
 
 var _ starlark.HasAttrs = (*ThreadBlockGroup)(nil)
 
-var tbgMethods = map[string]builtinFn{
+var tbgMethods = methodTable("ThreadBlockGroup", map[string]builtinFn{
 	"numtb":           tbgNumTB,
 	"get_internal_id": tbgInternalID,
-}
+})
 
 // String returns <ThreadBlockGroup [..]>.
-func (g *ThreadBlockGroup) String() string { return fmt.Sprintf("<ThreadBlockGroup %s>", fmtInts(g.tbs)) }
+func (g *ThreadBlockGroup) String() string {
+	return fmt.Sprintf("<ThreadBlockGroup %s>", fmtInts(g.tbs))
+}
 
 // Type returns "ThreadBlockGroup".
 func (g *ThreadBlockGroup) Type() string { return "ThreadBlockGroup" }

@@ -34,8 +34,13 @@ type Program struct {
 	collective *Collective
 	// loop is the open Loop.iteration context, if any.
 	loop *loopContext
+	// ranks caches the Rank values.
+	ranks []*Rank
 	// buffers caches each rank's input and output buffer values.
 	buffers map[int][2]*Buffer
+	// appenders fuse each thread block's ops as they are recorded, indexed
+	// [rank][tb].
+	appenders [][]*passes.Appender
 }
 
 // Name returns the program's name.
@@ -77,6 +82,7 @@ func (p *Program) WritePlan(w io.Writer) error {
 
 // runPasses runs the compiler passes and converts their errors.
 func (p *Program) runPasses() error {
+	p.finishRecording()
 	err := passes.Run(p.IR, passes.Config{})
 	if err == nil {
 		return nil

@@ -20,12 +20,12 @@ type SwitchChannel struct {
 
 var _ starlark.HasAttrs = (*SwitchChannel)(nil)
 
-var switchMethods = map[string]builtinFn{
+var switchMethods = methodTable("SwitchChannel", map[string]builtinFn{
 	"at_rank":           switchAtRank,
 	"reduce":            switchReduce(false),
 	"broadcast":         switchBroadcast(ir.GroupStore, false),
 	"broadcast_packets": switchBroadcast(ir.GroupStorePacket, false),
-}
+})
 
 // String returns <SwitchChannel [ranks] type>.
 func (s *SwitchChannel) String() string {
@@ -311,11 +311,11 @@ type SwitchChannelView struct {
 
 var _ starlark.HasAttrs = (*SwitchChannelView)(nil)
 
-var switchViewMethods = map[string]builtinFn{
+var switchViewMethods = methodTable("SwitchChannel", map[string]builtinFn{
 	"reduce":            switchReduce(true),
 	"broadcast":         switchBroadcast(ir.GroupStore, true),
 	"broadcast_packets": switchBroadcast(ir.GroupStorePacket, true),
-}
+})
 
 // String returns <SwitchChannel [ranks] type at rank r>.
 func (v *SwitchChannelView) String() string {

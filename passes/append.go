@@ -1,0 +1,44 @@
+package passes
+
+import "github.com/mscclgo/mscclgo/ir"
+
+// Appender fuses one thread block's ops while they are recorded, so that a
+// long program never holds its unfused op list: appending ops one by one
+// gives exactly the list Fuse gives for the whole recorded list. Fusion is
+// greedy and looks only at the accumulated last op and the next original
+// op, so it can run as each op arrives; a pipeline's body is fused when the
+// pipeline is appended as a new op, as Fuse does when it takes the
+// pipeline as the accumulated op.
+//
+// A program whose blocks were built with Appenders has ir.Program.Fused
+// set, and Run then skips the fuse pass.
+type Appender struct {
+	f     fuser
+	fresh bool // the last op is a fused op private to this Appender
+}
+
+// Append appends op to ops, the list this Appender has built so far, fusing
+// it into the last op where a rule applies, and returns the new list.
+func (a *Appender) Append(ops []*ir.Op, op *ir.Op) []*ir.Op {
+	if n := len(ops); n > 0 {
+		if r, isNew := a.f.combine(ops[n-1], op, a.fresh); r != nil {
+			ops[n-1], a.fresh = r, isNew
+			return ops
+		}
+		a.f.ids.finish(ops[n-1])
+	}
+	if op.Kind == ir.Pipeline {
+		op.Body = a.f.fuse(op.Body)
+	}
+	a.fresh = false
+	return append(ops, op)
+}
+
+// Finish completes the last op of ops (the id set of a fused signal, wait
+// or flush chain). Call it once, when recording ends.
+func (a *Appender) Finish(ops []*ir.Op) {
+	if n := len(ops); n > 0 {
+		a.f.ids.finish(ops[n-1])
+	}
+	a.fresh = false
+}
