@@ -211,3 +211,37 @@ type Op struct {
 	NumChunks int64
 	Body      []*Op
 }
+
+// NewSyncOp returns a signal, wait or flush op on the one channel index
+// ch, allocated together with its id set: large programs record hundreds
+// of thousands of them.
+func NewSyncOp(kind Kind, ch int, ct ChannelType, ds SyncType) *Op {
+	b := &struct {
+		op  Op
+		set Set
+	}{}
+	b.set.table = b.set.small[:]
+	for i := range b.set.table {
+		b.set.table[i] = emptySlot
+	}
+	b.set.Add(ch)
+	b.op = Op{Kind: kind, IDSet: &b.set, ChannelType: ct, DataSync: ds}
+	return &b.op
+}
+
+// NewTransferOp returns a copy, get or put op with one source, one
+// destination and (for channel ops) one channel index, allocated together.
+func NewTransferOp(kind Kind, src, dst Ref, ct ChannelType, ch int) *Op {
+	b := &struct {
+		op   Op
+		refs [2]Ref
+		ids  [1]int
+	}{}
+	b.refs = [2]Ref{src, dst}
+	b.op = Op{Kind: kind, Src: b.refs[0:1:1], Dst: b.refs[1:2:2], ChannelType: ct}
+	if ct != NoChannel {
+		b.ids[0] = ch
+		b.op.ChannelIDs = b.ids[:1:1]
+	}
+	return &b.op
+}

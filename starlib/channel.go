@@ -204,7 +204,9 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		}
 	}
 	idx := c.regCh(tb)
-	p.record(c.src, tb, &ir.Op{Kind: kind, Pos: pos, IDSet: ir.NewSet(idx), ChannelType: c.kind, DataSync: ds})
+	op := ir.NewSyncOp(kind, idx, c.kind, ds)
+	op.Pos = pos
+	p.record(c.src, tb, op)
 	return starlark.None, nil
 }
 
@@ -248,8 +250,9 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	for _, t := range targets {
 		rem := c.remote(t.tb, src)
 		idx := c.regCh(t.tb)
-		p.record(c.src, t.tb, &ir.Op{Kind: ir.Get, Pos: pos, Src: []ir.Ref{rem}, Dst: []ir.Ref{dst.local()},
-			ChannelIDs: []int{idx}, ChannelType: c.kind, TBG: t.tbg})
+		op := ir.NewTransferOp(ir.Get, rem, dst.local(), c.kind, idx)
+		op.Pos, op.TBG = pos, t.tbg
+		p.record(c.src, t.tb, op)
 	}
 	return starlark.None, nil
 }
@@ -312,8 +315,9 @@ func channelPut(kind ir.Kind) builtinFn {
 		for _, t := range targets {
 			rem := c.remote(t.tb, dst)
 			idx := c.regCh(t.tb)
-			p.record(c.src, t.tb, &ir.Op{Kind: kind, Pos: pos, Src: []ir.Ref{src.local()}, Dst: []ir.Ref{rem},
-				ChannelIDs: []int{idx}, ChannelType: c.kind, TBG: t.tbg})
+			op := ir.NewTransferOp(kind, src.local(), rem, c.kind, idx)
+			op.Pos, op.TBG = pos, t.tbg
+			p.record(c.src, t.tb, op)
 		}
 		return starlark.None, nil
 	}

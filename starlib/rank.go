@@ -190,7 +190,9 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 		}
 		pos := callerPos(thread)
 		for _, t := range targets {
-			p.record(r.rank, t.tb, &ir.Op{Kind: kind, Pos: pos, Src: []ir.Ref{src.local()}, Dst: []ir.Ref{dst.local()}, TBG: t.tbg})
+			op := ir.NewTransferOp(kind, src.local(), dst.local(), ir.NoChannel, 0)
+			op.Pos, op.TBG = pos, t.tbg
+			p.record(r.rank, t.tb, op)
 		}
 		return starlark.None, nil
 	}
