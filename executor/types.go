@@ -1,0 +1,418 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// BufferType is one of a rank's three buffers.
+type BufferType uint8
+
+// The buffer types.
+const (
+	Input BufferType = iota
+	Output
+	Scratch
+)
+
+// String returns the plan spelling: "i", "o" or "s".
+func (b BufferType) String() string {
+	switch b {
+	case Input:
+		return "i"
+	case Output:
+		return "o"
+	case Scratch:
+		return "s"
+	}
+	return fmt.Sprintf("BufferType(%d)", uint8(b))
+}
+
+// ChannelType is the kind of a channel.
+type ChannelType uint8
+
+// The channel kinds; NoChannel is an op without channel_type.
+const (
+	NoChannel ChannelType = iota
+	Memory
+	Port
+	Switch
+)
+
+// String returns the plan spelling.
+func (c ChannelType) String() string {
+	return [...]string{"none", "memory", "port", "switch"}[c]
+}
+
+// OpType is an op of the plan format (plan-format.md §6).
+type OpType uint8
+
+// The op types the MSCCL++ loader accepts.
+const (
+	OpNop OpType = iota
+	OpBarrier
+	OpSignal
+	OpRelaxedSignal
+	OpWait
+	OpRelaxedWait
+	OpFlush
+	OpSemAcquire
+	OpSemRelease
+	OpCopy
+	OpCopyPacket
+	OpUnpackPacket
+	OpGet
+	OpPut
+	OpPutWithSignal
+	OpPutWithSignalAndFlush
+	OpPutPacket
+	OpReadPutPacket
+	OpReduce
+	OpReduceSend
+	OpReadReduce
+	OpReadReduceSend
+	OpReducePacket
+	OpReduceSendPacket
+	OpReduceCopyPacket
+	OpReduceCopySendPacket
+	OpMultiLoadReduceStore
+	OpMultiStore
+	OpMultiStorePacket
+	OpPipeline
+	numOpTypes
+)
+
+// opNames are the plan names, indexed by OpType.
+var opNames = [numOpTypes]string{
+	"nop", "barrier", "signal", "rlxsignal", "wait", "rlxwait", "flush", "sem_acquire", "sem_release",
+	"copy", "cpkt", "upkt", "get", "put", "pws", "pwsf", "ppkt", "rppkt",
+	"re", "res", "rre", "rres", "repkt", "respkt", "recpkt", "recspkt",
+	"glres", "gstore", "gstorepkt", "pipeline",
+}
+
+// String returns the plan name.
+func (o OpType) String() string {
+	if o < numOpTypes {
+		return opNames[o]
+	}
+	return fmt.Sprintf("OpType(%d)", uint8(o))
+}
+
+// ParseOpType returns the op type of a plan name.
+func ParseOpType(name string) (OpType, bool) {
+	for i, n := range opNames {
+		if n == name {
+			return OpType(i), true
+		}
+	}
+	return 0, false
+}
+
+// The hard limits of the MSCCL++ executor (runtime-semantics.md §1.16).
+const (
+	MaxOpsPerTB          = 64 // pipeline records and their nested ops count
+	MaxChannelsPerTB     = 16 // per channel type
+	MaxChannelIDsPerOp   = 8
+	MaxOperandsPerSide   = 10
+	MaxSemaphoreIDsPerOp = 16
+	MaxBarrierID         = 15
+	MaxThreadsPerBlock   = 1024
+)
+
+// ---------------------------------------------------------------------------
+// The parsed plan: a faithful, validated image of the JSON.
+
+// Plan is a loaded execution plan.
+type Plan struct {
+	Name               string
+	Collective         string
+	Protocol           string // "Simple" or "LL"
+	Inplace            bool
+	ReuseResources     bool
+	UseDoubleScratch   bool
+	NumThreadsPerBlock int
+	BufferAlignment    uint64
+	MinMessageSize     uint64
+	MaxMessageSize     uint64
+	GPUs               []GPU
+}
+
+// GPU is one rank of a plan.
+type GPU struct {
+	ID                                       int
+	InputChunks, OutputChunks, ScratchChunks int
+	ThreadBlocks                             []ThreadBlock
+	Channels                                 []ChannelDecl
+	RemoteBuffers                            []RemoteBuffer
+	Semaphores                               []int64 // initial values
+}
+
+// ChannelDecl is one entry of a rank's "channels": memory/port channels to
+// the peers of ConnectedTo, or one switch channel per rank group.
+type ChannelDecl struct {
+	Type        ChannelType
+	ConnectedTo []int      // memory, port
+	Buffer      BufferType // switch
+	RankGroups  [][]int    // switch: the ranks of each group
+}
+
+// RemoteBuffer is a buffer of another rank reached through channels.
+type RemoteBuffer struct {
+	Rank   int
+	Type   BufferType
+	Access []ChannelType // memory and/or port
+}
+
+// ThreadBlock is one thread block of one rank.
+type ThreadBlock struct {
+	ID         int
+	Ops        []Op
+	Channels   map[ChannelType][]int // TB-local index -> rank-level (global) index
+	RemoteRefs map[ChannelType][]int // TB-local buffer_id -> rank-level remote buffer index
+}
+
+// OperandKind says how an operand addresses memory.
+type OperandKind uint8
+
+// The operand kinds.
+const (
+	LocalOperand  OperandKind = iota // {type, index, size}
+	RemoteOperand                    // {buffer_id, index, size}
+	SwitchOperand                    // {switch_channel_id, index, size}
+)
+
+// Operand is one src_buff or dst_buff entry, in chunk units.
+type Operand struct {
+	Kind     OperandKind
+	Type     BufferType // LocalOperand
+	BufferID int        // RemoteOperand: TB-local remote buffer index
+	SwitchID int        // SwitchOperand: TB-local switch channel index
+	Index    uint64
+	Size     uint64
+}
+
+// TBGInfo is the thread-block-group position of an op.
+type TBGInfo struct {
+	TBID, TBGSize int
+}
+
+// Op is one op of a thread block.
+type Op struct {
+	Type            OpType
+	ChannelType     ChannelType
+	ChannelIDs      []int // TB-local indices of ChannelType
+	Src, Dst        []Operand
+	TBG             *TBGInfo
+	BarrierID       int
+	NumThreadBlocks int
+	SemaphoreIDs    []int
+	UnitSize        uint64 // pipeline
+	NumChunks       uint64 // pipeline
+	Ops             []Op   // pipeline body
+}
+
+// ---------------------------------------------------------------------------
+// The instance: a plan resolved for one message size, ready to run.
+
+// Sizes are the per-rank buffer sizes of one execution, in bytes.
+type Sizes struct {
+	Input, Output uint64
+}
+
+// Instance is a plan instantiated for one message size: every operand
+// resolved to a byte region, every channel index to its paired end,
+// pipelines to iteration counts (runtime-semantics.md §1).
+type Instance struct {
+	Plan  *Plan
+	Sizes Sizes
+	// ChunkBytes is the byte size of one chunk (§1.7).
+	ChunkBytes uint64
+	// ScratchBytes is the per-rank scratch size, including the LL and
+	// double-buffer factors (§1.11).
+	ScratchBytes uint64
+	Ranks        []RankInstance
+}
+
+// RankInstance is the resolved state of one rank.
+type RankInstance struct {
+	Rank int
+	TBs  []TBInstance
+	// MemoryChannels and PortChannels are indexed by the rank-level
+	// (global) channel index of their type.
+	MemoryChannels []ChannelEnd
+	PortChannels   []ChannelEnd
+	// Switches are the rank's switch channels, by global switch index.
+	Switches   []SwitchGroup
+	Semaphores []int64 // initial values
+}
+
+// ChannelEnd is one end of a memory or port channel.
+type ChannelEnd struct {
+	Peer int
+	// PeerIndex is the global index of the paired channel on Peer, or -1
+	// when Peer declares no matching channel (signals are lost, waits
+	// never complete: a deadlock the CPU backend reports).
+	PeerIndex int
+}
+
+// SwitchGroup is one NVLS multicast group.
+type SwitchGroup struct {
+	Buffer BufferType
+	Ranks  []int
+}
+
+// TBInstance is a thread block with its resolved ops.
+type TBInstance struct {
+	ID  int
+	Ops []OpInstance
+}
+
+// Region is a resolved byte range. For remote operands Rank is the owner;
+// for switch operands Switch is the global switch index of the executing
+// rank and Rank is -1 (the region names the same offset in every member's
+// bound buffer).
+type Region struct {
+	Rank   int
+	Buffer BufferType
+	Offset uint64
+	Size   uint64
+	Switch int // -1 unless a switch operand
+}
+
+// OpInstance is a resolved op.
+type OpInstance struct {
+	Type        OpType
+	ChannelType ChannelType
+	// Index is the op's position in its thread block's JSON op list (for
+	// pipeline bodies: in the body), and Path a readable position such as
+	// "op 7" or "op 3.2" (pipeline 3, body op 2), used in reports.
+	Index int
+	Path  string
+	// Channels are global channel indices of ChannelType, one per
+	// channel_ids entry.
+	Channels []int
+	Src, Dst []Region
+	// BarrierID and NumThreadBlocks for barrier.
+	BarrierID, NumThreadBlocks int
+	Semaphores                 []int
+	// Pipeline: UnitSize bytes per iteration, Iterations, and Body.
+	UnitSize   uint64
+	Iterations int
+	Body       []OpInstance
+}
+
+// ---------------------------------------------------------------------------
+// Running.
+
+// DType is an element type of a run: its size and the SUM reduction.
+type DType interface {
+	// Name is the nccl-tests style name: "half", "bfloat16", "float",
+	// "int32".
+	Name() string
+	// Size is the element size in bytes.
+	Size() int
+	// Add stores a+b element-wise into dst (len(dst) == len(a) ==
+	// len(b), a multiple of Size; dst may alias a or b), rounding as the
+	// device does after every addition.
+	Add(dst, a, b []byte)
+}
+
+// RankBuffers are the caller's buffers of one rank for one launch. Input
+// and Output may alias (in-place collectives).
+type RankBuffers struct {
+	Input, Output []byte
+}
+
+// Options configure a backend session.
+type Options struct {
+	DType DType
+	// LL8 selects 8-byte LL packets instead of the default 16-byte ones.
+	LL8 bool
+	// Race enables happens-before race detection.
+	Race bool
+	// DeadlockTimeout bounds how long a run may make no progress before it
+	// is reported as a deadlock; zero means one second.
+	DeadlockTimeout time.Duration
+}
+
+// Backend runs instances. The CPU backend is the reference; every other
+// backend is checked against it.
+type Backend interface {
+	// Name is the --backend name.
+	Name() string
+	// Open prepares persistent per-instance state: scratch (zeroed),
+	// channel counters, semaphores, barriers, the LL flag.
+	Open(inst *Instance, opts Options) (Session, error)
+}
+
+// Session is an opened instance. Launches share persistent state, as
+// successive execute() calls of MSCCL++ do.
+type Session interface {
+	// Launch runs one execute() on every rank at once. It returns a
+	// *DeadlockError when no thread block can progress and a *RaceError
+	// when race detection found conflicting accesses.
+	Launch(ctx context.Context, bufs []RankBuffers) error
+	// Close releases the session.
+	Close() error
+}
+
+// BlockedTB describes a thread block that cannot progress.
+type BlockedTB struct {
+	Rank, TB int
+	Op       string // e.g. "op 7 wait"
+	// Waiting says what it waits for, e.g. "memory channel 2 from rank 0
+	// expects signal 3, has 2".
+	Waiting string
+}
+
+// DeadlockError reports a launch in which no thread block could progress.
+type DeadlockError struct {
+	Blocked []BlockedTB
+}
+
+func (e *DeadlockError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "deadlock: %d thread block(s) blocked", len(e.Blocked))
+	for _, t := range e.Blocked {
+		fmt.Fprintf(&b, "\n  rank %d tb %d %s: %s", t.Rank, t.TB, t.Op, t.Waiting)
+	}
+	return b.String()
+}
+
+// Access is one side of a race: an op's read or write of a byte range.
+type Access struct {
+	Rank, TB int
+	Op       string // e.g. "op 3 rre"
+	Write    bool
+	Region   Region
+}
+
+// Race is a pair of conflicting accesses with no happens-before order.
+type Race struct {
+	A, B Access
+}
+
+// RaceError reports the races found in a launch.
+type RaceError struct {
+	Races []Race
+}
+
+func (e *RaceError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "race: %d conflicting access pair(s)", len(e.Races))
+	for _, r := range e.Races {
+		fmt.Fprintf(&b, "\n  %s\n    vs %s", describeAccess(r.A), describeAccess(r.B))
+	}
+	return b.String()
+}
+
+func describeAccess(a Access) string {
+	kind := "read"
+	if a.Write {
+		kind = "write"
+	}
+	return fmt.Sprintf("rank %d tb %d %s %s of rank %d %s[%d:%d]", a.Rank, a.TB, a.Op, kind,
+		a.Region.Rank, a.Region.Buffer, a.Region.Offset, a.Region.Offset+a.Region.Size)
+}
