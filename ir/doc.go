@@ -11,7 +11,11 @@
 //     that the builtins use (channel, remote-buffer, semaphore, barrier and
 //     thread-block tables).
 //   - set.go: Set, an int set with CPython 3.11 iteration order, for the
-//     channel ids of signal, wait and flush ops.
+//     channel ids of signal, wait and flush ops; FoldSet builds the set of
+//     a fused chain.
+//   - print.go: the deterministic text form of programs and ops, used by
+//     tests and dumps.
+//   - check.go: Check, the invariant checker run between passes.
 //
 // All sizes and indices are in chunks. See README.md for the model.
 package ir

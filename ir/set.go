@@ -59,30 +59,12 @@ func (s *Set) Keys() []int {
 }
 
 // Has reports whether k is in the set.
-func (s *Set) Has(k int) bool {
-	mask := len(s.table) - 1
-	i := k & mask
-	perturb := uint(k)
-	for {
-		n := 1
-		if i+9 <= mask {
-			n = 10
-		}
-		for j := 0; j < n; j++ {
-			switch s.table[i+j] {
-			case k:
-				return true
-			case emptySlot:
-				return false
-			}
-		}
-		perturb >>= 5
-		i = (i*5 + 1 + int(perturb)) & mask
-	}
-}
+func (s *Set) Has(k int) bool { return s.table[probe(s.table, k)] == k }
 
-// freeSlot returns the first free slot of k's probe sequence in t.
-func freeSlot(t []int, k int) int {
+// probe walks k's probe sequence in table t (slot k&mask, up to nine
+// linear neighbours, then perturbed jumps) and returns the first slot that
+// holds k or is free.
+func probe(t []int, k int) int {
 	mask := len(t) - 1
 	i := k & mask
 	perturb := uint(k)
@@ -92,7 +74,7 @@ func freeSlot(t []int, k int) int {
 			n = 10
 		}
 		for j := 0; j < n; j++ {
-			if t[i+j] == emptySlot {
+			if x := t[i+j]; x == k || x == emptySlot {
 				return i + j
 			}
 		}
@@ -100,6 +82,10 @@ func freeSlot(t []int, k int) int {
 		i = (i*5 + 1 + int(perturb)) & mask
 	}
 }
+
+// freeSlot returns the first free slot of k's probe sequence in t, which
+// does not hold k.
+func freeSlot(t []int, k int) int { return probe(t, k) }
 
 // Add inserts k (set.add).
 func (s *Set) Add(k int) {

@@ -265,6 +265,17 @@ func toChunk(fn, param string, v starlark.Value, p *Program) (*Chunk, error) {
 	return c, nil
 }
 
+// twoChunks converts the dst_chunk and src_chunk arguments of fn.
+func twoChunks(fn string, p *Program, dstV, srcV starlark.Value) (dst, src *Chunk, err error) {
+	if dst, err = toChunk(fn, "dst_chunk", dstV, p); err != nil {
+		return nil, nil, err
+	}
+	if src, err = toChunk(fn, "src_chunk", srcV, p); err != nil {
+		return nil, nil, err
+	}
+	return dst, src, nil
+}
+
 // scratchBuffer implements Buffer(rank, size): a scratch allocation.
 func scratchBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rankV, sizeV starlark.Value

@@ -228,11 +228,7 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	dst, err := toChunk(fn, "dst_chunk", dstV, p)
-	if err != nil {
-		return nil, err
-	}
-	src, err := toChunk(fn, "src_chunk", srcV, p)
+	dst, src, err := twoChunks(fn, p, dstV, srcV)
 	if err != nil {
 		return nil, err
 	}
@@ -281,11 +277,7 @@ func channelPut(kind ir.Kind) builtinFn {
 		if err != nil {
 			return nil, err
 		}
-		dst, err := toChunk(fn, "dst_chunk", dstV, p)
-		if err != nil {
-			return nil, err
-		}
-		src, err := toChunk(fn, "src_chunk", srcV, p)
+		dst, src, err := twoChunks(fn, p, dstV, srcV)
 		if err != nil {
 			return nil, err
 		}

@@ -164,11 +164,7 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 			return nil, err
 		}
 		p := r.prog
-		dst, err := toChunk(fn, "dst_chunk", dstV, p)
-		if err != nil {
-			return nil, err
-		}
-		src, err := toChunk(fn, "src_chunk", srcV, p)
+		dst, src, err := twoChunks(fn, p, dstV, srcV)
 		if err != nil {
 			return nil, err
 		}
