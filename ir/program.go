@@ -41,7 +41,7 @@ type Program struct {
 	// the passes are not idempotent and must run exactly once.
 	// Fused reports that the thread blocks' op lists were fused as they
 	// were recorded (passes.Appender), so the fuse pass must not run again.
-	Fused bool
+	Fused     bool
 	Finalized bool
 }
 
