@@ -309,10 +309,59 @@ func programFromSpec(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if err != nil {
 		return nil, err
 	}
+	if p.spec, err = spec.info(b.Name()); err != nil {
+		return nil, err
+	}
 	if err := start(thread, b.Name(), p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// SpecInfo is what a program created by CollectiveProgram.from_spec records
+// of its AlgoSpec beyond the plan itself: the shape and the tags a plan
+// selector needs.
+type SpecInfo struct {
+	RanksPerNode int
+	WorldSize    int
+	InPlace      bool
+	Tags         map[string]string
+}
+
+// Spec returns the AlgoSpec facts of a program created with
+// CollectiveProgram.from_spec, or nil.
+func (p *Program) Spec() *SpecInfo { return p.spec }
+
+// info extracts the SpecInfo; tag values must be strings, ints or bools.
+func (s *AlgoSpec) info(fn string) (*SpecInfo, error) {
+	rpn, err := toInt(fn, "spec.nranks_per_node", s.field("nranks_per_node"))
+	if err != nil {
+		return nil, err
+	}
+	ws, err := toInt(fn, "spec.world_size", s.field("world_size"))
+	if err != nil {
+		return nil, err
+	}
+	inPlace, err := toBool(fn, "spec.in_place", s.field("in_place"))
+	if err != nil {
+		return nil, err
+	}
+	info := &SpecInfo{RanksPerNode: rpn, WorldSize: ws, InPlace: inPlace, Tags: map[string]string{}}
+	for _, kv := range s.field("tags").(*starlark.Dict).Items() {
+		k, ok := starlark.AsString(kv[0])
+		if !ok {
+			return nil, fmt.Errorf("%s: spec.tags keys must be strings, got %s", fn, kv[0].Type())
+		}
+		switch v := kv[1].(type) {
+		case starlark.String:
+			info.Tags[k] = string(v)
+		case starlark.Int, starlark.Bool:
+			info.Tags[k] = v.String()
+		default:
+			return nil, fmt.Errorf("%s: spec.tags[%q] must be a string, int or bool, got %s", fn, k, v.Type())
+		}
+	}
+	return info, nil
 }
 
 // algoSpecFields are the AlgoSpec fields in positional order.

@@ -32,6 +32,7 @@ type Program struct {
 	err  error
 
 	collective *Collective
+	spec       *SpecInfo
 	// loop is the open Loop.iteration context, if any.
 	loop *loopContext
 	// ranks caches the Rank values.

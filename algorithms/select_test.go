@@ -1,0 +1,77 @@
+package algorithms
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func testIndex() *Index {
+	const maxU64 = ^uint64(0)
+	return &Index{Version: IndexVersion, Plans: []Entry{
+		{File: "ar_pkt_8.json", Name: "allreduce_packet_8", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "LL",
+			InPlace: true, MinMessageSize: 0, MaxMessageSize: 1 << 20, InputChunks: 8, OutputChunks: 8, BufferAlignment: 16},
+		{File: "ar_rsag_8.json", Name: "allreduce_rsag_8", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
+			InPlace: true, MinMessageSize: 1 << 20, MaxMessageSize: maxU64, InputChunks: 64, OutputChunks: 64, BufferAlignment: 16},
+		{File: "ar_nvls_8.json", Name: "allreduce_nvls_8", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
+			InPlace: true, MinMessageSize: 1 << 20, MaxMessageSize: 1 << 30, InputChunks: 8, OutputChunks: 8, BufferAlignment: 16, NVLS: true},
+		{File: "ar_pkt_16.json", Name: "allreduce_hier_packet_16", Collective: "allreduce", WorldSize: 16, RanksPerNode: 8, Protocol: "LL",
+			InPlace: true, MinMessageSize: 0, MaxMessageSize: 1 << 16, InputChunks: 16, OutputChunks: 16, BufferAlignment: 16},
+		{File: "ag_8.json", Name: "allgather_8", Collective: "allgather", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
+			InPlace: false, MinMessageSize: 0, MaxMessageSize: maxU64, InputChunks: 1, OutputChunks: 8, BufferAlignment: 16},
+	}}
+}
+
+func TestSelect(t *testing.T) {
+	t.Parallel()
+	defaults := []Source{{Dir: "default", Index: testIndex()}}
+	user := &Index{Version: IndexVersion, Plans: []Entry{
+		{File: "mine.json", Name: "my_allreduce", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "LL",
+			InPlace: true, MinMessageSize: 0, MaxMessageSize: 1 << 12, InputChunks: 8, OutputChunks: 8, BufferAlignment: 16},
+	}}
+	tests := []struct {
+		name    string
+		sources []Source
+		req     Request
+		want    string // chosen plan name, or "" for no plan
+		reason  string // a rejection reason that must be reported
+	}{
+		{"small allreduce", defaults, Request{"allreduce", 8, 8, 4096, true, 2, false}, "allreduce_packet_8", ""},
+		{"large allreduce without NVLS", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, false}, "allreduce_rsag_8",
+			"needs NVLS, which is not available"},
+		{"large allreduce with NVLS prefers the narrower range", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, true}, "allreduce_nvls_8", ""},
+		{"never another world size", defaults, Request{"allreduce", 4, 4, 4096, true, 2, false}, "", "built for 8 ranks, not 4"},
+		{"multi-node shape", defaults, Request{"allreduce", 16, 8, 4096, true, 2, false}, "allreduce_hier_packet_16", ""},
+		{"ranks per node must match", defaults, Request{"allreduce", 16, 4, 4096, true, 2, false}, "", "built for 8 ranks per node, not 4"},
+		{"never an in-place plan for an out-of-place call", defaults, Request{"allreduce", 8, 8, 4096, false, 2, false}, "",
+			"in-place plan for an out-of-place call"},
+		{"out-of-place allgather", defaults, Request{"allgather", 8, 8, 8 << 10, false, 2, false}, "allgather_8", ""},
+		{"size that does not divide into chunks", defaults, Request{"allreduce", 8, 8, 16 * 7, true, 2, false}, "",
+			"not divisible into 8 chunks"},
+		{"user directory first", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 2048, true, 2, false}, "my_allreduce", ""},
+		{"user directory without a fit falls back", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 1 << 16, true, 2, false},
+			"allreduce_packet_8", "outside [0, 4096]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Select(tt.sources, tt.req)
+			if tt.want == "" {
+				if !errors.Is(err, ErrNoPlan) {
+					t.Fatalf("got %v, %v; want no plan", c, err)
+				}
+			} else if err != nil || c.Entry.Name != tt.want {
+				t.Fatalf("got %+v, %v; want %s", c, err, tt.want)
+			}
+			if tt.reason != "" {
+				found := false
+				for _, r := range c.Rejected {
+					found = found || strings.Contains(r.Reason, tt.reason)
+				}
+				if !found {
+					t.Errorf("no rejection reason contains %q: %+v", tt.reason, c.Rejected)
+				}
+			}
+		})
+	}
+}
