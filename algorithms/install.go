@@ -1,0 +1,376 @@
+package algorithms
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+// Job is one entry of a plan set: a bundled algorithm and the -D
+// parameters of one shape.
+type Job struct {
+	Algorithm string // file name without .star
+	Params    map[string]string
+}
+
+// String returns "algorithm (k=v k=v)".
+func (j Job) String() string {
+	keys := make([]string, 0, len(j.Params))
+	for k := range j.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(j.Algorithm)
+	if len(keys) > 0 {
+		b.WriteString(" (")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%s=%s", k, j.Params[k])
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// defaultSetPrefix marks the shapes of the default set in an algorithm's
+// header comment: "# default-set: world_size=8 ranks_per_node=8".
+const defaultSetPrefix = "# default-set:"
+
+// DefaultSet returns the default plan set: one job per "# default-set:"
+// line of every bundled algorithm, in file order.
+func DefaultSet() ([]Job, error) {
+	names, err := fs.Glob(FS, "*.star")
+	if err != nil {
+		return nil, err
+	}
+	var jobs []Job
+	for _, name := range names {
+		data, err := fs.ReadFile(FS, name)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for line := 1; sc.Scan(); line++ {
+			text := strings.TrimSpace(sc.Text())
+			if !strings.HasPrefix(text, defaultSetPrefix) {
+				continue
+			}
+			job := Job{Algorithm: strings.TrimSuffix(name, ".star"), Params: map[string]string{}}
+			for _, kv := range strings.Fields(strings.TrimPrefix(text, defaultSetPrefix)) {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return nil, fmt.Errorf("algorithms/%s:%d: %q in %s is not name=value", name, line, kv, defaultSetPrefix)
+				}
+				job.Params[k] = v
+			}
+			jobs = append(jobs, job)
+		}
+	}
+	return jobs, nil
+}
+
+// InstallOptions configure Install.
+type InstallOptions struct {
+	// Dir is the directory that receives the plans and the index. It is
+	// replaced only when every plan was generated and validated.
+	Dir string
+	// Progress, if set, is called before each job and once at the end.
+	Progress func(done, total int, job string)
+	// Context cancels the installation.
+	Context context.Context
+	// DType is the element type of the validation runs (default float16,
+	// the executor_test.py default).
+	DType executor.ElemType
+	// MaxCheckBytes bounds the message sizes validated on the CPU backend
+	// (default 1 MiB).
+	MaxCheckBytes uint64
+}
+
+// ErrInstall wraps the failure of one job.
+var ErrInstall = errors.New("install failed")
+
+// Install generates every job's plan, validates it (the plan loads, and
+// runs on the CPU backend with correct results at three message sizes of
+// its range, without deadlock or race), then replaces opts.Dir with the
+// plans and their index. On failure the error names the job and opts.Dir
+// is left untouched.
+func Install(jobs []Job, opts InstallOptions) (*Index, error) {
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
+	if opts.DType == 0 {
+		opts.DType = executor.Float16
+	}
+	if opts.MaxCheckBytes == 0 {
+		opts.MaxCheckBytes = 1 << 20
+	}
+	parent := filepath.Dir(filepath.Clean(opts.Dir))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(opts.Dir)+".new-")
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			os.RemoveAll(tmp)
+		}
+	}()
+	idx := &Index{Version: IndexVersion}
+	files := map[string]string{}
+	for i, job := range jobs {
+		if opts.Progress != nil {
+			opts.Progress(i, len(jobs), job.String())
+		}
+		if err := opts.Context.Err(); err != nil {
+			return nil, err
+		}
+		entries, err := installJob(job, tmp, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInstall, job, err)
+		}
+		for _, e := range entries {
+			if prev, dup := files[e.File]; dup {
+				return nil, fmt.Errorf("%w: %s and %s both produce %s: give them different names", ErrInstall, prev, job, e.File)
+			}
+			files[e.File] = job.String()
+			idx.Plans = append(idx.Plans, e)
+		}
+	}
+	data, err := idx.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, IndexFile), data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := replaceDir(opts.Dir, tmp); err != nil {
+		return nil, err
+	}
+	committed = true
+	if opts.Progress != nil {
+		opts.Progress(len(jobs), len(jobs), "")
+	}
+	return idx, nil
+}
+
+// replaceDir moves the directory tmp to dir, replacing dir.
+func replaceDir(dir, tmp string) error {
+	old := ""
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return err
+	}
+	if old != "" {
+		return os.RemoveAll(old)
+	}
+	return nil
+}
+
+// installJob evaluates one job, validates each of its programs and writes
+// their plans into dir.
+func installJob(job Job, dir string, opts InstallOptions) ([]Entry, error) {
+	file := job.Algorithm + ".star"
+	res, err := starlib.Eval(starlib.FSSource(FS, "algorithms"), file, starlib.Options{Defines: job.Params, Context: opts.Context})
+	if err != nil {
+		return nil, errorDetail(err)
+	}
+	if len(res.Programs) == 0 {
+		return nil, fmt.Errorf("algorithms/%s creates no program", file)
+	}
+	var entries []Entry
+	for _, prog := range res.Programs {
+		text, err := prog.Plan()
+		if err != nil {
+			return nil, errorDetail(err)
+		}
+		spec := prog.Spec()
+		if spec == nil {
+			return nil, fmt.Errorf("program %q: bundled algorithms must be created with CollectiveProgram.from_spec(AlgoSpec(...)) so the index knows their shape", prog.Name())
+		}
+		plan, err := executor.Load(text)
+		if err != nil {
+			return nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
+		}
+		if err := Validate(opts.Context, plan, opts.DType, opts.MaxCheckBytes); err != nil {
+			return nil, fmt.Errorf("program %q: %v", prog.Name(), err)
+		}
+		e := entryOf(plan, spec, job)
+		e.File = prog.Name() + ".json"
+		if strings.ContainsAny(prog.Name(), `/\`) || prog.Name() == "" {
+			return nil, fmt.Errorf("program name %q cannot be a file name", prog.Name())
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.File), text, 0o644); err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+func errorDetail(err error) error {
+	var se *starlib.Error
+	if errors.As(err, &se) {
+		return errors.New(strings.TrimSpace(se.Detail()))
+	}
+	return err
+}
+
+// entryOf builds the index entry of a validated plan.
+func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job Job) Entry {
+	e := Entry{
+		Name: plan.Name, Algorithm: path.Base(job.Algorithm), Params: job.Params,
+		Collective: plan.Collective, WorldSize: spec.WorldSize, RanksPerNode: spec.RanksPerNode,
+		Protocol: plan.Protocol, InPlace: plan.Inplace,
+		MinMessageSize: plan.MinMessageSize, MaxMessageSize: plan.MaxMessageSize,
+		BufferAlignment: plan.BufferAlignment, Tags: spec.Tags,
+	}
+	if len(plan.GPUs) > 0 {
+		e.InputChunks, e.OutputChunks = plan.GPUs[0].InputChunks, plan.GPUs[0].OutputChunks
+	}
+	for _, g := range plan.GPUs {
+		for _, c := range g.Channels {
+			e.NVLS = e.NVLS || c.Type == executor.Switch
+		}
+	}
+	return e
+}
+
+// Validate runs plan on the CPU backend, with race detection, at three
+// message sizes of its range (at most maxBytes) and checks the results.
+func Validate(ctx context.Context, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
+	sizes := CheckSizes(plan, dt, maxBytes, 3)
+	if len(sizes) == 0 {
+		return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
+	}
+	for _, size := range sizes {
+		if err := RunChecked(ctx, plan, size, dt, plan.Inplace, 2); err != nil {
+			return fmt.Errorf("message size %d: %w", size, err)
+		}
+	}
+	return nil
+}
+
+// CheckSizes returns up to n message sizes (the smallest, a middle one and
+// the largest) that are valid for plan: within its range and divisible as
+// its chunking needs. Sizes stay below maxBytes, or below four times the
+// smallest valid size when the plan's range starts above maxBytes.
+func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
+	var valid []uint64
+	unit := sizeUnit(plan, dt)
+	limit := maxBytes
+	for s := unit; s != 0 && s < 1<<40; s *= 2 {
+		if len(valid) > 0 && s > limit {
+			break
+		}
+		if s < plan.MinMessageSize || s > plan.MaxMessageSize {
+			continue
+		}
+		l, err := executor.PlanLayout(plan, s, dt, plan.Inplace)
+		if err != nil {
+			continue
+		}
+		if _, err := executor.Instantiate(plan, l.Sizes); err != nil {
+			continue
+		}
+		if len(valid) == 0 && 4*s > limit {
+			limit = 4 * s
+		}
+		valid = append(valid, s)
+	}
+	if len(valid) <= n {
+		return valid
+	}
+	out := []uint64{valid[0], valid[len(valid)/2], valid[len(valid)-1]}
+	return out[:n]
+}
+
+// sizeUnit is the smallest message size worth trying: the alignment times
+// the chunk counts and the rank count, so that every buffer divides.
+func sizeUnit(plan *executor.Plan, dt executor.ElemType) uint64 {
+	a := plan.BufferAlignment
+	if a == 0 {
+		a = 16
+	}
+	u := lcm(a, uint64(dt.Size()))
+	for _, g := range plan.GPUs {
+		for _, c := range []int{g.InputChunks, g.OutputChunks} {
+			if c > 0 {
+				u = lcm(u, a*uint64(c))
+			}
+		}
+	}
+	return lcm(u, a*uint64(len(plan.GPUs)))
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
+
+// RunChecked runs plan at one message size for iters launches on the CPU
+// backend with race detection, checking the results of every launch.
+func RunChecked(ctx context.Context, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
+	l, err := executor.PlanLayout(plan, size, dt, inPlace)
+	if err != nil {
+		return err
+	}
+	inst, err := executor.Instantiate(plan, l.Sizes)
+	if err != nil {
+		return err
+	}
+	sess, err := cpu.New().Open(inst, executor.Options{DType: dt, Race: true})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	bufs := l.Alloc()
+	for it := 0; it < iters; it++ {
+		l.FillInputs(bufs, it)
+		if err := sess.Launch(ctx, bufs); err != nil {
+			return err
+		}
+		if !l.Checked() {
+			continue
+		}
+		wrong, err := l.Check(bufs, it)
+		if err != nil {
+			return err
+		}
+		for r, w := range wrong {
+			if w > 0 {
+				return fmt.Errorf("launch %d: rank %d has %d wrong elements", it, r, w)
+			}
+		}
+	}
+	return nil
+}

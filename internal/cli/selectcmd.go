@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+)
+
+// defaultPlanDir is where `mscclgo install` writes the default plan set:
+// $MSCCLGO_CACHE_DIR/default, or ~/.cache/mscclgo/default.
+func defaultPlanDir() (string, error) {
+	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "default"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the plan directory: set MSCCLGO_CACHE_DIR (%w)", err)
+	}
+	return filepath.Join(home, ".cache", "mscclgo", "default"), nil
+}
+
+// planSources returns the plan directories to search, in order: the --plans
+// directories, then $MSCCLGO_PLAN_PATH, then the default set (or --dir).
+func planSources(c *cli.Context) ([]algorithms.Source, error) {
+	dirs := append([]string(nil), c.StringSlice("plans")...)
+	if env := os.Getenv("MSCCLGO_PLAN_PATH"); env != "" {
+		dirs = append(dirs, filepath.SplitList(env)...)
+	}
+	def := c.String("dir")
+	if def == "" {
+		var err error
+		if def, err = defaultPlanDir(); err != nil {
+			return nil, err
+		}
+	}
+	dirs = append(dirs, def)
+	var sources []algorithms.Source
+	for _, d := range dirs {
+		idx, err := algorithms.ReadIndex(d)
+		if errors.Is(err, algorithms.ErrNoIndex) && d != def {
+			return nil, fmt.Errorf("plan directory %s: %w (a user directory needs an %s; see docs/algorithms.md)", d, err, algorithms.IndexFile)
+		}
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, algorithms.Source{Dir: d, Index: idx})
+	}
+	return sources, nil
+}
+
+func selectCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:  "select",
+		Usage: "print the installed plan a collective call would use, and why",
+		Description: "Searches the --plans directories, then $MSCCLGO_PLAN_PATH, then the default set written by\n" +
+			"mscclgo install, and prints the plan that fits the call (or \"no plan\") with the reason\n" +
+			"every other plan was rejected.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall or sendrecv", Required: true},
+			&cli.IntFlag{Name: "world-size", Aliases: []string{"n"}, Usage: "number of ranks (`N`)", Required: true},
+			&cli.IntFlag{Name: "ranks-per-node", Usage: "ranks per node (`N`; default: the world size)"},
+			&cli.StringFlag{Name: "size", Usage: "message `SIZE` in bytes, nccl-tests style (1K, 64M): output size for allgather, input size otherwise", Required: true},
+			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
+			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
+			&cli.BoolFlag{Name: "nvls", Usage: "NVLink SHARP (switch channels) is available"},
+			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` (with an index.json) before the defaults (repeatable)"},
+			&cli.StringFlag{Name: "dir", Usage: "the default plan set `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also list every rejected plan"},
+		},
+		Action:       func(c *cli.Context) error { return runSelect(c, d) },
+		OnUsageError: onUsageError,
+	}
+}
+
+// elementSizes maps the accepted --dtype names to element sizes.
+var elementSizes = map[string]int{
+	"float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
+	"float32": 4, "float": 4, "fp32": 4, "int32": 4, "int": 4,
+}
+
+func runSelect(c *cli.Context, d *deps) error {
+	size, err := parseSize(c.String("size"))
+	if err != nil {
+		return usageErr("--size: %v", err)
+	}
+	elem, ok := elementSizes[strings.ToLower(c.String("dtype"))]
+	if !ok {
+		return usageErr("--dtype %s: want float16, bfloat16, float32 or int32", c.String("dtype"))
+	}
+	req := algorithms.Request{
+		Collective:   strings.ToLower(c.String("collective")),
+		WorldSize:    c.Int("world-size"),
+		RanksPerNode: c.Int("ranks-per-node"),
+		Size:         size,
+		InPlace:      c.Bool("in-place"),
+		ElementSize:  elem,
+		NVLS:         c.Bool("nvls"),
+	}
+	if req.RanksPerNode == 0 {
+		req.RanksPerNode = req.WorldSize
+	}
+	sources, err := planSources(c)
+	if err != nil {
+		return err
+	}
+	choice, err := algorithms.Select(sources, req)
+	if err == nil {
+		fmt.Fprintf(d.stdout, "%s\n  plan: %s\n  why: %s\n", filepath.Join(choice.Dir, choice.Entry.File), choice.Entry.Name, choice.Why)
+	} else {
+		fmt.Fprintf(d.stdout, "no plan: %v\n", err)
+	}
+	if c.Bool("verbose") || err != nil {
+		for _, r := range choice.Rejected {
+			fmt.Fprintf(d.stdout, "  rejected %s (%s): %s\n", r.Entry.Name, filepath.Join(r.Dir, r.Entry.File), r.Reason)
+		}
+	}
+	if err != nil {
+		return &reportedError{code: ExitError}
+	}
+	return nil
+}
