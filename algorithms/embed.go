@@ -8,5 +8,5 @@ import "embed"
 // FS holds every bundled algorithm and library file, rooted at this
 // directory.
 //
-//go:embed *.star
+//go:embed *.star lib/*.star
 var FS embed.FS

@@ -7,6 +7,9 @@
 //   - load.go: Load parses and validates any MSCCL++ plan (ours or one
 //     made by MSCCL++) into a Plan, reporting every problem with a named
 //     error; Check lists them all (mscclgo check).
+//   - validate.go: the per-op rules (operand roles, channel types, the
+//     executor's hard limits) and the cross-rank checks (barriers, channel
+//     pairing, switch groups).
 //   - instantiate.go: Instantiate resolves a Plan for a message size,
 //     exactly as runtime-semantics.md §1 describes.
 //   - dtype.go, data.go: element types with device-exact SUM, the

@@ -41,6 +41,10 @@ func newApp(d *deps) *cli.App {
 		OnUsageError: onUsageError,
 		Commands: []*cli.Command{
 			evalCommand(d),
+			installCommand(d),
+			selectCommand(d),
+			checkCommand(d),
+			runCommand(d),
 		},
 		// Errors are printed by Run, which also maps them to exit statuses.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -43,7 +43,6 @@ func writeFile(t *testing.T, path, text string) {
 }
 
 func TestEval(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "one.star"), oneProgram)
 	writeFile(t, filepath.Join(dir, "two.star"), twoPrograms)
@@ -119,7 +118,6 @@ func TestEval(t *testing.T) {
 // TestCommandTree lints the command tree: every command and flag has usage
 // text.
 func TestCommandTree(t *testing.T) {
-	t.Parallel()
 	app := newApp(&deps{})
 	for _, c := range app.Commands {
 		if c.Usage == "" {

@@ -9,6 +9,12 @@ const (
 	ExitError = 1
 	// ExitUsage means the command line was wrong.
 	ExitUsage = 2
+	// ExitDeadlock means a `run` launch deadlocked: no thread block could
+	// make progress.
+	ExitDeadlock = 3
+	// ExitRace means `run --race` found conflicting accesses with no
+	// happens-before order.
+	ExitRace = 4
 )
 
 // exitError carries an exit status with an error message.

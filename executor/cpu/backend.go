@@ -1,0 +1,196 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// ErrClosed is returned by Launch on a closed session.
+var ErrClosed = errors.New("cpu: session closed")
+
+// ErrUnusable is returned (wrapped, with the original cause) by Launch
+// after a launch stopped part-way (a deadlock, a cancellation or an op
+// error): channel counters, semaphores and barriers are then inconsistent,
+// as they would be on a GPU. Open a new session.
+var ErrUnusable = errors.New("cpu: session unusable after a failed launch")
+
+// defaultDeadlockTimeout is the watchdog backstop when Options leaves it 0.
+const defaultDeadlockTimeout = time.Second
+
+// New returns the CPU reference backend ("cpu").
+func New() executor.Backend { return backend{} }
+
+type backend struct{}
+
+// Name returns "cpu".
+func (backend) Name() string { return "cpu" }
+
+// Open validates inst and allocates the session's persistent state: per
+// rank a zeroed scratch of inst.ScratchBytes, channel counters, semaphores
+// at their initial values, 16 barriers, a port FIFO; the LL flag starts at
+// 0 and every Launch pre-increments it. Options.DType is required.
+func (backend) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
+	return open(inst, opts, schedule{})
+}
+
+// schedule is the internal scheduling knob of tests: with yield set, every
+// op boundary yields the processor or sleeps a little, with a
+// pseudo-random choice per thread block seeded by seed, to shake out
+// interleavings. It is not part of executor.Options.
+type schedule struct {
+	yield bool
+	seed  int64
+}
+
+// session is an opened instance; see executor.Session.
+type session struct {
+	inst    *executor.Instance
+	opts    executor.Options
+	dt      executor.DType
+	sched   schedule
+	timeout time.Duration
+
+	double  bool   // use_double_scratch_buffer
+	half    uint64 // bytes of one scratch half (the whole scratch without double buffering)
+	payload uint64 // LL payload bytes: 8 (LL16) or 4 (LL8)
+	packet  uint64 // LL packet bytes: 16 or 8
+
+	launchMu sync.Mutex // serialises Launch and Close
+	closed   bool
+	broken   error
+	flag     uint32 // LL flag of the last launch (§3.2)
+
+	// mu is the monitor: it guards every synchronisation object of the
+	// ranks (counters, semaphores, barriers, FIFOs) and the current
+	// launch's bookkeeping. Data is never touched under mu.
+	mu    sync.Mutex
+	ranks []*rankState
+	ntid  int // vector-clock threads: every TB, then one proxy per rank
+}
+
+// rankState is the persistent state of one rank.
+type rankState struct {
+	id       int
+	ri       *executor.RankInstance
+	scratch  []byte
+	mem      []counter // by global memory channel index
+	port     []counter // by global port channel index
+	sems     []semaphore
+	barriers [executor.MaxBarrierID + 1]barrier
+	proxy    proxy
+	tid0     int // vector-clock thread of TB 0
+	// reuseSlot is, for reuse_resources plans, scratchChunkSize of
+	// §1.11/§1.13: pipelines offset scratch operands modulo it. 0 if unused.
+	reuseSlot uint64
+	members   [][]int // per switch channel: member ranks, ascending
+}
+
+func open(inst *executor.Instance, opts executor.Options, sched schedule) (*session, error) {
+	if !littleEndian() {
+		return nil, errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
+	}
+	if err := validate(inst, opts); err != nil {
+		return nil, err
+	}
+	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
+	if s.timeout <= 0 {
+		s.timeout = defaultDeadlockTimeout
+	}
+	s.payload, s.packet = 8, 16
+	if opts.LL8 {
+		s.payload, s.packet = 4, 8
+	}
+	s.half = inst.ScratchBytes
+	if p := inst.Plan; p != nil {
+		s.double = p.UseDoubleScratch
+		if s.double {
+			s.half = inst.ScratchBytes / 2
+		}
+	}
+	tid := 0
+	for r := range inst.Ranks {
+		ri := &inst.Ranks[r]
+		rs := &rankState{id: r, ri: ri, tid0: tid}
+		rs.proxy.cond.L = &s.mu
+		if inst.Plan != nil && r < len(inst.Plan.GPUs) {
+			rs.reuseSlot = inst.ScratchSlot(r)
+		}
+		tid += len(ri.TBs)
+		// Scratch is backed by uint64 words so that packet words are
+		// 8-byte aligned for the atomics of packet.go.
+		words := make([]uint64, (inst.ScratchBytes+7)/8)
+		if len(words) > 0 {
+			rs.scratch = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), inst.ScratchBytes)
+		}
+		rs.mem = make([]counter, len(ri.MemoryChannels))
+		rs.port = make([]counter, len(ri.PortChannels))
+		rs.sems = make([]semaphore, len(ri.Semaphores))
+		for i, v := range ri.Semaphores {
+			rs.sems[i].v = v
+		}
+		for _, g := range ri.Switches {
+			m := append([]int(nil), g.Ranks...)
+			sort.Ints(m)
+			rs.members = append(rs.members, m)
+		}
+		s.ranks = append(s.ranks, rs)
+	}
+	for _, rs := range s.ranks {
+		rs.proxy.tid = tid
+		tid++
+	}
+	s.ntid = tid
+	return s, nil
+}
+
+func littleEndian() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}
+
+// Launch runs one execute() on every rank; see executor.Session.
+func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
+	s.launchMu.Lock()
+	defer s.launchMu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.broken != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(bufs) != len(s.ranks) {
+		return fmt.Errorf("cpu: launch: got buffers for %d ranks, want %d", len(bufs), len(s.ranks))
+	}
+	l := newLaunch(s, bufs, s.flag+1)
+	if err := l.precheck(); err != nil {
+		return err
+	}
+	s.flag++
+	err := l.run(ctx)
+	var re *executor.RaceError
+	if err != nil && !errors.As(err, &re) {
+		s.broken = err
+	}
+	return err
+}
+
+// Close releases the session; later launches fail with ErrClosed.
+func (s *session) Close() error {
+	s.launchMu.Lock()
+	defer s.launchMu.Unlock()
+	s.closed = true
+	for _, rs := range s.ranks {
+		rs.scratch = nil
+	}
+	return nil
+}

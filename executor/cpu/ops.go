@@ -1,0 +1,163 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// Block sizes: the most work one step does between checks for a stopped
+// launch and progress reports. Reductions use blocks that stay in cache.
+const (
+	copyBlock   = 4 << 20
+	reduceBlock = 64 << 10
+	pktBlock    = 2048 // packets
+	bufBlock    = 64 << 10
+)
+
+// zeros is the all-zero start of packet reductions (read only).
+var zeros = make([]byte, bufBlock)
+
+// data runs a data op at pipeline offset o with unit u.
+func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
+	sp, err := t.resolve(op, o, u)
+	if err != nil {
+		return err
+	}
+	switch op.Type {
+	case executor.OpCopy, executor.OpGet:
+		return t.copyPairs(sp.src, sp.dst)
+	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush:
+		if op.ChannelType == executor.Port {
+			return t.portPut(op, sp.src, sp.dst, false)
+		}
+		// Memory channels: pws and pwsf are plain puts (§2.5).
+		return t.copyPairs(sp.src, sp.dst)
+	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
+		executor.OpMultiLoadReduceStore:
+		return t.reduce(sp.src, sp.dst)
+	case executor.OpMultiStore:
+		srcs := make([]span, len(sp.dst))
+		for i := range srcs {
+			srcs[i] = sp.src[0]
+		}
+		return t.copyPairs(srcs, sp.dst)
+	case executor.OpPutPacket:
+		if op.ChannelType == executor.Port {
+			return t.portPut(op, sp.src, sp.dst, true)
+		}
+		for i := range sp.dst {
+			p := pktPlan{np: uint64(len(sp.dst[i].b)) / t.l.s.packet, rawIn: sp.src[i : i+1], pktOut: sp.dst[i : i+1]}
+			if err := t.packetOp(&p); err != nil {
+				return err
+			}
+		}
+		return nil
+	case executor.OpReadPutPacket:
+		if op.ChannelType == executor.Port {
+			return t.readPutPort(op, sp)
+		}
+		return t.packetOp(&sp.pk)
+	default:
+		return t.packetOp(&sp.pk)
+	}
+}
+
+func (t *tbRun) stopped() error {
+	if t.l.stop.Load() {
+		return errStop
+	}
+	return nil
+}
+
+// copyPairs copies src[i] to dst[i] (equal lengths) as one step.
+func (t *tbRun) copyPairs(src, dst []span) error {
+	defer t.enter(src, dst)()
+	for i := range dst {
+		d, s := dst[i].b, src[i].b
+		if overlap(d, s) {
+			copy(d, s) // memmove; small or pathological
+			continue
+		}
+		for off := 0; off < len(d); off += copyBlock {
+			if err := t.stopped(); err != nil {
+				return err
+			}
+			e := min(off+copyBlock, len(d))
+			copy(d[off:e], s[off:e])
+			t.l.progress.Add(1)
+		}
+	}
+	return nil
+}
+
+// reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (§2.6) in blocks and stores
+// the result to every destination.
+func (t *tbRun) reduce(src, dst []span) error {
+	defer t.enter(src, dst)()
+	dt := t.l.s.dt
+	n := len(src[0].b)
+	d0 := dst[0].b
+	// Accumulate straight into dst0 unless it partially overlaps src0 or
+	// src1 or overlaps a later source (which it would clobber first).
+	direct := true
+	for k, s := range src {
+		if overlap(d0, s.b) && (k > 1 || !same(d0, s.b)) {
+			direct = false
+		}
+	}
+	for off := 0; off < n; off += reduceBlock {
+		if err := t.stopped(); err != nil {
+			return err
+		}
+		e := min(off+reduceBlock, n)
+		res := d0[off:e]
+		if !direct {
+			res = t.accBuf(e - off)
+		}
+		if len(src) == 1 {
+			copy(res, src[0].b[off:e])
+		} else {
+			dt.Add(res, src[0].b[off:e], src[1].b[off:e])
+			for _, s := range src[2:] {
+				dt.Add(res, res, s.b[off:e])
+			}
+		}
+		if !direct {
+			copy(d0[off:e], res)
+		}
+		for _, d := range dst[1:] {
+			copy(d.b[off:e], res)
+		}
+		t.l.progress.Add(1)
+	}
+	return nil
+}
+
+func (t *tbRun) accBuf(n int) []byte {
+	if t.acc == nil {
+		t.acc = make([]byte, bufBlock)
+	}
+	return t.acc[:n]
+}
+
+func (t *tbRun) tmpBuf(n int) []byte {
+	if t.tmp == nil {
+		t.tmp = make([]byte, bufBlock)
+	}
+	return t.tmp[:n]
+}
+
+// overlap reports whether two byte slices share memory.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// same reports whether two byte slices are the same memory.
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}

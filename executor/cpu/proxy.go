@@ -1,0 +1,181 @@
+package cpu
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// Trigger kinds (§4.3), OR-able.
+const (
+	trigData = 1 << iota
+	trigFlag
+	trigSync
+)
+
+// trigger is one FIFO entry of a rank's port proxy.
+type trigger struct {
+	kind     uint8
+	src, dst span // DATA
+	packets  bool // DATA moves LL packets: copy words atomically
+	ch       int  // global port channel of the pushing rank (FLAG)
+	pos      uint64
+	vc       vclock // the pusher's clock (race)
+	doneVC   vclock // the proxy's clock once complete (race)
+	from     *tbRun
+	op       string
+}
+
+// proxy is a rank's port-channel FIFO (one per rank, shared by its thread
+// blocks and channels) and its proxy's position. Its goroutine runs per
+// launch; the positions persist.
+type proxy struct {
+	q            []*trigger
+	pushed, done uint64
+	cond         sync.Cond // the proxy goroutine waits here for triggers (L = s.mu)
+	wl           waitList  // thread blocks waiting for completions
+	tid          int
+	vc           vclock
+}
+
+// push appends tr to t's rank FIFO (s.mu held).
+func (t *tbRun) push(tr *trigger) {
+	p := &t.r.proxy
+	tr.pos = p.pushed
+	p.pushed++
+	p.q = append(p.q, tr)
+	t.l.proxyBusy++
+	p.cond.Signal()
+}
+
+// awaitTrigger parks t until the proxy completed tr (s.mu held).
+func (t *tbRun) awaitTrigger(tr *trigger) error {
+	p := &t.r.proxy
+	err := t.park(&p.wl, func() bool { return p.done > tr.pos }, func() string {
+		return fmt.Sprintf("proxy of rank %d completed %d triggers, waits for trigger %d", t.r.id, p.done, tr.pos+1)
+	})
+	if err == nil {
+		t.acquire(tr.doneVC)
+	}
+	return err
+}
+
+// portPut pushes one trigger per destination: DATA, with FLAG for pws and
+// pwsf and SYNC for pwsf, on channel op.Channels[i]; pwsf then waits for
+// its triggers' completion (§2.6).
+func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) error {
+	kind := uint8(trigData)
+	switch op.Type {
+	case executor.OpPutWithSignal:
+		kind |= trigFlag
+	case executor.OpPutWithSignalAndFlush:
+		kind |= trigFlag | trigSync
+	}
+	s := t.l.s
+	snap := t.release()
+	name := opName(op)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var trs []*trigger
+	for i := range dst {
+		tr := &trigger{kind: kind, src: src[i], dst: dst[i], packets: packets, ch: op.Channels[i], vc: snap, from: t, op: name}
+		t.push(tr)
+		trs = append(trs, tr)
+	}
+	if kind&trigSync != 0 {
+		for _, tr := range trs {
+			if err := t.awaitTrigger(tr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// proxyMain serves a rank's FIFO in push order until every thread block
+// finished and the FIFO is empty, or the launch stops. DATA copies happen
+// at processing time; FLAG adds to the peer's inbound after them; SYNC
+// completes when everything before it did (they are processed in order).
+func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
+	defer wg.Done()
+	s := l.s
+	p := &rs.proxy
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for len(p.q) == 0 && !l.tbsDone && l.err == nil {
+			p.cond.Wait()
+		}
+		if l.err != nil || len(p.q) == 0 {
+			return
+		}
+		tr := p.q[0]
+		p.q[0] = nil
+		p.q = p.q[1:]
+		if tr.kind&trigData != 0 {
+			s.mu.Unlock()
+			l.transfer(p, tr)
+			s.mu.Lock()
+		}
+		var snap vclock
+		if l.race != nil {
+			p.vc.join(tr.vc)
+			snap = p.vc.clone()
+			p.vc[p.tid]++
+			tr.doneVC = snap
+		}
+		if tr.kind&trigFlag != 0 {
+			end, _ := s.channelEnd(rs.id, executor.Port, tr.ch)
+			if end.PeerIndex >= 0 {
+				_, peer := s.channelEnd(end.Peer, executor.Port, end.PeerIndex)
+				peer.signal(l, snap)
+			}
+		}
+		p.done++
+		p.wl.wake(l)
+		l.proxyBusy--
+		l.progress.Add(1)
+		l.checkDeadlock()
+	}
+}
+
+// transfer performs a DATA trigger (without s.mu), as one step.
+func (l *launch) transfer(p *proxy, tr *trigger) {
+	if rs := l.race; rs != nil {
+		rs.mu.Lock()
+		p.vc.join(tr.vc)
+		a := &actor{tid: p.tid, vc: p.vc, rank: tr.from.r.id, tb: tr.from.tb.ID, op: tr.op + " (proxy)"}
+		rs.access(a, tr.src, false, false, nil)
+		var snap vclock
+		if tr.packets {
+			snap = p.vc.clone()
+		}
+		if !tr.packets || !sameWords(words(tr.dst.b), words(tr.src.b)) {
+			rs.access(a, tr.dst, true, false, snap)
+		}
+		if tr.packets {
+			p.vc[p.tid]++
+		}
+		l.copyData(tr)
+		rs.mu.Unlock()
+	} else {
+		h := &rangeHold{}
+		h.add(false, tr.src)
+		h.add(true, tr.dst)
+		l.ranges.acquire(h)
+		l.copyData(tr)
+		l.ranges.release(h)
+	}
+	if tr.packets {
+		l.notify(tr.dst)
+	}
+}
+
+func (l *launch) copyData(tr *trigger) {
+	if tr.packets {
+		copyWords(words(tr.dst.b), words(tr.src.b))
+		return
+	}
+	copy(tr.dst.b, tr.src.b)
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+func checkCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:      "check",
+		Usage:     "validate execution plans as the MSCCL++ executor would load them",
+		ArgsUsage: "PLAN.json [PLAN.json...]",
+		Description: "Loads each plan and prints every problem found, one per line prefixed with the\n" +
+			"file name: JSON errors, unknown ops, ids out of range, operands that do not fit their\n" +
+			"op, executor limits, channels that do not pair between ranks. Warnings (lines with\n" +
+			"\"warning:\") do not fail the check. With --size, a clean plan is also instantiated\n" +
+			"for that message size (as mscclgo run lays out the buffers: 1K = 1024 bytes).\n" +
+			"Exit status: 0 when every plan is clean, 1 when any has a problem, 2 on usage errors.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "size", Aliases: []string{"s"}, Usage: "also instantiate at message size `SIZE` (repeatable; K, M, G suffixes)"},
+		},
+		Action:       func(c *cli.Context) error { return runCheck(c, d) },
+		OnUsageError: onUsageError,
+	}
+}
+
+func runCheck(c *cli.Context, d *deps) error {
+	if c.NArg() == 0 {
+		return usageErr("check: want at least one PLAN.json argument")
+	}
+	var sizes []uint64
+	for _, s := range c.StringSlice("size") {
+		n, err := parseSize(s)
+		if err != nil {
+			return usageErr("--size: %v", err)
+		}
+		sizes = append(sizes, n)
+	}
+	failed := false
+	for _, path := range c.Args().Slice() {
+		if !checkFile(d.stdout, path, sizes) {
+			failed = true
+		}
+	}
+	if failed {
+		return &reportedError{code: ExitError}
+	}
+	return nil
+}
+
+// checkFile prints the problems of one plan and reports whether it is
+// clean (warnings allowed).
+func checkFile(w io.Writer, path string, sizes []uint64) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", path, err)
+		return false
+	}
+	clean := true
+	for _, p := range executor.Check(data) {
+		if executor.IsWarning(p) {
+			fmt.Fprintf(w, "%s: warning: %v\n", path, p)
+			continue
+		}
+		fmt.Fprintf(w, "%s: %v\n", path, p)
+		clean = false
+	}
+	if !clean {
+		return false
+	}
+	plan, err := executor.Load(data)
+	if err != nil { // unreachable: Check found no error
+		fmt.Fprintf(w, "%s: %v\n", path, err)
+		return false
+	}
+	for _, size := range sizes {
+		layout, err := executor.PlanLayout(plan, size, executor.Float16, false)
+		if err == nil {
+			_, err = executor.Instantiate(plan, layout.Sizes)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "%s: size %d: %v\n", path, size, err)
+			clean = false
+		}
+	}
+	if clean {
+		fmt.Fprintf(w, "%s: ok\n", path)
+	}
+	return clean
+}

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// runBackend is a backend this binary can run plans on.
+type runBackend struct {
+	name string
+	new  func() executor.Backend
+}
+
+// runBackends are the backends built into this binary, best first: the
+// default --backend is the first.
+var runBackends = []runBackend{{"cpu", cpu.New}}
+
+// knownBackends are the --backend names mscclgo knows, built in or not.
+var knownBackends = []string{"cpu", "gpu"}
+
+func runCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run an execution plan, check its results and report its bandwidth",
+		ArgsUsage: "PLAN.json",
+		Description: "Runs PLAN.json on every rank at once, the way MSCCL++'s executor_test.py does: for each\n" +
+			"message size and each of --iters launches, fills the inputs with the reference generator\n" +
+			"(seq = iteration), launches, and checks the outputs. Prints an nccl-tests style table:\n" +
+			"time is the mean per launch, algbw = size/time (GB/s, decimal), busbw = algbw times the\n" +
+			"collective's bus factor, #wrong the wrong elements over all ranks and launches.\n" +
+			"Give --size SIZE, or a sweep -b MIN -e MAX -f FACTOR; sizes the plan rejects are skipped\n" +
+			"in a sweep. Plans of the test collective have no defined result: they are run for\n" +
+			"deadlocks and races only. A deadlock stops the run; races are reported once per size.\n\n" +
+			"Exit status: 0 when every check passed, 1 for wrong results or another error, 2 for a\n" +
+			"usage error, 3 for a deadlock, 4 for a race (--race).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "size", Aliases: []string{"s"}, Usage: "message `SIZE` in bytes (1K, 64M): the output of allgather, the input otherwise"},
+			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Usage: "sweep from `SIZE` (nccl-tests -b)"},
+			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Usage: "sweep up to `SIZE` (nccl-tests -e)"},
+			&cli.Uint64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the size by `F` between sweep steps (nccl-tests -f)"},
+			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "element `TYPE`: float16 (half), bfloat16, float32 (float), int32"},
+			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 10, Usage: "launches per size (`N`), each filled and checked"},
+			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
+			&cli.StringFlag{Name: "backend", Usage: "run on `NAME`: " + strings.Join(knownBackends, " or ") + " (default: the best built into this binary)"},
+			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
+			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
+			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
+			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
+		},
+		Action:       func(c *cli.Context) error { return runRun(c, d) },
+		OnUsageError: onUsageError,
+	}
+}
+
+// runOptions are the parsed flags of mscclgo run.
+type runOptions struct {
+	sizes   []uint64
+	sweep   bool
+	dtype   executor.ElemType
+	iters   int
+	inPlace bool
+	backend runBackend
+	opts    executor.Options
+	fill    executor.FillMode
+}
+
+func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
+	o := &runOptions{iters: c.Int("iters"), inPlace: plan.Inplace}
+	if o.iters < 1 {
+		return nil, usageErr("--iters %d: want at least 1", o.iters)
+	}
+	if c.IsSet("in-place") {
+		o.inPlace = c.Bool("in-place")
+	}
+	var err error
+	if o.dtype, err = executor.ParseDType(c.String("dtype")); err != nil {
+		return nil, usageErr("--dtype: %v", err)
+	}
+	if c.Bool("integer-fill") {
+		if o.dtype != executor.Int32 {
+			return nil, usageErr("--integer-fill applies to --dtype int32 only")
+		}
+		o.fill = executor.IntegerFill
+	}
+	if o.backend, err = pickBackend(c.String("backend")); err != nil {
+		return nil, err
+	}
+	if c.Duration("timeout") <= 0 {
+		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
+	}
+	o.opts = executor.Options{DType: o.dtype, LL8: c.Bool("ll8"), Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
+	o.sizes, o.sweep, err = runSizes(c)
+	return o, err
+}
+
+// pickBackend returns the named backend, or the best built in.
+func pickBackend(name string) (runBackend, error) {
+	if name == "" {
+		return runBackends[0], nil
+	}
+	for _, b := range runBackends {
+		if b.name == name {
+			return b, nil
+		}
+	}
+	for _, k := range knownBackends {
+		if k == name {
+			return runBackend{}, fmt.Errorf("--backend %s: not available in this build (build mscclgo with -tags cuda for gpu)", name)
+		}
+	}
+	return runBackend{}, usageErr("--backend %s: unknown backend (want %s)", name, strings.Join(knownBackends, " or "))
+}
+
+// runSizes returns the message sizes to run and whether they are a sweep.
+func runSizes(c *cli.Context) ([]uint64, bool, error) {
+	sweep := c.IsSet("minbytes") || c.IsSet("maxbytes")
+	if c.IsSet("size") {
+		if sweep {
+			return nil, false, usageErr("give --size or a sweep (-b/-e), not both")
+		}
+		s, err := parseSize(c.String("size"))
+		if err != nil {
+			return nil, false, usageErr("--size: %v", err)
+		}
+		return []uint64{s}, false, nil
+	}
+	if !sweep {
+		return nil, false, usageErr("run: give a message size: --size SIZE, or a sweep -b MIN -e MAX [-f FACTOR]")
+	}
+	lo, hi := c.String("minbytes"), c.String("maxbytes")
+	if lo == "" {
+		lo = hi
+	}
+	if hi == "" {
+		hi = lo
+	}
+	first, err := parseSize(lo)
+	if err != nil {
+		return nil, false, usageErr("-b: %v", err)
+	}
+	last, err := parseSize(hi)
+	if err != nil {
+		return nil, false, usageErr("-e: %v", err)
+	}
+	if first > last {
+		return nil, false, usageErr("-b %d is above -e %d", first, last)
+	}
+	f := c.Uint64("stepfactor")
+	if f < 2 {
+		return nil, false, usageErr("-f %d: want a factor of at least 2", f)
+	}
+	var sizes []uint64
+	for s := first; s <= last; s *= f {
+		sizes = append(sizes, s)
+		if s == 0 || s > last/f {
+			break
+		}
+	}
+	return sizes, true, nil
+}
+
+// runResult is the outcome of one size.
+type runResult struct {
+	timeUS   float64
+	wrong    uint64
+	checked  bool
+	race     bool
+	deadlock bool
+}
+
+func runRun(c *cli.Context, d *deps) error {
+	if c.NArg() != 1 {
+		return usageErr("run: want exactly one PLAN.json argument, got %d", c.NArg())
+	}
+	path := c.Args().First()
+	plan, err := executor.LoadFile(path)
+	if err != nil {
+		return err
+	}
+	o, err := parseRunFlags(c, plan)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	backend := o.backend.new()
+	w := d.stdout
+	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
+	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
+
+	var (
+		totalWrong          uint64
+		busSum              float64
+		ran                 int
+		races, wrongResults bool
+	)
+	for _, size := range o.sizes {
+		layout, inst, err := prepareSize(plan, size, o)
+		if err != nil {
+			if !o.sweep {
+				return fmt.Errorf("size %d: %w", size, err)
+			}
+			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
+			continue
+		}
+		res, err := runSize(ctx, backend, inst, layout, o, d.stderr)
+		if err != nil {
+			return fmt.Errorf("size %d: %w", size, err)
+		}
+		if res.deadlock {
+			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", size)
+			return &reportedError{code: ExitDeadlock}
+		}
+		ran++
+		races = races || res.race
+		count := size / uint64(o.dtype.Size())
+		redop := "none"
+		if layout.Reduces() {
+			redop = "sum"
+		}
+		algbw := float64(size) / 1e3 / res.timeUS
+		busbw := algbw * layout.BusFactor()
+		busSum += busbw
+		wrong := "-"
+		if res.checked {
+			wrong = fmt.Sprint(res.wrong)
+			totalWrong += res.wrong
+			wrongResults = wrongResults || res.wrong > 0
+		}
+		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f %6s\n", size, count, o.dtype.Name(), redop, -1, formatTime(res.timeUS), algbw, busbw, wrong)
+	}
+	status := "OK"
+	if totalWrong > 0 {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", totalWrong, status)
+	avg := 0.0
+	if ran > 0 {
+		avg = busSum / float64(ran)
+	}
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	switch {
+	case races:
+		return &reportedError{code: ExitRace}
+	case wrongResults:
+		fmt.Fprintf(d.stderr, "mscclgo: run: %d wrong element(s)\n", totalWrong)
+		return &reportedError{code: ExitError}
+	case ran == 0:
+		return fmt.Errorf("no size of the sweep suits the plan")
+	}
+	return nil
+}
+
+// formatTime prints a time in µs as nccl-tests does: fewer decimals for
+// longer times.
+func formatTime(us float64) string {
+	switch {
+	case us >= 10000:
+		return fmt.Sprintf("%7.0f", us)
+	case us >= 100:
+		return fmt.Sprintf("%7.1f", us)
+	}
+	return fmt.Sprintf("%7.2f", us)
+}
+
+// prepareSize lays out the buffers for size and instantiates the plan.
+func prepareSize(plan *executor.Plan, size uint64, o *runOptions) (*executor.BufferLayout, *executor.Instance, error) {
+	layout, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace)
+	if err != nil {
+		return nil, nil, err
+	}
+	layout.Fill = o.fill
+	inst, err := executor.Instantiate(plan, layout.Sizes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return layout, inst, nil
+}
+
+// runSize runs the iterations of one size: fill, launch, check.
+func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, stderr io.Writer) (res runResult, err error) {
+	sess, err := backend.Open(inst, o.opts)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if cerr := sess.Close(); err == nil && !res.deadlock {
+			err = cerr
+		}
+	}()
+	slots := make([][]executor.RankBuffers, layout.Slots())
+	for i := range slots {
+		slots[i] = layout.Alloc()
+	}
+	var elapsed time.Duration
+	res.checked = layout.Checked()
+	for it := 0; it < o.iters; it++ {
+		bufs := slots[it%len(slots)]
+		layout.FillInputs(bufs, it)
+		start := time.Now()
+		lerr := sess.Launch(ctx, bufs)
+		elapsed += time.Since(start)
+		var dl *executor.DeadlockError
+		var race *executor.RaceError
+		switch {
+		case errors.As(lerr, &dl):
+			fmt.Fprintf(stderr, "mscclgo: run: size %d, launch %d: %v\n", layout.Size, it, lerr)
+			res.deadlock = true
+			return res, nil
+		case errors.As(lerr, &race):
+			if !res.race {
+				fmt.Fprintf(stderr, "mscclgo: run: size %d, launch %d: %v\n", layout.Size, it, lerr)
+			}
+			res.race = true
+		case lerr != nil:
+			return res, lerr
+		}
+		if !res.checked {
+			continue
+		}
+		wrong, err := layout.Check(bufs, it)
+		if err != nil {
+			return res, err
+		}
+		for _, n := range wrong {
+			res.wrong += n
+		}
+	}
+	res.timeUS = max(float64(elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
+	return res, nil
+}
