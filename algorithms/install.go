@@ -264,112 +264,13 @@ func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job Job) Entry {
 // Validate runs plan on the CPU backend, with race detection, at three
 // message sizes of its range (at most maxBytes) and checks the results.
 func Validate(ctx context.Context, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
-	sizes := CheckSizes(plan, dt, maxBytes, 3)
+	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
 	if len(sizes) == 0 {
 		return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
 	}
 	for _, size := range sizes {
-		if err := RunChecked(ctx, plan, size, dt, plan.Inplace, 2); err != nil {
+		if err := executor.RunChecked(ctx, cpu.New(), plan, size, dt, plan.Inplace, 2); err != nil {
 			return fmt.Errorf("message size %d: %w", size, err)
-		}
-	}
-	return nil
-}
-
-// CheckSizes returns up to n message sizes (the smallest, a middle one and
-// the largest) that are valid for plan: within its range and divisible as
-// its chunking needs. Sizes stay below maxBytes, or below four times the
-// smallest valid size when the plan's range starts above maxBytes.
-func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
-	var valid []uint64
-	unit := sizeUnit(plan, dt)
-	limit := maxBytes
-	for s := unit; s != 0 && s < 1<<40; s *= 2 {
-		if len(valid) > 0 && s > limit {
-			break
-		}
-		if s < plan.MinMessageSize || s > plan.MaxMessageSize {
-			continue
-		}
-		l, err := executor.PlanLayout(plan, s, dt, plan.Inplace)
-		if err != nil {
-			continue
-		}
-		if _, err := executor.Instantiate(plan, l.Sizes); err != nil {
-			continue
-		}
-		if len(valid) == 0 && 4*s > limit {
-			limit = 4 * s
-		}
-		valid = append(valid, s)
-	}
-	if len(valid) <= n {
-		return valid
-	}
-	out := []uint64{valid[0], valid[len(valid)/2], valid[len(valid)-1]}
-	return out[:n]
-}
-
-// sizeUnit is the smallest message size worth trying: the alignment times
-// the chunk counts and the rank count, so that every buffer divides.
-func sizeUnit(plan *executor.Plan, dt executor.ElemType) uint64 {
-	a := plan.BufferAlignment
-	if a == 0 {
-		a = 16
-	}
-	u := lcm(a, uint64(dt.Size()))
-	for _, g := range plan.GPUs {
-		for _, c := range []int{g.InputChunks, g.OutputChunks} {
-			if c > 0 {
-				u = lcm(u, a*uint64(c))
-			}
-		}
-	}
-	return lcm(u, a*uint64(len(plan.GPUs)))
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
-func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
-
-// RunChecked runs plan at one message size for iters launches on the CPU
-// backend with race detection, checking the results of every launch.
-func RunChecked(ctx context.Context, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
-	l, err := executor.PlanLayout(plan, size, dt, inPlace)
-	if err != nil {
-		return err
-	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
-	if err != nil {
-		return err
-	}
-	sess, err := cpu.New().Open(inst, executor.Options{DType: dt, Race: true})
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	bufs := l.Alloc()
-	for it := 0; it < iters; it++ {
-		l.FillInputs(bufs, it)
-		if err := sess.Launch(ctx, bufs); err != nil {
-			return err
-		}
-		if !l.Checked() {
-			continue
-		}
-		wrong, err := l.Check(bufs, it)
-		if err != nil {
-			return err
-		}
-		for r, w := range wrong {
-			if w > 0 {
-				return fmt.Errorf("launch %d: rank %d has %d wrong elements", it, r, w)
-			}
 		}
 	}
 	return nil

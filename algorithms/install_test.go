@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
 )
 
 func TestDefaultSetCoversEveryAlgorithm(t *testing.T) {
@@ -96,8 +97,8 @@ func TestInstallDefaultSet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", e.File, err)
 		}
-		for _, size := range CheckSizes(plan, executor.Float32, 1<<20, 3) {
-			if err := RunChecked(context.Background(), plan, size, executor.Float32, plan.Inplace, 1); err != nil {
+		for _, size := range executor.CheckSizes(plan, executor.Float32, 1<<20, 3) {
+			if err := executor.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float32, plan.Inplace, 1); err != nil {
 				t.Errorf("%s at %d bytes (float32): %v", e.File, size, err)
 			}
 		}

@@ -105,7 +105,10 @@ func layoutOf(p *Plan, r int, sizes Sizes) (rankLayout, error) {
 	case outC > 0:
 		lay.S, lay.C = sizes.Output, outC
 	default:
-		return rankLayout{}, sizeErr(path, "input_chunks and output_chunks are both 0: no message size gives a chunk size")
+		// MSCCL++ divides by zero here. mscclgo gives such plans (the
+		// synchronisation-only unit tests) zero-byte chunks, so that
+		// their signals, waits, semaphores and barriers still run.
+		lay.S, lay.C = 0, 1
 	}
 	lay.chunk = ceilDiv(lay.S, lay.C)
 	if scC == 0 {

@@ -174,7 +174,7 @@ func TestSizeErrors(t *testing.T) {
 		{name: "chunk sizes differ", plan: base(2, 1, nil), sizes: Sizes{64, 64}, msg: "input size 64 / input_chunks 2 = 32 but output size 64 / output_chunks 1 = 64: all chunks have one size"},
 		{name: "zero input chunks", plan: base(0, 2, nil), sizes: Sizes{16, 64}, chunk: 32},
 		{name: "zero output chunks", plan: base(2, 0, nil), sizes: Sizes{64, 16}, chunk: 32},
-		{name: "both zero", plan: base(0, 0, nil), sizes: Sizes{64, 64}, msg: "gpus[0]: input_chunks and output_chunks are both 0"},
+		{name: "both zero gives zero-byte chunks", plan: base(0, 0, nil), sizes: Sizes{64, 64}, chunk: 0},
 		{name: "min inclusive", plan: base(1, 1, func(p *Plan) { p.MinMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},
 		{name: "below min", plan: base(1, 1, func(p *Plan) { p.MinMessageSize = 64 }), sizes: Sizes{48, 48}, msg: "message size 48 (the input size): below min_message_size 64"},
 		{name: "max inclusive", plan: base(1, 1, func(p *Plan) { p.MaxMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},

@@ -99,114 +99,139 @@ func TestRaceReduceTBG(t *testing.T) {
 	}
 }
 
+// plantN is the operand size of the planted races.
+const plantN = 64
+
+// plantedRaces are plans with one race each.
+var plantedRaces = []struct {
+	name  string
+	build func() *executor.Instance
+	// want are the two accesses of one reported race as
+	// "rank tb op write", in either order.
+	want    [2]string
+	inPlace bool // output aliases input
+}{
+	{
+		name: "missing wait, through aliased in-place buffers",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.connect(mem, 0, 1)
+			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(1, cp(L(in, 0, plantN), L(out, plantN, plantN)), wt(mem, 0))
+			return b.inst
+		},
+		want:    [2]string{"0 0 op 0 put true", "1 0 op 0 copy false"},
+		inPlace: true,
+	},
+	{
+		name: "missing wait",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.connect(mem, 0, 1)
+			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)), wt(mem, 0))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 put true", "1 0 op 0 copy false"},
+	},
+	{
+		name: "wait on the wrong channel",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.connect(mem, 0, 1)
+			b.connect(mem, 0, 1)
+			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(0, sig(mem, 1))
+			b.tb(1, wt(mem, 1), nop(), cp(L(out, 0, plantN), L(in, 0, plantN)), wt(mem, 0))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 put true", "1 0 op 2 copy false"},
+	},
+	{
+		name: "port source overwritten before flush",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.connect(prt, 0, 1)
+			b.tb(0, op(executor.OpPut, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(),
+				cp(L(out, 0, plantN), L(in, 0, plantN)), nop(), op(executor.OpFlush, prt, ch(0), nil, nil))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 put (proxy) false", "0 0 op 2 copy true"},
+	},
+	{
+		name: "port data read before the signal's wait",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.connect(prt, 0, 1)
+			b.tb(0, op(executor.OpPutWithSignal, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))))
+			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)), nop(), wt(prt, 0))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 pws (proxy) true", "1 0 op 0 copy false"},
+	},
+	{
+		name: "missing barrier",
+		build: func() *executor.Instance {
+			b := newBuilder(1, plantN)
+			// TB2 meets TB1 before it meets TB0: nothing orders
+			// TB0's write before TB1's read.
+			b.tb(0, cp(L(in, 0, plantN), L(scr, 0, plantN)), bar(0, 2))
+			b.tb(0, bar(1, 2), cp(L(scr, 0, plantN), L(out, 0, plantN)))
+			b.tb(0, bar(1, 2), bar(0, 2))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 copy true", "0 1 op 1 copy false"},
+	},
+	{
+		name: "semaphore released before the write",
+		build: func() *executor.Instance {
+			b := newBuilder(1, plantN)
+			b.sems(0, 0)
+			b.tb(0, sem(executor.OpSemRelease, 0), cp(L(in, 0, plantN), L(scr, 0, plantN)))
+			b.tb(0, sem(executor.OpSemAcquire, 0), cp(L(scr, 0, plantN), L(out, 0, plantN)))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 1 copy true", "0 1 op 1 copy false"},
+	},
+	{
+		name: "two writers of one packet slot",
+		build: func() *executor.Instance {
+			b := newBuilder(3, 2*plantN)
+			b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
+			b.tb(1, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 ppkt true", "1 0 op 0 ppkt true"},
+	},
+	{
+		name: "gstore against a member's read",
+		build: func() *executor.Instance {
+			b := newBuilder(2, 0)
+			b.group(out, 0, 1)
+			b.tb(0, op(executor.OpMultiStore, 0, nil, rs(L(in, 0, plantN)), rs(SW(0, out, 0, plantN))))
+			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)))
+			return b.inst
+		},
+		want: [2]string{"0 0 op 0 gstore true", "1 0 op 0 copy false"},
+	},
+}
+
 func TestRacePlanted(t *testing.T) {
 	t.Parallel()
-	const N = 64
-	cases := []struct {
-		name  string
-		build func() *executor.Instance
-		// want are the two accesses of one reported race as
-		// "rank tb op write", in either order.
-		want [2]string
-	}{
-		{
-			name: "missing wait",
-			build: func() *executor.Instance {
-				b := newBuilder(2, 0)
-				b.connect(mem, 0, 1)
-				b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, N)), rs(R(1, out, 0, N))), nop(), sig(mem, 0))
-				b.tb(1, cp(L(out, 0, N), L(in, 0, N)), wt(mem, 0))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 put true", "1 0 op 0 copy false"},
-		},
-		{
-			name: "wait on the wrong channel",
-			build: func() *executor.Instance {
-				b := newBuilder(2, 0)
-				b.connect(mem, 0, 1)
-				b.connect(mem, 0, 1)
-				b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, N)), rs(R(1, out, 0, N))), nop(), sig(mem, 0))
-				b.tb(0, sig(mem, 1))
-				b.tb(1, wt(mem, 1), nop(), cp(L(out, 0, N), L(in, 0, N)), wt(mem, 0))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 put true", "1 0 op 2 copy false"},
-		},
-		{
-			name: "port source overwritten before flush",
-			build: func() *executor.Instance {
-				b := newBuilder(2, 0)
-				b.connect(prt, 0, 1)
-				b.tb(0, op(executor.OpPut, prt, ch(0), rs(L(in, 0, N)), rs(R(1, out, 0, N))), nop(),
-					cp(L(out, 0, N), L(in, 0, N)), nop(), op(executor.OpFlush, prt, ch(0), nil, nil))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 put (proxy) false", "0 0 op 2 copy true"},
-		},
-		{
-			name: "port data read before the signal's wait",
-			build: func() *executor.Instance {
-				b := newBuilder(2, 0)
-				b.connect(prt, 0, 1)
-				b.tb(0, op(executor.OpPutWithSignal, prt, ch(0), rs(L(in, 0, N)), rs(R(1, out, 0, N))))
-				b.tb(1, cp(L(out, 0, N), L(in, 0, N)), nop(), wt(prt, 0))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 pws (proxy) true", "1 0 op 0 copy false"},
-		},
-		{
-			name: "missing barrier",
-			build: func() *executor.Instance {
-				b := newBuilder(1, N)
-				// TB2 meets TB1 before it meets TB0: nothing orders
-				// TB0's write before TB1's read.
-				b.tb(0, cp(L(in, 0, N), L(scr, 0, N)), bar(0, 2))
-				b.tb(0, bar(1, 2), cp(L(scr, 0, N), L(out, 0, N)))
-				b.tb(0, bar(1, 2), bar(0, 2))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 copy true", "0 1 op 1 copy false"},
-		},
-		{
-			name: "semaphore released before the write",
-			build: func() *executor.Instance {
-				b := newBuilder(1, N)
-				b.sems(0, 0)
-				b.tb(0, sem(executor.OpSemRelease, 0), cp(L(in, 0, N), L(scr, 0, N)))
-				b.tb(0, sem(executor.OpSemAcquire, 0), cp(L(scr, 0, N), L(out, 0, N)))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 1 copy true", "0 1 op 1 copy false"},
-		},
-		{
-			name: "two writers of one packet slot",
-			build: func() *executor.Instance {
-				b := newBuilder(3, 2*N)
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(2, scr, 0, N))))
-				b.tb(1, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(2, scr, 0, N))))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 ppkt true", "1 0 op 0 ppkt true"},
-		},
-		{
-			name: "gstore against a member's read",
-			build: func() *executor.Instance {
-				b := newBuilder(2, 0)
-				b.group(out, 0, 1)
-				b.tb(0, op(executor.OpMultiStore, 0, nil, rs(L(in, 0, N)), rs(SW(0, out, 0, N))))
-				b.tb(1, cp(L(out, 0, N), L(in, 0, N)))
-				return b.inst
-			},
-			want: [2]string{"0 0 op 0 gstore true", "1 0 op 0 copy false"},
-		},
-	}
+	const N = plantN
+	cases := plantedRaces
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			o := opts()
 			o.Race = true
-			_, err := run(t, c.build(), o, bufs(len(c.build().Ranks), N, N))
+			bb := bufs(len(c.build().Ranks), 2*N, N)
+			if c.inPlace {
+				for r := range bb {
+					bb[r].Output = bb[r].Input
+				}
+			}
+			_, err := run(t, c.build(), o, bb)
 			var re *executor.RaceError
 			if !errors.As(err, &re) {
 				t.Fatalf("got %v, want a RaceError", err)
@@ -220,6 +245,26 @@ func TestRacePlanted(t *testing.T) {
 			}
 			t.Errorf("race %v not reported; got %v", c.want, err)
 		})
+	}
+}
+
+// TestRacyPlansWithoutDetection runs the racy plans without race
+// detection: the backend must serialise their conflicting ops, so that
+// `go test -race` stays quiet, and finish.
+func TestRacyPlansWithoutDetection(t *testing.T) {
+	t.Parallel()
+	builds := []func() *executor.Instance{func() *executor.Instance { inst, _ := reduceTBG(true); return inst }}
+	for _, c := range plantedRaces {
+		builds = append(builds, c.build)
+	}
+	for seed := int64(0); seed < 4; seed++ {
+		for _, build := range builds {
+			inst := build()
+			s := openT(t, inst, opts(), schedule{yield: seed > 0, seed: seed})
+			if err := s.Launch(context.Background(), bufs(len(inst.Ranks), 2*plantN, 2*plantN)); err != nil {
+				t.Errorf("seed %d: %v", seed, err)
+			}
+		}
 	}
 }
 
