@@ -64,4 +64,3 @@ func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
 }
-
