@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // IndexFile is the name of the index written beside an installed plan set.
@@ -80,4 +83,34 @@ func (idx *Index) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// ScanDir builds an index for a directory of plan files that has no
+// index.json: every *.json plan that loads becomes an entry. A plan file
+// says nothing of ranks per node, so each entry assumes one node
+// (ranks_per_node = world size); write an index.json to say otherwise.
+func ScanDir(dir string) (*Index, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	idx := &Index{Version: IndexVersion}
+	for _, f := range files {
+		if filepath.Base(f) == IndexFile {
+			continue
+		}
+		plan, err := executor.LoadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		spec := &starlib.SpecInfo{WorldSize: len(plan.GPUs), RanksPerNode: len(plan.GPUs), InPlace: plan.Inplace}
+		e := entryOf(plan, spec, Job{})
+		e.File = filepath.Base(f)
+		e.Algorithm = ""
+		idx.Plans = append(idx.Plans, e)
+	}
+	if len(idx.Plans) == 0 {
+		return nil, fmt.Errorf("%s: %w and no plan files", dir, ErrNoIndex)
+	}
+	return idx, nil
 }

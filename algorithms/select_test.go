@@ -2,6 +2,8 @@ package algorithms
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,5 +75,27 @@ func TestSelect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestScanDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := ScanDir(dir); !errors.Is(err, ErrNoIndex) {
+		t.Fatalf("empty dir: got %v, want ErrNoIndex", err)
+	}
+	data, err := os.ReadFile("../tests/ports/unit_tests/copy_test.plan.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "copy.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := ScanDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Plans) != 1 || idx.Plans[0].File != "copy.json" || idx.Plans[0].WorldSize != 1 || idx.Plans[0].RanksPerNode != 1 {
+		t.Errorf("index = %+v", idx.Plans)
 	}
 }

@@ -44,7 +44,8 @@ func planSources(c *cli.Context) ([]algorithms.Source, error) {
 	for _, d := range dirs {
 		idx, err := algorithms.ReadIndex(d)
 		if errors.Is(err, algorithms.ErrNoIndex) && d != def {
-			return nil, fmt.Errorf("plan directory %s: %w (a user directory needs an %s; see docs/algorithms.md)", d, err, algorithms.IndexFile)
+			// A user directory without an index: scan its plans.
+			idx, err = algorithms.ScanDir(d)
 		}
 		if err != nil {
 			return nil, err
