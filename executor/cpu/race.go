@@ -149,20 +149,31 @@ func (rs *raceState) access(a *actor, sp span, write, acquire bool, snap vclock)
 	hi := lo + uint64(len(sp.b))
 	m.split(lo)
 	m.split(hi)
+	// Make segs[i:j] cover [lo, hi) exactly, filling gaps with fresh
+	// segments.
 	i := sort.Search(len(m.segs), func(k int) bool { return m.segs[k].hi > lo })
-	j, pos := i, lo
-	var mid []seg
-	for j < len(m.segs) && m.segs[j].lo < hi {
-		if m.segs[j].lo > pos {
-			mid = append(mid, seg{lo: pos, hi: m.segs[j].lo})
-		}
-		mid = append(mid, m.segs[j])
+	j, pos, gaps := i, lo, false
+	for ; j < len(m.segs) && m.segs[j].lo < hi; j++ {
+		gaps = gaps || m.segs[j].lo > pos
 		pos = m.segs[j].hi
-		j++
 	}
-	if pos < hi {
-		mid = append(mid, seg{lo: pos, hi: hi})
+	if gaps || pos < hi {
+		mid := make([]seg, 0, j-i+4)
+		pos = lo
+		for _, sg := range m.segs[i:j] {
+			if sg.lo > pos {
+				mid = append(mid, seg{lo: pos, hi: sg.lo})
+			}
+			mid = append(mid, sg)
+			pos = sg.hi
+		}
+		if pos < hi {
+			mid = append(mid, seg{lo: pos, hi: hi})
+		}
+		m.segs = slices.Replace(m.segs, i, j, mid...)
+		j = i + len(mid)
 	}
+	mid := m.segs[i:j]
 	if acquire && !write {
 		for k := range mid {
 			if w := mid[k].w; w != nil && w.vc != nil {
@@ -172,6 +183,7 @@ func (rs *raceState) access(a *actor, sp span, write, acquire bool, snap vclock)
 	}
 	rec.clk = a.vc[a.tid]
 	hb := func(r *accRec) bool { return r.clk <= a.vc[r.tid] }
+	var alone []*accRec // the read set {rec}, shared by segments
 	for k := range mid {
 		sg := &mid[k]
 		if sg.w != nil && !hb(sg.w) {
@@ -186,6 +198,13 @@ func (rs *raceState) access(a *actor, sp span, write, acquire bool, snap vclock)
 			sg.w, sg.rs = rec, nil
 			continue
 		}
+		if len(sg.rs) == 0 || len(sg.rs) == 1 && sg.rs[0].tid == rec.tid {
+			if alone == nil {
+				alone = []*accRec{rec}
+			}
+			sg.rs = alone
+			continue
+		}
 		nrs := make([]*accRec, 0, len(sg.rs)+1)
 		for _, r := range sg.rs {
 			if r.tid != rec.tid {
@@ -194,12 +213,7 @@ func (rs *raceState) access(a *actor, sp span, write, acquire bool, snap vclock)
 		}
 		sg.rs = append(nrs, rec)
 	}
-	out := make([]seg, 0, i+len(mid)+len(m.segs)-j)
-	out = append(out, m.segs[:i]...)
-	out = append(out, mid...)
-	out = append(out, m.segs[j:]...)
-	m.segs = out
-	m.merge(max(i-1, 0), min(i+len(mid)+1, len(m.segs)))
+	m.merge(max(i-1, 0), min(j+1, len(m.segs)))
 }
 
 // split cuts the segment containing x strictly inside into two.
@@ -208,29 +222,28 @@ func (m *shadowMem) split(x uint64) {
 	if i == len(m.segs) || m.segs[i].lo >= x {
 		return
 	}
-	s := m.segs[i]
-	left, right := s, s
-	left.hi, right.lo = x, x
+	right := m.segs[i]
+	right.lo = x
+	m.segs[i].hi = x
 	m.segs = slices.Insert(m.segs, i+1, right)
-	m.segs[i] = left
 }
 
-// merge joins adjacent segments of [from, to) with the same history.
+// merge joins adjacent segments of segs[from:to] with the same history.
 func (m *shadowMem) merge(from, to int) {
-	if to-from < 2 {
-		return
-	}
-	out := m.segs[:from+1]
-	for k := from + 1; k < len(m.segs); k++ {
+	w := from
+	for k := from + 1; k < to; k++ {
 		sg := m.segs[k]
-		last := &out[len(out)-1]
-		if k < to && last.hi == sg.lo && last.w == sg.w && slices.Equal(last.rs, sg.rs) {
+		last := &m.segs[w]
+		if last.hi == sg.lo && last.w == sg.w && slices.Equal(last.rs, sg.rs) {
 			last.hi = sg.hi
 			continue
 		}
-		out = append(out, sg)
+		w++
+		m.segs[w] = sg
 	}
-	m.segs = out
+	if w+1 < to {
+		m.segs = slices.Delete(m.segs, w+1, to)
+	}
 }
 
 // actor returns t as the actor of its current op.

@@ -77,7 +77,7 @@ func TestEval(t *testing.T) {
 		{name: "missing file", args: []string{"eval", "$DIR/none.star"}, code: ExitError, stderr: "no such file"},
 		{name: "glued define", args: []string{"eval", "$DIR/one.star", "-Dn=4"}, stdout: `"input_chunks": 4`},
 		{name: "unknown command", args: []string{"bogus"}, code: ExitUsage, stderr: "unknown command"},
-		{name: "bundled", args: []string{"eval", "allreduce_packet", "-D", "num_gpus=2"}, stdout: `"name": "allreduce_packet"`},
+		{name: "bundled", args: []string{"eval", "allreduce_packet", "-D", "world_size=2"}, stdout: `"name": "allreduce_packet_2gpu"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
