@@ -78,3 +78,34 @@ func BenchmarkReduce(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAllreducePort runs the 8-rank allreduce port (64 MiB of
+// float32 per rank, in place) on the backend; compare with
+// BenchmarkAllreduce8 of package executor for the direct Go version.
+//
+//	go test ./executor/cpu -run '^$' -bench AllreducePort -benchtime 5x
+func BenchmarkAllreducePort(b *testing.B) {
+	plan, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+	if err != nil && !executor.IsWarning(err) {
+		b.Skip(err)
+	}
+	const size = 64 << 20
+	lay, err := executor.PlanLayout(plan, size, executor.Float32, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst, err := executor.Instantiate(plan, lay.Sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := openT(b, inst, executor.Options{DType: executor.Float32}, schedule{})
+	bb := lay.Alloc()
+	lay.FillInputs(bb, 0)
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Launch(context.Background(), bb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,7 +7,8 @@
 //
 // Model. Every thread block of every rank is one goroutine that executes
 // its ops in order, each op as one atomic step "by the whole block"
-// (§6.3). Data ops work in bulk (copy, DType.Add over blocks); LL packets
+// (§6.3): ops whose memory conflicts (only in racy plans) never overlap in
+// time. Data ops work in bulk (copy, DType.Add over blocks); LL packets
 // are stored with their real byte layout in the session's scratch with
 // 8-byte atomic words, so readers can poll them safely. Port channels are
 // served by one proxy goroutine per rank that processes the rank's FIFO
@@ -17,7 +18,16 @@
 // proxy has work, the launch stops with an *executor.DeadlockError. With
 // Options.Race, vector clocks and a shadow memory of byte intervals find
 // conflicting accesses that no happens-before edge orders
-// (*executor.RaceError).
+// (*executor.RaceError). A deadlock, a cancellation or an op error leaves
+// the session unusable (as a hung GPU would be); a race report does not.
+//
+// Limits of the model: launches run in lock-step on all ranks, so hazards
+// between one rank's launch f+1 and a peer's launch f (what double
+// buffering guards against) are not modelled; the thread-level schedule
+// inside a block (missing nops) is not checked, as a block executes each
+// op as one unit; and a racy plan that writes raw data over packets that
+// another block polls still races at the Go level (polling takes no
+// locks).
 //
 // Files:
 //
@@ -39,6 +49,8 @@
 //     semaphores, barriers.
 //   - proxy.go: the port-channel FIFO and its proxy goroutine.
 //   - race.go: vector clocks, the shadow memory and the race report.
+//   - ranges.go: memory-range locks that make conflicting ops of racy
+//     plans run one after the other when race detection is off.
 //
 // Semantic choices where the reference is ambiguous or quirky (§6.2):
 // flush works (Q1), get uses its own offsets (Q2), every put source uses

@@ -272,7 +272,7 @@ func (l *launch) run(ctx context.Context) error {
 	s.mu.Lock()
 	l.running = len(l.tbs)
 	l.tbsDone = l.running == 0
-	s.resetClocks(l)
+	s.startLaunch(l)
 	s.mu.Unlock()
 
 	var wg sync.WaitGroup

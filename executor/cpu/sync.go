@@ -51,10 +51,10 @@ type barrier struct {
 	waiting       []*tbRun // this generation's parked arrivals (race)
 }
 
-// resetClocks starts a launch's race bookkeeping (s.mu held): clocks
-// restart at every launch, since a launch ends when every rank has ended
-// it.
-func (s *session) resetClocks(l *launch) {
+// startLaunch clears the per-launch parts of the persistent objects (s.mu
+// held): wait lists, and the race clocks, which restart at every launch
+// since a launch ends when every rank has ended it.
+func (s *session) startLaunch(l *launch) {
 	for _, rs := range s.ranks {
 		for _, cs := range [][]counter{rs.mem, rs.port} {
 			for i := range cs {

@@ -114,7 +114,7 @@ func pickBackend(name string) (runBackend, error) {
 	}
 	for _, k := range knownBackends {
 		if k == name {
-			return runBackend{}, fmt.Errorf("--backend %s: not available in this build (build mscclgo with -tags cuda for gpu)", name)
+			return runBackend{}, fmt.Errorf("--backend %s: not available in this build: mscclgo has no GPU backend yet, only cpu", name)
 		}
 	}
 	return runBackend{}, usageErr("--backend %s: unknown backend (want %s)", name, strings.Join(knownBackends, " or "))

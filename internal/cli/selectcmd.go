@@ -43,9 +43,15 @@ func planSources(c *cli.Context) ([]algorithms.Source, error) {
 	var sources []algorithms.Source
 	for _, d := range dirs {
 		idx, err := algorithms.ReadIndex(d)
-		if errors.Is(err, algorithms.ErrNoIndex) && d != def {
-			// A user directory without an index: scan its plans.
-			idx, err = algorithms.ScanDir(d)
+		if errors.Is(err, algorithms.ErrNoIndex) {
+			if d != def {
+				// A user directory without an index: scan its plans.
+				idx, err = algorithms.ScanDir(d)
+			} else if len(sources) > 0 {
+				// No default set installed: the user directories
+				// alone are searched.
+				continue
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -70,7 +76,7 @@ func selectCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
 			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
 			&cli.BoolFlag{Name: "nvls", Usage: "NVLink SHARP (switch channels) is available"},
-			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` (with an index.json) before the defaults (repeatable)"},
+			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` before the defaults (repeatable; its index.json, or else its *.json plans as single-node plans)"},
 			&cli.StringFlag{Name: "dir", Usage: "the default plan set `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also list every rejected plan"},
 		},
