@@ -5,46 +5,31 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mscclgo/mscclgo/ir"
 )
 
-// BufferType is one of a rank's three buffers.
-type BufferType uint8
+// BufferType is one of a rank's three buffers; the plan vocabulary is
+// shared with the compiler's IR.
+type BufferType = ir.BufferType
 
 // The buffer types.
 const (
-	Input BufferType = iota
-	Output
-	Scratch
+	Input   = ir.Input
+	Output  = ir.Output
+	Scratch = ir.Scratch
 )
 
-// String returns the plan spelling: "i", "o" or "s".
-func (b BufferType) String() string {
-	switch b {
-	case Input:
-		return "i"
-	case Output:
-		return "o"
-	case Scratch:
-		return "s"
-	}
-	return fmt.Sprintf("BufferType(%d)", uint8(b))
-}
-
 // ChannelType is the kind of a channel.
-type ChannelType uint8
+type ChannelType = ir.ChannelType
 
 // The channel kinds; NoChannel is an op without channel_type.
 const (
-	NoChannel ChannelType = iota
-	Memory
-	Port
-	Switch
+	NoChannel = ir.NoChannel
+	Memory    = ir.Memory
+	Port      = ir.Port
+	Switch    = ir.Switch
 )
-
-// String returns the plan spelling.
-func (c ChannelType) String() string {
-	return [...]string{"none", "memory", "port", "switch"}[c]
-}
 
 // OpType is an op of the plan format (plan-format.md §6).
 type OpType uint8
