@@ -254,7 +254,8 @@ type TBInstance struct {
 	Ops []OpInstance
 }
 
-// Region is a resolved byte range. For remote operands Rank is the owner;
+// Region is a resolved byte range. For local operands Rank is the
+// executing rank; for remote operands it is the owner;
 // for switch operands Switch is the global switch index of the executing
 // rank and Rank is -1 (the region names the same offset in every member's
 // bound buffer).
@@ -337,7 +338,9 @@ type Backend interface {
 type Session interface {
 	// Launch runs one execute() on every rank at once. It returns a
 	// *DeadlockError when no thread block can progress and a *RaceError
-	// when race detection found conflicting accesses.
+	// when race detection found conflicting accesses. After a deadlock, a
+	// cancellation or an op error the session is unusable (as a hung GPU
+	// would be); after a race report it goes on.
 	Launch(ctx context.Context, bufs []RankBuffers) error
 	// Close releases the session.
 	Close() error
