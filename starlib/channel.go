@@ -215,23 +215,48 @@ var transferParams = []string{"dst_chunk", "src_chunk", "tb", "tb_group"}
 
 var channelReduceParams = []string{"local_src_chunk", "remote_src_chunks", "tb", "tb_group", "local_dst_chunk", "reduce_op"}
 
+// transfer holds the arguments of a channel's get or put-family call.
+type transfer struct {
+	c         *Channel
+	p         *Program
+	dst, src  *Chunk
+	tb, group starlark.Value
+}
+
+// channelTransfer unpacks (dst_chunk, src_chunk, tb=None, tb_group=None),
+// or (dst_chunk, src_chunk, tb) when withGroup is false, and checks the
+// receiver and the chunks belong to the current program.
+func channelTransfer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, withGroup bool) (*transfer, error) {
+	fn := fnName(b)
+	v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
+	var err error
+	if withGroup {
+		err = unpack(fn, args, kwargs, transferParams, 2, v[:])
+	} else {
+		err = unpack(fn, args, kwargs, transferParams[:3], 3, v[:3])
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &transfer{tb: v[2], group: v[3]}
+	if t.c, t.p, err = receiverChannel(thread, b); err != nil {
+		return nil, err
+	}
+	if t.dst, t.src, err = twoChunks(fn, t.p, v[0], v[1]); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // channelGet implements MemoryChannel.get(dst_chunk, src_chunk, tb=None,
 // tb_group=None): copy the peer's src_chunk into the local dst_chunk.
 func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	fn := fnName(b)
-	v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
-	if err := unpack(fn, args, kwargs, transferParams, 2, v[:]); err != nil {
-		return nil, err
-	}
-	dstV, srcV, tbV, groupV := v[0], v[1], v[2], v[3]
-	c, p, err := receiverChannel(thread, b)
+	t, err := channelTransfer(thread, b, args, kwargs, true)
 	if err != nil {
 		return nil, err
 	}
-	dst, src, err := twoChunks(fn, p, dstV, srcV)
-	if err != nil {
-		return nil, err
-	}
+	c, p, dst, src, tbV, groupV := t.c, t.p, t.dst, t.src, t.tb, t.group
 	if dst.c.Rank != c.src {
 		return nil, fmt.Errorf("%s: dst_chunk is on rank %d, want the channel's source rank %d", fn, dst.c.Rank, c.src)
 	}
@@ -262,25 +287,11 @@ func channelPut(kind ir.Kind) builtinFn {
 		// Memory put-family methods and both read_put_packets accept a
 		// thread-block group; the other port methods take tb only.
 		withGroup := c.kind == ir.Memory || kind == ir.ReadPutPacket
-		v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
-		var err error
-		if withGroup {
-			err = unpack(fn, args, kwargs, transferParams, 2, v[:])
-		} else {
-			err = unpack(fn, args, kwargs, transferParams[:3], 3, v[:3])
-		}
+		t, err := channelTransfer(thread, b, args, kwargs, withGroup)
 		if err != nil {
 			return nil, err
 		}
-		dstV, srcV, tbV, groupV := v[0], v[1], v[2], v[3]
-		c, p, err := receiverChannel(thread, b)
-		if err != nil {
-			return nil, err
-		}
-		dst, src, err := twoChunks(fn, p, dstV, srcV)
-		if err != nil {
-			return nil, err
-		}
+		c, p, dst, src, tbV, groupV := t.c, t.p, t.dst, t.src, t.tb, t.group
 		if src.c.Rank != c.src {
 			return nil, fmt.Errorf("%s: src_chunk is on rank %d, want the channel's source rank %d", fn, src.c.Rank, c.src)
 		}
