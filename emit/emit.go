@@ -283,6 +283,23 @@ func (e *encoder) gpu(g *ir.GPU) {
 	e.close('}')
 }
 
+// idTables writes a thread block's per-kind id tables (its channels or
+// its remote buffer refs) as an array of {typeKey: kind, idsKey: [ids]}.
+func (e *encoder) idTables(tables []ir.IDTable, typeKey, idsKey string) {
+	e.open('[')
+	for i := range tables {
+		t := &tables[i]
+		e.member()
+		e.open('{')
+		e.key(typeKey)
+		e.lit(t.Type.String())
+		e.key(idsKey)
+		e.ints(t.IDs)
+		e.close('}')
+	}
+	e.close(']')
+}
+
 // threadBlock writes one thread block with all four keys.
 func (e *encoder) threadBlock(tb *ir.ThreadBlock) {
 	e.open('{')
@@ -291,31 +308,9 @@ func (e *encoder) threadBlock(tb *ir.ThreadBlock) {
 	e.key(kOps)
 	e.ops(tb.Ops)
 	e.key(kChannels)
-	e.open('[')
-	for i := range tb.Channels {
-		t := &tb.Channels[i]
-		e.member()
-		e.open('{')
-		e.key(kChannelType)
-		e.lit(t.Type.String())
-		e.key(kChannelIDs)
-		e.ints(t.IDs)
-		e.close('}')
-	}
-	e.close(']')
+	e.idTables(tb.Channels, kChannelType, kChannelIDs)
 	e.key(kRemoteBufferRefs)
-	e.open('[')
-	for i := range tb.RemoteRefs {
-		t := &tb.RemoteRefs[i]
-		e.member()
-		e.open('{')
-		e.key(kAccessChannelType)
-		e.lit(t.Type.String())
-		e.key(kRemoteBufferIDs)
-		e.ints(t.IDs)
-		e.close('}')
-	}
-	e.close(']')
+	e.idTables(tb.RemoteRefs, kAccessChannelType, kRemoteBufferIDs)
 	e.close('}')
 }
 
