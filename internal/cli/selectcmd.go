@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // defaultPlanDir is where `mscclgo install` writes the default plan set:
@@ -85,20 +86,14 @@ func selectCommand(d *deps) *cli.Command {
 	}
 }
 
-// elementSizes maps the accepted --dtype names to element sizes.
-var elementSizes = map[string]int{
-	"float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-	"float32": 4, "float": 4, "fp32": 4, "int32": 4, "int": 4,
-}
-
 func runSelect(c *cli.Context, d *deps) error {
 	size, err := parseSize(c.String("size"))
 	if err != nil {
 		return usageErr("--size: %v", err)
 	}
-	elem, ok := elementSizes[strings.ToLower(c.String("dtype"))]
-	if !ok {
-		return usageErr("--dtype %s: want float16, bfloat16, float32 or int32", c.String("dtype"))
+	dt, err := executor.ParseDType(c.String("dtype"))
+	if err != nil {
+		return usageErr("--dtype: %v", err)
 	}
 	req := algorithms.Request{
 		Collective:   strings.ToLower(c.String("collective")),
@@ -106,7 +101,7 @@ func runSelect(c *cli.Context, d *deps) error {
 		RanksPerNode: c.Int("ranks-per-node"),
 		Size:         size,
 		InPlace:      c.Bool("in-place"),
-		ElementSize:  elem,
+		ElementSize:  dt.Size(),
 		NVLS:         c.Bool("nvls"),
 	}
 	if req.RanksPerNode == 0 {
