@@ -212,36 +212,96 @@ type Op struct {
 	Body      []*Op
 }
 
-// NewSyncOp returns a signal, wait or flush op on the one channel index
-// ch, allocated together with its id set: large programs record hundreds
-// of thousands of them.
-func NewSyncOp(kind Kind, ch int, ct ChannelType, ds SyncType) *Op {
-	b := &struct {
-		op  Op
-		set Set
-	}{}
+// OpBuf is reusable storage for building one op at a time. The builtins
+// build every op they record in their program's OpBuf; most recorded ops
+// fuse into their predecessor at once, and only an op the recorder keeps is
+// copied to the heap (Op.Clone). An op built in an OpBuf is valid until the
+// next build.
+type OpBuf struct {
+	op   Op
+	refs []Ref
+	ids  [1]int
+	set  Set
+}
+
+// Op returns the buffer's op, cleared, with kind set.
+func (b *OpBuf) Op(kind Kind) *Op {
+	b.op = Op{Kind: kind}
+	return &b.op
+}
+
+// Refs returns n refs of scratch storage, valid until the next build.
+func (b *OpBuf) Refs(n int) []Ref {
+	if cap(b.refs) < n {
+		b.refs = make([]Ref, n, 2*n)
+	}
+	return b.refs[:n:n]
+}
+
+// IDs returns a one-element channel id list of scratch storage.
+func (b *OpBuf) IDs(ch int) []int {
+	b.ids[0] = ch
+	return b.ids[:]
+}
+
+// Sync builds a signal, wait or flush op on the one channel index ch.
+func (b *OpBuf) Sync(kind Kind, ch int, ct ChannelType, ds SyncType) *Op {
 	b.set.table = b.set.small[:]
 	for i := range b.set.table {
 		b.set.table[i] = emptySlot
 	}
+	b.set.fill = 0
 	b.set.Add(ch)
-	b.op = Op{Kind: kind, IDSet: &b.set, ChannelType: ct, DataSync: ds}
-	return &b.op
+	op := b.Op(kind)
+	op.IDSet, op.ChannelType, op.DataSync = &b.set, ct, ds
+	return op
 }
 
-// NewTransferOp returns a copy, get or put op with one source, one
-// destination and (for channel ops) one channel index, allocated together.
-func NewTransferOp(kind Kind, src, dst Ref, ct ChannelType, ch int) *Op {
-	b := &struct {
-		op   Op
-		refs [2]Ref
-		ids  [1]int
-	}{}
-	b.refs = [2]Ref{src, dst}
-	b.op = Op{Kind: kind, Src: b.refs[0:1:1], Dst: b.refs[1:2:2], ChannelType: ct}
+// Transfer builds a copy, get or put op with one source, one destination
+// and (for channel ops) one channel index.
+func (b *OpBuf) Transfer(kind Kind, src, dst Ref, ct ChannelType, ch int) *Op {
+	refs := b.Refs(2)
+	refs[0], refs[1] = src, dst
+	op := b.Op(kind)
+	op.Src, op.Dst, op.ChannelType = refs[0:1:1], refs[1:2:2], ct
 	if ct != NoChannel {
-		b.ids[0] = ch
-		b.op.ChannelIDs = b.ids[:1:1]
+		op.ChannelIDs = b.IDs(ch)
 	}
-	return &b.op
+	return op
+}
+
+// Clone returns a deep copy of o: new lists (in one block of refs and one
+// of ints) and a new id set with the same layout, so the storage o was
+// built in may be reused. Pointers to shared, unmodified data (thread-block
+// group, barrier, switch chunk) and the pipeline body's ops are not copied.
+func (o *Op) Clone() *Op {
+	c := new(Op)
+	*c = *o
+	refs := make([]Ref, 0, len(o.Src)+len(o.Dst)+len(o.LocalSrc)+len(o.LocalDst)+
+		len(o.LocalPktDst)+len(o.RemoteSrc)+len(o.RemoteDst))
+	for _, f := range [...]*[]Ref{&c.Src, &c.Dst, &c.LocalSrc, &c.LocalDst, &c.LocalPktDst, &c.RemoteSrc, &c.RemoteDst} {
+		*f = carve(&refs, *f)
+	}
+	ints := make([]int, 0, len(o.ChannelIDs)+len(o.PutChannelIDs)+len(o.SemaphoreIDs)+len(o.SrcIndex)+len(o.DstIndex))
+	for _, f := range [...]*[]int{&c.ChannelIDs, &c.PutChannelIDs, &c.SemaphoreIDs, &c.SrcIndex, &c.DstIndex} {
+		*f = carve(&ints, *f)
+	}
+	if o.Body != nil {
+		c.Body = append([]*Op(nil), o.Body...)
+	}
+	if o.IDSet != nil {
+		c.IDSet = o.IDSet.Clone()
+	}
+	return c
+}
+
+// carve appends s to the block *buf and returns the copy, capped so that
+// appending to it never writes into its neighbours; nil stays nil.
+func carve[T any](buf *[]T, s []T) []T {
+	if s == nil {
+		return nil
+	}
+	i := len(*buf)
+	*buf = append(*buf, s...)
+	return (*buf)[i:len(*buf):len(*buf)]
 }

@@ -153,6 +153,19 @@ func (s *Set) Copy() *Set {
 	return c
 }
 
+// Clone returns an exact copy of s, with the same table layout (unlike
+// Copy, which is Python's set(s) and may lay the keys out anew).
+func (s *Set) Clone() *Set {
+	c := &Set{fill: s.fill}
+	if len(s.table) == len(c.small) {
+		c.table = c.small[:]
+	} else {
+		c.table = make([]int, len(s.table))
+	}
+	copy(c.table, s.table)
+	return c
+}
+
 // Union returns s | o as a new set.
 func (s *Set) Union(o *Set) *Set {
 	r := s.Copy()

@@ -20,12 +20,29 @@ type Appender struct {
 // Append appends op to ops, the list this Appender has built so far, fusing
 // it into the last op where a rule applies, and returns the new list.
 func (a *Appender) Append(ops []*ir.Op, op *ir.Op) []*ir.Op {
+	return a.append(ops, op, false)
+}
+
+// AppendCopy is Append for an op built in reusable storage (ir.OpBuf): the
+// list never refers to op or its lists, and op is cloned only where the
+// list keeps it rather than fusing it into the last op.
+func (a *Appender) AppendCopy(ops []*ir.Op, op *ir.Op) []*ir.Op {
+	return a.append(ops, op, true)
+}
+
+func (a *Appender) append(ops []*ir.Op, op *ir.Op, borrowed bool) []*ir.Op {
 	if n := len(ops); n > 0 {
 		if r, isNew := a.f.combine(ops[n-1], op, a.fresh); r != nil {
+			if r == op && borrowed { // F16, F18 keep the right operand
+				r = op.Clone()
+			}
 			ops[n-1], a.fresh = r, isNew
 			return ops
 		}
 		a.f.ids.finish(ops[n-1])
+	}
+	if borrowed {
+		op = op.Clone()
 	}
 	if op.Kind == ir.Pipeline {
 		op.Body = a.f.fuse(op.Body)

@@ -177,29 +177,58 @@ func checkFuseTwice(t *testing.T, row example) {
 
 // checkAppender records the example again, fuses every thread block with
 // an Appender as starlib does while recording, and checks that the
-// compiled program equals the one fused by the pass.
+// compiled program equals the one fused by the pass. It does so twice:
+// with Append, and with AppendCopy on ops built in storage that is
+// overwritten after each call (as starlib's ir.OpBuf is), which the fused
+// list must never refer to.
 func checkAppender(t *testing.T, row example, want *ir.Program) {
 	t.Helper()
-	tp := newProg(row.opts...)
-	row.build(tp)
-	if tp.p.InstrFusion {
-		for _, g := range tp.p.GPUs {
-			for _, tb := range g.ThreadBlocks {
-				var a Appender
-				var ops []*ir.Op
-				for _, op := range tb.Ops {
-					ops = a.Append(ops, op)
+	for _, borrowed := range []bool{false, true} {
+		tp := newProg(row.opts...)
+		row.build(tp)
+		if tp.p.InstrFusion {
+			for _, g := range tp.p.GPUs {
+				for _, tb := range g.ThreadBlocks {
+					var a Appender
+					var ops []*ir.Op
+					for _, op := range tb.Ops {
+						if !borrowed || op.Kind == ir.Pipeline || op.Kind == ir.Barrier {
+							ops = a.Append(ops, op)
+							continue
+						}
+						buf := op.Clone()
+						ops = a.AppendCopy(ops, buf)
+						poison(buf)
+					}
+					a.Finish(ops)
+					tb.Ops = ops
 				}
-				a.Finish(ops)
-				tb.Ops = ops
 			}
+			tp.p.Fused = true
 		}
-		tp.p.Fused = true
+		if err := Run(tp.p, Config{Check: true}); err != nil {
+			t.Fatalf("Run after Appender (borrowed %v): %v", borrowed, err)
+		}
+		if diff := cmp.Diff(lines(ir.Sprint(want)), lines(ir.Sprint(tp.p))); diff != "" {
+			t.Errorf("Appender (borrowed %v) and Fuse differ (-fuse +appender):\n%s", borrowed, diff)
+		}
 	}
-	if err := Run(tp.p, Config{Check: true}); err != nil {
-		t.Fatalf("Run after Appender: %v", err)
+}
+
+// poison overwrites an op's lists and id set in place.
+func poison(op *ir.Op) {
+	for _, refs := range [][]ir.Ref{op.Src, op.Dst, op.LocalSrc, op.LocalDst, op.LocalPktDst, op.RemoteSrc, op.RemoteDst} {
+		for i := range refs {
+			refs[i] = ir.Ref{Index: -99, Size: -99}
+		}
 	}
-	if diff := cmp.Diff(lines(ir.Sprint(want)), lines(ir.Sprint(tp.p))); diff != "" {
-		t.Errorf("Appender and Fuse differ (-fuse +appender):\n%s", diff)
+	for _, ids := range [][]int{op.ChannelIDs, op.PutChannelIDs, op.SemaphoreIDs, op.SrcIndex, op.DstIndex} {
+		for i := range ids {
+			ids[i] = 99
+		}
 	}
+	if op.IDSet != nil {
+		*op.IDSet = *ir.NewSet(99)
+	}
+	op.DataSync = ir.SyncBoth
 }

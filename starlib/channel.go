@@ -204,9 +204,9 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		}
 	}
 	idx := c.regCh(tb)
-	op := ir.NewSyncOp(kind, idx, c.kind, ds)
+	op := p.buf.Sync(kind, idx, c.kind, ds)
 	op.Pos = pos
-	p.record(c.src, tb, op)
+	p.recordBuf(c.src, tb, op)
 	return starlark.None, nil
 }
 
@@ -271,9 +271,9 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	for _, t := range targets {
 		rem := c.remote(t.tb, src)
 		idx := c.regCh(t.tb)
-		op := ir.NewTransferOp(ir.Get, rem, dst.local(), c.kind, idx)
+		op := p.buf.Transfer(ir.Get, rem, dst.local(), c.kind, idx)
 		op.Pos, op.TBG = pos, t.tbg
-		p.record(c.src, t.tb, op)
+		p.recordBuf(c.src, t.tb, op)
 	}
 	return starlark.None, nil
 }
@@ -318,9 +318,9 @@ func channelPut(kind ir.Kind) builtinFn {
 		for _, t := range targets {
 			rem := c.remote(t.tb, dst)
 			idx := c.regCh(t.tb)
-			op := ir.NewTransferOp(kind, src.local(), rem, c.kind, idx)
+			op := p.buf.Transfer(kind, src.local(), rem, c.kind, idx)
 			op.Pos, op.TBG = pos, t.tbg
-			p.record(c.src, t.tb, op)
+			p.recordBuf(c.src, t.tb, op)
 		}
 		return starlark.None, nil
 	}
@@ -382,13 +382,17 @@ func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
-		refs := make([]ir.Ref, len(remotes))
+		// remote refs first: registering them must precede the channel
+		refs := p.buf.Refs(len(remotes) + 2)
 		for i, r := range remotes {
-			refs[i] = c.remote(t.tb, r)
+			refs[i+2] = c.remote(t.tb, r)
 		}
+		refs[0], refs[1] = src.local(), dst.local()
 		idx := c.regCh(t.tb)
-		p.record(c.src, t.tb, &ir.Op{Kind: kind, Pos: pos, LocalSrc: []ir.Ref{src.local()}, LocalDst: []ir.Ref{dst.local()},
-			RemoteSrc: refs, ChannelIDs: []int{idx}, ChannelType: ir.Memory, ReduceOp: ir.ReduceOp(op), TBG: t.tbg})
+		o := p.buf.Op(kind)
+		o.Pos, o.LocalSrc, o.LocalDst, o.RemoteSrc = pos, refs[0:1:1], refs[1:2:2], refs[2:]
+		o.ChannelIDs, o.ChannelType, o.ReduceOp, o.TBG = p.buf.IDs(idx), ir.Memory, ir.ReduceOp(op), t.tbg
+		p.recordBuf(c.src, t.tb, o)
 	}
 	return starlark.None, nil
 }

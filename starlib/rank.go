@@ -186,9 +186,9 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 		}
 		pos := callerPos(thread)
 		for _, t := range targets {
-			op := ir.NewTransferOp(kind, src.local(), dst.local(), ir.NoChannel, 0)
+			op := p.buf.Transfer(kind, src.local(), dst.local(), ir.NoChannel, 0)
 			op.Pos, op.TBG = pos, t.tbg
-			p.record(r.rank, t.tb, op)
+			p.recordBuf(r.rank, t.tb, op)
 		}
 		return starlark.None, nil
 	}
@@ -265,8 +265,13 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
-		p.record(r.rank, t.tb, &ir.Op{Kind: kind, Pos: pos, LocalSrc: append([]ir.Ref(nil), refs...), LocalDst: []ir.Ref{dst.local()},
-			ReduceOp: ir.ReduceOp(op), Packet: packet, TBG: t.tbg, ChannelType: ir.NoChannel})
+		buf := p.buf.Refs(len(refs) + 1)
+		copy(buf, refs)
+		buf[len(refs)] = dst.local()
+		o := p.buf.Op(kind)
+		o.Pos, o.LocalSrc, o.LocalDst = pos, buf[:len(refs):len(refs)], buf[len(refs):]
+		o.ReduceOp, o.Packet, o.TBG, o.ChannelType = ir.ReduceOp(op), packet, t.tbg, ir.NoChannel
+		p.recordBuf(r.rank, t.tb, o)
 	}
 	return starlark.None, nil
 }
@@ -344,6 +349,17 @@ func (p *Program) record(rank, tb int, op *ir.Op) {
 	p.appendOp(rank, tb, op)
 }
 
+// recordBuf is record for an op built in p.buf: the op is cloned where it
+// is kept, and fused away without a copy where it is not.
+func (p *Program) recordBuf(rank, tb int, op *ir.Op) {
+	if p.loop != nil || !p.IR.InstrFusion {
+		p.record(rank, tb, op.Clone())
+		return
+	}
+	t := p.IR.GPUs[rank].TB(tb)
+	t.Ops = p.appender(rank, tb).AppendCopy(t.Ops, op)
+}
+
 // appendOp appends op to the op list of (rank, tb). With instruction
 // fusion on, ops are fused as they arrive (passes.Appender), which gives
 // the fuse pass's result without ever holding the unfused list.
@@ -353,6 +369,11 @@ func (p *Program) appendOp(rank, tb int, op *ir.Op) {
 		t.Ops = append(t.Ops, op)
 		return
 	}
+	t.Ops = p.appender(rank, tb).Append(t.Ops, op)
+}
+
+// appender returns the fusing Appender of (rank, tb).
+func (p *Program) appender(rank, tb int) *passes.Appender {
 	if p.appenders == nil {
 		p.appenders = make([][]*passes.Appender, p.IR.NumRanks)
 	}
@@ -364,7 +385,7 @@ func (p *Program) appendOp(rank, tb int, op *ir.Op) {
 		as[tb] = new(passes.Appender)
 	}
 	p.appenders[rank] = as
-	t.Ops = as[tb].Append(t.Ops, op)
+	return as[tb]
 }
 
 // finishRecording completes the fused op lists before the passes run.

@@ -42,6 +42,8 @@ type Program struct {
 	// appenders fuse each thread block's ops as they are recorded, indexed
 	// [rank][tb].
 	appenders [][]*passes.Appender
+	// buf is where the builtins build each op they record (recordBuf).
+	buf ir.OpBuf
 }
 
 // Name returns the program's name.
