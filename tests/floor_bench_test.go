@@ -66,4 +66,3 @@ func benchmarkFloor(b *testing.B, ranks int) {
 
 func BenchmarkFloorAllreduce64(b *testing.B)  { benchmarkFloor(b, 64) }
 func BenchmarkFloorAllreduce128(b *testing.B) { benchmarkFloor(b, 128) }
-
