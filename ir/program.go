@@ -142,13 +142,24 @@ func NewProgram(numRanks, inputChunks, outputChunks int) *Program {
 	return p
 }
 
-// Count records one signal (or wait) in m.
-func Count(m map[PairKey]*PairCount, k PairKey, pos syntax.Position) {
-	if c, ok := m[k]; ok {
-		c.N++
-		return
+// Count records one signal (or wait) in m and returns k's count, which a
+// caller may keep and pass to Add for later calls on the same pair.
+func Count(m map[PairKey]*PairCount, k PairKey, pos syntax.Position) *PairCount {
+	c, ok := m[k]
+	if !ok {
+		c = &PairCount{}
+		m[k] = c
 	}
-	m[k] = &PairCount{N: 1, First: pos}
+	c.Add(pos)
+	return c
+}
+
+// Add records one more call at pos.
+func (c *PairCount) Add(pos syntax.Position) {
+	if c.N == 0 {
+		c.First = pos
+	}
+	c.N++
 }
 
 // TB returns thread block tb of the rank, creating blocks 0..tb as needed.

@@ -58,6 +58,16 @@ func (s *Set) Keys() []int {
 	return out
 }
 
+// First returns the first key in iteration order, or -1 for an empty set.
+func (s *Set) First() int {
+	for _, k := range s.table {
+		if k != emptySlot {
+			return k
+		}
+	}
+	return emptySlot
+}
+
 // Has reports whether k is in the set.
 func (s *Set) Has(k int) bool { return s.table[probe(s.table, k)] == k }
 

@@ -70,6 +70,9 @@ func (c *idSetChain) disjoint(l, r *ir.Op, fresh bool) bool {
 	if !(fresh && c.active) {
 		return l.IDSet.Disjoint(r.IDSet)
 	}
+	if r.IDSet.Len() == 1 {
+		return !c.has(r.IDSet.First())
+	}
 	for _, k := range r.IDSet.Keys() {
 		if c.has(k) {
 			return false
@@ -90,11 +93,11 @@ func (c *idSetChain) union(acc, r *ir.Op, fresh bool) {
 		return
 	case !c.active: // first step of the chain: acc is a copy of an original op
 		c.reset()
-		c.push(acc.IDSet.Keys()[0])
+		c.push(acc.IDSet.First())
 		c.active = true
 		acc.IDSet = nil // stale until finish
 	}
-	x := r.IDSet.Keys()[0]
+	x := r.IDSet.First()
 	c.identity = max(c.max, x) < copyTableSize(len(c.keys))
 	c.push(x)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
 )
@@ -16,6 +17,9 @@ type Channel struct {
 	id   int            // per-rank, per-kind id on src
 	src  int
 	dst  int
+	// signals and waits are the program's counts for the channel's
+	// (src, dst, kind) pair, looked up on first use.
+	signals, waits *ir.PairCount
 }
 
 var _ starlark.HasAttrs = (*Channel)(nil)
@@ -115,14 +119,24 @@ func channelBuiltin(kind ir.ChannelType) builtinFn {
 	}
 }
 
+// countSignal counts one signal on the channel's pair for the pairing
+// check.
+func (c *Channel) countSignal(pos syntax.Position) {
+	if c.signals == nil {
+		c.signals = ir.Count(c.prog.IR.Signals, c.pair(), pos)
+		return
+	}
+	c.signals.Add(pos)
+}
+
+// pair is the channel's key in the pairing counts.
+func (c *Channel) pair() ir.PairKey { return ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind} }
+
 // receiverChannel returns the method's channel after checking its program.
 func receiverChannel(thread *starlark.Thread, b *starlark.Builtin) (*Channel, *Program, error) {
 	c := b.Receiver().(*Channel)
-	p, err := currentProgram(thread, fnName(b))
+	p, err := ownerProgram(thread, fnName(b), c.prog, c)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := sameProgram(fnName(b), p, c.prog, c); err != nil {
 		return nil, nil, err
 	}
 	return c, p, nil
@@ -190,15 +204,18 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return nil, err
 	}
 	pos := callerPos(thread)
-	key := ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind}
 	switch kind {
 	case ir.Signal:
-		ir.Count(p.IR.Signals, key, pos)
+		c.countSignal(pos)
 		if relaxed {
 			kind = ir.RelaxedSignal
 		}
 	case ir.Wait:
-		ir.Count(p.IR.Waits, key, pos)
+		if c.waits == nil {
+			c.waits = ir.Count(p.IR.Waits, c.pair(), pos)
+		} else {
+			c.waits.Add(pos)
+		}
 		if relaxed {
 			kind = ir.RelaxedWait
 		}
@@ -226,26 +243,23 @@ type transfer struct {
 // channelTransfer unpacks (dst_chunk, src_chunk, tb=None, tb_group=None),
 // or (dst_chunk, src_chunk, tb) when withGroup is false, and checks the
 // receiver and the chunks belong to the current program.
-func channelTransfer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, withGroup bool) (*transfer, error) {
+func channelTransfer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, withGroup bool) (t transfer, err error) {
 	fn := fnName(b)
 	v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
-	var err error
 	if withGroup {
 		err = unpack(fn, args, kwargs, transferParams, 2, v[:])
 	} else {
 		err = unpack(fn, args, kwargs, transferParams[:3], 3, v[:3])
 	}
 	if err != nil {
-		return nil, err
+		return t, err
 	}
-	t := &transfer{tb: v[2], group: v[3]}
+	t.tb, t.group = v[2], v[3]
 	if t.c, t.p, err = receiverChannel(thread, b); err != nil {
-		return nil, err
+		return t, err
 	}
-	if t.dst, t.src, err = twoChunks(fn, t.p, v[0], v[1]); err != nil {
-		return nil, err
-	}
-	return t, nil
+	t.dst, t.src, err = twoChunks(fn, t.p, v[0], v[1])
+	return t, err
 }
 
 // channelGet implements MemoryChannel.get(dst_chunk, src_chunk, tb=None,
@@ -263,7 +277,8 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if src.c.Rank != c.dst {
 		return nil, fmt.Errorf("%s: src_chunk is on rank %d, want the channel's destination rank %d", fn, src.c.Rank, c.dst)
 	}
-	targets, err := resolveTBs(fn, tbV, groupV, p)
+	var one [1]tbTarget
+	targets, err := resolveTBs(fn, tbV, groupV, p, one[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -307,13 +322,14 @@ func channelPut(kind ir.Kind) builtinFn {
 		if dst.c.Size != src.c.Size {
 			return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
 		}
-		targets, err := resolveTBs(fn, tbV, groupV, p)
+		var one [1]tbTarget
+		targets, err := resolveTBs(fn, tbV, groupV, p, one[:0])
 		if err != nil {
 			return nil, err
 		}
 		pos := callerPos(thread)
 		if kind == ir.PutWithSignal || kind == ir.PutWithSignalAndFlush {
-			ir.Count(p.IR.Signals, ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind}, pos)
+			c.countSignal(pos)
 		}
 		for _, t := range targets {
 			rem := c.remote(t.tb, dst)
@@ -372,7 +388,8 @@ func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
-	targets, err := resolveTBs(fn, tbV, groupV, p)
+	var one [1]tbTarget
+	targets, err := resolveTBs(fn, tbV, groupV, p, one[:0])
 	if err != nil {
 		return nil, err
 	}

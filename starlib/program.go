@@ -234,6 +234,7 @@ func start(thread *starlark.Thread, fn string, p *Program) error {
 		return fmt.Errorf("%s: cannot create a program inside Loop.iteration", fn)
 	}
 	p.IR.Pos = callerPos(thread)
+	p.st = s
 	s.programs = append(s.programs, p)
 	s.current = p
 	return nil

@@ -103,11 +103,7 @@ func rankBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 // receiverRank returns the method's Rank after checking its program.
 func receiverRank(thread *starlark.Thread, b *starlark.Builtin) (*Rank, error) {
 	r := b.Receiver().(*Rank)
-	p, err := currentProgram(thread, fnName(b))
-	if err != nil {
-		return nil, err
-	}
-	if err := sameProgram(fnName(b), p, r.prog, r); err != nil {
+	if _, err := ownerProgram(thread, fnName(b), r.prog, r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -180,7 +176,8 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 		if kind == ir.CopyPacket && dst.c.Buffer != ir.Scratch {
 			return nil, fmt.Errorf("%s: dst_chunk must be in the scratch buffer, got %s", fn, dst.c.Buffer.Name())
 		}
-		targets, err := resolveTBs(fn, tbV, groupV, p)
+		var one [1]tbTarget
+		targets, err := resolveTBs(fn, tbV, groupV, p, one[:0])
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +252,8 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	targets, err := resolveTBs(fn, tbV, groupV, p)
+	var one [1]tbTarget
+	targets, err := resolveTBs(fn, tbV, groupV, p, one[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -410,8 +408,10 @@ type tbTarget struct {
 	tbg *ir.TBGInfo
 }
 
-// resolveTBs applies the tb / tb_group rule (dsl-api §5.3).
-func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program) ([]tbTarget, error) {
+// resolveTBs applies the tb / tb_group rule (dsl-api §5.3). A single
+// target is returned in buf's storage, which saves the common call an
+// allocation.
+func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program, buf []tbTarget) ([]tbTarget, error) {
 	var group *ThreadBlockGroup
 	if groupV != starlark.None {
 		g, ok := groupV.(*ThreadBlockGroup)
@@ -433,7 +433,7 @@ func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program) ([]tbTarget, 
 			}
 			t.tbg = &ir.TBGInfo{TBID: i, TBGSize: len(group.tbs)}
 		}
-		return []tbTarget{t}, nil
+		return append(buf[:0], t), nil
 	}
 	if group == nil {
 		return nil, fmt.Errorf("%s: either tb (a thread block id) or tb_group (a ThreadBlockGroup) must be given", fn)

@@ -44,6 +44,8 @@ type Program struct {
 	appenders [][]*passes.Appender
 	// buf is where the builtins build each op they record (recordBuf).
 	buf ir.OpBuf
+	// st is the evaluation state the program was started in.
+	st *state
 }
 
 // Name returns the program's name.
@@ -127,6 +129,22 @@ func currentProgram(thread *starlark.Thread, fn string) (*Program, error) {
 		return nil, fmt.Errorf("%s: program %q was finalized by JSON(); create a new CollectiveProgram to record more ops", fn, s.current.Name())
 	}
 	return s.current, nil
+}
+
+// ownerProgram returns owner, the program value v was created under, if it
+// is the current program, and otherwise the error currentProgram or
+// sameProgram gives. Its fast path skips the thread-local lookup: every
+// value of an evaluation is used on that evaluation's one thread, so owner
+// is current exactly when its own evaluation state says so.
+func ownerProgram(thread *starlark.Thread, fn string, owner *Program, v starlark.Value) (*Program, error) {
+	if owner.st != nil && owner.st.current == owner && !owner.done {
+		return owner, nil
+	}
+	p, err := currentProgram(thread, fn)
+	if err != nil {
+		return nil, err
+	}
+	return p, sameProgram(fn, p, owner, v)
 }
 
 // sameProgram checks that value v, created under program owner, is used

@@ -124,11 +124,8 @@ func receiverSwitch(thread *starlark.Thread, b *starlark.Builtin) (*SwitchChanne
 	case *SwitchChannelView:
 		s, rank = r.ch, r.rank
 	}
-	p, err := currentProgram(thread, fnName(b))
+	p, err := ownerProgram(thread, fnName(b), s.prog, s)
 	if err != nil {
-		return nil, 0, nil, err
-	}
-	if err := sameProgram(fnName(b), p, s.prog, s); err != nil {
 		return nil, 0, nil, err
 	}
 	return s, rank, p, nil
