@@ -61,7 +61,7 @@ func TestGoldenThroughIR(t *testing.T) {
 				t.Errorf("Write (-want +got):\n%s", cmp.Diff(string(want), buf.String()))
 			}
 			opts := cmp.Options{
-				cmp.AllowUnexported(ir.GPU{}, ir.Set{}, syntax.Position{}),
+				cmp.AllowUnexported(ir.GPU{}, ir.ThreadBlock{}, ir.Set{}, syntax.Position{}),
 				cmp.Comparer(func(a, b *big.Int) bool { return (a == nil) == (b == nil) && (a == nil || a.Cmp(b) == 0) }),
 			}
 			if diff := cmp.Diff(untouched, p, opts); diff != "" {

@@ -73,6 +73,9 @@ type GPU struct {
 	Semaphores    []*big.Int // init values, in creation order
 
 	barrierIDs map[string]int
+	// rbPos finds RemoteBuffers entries: rbPos[rank*numBufferTypes+buffer]
+	// is the entry's index plus one, or 0 where it is not indexed yet.
+	rbPos []int32
 }
 
 // ChannelTable is a rank's list of channels of one kind: ConnectedTo[k] is
@@ -119,6 +122,11 @@ type ThreadBlock struct {
 	// RemoteRefs holds, per access kind in order of first use, the
 	// rank-level remote buffer ids in order of first use.
 	RemoteRefs []IDTable
+
+	// chPos and rbPos find ids in Channels and RemoteRefs: chPos[t][id] is
+	// id's position in the table of kind t plus one, or 0 where it is not
+	// indexed yet. Tables only grow, so an indexed position stays valid.
+	chPos, rbPos [numChannelTypes][]int32
 }
 
 // IDTable is a per-kind list of ids.
@@ -224,23 +232,30 @@ func appendInts(b []byte, xs []int) []byte {
 // RegisterChannel adds the rank-level channel id to the block's table for
 // kind t if absent and returns its block-local index (RegCh).
 func (g *GPU) RegisterChannel(tb int, t ChannelType, id int) int {
-	return register(&g.TB(tb).Channels, t, id)
+	b := g.TB(tb)
+	return registerIndexed(&b.Channels, &b.chPos[t], t, id)
 }
 
 // RegisterRemoteBuffer finds or creates the rank-level remote buffer
 // (rank, buffer), marks it reachable through kind t, adds it to block tb's
 // table for t, and returns the block-local index (RegRB).
 func (g *GPU) RegisterRemoteBuffer(tb int, rank int, b BufferType, t ChannelType) int {
+	key := rank*numBufferTypes + int(b)
 	id := -1
-	for i := range g.RemoteBuffers {
-		if g.RemoteBuffers[i].Rank == rank && g.RemoteBuffers[i].Buffer == b {
-			id = i
-			break
+	if key < len(g.rbPos) && g.rbPos[key] > 0 {
+		id = int(g.rbPos[key]) - 1
+	} else {
+		for i := range g.RemoteBuffers {
+			if g.RemoteBuffers[i].Rank == rank && g.RemoteBuffers[i].Buffer == b {
+				id = i
+				break
+			}
 		}
-	}
-	if id < 0 {
-		g.RemoteBuffers = append(g.RemoteBuffers, RemoteBuffer{Rank: rank, Buffer: b})
-		id = len(g.RemoteBuffers) - 1
+		if id < 0 {
+			g.RemoteBuffers = append(g.RemoteBuffers, RemoteBuffer{Rank: rank, Buffer: b})
+			id = len(g.RemoteBuffers) - 1
+		}
+		g.rbPos = setPos(g.rbPos, key, id)
 	}
 	switch t {
 	case Memory:
@@ -248,7 +263,28 @@ func (g *GPU) RegisterRemoteBuffer(tb int, rank int, b BufferType, t ChannelType
 	case Port:
 		g.RemoteBuffers[id].Port = true
 	}
-	return register(&g.TB(tb).RemoteRefs, t, id)
+	blk := g.TB(tb)
+	return registerIndexed(&blk.RemoteRefs, &blk.rbPos[t], t, id)
+}
+
+// registerIndexed is register with the position index pos of kind t: a
+// hit skips the scan of the table.
+func registerIndexed(tables *[]IDTable, pos *[]int32, t ChannelType, id int) int {
+	if id < len(*pos) && (*pos)[id] > 0 {
+		return int((*pos)[id]) - 1
+	}
+	j := register(tables, t, id)
+	*pos = setPos(*pos, id, j)
+	return j
+}
+
+// setPos records position j of key k in a position index.
+func setPos(pos []int32, k, j int) []int32 {
+	for len(pos) <= k {
+		pos = append(pos, 0)
+	}
+	pos[k] = int32(j + 1)
+	return pos
 }
 
 func register(tables *[]IDTable, t ChannelType, id int) int {

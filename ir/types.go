@@ -10,6 +10,8 @@ const (
 	Input BufferType = iota
 	Output
 	Scratch
+
+	numBufferTypes = 3
 )
 
 // String returns the plan spelling: "i", "o" or "s".
@@ -48,6 +50,8 @@ const (
 	Memory
 	Port
 	Switch
+
+	numChannelTypes = 4
 )
 
 // String returns the plan spelling.
