@@ -45,7 +45,7 @@ var portChannelMethods = methodTable("PortChannel", map[string]builtinFn{
 	"read_put_packets":          channelPut(ir.ReadPutPacket),
 })
 
-func (c *Channel) methods() map[string]*starlark.Builtin {
+func (c *Channel) methods() methods {
 	if c.kind == ir.Memory {
 		return memoryChannelMethods
 	}
@@ -94,14 +94,17 @@ func (c *Channel) AttrNames() []string {
 	return names([]string{"channel_id", "channel_type", "dst_rank", "src_rank"}, c.methods())
 }
 
+var channelParams = []string{"dst_rank", "src_rank"}
+
 // channelBuiltin returns the MemoryChannel or PortChannel constructor:
 // (dst_rank, src_rank).
 func channelBuiltin(kind ir.ChannelType) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		var dstV, srcV starlark.Value
-		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dst_rank", &dstV, "src_rank", &srcV); err != nil {
+		var vs [2]starlark.Value
+		if err := unpack(b.Name(), args, kwargs, channelParams, 2, vs[:]); err != nil {
 			return nil, err
 		}
+		dstV, srcV := vs[0], vs[1]
 		p, err := currentProgram(thread, b.Name())
 		if err != nil {
 			return nil, err
@@ -372,7 +375,8 @@ func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if dst.c.Size != src.c.Size {
 		return nil, fmt.Errorf("%s: local_dst_chunk size %d differs from local_src_chunk size %d", fn, dst.c.Size, src.c.Size)
 	}
-	remotes, err := chunkList(fn, "remote_src_chunks", remotesV, p)
+	var small [4]*Chunk
+	remotes, err := chunkList(fn, "remote_src_chunks", remotesV, p, small[:0])
 	if err != nil {
 		return nil, err
 	}

@@ -13,29 +13,43 @@ import (
 // builtinFn is the signature of every builtin and method implementation.
 type builtinFn = func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
 
-// methodTable builds a type's method table: each method is a builtin named
-// "Type.method", made once, bound to its receiver at each attribute access.
-func methodTable(typ string, fns map[string]builtinFn) map[string]*starlark.Builtin {
-	out := make(map[string]*starlark.Builtin, len(fns))
+// methods is a type's method table, sorted by name. A type has a handful
+// of methods, and a scan compares lengths before bytes, so looking one up
+// is cheaper than hashing the name (it happens on every method call).
+type methods []method
+
+// method is one entry of a method table: a builtin named "Type.method",
+// made once, bound to its receiver at each attribute access.
+type method struct {
+	name string
+	b    *starlark.Builtin
+}
+
+// methodTable builds a type's method table.
+func methodTable(typ string, fns map[string]builtinFn) methods {
+	out := make(methods, 0, len(fns))
 	for name, fn := range fns {
-		out[name] = starlark.NewBuiltin(typ+"."+name, fn)
+		out = append(out, method{name, starlark.NewBuiltin(typ+"."+name, fn)})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
 // methodAttr returns the bound method name of recv from table, or nil.
-func methodAttr(table map[string]*starlark.Builtin, name string, recv starlark.Value) starlark.Value {
-	if b, ok := table[name]; ok {
-		return b.BindReceiver(recv)
+func methodAttr(table methods, name string, recv starlark.Value) starlark.Value {
+	for i := range table {
+		if table[i].name == name {
+			return table[i].b.BindReceiver(recv)
+		}
 	}
 	return nil
 }
 
 // names returns the sorted union of field names and method names.
-func names(fields []string, table map[string]*starlark.Builtin) []string {
+func names(fields []string, table methods) []string {
 	out := append([]string(nil), fields...)
-	for n := range table {
-		out = append(out, n)
+	for _, m := range table {
+		out = append(out, m.name)
 	}
 	sort.Strings(out)
 	return out

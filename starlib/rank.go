@@ -78,11 +78,14 @@ func (r *Rank) Attr(name string) (starlark.Value, error) {
 // AttrNames lists the attributes and methods.
 func (r *Rank) AttrNames() []string { return names([]string{"rank"}, rankMethods) }
 
+var rankParams = []string{"rank"}
+
 func rankBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var v starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank", &v); err != nil {
+	var vs [1]starlark.Value
+	if err := unpack(b.Name(), args, kwargs, rankParams, 1, vs[:]); err != nil {
 		return nil, err
 	}
+	v := vs[0]
 	p, err := currentProgram(thread, b.Name())
 	if err != nil {
 		return nil, err
@@ -228,7 +231,8 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if dst.c.Size != src.c.Size {
 		return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
 	}
-	others, err := chunkList(fn, "other_chunks", othersV, p)
+	var small [4]*Chunk
+	others, err := chunkList(fn, "other_chunks", othersV, p, small[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -274,8 +278,9 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	return starlark.None, nil
 }
 
-// chunkList converts a list or tuple of chunks.
-func chunkList(fn, param string, v starlark.Value, p *Program) ([]*Chunk, error) {
+// chunkList converts a list or tuple of chunks, appending them to buf[:0]
+// (a caller's small array saves the common short list an allocation).
+func chunkList(fn, param string, v starlark.Value, p *Program, buf []*Chunk) ([]*Chunk, error) {
 	var seq starlark.Indexable
 	switch x := v.(type) {
 	case *starlark.List:
@@ -285,13 +290,13 @@ func chunkList(fn, param string, v starlark.Value, p *Program) ([]*Chunk, error)
 	default:
 		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of Chunk", fn, param, v.Type())
 	}
-	out := make([]*Chunk, seq.Len())
-	for i := range out {
+	out := buf[:0]
+	for i := range seq.Len() {
 		c, err := toChunk(fn, param, seq.Index(i), p)
 		if err != nil {
 			return nil, fmt.Errorf("%w (element %d)", err, i)
 		}
-		out[i] = c
+		out = append(out, c)
 	}
 	return out, nil
 }
