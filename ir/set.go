@@ -194,8 +194,40 @@ func (s *Set) Disjoint(o *Set) bool {
 }
 
 // Rebuilt returns the set obtained by adding s's keys, in iteration order,
-// to a fresh set: what Python's deepcopy does to a set.
-func (s *Set) Rebuilt() *Set { return NewSet(s.Keys()...) }
+// to a fresh set: what Python's deepcopy does to a set. When every key is
+// below the table size and the fresh set grows to that same size, each
+// key sits in its own home slot in both layouts, so the result is s itself.
+func (s *Set) Rebuilt() *Set {
+	if len(s.table) == grownSize(s.fill) {
+		low := true
+		for _, k := range s.table {
+			if k >= len(s.table) {
+				low = false
+				break
+			}
+		}
+		if low {
+			return s
+		}
+	}
+	return NewSet(s.Keys()...)
+}
+
+// grownSize is the table size of a set after n Adds of distinct keys to an
+// empty set (the resize rule of Add).
+func grownSize(n int) int {
+	size := 8
+	for fill := 1; fill <= n; fill++ {
+		if fill*5 >= (size-1)*3 {
+			minused := fill * 4
+			if fill > 50000 {
+				minused = fill * 2
+			}
+			size = tableSize(minused)
+		}
+	}
+	return size
+}
 
 // FoldSet returns the set a fused signal, wait or flush holds after fusing
 // ops with the channel ids ids, left to right: starting from {ids[0]}, each

@@ -1,6 +1,8 @@
 package ir
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,6 +77,34 @@ func TestFoldSetMatchesUnionCopy(t *testing.T) {
 		}
 		if diff := cmp.Diff(s.Rebuilt().Keys(), got.Rebuilt().Keys()); diff != "" {
 			t.Fatalf("rebuilt, ids %v (-want +got):\n%s", ids, diff)
+		}
+	}
+}
+
+// TestRebuiltMatchesLiteral checks Rebuilt's shortcut against rebuilding
+// literally, for sets of many sizes and layouts.
+func TestRebuiltMatchesLiteral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 2000; trial++ {
+		n := 1 + rng.IntN(300)
+		limit := n + rng.IntN(3*n+1)
+		keys := make([]int, n)
+		for i := range keys {
+			keys[i] = rng.IntN(limit)
+		}
+		var s *Set
+		switch trial % 3 {
+		case 0:
+			s = NewSet(keys...)
+		case 1:
+			s = FoldSet(keys)
+		default:
+			s = NewSet(keys...).Copy()
+		}
+		want := NewSet(s.Keys()...)
+		got := s.Rebuilt()
+		if !slices.Equal(got.table, want.table) || got.fill != want.fill {
+			t.Fatalf("keys %v: Rebuilt layout %v, want %v", keys, got.table, want.table)
 		}
 	}
 }
