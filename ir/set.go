@@ -194,23 +194,71 @@ func (s *Set) Disjoint(o *Set) bool {
 }
 
 // Rebuilt returns the set obtained by adding s's keys, in iteration order,
-// to a fresh set: what Python's deepcopy does to a set. When every key is
-// below the table size and the fresh set grows to that same size, each
-// key sits in its own home slot in both layouts, so the result is s itself.
+// to a fresh set: what Python's deepcopy does to a set.
+//
+// When every key is below the size the fresh table grows to, the last
+// resize (or, without one, each insertion) puts every key in its own home
+// slot, whatever the insertion order: the result is the identity layout of
+// that size, built directly, and s itself when it already is that layout.
 func (s *Set) Rebuilt() *Set {
-	if len(s.table) == grownSize(s.fill) {
-		low := true
-		for _, k := range s.table {
-			if k >= len(s.table) {
-				low = false
-				break
-			}
+	size := grownSize(s.fill)
+	if maxKey(s.table) >= size {
+		return NewSet(s.Keys()...)
+	}
+	if len(s.table) == size {
+		return s
+	}
+	return identitySet(s.table, s.fill, size)
+}
+
+// NewSetCopy returns NewSet(keys...).Copy(), Python's set(set(keys)),
+// building the identity layout directly where it applies (every key below
+// the copy's table size; see Rebuilt).
+func NewSetCopy(keys ...int) *Set {
+	s := NewSet(keys...)
+	size := CopyTableSize(s.fill)
+	if maxKey(s.table) >= size {
+		return s.Copy()
+	}
+	return identitySet(s.table, s.fill, size)
+}
+
+// CopyTableSize is the table size of Copy for a set of n keys: an empty
+// 8-slot set merging n keys resizes first when they would fill it to 3/5.
+func CopyTableSize(n int) int {
+	if n*5 >= 7*3 {
+		return tableSize(n * 2)
+	}
+	return 8
+}
+
+// identitySet returns a set of size slots holding the keys of table (fill
+// of them, each below size) in their home slots.
+func identitySet(table []int, fill, size int) *Set {
+	s := &Set{fill: fill}
+	if size == len(s.small) {
+		s.table = s.small[:]
+		for i := range s.table {
+			s.table[i] = emptySlot
 		}
-		if low {
-			return s
+	} else {
+		s.table = newTable(size)
+	}
+	for _, k := range table {
+		if k != emptySlot {
+			s.table[k] = k
 		}
 	}
-	return NewSet(s.Keys()...)
+	return s
+}
+
+// maxKey returns the largest key of a table (-1 when empty).
+func maxKey(table []int) int {
+	m := emptySlot
+	for _, k := range table {
+		m = max(m, k)
+	}
+	return m
 }
 
 // grownSize is the table size of a set after n Adds of distinct keys to an
@@ -271,10 +319,7 @@ func tableSize(minused int) int {
 // copyTable returns the table of copy(s) for a set with table src and
 // fill keys, reusing dst's storage.
 func copyTable(dst, src []int, fill int) []int {
-	size := 8
-	if fill*5 >= 7*3 {
-		size = tableSize(fill * 2)
-	}
+	size := CopyTableSize(fill)
 	if size == len(src) {
 		dst = resizeBuf(dst, size)
 		copy(dst, src)

@@ -108,3 +108,21 @@ func TestRebuiltMatchesLiteral(t *testing.T) {
 		}
 	}
 }
+
+// TestNewSetCopyMatchesLiteral checks NewSetCopy's shortcut against
+// NewSet(keys...).Copy().
+func TestNewSetCopyMatchesLiteral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 2000; trial++ {
+		n := 1 + rng.IntN(300)
+		keys := make([]int, n)
+		for i := range keys {
+			keys[i] = rng.IntN(n + rng.IntN(4*n+1))
+		}
+		want := NewSet(keys...).Copy()
+		got := NewSetCopy(keys...)
+		if !slices.Equal(got.table, want.table) || got.fill != want.fill {
+			t.Fatalf("keys %v: layout %v, want %v", keys, got.table, want.table)
+		}
+	}
+}

@@ -34,18 +34,6 @@ type idSetChain struct {
 	max      int      // largest key
 }
 
-// copyTableSize is the table size of copy(S) for a set of n keys (§4.6,
-// Appendix A: merge into an empty 8-slot set).
-func copyTableSize(n int) int {
-	size := 8
-	if n*5 >= 7*3 {
-		for size <= 2*n {
-			size *= 2
-		}
-	}
-	return size
-}
-
 func (c *idSetChain) has(k int) bool {
 	return k>>6 < len(c.bits) && c.bits[k>>6]&(1<<(k&63)) != 0
 }
@@ -98,7 +86,7 @@ func (c *idSetChain) union(acc, r *ir.Op, fresh bool) {
 		acc.IDSet = nil // stale until finish
 	}
 	x := r.IDSet.First()
-	c.identity = max(c.max, x) < copyTableSize(len(c.keys))
+	c.identity = max(c.max, x) < ir.CopyTableSize(len(c.keys))
 	c.push(x)
 }
 
@@ -113,7 +101,7 @@ func (c *idSetChain) finish(cur *ir.Op) {
 func (c *idSetChain) build() *ir.Set {
 	var s *ir.Set
 	if c.identity {
-		s = ir.NewSet(c.keys...).Copy()
+		s = ir.NewSetCopy(c.keys...)
 	} else {
 		s = ir.FoldSet(c.seq)
 	}
