@@ -51,6 +51,25 @@ func (a *Appender) append(ops []*ir.Op, op *ir.Op, borrowed bool) []*ir.Op {
 	return append(ops, op)
 }
 
+// ExtendSync is a shortcut for the commonest step of recording: when the
+// last op of ops is a signal, wait or flush chain that a new kind op on the
+// one channel index ch (channel type ct, data_sync ds) would extend, it
+// extends the chain as AppendCopy would and reports true; otherwise it
+// changes nothing and reports false, and the caller appends the op.
+func (a *Appender) ExtendSync(ops []*ir.Op, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType) bool {
+	n := len(ops)
+	if n == 0 || !a.fresh || !a.f.ids.active {
+		return false
+	}
+	l := ops[n-1]
+	if l.Kind != kind || l.ChannelType != ct || kind != ir.Flush && a.f.ids.has(ch) {
+		return false
+	}
+	a.f.ids.extend(ch)
+	l.DataSync |= ds
+	return true
+}
+
 // Finish completes the last op of ops (the id set of a fused signal, wait
 // or flush chain). Call it once, when recording ends.
 func (a *Appender) Finish(ops []*ir.Op) {

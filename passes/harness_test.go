@@ -178,9 +178,9 @@ func checkFuseTwice(t *testing.T, row example) {
 // checkAppender records the example again, fuses every thread block with
 // an Appender as starlib does while recording, and checks that the
 // compiled program equals the one fused by the pass. It does so twice:
-// with Append, and with AppendCopy on ops built in storage that is
-// overwritten after each call (as starlib's ir.OpBuf is), which the fused
-// list must never refer to.
+// with Append, and with ExtendSync or else AppendCopy on ops built in
+// storage that is overwritten after each call (as starlib's ir.OpBuf is),
+// which the fused list must never refer to.
 func checkAppender(t *testing.T, row example, want *ir.Program) {
 	t.Helper()
 	for _, borrowed := range []bool{false, true} {
@@ -195,6 +195,12 @@ func checkAppender(t *testing.T, row example, want *ir.Program) {
 						if !borrowed || op.Kind == ir.Pipeline || op.Kind == ir.Barrier {
 							ops = a.Append(ops, op)
 							continue
+						}
+						switch op.Kind {
+						case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush:
+							if op.IDSet.Len() == 1 && a.ExtendSync(ops, op.Kind, op.IDSet.First(), op.ChannelType, op.DataSync) {
+								continue
+							}
 						}
 						buf := op.Clone()
 						ops = a.AppendCopy(ops, buf)

@@ -85,7 +85,11 @@ func (c *idSetChain) union(acc, r *ir.Op, fresh bool) {
 		c.active = true
 		acc.IDSet = nil // stale until finish
 	}
-	x := r.IDSet.First()
+	c.extend(r.IDSet.First())
+}
+
+// extend adds id x to an active chain: the step S -> set(S | {x}).
+func (c *idSetChain) extend(x int) {
 	c.identity = max(c.max, x) < ir.CopyTableSize(len(c.keys))
 	c.push(x)
 }

@@ -224,6 +224,12 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		}
 	}
 	idx := c.regCh(tb)
+	if p.loop == nil && p.IR.InstrFusion {
+		t := p.IR.GPUs[c.src].TB(tb)
+		if p.appender(c.src, tb).ExtendSync(t.Ops, kind, idx, c.kind, ds) {
+			return starlark.None, nil
+		}
+	}
 	op := p.buf.Sync(kind, idx, c.kind, ds)
 	op.Pos = pos
 	p.recordBuf(c.src, tb, op)
