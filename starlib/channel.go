@@ -122,18 +122,20 @@ func channelBuiltin(kind ir.ChannelType) builtinFn {
 	}
 }
 
-// countSignal counts one signal on the channel's pair for the pairing
-// check.
-func (c *Channel) countSignal(pos syntax.Position) {
-	if c.signals == nil {
-		c.signals = ir.Count(c.prog.IR.Signals, c.pair(), pos)
+// countSignal and countWait count one call at pos on the channel's pair
+// for the pairing check.
+func (c *Channel) countSignal(pos syntax.Position) { c.count(&c.signals, c.prog.IR.Signals, pos) }
+func (c *Channel) countWait(pos syntax.Position)   { c.count(&c.waits, c.prog.IR.Waits, pos) }
+
+// count adds a call at pos to *cached, the pair's count in m, looking it
+// up on first use.
+func (c *Channel) count(cached **ir.PairCount, m map[ir.PairKey]*ir.PairCount, pos syntax.Position) {
+	if *cached == nil {
+		*cached = ir.Count(m, ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind}, pos)
 		return
 	}
-	c.signals.Add(pos)
+	(*cached).Add(pos)
 }
-
-// pair is the channel's key in the pairing counts.
-func (c *Channel) pair() ir.PairKey { return ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind} }
 
 // receiverChannel returns the method's channel after checking its program.
 func receiverChannel(thread *starlark.Thread, b *starlark.Builtin) (*Channel, *Program, error) {
@@ -214,21 +216,14 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 			kind = ir.RelaxedSignal
 		}
 	case ir.Wait:
-		if c.waits == nil {
-			c.waits = ir.Count(p.IR.Waits, c.pair(), pos)
-		} else {
-			c.waits.Add(pos)
-		}
+		c.countWait(pos)
 		if relaxed {
 			kind = ir.RelaxedWait
 		}
 	}
 	idx := c.regCh(tb)
-	if p.loop == nil && p.IR.InstrFusion {
-		t := p.IR.GPUs[c.src].TB(tb)
-		if p.appender(c.src, tb).ExtendSync(t.Ops, kind, idx, c.kind, ds) {
-			return starlark.None, nil
-		}
+	if p.extendSync(c.src, tb, kind, idx, c.kind, ds) {
+		return starlark.None, nil
 	}
 	op := p.buf.Sync(kind, idx, c.kind, ds)
 	op.Pos = pos
@@ -409,12 +404,11 @@ func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
-		// remote refs first: registering them must precede the channel
-		refs := p.buf.Refs(len(remotes) + 2)
+		refs := p.buf.Refs(len(remotes) + 2) // local src, local dst, remotes
+		refs[0], refs[1] = src.local(), dst.local()
 		for i, r := range remotes {
 			refs[i+2] = c.remote(t.tb, r)
 		}
-		refs[0], refs[1] = src.local(), dst.local()
 		idx := c.regCh(t.tb)
 		o := p.buf.Op(kind)
 		o.Pos, o.LocalSrc, o.LocalDst, o.RemoteSrc = pos, refs[0:1:1], refs[1:2:2], refs[2:]
