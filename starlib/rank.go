@@ -267,11 +267,11 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
-		buf := p.buf.Refs(len(refs) + 1)
-		copy(buf, refs)
-		buf[len(refs)] = dst.local()
+		// refs is only read: recordBuf copies the op's lists where it keeps them.
+		local := p.buf.Refs(1)
+		local[0] = dst.local()
 		o := p.buf.Op(kind)
-		o.Pos, o.LocalSrc, o.LocalDst = pos, buf[:len(refs):len(refs)], buf[len(refs):]
+		o.Pos, o.LocalSrc, o.LocalDst = pos, refs[:len(refs):len(refs)], local
 		o.ReduceOp, o.Packet, o.TBG, o.ChannelType = ir.ReduceOp(op), packet, t.tbg, ir.NoChannel
 		p.recordBuf(r.rank, t.tb, o)
 	}
