@@ -169,7 +169,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 		return err
 	}
 	if len(bufs) != len(s.ranks) {
-		return fmt.Errorf("cpu: launch: got buffers for %d ranks, want %d", len(bufs), len(s.ranks))
+		return errRankCount(len(bufs), len(s.ranks))
 	}
 	l := newLaunch(s, bufs, s.flag+1)
 	if err := l.precheck(); err != nil {
@@ -182,6 +182,10 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 		s.broken = err
 	}
 	return err
+}
+
+func errRankCount(got, want int) error {
+	return fmt.Errorf("cpu: launch: got buffers for %d ranks, want %d", got, want)
 }
 
 // Close releases the session; later launches fail with ErrClosed.

@@ -223,7 +223,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		}
 		for i, r := range op.Src {
 			add(&sp.src, "source", i, func() (span, error) {
-				if srcRole(op.Type, i) == roleRemote {
+				if executor.SrcKind(op.Type, i) == executor.RemoteOperand {
 					return t.remote(r, o, n)
 				}
 				return t.local(r, o, n)
@@ -231,7 +231,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		}
 		for i, r := range op.Dst {
 			add(&sp.dst, "destination", i, func() (span, error) {
-				if dstRole(op.Type, i) == roleRemote {
+				if executor.DstKind(op.Type, i) == executor.RemoteOperand {
 					return t.remote(r, o, n)
 				}
 				return t.local(r, o, n)
@@ -310,7 +310,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		for i := 1; i < len(op.Dst); i++ {
 			d := op.Dst[i]
 			add(&p.pktOut, "destination", i, func() (span, error) {
-				if dstRole(op.Type, i) == roleRemote {
+				if executor.DstKind(op.Type, i) == executor.RemoteOperand {
 					return t.packets(d.Rank, d.Buffer, d.Offset, np)
 				}
 				return t.packets(t.r.id, d.Buffer, d.Offset, np)

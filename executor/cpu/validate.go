@@ -82,49 +82,6 @@ func peerChannels(inst *executor.Instance, rank int, t executor.ChannelType) []e
 	return inst.Ranks[rank].MemoryChannels
 }
 
-// Operand roles by position (runtime-semantics.md §2.11).
-type role uint8
-
-const (
-	roleLocal role = iota
-	roleRemote
-	roleSwitch
-)
-
-// roles returns the role of src[i] and dst[i] of an op type.
-func srcRole(t executor.OpType, i int) role {
-	switch t {
-	case executor.OpGet:
-		return roleRemote
-	case executor.OpReadReduce, executor.OpReadReduceSend:
-		if i > 0 {
-			return roleRemote
-		}
-	case executor.OpMultiLoadReduceStore:
-		return roleSwitch
-	}
-	return roleLocal
-}
-
-func dstRole(t executor.OpType, i int) role {
-	switch t {
-	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush,
-		executor.OpPutPacket, executor.OpReadPutPacket:
-		return roleRemote
-	case executor.OpReduceSend, executor.OpReadReduceSend, executor.OpReduceSendPacket:
-		if i > 0 {
-			return roleRemote
-		}
-	case executor.OpReduceCopySendPacket:
-		if i > 1 {
-			return roleRemote
-		}
-	case executor.OpMultiLoadReduceStore, executor.OpMultiStore, executor.OpMultiStorePacket:
-		return roleSwitch
-	}
-	return roleLocal
-}
-
 // operandCounts says how many sources and destinations an op needs: at
 // least minSrc/minDst, at most maxSrc/maxDst (-1: any).
 func operandCounts(t executor.OpType) (minSrc, maxSrc, minDst, maxDst int) {
@@ -256,13 +213,13 @@ func validateOp(inst *executor.Instance, ri *executor.RankInstance, op *executor
 	if usesPort(op) && len(op.Channels) < len(op.Dst) {
 		return fmt.Errorf("%d port channel(s) for %d destination(s)", len(op.Channels), len(op.Dst))
 	}
-	check := func(what string, i int, r executor.Region, rl role) error {
+	check := func(what string, i int, r executor.Region, rl executor.OperandKind) error {
 		switch rl {
-		case roleSwitch:
+		case executor.SwitchOperand:
 			if r.Switch < 0 || r.Switch >= len(ri.Switches) {
 				return fmt.Errorf("%s %d: switch channel %d out of range [0:%d]", what, i, r.Switch, len(ri.Switches))
 			}
-		case roleRemote:
+		case executor.RemoteOperand:
 			if r.Rank < 0 || r.Rank >= n {
 				return fmt.Errorf("%s %d: owner rank %d out of range [0:%d]", what, i, r.Rank, n)
 			}
@@ -273,12 +230,12 @@ func validateOp(inst *executor.Instance, ri *executor.RankInstance, op *executor
 		return nil
 	}
 	for i, r := range op.Src {
-		if err := check("source", i, r, srcRole(op.Type, i)); err != nil {
+		if err := check("source", i, r, executor.SrcKind(op.Type, i)); err != nil {
 			return err
 		}
 	}
 	for i, r := range op.Dst {
-		if err := check("destination", i, r, dstRole(op.Type, i)); err != nil {
+		if err := check("destination", i, r, executor.DstKind(op.Type, i)); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,797 @@
+// interp.cuh holds the plan interpreter: the kernel mscclgo_interp runs
+// one CUDA block per plan thread block, every rank's blocks in one launch,
+// with the semantics of shared/reference/runtime-semantics.md §2-§4 as the
+// CPU reference backend (executor/cpu) implements them. It is included by
+// interp.cu (nvcc) and by host/kernel.cc (g++), unchanged.
+#ifndef MSCCLGO_INTERP_CUH
+#define MSCCLGO_INTERP_CUH
+
+#include "mscclgo/layout.h"
+#include "mscclgo/prim.h"
+
+namespace mg {
+
+// kReport is the spin count after which a waiting thread publishes what
+// it waits for in its block's progress record.
+constexpr uint32_t kReport = 256;
+
+// kNoUnit is the unit of ops outside pipelines (no clamping).
+constexpr uint64_t kNoUnit = ~uint64_t(0);
+
+// Ctx is one thread's view of its block: pointers into shared memory and
+// the launch arguments, plus whether this thread saw the host's abort.
+struct Ctx {
+  const mg_args* a;
+  const mg_rank* ranks;
+  const mg_rank* me;
+  const mg_op* ops;
+  const mg_region* regions;
+  const uint32_t* ids;
+  mg_progress* prog;
+  const mg_control* ctl;
+  int32_t rank;
+  uint32_t tid, nt;
+  uint32_t beat;
+  uint64_t payload, packet;  // LL payload and packet bytes
+  bool dead;                 // the host aborted the launch
+};
+
+MG_DEV unsigned char* ptr(uint64_t p) { return reinterpret_cast<unsigned char*>(p); }
+
+MG_DEV bool aborted(Ctx& c) {
+  if (!c.dead && get_u32(&c.ctl->abort) != 0) c.dead = true;
+  return c.dead;
+}
+
+// heartbeat bumps the block's beat (thread 0 only: one writer).
+MG_DEV void heartbeat(Ctx& c) {
+  if (c.tid == 0) put_u32(&c.prog->beat, ++c.beat);
+}
+
+// Wait describes a wait for the progress record.
+struct Wait {
+  uint32_t kind, a, ct;
+  uint64_t expect, at;
+};
+
+// poll spins until ready() holds, publishing w (with got()) once it has
+// spun kReport times. It returns false when the host aborts the launch.
+template <class Ready, class Got>
+MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
+  uint32_t spins = 0;
+  while (!ready()) {
+    if (aborted(c)) return false;
+    if (++spins == kReport || (spins > kReport && (spins & 0xfff) == 0)) {
+      put_u32(&c.prog->wait_kind, w.kind);
+      put_u32(&c.prog->wait_a, w.a);
+      put_u32(&c.prog->wait_ct, w.ct);
+      put_u64(&c.prog->wait_expect, w.expect);
+      put_u64(&c.prog->wait_at, w.at);
+      put_u64(&c.prog->wait_got, got());
+      put_u32(&c.prog->state, MG_WAITING);
+    }
+    pause(spins);
+  }
+  if (spins >= kReport) put_u32(&c.prog->state, MG_RUNNING);
+  return true;
+}
+
+// ---- addressing (§2.4, mirroring executor/cpu/resolve.go) -----------------
+
+MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
+
+// shift is the double-buffer offset of a shifted access to buf.
+MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) { return buf == MG_SCRATCH ? c.a->scratch_offset : 0; }
+
+// adj is the pipeline offset o of an operand of buffer buf, reduced
+// modulo the scratch ring of reuse_resources plans.
+MG_DEV uint64_t adj(const Ctx& c, uint32_t buf, uint64_t o) {
+  if (buf == MG_SCRATCH && c.me->reuse_slot != 0) return o % c.me->reuse_slot;
+  return o;
+}
+
+// clamp is n(len, o, u) = min(len - o, u), 0 past the end (quirk Q9).
+MG_DEV uint64_t clamp(uint64_t n, uint64_t o, uint64_t u) {
+  if (n <= o) return 0;
+  n -= o;
+  return n > u ? u : n;
+}
+
+MG_DEV unsigned char* local(const Ctx& c, const mg_region& r, uint64_t o) {
+  return ptr(base(c, c.rank, r.buf) + shift(c, r.buf) + r.offset + adj(c, r.buf, o));
+}
+MG_DEV unsigned char* local_unshifted(const Ctx& c, const mg_region& r, uint64_t o) {
+  return ptr(base(c, c.rank, r.buf) + r.offset + adj(c, r.buf, o));
+}
+MG_DEV unsigned char* remote(const Ctx& c, const mg_region& r, uint64_t o) {
+  return ptr(base(c, r.rank, r.buf) + r.offset + adj(c, r.buf, o));
+}
+// packets addresses the packet region of data offset off: 2·off in the
+// shifted window of the buffer.
+MG_DEV unsigned char* packets(const Ctx& c, int32_t rank, uint32_t buf, uint64_t off) {
+  return ptr(base(c, rank, buf) + shift(c, buf) + 2 * off);
+}
+MG_DEV unsigned char* raw(const Ctx& c, const mg_region& r) {
+  return ptr(base(c, c.rank, r.buf) + shift(c, r.buf) + r.offset);
+}
+
+// ---- data movement ---------------------------------------------------------
+
+// copy_bytes copies n bytes with every thread of the block: 16-byte
+// vectors when both ends are 16-byte aligned, 4-byte words when both are
+// 4-byte aligned, bytes otherwise, and the tail in bytes.
+MG_DEV void copy_bytes(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
+  uint64_t done = 0;
+  uintptr_t mis = reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s);
+  if ((mis & 15) == 0) {
+    uint64_t nv = n / 16;
+    for (uint64_t i = c.tid; i < nv; i += c.nt) {
+      store16(d + 16 * i, load16(s + 16 * i));
+      if (c.tid == 0 && (i & 0xffff) == 0) heartbeat(c);
+    }
+    done = nv * 16;
+  } else if ((mis & 3) == 0) {
+    uint64_t nw = n / 4;
+    for (uint64_t i = c.tid; i < nw; i += c.nt) {
+      *reinterpret_cast<uint32_t*>(d + 4 * i) = *reinterpret_cast<const uint32_t*>(s + 4 * i);
+    }
+    done = nw * 4;
+  }
+  for (uint64_t i = done + c.tid; i < n; i += c.nt) d[i] = s[i];
+}
+
+// kMaxOperands bounds the operands of one side (executor.MaxOperandsPerSide).
+constexpr int kMaxOperands = 10;
+
+// reduce_bytes computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) and
+// stores the result to every destination.
+template <int DT>
+MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
+  uintptr_t mis = n;
+  for (int k = 0; k < ns; k++) mis |= reinterpret_cast<uintptr_t>(s[k]);
+  for (int k = 0; k < nd; k++) mis |= reinterpret_cast<uintptr_t>(d[k]);
+  if ((mis & 15) == 0) {
+    for (uint64_t i = c.tid; i < n / 16; i += c.nt) {
+      v16 acc = load16(s[0] + 16 * i);
+      for (int k = 1; k < ns; k++) acc = add_v16<DT>(acc, load16(s[k] + 16 * i));
+      for (int k = 0; k < nd; k++) store16(d[k] + 16 * i, acc);
+      if (c.tid == 0 && (i & 0xffff) == 0) heartbeat(c);
+    }
+    return;
+  }
+  constexpr uint64_t es = (DT == MG_F16 || DT == MG_BF16) ? 2 : 4;
+  for (uint64_t i = c.tid; i < n / es; i += c.nt) {
+    if (es == 2) {
+      uint16_t acc = *reinterpret_cast<const uint16_t*>(s[0] + 2 * i);
+      for (int k = 1; k < ns; k++) {
+        uint16_t x = *reinterpret_cast<const uint16_t*>(s[k] + 2 * i);
+        acc = DT == MG_F16 ? add_f16(acc, x) : add_bf16(acc, x);
+      }
+      for (int k = 0; k < nd; k++) *reinterpret_cast<uint16_t*>(d[k] + 2 * i) = acc;
+    } else {
+      uint32_t acc = *reinterpret_cast<const uint32_t*>(s[0] + 4 * i);
+      for (int k = 1; k < ns; k++) acc = add_word<DT>(acc, *reinterpret_cast<const uint32_t*>(s[k] + 4 * i));
+      for (int k = 0; k < nd; k++) *reinterpret_cast<uint32_t*>(d[k] + 4 * i) = acc;
+    }
+  }
+}
+
+MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns,
+                         uint64_t n) {
+  switch (c.a->dtype) {
+    case MG_F16:
+      reduce_t<MG_F16>(c, d, nd, s, ns, n);
+      break;
+    case MG_BF16:
+      reduce_t<MG_BF16>(c, d, nd, s, ns, n);
+      break;
+    case MG_F32:
+      reduce_t<MG_F32>(c, d, nd, s, ns, n);
+      break;
+    default:
+      reduce_t<MG_I32>(c, d, nd, s, ns, n);
+      break;
+  }
+}
+
+// ---- LL packets (§3) ---------------------------------------------------------
+
+// Payload is one packet's payload: lo (and hi for LL16).
+struct Payload {
+  uint32_t lo, hi;
+};
+
+MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload p) {
+  if (c.packet == 16) {
+    store_pkt16(base + 16 * w, p.lo, p.hi, c.a->flag);
+  } else {
+    store_pkt8(base + 8 * w, p.lo, c.a->flag);
+  }
+}
+
+// try_packet reads packet w and reports whether it carries the flag.
+MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payload* p, uint32_t* seen) {
+  uint32_t f = c.a->flag;
+  if (c.packet == 16) {
+    uint32_t f0, f1;
+    load_pkt16(base + 16 * w, &p->lo, &f0, &p->hi, &f1);
+    *seen = f0 != f ? f0 : f1;
+    return f0 == f && f1 == f;
+  }
+  uint32_t f0;
+  load_pkt8(base + 8 * w, &p->lo, &f0);
+  p->hi = 0;
+  *seen = f0;
+  return f0 == f;
+}
+
+// read_packet spins until packet w of the region at base (buffer buf, at
+// byte offset at of it, for reports) carries the flag.
+MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, uint64_t at, uint64_t w, Payload* p) {
+  uint32_t seen = 0;
+  if (try_packet(c, base, w, p, &seen)) return true;
+  Wait wt{MG_WAIT_PACKET, buf, 0, c.a->flag, at + w * c.packet};
+  return poll(
+      c, wt, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
+}
+
+MG_DEV Payload load_payload(const Ctx& c, const unsigned char* raw, uint64_t w) {
+  Payload p;
+  if (c.packet == 16) {
+    p.lo = *reinterpret_cast<const uint32_t*>(raw + 8 * w);
+    p.hi = *reinterpret_cast<const uint32_t*>(raw + 8 * w + 4);
+  } else {
+    p.lo = *reinterpret_cast<const uint32_t*>(raw + 4 * w);
+    p.hi = 0;
+  }
+  return p;
+}
+
+MG_DEV void store_payload(const Ctx& c, unsigned char* raw, uint64_t w, Payload p) {
+  if (c.packet == 16) {
+    *reinterpret_cast<uint32_t*>(raw + 8 * w) = p.lo;
+    *reinterpret_cast<uint32_t*>(raw + 8 * w + 4) = p.hi;
+  } else {
+    *reinterpret_cast<uint32_t*>(raw + 4 * w) = p.lo;
+  }
+}
+
+template <int DT>
+MG_DEV Payload add_payload(Payload a, Payload b) {
+  return Payload{add_word<DT>(a.lo, b.lo), add_word<DT>(a.hi, b.hi)};
+}
+
+MG_DEV Payload add_payload_dt(const Ctx& c, Payload a, Payload b) {
+  switch (c.a->dtype) {
+    case MG_F16:
+      return add_payload<MG_F16>(a, b);
+    case MG_BF16:
+      return add_payload<MG_BF16>(a, b);
+    case MG_F32:
+      return add_payload<MG_F32>(a, b);
+    default:
+      return add_payload<MG_I32>(a, b);
+  }
+}
+
+// PktIn is a packet source: its packets and, for reports, where they are.
+struct PktIn {
+  const unsigned char* p;
+  uint32_t buf;
+  uint64_t at;
+};
+
+// packet_op is the common shape of the packet ops (§2.6): for each of np
+// packets, with every thread: read the raw source and/or wait for the
+// packet sources, reduce if asked (0 ⊕ pkt1 ⊕ … ⊕ raw), store the raw
+// destination and write the packet destinations.
+MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const PktIn* pin, int npin,
+                      unsigned char* raw_out, unsigned char* const* pout, int npout, bool reduce) {
+  for (uint64_t w = c.tid; w < np; w += c.nt) {
+    Payload acc{0, 0};
+    if (reduce) {
+      for (int k = 0; k < npin; k++) {
+        Payload x;
+        if (!read_packet(c, pin[k].p, pin[k].buf, pin[k].at, w, &x)) return;
+        acc = add_payload_dt(c, acc, x);
+      }
+      acc = add_payload_dt(c, acc, load_payload(c, raw_in, w));
+    } else if (raw_in != nullptr) {
+      acc = load_payload(c, raw_in, w);
+    } else if (!read_packet(c, pin[0].p, pin[0].buf, pin[0].at, w, &acc)) {
+      return;
+    }
+    if (raw_out != nullptr) store_payload(c, raw_out, w, acc);
+    for (int k = 0; k < npout; k++) write_packet(c, pout[k], w, acc);
+    if (c.tid == 0 && (w & 0xffff) == 0) heartbeat(c);
+  }
+}
+
+// ---- port channels: the FIFO (§4.3) -----------------------------------------
+
+// push hands a trigger to the rank's proxy and returns its FIFO position,
+// or ~0 when the launch was aborted while the FIFO was full.
+MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, uint32_t kind, uint32_t ch) {
+  mg_fifo* f = reinterpret_cast<mg_fifo*>(c.me->fifo);
+  uint64_t p = fetch_add_gpu(reinterpret_cast<uint64_t*>(c.me->fifo_head), 1);
+  if (p >= load_acquire_sys(&f->tail) + MG_FIFO_DEPTH) {
+    Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
+    if (!poll(
+            c, w, [&] { return p < load_acquire_sys(&f->tail) + MG_FIFO_DEPTH; },
+            [&] { return load_relaxed_sys(&f->tail); })) {
+      return ~uint64_t(0);
+    }
+  }
+  mg_trigger* t = &f->slots[p % MG_FIFO_DEPTH];
+  store_relaxed_sys(&t->w[0], dst);
+  store_relaxed_sys(&t->w[1], src);
+  store_relaxed_sys(&t->w[2], size);
+  uint64_t commit = ((p / MG_FIFO_DEPTH) & 1) ^ 1;
+  store_release_sys(&t->w[3], uint64_t(kind) | uint64_t(ch) << 8 | commit << 63);
+  return p;
+}
+
+// await_proxy spins until the proxy has completed FIFO position p.
+MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
+  const mg_fifo* f = reinterpret_cast<const mg_fifo*>(c.me->fifo);
+  Wait w{MG_WAIT_PROXY, ch, MG_CH_PORT, p + 1, 0};
+  return poll(
+      c, w, [&] { return load_acquire_sys(&f->tail) > p; }, [&] { return load_relaxed_sys(&f->tail); });
+}
+
+// ---- ops ---------------------------------------------------------------------
+
+MG_DEV const uint32_t* op_ids(const Ctx& c, const mg_op* op) { return c.ids + op->first_id; }
+MG_DEV const mg_region* op_src(const Ctx& c, const mg_op* op) { return c.regions + op->first_region; }
+MG_DEV const mg_region* op_dst(const Ctx& c, const mg_op* op) { return c.regions + op->first_region + op->n_src; }
+
+MG_DEV void op_signal(Ctx& c, const mg_op* op) {
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+    uint32_t ch = ids[i];
+    if (op->chan_type == MG_CH_PORT) {
+      push(c, 0, 0, 0, MG_TRIG_FLAG, ch);
+    } else if (op->chan_type == MG_CH_MEMORY) {
+      uint64_t peer = reinterpret_cast<const uint64_t*>(c.me->mem_peer)[ch];
+      if (peer == 0) continue;  // unpaired: the signal is lost
+      if (op->type == MG_RLXSIGNAL) {
+        add_relaxed_sys(reinterpret_cast<uint64_t*>(peer), 1);
+      } else {
+        add_release_sys(reinterpret_cast<uint64_t*>(peer), 1);
+      }
+    }
+  }
+}
+
+MG_DEV void op_wait(Ctx& c, const mg_op* op) {
+  if (op->chan_type != MG_CH_MEMORY && op->chan_type != MG_CH_PORT) return;
+  const uint32_t* ids = op_ids(c, op);
+  bool mem = op->chan_type == MG_CH_MEMORY;
+  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+    uint32_t ch = ids[i];
+    uint64_t* inb = reinterpret_cast<uint64_t*>(mem ? c.me->mem_inbound : c.me->port_inbound) + ch;
+    uint64_t* exp = reinterpret_cast<uint64_t*>(mem ? c.me->mem_expected : c.me->port_expected) + ch;
+    uint64_t e = fetch_add_gpu(exp, 1) + 1;
+    bool relaxed = mem && op->type == MG_RLXWAIT;
+    Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
+    if (!poll(
+            c, w, [&] { return (relaxed ? load_relaxed_sys(inb) : load_acquire_sys(inb)) >= e; },
+            [&] { return load_relaxed_sys(inb); })) {
+      return;
+    }
+  }
+}
+
+MG_DEV void op_flush(Ctx& c, const mg_op* op) {
+  if (op->chan_type != MG_CH_PORT) return;
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+    uint64_t p = push(c, 0, 0, 0, MG_TRIG_SYNC, ids[i]);
+    if (p == ~uint64_t(0) || !await_proxy(c, p, ids[i])) return;
+  }
+}
+
+MG_DEV void op_sem_release(Ctx& c, const mg_op* op) {
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+    add_release_gpu(reinterpret_cast<uint64_t*>(c.me->sems) + ids[i], 1);
+  }
+}
+
+MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+    uint64_t* sem = reinterpret_cast<uint64_t*>(c.me->sems) + ids[i];
+    int64_t old = int64_t(fetch_add_acq_rel_gpu(sem, ~uint64_t(0)));
+    if (old > 0) continue;
+    Wait w{MG_WAIT_SEM, ids[i], 0, uint64_t(old), 0};
+    if (!poll(
+            c, w, [&] { return int64_t(load_acquire_gpu(sem)) >= old; }, [&] { return load_acquire_gpu(sem); })) {
+      return;
+    }
+  }
+}
+
+MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
+  block_sync();
+  if (op->n_threadblocks > 1 && c.tid == 0 && !aborted(c)) {
+    mg_barrier* b = reinterpret_cast<mg_barrier*>(c.me->barriers) + op->barrier_id;
+    uint32_t gen = load_acquire_gpu32(&b->gen);
+    uint32_t n = op->n_threadblocks;
+    if (fetch_add_acq_rel_gpu32(&b->count, 1) == n - 1) {
+      store_relaxed_gpu32(&b->count, 0);
+      store_release_gpu32(&b->gen, gen + 1);
+    } else {
+      Wait w{MG_WAIT_BARRIER, op->barrier_id, 0, n, 0};
+      poll(
+          c, w, [&] { return load_acquire_gpu32(&b->gen) != gen; }, [&] { return uint64_t(get_u32(&b->count)); });
+    }
+  }
+  block_sync();
+}
+
+// put family: memory channels copy, port channels push one trigger per
+// destination (thread i pushes destination i).
+MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  if (op->chan_type != MG_CH_PORT) {
+    for (int i = 0; i < op->n_dst && !c.dead; i++) {
+      uint64_t n = clamp(dst[i].size, o, u);
+      copy_bytes(c, remote(c, dst[i], o), local(c, src[i], o), n);
+    }
+    return;
+  }
+  uint32_t kind = MG_TRIG_DATA;
+  if (op->type == MG_PWS) kind |= MG_TRIG_FLAG;
+  if (op->type == MG_PWSF) kind |= MG_TRIG_FLAG | MG_TRIG_SYNC;
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+    uint64_t n = clamp(dst[i].size, o, u);
+    // Port transfers read the source through its registration at the
+    // buffer's base: no double-buffer shift.
+    uint64_t s = reinterpret_cast<uint64_t>(local_unshifted(c, src[i], o));
+    uint64_t d = reinterpret_cast<uint64_t>(remote(c, dst[i], o));
+    uint64_t p = push(c, d, s, n, kind, ids[i]);
+    if (p == ~uint64_t(0)) return;
+    if (op->type == MG_PWSF && !await_proxy(c, p, ids[i])) return;
+  }
+}
+
+MG_DEV void op_get(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  for (int i = 0; i < op->n_src && !c.dead; i++) {
+    uint64_t n = clamp(src[i].size, o, u);
+    copy_bytes(c, local(c, dst[i], o), remote(c, src[i], o), n);
+  }
+}
+
+MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  uint64_t n = clamp(src[0].size, o, u);
+  const unsigned char* s[kMaxOperands];
+  unsigned char* d[kMaxOperands];
+  for (int k = 0; k < op->n_src; k++) s[k] = src[k].kind == MG_REMOTE ? remote(c, src[k], o) : local(c, src[k], o);
+  for (int k = 0; k < op->n_dst; k++) d[k] = dst[k].kind == MG_REMOTE ? remote(c, dst[k], o) : local(c, dst[k], o);
+  reduce_bytes(c, d, op->n_dst, s, op->n_src, n);
+}
+
+MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
+  return reinterpret_cast<const mg_switch*>(c.me->switches)[r.sw];
+}
+
+// member_ptr is the bound buffer of switch member m at r's offset (no
+// double-buffer shift, quirk Q8 as mirrored by the CPU backend).
+MG_DEV unsigned char* member_ptr(const Ctx& c, const mg_switch& sw, int32_t m, const mg_region& r, uint64_t o) {
+  return ptr(base(c, m, sw.buf) + r.offset + adj(c, sw.buf, o));
+}
+
+MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<const int32_t*>(sw.members); }
+
+// glres: the sum over every member of its bound buffer, in ascending
+// rank order, stored to every member. This is the unicast fallback; with
+// a multicast pointer and a toolkit that assembles multimem (sm_90) the
+// switch does it (see mc_* in prim.h).
+MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region& sr = op_src(c, op)[0];
+  const mg_region& dr = op_dst(c, op)[0];
+  const mg_switch& ss = switch_of(c, sr);
+  const mg_switch& ds = switch_of(c, dr);
+  uint64_t n = clamp(sr.size, o, u);
+  const unsigned char* s[32];
+  unsigned char* d[32];
+  int ns = ss.n_members < 32 ? int(ss.n_members) : 32;
+  int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
+  for (int k = 0; k < ns; k++) s[k] = member_ptr(c, ss, members(ss)[k], sr, o);
+  for (int k = 0; k < nd; k++) d[k] = member_ptr(c, ds, members(ds)[k], dr, o);
+  reduce_bytes(c, d, nd, s, ns, n);
+}
+
+MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region& sr = op_src(c, op)[0];
+  const mg_region& dr = op_dst(c, op)[0];
+  const mg_switch& ds = switch_of(c, dr);
+  uint64_t n = clamp(sr.size, o, u);
+  const unsigned char* s = local(c, sr, o);
+  for (uint32_t k = 0; k < ds.n_members && !c.dead; k++) copy_bytes(c, member_ptr(c, ds, members(ds)[k], dr, o), s, n);
+}
+
+MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
+  const mg_region& sr = op_src(c, op)[0];
+  const mg_region& dr = op_dst(c, op)[0];
+  const mg_switch& ds = switch_of(c, dr);
+  uint64_t np = sr.size / c.payload;
+  PktIn in{packets(c, c.rank, sr.buf, sr.offset), sr.buf, 2 * sr.offset};
+  unsigned char* out[32];
+  int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
+  for (int k = 0; k < nd; k++) out[k] = packets(c, members(ds)[k], ds.buf, dr.offset);
+  packet_op(c, np, nullptr, &in, 1, nullptr, out, nd, false);
+}
+
+MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  if (op->chan_type == MG_CH_PORT) {
+    // The source is already in packet form: forward it (§2.5).
+    const uint32_t* ids = op_ids(c, op);
+    for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+      uint64_t np = src[i].size / c.payload;
+      uint64_t s = reinterpret_cast<uint64_t>(packets(c, c.rank, src[i].buf, src[i].offset));
+      uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
+      if (push(c, d, s, np * c.packet, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) == ~uint64_t(0)) return;
+    }
+    return;
+  }
+  for (int i = 0; i < op->n_dst && !c.dead; i++) {
+    uint64_t np = src[i].size / c.payload;
+    unsigned char* out = packets(c, dst[i].rank, dst[i].buf, dst[i].offset);
+    packet_op(c, np, raw(c, src[i]), nullptr, 0, nullptr, &out, 1, false);
+  }
+}
+
+MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
+  const mg_region& s0 = op_src(c, op)[0];
+  const mg_region* dst = op_dst(c, op);
+  uint64_t np = s0.size / c.payload;
+  PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
+  if (op->chan_type == MG_CH_PORT) {
+    // Every thread waits for its packets, then thread i pushes the whole
+    // packet region to destination i.
+    bool ok = true;
+    for (uint64_t w = c.tid; w < np && ok; w += c.nt) {
+      Payload p;
+      ok = read_packet(c, in.p, in.buf, in.at, w, &p);
+    }
+    block_sync();
+    if (aborted(c)) return;
+    const uint32_t* ids = op_ids(c, op);
+    for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+      uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
+      if (push(c, d, reinterpret_cast<uint64_t>(in.p), np * c.packet, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) ==
+          ~uint64_t(0)) {
+        return;
+      }
+    }
+    return;
+  }
+  unsigned char* out[kMaxOperands];
+  for (int k = 0; k < op->n_dst; k++) out[k] = packets(c, dst[k].rank, dst[k].buf, dst[k].offset);
+  packet_op(c, np, nullptr, &in, 1, nullptr, out, op->n_dst, false);
+}
+
+MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
+  const mg_region& s0 = op_src(c, op)[0];
+  const mg_region& d0 = op_dst(c, op)[0];
+  uint64_t np = s0.size / c.payload;
+  unsigned char* out = packets(c, c.rank, d0.buf, d0.offset);
+  packet_op(c, np, raw(c, s0), nullptr, 0, nullptr, &out, 1, false);
+}
+
+MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
+  const mg_region& s0 = op_src(c, op)[0];
+  const mg_region& d0 = op_dst(c, op)[0];
+  uint64_t np = s0.size / c.payload;
+  // The source is always local scratch, whatever its declared type.
+  PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
+  packet_op(c, np, nullptr, &in, 1, raw(c, d0), nullptr, 0, false);
+}
+
+// The packet reductions: src0 raw, src1.. local scratch packets; dst0 raw,
+// then (copy forms) a local packet copy, then (send forms) remote packets.
+MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  uint64_t np = src[0].size / c.payload;
+  PktIn in[kMaxOperands];
+  int npin = 0;
+  for (int k = 1; k < op->n_src; k++) {
+    in[npin++] = PktIn{packets(c, c.rank, MG_SCRATCH, src[k].offset), MG_SCRATCH, 2 * src[k].offset};
+  }
+  unsigned char* out[kMaxOperands];
+  int npout = 0;
+  for (int k = 1; k < op->n_dst; k++) {
+    int32_t owner = dst[k].kind == MG_REMOTE ? dst[k].rank : c.rank;
+    out[npout++] = packets(c, owner, dst[k].buf, dst[k].offset);
+  }
+  packet_op(c, np, raw(c, src[0]), in, npin, raw(c, dst[0]), out, npout, true);
+}
+
+// exec runs one op at pipeline offset o with unit u.
+MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  if (op->type == MG_NOP) {
+    block_sync();
+    return;
+  }
+  if (op->type == MG_BARRIER) {
+    op_barrier(c, op);
+    return;
+  }
+  // Ops with a block barrier inside run even after an abort (their waits
+  // return at once), so that every thread meets the same barriers.
+  if (op->type == MG_RPPKT && op->chan_type == MG_CH_PORT) {
+    op_rppkt(c, op);
+    return;
+  }
+  if (aborted(c)) return;
+  switch (op->type) {
+    case MG_SIGNAL:
+    case MG_RLXSIGNAL:
+      op_signal(c, op);
+      break;
+    case MG_WAIT:
+    case MG_RLXWAIT:
+      op_wait(c, op);
+      break;
+    case MG_FLUSH:
+      op_flush(c, op);
+      break;
+    case MG_SEM_ACQUIRE:
+      op_sem_acquire(c, op);
+      break;
+    case MG_SEM_RELEASE:
+      op_sem_release(c, op);
+      break;
+    case MG_COPY: {
+      const mg_region& s0 = op_src(c, op)[0];
+      copy_bytes(c, local(c, op_dst(c, op)[0], o), local(c, s0, o), clamp(s0.size, o, u));
+      break;
+    }
+    case MG_GET:
+      op_get(c, op, o, u);
+      break;
+    case MG_PUT:
+    case MG_PWS:
+    case MG_PWSF:
+      op_put(c, op, o, u);
+      break;
+    case MG_RE:
+    case MG_RES:
+    case MG_RRE:
+    case MG_RRES:
+      op_reduce(c, op, o, u);
+      break;
+    case MG_GLRES:
+      op_glres(c, op, o, u);
+      break;
+    case MG_GSTORE:
+      op_gstore(c, op, o, u);
+      break;
+    case MG_GSTOREPKT:
+      op_gstorepkt(c, op);
+      break;
+    case MG_PPKT:
+      op_ppkt(c, op);
+      break;
+    case MG_RPPKT:
+      op_rppkt(c, op);
+      break;
+    case MG_CPKT:
+      op_cpkt(c, op);
+      break;
+    case MG_UPKT:
+      op_upkt(c, op);
+      break;
+    case MG_REPKT:
+    case MG_RESPKT:
+    case MG_RECPKT:
+    case MG_RECSPKT:
+      op_reduce_packets(c, op);
+      break;
+    default:
+      break;
+  }
+}
+
+// mark publishes the op about to run (thread 0 only).
+MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
+  if (c.tid != 0) return;
+  put_u32(&c.prog->op, i + 1);
+  put_i32(&c.prog->iter, iter);
+  put_u32(&c.prog->state, MG_RUNNING);
+  heartbeat(c);
+}
+
+// copy_words copies n bytes (a multiple of 8) with every thread.
+MG_DEV void copy_words(uint64_t* d, const uint64_t* s, uint64_t n) {
+  for (uint64_t i = tid(); i < n / 8; i += nthreads()) d[i] = s[i];
+}
+
+MG_DEV uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
+
+// run is the body of the kernel for one block.
+MG_DEV void run(const mg_args* a) {
+  unsigned char* sm = dyn_shmem();
+  mg_shared* sh = reinterpret_cast<mg_shared*>(sm);
+  const mg_block* blk = reinterpret_cast<const mg_block*>(a->blocks) + block_id();
+  // Prologue: the block's record, ops, regions and ids into shared memory.
+  uint64_t ops_at = align8(sizeof(mg_shared));
+  uint64_t regions_at = ops_at + align8(uint64_t(blk->n_ops) * sizeof(mg_op));
+  uint64_t ids_at = regions_at + align8(uint64_t(blk->n_regions) * sizeof(mg_region));
+  if (tid() == 0) {
+    sh->blk = *blk;
+    sh->ops = reinterpret_cast<uint64_t>(sm + ops_at);
+    sh->regions = reinterpret_cast<uint64_t>(sm + regions_at);
+    sh->ids = reinterpret_cast<uint64_t>(sm + ids_at);
+  }
+  copy_words(reinterpret_cast<uint64_t*>(sm + ops_at),
+             reinterpret_cast<const uint64_t*>(reinterpret_cast<const mg_op*>(a->ops) + blk->first_op),
+             uint64_t(blk->n_ops) * sizeof(mg_op));
+  copy_words(reinterpret_cast<uint64_t*>(sm + regions_at),
+             reinterpret_cast<const uint64_t*>(reinterpret_cast<const mg_region*>(a->regions) + blk->first_region),
+             uint64_t(blk->n_regions) * sizeof(mg_region));
+  const uint32_t* gids = reinterpret_cast<const uint32_t*>(a->ids) + blk->first_id;
+  uint32_t* sids = reinterpret_cast<uint32_t*>(sm + ids_at);
+  for (uint32_t i = tid(); i < blk->n_ids; i += nthreads()) sids[i] = gids[i];
+  block_sync();
+
+  Ctx c;
+  c.a = a;
+  c.ranks = reinterpret_cast<const mg_rank*>(a->ranks);
+  c.rank = sh->blk.rank;
+  c.me = c.ranks + c.rank;
+  c.ops = reinterpret_cast<const mg_op*>(sh->ops);
+  c.regions = reinterpret_cast<const mg_region*>(sh->regions);
+  c.ids = reinterpret_cast<const uint32_t*>(sh->ids);
+  c.prog = reinterpret_cast<mg_progress*>(a->progress) + block_id();
+  c.ctl = reinterpret_cast<const mg_control*>(a->control);
+  c.tid = tid();
+  c.nt = nthreads();
+  c.beat = 0;
+  c.packet = a->packet;
+  c.payload = a->packet / 2;
+  c.dead = false;
+  if (c.tid == 0) c.beat = get_u32(&c.prog->beat);
+
+  uint32_t n = sh->blk.n_ops;
+  for (uint32_t i = 0; i < n;) {
+    const mg_op* op = c.ops + i;
+    if (op->type != MG_PIPELINE) {
+      mark(c, i, -1);
+      exec(c, op, 0, kNoUnit);
+      i++;
+      continue;
+    }
+    for (uint32_t it = 0; it < op->iterations; it++) {
+      uint64_t o = uint64_t(it) * op->unit_size;
+      for (uint32_t j = 0; j < op->n_body; j++) {
+        mark(c, i + 1 + j, int32_t(it));
+        exec(c, c.ops + i + 1 + j, o, op->unit_size);
+      }
+    }
+    i += 1 + op->n_body;
+  }
+  block_sync();
+  if (c.tid == 0) put_u32(&c.prog->state, aborted(c) ? MG_ABORTED : MG_DONE);
+}
+
+}  // namespace mg
+
+// mscclgo_interp is the kernel: grid = every block of every rank, one
+// argument (a device pointer to mg_args), dynamic shared memory
+// mg_args.shmem bytes, at most 1024 threads per block (the register
+// budget is set for that).
+extern "C" __global__ void MG_LAUNCH_BOUNDS mscclgo_interp(const mg_args* a) { mg::run(a); }
+
+#endif  // MSCCLGO_INTERP_CUH

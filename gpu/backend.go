@@ -1,0 +1,504 @@
+package gpu
+
+// backend.go holds the executor backend over a Driver: Open places an
+// instance on the device (tables, scratch, counters, semaphores,
+// barriers, FIFOs, progress records), Launch copies the caller's buffers
+// in, launches the interpreter with every rank's blocks, serves the port
+// FIFOs, watches progress, and copies the buffers back.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// ErrClosed is returned by Launch on a closed session.
+var ErrClosed = errors.New("gpu: session closed")
+
+// ErrUnusable is returned (wrapped, with the cause) by Launch after a
+// launch that was stopped part-way: counters and semaphores are then
+// inconsistent, as on a hung GPU. Open a new session.
+var ErrUnusable = errors.New("gpu: session unusable after a failed launch")
+
+// defaultTimeout is the watchdog's no-progress limit when Options leaves
+// it 0.
+const defaultTimeout = 10 * time.Second
+
+// New returns a GPU backend: the plan interpreter of csrc/ on the device
+// of cfg.Open.
+func New(cfg Config) executor.Backend { return &backend{cfg: cfg} }
+
+type backend struct{ cfg Config }
+
+// Name returns the configured backend name.
+func (b *backend) Name() string { return b.cfg.Name }
+
+// Open validates inst as the CPU backend does, encodes it, and places its
+// persistent state on a new driver session. Options.Race is not
+// supported by the device and is ignored (the CPU backend finds races).
+func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
+	if b.cfg.Open == nil {
+		return nil, fmt.Errorf("%s: no driver", b.cfg.Name)
+	}
+	dt, err := dtypeCode(opts.DType)
+	if err != nil {
+		return nil, err
+	}
+	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.cfg.Name, err)
+	}
+	tabs, err := buildTables(inst)
+	if err != nil {
+		return nil, err
+	}
+	d, err := b.cfg.Open()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{name: b.cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt}
+	if err := s.place(b.cfg.Threads); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+func dtypeCode(dt executor.DType) (uint32, error) {
+	if dt == nil {
+		return 0, errors.New("gpu: open: Options.DType is nil")
+	}
+	switch dt.Name() {
+	case executor.Float16.Name():
+		return 0, nil
+	case executor.BFloat16.Name():
+		return 1, nil
+	case executor.Float32.Name():
+		return 2, nil
+	case executor.Int32.Name():
+		return 3, nil
+	}
+	return 0, fmt.Errorf("gpu: data type %s is not supported by the kernel", dt.Name())
+}
+
+// session is an opened instance; see executor.Session.
+type session struct {
+	name  string
+	inst  *executor.Instance
+	opts  executor.Options
+	d     Driver
+	tabs  *tables
+	dtype uint32
+
+	threads int
+	timeout time.Duration
+	packet  uint64
+	double  bool
+	half    uint64
+
+	mu     sync.Mutex // serialises Launch and Close
+	closed bool
+	broken error
+	flag   uint32
+
+	allocs []DevPtr // everything to free
+	host   HostMem  // control, progress, FIFOs, port inbound counters
+	tblDev struct{ blocks, ops, regions, ids DevPtr }
+	ranks  []*rankDev
+	ranksT DevPtr // mg_rank[n]
+	args   DevPtr // mg_args
+
+	// The caller's buffers of the last launch, and their device copies.
+	bufs    []devBufs
+	checked []executor.RankBuffers // the buffers cpu.Check last accepted (lengths)
+}
+
+// rankDev is one rank's device state.
+type rankDev struct {
+	ri      *executor.RankInstance
+	scratch DevPtr
+	state   DevPtr // counters, semaphores, barriers, switches, FIFO head
+	rec     mgRank
+	fifoOff uint64 // offset of its mg_fifo in host
+	portOff uint64 // offset of its port inbound counters in host
+	tail    uint64 // FIFO positions the proxy has handled
+}
+
+// devBufs are one rank's input and output on the device: one allocation
+// when the caller's buffers overlap (in-place collectives).
+type devBufs struct {
+	alloc         DevPtr
+	size          uint64
+	in, out       DevPtr
+	inLen, outLen uint64
+	inAt, outAt   uint64 // offsets in the allocation
+}
+
+// Host-mapped memory layout: control, progress records, then per rank
+// its FIFO and port inbound counters.
+const progressOff = sizeControl
+
+func (s *session) progressAt(b int) uint64 { return progressOff + uint64(b)*sizeProgress }
+
+func (s *session) alloc(n uint64) (DevPtr, error) {
+	if n == 0 {
+		n = 8
+	}
+	p, err := s.d.Alloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("%s: allocating %d bytes: %w", s.name, n, err)
+	}
+	s.allocs = append(s.allocs, p)
+	return p, nil
+}
+
+func (s *session) upload(b []byte) (DevPtr, error) {
+	p, err := s.alloc(uint64(len(b)))
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > 0 {
+		if err := s.d.HtoD(p, b); err != nil {
+			return 0, fmt.Errorf("%s: copying %d bytes to the device: %w", s.name, len(b), err)
+		}
+	}
+	return p, nil
+}
+
+// place checks the launch shape against the device and allocates and
+// initialises every persistent object of the session.
+func (s *session) place(threads int) error {
+	inst, info := s.inst, s.d.Info()
+	s.threads = threads
+	if s.threads <= 0 {
+		s.threads = 1024
+		if inst.Plan != nil && inst.Plan.NumThreadsPerBlock > 0 {
+			s.threads = inst.Plan.NumThreadsPerBlock
+		}
+	}
+	if info.MaxThreadsPerBlock > 0 && s.threads > info.MaxThreadsPerBlock {
+		return fmt.Errorf("%s: %d threads per block, the device allows %d", s.name, s.threads, info.MaxThreadsPerBlock)
+	}
+	if info.MaxSharedPerBlock > 0 && s.tabs.shmem > uint64(info.MaxSharedPerBlock) {
+		return fmt.Errorf("%s: a thread block's ops need %d bytes of shared memory, the device allows %d",
+			s.name, s.tabs.shmem, info.MaxSharedPerBlock)
+	}
+	grid := len(s.tabs.blocks)
+	if grid > 0 {
+		resident, err := s.d.Occupancy(s.threads, int(s.tabs.shmem))
+		if err != nil {
+			return fmt.Errorf("%s: occupancy: %w", s.name, err)
+		}
+		if resident > 0 && grid > resident {
+			return fmt.Errorf("%s: the plan has %d thread blocks (all ranks), which must all be resident at once; "+
+				"%s holds %d blocks of %d threads with %d bytes of shared memory", s.name, grid, info.Name, resident,
+				s.threads, s.tabs.shmem)
+		}
+	}
+	s.timeout = s.opts.DeadlockTimeout
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	s.packet = 16
+	if s.opts.LL8 {
+		s.packet = 8
+	}
+	s.half = inst.ScratchBytes
+	if inst.Plan != nil && inst.Plan.UseDoubleScratch {
+		s.double, s.half = true, inst.ScratchBytes/2
+	}
+
+	// Host-mapped memory.
+	hostLen := uint64(progressOff) + uint64(grid)*sizeProgress
+	hostLen = (hostLen + 63) &^ 63
+	for r := range inst.Ranks {
+		ri := &inst.Ranks[r]
+		rd := &rankDev{ri: ri, fifoOff: hostLen}
+		hostLen += sizeFifo
+		rd.portOff = hostLen
+		hostLen += align8(8 * uint64(len(ri.PortChannels)))
+		s.ranks = append(s.ranks, rd)
+	}
+	h, err := s.d.AllocHost(hostLen)
+	if err != nil {
+		return fmt.Errorf("%s: allocating %d bytes of host-mapped memory: %w", s.name, hostLen, err)
+	}
+	s.host = h
+
+	// Static tables.
+	t := s.tabs
+	if s.tblDev.blocks, err = s.upload(encode(t.blocks)); err != nil {
+		return err
+	}
+	if s.tblDev.ops, err = s.upload(encode(t.ops)); err != nil {
+		return err
+	}
+	if s.tblDev.regions, err = s.upload(encode(t.regions)); err != nil {
+		return err
+	}
+	if s.tblDev.ids, err = s.upload(encode(t.ids)); err != nil {
+		return err
+	}
+
+	// Per rank: scratch and the state block. The state block of a rank
+	// holds, in order: mem inbound, mem expected, mem peer pointers, port
+	// expected, semaphores, barriers, switches and their members, FIFO head.
+	for r, rd := range s.ranks {
+		ri := rd.ri
+		if rd.scratch, err = s.alloc(inst.ScratchBytes); err != nil {
+			return err
+		}
+		nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
+		off := uint64(0)
+		at := func(n uint64) uint64 { o := off; off += align8(n); return o }
+		memIn, memExp, memPeer := at(8*nm), at(8*nm), at(8*nm)
+		portExp := at(8 * np)
+		sems := at(8 * uint64(len(ri.Semaphores)))
+		bars := at(sizeBarrier * numBarriers)
+		sws := at(sizeSwitch * uint64(len(ri.Switches)))
+		memberAt := make([]uint64, len(ri.Switches))
+		for i, g := range ri.Switches {
+			memberAt[i] = at(4 * uint64(len(g.Ranks)))
+		}
+		head := at(8)
+		if rd.state, err = s.alloc(off); err != nil {
+			return err
+		}
+		base := uint64(rd.state)
+		rd.rec = mgRank{
+			MemInbound: base + memIn, MemExpected: base + memExp, MemPeer: base + memPeer,
+			PortInbound: uint64(h.Dev()) + rd.portOff, PortExpected: base + portExp,
+			Sems: base + sems, Barriers: base + bars, Switches: base + sws,
+			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + head,
+			ReuseSlot: inst.ScratchSlot(r),
+			NMem:      uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
+		}
+	}
+	// The state blocks' initial images need every rank's addresses (peer
+	// counters), so they are written once all are allocated.
+	for _, rd := range s.ranks {
+		img := make([]byte, 0, 256)
+		ri := rd.ri
+		put := func(b []byte) { img = append(img, b...); img = append(img, make([]byte, align8(uint64(len(b)))-uint64(len(b)))...) }
+		nm := len(ri.MemoryChannels)
+		put(make([]byte, 8*nm)) // inbound
+		put(make([]byte, 8*nm)) // expected
+		peers := make([]uint64, nm)
+		for c, end := range ri.MemoryChannels {
+			if end.PeerIndex >= 0 {
+				peers[c] = s.ranks[end.Peer].rec.MemInbound + 8*uint64(end.PeerIndex)
+			}
+		}
+		put(encode(peers))
+		put(make([]byte, 8*len(ri.PortChannels)))
+		put(encode(ri.Semaphores))
+		put(make([]byte, sizeBarrier*numBarriers))
+		memberBase := rd.rec.Switches + align8(sizeSwitch*uint64(len(ri.Switches)))
+		var swRecs []mgSwitch
+		var members [][]int32
+		at := memberBase
+		for _, g := range ri.Switches {
+			m := sortedRanks(g.Ranks)
+			swRecs = append(swRecs, mgSwitch{Members: at, NMembers: uint32(len(m)), Buf: uint32(g.Buffer)})
+			members = append(members, m)
+			at += align8(4 * uint64(len(m)))
+		}
+		put(encode(swRecs))
+		for _, m := range members {
+			put(encode(m))
+		}
+		put(make([]byte, 8)) // FIFO head
+		if err := s.d.HtoD(rd.state, img); err != nil {
+			return fmt.Errorf("%s: initialising rank %d: %w", s.name, ri.Rank, err)
+		}
+	}
+	if s.ranksT, err = s.alloc(sizeRank * uint64(len(s.ranks))); err != nil {
+		return err
+	}
+	if s.args, err = s.alloc(sizeArgs); err != nil {
+		return err
+	}
+	return nil
+}
+
+func sortedRanks(rs []int) []int32 {
+	out := make([]int32, len(rs))
+	for i, r := range rs {
+		out[i] = int32(r)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// release frees everything the session holds and closes the driver.
+func (s *session) release() {
+	for _, p := range s.allocs {
+		_ = s.d.Free(p)
+	}
+	s.allocs = nil
+	for _, b := range s.bufs {
+		if b.alloc != 0 {
+			_ = s.d.Free(b.alloc)
+		}
+	}
+	s.bufs = nil
+	if s.host != nil {
+		_ = s.host.Free()
+		s.host = nil
+	}
+	_ = s.d.Close()
+}
+
+// Close releases the session; later launches fail with ErrClosed.
+func (s *session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.release()
+	}
+	return nil
+}
+
+// Launch runs one execute() on every rank; see executor.Session.
+func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.broken != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(bufs) != len(s.ranks) {
+		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", s.name, len(bufs), len(s.ranks))
+	}
+	if !sameShapes(s.checked, bufs) {
+		if err := cpu.Check(s.inst, executor.Options{DType: s.opts.DType, LL8: s.opts.LL8}, bufs); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		s.checked = shapes(bufs)
+	}
+	if err := s.placeBuffers(bufs); err != nil {
+		return err
+	}
+	s.flag++
+	err := s.run(ctx)
+	if err != nil {
+		s.broken = err
+		return err
+	}
+	return s.fetchBuffers(bufs)
+}
+
+// shapes keeps what cpu.Check depends on: the lengths and the aliasing.
+func shapes(bufs []executor.RankBuffers) []executor.RankBuffers {
+	return append([]executor.RankBuffers(nil), bufs...)
+}
+
+func sameShapes(a, b []executor.RankBuffers) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i].Input) != len(b[i].Input) || len(a[i].Output) != len(b[i].Output) ||
+			overlapAt(a[i]) != overlapAt(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// overlapAt returns where a rank's input starts relative to its output
+// when the two share memory, and -1<<62 when they do not.
+func overlapAt(b executor.RankBuffers) int64 {
+	if len(b.Input) == 0 || len(b.Output) == 0 {
+		return -1 << 62
+	}
+	pi := uintptr(unsafe.Pointer(unsafe.SliceData(b.Input)))
+	po := uintptr(unsafe.Pointer(unsafe.SliceData(b.Output)))
+	if pi < po+uintptr(len(b.Output)) && po < pi+uintptr(len(b.Input)) {
+		return int64(pi) - int64(po)
+	}
+	return -1 << 62
+}
+
+// placeBuffers makes device copies of the caller's buffers (one
+// allocation per rank, input and output at their relative positions when
+// they overlap) and copies the data in.
+func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
+	if len(s.bufs) != len(bufs) {
+		s.bufs = make([]devBufs, len(bufs))
+	}
+	for r, b := range bufs {
+		want := devBufs{inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
+		if d := overlapAt(b); d != -1<<62 {
+			lo := min(d, 0)
+			want.inAt, want.outAt = uint64(d-lo), uint64(-lo)
+			want.size = max(want.inAt+want.inLen, want.outAt+want.outLen)
+		} else {
+			want.inAt, want.outAt = 0, align256(want.inLen)
+			want.size = want.outAt + want.outLen
+		}
+		cur := &s.bufs[r]
+		if cur.alloc == 0 || cur.size != want.size || cur.inAt != want.inAt || cur.outAt != want.outAt ||
+			cur.inLen != want.inLen || cur.outLen != want.outLen {
+			if cur.alloc != 0 {
+				_ = s.d.Free(cur.alloc)
+				cur.alloc = 0
+			}
+			p, err := s.d.Alloc(max(want.size, 8))
+			if err != nil {
+				return fmt.Errorf("%s: allocating rank %d's buffers (%d bytes): %w", s.name, r, want.size, err)
+			}
+			want.alloc = p
+			want.in, want.out = p+DevPtr(want.inAt), p+DevPtr(want.outAt)
+			*cur = want
+		}
+		if len(b.Input) > 0 {
+			if err := s.d.HtoD(cur.in, b.Input); err != nil {
+				return fmt.Errorf("%s: copying rank %d's input: %w", s.name, r, err)
+			}
+		}
+		// Overlapping buffers share host bytes, so either order is right.
+		if len(b.Output) > 0 {
+			if err := s.d.HtoD(cur.out, b.Output); err != nil {
+				return fmt.Errorf("%s: copying rank %d's output: %w", s.name, r, err)
+			}
+		}
+	}
+	return nil
+}
+
+func align256(n uint64) uint64 { return (n + 255) &^ 255 }
+
+// fetchBuffers copies both buffers of every rank back (a plan may write
+// its input too).
+func (s *session) fetchBuffers(bufs []executor.RankBuffers) error {
+	for r, b := range bufs {
+		cur := &s.bufs[r]
+		if len(b.Output) > 0 {
+			if err := s.d.DtoH(b.Output, cur.out); err != nil {
+				return fmt.Errorf("%s: copying rank %d's output back: %w", s.name, r, err)
+			}
+		}
+		if len(b.Input) > 0 {
+			if err := s.d.DtoH(b.Input, cur.in); err != nil {
+				return fmt.Errorf("%s: copying rank %d's input back: %w", s.name, r, err)
+			}
+		}
+	}
+	return nil
+}

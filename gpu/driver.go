@@ -1,0 +1,89 @@
+package gpu
+
+// DevPtr is a device address. Host-mapped memory has one too.
+type DevPtr uint64
+
+// DeviceInfo describes the device a Driver runs on.
+type DeviceInfo struct {
+	// Name is the device's name, e.g. "NVIDIA H100 80GB HBM3" or "host
+	// emulation".
+	Name string
+	// SMs is the number of multiprocessors (0: no limit, the emulation).
+	SMs int
+	// MaxThreadsPerBlock bounds the block size.
+	MaxThreadsPerBlock int
+	// MaxSharedPerBlock is the most dynamic shared memory one block may
+	// use (with the opt-in attribute where the device has one).
+	MaxSharedPerBlock int
+}
+
+// Driver is the device layer under the runtime: memory, copies, the
+// interpreter kernel's launch and the proxy's copies. Two implement it:
+// gpu/emu runs the g++-built kernel on host threads (every build with
+// cgo), gpu/cuda runs the nvcc-built kernel through gorgonia.org/cu (the
+// cuda build tag). A Driver is used by one session at a time.
+type Driver interface {
+	// Info describes the device.
+	Info() DeviceInfo
+	// Alloc returns n bytes of zeroed device memory, 256-byte aligned.
+	Alloc(n uint64) (DevPtr, error)
+	// AllocHost returns n bytes of zeroed, pinned host memory mapped
+	// into the device's address space.
+	AllocHost(n uint64) (HostMem, error)
+	// Free releases memory from Alloc.
+	Free(p DevPtr) error
+	// HtoD copies src to device memory at dst (synchronous).
+	HtoD(dst DevPtr, src []byte) error
+	// DtoH copies device memory at src into dst (synchronous).
+	DtoH(dst []byte, src DevPtr) error
+	// Occupancy returns how many blocks of the interpreter kernel with
+	// block threads and shmem bytes of dynamic shared memory can be
+	// resident on the whole device at once (0: no limit).
+	Occupancy(block, shmem int) (int, error)
+	// Launch starts the interpreter kernel on grid blocks of block
+	// threads with shmem bytes of dynamic shared memory and one argument,
+	// the device address of an mg_args record. It returns at once; Wait
+	// waits for the kernel to end. One launch at a time.
+	Launch(grid, block, shmem int, args DevPtr) error
+	// Wait blocks until the launched kernel has ended.
+	Wait() error
+	// Copy copies n bytes between device addresses on the proxy's
+	// stream, in order with the proxy's earlier copies; packets asks for
+	// copies in 8-byte words (LL packets polled while they arrive). It
+	// may return before the copy is done: Fence waits.
+	Copy(dst, src DevPtr, n uint64, packets bool) error
+	// Fence waits until every earlier Copy is complete and visible.
+	Fence() error
+	// Close releases the driver.
+	Close() error
+}
+
+// HostMem is pinned host memory mapped into the device. Its words are
+// accessed with atomics, since the kernel reads and writes them while it
+// runs. Offsets are in bytes and 8-byte aligned.
+type HostMem interface {
+	// Dev is the device address of the first byte.
+	Dev() DevPtr
+	// Len is the size in bytes.
+	Len() uint64
+	// Load reads the 64-bit word at off (acquire).
+	Load(off uint64) uint64
+	// Store writes the 64-bit word at off (release).
+	Store(off uint64, v uint64)
+	// Add adds v to the 64-bit word at off (release) and returns the new
+	// value.
+	Add(off uint64, v uint64) uint64
+	// Free releases the memory.
+	Free() error
+}
+
+// Config configures a GPU backend.
+type Config struct {
+	// Name is the backend's --backend name ("gpu", "gpu-emu").
+	Name string
+	// Open returns the driver of a new session.
+	Open func() (Driver, error)
+	// Threads is the number of threads per block; 0 takes the plan's
+	// num_threads_per_block.
+	Threads int
+}

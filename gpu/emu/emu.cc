@@ -1,0 +1,64 @@
+// emu.cc is the C++ side of the emulated device: the host build of the
+// interpreter kernel (csrc/host/kernel.cc, the same source nvcc compiles)
+// and the memory primitives the Go driver calls. Device memory is host
+// memory; every access the kernel races with goes through atomics here,
+// so that ThreadSanitizer sees the synchronisation.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "host/kernel.cc"
+
+namespace {
+template <class T>
+std::atomic_ref<T> word(uint64_t addr) {
+  return std::atomic_ref<T>(*reinterpret_cast<T*>(addr));
+}
+}  // namespace
+
+extern "C" {
+
+uint64_t mg_emu_alloc(uint64_t n) {
+  n = (n + 255) & ~uint64_t(255);
+  void* p = std::aligned_alloc(256, n);
+  if (p == nullptr) return 0;
+  std::memset(p, 0, n);
+  return reinterpret_cast<uint64_t>(p);
+}
+
+void mg_emu_free(uint64_t p) { std::free(reinterpret_cast<void*>(p)); }
+
+void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) { std::memcpy(reinterpret_cast<void*>(dst), src, n); }
+
+void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n) { std::memcpy(dst, reinterpret_cast<const void*>(src), n); }
+
+uint64_t mg_emu_load(uint64_t addr) { return word<uint64_t>(addr).load(std::memory_order_acquire); }
+
+void mg_emu_store(uint64_t addr, uint64_t v) { word<uint64_t>(addr).store(v, std::memory_order_release); }
+
+uint64_t mg_emu_add(uint64_t addr, uint64_t v) {
+  return word<uint64_t>(addr).fetch_add(v, std::memory_order_acq_rel) + v;
+}
+
+// mg_emu_copy is the proxy's copy engine: packets move in 8-byte atomic
+// words, since their readers poll them while they arrive.
+void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
+  if (packets) {
+    for (uint64_t i = 0; i + 8 <= n; i += 8) {
+      word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
+    }
+    return;
+  }
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+}
+
+// mg_emu_fence orders the proxy's earlier copies before its later stores.
+void mg_emu_fence(void) { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t args) {
+  return reinterpret_cast<uint64_t>(mscclgo_host_interp(grid, block, shmem, reinterpret_cast<const void*>(args)));
+}
+
+void mg_emu_wait(uint64_t h) { mg_host_wait(reinterpret_cast<void*>(h)); }
+}

@@ -1,0 +1,161 @@
+//go:build cgo
+
+// Package emu is the emulated device of the GPU backend: a gpu.Driver
+// whose kernel is the interpreter of csrc/ compiled by g++ (through cgo)
+// and run on host threads, one per CUDA thread, with host memory as
+// device memory. It is `mscclgo run --backend gpu-emu`: any plan runs
+// through the real kernel code without a GPU.
+package emu
+
+/*
+#cgo CXXFLAGS: -std=c++20 -O2 -pthread -Wall -Wextra -I${SRCDIR}/../../csrc
+#cgo LDFLAGS: -pthread
+#include <stdint.h>
+uint64_t mg_emu_alloc(uint64_t n);
+void mg_emu_free(uint64_t p);
+void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
+void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
+uint64_t mg_emu_load(uint64_t addr);
+void mg_emu_store(uint64_t addr, uint64_t v);
+uint64_t mg_emu_add(uint64_t addr, uint64_t v);
+void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets);
+void mg_emu_fence(void);
+uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+void mg_emu_wait(uint64_t h);
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+// Available reports whether this build has the emulated device.
+const Available = true
+
+// MaxThreads bounds grid × block of one emulated launch: every CUDA
+// thread is a host thread.
+const MaxThreads = 8192
+
+// Open returns a new emulated device.
+func Open() (gpu.Driver, error) { return &driver{}, nil }
+
+type driver struct {
+	launch C.uint64_t // the running launch, 0 if none
+}
+
+func (d *driver) Info() gpu.DeviceInfo {
+	return gpu.DeviceInfo{Name: "host emulation (g++-built kernel)", MaxThreadsPerBlock: 1024, MaxSharedPerBlock: 1 << 20}
+}
+
+func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
+	p := C.mg_emu_alloc(C.uint64_t(n))
+	if p == 0 {
+		return 0, fmt.Errorf("out of host memory for %d bytes", n)
+	}
+	return gpu.DevPtr(p), nil
+}
+
+func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
+	p, err := d.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return &hostMem{p: p, n: n}, nil
+}
+
+func (d *driver) Free(p gpu.DevPtr) error {
+	C.mg_emu_free(C.uint64_t(p))
+	return nil
+}
+
+func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
+	if len(src) > 0 {
+		C.mg_emu_htod(C.uint64_t(dst), unsafe.Pointer(&src[0]), C.uint64_t(len(src)))
+	}
+	return nil
+}
+
+func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
+	if len(dst) > 0 {
+		C.mg_emu_dtoh(unsafe.Pointer(&dst[0]), C.uint64_t(src), C.uint64_t(len(dst)))
+	}
+	return nil
+}
+
+// Occupancy is unlimited up to MaxThreads host threads.
+func (d *driver) Occupancy(block, shmem int) (int, error) {
+	if block <= 0 {
+		return 0, fmt.Errorf("block of %d threads", block)
+	}
+	return max(MaxThreads/block, 1), nil
+}
+
+func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
+	if d.launch != 0 {
+		return errors.New("a launch is already running")
+	}
+	if grid*block > MaxThreads {
+		return fmt.Errorf("%d blocks of %d threads: the emulation runs at most %d host threads", grid, block, MaxThreads)
+	}
+	h := C.mg_emu_launch(C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+	if h == 0 {
+		return fmt.Errorf("could not start %d host threads", grid*block)
+	}
+	d.launch = h
+	return nil
+}
+
+func (d *driver) Wait() error {
+	if d.launch == 0 {
+		return errors.New("no launch is running")
+	}
+	C.mg_emu_wait(d.launch)
+	d.launch = 0
+	return nil
+}
+
+func (d *driver) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
+	p := C.int(0)
+	if packets {
+		p = 1
+	}
+	C.mg_emu_copy(C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), p)
+	return nil
+}
+
+func (d *driver) Fence() error {
+	C.mg_emu_fence()
+	return nil
+}
+
+func (d *driver) Close() error {
+	if d.launch != 0 {
+		return d.Wait()
+	}
+	return nil
+}
+
+// hostMem is "host-mapped" memory: on the emulated device all memory is
+// host memory; its words are accessed with C++ atomics.
+type hostMem struct {
+	p gpu.DevPtr
+	n uint64
+}
+
+func (h *hostMem) Dev() gpu.DevPtr { return h.p }
+func (h *hostMem) Len() uint64     { return h.n }
+func (h *hostMem) Load(off uint64) uint64 {
+	return uint64(C.mg_emu_load(C.uint64_t(uint64(h.p) + off)))
+}
+func (h *hostMem) Store(off, v uint64) { C.mg_emu_store(C.uint64_t(uint64(h.p)+off), C.uint64_t(v)) }
+func (h *hostMem) Add(off, v uint64) uint64 {
+	return uint64(C.mg_emu_add(C.uint64_t(uint64(h.p)+off), C.uint64_t(v)))
+}
+func (h *hostMem) Free() error {
+	C.mg_emu_free(C.uint64_t(h.p))
+	return nil
+}

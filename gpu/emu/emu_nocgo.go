@@ -1,0 +1,20 @@
+//go:build !cgo
+
+package emu
+
+// emu_nocgo.go: a build without cgo has no host build of the kernel.
+
+import (
+	"errors"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+// Available reports whether this build has the emulated device.
+const Available = false
+
+// Open fails: the emulated device needs cgo and g++.
+func Open() (gpu.Driver, error) {
+	return nil, errors.New("gpu-emu: not in this build: mscclgo was built without cgo (CGO_ENABLED=0); " +
+		"the host build of the kernel needs cgo and g++")
+}

@@ -1,0 +1,129 @@
+//go:build cgo
+
+package emu
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
+)
+
+// sharedGolden holds the MSCCL++ reference plans, beside the checkout.
+const sharedGolden = "../../../shared/golden"
+
+func backend(threads int) executor.Backend {
+	return gpu.New(gpu.Config{Name: "gpu-emu", Open: Open, Threads: threads})
+}
+
+// planFiles returns the reference plans (when ../shared is there) and the
+// project's golden plans.
+func planFiles(t *testing.T) []string {
+	var files []string
+	if g, err := filepath.Glob(filepath.Join(sharedGolden, "*.json")); err == nil {
+		files = append(files, g...)
+	}
+	if len(files) == 0 {
+		t.Logf("no reference plans in %s: running the project's golden plans only", sharedGolden)
+	}
+	err := filepath.WalkDir("../../tests", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".plan.json") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestDifferential runs every reference plan and every project golden
+// plan through the emulated device (the g++-built kernel) and through the
+// CPU backend with the same inputs, and requires identical bytes in every
+// rank's buffers after every launch: at three valid sizes in float16, and
+// at one size in bfloat16, float32 and int32; with LL16 and LL8 packets;
+// in-place and out-of-place. Plans the CPU backend reports as deadlocked
+// must end with the watchdog's report.
+func TestDifferential(t *testing.T) {
+	files := planFiles(t)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".json")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			plan, err := executor.LoadFile(file)
+			if err != nil {
+				if errors.Is(err, executor.ErrUnknownOp) {
+					t.Skipf("rejected like the MSCCL++ loader: %v", err)
+				}
+				if strings.Contains(err.Error(), "data after the plan's JSON object") {
+					t.Skipf("several plans in one file: %v", err)
+				}
+				t.Fatal(err)
+			}
+			runMatrix(t, plan)
+		})
+	}
+}
+
+// matrix lists the cases of one plan.
+func matrix(plan *executor.Plan) []gputest.Case {
+	var cases []gputest.Case
+	add := func(size uint64, dt executor.ElemType, inPlace, ll8 bool) {
+		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2, Timeout: 2 * time.Second})
+	}
+	sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 3)
+	for i, size := range sizes {
+		add(size, executor.Float16, plan.Inplace, false)
+		if i == 0 {
+			add(size, executor.Float16, plan.Inplace, true)
+			add(size, executor.Float16, !plan.Inplace, false)
+		}
+	}
+	for _, dt := range []executor.ElemType{executor.BFloat16, executor.Float32, executor.Int32} {
+		if s := executor.CheckSizes(plan, dt, 1<<15, 1); len(s) > 0 {
+			add(s[0], dt, plan.Inplace, dt == executor.Float32)
+		}
+	}
+	return cases
+}
+
+func runMatrix(t *testing.T, plan *executor.Plan) {
+	threads := 1 + int(len(plan.Name))%4 // 1 to 4 threads per block: every partitioning
+	for _, c := range matrix(plan) {
+		out, err := gputest.Run(context.Background(), backend(threads), c)
+		switch {
+		case err != nil:
+			t.Errorf("%s (%d threads): %v", c, threads, err)
+		case out == gputest.Deadlock:
+			if plan.Collective != "test" {
+				t.Errorf("%s: collective plan deadlocks on both backends", c)
+			}
+			t.Logf("%s: deadlock on both backends (watchdog report)", c)
+			return
+		case out == gputest.Racy:
+			t.Logf("%s %s: racy plan (the CPU backend reports a race): outputs not compared", plan.Name, c)
+		}
+	}
+}
+
+// TestQuick runs one plan (MG_PLAN, default allreduce__ngpus-2).
+func TestQuick(t *testing.T) {
+	name := os.Getenv("MG_PLAN")
+	if name == "" {
+		name = "allreduce__ngpus-2"
+	}
+	plan, err := executor.LoadFile(filepath.Join(sharedGolden, name+".json"))
+	if err != nil {
+		t.Skip(err)
+	}
+	runMatrix(t, plan)
+}

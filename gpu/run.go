@@ -1,0 +1,333 @@
+package gpu
+
+// run.go holds one launch: the per-launch arguments, the kernel launch,
+// one proxy goroutine per rank that has port channels (serving its FIFO
+// in order: copies, flags to the peer's inbound counter, syncs), and the
+// watchdog that reads every block's progress record and stops a launch
+// that makes no progress, with a report of every unfinished block.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// run launches the kernel once with the session's current buffers.
+func (s *session) run(ctx context.Context) error {
+	grid := len(s.tabs.blocks)
+	// Reset the progress records and the abort word.
+	s.host.Store(0, 0)
+	for b := 0; b < grid; b++ {
+		at := s.progressAt(b)
+		for w := uint64(0); w < sizeProgress; w += 8 {
+			s.host.Store(at+w, 0)
+		}
+	}
+	ranks := make([]mgRank, len(s.ranks))
+	for r, rd := range s.ranks {
+		ranks[r] = rd.rec
+		ranks[r].Buf = [3]uint64{uint64(s.bufs[r].in), uint64(s.bufs[r].out), uint64(rd.scratch)}
+	}
+	if err := s.d.HtoD(s.ranksT, encode(ranks)); err != nil {
+		return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+	}
+	var so uint64
+	if s.double && s.flag%2 == 0 {
+		so = s.half
+	}
+	args := mgArgs{
+		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
+		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.host.Dev()) + progressOff,
+		Control: uint64(s.host.Dev()), ScratchOffset: so,
+		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
+		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
+	}
+	if err := s.d.HtoD(s.args, encode(args)); err != nil {
+		return fmt.Errorf("%s: writing the launch arguments: %w", s.name, err)
+	}
+	if grid == 0 {
+		return nil
+	}
+	if err := s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args); err != nil {
+		return fmt.Errorf("%s: launch of %d blocks of %d threads: %w", s.name, grid, s.threads, err)
+	}
+
+	// Proxies and the watchdog run until the kernel has ended.
+	kernelDone := make(chan struct{})
+	var wg sync.WaitGroup
+	var perr proxyErrors
+	var proxies []*proxy
+	for r, rd := range s.ranks {
+		if len(rd.ri.PortChannels) == 0 {
+			continue
+		}
+		p := &proxy{s: s, rank: r, rd: rd, drain: make(chan uint64, 1)}
+		proxies = append(proxies, p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.serve(kernelDone); err != nil {
+				perr.add(err)
+				s.host.Store(0, 1) // abort: the kernel may wait for this proxy
+			}
+		}()
+	}
+	wd := &watchdog{s: s, grid: grid}
+	wdDone := make(chan struct{})
+	go func() {
+		defer close(wdDone)
+		wd.watch(ctx, kernelDone)
+	}()
+
+	werr := s.d.Wait()
+	close(kernelDone)
+	<-wdDone
+	// Drain: every trigger pushed before the kernel ended is served.
+	for _, p := range proxies {
+		head := make([]byte, 8)
+		if err := s.d.DtoH(head, DevPtr(p.rd.rec.FifoHead)); err != nil {
+			perr.add(fmt.Errorf("%s: reading rank %d's FIFO head: %w", s.name, p.rank, err))
+			p.drain <- p.rd.tail
+			continue
+		}
+		p.drain <- leU64(head)
+	}
+	wg.Wait()
+	if werr != nil {
+		return fmt.Errorf("%s: kernel: %w", s.name, werr)
+	}
+	if err := perr.first(); err != nil {
+		return err
+	}
+	return wd.result()
+}
+
+func leU64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+type proxyErrors struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (e *proxyErrors) add(err error) {
+	e.mu.Lock()
+	e.errs = append(e.errs, err)
+	e.mu.Unlock()
+}
+
+func (e *proxyErrors) first() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+// proxy serves one rank's FIFO.
+type proxy struct {
+	s     *session
+	rank  int
+	rd    *rankDev
+	drain chan uint64 // the FIFO head once the kernel has ended
+}
+
+// serve handles triggers in FIFO order until the kernel has ended and
+// every pushed trigger is handled.
+func (p *proxy) serve(kernelDone <-chan struct{}) error {
+	h := p.s.host
+	final := ^uint64(0)
+	idle := 0
+	for {
+		if p.rd.tail >= final {
+			return nil
+		}
+		slot := p.rd.fifoOff + 32 + (p.rd.tail%fifoDepth)*32
+		w3 := h.Load(slot + 24)
+		commit := ((p.rd.tail / fifoDepth) & 1) ^ 1
+		if w3>>63 == commit {
+			if err := p.handle(h.Load(slot), h.Load(slot+8), h.Load(slot+16), w3); err != nil {
+				return err
+			}
+			p.rd.tail++
+			h.Store(p.rd.fifoOff, p.rd.tail)
+			idle = 0
+			continue
+		}
+		select {
+		case f := <-p.drain:
+			final = f
+			continue
+		default:
+		}
+		idle++
+		switch {
+		case idle < 64:
+		case idle < 1024:
+			time.Sleep(time.Microsecond)
+		default:
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// handle performs one trigger: DATA copies, FLAG raises the peer's
+// inbound counter once the copies before it are complete, SYNC waits
+// for every earlier copy.
+func (p *proxy) handle(dst, src, size, w3 uint64) error {
+	kind := w3 & 0xff
+	ch := int((w3 >> 8) & 0xffffffff)
+	d := p.s.d
+	if kind&trigData != 0 && size > 0 {
+		if err := d.Copy(DevPtr(dst), DevPtr(src), size, kind&trigPackets != 0); err != nil {
+			return fmt.Errorf("%s: proxy of rank %d: copy of %d bytes: %w", p.s.name, p.rank, size, err)
+		}
+	}
+	if kind&(trigFlag|trigSync) != 0 {
+		if err := d.Fence(); err != nil {
+			return fmt.Errorf("%s: proxy of rank %d: %w", p.s.name, p.rank, err)
+		}
+	}
+	if kind&trigFlag != 0 {
+		ri := p.rd.ri
+		if ch < 0 || ch >= len(ri.PortChannels) {
+			return fmt.Errorf("%s: proxy of rank %d: trigger on port channel %d of %d", p.s.name, p.rank, ch, len(ri.PortChannels))
+		}
+		if end := ri.PortChannels[ch]; end.PeerIndex >= 0 {
+			peer := p.s.ranks[end.Peer]
+			p.s.host.Add(peer.portOff+8*uint64(end.PeerIndex), 1)
+		}
+	}
+	return nil
+}
+
+// watchdog stops a launch whose blocks make no progress for the
+// session's timeout, or whose context ends.
+type watchdog struct {
+	s        *session
+	grid     int
+	reason   error
+	snapshot []mgProgress
+}
+
+func (w *watchdog) read() []mgProgress {
+	h := w.s.host
+	out := make([]mgProgress, w.grid)
+	for b := range out {
+		at := w.s.progressAt(b)
+		w0, w1, w2, w3 := h.Load(at), h.Load(at+8), h.Load(at+16), h.Load(at+24)
+		out[b] = mgProgress{
+			Op: uint32(w0), Iter: int32(uint32(w0 >> 32)), State: uint32(w1), Beat: uint32(w1 >> 32),
+			WaitKind: uint32(w2), WaitA: uint32(w2 >> 32), WaitCt: uint32(w3),
+			WaitExpect: h.Load(at + 32), WaitGot: h.Load(at + 40), WaitAt: h.Load(at + 48),
+		}
+	}
+	return out
+}
+
+func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
+	tick := max(w.s.timeout/16, time.Millisecond)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	var last []uint32
+	since := time.Now()
+	for {
+		select {
+		case <-kernelDone:
+			return
+		case <-ctx.Done():
+			w.snapshot = w.read()
+			w.reason = fmt.Errorf("%s: launch canceled: %w", w.s.name, context.Cause(ctx))
+			w.s.host.Store(0, 1)
+			<-kernelDone
+			return
+		case now := <-tk.C:
+			cur := w.read()
+			beats := make([]uint32, len(cur))
+			changed := last == nil
+			for b, p := range cur {
+				beats[b] = p.Beat
+				if !changed && p.Beat != last[b] {
+					changed = true
+				}
+			}
+			if changed {
+				last, since = beats, now
+				continue
+			}
+			if now.Sub(since) < w.s.timeout {
+				continue
+			}
+			w.snapshot = cur
+			w.reason = w.deadlock(cur)
+			w.s.host.Store(0, 1)
+			<-kernelDone
+			return
+		}
+	}
+}
+
+func (w *watchdog) result() error { return w.reason }
+
+// deadlock describes every unfinished block of a snapshot.
+func (w *watchdog) deadlock(ps []mgProgress) *executor.DeadlockError {
+	e := &executor.DeadlockError{}
+	for b, p := range ps {
+		if p.State == stDone {
+			continue
+		}
+		blk := w.s.tabs.blocks[b]
+		bt := executor.BlockedTB{Rank: int(blk.Rank), TB: int(blk.TB), Op: "start"}
+		if p.Op > 0 && int(p.Op) <= len(w.s.tabs.refs[b]) {
+			op := w.s.tabs.refs[b][p.Op-1]
+			bt.Op = op.Path + " " + op.Type.String()
+		}
+		bt.Waiting = w.describe(int(blk.Rank), p)
+		if p.Iter >= 0 && p.Op > 0 {
+			bt.Waiting += fmt.Sprintf(" (pipeline iteration %d)", p.Iter)
+		}
+		e.Blocked = append(e.Blocked, bt)
+	}
+	return e
+}
+
+func (w *watchdog) describe(rank int, p mgProgress) string {
+	if p.State != stWaiting {
+		return fmt.Sprintf("no progress for %v", w.s.timeout)
+	}
+	switch p.WaitKind {
+	case waitChannel:
+		ct := executor.ChannelType(p.WaitCt)
+		chs := w.s.ranks[rank].ri.MemoryChannels
+		if ct == executor.Port {
+			chs = w.s.ranks[rank].ri.PortChannels
+		}
+		if int(p.WaitA) < len(chs) {
+			end := chs[p.WaitA]
+			if end.PeerIndex < 0 {
+				return fmt.Sprintf("unpaired channel: rank %d declares no channel to rank %d paired with %s channel %d",
+					end.Peer, rank, ct, p.WaitA)
+			}
+			return fmt.Sprintf("%s channel %d from rank %d expects signal %d, has %d", ct, p.WaitA, end.Peer, p.WaitExpect, p.WaitGot)
+		}
+		return fmt.Sprintf("%s channel %d expects signal %d, has %d", ct, p.WaitA, p.WaitExpect, p.WaitGot)
+	case waitPacket:
+		return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", executor.BufferType(p.WaitA), p.WaitAt, p.WaitGot, p.WaitExpect)
+	case waitBarrier:
+		return fmt.Sprintf("barrier %d: %d of %d thread blocks arrived", p.WaitA, p.WaitGot, p.WaitExpect)
+	case waitSem:
+		return fmt.Sprintf("semaphore %d value %d, waits for %d", p.WaitA, int64(p.WaitGot), int64(p.WaitExpect))
+	case waitProxy:
+		return fmt.Sprintf("proxy of rank %d completed %d triggers, waits for trigger %d", rank, p.WaitGot, p.WaitExpect)
+	case waitFIFO:
+		return fmt.Sprintf("FIFO of rank %d is full: trigger %d waits for the proxy at %d", rank, p.WaitExpect, p.WaitGot)
+	}
+	return fmt.Sprintf("no progress for %v", w.s.timeout)
+}
