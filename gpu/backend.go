@@ -284,7 +284,10 @@ func (s *session) place(threads int) error {
 	for _, rd := range s.ranks {
 		img := make([]byte, 0, 256)
 		ri := rd.ri
-		put := func(b []byte) { img = append(img, b...); img = append(img, make([]byte, align8(uint64(len(b)))-uint64(len(b)))...) }
+		put := func(b []byte) {
+			img = append(img, b...)
+			img = append(img, make([]byte, align8(uint64(len(b)))-uint64(len(b)))...)
+		}
 		nm := len(ri.MemoryChannels)
 		put(make([]byte, 8*nm)) // inbound
 		put(make([]byte, 8*nm)) // expected
