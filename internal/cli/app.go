@@ -17,6 +17,8 @@ const Version = "0.1.0"
 
 // deps are the process resources a command uses, swapped in tests.
 type deps struct {
+	// args is the whole command line, for the hand-over to the worker.
+	args   []string
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -53,7 +55,7 @@ func newApp(d *deps) *cli.App {
 
 // Run runs the command line args and returns the process exit status.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	d := &deps{stdin: stdin, stdout: stdout, stderr: stderr}
+	d := &deps{args: args, stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(d)
 	err := app.Run(interspersed(app, args))
 	if d.unknownCommand {

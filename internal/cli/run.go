@@ -11,21 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 )
-
-// runBackend is a backend this binary can run plans on.
-type runBackend struct {
-	name string
-	new  func() executor.Backend
-}
-
-// runBackends are the backends built into this binary, best first: the
-// default --backend is the first.
-var runBackends = []runBackend{{"cpu", cpu.New}}
-
-// knownBackends are the --backend names mscclgo knows, built in or not.
-var knownBackends = []string{"cpu", "gpu"}
 
 func runCommand(d *deps) *cli.Command {
 	return &cli.Command{
@@ -51,6 +37,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 10, Usage: "launches per size (`N`), each filled and checked"},
 			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
 			&cli.StringFlag{Name: "backend", Usage: "run on `NAME`: " + strings.Join(knownBackends, " or ") + " (default: the best built into this binary)"},
+			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`; default: the plan's for gpu, 8 for gpu-emu)"},
 			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
@@ -94,6 +81,9 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 	if o.backend, err = pickBackend(c.String("backend")); err != nil {
 		return nil, err
 	}
+	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
+		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), executor.MaxThreadsPerBlock)
+	}
 	if c.Duration("timeout") <= 0 {
 		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
 	}
@@ -104,17 +94,18 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 
 // pickBackend returns the named backend, or the best built in.
 func pickBackend(name string) (runBackend, error) {
+	bs := runBackends()
 	if name == "" {
-		return runBackends[0], nil
+		return bs[0], nil
 	}
-	for _, b := range runBackends {
+	for _, b := range bs {
 		if b.name == name {
 			return b, nil
 		}
 	}
 	for _, k := range knownBackends {
 		if k == name {
-			return runBackend{}, fmt.Errorf("--backend %s: not available in this build: mscclgo has no GPU backend yet, only cpu", name)
+			return runBackend{}, fmt.Errorf("--backend %s: not available in this build (cgo and g++ build gpu-emu)", name)
 		}
 	}
 	return runBackend{}, usageErr("--backend %s: unknown backend (want %s)", name, strings.Join(knownBackends, " or "))
@@ -181,6 +172,9 @@ func runRun(c *cli.Context, d *deps) error {
 	if c.NArg() != 1 {
 		return usageErr("run: want exactly one PLAN.json argument, got %d", c.NArg())
 	}
+	if c.String("backend") == "gpu" && !builtIn("gpu") {
+		return handOver(d)
+	}
 	path := c.Args().First()
 	plan, err := executor.LoadFile(path)
 	if err != nil {
@@ -194,7 +188,7 @@ func runRun(c *cli.Context, d *deps) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	backend := o.backend.new()
+	backend := o.backend.new(c.Int("threads"))
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)

@@ -132,6 +132,11 @@ func TestRun(t *testing.T) {
 		{name: "deadlock", args: []string{"run", "$DIR/deadlock.json", "--size", "4K", "--timeout", "50ms"}, code: ExitDeadlock,
 			stdout: []string{`# size 4096: deadlock`}, stderr: "deadlock: 1 thread block(s) blocked\n  rank 0 tb 0 op 0 wait"},
 		{name: "gpu not built", args: []string{"run", ar, "--size", "4K", "--backend", "gpu"}, code: ExitError, stderr: "--backend gpu: not available in this build"},
+		{name: "gpu-emu backend", args: []string{"run", ar, "--size", "16K", "--backend", "gpu-emu", "-n", "2", "--threads", "3"},
+			stdout: []string{"backend gpu-emu", `(?m)^       16384          8192      half     sum .*      0$`, `# Out of bounds values : 0 OK`}},
+		{name: "gpu-emu deadlock", args: []string{"run", "$DIR/deadlock.json", "--size", "4K", "--timeout", "200ms", "--backend", "gpu-emu"}, code: ExitDeadlock,
+			stdout: []string{`# size 4096: deadlock`}, stderr: "deadlock: 1 thread block(s) blocked\n  rank 0 tb 0 op 0 wait"},
+		{name: "bad threads", args: []string{"run", ar, "--size", "4K", "--backend", "gpu-emu", "--threads", "2048"}, code: ExitUsage, stderr: "--threads 2048"},
 		{name: "cpu backend", args: []string{"run", ar, "--size", "4K", "--backend", "cpu", "-n", "1"}, stdout: []string{"backend cpu"}},
 		{name: "unknown backend", args: []string{"run", ar, "--size", "4K", "--backend", "tpu"}, code: ExitUsage, stderr: "unknown backend"},
 		{name: "no size", args: []string{"run", ar}, code: ExitUsage, stderr: "give a message size"},
@@ -173,5 +178,26 @@ func TestFormatTime(t *testing.T) {
 		if got := formatTime(tt.us); got != tt.want {
 			t.Errorf("formatTime(%g) = %q, want %q", tt.us, got, tt.want)
 		}
+	}
+}
+
+// TestRunHandOver checks that --backend gpu in a binary without the CUDA
+// backend runs the same command line in the worker, with its exit status.
+func TestRunHandOver(t *testing.T) {
+	dir := t.TempDir()
+	worker := filepath.Join(dir, "fake-worker")
+	script := "#!/bin/sh\necho \"worker $MSCCLGO_WORKER: $*\"\nexit 3\n"
+	if err := os.WriteFile(worker, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MSCCLGO_CUDA_WORKER", worker)
+	code, stdout, _ := run(t, dir, "run", "plan.json", "--backend", "gpu", "-s", "4K")
+	if code != 3 || !strings.Contains(stdout, "worker 1: run plan.json --backend gpu -s 4K") {
+		t.Errorf("got exit %d, stdout %q; want 3 and the worker's echo", code, stdout)
+	}
+	t.Setenv("MSCCLGO_WORKER", "1")
+	code, _, stderr := run(t, dir, "run", "plan.json", "--backend", "gpu", "-s", "4K")
+	if code != ExitError || !strings.Contains(stderr, "started as that worker") {
+		t.Errorf("inside a worker: got exit %d, stderr %q", code, stderr)
 	}
 }

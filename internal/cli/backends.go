@@ -1,0 +1,108 @@
+package cli
+
+// backends.go holds the backends `mscclgo run` can use: the CPU reference
+// backend, the emulated GPU (the g++-built kernel, in every cgo build),
+// the CUDA backend (only in the cuda-tagged worker binary, see
+// backends_cuda.go), and the hand-over of `--backend gpu` from the
+// default binary to that worker.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/emu"
+)
+
+// runBackend is a backend this binary can run plans on; threads is the
+// --threads flag (threads per block of the GPU backends, 0: default).
+type runBackend struct {
+	name string
+	new  func(threads int) executor.Backend
+}
+
+// emuThreads is the gpu-emu block size unless --threads says otherwise:
+// every CUDA thread is a host thread.
+const emuThreads = 8
+
+// workerName is the cuda-tagged binary that runs --backend gpu.
+const workerName = "mscclgo-cuda"
+
+// workerEnv marks a process started as the worker, so that a worker
+// without the CUDA backend does not hand over again.
+const workerEnv = "MSCCLGO_WORKER"
+
+// knownBackends are the --backend names mscclgo knows, built in or not.
+var knownBackends = []string{"cpu", "gpu", "gpu-emu"}
+
+// runBackends returns the backends built into this binary, best first:
+// the default --backend is the first.
+func runBackends() []runBackend {
+	bs := cudaBackends()
+	bs = append(bs, runBackend{"cpu", func(int) executor.Backend { return cpu.New() }})
+	if emu.Available {
+		bs = append(bs, runBackend{"gpu-emu", func(threads int) executor.Backend {
+			if threads <= 0 {
+				threads = emuThreads
+			}
+			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
+		}})
+	}
+	return bs
+}
+
+// builtIn reports whether this binary has the named backend.
+func builtIn(name string) bool {
+	for _, b := range runBackends() {
+		if b.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// findWorker returns the path of the CUDA worker: $MSCCLGO_CUDA_WORKER,
+// or mscclgo-cuda beside this executable, or on PATH.
+func findWorker() (string, error) {
+	if p := os.Getenv("MSCCLGO_CUDA_WORKER"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), workerName)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return exec.LookPath(workerName)
+}
+
+// handOver runs this command line in the CUDA worker, with the same
+// standard streams, and returns its exit status.
+func handOver(d *deps) error {
+	const notHere = "--backend gpu: not available in this build: the CUDA backend runs in the " + workerName +
+		" binary (`make gpu` builds it where the CUDA toolkit is installed)"
+	if os.Getenv(workerEnv) != "" {
+		return errors.New(notHere + "; this process was started as that worker and has no CUDA backend either")
+	}
+	path, err := findWorker()
+	if err != nil {
+		return fmt.Errorf("%s; not found beside this executable nor on PATH (set MSCCLGO_CUDA_WORKER)", notHere)
+	}
+	cmd := exec.Command(path, d.args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.stdin, d.stdout, d.stderr
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return &reportedError{code: ee.ExitCode()}
+	}
+	return fmt.Errorf("--backend gpu: starting %s: %w", path, err)
+}
