@@ -121,7 +121,7 @@ const (
 	sizeSwitch   = 24
 	sizeBarrier  = 8
 	sizeFifo     = 32 + fifoDepth*32
-	sizeRank     = 136
+	sizeRank     = 128
 	sizeProgress = 56
 	sizeControl  = 64
 	sizeArgs     = 88

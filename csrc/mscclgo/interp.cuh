@@ -354,11 +354,10 @@ MG_DEV void op_signal(Ctx& c, const mg_op* op) {
     } else if (op->chan_type == MG_CH_MEMORY) {
       uint64_t peer = reinterpret_cast<const uint64_t*>(c.me->mem_peer)[ch];
       if (peer == 0) continue;  // unpaired: the signal is lost
-      if (op->type == MG_RLXSIGNAL) {
-        add_relaxed_sys(reinterpret_cast<uint64_t*>(peer), 1);
-      } else {
-        add_release_sys(reinterpret_cast<uint64_t*>(peer), 1);
-      }
+      // Relaxed signals are as strong as the others (runtime-semantics
+      // §2.9.3 allows it): the CPU oracle orders data by them, and the
+      // shipped NVLS plans rely on relaxed pairs around their stores.
+      add_release_sys(reinterpret_cast<uint64_t*>(peer), 1);
     }
   }
 }
@@ -372,10 +371,10 @@ MG_DEV void op_wait(Ctx& c, const mg_op* op) {
     uint64_t* inb = reinterpret_cast<uint64_t*>(mem ? c.me->mem_inbound : c.me->port_inbound) + ch;
     uint64_t* exp = reinterpret_cast<uint64_t*>(mem ? c.me->mem_expected : c.me->port_expected) + ch;
     uint64_t e = fetch_add_gpu(exp, 1) + 1;
-    bool relaxed = mem && op->type == MG_RLXWAIT;
     Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
+    // Relaxed waits acquire too, like relaxed signals release.
     if (!poll(
-            c, w, [&] { return (relaxed ? load_relaxed_sys(inb) : load_acquire_sys(inb)) >= e; },
+            c, w, [&] { return load_acquire_sys(inb) >= e; },
             [&] { return load_relaxed_sys(inb); })) {
       return;
     }

@@ -66,9 +66,6 @@ MG_DEV void store_relaxed_sys(uint64_t* p, uint64_t v) {
 MG_DEV void add_release_sys(uint64_t* p, uint64_t v) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-MG_DEV void add_relaxed_sys(uint64_t* p, uint64_t v) {
-  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
 // fetch_add_gpu: device-scope relaxed fetch-and-add (private counters).
 MG_DEV uint64_t fetch_add_gpu(uint64_t* p, uint64_t v) {
   uint64_t old;
@@ -177,7 +174,6 @@ MG_DEV uint64_t load_relaxed_sys(const uint64_t* p) { return aref(p).load(std::m
 MG_DEV void store_release_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_release); }
 MG_DEV void store_relaxed_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_relaxed); }
 MG_DEV void add_release_sys(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_release); }
-MG_DEV void add_relaxed_sys(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_relaxed); }
 MG_DEV uint64_t fetch_add_gpu(uint64_t* p, uint64_t v) { return aref(p).fetch_add(v, std::memory_order_relaxed); }
 MG_DEV uint64_t fetch_add_acq_rel_gpu(uint64_t* p, uint64_t v) {
   return aref(p).fetch_add(v, std::memory_order_acq_rel);

@@ -17,6 +17,10 @@ import (
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 )
 
+// tsan is set by `make gpu-tsan`, which builds the kernel with
+// ThreadSanitizer: plans the CPU backend finds racy are not run there.
+var tsan = os.Getenv("MSCCLGO_TSAN") != ""
+
 // sharedGolden holds the MSCCL++ reference plans, beside the checkout.
 const sharedGolden = "../../../shared/golden"
 
@@ -51,8 +55,11 @@ func planFiles(t *testing.T) []string {
 // CPU backend with the same inputs, and requires identical bytes in every
 // rank's buffers after every launch: at three valid sizes in float16, and
 // at one size in bfloat16, float32 and int32; with LL16 and LL8 packets;
-// in-place and out-of-place. Plans the CPU backend reports as deadlocked
-// must end with the watchdog's report.
+// in the plan's own buffer mode (in-place plans in place, the others out
+// of place: a plan run in the other mode aliases buffers it does not
+// expect, and the races within a block that follow are not defined).
+// Plans the CPU backend reports as deadlocked must end with the
+// watchdog's report.
 func TestDifferential(t *testing.T) {
 	files := planFiles(t)
 	for _, file := range files {
@@ -78,14 +85,14 @@ func TestDifferential(t *testing.T) {
 func matrix(plan *executor.Plan) []gputest.Case {
 	var cases []gputest.Case
 	add := func(size uint64, dt executor.ElemType, inPlace, ll8 bool) {
-		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2, Timeout: 2 * time.Second})
+		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
+			Timeout: 2 * time.Second, SkipRacy: tsan})
 	}
 	sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 3)
 	for i, size := range sizes {
 		add(size, executor.Float16, plan.Inplace, false)
 		if i == 0 {
 			add(size, executor.Float16, plan.Inplace, true)
-			add(size, executor.Float16, !plan.Inplace, false)
 		}
 	}
 	for _, dt := range []executor.ElemType{executor.BFloat16, executor.Float32, executor.Int32} {
