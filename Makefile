@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench check validate-modules
+.PHONY: build test golden bench check validate-modules gpu fakecuda gpu-test gpu-tsan gpu-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -24,3 +24,112 @@ check: validate-modules
 validate-modules:
 	$(GO) mod tidy
 	git diff --exit-code go.mod go.sum
+
+# ---------------------------------------------------------------------------
+# The CUDA backend (gpu/cuda, build tag cuda). `gpu` needs the CUDA toolkit
+# (nvcc, cuda.h, libcuda; ../shared/tools/install-cuda-toolkit installs
+# Debian's 11.8) and installs nothing. It compiles the interpreter
+# (csrc/interp.cu) into sm_80 and sm_90 cubins and a compute_90 PTX,
+# writes ptxas's resource usage to build/ptxas-report.txt, copies the
+# images to gpu/cuda/kernels/ (embedded by the package) and builds the
+# cuda-tagged binary bin/mscclgo-cuda.
+
+NVCC ?= nvcc
+CC ?= cc
+CXX ?= g++
+NVCCFLAGS := -std=c++17 -O3 -I csrc -Xptxas -v
+KERNEL_SRC := csrc/interp.cu $(wildcard csrc/mscclgo/*.h csrc/mscclgo/*.cuh)
+KERNELS := gpu/cuda/kernels/interp_sm80.cubin gpu/cuda/kernels/interp_sm90.cubin gpu/cuda/kernels/interp_compute90.ptx
+FAKECUDA := build/fakecuda
+
+gpu: check-nvcc build/ptxas-report.txt $(KERNELS)
+	$(GO) build -tags cuda -o bin/mscclgo-cuda .
+
+check-nvcc:
+	@command -v $(NVCC) >/dev/null 2>&1 || { \
+		echo "make gpu: $(NVCC) not found. The CUDA backend needs the CUDA toolkit (nvcc, cuda.h, libcuda):" >&2; \
+		echo "  run ../shared/tools/install-cuda-toolkit, or set NVCC=/path/to/nvcc." >&2; \
+		echo "  Nothing was built. The rest of the project (make build, make test) needs no toolkit." >&2; \
+		exit 1; }
+	@test -f /usr/include/cuda.h -o -f /usr/local/cuda/include/cuda.h || { \
+		echo "make gpu: cuda.h not found (in /usr/include or /usr/local/cuda/include): install the CUDA toolkit" >&2; exit 1; }
+
+.PHONY: check-nvcc
+
+# One cubin per architecture; nvcc writes ptxas's -v report to stderr,
+# which goes to build/ptxas-ARCH.log (and the terminal).
+build/interp_sm%.cubin build/ptxas-sm%.log: $(KERNEL_SRC) | check-nvcc
+	@mkdir -p build
+	$(NVCC) $(NVCCFLAGS) -gencode arch=compute_$*,code=sm_$* -cubin -o build/interp_sm$*.cubin csrc/interp.cu \
+		2> build/ptxas-sm$*.log || { cat build/ptxas-sm$*.log >&2; exit 1; }
+	@cat build/ptxas-sm$*.log
+
+# PTX for the driver's JIT on devices newer than sm_90 (ptxas does not
+# run). It holds the NVLS multimem path (-DMSCCLGO_MULTIMEM), which needs
+# PTX ISA 8.1: CUDA 11.8 writes 7.8 and its ptxas cannot assemble
+# multimem, so the header is raised for the driver's JIT.
+build/interp_compute90.ptx: $(KERNEL_SRC) | check-nvcc
+	@mkdir -p build
+	$(NVCC) $(NVCCFLAGS) -DMSCCLGO_MULTIMEM -arch=compute_90 -ptx -o $@.tmp csrc/interp.cu
+	sed -E 's/^\.version [0-7]\.[0-9]+$$/.version 8.1/' $@.tmp > $@ && rm -f $@.tmp
+	@grep -q '^\.version 8\.1$$' $@ || { echo "make gpu: could not set PTX ISA 8.1 in $@" >&2; exit 1; }
+
+gpu/cuda/kernels/%: build/%
+	cp $< $@
+
+# The report: one row per kernel and architecture, then ptxas's own lines.
+define PTXAS_AWK
+/Compiling entry function/ { split($$0, q, "'"); kernel = q[2]; arch = q[4]; stack = st = ld = 0 }
+/bytes stack frame/ { stack = $$1; st = $$5; ld = $$9 }
+/Used [0-9]+ registers/ {
+  smem = 0
+  for (i = 1; i <= NF; i++) if ($$i ~ /^smem/) smem = $$(i - 2)
+  printf "%-8s %-16s %9s %7s %12s %11s %6s\n", arch, kernel, $$5, stack, st, ld, smem
+}
+endef
+export PTXAS_AWK
+
+build/ptxas-report.txt: build/ptxas-sm80.log build/ptxas-sm90.log
+	@{ echo "# ptxas resource usage of csrc/interp.cu ($$($(NVCC) --version | tail -1))"; \
+	  echo "# stack, spills and smem in bytes; smem is static shared memory (the interpreter's is dynamic)"; \
+	  printf '%-8s %-16s %9s %7s %12s %11s %6s\n' arch kernel registers stack spill-stores spill-loads smem; \
+	  awk "$$PTXAS_AWK" $^; echo; \
+	  for f in $^; do echo "## $$f"; grep -v '^$$' $$f; done; } > $@.tmp
+	@mv $@.tmp $@
+	@cat $@
+
+# The fake libcuda.so.1 and the g++-built kernel it runs (gpu/cuda tests).
+fakecuda: $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/libmscclgo_host.so
+
+$(FAKECUDA)/libcuda.so.1: gpu/cuda/testdata/fakecuda/fakecuda.c
+	@mkdir -p $(FAKECUDA)
+	$(CC) -std=c11 -O2 -Wall -Wextra -fPIC -shared -Wl,-soname,libcuda.so.1 -I/usr/local/cuda/include -o $@ $< -ldl
+
+$(FAKECUDA)/libmscclgo_host.so: csrc/host/kernel.cc csrc/host/launch.cc csrc/host/launch.h csrc/host/cuda_host.h $(KERNEL_SRC)
+	@mkdir -p $(FAKECUDA)
+	$(CXX) -std=c++20 -O2 -Wall -Wextra -pthread -fPIC -shared -I csrc -o $@ csrc/host/kernel.cc
+
+# The cuda-tagged tests on the fake driver: the unchanged gorgonia.org/cu
+# and gpu/cuda run the g++-built interpreter on host threads.
+# Last, end to end: the default binary hands --backend gpu over to
+# bin/mscclgo-cuda, which runs a plan through cu and checks the results.
+gpu-test: gpu fakecuda build
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
+
+# The differential test of the emulated device with the kernel, the
+# runtime's C side and the proxy's copies built under ThreadSanitizer
+# (optional; about ten minutes). Plans the CPU backend finds racy or
+# deadlocked are skipped; any report fails the run.
+gpu-tsan:
+	MSCCLGO_TSAN=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+	CGO_CXXFLAGS="-fsanitize=thread -g -O1" CGO_LDFLAGS="-fsanitize=thread" \
+		$(GO) test -count=1 -timeout 60m ./gpu/emu -run 'TestDifferential|TestUnseenPlans'
+
+# The GPU benchmark, for a machine with a GPU: device copy bandwidth, then
+# 8-rank allreduce and allgather from 1 KiB to 1 GiB as a ratio of it.
+# Build bin/ where Go and the toolkit are (make build gpu) and carry it.
+gpu-bench:
+	bash gpu/bench/run.sh

@@ -105,6 +105,9 @@ type session struct {
 	closed bool
 	broken error
 	flag   uint32
+	// kernel is the time of the last launch from the kernel launch to its
+	// end (DeviceTime).
+	kernel time.Duration
 
 	allocs []DevPtr // everything to free
 	host   HostMem  // control, progress, FIFOs, port inbound counters
@@ -359,6 +362,16 @@ func (s *session) release() {
 		s.host = nil
 	}
 	_ = s.d.Close()
+}
+
+// DeviceTime returns how long the last launch's kernel ran, from its
+// launch to the end of the last block: the time of the collective without
+// the copies of the caller's buffers to and from the device, which a GPU
+// user does not make (the buffers live there). mscclgo run reports it.
+func (s *session) DeviceTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kernel
 }
 
 // Close releases the session; later launches fail with ErrClosed.

@@ -52,6 +52,7 @@ func (s *session) run(ctx context.Context) error {
 	if grid == 0 {
 		return nil
 	}
+	start := time.Now()
 	if err := s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args); err != nil {
 		return fmt.Errorf("%s: launch of %d blocks of %d threads: %w", s.name, grid, s.threads, err)
 	}
@@ -84,6 +85,7 @@ func (s *session) run(ctx context.Context) error {
 	}()
 
 	werr := s.d.Wait()
+	s.kernel = time.Since(start)
 	close(kernelDone)
 	<-wdDone
 	// Drain: every trigger pushed before the kernel ended is served.

@@ -493,12 +493,41 @@ MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<con
 // rank order, stored to every member. This is the unicast fallback; with
 // a multicast pointer and a toolkit that assembles multimem (sm_90) the
 // switch does it (see mc_* in prim.h).
+#if defined(MG_HAVE_MULTIMEM)
+template <int DT>
+MG_DEV void glres_mc(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
+  for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, mc_ld_reduce16<DT>(s + 16 * i));
+}
+#endif
+
 MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ss = switch_of(c, sr);
   const mg_switch& ds = switch_of(c, dr);
   uint64_t n = clamp(sr.size, o, u);
+#if defined(MG_HAVE_MULTIMEM)
+  if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0) {
+    // The switch reduces: hardware order, element-type precision (§4.4).
+    unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
+    const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
+    switch (c.a->dtype) {
+      case MG_F16:
+        glres_mc<MG_F16>(c, d, s, n);
+        break;
+      case MG_BF16:
+        glres_mc<MG_BF16>(c, d, s, n);
+        break;
+      case MG_F32:
+        glres_mc<MG_F32>(c, d, s, n);
+        break;
+      default:
+        glres_mc<MG_I32>(c, d, s, n);
+        break;
+    }
+    return;
+  }
+#endif
   const unsigned char* s[32];
   unsigned char* d[32];
   int ns = ss.n_members < 32 ? int(ss.n_members) : 32;
@@ -514,6 +543,13 @@ MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_switch& ds = switch_of(c, dr);
   uint64_t n = clamp(sr.size, o, u);
   const unsigned char* s = local(c, sr, o);
+#if defined(MG_HAVE_MULTIMEM)
+  if (ds.mc != 0 && n % 16 == 0 && (reinterpret_cast<uintptr_t>(s) & 15) == 0) {
+    unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
+    for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, load16(s + 16 * i));
+    return;
+  }
+#endif
   for (uint32_t k = 0; k < ds.n_members && !c.dead; k++) copy_bytes(c, member_ptr(c, ds, members(ds)[k], dr, o), s, n);
 }
 

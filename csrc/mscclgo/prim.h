@@ -154,6 +154,49 @@ MG_DEV uint16_t add_bf16(uint16_t a, uint16_t b) {
 }
 MG_DEV uint32_t add_f32(uint32_t a, uint32_t b) { return __float_as_uint(__uint_as_float(a) + __uint_as_float(b)); }
 
+#if defined(MSCCLGO_MULTIMEM) && __CUDA_ARCH__ >= 900
+// NVLS multimem (PTX ISA 8.x, sm_90): CUDA 11.8's ptxas rejects these, so
+// they are only in the PTX that `make gpu` writes with -DMSCCLGO_MULTIMEM
+// and a newer driver JIT-compiles. mc_* address a multicast range: a load
+// reduces over every member's bound buffer, a store writes all of them.
+#define MG_HAVE_MULTIMEM 1
+template <int DT>
+MG_DEV v16 mc_ld_reduce16(const void* p) {
+  v16 v;
+  if (DT == MG_F32) {
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+  } else if (DT == MG_F16) {
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.f16x2 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+  } else if (DT == MG_BF16) {
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.v4.bf16x2 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+  } else {
+    const uint32_t* q = static_cast<const uint32_t*>(p);
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.s32 %0, [%1];" : "=r"(v.x) : "l"(q) : "memory");
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.s32 %0, [%1];" : "=r"(v.y) : "l"(q + 1) : "memory");
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.s32 %0, [%1];" : "=r"(v.z) : "l"(q + 2) : "memory");
+    asm volatile("multimem.ld_reduce.relaxed.sys.global.add.s32 %0, [%1];" : "=r"(v.w) : "l"(q + 3) : "memory");
+  }
+  return v;
+}
+MG_DEV void mc_st16(void* p, v16 v) {
+  asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+MG_DEV void mc_st8(void* p, uint32_t lo, uint32_t hi) {
+  asm volatile("multimem.st.relaxed.sys.global.v2.f32 [%0], {%1,%2};" ::"l"(p), "r"(lo), "r"(hi) : "memory");
+}
+#endif
+
 #else  // host build
 
 // ---- host: std::atomic_ref ------------------------------------------------
@@ -194,25 +237,31 @@ MG_DEV uint32_t get_u32(const uint32_t* p) { return aref(p).load(std::memory_ord
 
 // LL16 on the host: two 8-byte atomic words {lo, flag} and {hi, flag}.
 // Each word validates itself, so the protocol needs no 16-byte atomicity.
+// Packet stores release and loads acquire: on the device the payload a
+// thread stores was loaded before (a data dependency) and a reader's
+// later stores depend on the payload it read, which orders them; the C++
+// model only knows that order through release/acquire. (Plans rely on
+// it: allgather_nvls_zero_copy_pkt rewrites a rank's own chunk from
+// packets of it that another block is still packing.)
 MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
   uint64_t* w = static_cast<uint64_t*>(p);
-  aref(w).store(uint64_t(lo) | uint64_t(flag) << 32, std::memory_order_relaxed);
-  aref(w + 1).store(uint64_t(hi) | uint64_t(flag) << 32, std::memory_order_relaxed);
+  aref(w).store(uint64_t(lo) | uint64_t(flag) << 32, std::memory_order_release);
+  aref(w + 1).store(uint64_t(hi) | uint64_t(flag) << 32, std::memory_order_release);
 }
 MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, uint32_t* f1) {
   const uint64_t* w = static_cast<const uint64_t*>(p);
-  uint64_t a = aref(w).load(std::memory_order_relaxed);
-  uint64_t b = aref(w + 1).load(std::memory_order_relaxed);
+  uint64_t a = aref(w).load(std::memory_order_acquire);
+  uint64_t b = aref(w + 1).load(std::memory_order_acquire);
   *lo = uint32_t(a);
   *f0 = uint32_t(a >> 32);
   *hi = uint32_t(b);
   *f1 = uint32_t(b >> 32);
 }
 MG_DEV void store_pkt8(void* p, uint32_t v, uint32_t flag) {
-  aref(static_cast<uint64_t*>(p)).store(uint64_t(v) | uint64_t(flag) << 32, std::memory_order_relaxed);
+  aref(static_cast<uint64_t*>(p)).store(uint64_t(v) | uint64_t(flag) << 32, std::memory_order_release);
 }
 MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
-  uint64_t a = aref(static_cast<const uint64_t*>(p)).load(std::memory_order_relaxed);
+  uint64_t a = aref(static_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
   *v = uint32_t(a);
   *f = uint32_t(a >> 32);
 }

@@ -74,8 +74,8 @@ void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
   GoCall order;
   if (packets) {
     for (uint64_t i = 0; i + 8 <= n; i += 8) {
-      word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_relaxed),
-                                    std::memory_order_relaxed);
+      word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_acquire),
+                                    std::memory_order_release);
     }
     return;
   }

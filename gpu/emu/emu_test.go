@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // tsan is set by `make gpu-tsan`, which builds the kernel with
@@ -133,4 +135,49 @@ func TestQuick(t *testing.T) {
 		t.Skip(err)
 	}
 	runMatrix(t, plan)
+}
+
+// unseen are shapes of the bundled algorithms that no golden file holds:
+// odd rank counts, other instance counts, small multi-node layouts. Their
+// plans are compiled here and run through the kernel like the goldens.
+var unseen = []algorithms.Job{
+	{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "3", "instances": "2"}},
+	{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "5"}},
+	{Algorithm: "allreduce_rsag", Params: map[string]string{"world_size": "3", "nblocks": "3", "min_message_size": "0"}},
+	{Algorithm: "allreduce_rsag", Params: map[string]string{"world_size": "6", "nblocks": "2", "instances": "2", "min_message_size": "0"}},
+	{Algorithm: "allreduce_nvls", Params: map[string]string{"world_size": "3", "instances": "2", "min_message_size": "0"}},
+	{Algorithm: "allgather", Params: map[string]string{"world_size": "5", "instances": "2"}},
+	{Algorithm: "allgather", Params: map[string]string{"world_size": "3", "inplace": "false"}},
+	{Algorithm: "reducescatter", Params: map[string]string{"world_size": "6", "nblocks": "3"}},
+	{Algorithm: "alltoall", Params: map[string]string{"world_size": "5", "instances": "2"}},
+	{Algorithm: "allreduce_hier", Params: map[string]string{"world_size": "6", "ranks_per_node": "3", "instances": "1", "min_message_size": "0"}},
+	{Algorithm: "allreduce_hier_packet", Params: map[string]string{"world_size": "4", "ranks_per_node": "2", "min_message_size": "0"}},
+	{Algorithm: "allgather_hier", Params: map[string]string{"world_size": "6", "ranks_per_node": "2"}},
+	{Algorithm: "reducescatter_hier", Params: map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "2"}},
+}
+
+// TestUnseenPlans compiles the bundled algorithms at shapes outside every
+// golden and default set and runs them through the kernel as
+// TestDifferential runs the goldens.
+func TestUnseenPlans(t *testing.T) {
+	for _, job := range unseen {
+		t.Run(job.String(), func(t *testing.T) {
+			t.Parallel()
+			res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), job.Algorithm+".star", starlib.Options{Defines: job.Params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, prog := range res.Programs {
+				text, err := prog.Plan()
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan, err := executor.Load(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runMatrix(t, plan)
+			}
+		})
+	}
 }

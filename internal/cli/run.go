@@ -48,6 +48,12 @@ func runCommand(d *deps) *cli.Command {
 	}
 }
 
+// deviceTimer is a session that times its last launch on the device
+// (the GPU backends), excluding its copies of the caller's buffers.
+type deviceTimer interface {
+	DeviceTime() time.Duration
+}
+
 // runOptions are the parsed flags of mscclgo run.
 type runOptions struct {
 	sizes   []uint64
@@ -306,7 +312,12 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 		layout.FillInputs(bufs, it)
 		start := time.Now()
 		lerr := sess.Launch(ctx, bufs)
-		elapsed += time.Since(start)
+		if dt, ok := sess.(deviceTimer); ok {
+			// The kernel alone, without the copies to and from the device.
+			elapsed += dt.DeviceTime()
+		} else {
+			elapsed += time.Since(start)
+		}
 		var dl *executor.DeadlockError
 		var race *executor.RaceError
 		switch {

@@ -1,0 +1,117 @@
+//go:build cuda
+
+package cuda
+
+// capi.go holds the cgo wrappers of the driver calls gorgonia.org/cu does
+// not wrap: mapped pinned host memory (cuMemHostAlloc with
+// CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer) and
+// cuFuncSetAttribute, plus Error, the error value of a failed call. Each
+// wrapper expects the driver's context to be current on the calling
+// thread (driver.do).
+
+/*
+#include <cuda.h>
+#include <string.h>
+
+// mg_hostalloc is the result of mg_host_alloc.
+typedef struct {
+	CUresult res;
+	const char* call;  // the failed call, NULL on success
+	void* host;
+	CUdeviceptr dev;
+} mg_hostalloc;
+
+// mg_host_alloc allocates n bytes of zeroed, pinned, portable host memory
+// mapped into the device's address space.
+static mg_hostalloc mg_host_alloc(size_t n) {
+	mg_hostalloc r = {CUDA_SUCCESS, NULL, NULL, 0};
+	r.res = cuMemHostAlloc(&r.host, n, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+	if (r.res != CUDA_SUCCESS) {
+		r.call = "cuMemHostAlloc";
+		r.host = NULL;
+		return r;
+	}
+	memset(r.host, 0, n);
+	r.res = cuMemHostGetDevicePointer(&r.dev, r.host, 0);
+	if (r.res != CUDA_SUCCESS) {
+		r.call = "cuMemHostGetDevicePointer";
+		cuMemFreeHost(r.host);
+		r.host = NULL;
+		r.dev = 0;
+	}
+	return r;
+}
+
+// mg_set_max_dynamic_shared raises the dynamic shared-memory limit of f.
+static CUresult mg_set_max_dynamic_shared(void* f, int bytes) {
+	return cuFuncSetAttribute((CUfunction)f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
+// mg_error_name returns the driver's name of a result code, or NULL.
+static const char* mg_error_name(int code) {
+	const char* s = NULL;
+	if (cuGetErrorName((CUresult)code, &s) != CUDA_SUCCESS) return NULL;
+	return s;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// attrSharedOptin is CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+// which cu does not name.
+const attrSharedOptin = cu.DeviceAttribute(C.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+
+// Error is a failed call of the driver API made by this package's own
+// cgo code (the calls made through cu fail with cu's errors, wrapped).
+type Error struct {
+	// Call is the driver function, e.g. "cuMemHostAlloc".
+	Call string
+	// Code is the CUresult.
+	Code int
+}
+
+func (e *Error) Error() string {
+	if s := C.mg_error_name(C.int(e.Code)); s != nil {
+		return fmt.Sprintf("%s: %s (%d)", e.Call, C.GoString(s), e.Code)
+	}
+	return fmt.Sprintf("%s: CUresult %d", e.Call, e.Code)
+}
+
+// hostAlloc returns n bytes of zeroed, pinned, device-mapped host memory
+// and their device address.
+func hostAlloc(n uint64) (unsafe.Pointer, uint64, error) {
+	r := C.mg_host_alloc(C.size_t(n))
+	if r.res != C.CUDA_SUCCESS {
+		return nil, 0, &Error{Call: C.GoString(r.call), Code: int(r.res)}
+	}
+	return r.host, uint64(r.dev), nil
+}
+
+// setMaxDynamicShared sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+// of fn.
+func setMaxDynamicShared(fn cu.Function, bytes int) error {
+	h, err := functionHandle(fn)
+	if err != nil {
+		return err
+	}
+	if res := C.mg_set_max_dynamic_shared(h, C.int(bytes)); res != C.CUDA_SUCCESS {
+		return &Error{Call: "cuFuncSetAttribute", Code: int(res)}
+	}
+	return nil
+}
+
+// functionHandle returns the CUfunction inside a cu.Function: cu keeps it
+// in the struct's only field and has no accessor for it.
+func functionHandle(fn cu.Function) (unsafe.Pointer, error) {
+	if unsafe.Sizeof(fn) != unsafe.Sizeof(unsafe.Pointer(nil)) {
+		return nil, fmt.Errorf("cu.Function is %d bytes, not one CUfunction handle: this cu version is not supported",
+			unsafe.Sizeof(fn))
+	}
+	return *(*unsafe.Pointer)(unsafe.Pointer(&fn)), nil
+}

@@ -1,0 +1,33 @@
+//go:build cuda
+
+// doc.go holds the package comment.
+
+// Package cuda is the gpu.Driver of NVIDIA devices: the nvcc-built plan
+// interpreter (csrc/interp.cu) run through the CUDA driver API, by way of
+// gorgonia.org/cu and a small cgo file for what cu does not wrap.
+//
+// Every file carries the cuda build tag, since cu's package init calls
+// cuInit and exits the process when no driver or device is present: the
+// default binary must not link it. Build with `make gpu` (which compiles
+// the kernel images this package embeds, then `go build -tags cuda`).
+//
+// The package holds:
+//
+//   - Open (driver.go): the driver of one device. It retains the device's
+//     primary context, loads the interpreter from the embedded kernel
+//     image that suits the device (kernels.go), raises the kernel's
+//     dynamic shared-memory limit, and creates two non-blocking streams,
+//     one for launches and one for the proxy's copies, so that a copy
+//     proceeds while the kernel runs.
+//   - hostMem (hostmem.go): pinned, device-mapped host memory whose words
+//     the host reads and writes with sync/atomic while the kernel runs.
+//   - capi.go: cgo wrappers of the driver calls cu lacks
+//     (cuMemHostAlloc, cuMemHostGetDevicePointer, cuFuncSetAttribute) and
+//     Error, a failed driver call.
+//
+// Every driver call runs with the OS thread locked and the context pushed
+// current for the call (driver.do), so that any goroutine may use the
+// driver. The tests run on machines without a GPU against a fake
+// libcuda.so.1 (testdata/fakecuda) that runs the g++-built interpreter on
+// host threads; see `make gpu-test`.
+package cuda

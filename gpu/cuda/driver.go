@@ -1,0 +1,398 @@
+//go:build cuda
+
+package cuda
+
+// driver.go holds Open and the driver: a device's primary context, the
+// interpreter's module and function, and two non-blocking streams (the
+// launch's and the proxy copies'). Every call into the driver API runs
+// through do, which locks the OS thread and makes the context current for
+// the call's duration.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/gpu"
+	"gorgonia.org/cu"
+)
+
+// ErrClosed is returned by the calls of a closed driver.
+var ErrClosed = errors.New("cuda: driver closed")
+
+// driver is the gpu.Driver of one device.
+type driver struct {
+	dev    cu.Device
+	ctx    cu.CUContext // the device's primary context, retained
+	mod    cu.Module
+	fn     cu.Function
+	launch cu.Stream // the interpreter's launches
+	copies cu.Stream // the proxy's copies
+	info   gpu.DeviceInfo
+	image  string // the kernel image loaded (kernels.go)
+
+	mu       sync.Mutex // guards launched and closed
+	launched bool       // a launch not yet waited for
+	closed   bool
+}
+
+var _ gpu.Driver = (*driver)(nil)
+
+// Open returns the driver of CUDA device number device (an ordinal of the
+// devices CUDA_VISIBLE_DEVICES leaves visible). It retains the device's
+// primary context, loads the interpreter and creates its streams.
+func Open(device int) (gpu.Driver, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: counting devices: %w", err)
+	}
+	if device < 0 || device >= n {
+		return nil, fmt.Errorf("cuda: device %d: there are %d CUDA devices", device, n)
+	}
+	dev, err := cu.GetDevice(device)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", device, err)
+	}
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: retaining the primary context: %w", device, err)
+	}
+	d := &driver{dev: dev, ctx: ctx}
+	if err := d.do(fmt.Sprintf("opening device %d", device), d.setup); err != nil {
+		_ = dev.ReleasePrimaryCtx()
+		return nil, err
+	}
+	return d, nil
+}
+
+// setup loads the module, sets the kernel's shared-memory limit, reads the
+// device's limits and creates the streams; on error it releases what it
+// made. The context is current.
+func (d *driver) setup() (err error) {
+	defer func() {
+		if err != nil {
+			_ = d.teardown()
+		}
+	}()
+	name, err := d.dev.Name()
+	if err != nil {
+		return fmt.Errorf("reading the device name: %w", err)
+	}
+	attrs, err := d.dev.Attributes(cu.ComputeCapabilityMajor, cu.ComputeCapabilityMinor, cu.MultiprocessorCount,
+		cu.MaxThreadsPerBlock, attrSharedOptin, cu.CanMapHostMemory, cu.UnifiedAddressing)
+	if err != nil {
+		return fmt.Errorf("reading the device attributes: %w", err)
+	}
+	major, minor, sms, maxThreads, optin := attrs[0], attrs[1], attrs[2], attrs[3], attrs[4]
+	if attrs[5] == 0 || attrs[6] == 0 {
+		return fmt.Errorf("%s cannot map host memory into a unified address space, which the proxy FIFOs need", name)
+	}
+	if d.mod, d.image, err = loadModule(major, minor); err != nil {
+		return err
+	}
+	if d.fn, err = d.mod.Function(kernelName); err != nil {
+		return fmt.Errorf("finding %s in %s: %w", kernelName, d.image, err)
+	}
+	fnThreads, err := d.fn.Attribute(cu.FnMaxThreadsPerBlock)
+	if err != nil {
+		return fmt.Errorf("reading the kernel's thread limit: %w", err)
+	}
+	static, err := d.fn.Attribute(cu.SharedSizeBytes)
+	if err != nil {
+		return fmt.Errorf("reading the kernel's static shared memory: %w", err)
+	}
+	shared := max(optin-static, 0)
+	if err := setMaxDynamicShared(d.fn, shared); err != nil {
+		return fmt.Errorf("allowing %d bytes of dynamic shared memory: %w", shared, err)
+	}
+	d.info = gpu.DeviceInfo{
+		Name:               name,
+		SMs:                sms,
+		MaxThreadsPerBlock: min(maxThreads, fnThreads),
+		MaxSharedPerBlock:  shared,
+	}
+	if d.launch, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("creating the launch stream: %w", err)
+	}
+	if d.copies, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("creating the copy stream: %w", err)
+	}
+	return nil
+}
+
+// teardown waits for and destroys the streams and unloads the module,
+// returning the first error. The context is current.
+func (d *driver) teardown() error {
+	var errs []error
+	for _, s := range []*cu.Stream{&d.launch, &d.copies} {
+		if *s == (cu.Stream{}) {
+			continue
+		}
+		if err := s.Synchronize(); err != nil {
+			errs = append(errs, fmt.Errorf("synchronizing a stream: %w", err))
+		}
+		if err := s.Destroy(); err != nil {
+			errs = append(errs, fmt.Errorf("destroying a stream: %w", err))
+		}
+	}
+	if d.mod != (cu.Module{}) {
+		if err := d.mod.Unload(); err != nil {
+			errs = append(errs, fmt.Errorf("unloading the module: %w", err))
+		}
+		d.mod = cu.Module{}
+	}
+	return errors.Join(errs...)
+}
+
+// do runs fn on the calling goroutine's OS thread, locked, with the
+// driver's context pushed current, and wraps its error with what.
+func (d *driver) do(what string, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cu.PushCurrentCtx(d.ctx); err != nil {
+		return fmt.Errorf("cuda: %s: making the context current: %w", what, err)
+	}
+	err := fn()
+	if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
+		err = fmt.Errorf("restoring the thread's context: %w", perr)
+	}
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	return nil
+}
+
+// open fails with ErrClosed once the driver is closed.
+func (d *driver) open() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Info describes the device.
+func (d *driver) Info() gpu.DeviceInfo { return d.info }
+
+// Alloc returns n bytes of zeroed device memory (cuMemAlloc aligns to at
+// least 256 bytes).
+func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	if n == 0 || n > 1<<62 {
+		return 0, fmt.Errorf("cuda: alloc: bad size %d", n)
+	}
+	var p cu.DevicePtr
+	err := d.do("alloc", func() error {
+		var err error
+		if p, err = cu.MemAlloc(int64(n)); err != nil {
+			return fmt.Errorf("%d bytes: %w", n, err)
+		}
+		if err := cu.MemsetD8(p, 0, int64(n)); err != nil {
+			_ = cu.MemFree(p)
+			return fmt.Errorf("zeroing %d bytes: %w", n, err)
+		}
+		// The memset may run after the call returns, on the legacy
+		// stream, which the non-blocking streams do not wait for.
+		if err := cu.NoStream.Synchronize(); err != nil {
+			_ = cu.MemFree(p)
+			return fmt.Errorf("zeroing %d bytes: %w", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return gpu.DevPtr(p), nil
+}
+
+// AllocHost returns n bytes of zeroed, pinned, device-mapped host memory.
+func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
+	if err := d.open(); err != nil {
+		return nil, err
+	}
+	if n == 0 || n > 1<<40 {
+		return nil, fmt.Errorf("cuda: host alloc: bad size %d", n)
+	}
+	n = (n + 7) &^ 7
+	var h *hostMem
+	err := d.do("host alloc", func() error {
+		p, dev, err := hostAlloc(n)
+		if err != nil {
+			return fmt.Errorf("%d bytes: %w", n, err)
+		}
+		h = newHostMem(d, p, dev, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Free releases memory from Alloc.
+func (d *driver) Free(p gpu.DevPtr) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.do("free", func() error { return cu.MemFree(cu.DevicePtr(p)) })
+}
+
+// HtoD copies src to device memory at dst and returns once the data is
+// there.
+func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return d.do("copy to the device", func() error {
+		if err := cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), int64(len(src))); err != nil {
+			return fmt.Errorf("%d bytes: %w", len(src), err)
+		}
+		// A copy from pageable memory may still be in flight on return.
+		if err := cu.NoStream.Synchronize(); err != nil {
+			return fmt.Errorf("%d bytes: %w", len(src), err)
+		}
+		return nil
+	})
+}
+
+// DtoH copies device memory at src into dst (on the legacy stream, which
+// does not wait for a running kernel).
+func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.do("copy from the device", func() error {
+		if err := cu.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), cu.DevicePtr(src), int64(len(dst))); err != nil {
+			return fmt.Errorf("%d bytes: %w", len(dst), err)
+		}
+		return nil
+	})
+}
+
+// Occupancy returns how many blocks of block threads with shmem bytes of
+// dynamic shared memory the device holds at once.
+func (d *driver) Occupancy(block, shmem int) (int, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	if block <= 0 || block > d.info.MaxThreadsPerBlock {
+		return 0, fmt.Errorf("cuda: occupancy: %d threads per block, the kernel allows 1 to %d", block,
+			d.info.MaxThreadsPerBlock)
+	}
+	if shmem < 0 || shmem > d.info.MaxSharedPerBlock {
+		return 0, fmt.Errorf("cuda: occupancy: %d bytes of shared memory per block, the device allows %d", shmem,
+			d.info.MaxSharedPerBlock)
+	}
+	var perSM int
+	err := d.do("occupancy", func() error {
+		var err error
+		perSM, err = d.fn.MaxActiveBlocksPerMultiProcessor(block, int64(shmem))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if perSM <= 0 {
+		return 0, fmt.Errorf("cuda: occupancy: a block of %d threads with %d bytes of shared memory does not fit on "+
+			"a multiprocessor of %s", block, shmem, d.info.Name)
+	}
+	return perSM * d.info.SMs, nil
+}
+
+// Launch starts the interpreter on its stream and returns at once.
+func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.launched {
+		return errors.New("cuda: launch: the previous launch was not waited for")
+	}
+	if grid <= 0 || block <= 0 || shmem < 0 {
+		return fmt.Errorf("cuda: launch: bad shape: %d blocks of %d threads, %d bytes of shared memory", grid, block, shmem)
+	}
+	err := d.do("launch", func() error {
+		// Work on the legacy stream (allocations' memsets) comes first.
+		if err := cu.NoStream.Synchronize(); err != nil {
+			return err
+		}
+		arg := uint64(args)
+		return d.fn.Launch(grid, 1, 1, block, 1, 1, shmem, d.launch, []unsafe.Pointer{unsafe.Pointer(&arg)})
+	})
+	if err != nil {
+		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
+	}
+	d.launched = true
+	return nil
+}
+
+// Wait blocks until the launched kernel has ended and returns its error
+// (a kernel fault leaves the context unusable).
+func (d *driver) Wait() error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	err := d.do("waiting for the kernel", d.launch.Synchronize)
+	d.mu.Lock()
+	d.launched = false
+	d.mu.Unlock()
+	return err
+}
+
+// Copy copies n bytes between device addresses on the copy stream. The
+// copy engines write aligned 8-byte words whole, which LL packets need.
+func (d *driver) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if packets && (dst%8 != 0 || src%8 != 0 || n%8 != 0) {
+		return fmt.Errorf("cuda: packet copy of %d bytes from %#x to %#x is not in 8-byte words", n, src, dst)
+	}
+	return d.do("proxy copy", func() error {
+		if err := cu.MemcpyAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n), d.copies); err != nil {
+			return fmt.Errorf("%d bytes from %#x to %#x: %w", n, src, dst, err)
+		}
+		return nil
+	})
+}
+
+// Fence waits until every earlier Copy is complete.
+func (d *driver) Fence() error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.do("proxy fence", d.copies.Synchronize)
+}
+
+// Close waits for the streams, releases them, the module and the
+// context. Memory still allocated goes with the context when no other
+// user retains it.
+func (d *driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	err := d.do("close", d.teardown)
+	if rerr := d.dev.ReleasePrimaryCtx(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("cuda: close: releasing the primary context: %w", rerr))
+	}
+	return err
+}

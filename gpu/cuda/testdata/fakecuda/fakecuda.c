@@ -1,0 +1,414 @@
+// fakecuda.c is a fake libcuda.so.1 for the cuda-tagged tests of gpu/cuda
+// on machines without a GPU: the driver API calls that gorgonia.org/cu's
+// init and the gpu/cuda driver make, over host memory. Device memory is
+// host memory (aligned, zeroed), so a device address is a host address.
+// cuModuleLoadData ignores the image and loads the g++-built interpreter
+// (csrc/host/kernel.cc) named by $MSCCLGO_FAKE_KERNEL_LIB; cuLaunchKernel
+// starts it on host threads and a stream's synchronize joins them. Async
+// copies are done at once, in 8-byte atomic words where aligned, so that a
+// kernel polling LL packets never sees a torn word. Calls that need a
+// context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
+// calling thread, which checks the driver's context handling.
+//
+// Build: cc -shared -fPIC -o libcuda.so.1 fakecuda.c -ldl (Makefile
+// `fakecuda`); use through LD_LIBRARY_PATH.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The fake device.
+enum {
+  FAKE_SMS = 132,
+  FAKE_MAX_THREADS = 1024,
+  FAKE_SHARED_OPTIN = 232448,
+  FAKE_SHARED_DEFAULT = 49152,
+};
+
+struct CUctx_st {
+  int refs;
+};
+
+// A stream remembers its launch not yet joined.
+struct CUstream_st {
+  void* pending;
+  void (*wait)(void*);
+};
+
+typedef void* (*host_launch_fn)(unsigned grid, unsigned block, unsigned shmem, const void* args);
+typedef void (*host_wait_fn)(void* handle);
+
+struct CUmod_st {
+  void* lib;
+};
+
+struct CUfunc_st {
+  host_launch_fn launch;
+  host_wait_fn wait;
+  int max_dynamic_shared;
+};
+
+static struct CUctx_st primary;
+static struct CUstream_st legacy;  // the NULL stream
+
+// The calling thread's context stack.
+enum { STACK = 16 };
+static _Thread_local CUcontext stack[STACK];
+static _Thread_local int depth;
+
+#define NEED_CTX()                                  \
+  do {                                              \
+    if (depth == 0 || stack[depth - 1] == NULL) {   \
+      return CUDA_ERROR_INVALID_CONTEXT;            \
+    }                                               \
+  } while (0)
+
+static CUstream stream_of(CUstream s) { return s == NULL ? &legacy : s; }
+
+// join waits for a stream's pending launch.
+static void join(CUstream s) {
+  void* h = __atomic_exchange_n(&s->pending, NULL, __ATOMIC_ACQ_REL);
+  if (h != NULL) s->wait(h);
+}
+
+CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+
+CUresult cuDriverGetVersion(int* v) {
+  *v = 11080;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult e, const char** s) {
+  switch (e) {
+    case CUDA_SUCCESS:
+      *s = "CUDA_SUCCESS";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE:
+      *s = "CUDA_ERROR_INVALID_VALUE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *s = "CUDA_ERROR_OUT_OF_MEMORY";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_CONTEXT:
+      *s = "CUDA_ERROR_INVALID_CONTEXT";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND:
+      *s = "CUDA_ERROR_NOT_FOUND";
+      return CUDA_SUCCESS;
+    default:
+      *s = NULL;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuDeviceGetCount(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
+  if (d != 0 || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  strncpy(name, "fake CUDA device (host threads)", (size_t)len - 1);
+  name[len - 1] = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *v = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *v = FAKE_SMS;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *v = FAKE_MAX_THREADS;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      *v = FAKE_SHARED_DEFAULT;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *v = FAKE_SHARED_OPTIN;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *v = 1;
+      break;
+    default:
+      *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  __atomic_add_fetch(&primary.refs, 1, __ATOMIC_RELAXED);
+  *c = &primary;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (__atomic_sub_fetch(&primary.refs, 1, __ATOMIC_RELAXED) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext c) {
+  if (c == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  if (depth == STACK) return CUDA_ERROR_INVALID_VALUE;
+  stack[depth++] = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext* c) {
+  if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  CUcontext top = stack[--depth];
+  if (c != NULL) *c = top;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext c) {
+  if (depth == 0) {
+    if (c != NULL) stack[depth++] = c;
+  } else {
+    stack[depth - 1] = c;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* c) {
+  *c = depth == 0 ? NULL : stack[depth - 1];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void) {
+  NEED_CTX();
+  join(&legacy);
+  return CUDA_SUCCESS;
+}
+
+// ---- memory -----------------------------------------------------------------
+
+static void* zalloc(size_t align, size_t n) {
+  size_t size = (n + align - 1) / align * align;
+  void* p = aligned_alloc(align, size == 0 ? align : size);
+  if (p != NULL) memset(p, 0, size);
+  return p;
+}
+
+CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
+  NEED_CTX();
+  if (n == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* m = zalloc(256, n);
+  if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr p) {
+  NEED_CTX();
+  free((void*)(uintptr_t)p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void** p, size_t n, unsigned int flags) {
+  NEED_CTX();
+  if (n == 0 || (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *p = zalloc(4096, n);
+  return *p == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) {
+  NEED_CTX();
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  *d = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  NEED_CTX();
+  free(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
+  NEED_CTX();
+  memset((void*)(uintptr_t)p, v, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  NEED_CTX();
+  memcpy((void*)(uintptr_t)dst, src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  NEED_CTX();
+  memcpy(dst, (const void*)(uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+// copy_words copies n bytes, in relaxed 8-byte atomic words where both
+// ends are aligned (the kernel may poll the destination meanwhile).
+static void copy_words(uintptr_t dst, uintptr_t src, size_t n) {
+  if ((dst | src) % 8 != 0) {
+    memcpy((void*)dst, (const void*)src, n);
+    return;
+  }
+  uint64_t* d = (uint64_t*)dst;
+  const uint64_t* s = (const uint64_t*)src;
+  size_t i = 0;
+  for (; i < n / 8; i++) __atomic_store_n(d + i, __atomic_load_n(s + i, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  memcpy(d + i, s + i, n % 8);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  NEED_CTX();
+  (void)s;
+  copy_words((uintptr_t)dst, (uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+// ---- streams ----------------------------------------------------------------
+
+CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
+  NEED_CTX();
+  (void)flags;
+  *s = calloc(1, sizeof(struct CUstream_st));
+  return *s == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s) {
+  NEED_CTX();
+  join(stream_of(s));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream s) {
+  NEED_CTX();
+  if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  join(s);
+  free(s);
+  return CUDA_SUCCESS;
+}
+
+// ---- modules and launches ---------------------------------------------------
+
+CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  NEED_CTX();
+  if (image == NULL) return CUDA_ERROR_INVALID_VALUE;
+  const char* path = getenv("MSCCLGO_FAKE_KERNEL_LIB");
+  if (path == NULL || *path == 0) return CUDA_ERROR_FILE_NOT_FOUND;
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) return CUDA_ERROR_FILE_NOT_FOUND;
+  *m = calloc(1, sizeof(struct CUmod_st));
+  if (*m == NULL) {
+    dlclose(lib);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  (*m)->lib = lib;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule m) {
+  NEED_CTX();
+  if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  // The library stays loaded: host threads of a launch may still unwind.
+  free(m);
+  return CUDA_SUCCESS;
+}
+
+// cuModuleGetFunction resolves mscclgo_NAME to the host launcher
+// mscclgo_host_NAME and its waiter mg_host_wait.
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  NEED_CTX();
+  if (m == NULL || strncmp(name, "mscclgo_", 8) != 0 || strlen(name) > 200) return CUDA_ERROR_NOT_FOUND;
+  char sym[256];
+  strcpy(sym, "mscclgo_host_");
+  strcat(sym, name + 8);
+  void* launch = dlsym(m->lib, sym);
+  void* wait = dlsym(m->lib, "mg_host_wait");
+  if (launch == NULL || wait == NULL) return CUDA_ERROR_NOT_FOUND;
+  struct CUfunc_st* fn = calloc(1, sizeof(struct CUfunc_st));
+  if (fn == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  // POSIX guarantees that dlsym's object pointers convert to functions.
+  memcpy(&fn->launch, &launch, sizeof launch);
+  memcpy(&fn->wait, &wait, sizeof wait);
+  fn->max_dynamic_shared = FAKE_SHARED_DEFAULT;
+  *f = fn;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction f) {
+  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *v = FAKE_MAX_THREADS;
+      break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      *v = f->max_dynamic_shared;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *v = 64;
+      break;
+    default:
+      *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v < 0 || v > FAKE_SHARED_OPTIN) return CUDA_ERROR_INVALID_VALUE;
+  f->max_dynamic_shared = v;
+  return CUDA_SUCCESS;
+}
+
+// The fake's occupancy: 2048 threads per multiprocessor, at most 32
+// blocks, within the opted-in shared memory.
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction f, int block, size_t shmem) {
+  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (block <= 0 || block > FAKE_MAX_THREADS) return CUDA_ERROR_INVALID_VALUE;
+  int blocks = 2048 / block;
+  if (blocks > 32) blocks = 32;
+  if (shmem > (size_t)f->max_dynamic_shared) {
+    blocks = 0;
+  } else if (shmem > 0 && (size_t)blocks * shmem > (size_t)FAKE_SHARED_OPTIN) {
+    blocks = (int)((size_t)FAKE_SHARED_OPTIN / shmem);
+  }
+  *n = blocks;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                        void** extra) {
+  NEED_CTX();
+  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > FAKE_MAX_THREADS || by != 1 || bz != 1 || params == NULL ||
+      extra != NULL || shmem > (unsigned)f->max_dynamic_shared) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  s = stream_of(s);
+  join(s);  // launches on one stream run in order
+  void* h = f->launch(gx, bx, shmem, *(void**)params[0]);
+  if (h == NULL) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  s->wait = f->wait;
+  __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
+  return CUDA_SUCCESS;
+}
