@@ -99,6 +99,10 @@ type InstallOptions struct {
 	// MaxCheckBytes bounds the message sizes validated on the CPU backend
 	// (default 1 MiB).
 	MaxCheckBytes uint64
+	// Backend runs the validation (default: the CPU backend, with race
+	// detection). Any executor backend works: `install --backend gpu`
+	// validates every plan on the GPU it will run on.
+	Backend executor.Backend
 }
 
 // ErrInstall wraps the failure of one job.
@@ -217,7 +221,7 @@ func installJob(job Job, dir string, opts InstallOptions) ([]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		if err := Validate(opts.Context, plan, opts.DType, opts.MaxCheckBytes); err != nil {
+		if err := Validate(opts.Context, opts.Backend, plan, opts.DType, opts.MaxCheckBytes); err != nil {
 			return nil, fmt.Errorf("program %q: %v", prog.Name(), err)
 		}
 		e := entryOf(plan, spec, job)
@@ -261,15 +265,19 @@ func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job Job) Entry {
 	return e
 }
 
-// Validate runs plan on the CPU backend, with race detection, at three
-// message sizes of its range (at most maxBytes) and checks the results.
-func Validate(ctx context.Context, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
+// Validate runs plan on backend (nil: the CPU backend, with race
+// detection) at three message sizes of its range (at most maxBytes) and
+// checks the results.
+func Validate(ctx context.Context, backend executor.Backend, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
+	if backend == nil {
+		backend = cpu.New()
+	}
 	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
 	if len(sizes) == 0 {
 		return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
 	}
 	for _, size := range sizes {
-		if err := executor.RunChecked(ctx, cpu.New(), plan, size, dt, plan.Inplace, 2); err != nil {
+		if err := executor.RunChecked(ctx, backend, plan, size, dt, plan.Inplace, 2); err != nil {
 			return fmt.Errorf("message size %d: %w", size, err)
 		}
 	}

@@ -177,11 +177,18 @@ func (s *session) upload(b []byte) (DevPtr, error) {
 // initialises every persistent object of the session.
 func (s *session) place(threads int) error {
 	inst, info := s.inst, s.d.Info()
+	grid := len(s.tabs.blocks)
 	s.threads = threads
 	if s.threads <= 0 {
 		s.threads = 1024
 		if inst.Plan != nil && inst.Plan.NumThreadsPerBlock > 0 {
 			s.threads = inst.Plan.NumThreadsPerBlock
+		}
+		if info.DefaultThreads > 0 {
+			s.threads = info.DefaultThreads
+		}
+		if info.MaxTotalThreads > 0 && grid > 0 {
+			s.threads = max(1, min(s.threads, info.MaxTotalThreads/grid))
 		}
 	}
 	if info.MaxThreadsPerBlock > 0 && s.threads > info.MaxThreadsPerBlock {
@@ -191,7 +198,6 @@ func (s *session) place(threads int) error {
 		return fmt.Errorf("%s: a thread block's ops need %d bytes of shared memory, the device allows %d",
 			s.name, s.tabs.shmem, info.MaxSharedPerBlock)
 	}
-	grid := len(s.tabs.blocks)
 	if grid > 0 {
 		resident, err := s.d.Occupancy(s.threads, int(s.tabs.shmem))
 		if err != nil {

@@ -15,6 +15,12 @@ type DeviceInfo struct {
 	// MaxSharedPerBlock is the most dynamic shared memory one block may
 	// use (with the opt-in attribute where the device has one).
 	MaxSharedPerBlock int
+	// DefaultThreads is the block size when Config.Threads is 0 (0: the
+	// plan's num_threads_per_block).
+	DefaultThreads int
+	// MaxTotalThreads bounds grid × block of one launch (0: no bound);
+	// with Config.Threads 0 the block size shrinks to fit.
+	MaxTotalThreads int
 }
 
 // Driver is the device layer under the runtime: memory, copies, the
@@ -83,7 +89,8 @@ type Config struct {
 	Name string
 	// Open returns the driver of a new session.
 	Open func() (Driver, error)
-	// Threads is the number of threads per block; 0 takes the plan's
+	// Threads is the number of threads per block; 0 takes the device's
+	// default (DeviceInfo.DefaultThreads), else the plan's
 	// num_threads_per_block.
 	Threads int
 }

@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -77,7 +79,7 @@ func (s *session) run(ctx context.Context) error {
 			}
 		}()
 	}
-	wd := &watchdog{s: s, grid: grid}
+	wd := &watchdog{s: s, grid: grid, proxies: proxies}
 	wdDone := make(chan struct{})
 	go func() {
 		defer close(wdDone)
@@ -139,6 +141,10 @@ type proxy struct {
 	rank  int
 	rd    *rankDev
 	drain chan uint64 // the FIFO head once the kernel has ended
+	// handled counts the triggers handled, busy is set while one is: the
+	// watchdog's view of the proxy's progress.
+	handled atomic.Uint64
+	busy    atomic.Bool
 }
 
 // serve handles triggers in FIFO order until the kernel has ended and
@@ -155,7 +161,11 @@ func (p *proxy) serve(kernelDone <-chan struct{}) error {
 		w3 := h.Load(slot + 24)
 		commit := ((p.rd.tail / fifoDepth) & 1) ^ 1
 		if w3>>63 == commit {
-			if err := p.handle(h.Load(slot), h.Load(slot+8), h.Load(slot+16), w3); err != nil {
+			p.busy.Store(true)
+			err := p.handle(h.Load(slot), h.Load(slot+8), h.Load(slot+16), w3)
+			p.busy.Store(false)
+			p.handled.Add(1)
+			if err != nil {
 				return err
 			}
 			p.rd.tail++
@@ -210,13 +220,36 @@ func (p *proxy) handle(dst, src, size, w3 uint64) error {
 	return nil
 }
 
-// watchdog stops a launch whose blocks make no progress for the
-// session's timeout, or whose context ends.
+// watchdog stops a launch that makes no progress for the session's
+// timeout, or whose context ends. Progress is a heartbeat of a block, a
+// trigger handled by a proxy, or anything still running: a block not yet
+// started or in MG_RUNNING state, a proxy in the middle of a trigger. A
+// launch is stopped when, for the whole timeout, every unfinished block
+// was waiting (spinning in a poll) and nothing else moved.
 type watchdog struct {
 	s        *session
 	grid     int
+	proxies  []*proxy
 	reason   error
 	snapshot []mgProgress
+}
+
+// progress returns the launch's progress counters and whether anything is
+// running.
+func (w *watchdog) progress(ps []mgProgress) (marks []uint64, running bool) {
+	for _, p := range ps {
+		marks = append(marks, uint64(p.Beat))
+		if p.State == stIdle || p.State == stRunning {
+			running = true
+		}
+	}
+	for _, p := range w.proxies {
+		marks = append(marks, p.handled.Load())
+		if p.busy.Load() {
+			running = true
+		}
+	}
+	return marks, running
 }
 
 func (w *watchdog) read() []mgProgress {
@@ -238,7 +271,7 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 	tick := max(w.s.timeout/16, time.Millisecond)
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
-	var last []uint32
+	var last []uint64
 	since := time.Now()
 	for {
 		select {
@@ -252,16 +285,9 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 			return
 		case now := <-tk.C:
 			cur := w.read()
-			beats := make([]uint32, len(cur))
-			changed := last == nil
-			for b, p := range cur {
-				beats[b] = p.Beat
-				if !changed && p.Beat != last[b] {
-					changed = true
-				}
-			}
-			if changed {
-				last, since = beats, now
+			marks, running := w.progress(cur)
+			if running || !slices.Equal(marks, last) {
+				last, since = marks, now
 				continue
 			}
 			if now.Sub(since) < w.s.timeout {

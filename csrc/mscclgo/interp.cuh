@@ -54,14 +54,18 @@ struct Wait {
   uint64_t expect, at;
 };
 
-// poll spins until ready() holds, publishing w (with got()) once it has
-// spun kReport times. It returns false when the host aborts the launch.
+// poll spins until ready() holds, publishing w (with got()) and the
+// block state MG_WAITING once it has spun kReport times and again every
+// kReport spins after (another thread of the block may have set
+// MG_RUNNING meanwhile), and MG_RUNNING when the wait ends. The host's
+// watchdog sees a stuck block as MG_WAITING. It returns false when the
+// host aborts the launch.
 template <class Ready, class Got>
 MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
   uint32_t spins = 0;
   while (!ready()) {
     if (aborted(c)) return false;
-    if (++spins == kReport || (spins > kReport && (spins & 0xfff) == 0)) {
+    if (++spins % kReport == 0) {
       put_u32(&c.prog->wait_kind, w.kind);
       put_u32(&c.prog->wait_a, w.a);
       put_u32(&c.prog->wait_ct, w.ct);
@@ -176,8 +180,7 @@ MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned cha
   }
 }
 
-MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns,
-                         uint64_t n) {
+MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
   switch (c.a->dtype) {
     case MG_F16:
       reduce_t<MG_F16>(c, d, nd, s, ns, n);
@@ -374,8 +377,7 @@ MG_DEV void op_wait(Ctx& c, const mg_op* op) {
     Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
     // Relaxed waits acquire too, like relaxed signals release.
     if (!poll(
-            c, w, [&] { return load_acquire_sys(inb) >= e; },
-            [&] { return load_relaxed_sys(inb); })) {
+            c, w, [&] { return load_acquire_sys(inb) >= e; }, [&] { return load_relaxed_sys(inb); })) {
       return;
     }
   }

@@ -198,13 +198,13 @@ typedef struct mg_control {
 
 // mg_args is the kernel's only parameter (by device pointer).
 typedef struct mg_args {
-  uint64_t blocks;    // mg_block[n_blocks]
-  uint64_t ops;       // mg_op[]
-  uint64_t regions;   // mg_region[]
-  uint64_t ids;       // uint32_t[]
-  uint64_t ranks;     // mg_rank[n_ranks]
-  uint64_t progress;  // mg_progress[n_blocks], host-mapped
-  uint64_t control;   // mg_control, host-mapped
+  uint64_t blocks;          // mg_block[n_blocks]
+  uint64_t ops;             // mg_op[]
+  uint64_t regions;         // mg_region[]
+  uint64_t ids;             // uint32_t[]
+  uint64_t ranks;           // mg_rank[n_ranks]
+  uint64_t progress;        // mg_progress[n_blocks], host-mapped
+  uint64_t control;         // mg_control, host-mapped
   uint64_t scratch_offset;  // double-buffer half of this launch (0 without)
   uint32_t n_blocks;
   uint32_t n_ranks;
@@ -218,7 +218,7 @@ typedef struct mg_args {
 // regions and ids follow, each array 8-byte aligned.
 typedef struct mg_shared {
   mg_block blk;
-  uint64_t ops;      // shared-memory pointers of the copied arrays
+  uint64_t ops;  // shared-memory pointers of the copied arrays
   uint64_t regions;
   uint64_t ids;
 } mg_shared;

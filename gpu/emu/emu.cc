@@ -49,19 +49,29 @@ uint64_t mg_emu_alloc(uint64_t n) {
 }
 
 void mg_emu_free(uint64_t p) {
-  GoCall order; std::free(reinterpret_cast<void*>(p)); }
+  GoCall order;
+  std::free(reinterpret_cast<void*>(p));
+}
 
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) {
-  GoCall order; std::memcpy(reinterpret_cast<void*>(dst), src, n); }
+  GoCall order;
+  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+}
 
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n) {
-  GoCall order; std::memcpy(dst, reinterpret_cast<const void*>(src), n); }
+  GoCall order;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+}
 
 uint64_t mg_emu_load(uint64_t addr) {
-  GoCall order; return word<uint64_t>(addr).load(std::memory_order_acquire); }
+  GoCall order;
+  return word<uint64_t>(addr).load(std::memory_order_acquire);
+}
 
 void mg_emu_store(uint64_t addr, uint64_t v) {
-  GoCall order; word<uint64_t>(addr).store(v, std::memory_order_release); }
+  GoCall order;
+  word<uint64_t>(addr).store(v, std::memory_order_release);
+}
 
 uint64_t mg_emu_add(uint64_t addr, uint64_t v) {
   GoCall order;
@@ -74,8 +84,7 @@ void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
   GoCall order;
   if (packets) {
     for (uint64_t i = 0; i + 8 <= n; i += 8) {
-      word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_acquire),
-                                    std::memory_order_release);
+      word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_acquire), std::memory_order_release);
     }
     return;
   }
@@ -93,5 +102,7 @@ uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t a
 }
 
 void mg_emu_wait(uint64_t h) {
-  GoCall order; mg_host_wait(reinterpret_cast<void*>(h)); }
+  GoCall order;
+  mg_host_wait(reinterpret_cast<void*>(h));
+}
 }

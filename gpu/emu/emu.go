@@ -40,6 +40,10 @@ const Available = true
 // thread is a host thread.
 const MaxThreads = 8192
 
+// DefaultThreads is the block size unless the caller sets one: every
+// CUDA thread is a host thread.
+const DefaultThreads = 8
+
 // Open returns a new emulated device.
 func Open() (gpu.Driver, error) { return &driver{}, nil }
 
@@ -48,7 +52,8 @@ type driver struct {
 }
 
 func (d *driver) Info() gpu.DeviceInfo {
-	return gpu.DeviceInfo{Name: "host emulation (g++-built kernel)", MaxThreadsPerBlock: 1024, MaxSharedPerBlock: 1 << 20}
+	return gpu.DeviceInfo{Name: "host emulation (g++-built kernel)", MaxThreadsPerBlock: 1024, MaxSharedPerBlock: 1 << 20,
+		DefaultThreads: DefaultThreads, MaxTotalThreads: MaxThreads}
 }
 
 func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {

@@ -26,10 +26,6 @@ type runBackend struct {
 	new  func(threads int) executor.Backend
 }
 
-// emuThreads is the gpu-emu block size unless --threads says otherwise:
-// every CUDA thread is a host thread.
-const emuThreads = 8
-
 // workerName is the cuda-tagged binary that runs --backend gpu.
 const workerName = "mscclgo-cuda"
 
@@ -47,9 +43,6 @@ func runBackends() []runBackend {
 	bs = append(bs, runBackend{"cpu", func(int) executor.Backend { return cpu.New() }})
 	if emu.Available {
 		bs = append(bs, runBackend{"gpu-emu", func(threads int) executor.Backend {
-			if threads <= 0 {
-				threads = emuThreads
-			}
 			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
 		}})
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -23,6 +24,8 @@ func installCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "install into `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "element `TYPE` of the validation runs"},
 			&cli.StringFlag{Name: "max-check-size", Value: "1M", Usage: "largest message `SIZE` validated on the CPU backend"},
+			&cli.StringFlag{Name: "backend", Usage: "validate on `NAME` (" + strings.Join(knownBackends, ", ") + "; default cpu, with race detection)"},
+			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`)"},
 		},
 		Action:       func(c *cli.Context) error { return runInstall(c, d) },
 		OnUsageError: onUsageError,
@@ -53,6 +56,16 @@ func runInstall(c *cli.Context, d *deps) error {
 		return err
 	}
 	opts := algorithms.InstallOptions{Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck}
+	if name := c.String("backend"); name != "" && name != "cpu" {
+		if name == "gpu" && !builtIn("gpu") {
+			return handOver(d)
+		}
+		b, err := pickBackend(name)
+		if err != nil {
+			return err
+		}
+		opts.Backend = b.new(c.Int("threads"))
+	}
 	if f, ok := d.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		bar := progressbar.NewOptions(len(jobs),
 			progressbar.OptionSetWriter(d.stderr),

@@ -57,11 +57,11 @@ enum { STACK = 16 };
 static _Thread_local CUcontext stack[STACK];
 static _Thread_local int depth;
 
-#define NEED_CTX()                                  \
-  do {                                              \
-    if (depth == 0 || stack[depth - 1] == NULL) {   \
-      return CUDA_ERROR_INVALID_CONTEXT;            \
-    }                                               \
+#define NEED_CTX()                                \
+  do {                                            \
+    if (depth == 0 || stack[depth - 1] == NULL) { \
+      return CUDA_ERROR_INVALID_CONTEXT;          \
+    }                                             \
   } while (0)
 
 static CUstream stream_of(CUstream s) { return s == NULL ? &legacy : s; }
@@ -396,8 +396,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction f, int b
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
-                        void** extra) {
+                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params, void** extra) {
   NEED_CTX();
   if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > FAKE_MAX_THREADS || by != 1 || bz != 1 || params == NULL ||
