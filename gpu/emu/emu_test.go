@@ -55,9 +55,9 @@ func planFiles(t *testing.T) []string {
 // TestDifferential runs every reference plan and every project golden
 // plan through the emulated device (the g++-built kernel) and through the
 // CPU backend with the same inputs, and requires identical bytes in every
-// rank's buffers after every launch: at three valid sizes in float16, and
-// at one size in bfloat16, float32 and int32; with LL16 and LL8 packets;
-// in the plan's own buffer mode (in-place plans in place, the others out
+// rank's buffers after every launch: at three valid sizes in each of
+// float16, bfloat16, float32 and int32; with LL16 and LL8 packets (see
+// matrix); in the plan's own buffer mode (in-place plans in place, the others out
 // of place: a plan run in the other mode aliases buffers it does not
 // expect, and the races within a block that follow are not defined).
 // Plans the CPU backend reports as deadlocked must end with the
@@ -83,26 +83,58 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-// matrix lists the cases of one plan.
+// matrix lists the cases of one plan: three valid sizes in each of
+// float16, bfloat16, float32 and int32 with LL16 packets, the same with
+// LL8 when the plan has packet ops (otherwise LL8 once, at the smallest
+// float16 size); under ThreadSanitizer one size per type.
 func matrix(plan *executor.Plan) []gputest.Case {
 	var cases []gputest.Case
-	add := func(size uint64, dt executor.ElemType, inPlace, ll8 bool) {
-		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
+	add := func(size uint64, dt executor.ElemType, ll8 bool) {
+		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: plan.Inplace, LL8: ll8, Launches: 2,
 			Timeout: 2 * time.Second, SkipRacy: tsan})
 	}
-	sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 3)
-	for i, size := range sizes {
-		add(size, executor.Float16, plan.Inplace, false)
-		if i == 0 {
-			add(size, executor.Float16, plan.Inplace, true)
-		}
+	packets := usesPackets(plan)
+	nsizes := 3
+	if tsan {
+		nsizes = 1
 	}
-	for _, dt := range []executor.ElemType{executor.BFloat16, executor.Float32, executor.Int32} {
-		if s := executor.CheckSizes(plan, dt, 1<<15, 1); len(s) > 0 {
-			add(s[0], dt, plan.Inplace, dt == executor.Float32)
+	for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32} {
+		for i, size := range executor.CheckSizes(plan, dt, 1<<15, nsizes) {
+			add(size, dt, false)
+			if packets || (dt == executor.Float16 && i == 0) {
+				add(size, dt, true)
+			}
 		}
 	}
 	return cases
+}
+
+// usesPackets reports whether a plan has LL packet ops (whose layout
+// LL8 changes).
+func usesPackets(plan *executor.Plan) bool {
+	var walk func(ops []executor.Op) bool
+	walk = func(ops []executor.Op) bool {
+		for _, op := range ops {
+			switch op.Type {
+			case executor.OpCopyPacket, executor.OpUnpackPacket, executor.OpPutPacket, executor.OpReadPutPacket,
+				executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket,
+				executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+				return true
+			}
+			if walk(op.Ops) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range plan.GPUs {
+		for _, tb := range g.ThreadBlocks {
+			if walk(tb.Ops) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func runMatrix(t *testing.T, plan *executor.Plan) {
