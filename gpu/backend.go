@@ -53,6 +53,13 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
 		return nil, fmt.Errorf("%s: %w", b.cfg.Name, err)
 	}
+	packet := uint64(16)
+	if opts.LL8 {
+		packet = 8
+	}
+	if err := checkAlignment(inst, packet, uint64(opts.DType.Size())); err != nil {
+		return nil, err
+	}
 	tabs, err := buildTables(inst)
 	if err != nil {
 		return nil, err

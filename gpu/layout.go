@@ -259,3 +259,90 @@ func region(ri *executor.RankInstance, r executor.Region, kind executor.OperandK
 	}
 	return reg, nil
 }
+
+// checkAlignment refuses operands the device would access misaligned
+// (the host build and the CPU backend do not care): LL16 packets are
+// 16-byte vector accesses at twice the data offset, LL8 packets 8-byte
+// ones; packet payloads are read and written as 32-bit words; reductions
+// access whole elements. The scratch half of double buffering is a packet
+// base too.
+func checkAlignment(inst *executor.Instance, packet uint64, elem uint64) error {
+	if inst.Plan != nil && inst.Plan.UseDoubleScratch && (inst.ScratchBytes/2)%packet != 0 {
+		return fmt.Errorf("gpu: the double-buffer half of scratch (%d bytes) is not a multiple of the %d-byte packets",
+			inst.ScratchBytes/2, packet)
+	}
+	for r := range inst.Ranks {
+		for _, tb := range inst.Ranks[r].TBs {
+			for i := range tb.Ops {
+				op := &tb.Ops[i]
+				for _, o := range append([]executor.OpInstance{*op}, op.Body...) {
+					if err := alignedOperands(&o, packet, elem); err != nil {
+						return fmt.Errorf("gpu: rank %d tb %d %s %s: %w", r, tb.ID, o.Path, o.Type, err)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
+	pkt := func(what string, i int, r executor.Region) error {
+		if (2*r.Offset)%packet != 0 {
+			return fmt.Errorf("%s %d: packets at %d are not %d-byte aligned", what, i, 2*r.Offset, packet)
+		}
+		return nil
+	}
+	word := func(what string, i int, r executor.Region, a uint64) error {
+		if r.Offset%a != 0 {
+			return fmt.Errorf("%s %d: offset %d is not a multiple of %d bytes", what, i, r.Offset, a)
+		}
+		return nil
+	}
+	var err error
+	check := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	switch op.Type {
+	case executor.OpCopyPacket:
+		check(word("source", 0, op.Src[0], 4))
+		check(pkt("destination", 0, op.Dst[0]))
+	case executor.OpUnpackPacket:
+		check(pkt("source", 0, op.Src[0]))
+		check(word("destination", 0, op.Dst[0], 4))
+	case executor.OpPutPacket:
+		for i := range op.Dst {
+			if op.ChannelType == executor.Port {
+				check(pkt("source", i, op.Src[i]))
+			} else {
+				check(word("source", i, op.Src[i], 4))
+			}
+			check(pkt("destination", i, op.Dst[i]))
+		}
+	case executor.OpReadPutPacket, executor.OpMultiStorePacket:
+		check(pkt("source", 0, op.Src[0]))
+		for i := range op.Dst {
+			check(pkt("destination", i, op.Dst[i]))
+		}
+	case executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+		check(word("source", 0, op.Src[0], 4))
+		for i := 1; i < len(op.Src); i++ {
+			check(pkt("source", i, op.Src[i]))
+		}
+		check(word("destination", 0, op.Dst[0], 4))
+		for i := 1; i < len(op.Dst); i++ {
+			check(pkt("destination", i, op.Dst[i]))
+		}
+	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
+		executor.OpMultiLoadReduceStore:
+		for i, r := range op.Src {
+			check(word("source", i, r, elem))
+		}
+		for i, r := range op.Dst {
+			check(word("destination", i, r, elem))
+		}
+	}
+	return err
+}
