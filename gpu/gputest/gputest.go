@@ -114,31 +114,30 @@ func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
 	return Same, nil
 }
 
-// clean reports whether the first launch of c completes on the CPU
-// backend with race detection and no error.
-func clean(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) bool {
+// raceRun runs the first launch of c on the CPU backend with race
+// detection and returns its error.
+func raceRun(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) error {
 	s, err := cpu.New().Open(inst, executor.Options{DType: c.DType, LL8: c.LL8, Race: true, DeadlockTimeout: c.Timeout})
 	if err != nil {
-		return false
+		return err
 	}
 	defer s.Close()
 	bufs := l.Alloc()
 	l.FillInputs(bufs, 0)
-	return s.Launch(ctx, bufs) == nil
+	return s.Launch(ctx, bufs)
+}
+
+// clean reports whether the first launch of c completes on the CPU
+// backend with race detection and no error.
+func clean(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) bool {
+	return raceRun(ctx, c, l, inst) == nil
 }
 
 // racy reports whether the CPU backend's race detection finds a race in
 // the first launch of c.
 func racy(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) bool {
-	s, err := cpu.New().Open(inst, executor.Options{DType: c.DType, LL8: c.LL8, Race: true, DeadlockTimeout: c.Timeout})
-	if err != nil {
-		return false
-	}
-	defer s.Close()
-	bufs := l.Alloc()
-	l.FillInputs(bufs, 0)
 	var re *executor.RaceError
-	return errors.As(s.Launch(ctx, bufs), &re)
+	return errors.As(raceRun(ctx, c, l, inst), &re)
 }
 
 // compare returns where two buffer sets first differ, or "".
