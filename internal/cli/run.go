@@ -87,6 +87,9 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 	if o.backend, err = pickBackend(c.String("backend")); err != nil {
 		return nil, err
 	}
+	if c.Bool("race") && o.backend.name != "cpu" {
+		return nil, usageErr("--race: the %s backend does not detect races; the cpu backend does", o.backend.name)
+	}
 	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
 		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), executor.MaxThreadsPerBlock)
 	}
