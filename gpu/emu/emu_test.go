@@ -14,6 +14,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/starlib"
@@ -56,10 +57,11 @@ func planFiles(t *testing.T) []string {
 // plan through the emulated device (the g++-built kernel) and through the
 // CPU backend with the same inputs, and requires identical bytes in every
 // rank's buffers after every launch: at three valid sizes in each of
-// float16, bfloat16, float32 and int32; with LL16 and LL8 packets (see
-// matrix); in the plan's own buffer mode (in-place plans in place, the others out
-// of place: a plan run in the other mode aliases buffers it does not
-// expect, and the races within a block that follow are not defined).
+// float16, bfloat16, float32 and int32; with LL16 and LL8 packets; in the
+// plan's own buffer mode, and in the other where the plan allows it (see
+// matrix: a plan run in a mode it was not written for aliases buffers it
+// does not expect, and the races within a block that follow, which the
+// CPU backend cannot see, have no defined result).
 // Plans the CPU backend reports as deadlocked must end with the
 // watchdog's report.
 func TestDifferential(t *testing.T) {
@@ -86,11 +88,13 @@ func TestDifferential(t *testing.T) {
 // matrix lists the cases of one plan: three valid sizes in each of
 // float16, bfloat16, float32 and int32 with LL16 packets, the same with
 // LL8 when the plan has packet ops (otherwise LL8 once, at the smallest
-// float16 size); under ThreadSanitizer one size per type.
+// float16 size); under ThreadSanitizer one size per type. Then the other
+// buffer mode (in place for an out-of-place plan and the reverse) at one
+// size, when the CPU backend gives right results in it without races.
 func matrix(plan *executor.Plan) []gputest.Case {
 	var cases []gputest.Case
-	add := func(size uint64, dt executor.ElemType, ll8 bool) {
-		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: plan.Inplace, LL8: ll8, Launches: 2,
+	add := func(size uint64, dt executor.ElemType, ll8, inPlace bool) {
+		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
 			Timeout: 2 * time.Second, SkipRacy: tsan})
 	}
 	packets := usesPackets(plan)
@@ -100,10 +104,18 @@ func matrix(plan *executor.Plan) []gputest.Case {
 	}
 	for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32} {
 		for i, size := range executor.CheckSizes(plan, dt, 1<<15, nsizes) {
-			add(size, dt, false)
+			add(size, dt, false, plan.Inplace)
 			if packets || (dt == executor.Float16 && i == 0) {
-				add(size, dt, true)
+				add(size, dt, true, plan.Inplace)
 			}
+		}
+	}
+	// The other buffer mode, where the plan allows it: a collective whose
+	// results are right in that mode on the CPU backend, without races.
+	if sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 1); len(sizes) > 0 && plan.Collective != "test" && !tsan {
+		err := executor.RunChecked(context.Background(), cpu.New(), plan, sizes[0], executor.Float16, !plan.Inplace, 1)
+		if err == nil {
+			add(sizes[0], executor.Float16, false, !plan.Inplace)
 		}
 	}
 	return cases
