@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/mscclgo/mscclgo/ir"
 )
@@ -82,20 +81,16 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// TestRunLarge is a coarse guard on the cost of the passes on a 128-rank
-// program; the real budget (0.1 s for a 64-rank compile end to end) is
-// checked by BenchmarkRun.
+// TestRunLarge runs the passes on a 128-rank program and checks the
+// result; their cost is BenchmarkRun's to measure (a wall-clock limit in a
+// test fails on a loaded machine).
 func TestRunLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large program")
 	}
 	p := syntheticProgram(128, 64, 50, 1)
-	start := time.Now()
 	if err := Run(p, Config{}); err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Run on 128 ranks took %v", d)
 	}
 	if err := ir.Check(p); err != nil {
 		t.Fatal(err)
