@@ -452,3 +452,62 @@ func (l *BufferLayout) near(got, want []byte) uint64 {
 	}
 	return wrong
 }
+
+// WrongElement is an output element that differs from the expected
+// result.
+type WrongElement struct {
+	Rank int
+	// Offset is the element's byte offset in the rank's output.
+	Offset    uint64
+	Want, Got float64
+}
+
+// Wrong returns up to max elements of rank's output that Check counts as
+// wrong after iteration seq, in offset order.
+func (l *BufferLayout) Wrong(bufs []RankBuffers, seq, rank, max int) []WrongElement {
+	want := l.Expected(rank, seq)
+	if want == nil || rank < 0 || rank >= len(bufs) {
+		return nil
+	}
+	got := bufs[rank].Output
+	dt := l.DType
+	size := dt.Size()
+	tol := dt.Epsilon() * float64(l.NRanks)
+	var out []WrongElement
+	for i := 0; (i+1)*size <= len(want) && (i+1)*size <= len(got) && len(out) < max; i++ {
+		g, w := got[i*size:(i+1)*size], want[i*size:(i+1)*size]
+		if bytes.Equal(g, w) {
+			continue
+		}
+		gv, wv := dt.Float64(got, i), dt.Float64(want, i)
+		if l.Reduces() && math.Abs(gv-wv) <= tol*(1+math.Abs(wv)) {
+			continue
+		}
+		out = append(out, WrongElement{Rank: rank, Offset: uint64(i * size), Want: wv, Got: gv})
+	}
+	return out
+}
+
+// OutputInInput maps a byte offset of rank's output to the same byte of
+// its input when the layout is in place and the two share it (allreduce:
+// the same buffer; allgather: the input is the rank's slice of the
+// output; reduce-scatter: the output is the rank's slice of the input).
+func (l *BufferLayout) OutputInInput(rank int, off uint64) (uint64, bool) {
+	if !l.InPlace {
+		return 0, false
+	}
+	in, out := l.Sizes.Input, l.Sizes.Output
+	switch l.c {
+	case allGather:
+		lo := uint64(rank) * in
+		if off >= lo && off < lo+in {
+			return off - lo, true
+		}
+		return 0, false
+	case reduceScatter:
+		return off + uint64(rank)*out, true
+	case sendRecv:
+		return 0, false
+	}
+	return off, in == out
+}

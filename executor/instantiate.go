@@ -298,6 +298,7 @@ func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, 
 		Path:            name,
 		BarrierID:       op.BarrierID,
 		NumThreadBlocks: op.NumThreadBlocks,
+		Source:          op.Source,
 	}
 	if len(op.SemaphoreIDs) > 0 {
 		oi.Semaphores = append([]int{}, op.SemaphoreIDs...)

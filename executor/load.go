@@ -103,13 +103,20 @@ func Load(data []byte) (*Plan, error) {
 	return l.plan, nil
 }
 
-// LoadFile reads and loads a plan file.
+// LoadFile reads and loads a plan file, with the positions of its source
+// map (PLAN.json.map) when one is there and belongs to it (see
+// LoadSourceMap; Plan.SourceNote says why one was not used).
 func LoadFile(path string) (*Plan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Load(data)
+	p, err := Load(data)
+	if err != nil {
+		return nil, err
+	}
+	p.SourceNote = LoadSourceMap(p, path, data)
+	return p, nil
 }
 
 // Check validates a plan and returns every problem found, errors and

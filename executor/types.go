@@ -122,6 +122,9 @@ type Plan struct {
 	MinMessageSize     uint64
 	MaxMessageSize     uint64
 	GPUs               []GPU
+	// SourceNote says why a source map beside the plan file was not used
+	// (LoadFile); "" when there is none or it was attached.
+	SourceNote string
 }
 
 // GPU is one rank of a plan.
@@ -234,6 +237,9 @@ type Op struct {
 	UnitSize        uint64 // pipeline
 	NumChunks       uint64 // pipeline
 	Ops             []Op   // pipeline body
+	// Source are the .star positions that recorded the op ("algo.star:12:5"),
+	// from the plan's source map; nil without one.
+	Source []string
 }
 
 // ---------------------------------------------------------------------------
@@ -325,6 +331,8 @@ type OpInstance struct {
 	UnitSize   uint64
 	Iterations int
 	Body       []OpInstance
+	// Source are the op's .star positions (Op.Source).
+	Source []string
 }
 
 // ---------------------------------------------------------------------------

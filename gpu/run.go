@@ -314,8 +314,7 @@ func (w *watchdog) deadlock(ps []mgProgress) *executor.DeadlockError {
 		blk := w.s.tabs.blocks[b]
 		bt := executor.BlockedTB{Rank: int(blk.Rank), TB: int(blk.TB), Op: "start"}
 		if p.Op > 0 && int(p.Op) <= len(w.s.tabs.refs[b]) {
-			op := w.s.tabs.refs[b][p.Op-1]
-			bt.Op = op.Path + " " + op.Type.String()
+			bt.Op = w.s.tabs.refs[b][p.Op-1].Describe()
 		}
 		bt.Waiting = w.describe(int(blk.Rank), p)
 		if p.Iter >= 0 && p.Op > 0 {

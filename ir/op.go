@@ -177,7 +177,10 @@ type Op struct {
 	Kind Kind
 	// Pos is the user's call site that recorded the op (zero for ops
 	// inserted by passes).
-	Pos      syntax.Position
+	Pos syntax.Position
+	// Fused are the call sites of the ops fused into this one after the
+	// first (Pos), in recording order; nil for an op that fused nothing.
+	Fused    []syntax.Position
 	Src, Dst []Ref
 
 	LocalSrc, LocalDst, LocalPktDst []Ref

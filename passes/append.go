@@ -1,6 +1,10 @@
 package passes
 
-import "github.com/mscclgo/mscclgo/ir"
+import (
+	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/ir"
+)
 
 // Appender fuses one thread block's ops while they are recorded, so that a
 // long program never holds its unfused op list: appending ops one by one
@@ -53,10 +57,11 @@ func (a *Appender) append(ops []*ir.Op, op *ir.Op, borrowed bool) []*ir.Op {
 
 // ExtendSync is a shortcut for the commonest step of recording: when the
 // last op of ops is a signal, wait or flush chain that a new kind op on the
-// one channel index ch (channel type ct, data_sync ds) would extend, it
+// one channel index ch (channel type ct, data_sync ds, recorded at pos)
+// would extend, it
 // extends the chain as AppendCopy would and reports true; otherwise it
 // changes nothing and reports false, and the caller appends the op.
-func (a *Appender) ExtendSync(ops []*ir.Op, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType) bool {
+func (a *Appender) ExtendSync(ops []*ir.Op, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
 	n := len(ops)
 	if n == 0 || !a.fresh || !a.f.ids.active {
 		return false
@@ -67,6 +72,7 @@ func (a *Appender) ExtendSync(ops []*ir.Op, kind ir.Kind, ch int, ct ir.ChannelT
 	}
 	a.f.ids.extend(ch)
 	l.DataSync |= ds
+	l.Fused = append(l.Fused, pos)
 	return true
 }
 

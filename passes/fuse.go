@@ -74,6 +74,15 @@ func (f *fuser) fuse(ops []*ir.Op) []*ir.Op {
 // combine may extend it in place: the intermediate ops of a fusion chain
 // are never observable, and extending avoids quadratic copying.
 func (f *fuser) combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
+	res, isNew = f.combineOps(l, r, fresh)
+	if isNew {
+		// A fused op keeps its parts' call sites.
+		res.Fused = append(append(res.Fused, r.Pos), r.Fused...)
+	}
+	return res, isNew
+}
+
+func (f *fuser) combineOps(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 	switch l.Kind {
 	case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush: // F12, F13, F14
 		// Flushes may overlap; signals and waits must be disjoint.
@@ -244,6 +253,7 @@ func accumulator(l *ir.Op, fresh bool) *ir.Op {
 	f.ChannelIDs = clone(l.ChannelIDs)
 	f.PutChannelIDs = clone(l.PutChannelIDs)
 	f.SemaphoreIDs = clone(l.SemaphoreIDs)
+	f.Fused = clone(l.Fused)
 	return f
 }
 

@@ -681,18 +681,21 @@ func TestProfile(t *testing.T) {
 }
 
 // TestFuseResults checks fused ops structurally with go-cmp: fresh
-// identities, merged fields, and operands left untouched.
+// identities, merged fields, the parts' call sites, and operands left
+// untouched.
 func TestFuseResults(t *testing.T) {
 	t.Parallel()
-	l := &ir.Op{Kind: ir.Put, Src: []ir.Ref{{Index: 0, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 3, Size: 1}},
+	file := "algo.star"
+	at := func(line int32) syntax.Position { return syntax.MakePosition(&file, line, 5) }
+	l := &ir.Op{Kind: ir.Put, Pos: at(10), Src: []ir.Ref{{Index: 0, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 3, Size: 1}},
 		ChannelIDs: []int{0}, ChannelType: ir.Memory}
-	r := &ir.Op{Kind: ir.Put, Src: []ir.Ref{{Index: 2, Size: 1}}, Dst: []ir.Ref{{Remote: true, BufferID: 1, Size: 1}},
+	r := &ir.Op{Kind: ir.Put, Pos: at(11), Src: []ir.Ref{{Index: 2, Size: 1}}, Dst: []ir.Ref{{Remote: true, BufferID: 1, Size: 1}},
 		ChannelIDs: []int{1}, ChannelType: ir.Memory}
-	r2 := &ir.Op{Kind: ir.Put, Src: []ir.Ref{{Index: 3, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 1, Size: 1}},
+	r2 := &ir.Op{Kind: ir.Put, Pos: at(12), Src: []ir.Ref{{Index: 3, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 1, Size: 1}},
 		ChannelIDs: []int{0}, ChannelType: ir.Memory}
 	lCopy, rCopy := *l, *r
 	got := Fuse([]*ir.Op{l, r, r2})
-	want := []*ir.Op{{Kind: ir.Put,
+	want := []*ir.Op{{Kind: ir.Put, Pos: at(10), Fused: []syntax.Position{at(11), at(12)},
 		Src:        []ir.Ref{{Index: 0, Size: 1}, {Index: 2, Size: 1}, {Index: 3, Size: 1}},
 		Dst:        []ir.Ref{{Remote: true, Index: 3, Size: 1}, {Remote: true, BufferID: 1, Size: 1}, {Remote: true, Index: 1, Size: 1}},
 		ChannelIDs: []int{0, 1, 0}, ChannelType: ir.Memory}}

@@ -198,7 +198,7 @@ func checkAppender(t *testing.T, row example, want *ir.Program) {
 						}
 						switch op.Kind {
 						case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush:
-							if op.IDSet.Len() == 1 && a.ExtendSync(ops, op.Kind, op.IDSet.First(), op.ChannelType, op.DataSync) {
+							if op.IDSet.Len() == 1 && a.ExtendSync(ops, op.Kind, op.IDSet.First(), op.ChannelType, op.DataSync, op.Pos) {
 								continue
 							}
 						}

@@ -222,7 +222,7 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		}
 	}
 	idx := c.regCh(tb)
-	if p.extendSync(c.src, tb, kind, idx, c.kind, ds) {
+	if p.extendSync(c.src, tb, kind, idx, c.kind, ds, pos) {
 		return starlark.None, nil
 	}
 	op := p.buf.Sync(kind, idx, c.kind, ds)

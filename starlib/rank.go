@@ -378,11 +378,11 @@ func (p *Program) appendOp(rank, tb int, op *ir.Op) {
 // extendSync extends the signal, wait or flush chain that ends (rank,
 // tb)'s fused list where it would take this op (passes.Appender.ExtendSync)
 // and reports whether it did; if not, the caller records the op.
-func (p *Program) extendSync(rank, tb int, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType) bool {
+func (p *Program) extendSync(rank, tb int, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
 	if p.loop != nil || !p.IR.InstrFusion {
 		return false
 	}
-	return p.appender(rank, tb).ExtendSync(p.IR.GPUs[rank].TB(tb).Ops, kind, ch, ct, ds)
+	return p.appender(rank, tb).ExtendSync(p.IR.GPUs[rank].TB(tb).Ops, kind, ch, ct, ds, pos)
 }
 
 // appender returns the fusing Appender of (rank, tb).

@@ -266,10 +266,4 @@ func countRange(lo, hi int) string {
 }
 
 // opName is the report name of an op: its path and plan name, "op 7 wait".
-func opName(op *executor.OpInstance) string {
-	p := op.Path
-	if p == "" {
-		p = fmt.Sprintf("op %d", op.Index)
-	}
-	return p + " " + op.Type.String()
-}
+func opName(op *executor.OpInstance) string { return op.Describe() }

@@ -2,8 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,16 +13,18 @@ func checkCommand(d *deps) *cli.Command {
 	return &cli.Command{
 		Name:      "check",
 		Usage:     "validate execution plans as the MSCCL++ executor would load them",
-		ArgsUsage: "PLAN.json [PLAN.json...]",
+		ArgsUsage: "PLAN.json|ALGO.star [...]",
 		Description: "Loads each plan and prints every problem found, one per line prefixed with the\n" +
 			"file name: JSON errors, unknown ops, ids out of range, operands that do not fit their\n" +
 			"op, executor limits, channels that do not pair between ranks. Warnings (lines with\n" +
 			"\"warning:\") do not fail the check. With --size, a clean plan is also instantiated\n" +
 			"for that message size (as mscclgo run lays out the buffers: 1K = 1024 bytes).\n" +
+			"A .star script (or a bundled algorithm's name) is evaluated first (-D, --program); a\n" +
+			"plan with a source map beside it (eval --source-map) names each op's .star line.\n" +
 			"Exit status: 0 when every plan is clean, 1 when any has a problem, 2 on usage errors.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "size", Aliases: []string{"s"}, Usage: "also instantiate at message size `SIZE` (repeatable; K, M, G suffixes)"},
-		},
+		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runCheck(c, d) },
 		OnUsageError: onUsageError,
 	}
@@ -43,7 +44,7 @@ func runCheck(c *cli.Context, d *deps) error {
 	}
 	failed := false
 	for _, path := range c.Args().Slice() {
-		if !checkFile(d.stdout, path, sizes) {
+		if !checkFile(c, d, path, sizes) {
 			failed = true
 		}
 	}
@@ -55,25 +56,36 @@ func runCheck(c *cli.Context, d *deps) error {
 
 // checkFile prints the problems of one plan and reports whether it is
 // clean (warnings allowed).
-func checkFile(w io.Writer, path string, sizes []uint64) bool {
-	data, err := os.ReadFile(path)
+func checkFile(c *cli.Context, d *deps, path string, sizes []uint64) bool {
+	w := d.stdout
+	in, err := readPlanInput(c, d, path)
 	if err != nil {
-		fmt.Fprintf(w, "%s: %v\n", path, err)
+		if _, reported := err.(*reportedError); !reported {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, path) {
+				msg = path + ": " + msg
+			}
+			fmt.Fprintln(w, msg)
+		}
 		return false
 	}
+	if in.note != "" {
+		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
+	}
+	path = in.name
 	clean := true
-	for _, p := range executor.Check(data) {
+	for _, p := range executor.Check(in.data) {
 		if executor.IsWarning(p) {
-			fmt.Fprintf(w, "%s: warning: %v\n", path, p)
+			fmt.Fprintf(w, "%s: warning: %v\n", path, in.locate(p))
 			continue
 		}
-		fmt.Fprintf(w, "%s: %v\n", path, p)
+		fmt.Fprintf(w, "%s: %v\n", path, in.locate(p))
 		clean = false
 	}
 	if !clean {
 		return false
 	}
-	plan, err := executor.Load(data)
+	plan, err := in.load()
 	if err != nil { // unreachable: Check found no error
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false

@@ -12,6 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/emit"
+	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -30,6 +32,7 @@ func evalCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "program", Usage: "write only the program named `NAME`"},
 			&cli.BoolFlag{Name: "params", Usage: "list the parameters the script declares and write no plan"},
 			&cli.Uint64Flag{Name: "max-steps", Usage: "Starlark step limit (`N`; 0 means the default)"},
+			&cli.BoolFlag{Name: "source-map", Usage: "also write OUT.map beside each plan: the .star position of every op, which check and run then show (needs -o)"},
 		},
 		Action:       func(c *cli.Context) error { return runEval(c, d) },
 		OnUsageError: onUsageError,
@@ -112,6 +115,12 @@ func runEval(c *cli.Context, d *deps) error {
 		return fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
 	}
 	out := c.String("output")
+	if c.Bool("source-map") {
+		if out == "" {
+			return usageErr("--source-map needs -o: the map is written beside the plan file")
+		}
+		return writeWithSourceMaps(d, src, out, progs)
+	}
 	if len(progs) == 1 {
 		if out == "" {
 			return reportScriptError(d.stderr, progs[0].WritePlan(d.stdout))
@@ -177,4 +186,60 @@ func checkFileName(name string) error {
 		return fmt.Errorf("program name %q cannot be used as a file name", name)
 	}
 	return nil
+}
+
+// planPaths returns where each program's plan goes for -o out: out itself
+// for one program (or out/NAME.json when out is a directory), out/NAME.json
+// for several (out must be a directory).
+func planPaths(out string, progs []*starlib.Program) ([]string, error) {
+	if len(progs) == 1 {
+		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+			return []string{out}, nil
+		}
+	} else if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		return nil, usageErr("-o %s: the script creates %d programs, so -o must name an existing directory", out, len(progs))
+	}
+	paths := make([]string, len(progs))
+	seen := map[string]bool{}
+	for i, p := range progs {
+		if seen[p.Name()] {
+			return nil, fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
+		}
+		if err := checkFileName(p.Name()); err != nil {
+			return nil, err
+		}
+		seen[p.Name()] = true
+		paths[i] = filepath.Join(out, p.Name()+".json")
+	}
+	return paths, nil
+}
+
+// writeWithSourceMaps writes every program's plan and, beside it,
+// PLAN.json.map, all atomically together.
+func writeWithSourceMaps(d *deps, src starlib.Source, out string, progs []*starlib.Program) error {
+	paths, err := planPaths(out, progs)
+	if err != nil {
+		return err
+	}
+	texts := make([][]byte, 0, 2*len(progs))
+	all := append([]string(nil), paths...)
+	for _, p := range progs {
+		plan, err := p.Plan()
+		if err != nil {
+			return reportScriptError(d.stderr, err)
+		}
+		texts = append(texts, plan)
+	}
+	for i, p := range progs {
+		m, err := emit.MarshalSourceMap(p.IR, texts[i], src.Display)
+		if err != nil {
+			return err
+		}
+		texts = append(texts, m)
+		all = append(all, executor.SourceMapPath(paths[i]))
+	}
+	return writeAll(all, func(i int, w io.Writer) error {
+		_, err := w.Write(texts[i])
+		return err
+	})
 }

@@ -17,7 +17,7 @@ func runCommand(d *deps) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run an execution plan, check its results and report its bandwidth",
-		ArgsUsage: "PLAN.json",
+		ArgsUsage: "PLAN.json|ALGO.star",
 		Description: "Runs PLAN.json on every rank at once, the way MSCCL++'s executor_test.py does: for each\n" +
 			"message size and each of --iters launches, fills the inputs with the reference generator\n" +
 			"(seq = iteration), launches, and checks the outputs. Prints an nccl-tests style table:\n" +
@@ -28,7 +28,7 @@ func runCommand(d *deps) *cli.Command {
 			"deadlocks and races only. A deadlock stops the run; races are reported once per size.\n\n" +
 			"Exit status: 0 when every check passed, 1 for wrong results or another error, 2 for a\n" +
 			"usage error, 3 for a deadlock, 4 for a race (--race).",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "size", Aliases: []string{"s"}, Usage: "message `SIZE` in bytes (1K, 64M): the output of allgather, the input otherwise"},
 			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Usage: "sweep from `SIZE` (nccl-tests -b)"},
 			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Usage: "sweep up to `SIZE` (nccl-tests -e)"},
@@ -42,7 +42,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
 			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
-		},
+		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,
 	}
@@ -184,10 +184,17 @@ func runRun(c *cli.Context, d *deps) error {
 	if c.String("backend") == "gpu" && !builtIn("gpu") {
 		return handOver(d)
 	}
-	path := c.Args().First()
-	plan, err := executor.LoadFile(path)
+	in, err := readPlanInput(c, d, c.Args().First())
 	if err != nil {
 		return err
+	}
+	path := in.name
+	plan, err := in.load()
+	if err != nil {
+		return err
+	}
+	if in.note != "" {
+		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
 	}
 	o, err := parseRunFlags(c, plan)
 	if err != nil {
@@ -309,6 +316,7 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 		slots[i] = layout.Alloc()
 	}
 	var elapsed time.Duration
+	reportedWrong := false
 	res.checked = layout.Checked()
 	for it := 0; it < o.iters; it++ {
 		bufs := slots[it%len(slots)]
@@ -344,9 +352,96 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 			return res, err
 		}
 		for _, n := range wrong {
+			if n > 0 && res.wrong == 0 && !reportedWrong {
+				// The first launch with wrong data: where, per rank.
+				reportedWrong = true
+				reportWrong(stderr, inst, layout, bufs, it, wrong)
+			}
 			res.wrong += n
 		}
 	}
 	res.timeUS = max(float64(elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
 	return res, nil
+}
+
+// maxWrongShown is how many wrong elements reportWrong shows per rank.
+const maxWrongShown = 3
+
+// reportWrong shows, for each rank with wrong data after launch it, its
+// first wrong elements: byte offset, chunk, expected and actual values,
+// and the ops that write that byte (with their .star positions).
+func reportWrong(w io.Writer, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64) {
+	fmt.Fprintf(w, "mscclgo: run: size %d, launch %d: wrong data:\n", l.Size, it)
+	for r, n := range wrong {
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  rank %d: %d wrong element(s)\n", r, n)
+		for _, e := range l.Wrong(bufs, it, r, maxWrongShown) {
+			chunk := ""
+			if inst.ChunkBytes > 0 {
+				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
+			}
+			fmt.Fprintf(w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
+			ws := writers(inst, r, executor.Output, e.Offset)
+			if in, ok := l.OutputInInput(r, e.Offset); ok {
+				ws = append(ws, writers(inst, r, executor.Input, in)...)
+			}
+			switch {
+			case len(ws) == 0:
+				fmt.Fprintf(w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
+			default:
+				for _, s := range ws {
+					fmt.Fprintf(w, "      written by %s\n", s)
+				}
+			}
+		}
+	}
+}
+
+// maxWriters bounds the ops writers lists.
+const maxWriters = 4
+
+// writers lists the ops of inst whose destinations cover byte off of
+// rank's buffer bt: local destinations of the rank's own ops, remote ones
+// of its peers', and switch destinations whose group it is in.
+func writers(inst *executor.Instance, rank int, bt executor.BufferType, off uint64) []string {
+	var out []string
+	covers := func(r executor.Region, owner int) bool {
+		return owner == rank && r.Buffer == bt && off >= r.Offset && off-r.Offset < r.Size
+	}
+	var visit func(r int, tb int, op *executor.OpInstance)
+	visit = func(r, tb int, op *executor.OpInstance) {
+		for i := range op.Body {
+			visit(r, tb, &op.Body[i])
+		}
+		for i, d := range op.Dst {
+			hit := false
+			switch executor.DstKind(op.Type, i) {
+			case executor.SwitchOperand:
+				if d.Switch >= 0 && d.Switch < len(inst.Ranks[r].Switches) {
+					g := inst.Ranks[r].Switches[d.Switch]
+					for _, m := range g.Ranks {
+						hit = hit || (m == rank && g.Buffer == bt && off >= d.Offset && off-d.Offset < d.Size)
+					}
+				}
+			case executor.RemoteOperand:
+				hit = covers(d, d.Rank)
+			default:
+				hit = covers(d, r)
+			}
+			if hit && len(out) < maxWriters {
+				out = append(out, fmt.Sprintf("rank %d tb %d %s", r, tb, op.Describe()))
+				return
+			}
+		}
+	}
+	for r := range inst.Ranks {
+		for _, tb := range inst.Ranks[r].TBs {
+			for i := range tb.Ops {
+				visit(r, tb.ID, &tb.Ops[i])
+			}
+		}
+	}
+	return out
 }

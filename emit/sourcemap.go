@@ -1,0 +1,97 @@
+package emit
+
+// sourcemap.go builds the source map of a compiled program (the format
+// is executor.SourceMap's): the call sites of every op, walked in the
+// order Write emits the ops.
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/ir"
+)
+
+// SourceMap returns the source map of p, a program whose passes have run,
+// for its plan bytes. display turns a Starlark file name into the name
+// the map records (nil keeps it).
+func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executor.SourceMap {
+	m := &executor.SourceMap{Version: executor.SourceMapVersion, Plan: p.Name, SHA256: executor.PlanHash(plan),
+		Files: []string{}, Ops: []executor.SourceOps{}}
+	files := map[string]int{}
+	// pos lists op's call sites as [file, line, column].
+	pos := func(op *ir.Op) [][3]int {
+		var out [][3]int
+		for _, q := range append([]syntax.Position{op.Pos}, op.Fused...) {
+			if !q.IsValid() {
+				continue
+			}
+			name := q.Filename()
+			if display != nil {
+				name = display(name)
+			}
+			i, ok := files[name]
+			if !ok {
+				i = len(m.Files)
+				files[name] = i
+				m.Files = append(m.Files, name)
+			}
+			e := [3]int{i, int(q.Line), int(q.Col)}
+			if !slices.Contains(out, e) { // a loop fuses one line many times
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	for r, g := range p.GPUs {
+		for t, tb := range g.ThreadBlocks {
+			for k, op := range tb.Ops {
+				if ps := pos(op); len(ps) > 0 {
+					m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k), Pos: ps})
+				}
+				for j, b := range op.Body {
+					if ps := pos(b); len(ps) > 0 {
+						m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k) + "." + itoa(j), Pos: ps})
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
+// MarshalSourceMap is SourceMap as JSON, one op per line.
+func MarshalSourceMap(p *ir.Program, plan []byte, display func(string) string) ([]byte, error) {
+	m := SourceMap(p, plan, display)
+	head, err := json.Marshal(struct {
+		Version int      `json:"version"`
+		Plan    string   `json:"plan"`
+		SHA256  string   `json:"sha256"`
+		Files   []string `json:"files"`
+	}{m.Version, m.Plan, m.SHA256, m.Files})
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Write(head[:len(head)-1])
+	b.WriteString(`,"ops":[`)
+	for i, o := range m.Ops {
+		line, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("\n ")
+		b.Write(line)
+	}
+	b.WriteString("\n]}\n")
+	return b.Bytes(), nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,230 @@
+package cli
+
+// planinput.go holds what `check` and `run` accept where a plan is
+// expected: a plan file (with its source map, PLAN.json.map, when one is
+// there), or a .star script or bundled algorithm name, evaluated on the
+// spot with -D and --program so that every report can name its .star
+// line. Anything else gets a message that says what it is.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/emit"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+// scriptFlags are the flags of check and run that apply to a .star input.
+func scriptFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "define", Aliases: []string{"D"}, Usage: "for a .star input: set script parameter `name=value` (repeatable)"},
+		&cli.StringFlag{Name: "program", Usage: "for a .star input that creates several programs: the one named `NAME`"},
+	}
+}
+
+// planInput is one plan given on the command line.
+type planInput struct {
+	name string // as given
+	data []byte // the plan text
+	smap *executor.SourceMap
+	note string // why a source map beside the file was not used
+}
+
+// isScriptArg reports whether arg names a Starlark script (or a bundled
+// algorithm) rather than a plan file.
+func isScriptArg(arg string) bool {
+	if strings.HasSuffix(arg, ".star") {
+		return true
+	}
+	if _, err := os.Stat(arg); err == nil || strings.HasSuffix(arg, ".json") {
+		return false
+	}
+	_, _, err := resolveScript(arg)
+	return err == nil
+}
+
+// readPlanInput reads a plan file, or evaluates a script into one.
+func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
+	if isScriptArg(arg) {
+		return evalPlanInput(c, d, arg)
+	}
+	data, err := readRegular(arg)
+	if err != nil {
+		return nil, err
+	}
+	if err := looksLikePlan(arg, data); err != nil {
+		return nil, err
+	}
+	in := &planInput{name: arg, data: data}
+	if m, err := os.ReadFile(executor.SourceMapPath(arg)); err == nil {
+		sm, err := executor.ParseSourceMap(m)
+		switch {
+		case err != nil:
+			in.note = fmt.Sprintf("%s: %v; positions are not shown", executor.SourceMapPath(arg), err)
+		case sm.SHA256 != executor.PlanHash(data):
+			in.note = fmt.Sprintf("%s: written for another version of the plan: positions are not shown (evaluate again with --source-map)",
+				executor.SourceMapPath(arg))
+		default:
+			in.smap = sm
+		}
+	}
+	return in, nil
+}
+
+// looksLikePlan says what a file is when it is not a JSON plan.
+func looksLikePlan(name string, data []byte) error {
+	t := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(t) > 0 && t[0] == '{' {
+		return nil
+	}
+	ext := strings.ToLower(filepath.Ext(name))
+	script := (ext == "" || ext == ".bzl" || ext == ".sky") &&
+		(bytes.Contains(data, []byte("CollectiveProgram(")) || bytes.Contains(data, []byte("param(")))
+	switch {
+	case len(t) == 0:
+		return fmt.Errorf("%s is empty, want an execution plan (JSON)", name)
+	case ext == ".py":
+		return fmt.Errorf("%s is a Python file, not an execution plan: mscclgo runs plans (.json) and Starlark algorithms (.star); docs/porting.md shows how to port a Python DSL program", name)
+	case script:
+		return fmt.Errorf("%s is a Starlark script, not an execution plan: name it NAME.star to run it directly, or compile it with mscclgo eval", name)
+	}
+	return fmt.Errorf("%s is not an execution plan: a plan is a JSON object, this file starts with %q", name, firstLineOf(t))
+}
+
+func firstLineOf(b []byte) string {
+	s, _, _ := strings.Cut(string(b), "\n")
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
+
+// evalPlanInput evaluates a script and returns the plan of its program.
+func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
+	defines, err := parseDefines(c.StringSlice("define"))
+	if err != nil {
+		return nil, err
+	}
+	src, name, err := resolveScript(arg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Stderr: d.stderr, Context: c.Context})
+	if err != nil {
+		return nil, reportScriptError(d.stderr, err)
+	}
+	progs := res.Programs
+	var names []string
+	for _, p := range progs {
+		names = append(names, p.Name())
+	}
+	if sel := c.String("program"); sel != "" {
+		progs = nil
+		for _, p := range res.Programs {
+			if p.Name() == sel {
+				progs = append(progs, p)
+			}
+		}
+		if len(progs) == 0 {
+			return nil, fmt.Errorf("--program %s: %s creates no program of that name (it creates: %s)", sel, src.Display(name), strings.Join(names, ", "))
+		}
+	}
+	switch len(progs) {
+	case 0:
+		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
+	case 1:
+	default:
+		return nil, usageErr("%s creates %d programs (%s): pick one with --program NAME", src.Display(name), len(progs), strings.Join(names, ", "))
+	}
+	plan, err := progs[0].Plan()
+	if err != nil {
+		return nil, reportScriptError(d.stderr, err)
+	}
+	return &planInput{name: src.Display(name), data: plan, smap: emit.SourceMap(progs[0].IR, plan, src.Display)}, nil
+}
+
+// load loads the plan with its positions.
+func (in *planInput) load() (*executor.Plan, error) {
+	p, err := executor.Load(in.data)
+	if err != nil {
+		return nil, in.locate(err)
+	}
+	if in.smap != nil {
+		if err := p.AttachSources(in.smap, in.data); err != nil {
+			in.note = err.Error()
+		}
+	}
+	return p, nil
+}
+
+// opPath matches the op of a plan problem's path.
+var opPath = regexp.MustCompile(`^gpus\[(\d+)\]\.threadblocks\[(\d+)\]\.ops\[(\d+)\](?:\.ops\[(\d+)\])?`)
+
+// where returns the .star positions of the op a plan problem is in, "" if
+// it has none.
+func (in *planInput) where(err error) string {
+	if in.smap == nil {
+		return ""
+	}
+	var pe *executor.PlanError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	m := opPath.FindStringSubmatch(pe.Path)
+	if m == nil {
+		return ""
+	}
+	rank, _ := strconv.Atoi(m[1])
+	tb, _ := strconv.Atoi(m[2])
+	op := m[3]
+	if m[4] != "" {
+		op += "." + m[4]
+	}
+	for _, o := range in.smap.Ops {
+		if o.Rank == rank && o.TB == tb && o.Op == op {
+			var ps []string
+			for _, p := range o.Pos {
+				ps = append(ps, fmt.Sprintf("%s:%d:%d", in.smap.Files[p[0]], p[1], p[2]))
+			}
+			return strings.Join(ps, ", ")
+		}
+	}
+	return ""
+}
+
+// locate adds the op's .star position to a plan problem.
+func (in *planInput) locate(err error) error {
+	if w := in.where(err); w != "" {
+		return fmt.Errorf("%w (%s)", err, w)
+	}
+	return err
+}
+
+// readRegular reads a regular file; a device, FIFO or directory is an
+// error (opening or reading one could block or never end).
+func readRegular(name string) ([]byte, error) {
+	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+		kind := "not a regular file"
+		switch m := st.Mode(); {
+		case m.IsDir():
+			kind = "a directory"
+		case m&os.ModeNamedPipe != 0:
+			kind = "a FIFO"
+		case m&os.ModeDevice != 0:
+			kind = "a device"
+		case m&os.ModeSocket != 0:
+			kind = "a socket"
+		}
+		return nil, fmt.Errorf("%s is %s, want a plan (.json) or a .star script", name, kind)
+	}
+	return os.ReadFile(name)
+}
