@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
@@ -32,6 +33,7 @@ func evalCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "program", Usage: "write only the program named `NAME`"},
 			&cli.BoolFlag{Name: "params", Usage: "list the parameters the script declares and write no plan"},
 			&cli.Uint64Flag{Name: "max-steps", Usage: "Starlark step limit (`N`; 0 means the default)"},
+			&cli.BoolFlag{Name: "strict", Usage: "treat the warnings (what the MSCCL++ executor cannot run or mis-runs) as errors: write no plan"},
 			&cli.BoolFlag{Name: "source-map", Usage: "also write OUT.map beside each plan: the .star position of every op, which check and run then show (needs -o)"},
 		},
 		Action:       func(c *cli.Context) error { return runEval(c, d) },
@@ -113,6 +115,26 @@ func runEval(c *cli.Context, d *deps) error {
 	}
 	if len(progs) == 0 {
 		return fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
+	}
+	if c.Bool("strict") {
+		// The warnings need the compiled program: compile first, write
+		// nothing if any.
+		bad := false
+		for _, p := range progs {
+			if _, err := p.Plan(); err != nil {
+				return reportScriptError(d.stderr, err)
+			}
+			bad = printWarnings(d.stderr, p, "error") || bad
+		}
+		if bad {
+			return &reportedError{code: ExitError}
+		}
+	} else {
+		defer func() {
+			for _, p := range progs {
+				printWarnings(d.stderr, p, "warning")
+			}
+		}()
 	}
 	out := c.String("output")
 	if c.Bool("source-map") {
@@ -231,7 +253,7 @@ func writeWithSourceMaps(d *deps, src starlib.Source, out string, progs []*starl
 		texts = append(texts, plan)
 	}
 	for i, p := range progs {
-		m, err := emit.MarshalSourceMap(p.IR, texts[i], src.Display)
+		m, err := emit.MarshalSourceMap(p.IR, texts[i], nil)
 		if err != nil {
 			return err
 		}
@@ -242,4 +264,35 @@ func writeWithSourceMaps(d *deps, src starlib.Source, out string, progs []*starl
 		_, err := w.Write(texts[i])
 		return err
 	})
+}
+
+// printWarnings prints the warnings of a compiled program (emit.Warnings)
+// as FILE:LINE:COL: LEVEL: MESSAGE (the op), one line per source position
+// and message however many ops share them, and reports whether there
+// were any. A program whose passes failed has none.
+func printWarnings(w io.Writer, p *starlib.Program, level string) bool {
+	if _, err := p.Plan(); err != nil {
+		return false
+	}
+	type key struct {
+		pos syntax.Position
+		msg string
+	}
+	var order []key
+	where := map[key][]string{}
+	for _, x := range emit.Warnings(p.IR) {
+		k := key{x.Pos, x.Msg}
+		if _, ok := where[k]; !ok {
+			order = append(order, k)
+		}
+		where[k] = append(where[k], x.Where)
+	}
+	for _, k := range order {
+		ops := where[k][0]
+		if n := len(where[k]) - 1; n > 0 {
+			ops += fmt.Sprintf(", and %d more", n)
+		}
+		fmt.Fprintf(w, "%s: %s: %s (%s)\n", k.pos, level, k.msg, ops)
+	}
+	return len(order) > 0
 }

@@ -149,7 +149,7 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}
-	return &planInput{name: src.Display(name), data: plan, smap: emit.SourceMap(progs[0].IR, plan, src.Display)}, nil
+	return &planInput{name: src.Display(name), data: plan, smap: emit.SourceMap(progs[0].IR, plan, nil)}, nil
 }
 
 // load loads the plan with its positions.
