@@ -33,6 +33,9 @@ func runCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Usage: "sweep from `SIZE` (nccl-tests -b)"},
 			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Usage: "sweep up to `SIZE` (nccl-tests -e)"},
 			&cli.Uint64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the size by `F` between sweep steps (nccl-tests -f)"},
+			&cli.StringFlag{Name: "stepbytes", Aliases: []string{"i"}, Usage: "add `SIZE` between sweep steps instead of multiplying (nccl-tests -i)"},
+			&cli.IntFlag{Name: "warmup_iters", Aliases: []string{"w"}, Usage: "`N` launches per size before the timed and checked ones (nccl-tests -w)"},
+			&cli.IntFlag{Name: "split-mask", Usage: "sendrecv: ranks form groups of `M`+1 that send to the next group, as executor_test.py --split_mask"},
 			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "element `TYPE`: float16 (half), bfloat16, float32 (float), int32"},
 			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 10, Usage: "launches per size (`N`), each filled and checked"},
 			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
@@ -56,7 +59,9 @@ type deviceTimer interface {
 
 // runOptions are the parsed flags of mscclgo run.
 type runOptions struct {
-	sizes   []uint64
+	warmup    int
+	splitMask int
+	sizes     []uint64
 	sweep   bool
 	dtype   executor.ElemType
 	iters   int
@@ -89,6 +94,20 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 	}
 	if c.Bool("race") && o.backend.name != "cpu" {
 		return nil, usageErr("--race: the %s backend does not detect races; the cpu backend does", o.backend.name)
+	}
+	if o.warmup = c.Int("warmup_iters"); o.warmup < 0 {
+		return nil, usageErr("-w %d: want 0 or more warm-up launches", o.warmup)
+	}
+	if o.splitMask = c.Int("split-mask"); o.splitMask < 0 {
+		return nil, usageErr("--split-mask %d: want 0 or more", o.splitMask)
+	}
+	if o.splitMask > 0 {
+		if !strings.Contains(plan.Collective, "sendrecv") {
+			return nil, usageErr("--split-mask applies to sendrecv plans; this one is %s", plan.Collective)
+		}
+		if n := len(plan.GPUs); n%(o.splitMask+1) != 0 {
+			return nil, usageErr("--split-mask %d: groups of %d do not divide %d ranks", o.splitMask, o.splitMask+1, n)
+		}
 	}
 	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
 		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), executor.MaxThreadsPerBlock)
@@ -154,11 +173,27 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	if first > last {
 		return nil, false, usageErr("-b %d is above -e %d", first, last)
 	}
+	var sizes []uint64
+	if c.IsSet("stepbytes") {
+		if c.IsSet("stepfactor") {
+			return nil, false, usageErr("give -f or -i, not both")
+		}
+		step, err := parseSize(c.String("stepbytes"))
+		if err != nil || step == 0 {
+			return nil, false, usageErr("-i %s: want a positive size", c.String("stepbytes"))
+		}
+		for s := first; s <= last; s += step {
+			sizes = append(sizes, s)
+			if s > last-step {
+				break
+			}
+		}
+		return sizes, true, nil
+	}
 	f := c.Uint64("stepfactor")
 	if f < 2 {
 		return nil, false, usageErr("-f %d: want a factor of at least 2", f)
 	}
-	var sizes []uint64
 	for s := first; s <= last; s *= f {
 		sizes = append(sizes, s)
 		if s == 0 || s > last/f {
@@ -221,7 +256,7 @@ func runRun(c *cli.Context, d *deps) error {
 		layout, inst, err := prepareSize(plan, size, o)
 		if err != nil {
 			if !o.sweep {
-				return fmt.Errorf("size %d: %w", size, err)
+				return err // it names the size
 			}
 			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
 			continue
@@ -293,6 +328,7 @@ func prepareSize(plan *executor.Plan, size uint64, o *runOptions) (*executor.Buf
 		return nil, nil, err
 	}
 	layout.Fill = o.fill
+	layout.SplitMask = o.splitMask
 	inst, err := executor.Instantiate(plan, layout.Sizes)
 	if err != nil {
 		return nil, nil, err
@@ -314,6 +350,24 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 	slots := make([][]executor.RankBuffers, layout.Slots())
 	for i := range slots {
 		slots[i] = layout.Alloc()
+	}
+	for it := 0; it < o.warmup; it++ {
+		// Warm-up launches: filled as the first timed one, neither timed
+		// nor checked (nccl-tests -w).
+		bufs := slots[it%len(slots)]
+		layout.FillInputs(bufs, 0)
+		if err := sess.Launch(ctx, bufs); err != nil {
+			var dl *executor.DeadlockError
+			if errors.As(err, &dl) {
+				fmt.Fprintf(stderr, "mscclgo: run: size %d, warm-up launch %d: %v\n", layout.Size, it, err)
+				res.deadlock = true
+				return res, nil
+			}
+			var race *executor.RaceError
+			if !errors.As(err, &race) {
+				return res, fmt.Errorf("warm-up launch %d: %w", it, err)
+			}
+		}
 	}
 	var elapsed time.Duration
 	reportedWrong := false

@@ -91,11 +91,12 @@ func TestRun(t *testing.T) {
 	ag := ports + "/single_node/allgather.plan.json"
 
 	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string // regexps
-		stderr string   // substring
+		name      string
+		args      []string
+		code      int
+		stdout    []string // regexps
+		stderr    string   // substring
+		notStderr string   // a substring stderr must not hold
 	}{
 		{name: "allreduce", args: []string{"run", ar, "--size", "64K"},
 			stdout: []string{`(?m)^       65536         32768      half     sum      -1  [ .0-9]{7}  [ .0-9]{6}  [ .0-9]{6}      0$`,
@@ -123,7 +124,14 @@ func TestRun(t *testing.T) {
 			stdout: []string{`# skipped size 1024: .*below min_message_size 2048`, `(?m)^        4096 `, `(?m)^       16384 `,
 				`# skipped size 65536: .*above max_message_size 16384`}},
 		{name: "size outside the plan", args: []string{"run", "$DIR/limited.json", "--size", "1K"}, code: ExitError,
-			stderr: "size 1024: message size 1024 (the input size): below min_message_size 2048"},
+			stderr: "mscclgo: message size 1024 (the input size): below min_message_size 2048"},
+		{name: "size named once", args: []string{"run", "$DIR/limited.json", "--size", "1K"}, code: ExitError,
+			notStderr: "size 1024: message size 1024"},
+		{name: "step bytes", args: []string{"run", ar, "-b", "4K", "-e", "12K", "-i", "4K", "-n", "1"},
+			stdout: []string{`(?m)^        4096 `, `(?m)^        8192 `, `(?m)^       12288 `}},
+		{name: "warm-up", args: []string{"run", ar, "-s", "4K", "-w", "2", "-n", "1"}, stdout: []string{`(?m)^        4096 .*      0$`}},
+		{name: "factor and step", args: []string{"run", ar, "-b", "4K", "-e", "12K", "-i", "4K", "-f", "2"}, code: ExitUsage, stderr: "give -f or -i, not both"},
+		{name: "split mask on allreduce", args: []string{"run", ar, "-s", "4K", "--split-mask", "1"}, code: ExitUsage, stderr: "--split-mask applies to sendrecv plans"},
 		{name: "no size fits", args: []string{"run", "$DIR/limited.json", "-b", "64K", "-e", "1M"}, code: ExitError, stderr: "no size of the sweep"},
 		{name: "test plan", args: []string{"run", ports + "/unit_tests/copy_test.plan.json", "--size", "4K", "--race"},
 			stdout: []string{`(?m)^        4096          2048      half    none .*      -$`, `# Out of bounds values : 0 OK`}},
@@ -166,6 +174,9 @@ func TestRun(t *testing.T) {
 			if !strings.Contains(stderr, tt.stderr) {
 				t.Errorf("stderr %q does not contain %q", stderr, tt.stderr)
 			}
+			if tt.notStderr != "" && strings.Contains(stderr, tt.notStderr) {
+				t.Errorf("stderr %q contains %q", stderr, tt.notStderr)
+			}
 		})
 	}
 }
@@ -200,5 +211,37 @@ func TestRunHandOver(t *testing.T) {
 	code, _, stderr := run(t, dir, "run", "plan.json", "--backend", "gpu", "-s", "4K")
 	if code != ExitError || !strings.Contains(stderr, "started as that worker") {
 		t.Errorf("inside a worker: got exit %d, stderr %q", code, stderr)
+	}
+}
+
+// sendrecvGroups sends every rank's input to the same position in the
+// next group of `group` ranks: right only when run with --split-mask
+// group-1, as executor_test.py checks it.
+const sendrecvGroups = `n = param("num_gpus", 4, help = "ranks")
+g = param("group", 2, help = "ranks per group (split mask + 1)")
+
+CollectiveProgram("sendrecv_groups", SendRecv(n, 1, False), n, protocol = "Simple")
+for r in range(n):
+    dst = (r + g) % n
+    ch = MemoryChannel(dst, r)
+    ch.put(Rank(dst).get_output_buffer()[0:1], Rank(r).get_input_buffer()[0:1], tb = 0)
+    ch.signal(tb = 0, data_sync = SyncType.before)
+    MemoryChannel(r, dst).wait(tb = 0, data_sync = SyncType.after)
+`
+
+// TestRunSplitMask checks sendrecv plans against groups of split-mask+1
+// ranks.
+func TestRunSplitMask(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "sr.star"), sendrecvGroups)
+	if code, stdout, stderr := run(t, dir, "run", "$DIR/sr.star", "-s", "4K", "-n", "2", "--split-mask", "1"); code != 0 {
+		t.Errorf("--split-mask 1: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := run(t, dir, "run", "$DIR/sr.star", "-s", "4K", "-n", "2"); code != ExitError || !strings.Contains(stderr, "wrong data") {
+		t.Errorf("without --split-mask: exit %d, stderr %q; want wrong data", code, stderr)
+	}
+	if code, _, stderr := run(t, dir, "run", "$DIR/sr.star", "-s", "4K", "--split-mask", "2"); code != ExitUsage || !strings.Contains(stderr, "groups of 3 do not divide 4 ranks") {
+		t.Errorf("--split-mask 2: exit %d, stderr %q", code, stderr)
 	}
 }
