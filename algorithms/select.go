@@ -37,6 +37,9 @@ type Candidate struct {
 	Dir    string
 	Entry  Entry
 	Reason string
+	// PlaceOnly is set on a rejected plan whose only mismatch is its
+	// in-place mode: it would fit the call made the other way.
+	PlaceOnly bool
 }
 
 // Choice is the answer of Select: the chosen plan, and every plan that was
@@ -63,6 +66,11 @@ func Select(sources []Source, req Request) (*Choice, error) {
 		var fits []Candidate
 		for _, e := range src.Index.Plans {
 			c := Candidate{Dir: src.Dir, Entry: e, Reason: reject(e, req)}
+			if e.InPlace != req.InPlace {
+				flipped := req
+				flipped.InPlace = e.InPlace
+				c.PlaceOnly = reject(e, flipped) == ""
+			}
 			if c.Reason == "" {
 				fits = append(fits, c)
 			} else {

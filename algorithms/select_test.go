@@ -99,3 +99,37 @@ func TestScanDir(t *testing.T) {
 		t.Errorf("index = %+v", idx.Plans)
 	}
 }
+
+// TestSelectPlaceOnly marks the rejected plans whose only mismatch is the
+// in-place mode, and only those.
+func TestSelectPlaceOnly(t *testing.T) {
+	t.Parallel()
+	defaults := []Source{{Dir: "default", Index: testIndex()}}
+	tests := []struct {
+		name string
+		req  Request
+		want []string // the plans marked PlaceOnly
+	}{
+		{"out-of-place small allreduce", Request{"allreduce", 8, 8, 4096, false, 2, false}, []string{"allreduce_packet_8"}},
+		{"out-of-place large allreduce with NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, true}, []string{"allreduce_rsag_8", "allreduce_nvls_8"}},
+		{"out-of-place large allreduce without NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, false}, []string{"allreduce_rsag_8"}},
+		{"in-place allgather", Request{"allgather", 8, 8, 8 << 10, true, 2, false}, []string{"allgather_8"}},
+		{"in-place allgather of a bad size", Request{"allgather", 8, 8, 8*16 + 8, true, 2, false}, nil},
+		{"in-place call that fits", Request{"allreduce", 8, 8, 4096, true, 2, false}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := Select(defaults, tt.req)
+			var got []string
+			for _, r := range c.Rejected {
+				if r.PlaceOnly {
+					got = append(got, r.Entry.Name)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("PlaceOnly plans %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

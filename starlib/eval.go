@@ -109,6 +109,7 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 		Print: func(_ *starlark.Thread, msg string) { fmt.Fprintln(stderr, msg) },
 	}
 	thread.SetLocal(stateKey, st)
+	st.thread = thread
 	max := opts.MaxSteps
 	if max == 0 {
 		max = DefaultMaxSteps
@@ -220,9 +221,12 @@ func (l *loader) load(thread *starlark.Thread, modulePath string) (starlark.Stri
 // call stack (outermost first).
 type Error struct {
 	// File names the file when there is no position.
-	File  string
-	Pos   syntax.Position
-	Msg   string
+	File string
+	Pos  syntax.Position
+	Msg  string
+	// Hint, when set, suggests the Starlark way of writing a Python habit
+	// that caused a syntax error (an import, a with block, **).
+	Hint  string
 	Stack starlark.CallStack
 	cause error
 }
@@ -241,12 +245,15 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.cause }
 
-// Detail returns the error line followed by the traceback, one frame a
-// line, innermost call last.
+// Detail returns the error line, the hint line ("hint: ...") if any, and
+// the traceback, one frame a line, innermost call last.
 func (e *Error) Detail() string {
 	var b strings.Builder
 	b.WriteString(e.Error())
 	b.WriteString("\n")
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "hint: %s\n", e.Hint)
+	}
 	if len(e.Stack) > 0 {
 		b.WriteString("Traceback (most recent call last):\n")
 		for _, fr := range e.Stack {
@@ -280,11 +287,16 @@ func toError(err error, file string) *Error {
 				pos = fr.Pos
 			}
 		}
-		return &Error{Pos: pos, Msg: msg, Stack: stack, cause: err}
+		e := &Error{Pos: pos, Msg: msg, Stack: stack, cause: err}
+		if strings.HasPrefix(msg, "cannot load ") {
+			// A syntax error in a loaded file.
+			e.Hint = syntaxHint(msg)
+		}
+		return e
 	}
 	var se syntax.Error
 	if errors.As(err, &se) {
-		return &Error{Pos: se.Pos, Msg: se.Msg, cause: err}
+		return &Error{Pos: se.Pos, Msg: se.Msg, Hint: syntaxHint(se.Msg), cause: err}
 	}
 	var rl resolve.ErrorList
 	if errors.As(err, &rl) && len(rl) > 0 {

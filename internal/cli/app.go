@@ -28,7 +28,7 @@ type deps struct {
 
 // newApp builds the application; commands are data.
 func newApp(d *deps) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:            "mscclgo",
 		Usage:           "compile and run MSCCL++ collective algorithms written in Starlark",
 		Version:         Version,
@@ -41,16 +41,29 @@ func newApp(d *deps) *cli.App {
 			d.unknownCommand = true
 		},
 		OnUsageError: onUsageError,
+		// The app has its own help command, so urfave/cli adds no
+		// --help flag by itself.
+		Flags: []cli.Flag{cli.HelpFlag},
 		Commands: []*cli.Command{
 			evalCommand(d),
 			installCommand(d),
 			selectCommand(d),
 			checkCommand(d),
 			runCommand(d),
+			listCommand(d),
+			completionCommand(d),
+			helpCommand(),
 		},
 		// Errors are printed by Run, which also maps them to exit statuses.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+	for _, c := range app.Commands {
+		// No `mscclgo CMD help` subcommand: there, help is an argument
+		// (mscclgo eval help looks for a script named help); mscclgo help CMD
+		// prints the help.
+		c.HideHelpCommand = true
+	}
+	return app
 }
 
 // Run runs the command line args and returns the process exit status.
@@ -152,6 +165,42 @@ func interspersed(app *cli.App, args []string) []string {
 		out = append(out, positional...)
 	}
 	return out
+}
+
+// helpCommand is `mscclgo help [COMMAND]`: the app's help, or the
+// command's (as `mscclgo COMMAND --help` prints it).
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Usage:     "print the list of commands, or the help of one command",
+		ArgsUsage: "[COMMAND]",
+		Description: "mscclgo help prints what mscclgo --help prints; mscclgo help COMMAND prints what\n" +
+			"mscclgo COMMAND --help prints.",
+		// help parses its --help itself: urfave/cli would print the
+		// app's help for it.
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) > 0 && args[0] == "--" {
+				args = args[1:]
+			}
+			switch len(args) {
+			case 0:
+				return cli.ShowAppHelp(c)
+			case 1:
+				name := args[0]
+				if name == "--help" || name == "-h" {
+					name = "help"
+				}
+				if c.App.Command(name) == nil {
+					return usageErr("help: unknown command %q (run mscclgo --help for the list)", name)
+				}
+				return cli.ShowCommandHelp(c, name)
+			}
+			return usageErr("help: want at most one COMMAND, got %d arguments", len(args))
+		},
+		OnUsageError: onUsageError,
+	}
 }
 
 // onUsageError turns a flag parsing error into a usage error, without

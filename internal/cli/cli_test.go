@@ -130,3 +130,87 @@ func TestCommandTree(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpCommand checks that `mscclgo help CMD` prints what `mscclgo CMD
+// --help` prints, `mscclgo help` what `mscclgo --help` prints, and that an
+// unknown CMD is a usage error.
+func TestHelpCommand(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range newApp(&deps{}).Commands {
+		t.Run(c.Name, func(t *testing.T) {
+			code, got, stderr := run(t, dir, "help", c.Name)
+			if code != ExitOK || stderr != "" {
+				t.Fatalf("help %s: exit %d, stderr %q", c.Name, code, stderr)
+			}
+			_, want, _ := run(t, dir, c.Name, "--help")
+			if got != want || !strings.Contains(got, "mscclgo "+c.Name+" - ") {
+				t.Errorf("help %s printed\n%s\nmscclgo %s --help printed\n%s", c.Name, got, c.Name, want)
+			}
+		})
+	}
+	_, appHelp, _ := run(t, dir, "--help")
+	if !strings.Contains(appHelp, "COMMANDS:") || !strings.Contains(appHelp, "--help, -h") {
+		t.Fatalf("mscclgo --help printed\n%s", appHelp)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // the whole standard output, when not empty
+		stderr string // substring
+	}{
+		{name: "app help", args: []string{"help"}, stdout: appHelp},
+		{name: "no arguments", args: nil, stdout: appHelp},
+		{name: "-h", args: []string{"-h"}, stdout: appHelp},
+		{name: "unknown command", args: []string{"help", "bogus"}, code: ExitUsage, stderr: `mscclgo: help: unknown command "bogus" (run mscclgo --help for the list)`},
+		{name: "two commands", args: []string{"help", "eval", "run"}, code: ExitUsage, stderr: "help: want at most one COMMAND"},
+		// help after a command is an argument, not a subcommand.
+		{name: "eval help", args: []string{"eval", "help"}, code: ExitError, stderr: "help: no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, dir, tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			if tt.stdout != "" && stdout != tt.stdout {
+				t.Errorf("stdout\n%s\nwant\n%s", stdout, tt.stdout)
+			}
+			if !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("stderr %q does not contain %q", stderr, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestEvalSyntaxHints checks that eval prints a hint after the syntax
+// errors of Python habits, keeping the FILE:LINE:COL form.
+func TestEvalSyntaxHints(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct{ name, script, stderr string }{
+		{"import", "import argparse\n", "$DIR/a.star:1:1: error: got import, want primary expression\n" +
+			`hint: Starlark has no imports; use load("file.star", "name") and param()` + "\n"},
+		{"from", "from mscclpp.language import *\n", "$DIR/a.star:1:1: error: got from, want primary expression\nhint: Starlark has no imports"},
+		{"with", "with CollectiveProgram():\n    pass\n", "$DIR/a.star:1:1: error: got with, want primary expression\n" +
+			"hint: Starlark has no with blocks; CollectiveProgram(...) makes the program current; pipelines are for _ in Loop.iteration(...):\n"},
+		{"power", "n = 2**20\n", "$DIR/a.star:1:8: error: got '**', want newline\nhint: Starlark has no ** operator; write 1 << n or x * x\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sub := filepath.Join(dir, tt.name)
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(sub, "a.star"), tt.script)
+			code, stdout, stderr := run(t, sub, "eval", "$DIR/a.star")
+			if code != ExitError || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			if want := strings.ReplaceAll(tt.stderr, "$DIR", sub); !strings.HasPrefix(stderr, want) {
+				t.Errorf("stderr\n%s\nwant it to start with\n%s", stderr, want)
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -75,18 +77,31 @@ func selectCommand(d *deps) *cli.Command {
 			&cli.IntFlag{Name: "ranks-per-node", Usage: "ranks per node (`N`; default: the world size)"},
 			&cli.StringFlag{Name: "size", Usage: "message `SIZE` in bytes, nccl-tests style (1K, 64M): output size for allgather, input size otherwise", Required: true},
 			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
-			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
+			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
 			&cli.BoolFlag{Name: "nvls", Usage: "NVLink SHARP (switch channels) is available"},
 			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` before the defaults (repeatable; its index.json, or else its *.json plans as single-node plans)"},
 			&cli.StringFlag{Name: "dir", Usage: "the default plan set `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also list every rejected plan"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every rejected plan, of any collective, also when a plan is found"},
 		},
 		Action:       func(c *cli.Context) error { return runSelect(c, d) },
 		OnUsageError: onUsageError,
 	}
 }
 
+// collectives are the collective names select accepts.
+var collectives = []string{"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"}
+
 func runSelect(c *cli.Context, d *deps) error {
+	coll := strings.ToLower(c.String("collective"))
+	if !slices.Contains(collectives, coll) {
+		return usageErr("--collective %q: unknown collective (want %s)", c.String("collective"), strings.Join(collectives, ", "))
+	}
+	if n := c.Int("world-size"); n < 1 {
+		return usageErr("--world-size %d: want at least 1 rank", n)
+	}
+	if n := c.Int("ranks-per-node"); n < 0 {
+		return usageErr("--ranks-per-node %d: want at least 1 rank (or 0 for the world size)", n)
+	}
 	size, err := parseSize(c.String("size"))
 	if err != nil {
 		return usageErr("--size: %v", err)
@@ -96,7 +111,7 @@ func runSelect(c *cli.Context, d *deps) error {
 		return usageErr("--dtype: %v", err)
 	}
 	req := algorithms.Request{
-		Collective:   strings.ToLower(c.String("collective")),
+		Collective:   coll,
 		WorldSize:    c.Int("world-size"),
 		RanksPerNode: c.Int("ranks-per-node"),
 		Size:         size,
@@ -118,12 +133,46 @@ func runSelect(c *cli.Context, d *deps) error {
 		fmt.Fprintf(d.stdout, "no plan: %v\n", err)
 	}
 	if c.Bool("verbose") || err != nil {
-		for _, r := range choice.Rejected {
-			fmt.Fprintf(d.stdout, "  rejected %s (%s): %s\n", r.Entry.Name, filepath.Join(r.Dir, r.Entry.File), r.Reason)
-		}
+		printRejected(d.stdout, choice.Rejected, req, c.Bool("verbose"))
 	}
 	if err != nil {
 		return &reportedError{code: ExitError}
 	}
 	return nil
+}
+
+// printRejected lists the rejected plans: those of the asked collective,
+// or all of them when all is set. The plans whose only mismatch is their
+// in-place mode come first, one line each saying so.
+func printRejected(w io.Writer, rejected []algorithms.Candidate, req algorithms.Request, all bool) {
+	for _, r := range rejected {
+		if r.PlaceOnly {
+			fmt.Fprintf(w, "  %s: %s plan, the call is %s (it fits otherwise: %s)\n",
+				r.Entry.Name, placeName(r.Entry.InPlace), placeName(req.InPlace), filepath.Join(r.Dir, r.Entry.File))
+		}
+	}
+	hidden := 0
+	for _, r := range rejected {
+		switch {
+		case r.PlaceOnly:
+		case !all && r.Entry.Collective != req.Collective:
+			hidden++
+		default:
+			fmt.Fprintf(w, "  rejected %s (%s): %s\n", r.Entry.Name, filepath.Join(r.Dir, r.Entry.File), r.Reason)
+		}
+	}
+	switch {
+	case hidden == 1:
+		fmt.Fprintln(w, "  (1 plan of another collective not shown; -v lists it)")
+	case hidden > 1:
+		fmt.Fprintf(w, "  (%d plans of other collectives not shown; -v lists them)\n", hidden)
+	}
+}
+
+// placeName names a plan's or a call's in-place mode.
+func placeName(inPlace bool) string {
+	if inPlace {
+		return "in-place"
+	}
+	return "out-of-place"
 }
