@@ -23,26 +23,41 @@ func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executo
 	m := &executor.SourceMap{Version: executor.SourceMapVersion, Plan: p.Name, SHA256: executor.PlanHash(plan),
 		Files: []string{}, Ops: []executor.SourceOps{}}
 	files := map[string]int{}
-	// pos lists op's call sites as [file, line, column].
+	// at is a position as [file, line, column].
+	at := func(q syntax.Position) [3]int {
+		name := q.Filename()
+		if display != nil {
+			name = display(name)
+		}
+		i, ok := files[name]
+		if !ok {
+			i = len(m.Files)
+			files[name] = i
+			m.Files = append(m.Files, name)
+		}
+		return [3]int{i, int(q.Line), int(q.Col)}
+	}
+	// pos lists op's call sites.
 	pos := func(op *ir.Op) [][3]int {
 		var out [][3]int
 		for _, q := range append([]syntax.Position{op.Pos}, op.Fused...) {
 			if !q.IsValid() {
 				continue
 			}
-			name := q.Filename()
-			if display != nil {
-				name = display(name)
-			}
-			i, ok := files[name]
-			if !ok {
-				i = len(m.Files)
-				files[name] = i
-				m.Files = append(m.Files, name)
-			}
-			e := [3]int{i, int(q.Line), int(q.Col)}
-			if !slices.Contains(out, e) { // a loop fuses one line many times
+			if e := at(q); !slices.Contains(out, e) { // a loop fuses one line many times
 				out = append(out, e)
+			}
+		}
+		return out
+	}
+	stack := func(op *ir.Op) [][3]int {
+		if !op.Pos.IsValid() {
+			return nil
+		}
+		var out [][3]int
+		for _, q := range op.Stack {
+			if q.IsValid() {
+				out = append(out, at(q))
 			}
 		}
 		return out
@@ -51,11 +66,11 @@ func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executo
 		for t, tb := range g.ThreadBlocks {
 			for k, op := range tb.Ops {
 				if ps := pos(op); len(ps) > 0 {
-					m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k), Pos: ps})
+					m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k), Pos: ps, Stack: stack(op)})
 				}
 				for j, b := range op.Body {
 					if ps := pos(b); len(ps) > 0 {
-						m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k) + "." + itoa(j), Pos: ps})
+						m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k) + "." + itoa(j), Pos: ps, Stack: stack(b)})
 					}
 				}
 			}

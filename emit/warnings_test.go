@@ -13,7 +13,9 @@ import (
 func TestWarnings(t *testing.T) {
 	file := "algo.star"
 	at := func(line int32) syntax.Position { return syntax.MakePosition(&file, line, 1) }
-	cp := func(line int32) *ir.Op { return &ir.Op{Kind: ir.Copy, Pos: at(line), Src: []ir.Ref{{}}, Dst: []ir.Ref{{}}} }
+	cp := func(line int32) *ir.Op {
+		return &ir.Op{Kind: ir.Copy, Pos: at(line), Src: []ir.Ref{{}}, Dst: []ir.Ref{{}}}
+	}
 	many := func(n int) []*ir.Op {
 		var ops []*ir.Op
 		for i := 0; i < n; i++ {

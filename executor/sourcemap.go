@@ -22,8 +22,10 @@ package executor
 // "op" is the op's index in its thread block's "ops", or PIPELINE.BODY for
 // an op in a pipeline's body; "pos" lists [file index, line, column] of
 // every recorded op fused into it, in recording order, each place once (a
-// loop that fuses one call many times gives one entry). Ops inserted by
-// the compiler (nops of synchronisation) have no entry.
+// loop that fuses one call many times gives one entry); "stack", when the
+// first of them is in a function, lists the calls that led to it,
+// innermost first (at most 4). Ops inserted by the compiler (nops of
+// synchronisation) have no entry.
 
 import (
 	"crypto/sha256"
@@ -55,6 +57,9 @@ type SourceOps struct {
 	// pipeline K's body).
 	Op  string   `json:"op"`
 	Pos [][3]int `json:"pos"`
+	// Stack are the frames that called the function recording the first
+	// position, innermost first; absent for a call at the top level.
+	Stack [][3]int `json:"stack,omitempty"`
 }
 
 // PlanHash is the sha256 a source map records for plan bytes.
@@ -76,7 +81,7 @@ func ParseSourceMap(data []byte) (*SourceMap, error) {
 		return nil, fmt.Errorf("source map: version %d, this mscclgo reads version %d", m.Version, SourceMapVersion)
 	}
 	for i, o := range m.Ops {
-		for _, p := range o.Pos {
+		for _, p := range append(append([][3]int(nil), o.Pos...), o.Stack...) {
 			if p[0] < 0 || p[0] >= len(m.Files) {
 				return nil, fmt.Errorf("source map: ops[%d]: file index %d out of range (%d files)", i, p[0], len(m.Files))
 			}
@@ -98,8 +103,18 @@ func (p *Plan) AttachSources(m *SourceMap, plan []byte) error {
 			return fmt.Errorf("source map: ops[%d]: %w", i, err)
 		}
 		op.Source = op.Source[:0]
-		for _, pos := range o.Pos {
-			op.Source = append(op.Source, fmt.Sprintf("%s:%d:%d", m.Files[pos[0]], pos[1], pos[2]))
+		for i, pos := range o.Pos {
+			s := fmt.Sprintf("%s:%d:%d", m.Files[pos[0]], pos[1], pos[2])
+			if i == 0 {
+				for j, f := range o.Stack {
+					sep := ", "
+					if j == 0 {
+						sep = " called from "
+					}
+					s += fmt.Sprintf("%s%s:%d:%d", sep, m.Files[f[0]], f[1], f[2])
+				}
+			}
+			op.Source = append(op.Source, s)
 		}
 	}
 	return nil

@@ -178,6 +178,9 @@ type Op struct {
 	// Pos is the user's call site that recorded the op (zero for ops
 	// inserted by passes).
 	Pos syntax.Position
+	// Stack are the frames that called the function that recorded the op
+	// at Pos, innermost first (nil at the top level); shared, read-only.
+	Stack []syntax.Position
 	// Fused are the call sites of the ops fused into this one after the
 	// first (Pos), in recording order; nil for an op that fused nothing.
 	Fused    []syntax.Position

@@ -345,6 +345,9 @@ func rankBarrier(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 // record appends op to (rank, tb), or to the open loop context.
 func (p *Program) record(rank, tb int, op *ir.Op) {
+	if op.Stack == nil && op.Pos.IsValid() {
+		op.Stack = p.callStack()
+	}
 	if p.loop != nil {
 		p.loop.add(rank, tb, op)
 		return
@@ -355,6 +358,7 @@ func (p *Program) record(rank, tb int, op *ir.Op) {
 // recordBuf is record for an op built in p.buf: the op is cloned where it
 // is kept, and fused away without a copy where it is not.
 func (p *Program) recordBuf(rank, tb int, op *ir.Op) {
+	op.Stack = p.callStack()
 	if p.loop != nil || !p.IR.InstrFusion {
 		p.record(rank, tb, op.Clone())
 		return

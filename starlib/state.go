@@ -46,6 +46,8 @@ type Program struct {
 	buf ir.OpBuf
 	// st is the evaluation state the program was started in.
 	st *state
+	// stacks interns the call stacks of recorded ops (callStack).
+	stacks map[[maxStack]syntax.Position][]syntax.Position
 }
 
 // Name returns the program's name.
@@ -108,6 +110,8 @@ func (p *Program) finalized() bool { return p.done }
 
 // state is the per-evaluation host state, reached through the thread.
 type state struct {
+	// thread is the evaluation's one thread (call stacks of recorded ops).
+	thread   *starlark.Thread
 	programs []*Program
 	current  *Program
 	params   *paramSet
@@ -154,6 +158,39 @@ func sameProgram(fn string, cur, owner *Program, v starlark.Value) error {
 		return fmt.Errorf("%s: %s belongs to program %q, not to the current program %q", fn, v, owner.Name(), cur.Name())
 	}
 	return nil
+}
+
+// maxStack is how many calling frames an op's Stack keeps.
+const maxStack = 4
+
+// callStack returns the frames that called the user function which
+// called the running builtin, innermost first, at most maxStack (nil for
+// a call at the top level), interned per program: a loop that records
+// thousands of ops from one helper shares one slice.
+func (p *Program) callStack() []syntax.Position {
+	if p.st == nil || p.st.thread == nil {
+		return nil
+	}
+	t := p.st.thread
+	d := t.CallStackDepth()
+	if d <= 2 {
+		return nil
+	}
+	var key [maxStack]syntax.Position
+	n := 0
+	for i := 2; i < d && n < maxStack; i++ {
+		key[n] = t.CallFrame(i).Pos
+		n++
+	}
+	if s, ok := p.stacks[key]; ok {
+		return s
+	}
+	s := append([]syntax.Position(nil), key[:n]...)
+	if p.stacks == nil {
+		p.stacks = map[[maxStack]syntax.Position][]syntax.Position{}
+	}
+	p.stacks[key] = s
+	return s
 }
 
 // callerPos returns the position of the user's call of the running builtin.
