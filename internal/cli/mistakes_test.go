@@ -139,3 +139,29 @@ func TestMistakesPointAtTheLine(t *testing.T) {
 		})
 	}
 }
+
+// TestMistakeInALoadedFunction: an op recorded by a function of a loaded
+// file is named with its line there and the call that led to it.
+func TestMistakeInALoadedFunction(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "lib.star"), `def send(src, dst, n):
+    ch = MemoryChannel(dst, src)
+    ch.put(Rank(dst).get_output_buffer()[(src + 1) % n:(src + 1) % n + 1], Rank(src).get_output_buffer()[src:src + 1], tb = 0)
+    ch.signal(tb = 0, data_sync = SyncType.before)
+`)
+	writeFile(t, filepath.Join(dir, "algo.star"), `load("lib.star", "send")
+n = param("num_gpus", 4, help = "number of GPUs")
+
+CollectiveProgram("allgather_lib", AllGather(n, 1, True), n, protocol = "Simple")
+for src in range(n):
+    for dst in range(n):
+        if dst != src:
+            send(src, dst, n)
+            MemoryChannel(src, dst).wait(tb = 0, data_sync = SyncType.after)
+`)
+	code, stdout, stderr := run(t, dir, "run", "$DIR/algo.star", "-s", "4K", "-n", "1")
+	if code != ExitError || !regexp.MustCompile(`written by rank 0 tb 0 op 0 put \(\S*lib\.star:3:11 called from \S*algo\.star:8:17\)`).MatchString(stderr) {
+		t.Errorf("exit %d; stderr:\n%s%s", code, stderr, stdout)
+	}
+}
