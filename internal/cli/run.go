@@ -62,13 +62,13 @@ type runOptions struct {
 	warmup    int
 	splitMask int
 	sizes     []uint64
-	sweep   bool
-	dtype   executor.ElemType
-	iters   int
-	inPlace bool
-	backend runBackend
-	opts    executor.Options
-	fill    executor.FillMode
+	sweep     bool
+	dtype     executor.ElemType
+	iters     int
+	inPlace   bool
+	backend   runBackend
+	opts      executor.Options
+	fill      executor.FillMode
 }
 
 func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
