@@ -10,8 +10,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
@@ -89,30 +91,80 @@ type InstallOptions struct {
 	// Dir is the directory that receives the plans and the index. It is
 	// replaced only when every plan was generated and validated.
 	Dir string
-	// Progress, if set, is called before each job and once at the end.
-	Progress func(done, total int, job string)
+	// Progress, if set, is called when a job starts and when it has been
+	// validated (or found in the validation cache), one call at a time.
+	Progress func(InstallEvent)
 	// Context cancels the installation.
 	Context context.Context
 	// DType is the element type of the validation runs (default float16,
 	// the executor_test.py default).
 	DType executor.ElemType
-	// MaxCheckBytes bounds the message sizes validated on the CPU backend
-	// (default 1 MiB).
+	// MaxCheckBytes is the message size up to which the validation sizes
+	// are preferred (default 1 MiB); see executor.CheckSizes.
 	MaxCheckBytes uint64
 	// Backend runs the validation (default: the CPU backend, with race
 	// detection). Any executor backend works: `install --backend gpu`
 	// validates every plan on the GPU it will run on.
 	Backend executor.Backend
+	// CacheDir is the validation cache: a plan whose bytes were validated
+	// by this build of mscclgo, with the same element type and sizes, is
+	// not validated again. Empty: no cache. Only validation on the CPU
+	// backend (Backend nil) is cached.
+	CacheDir string
+	// NoCache validates every plan even when the cache records it; the
+	// results are still recorded.
+	NoCache bool
+	// Version identifies this build in cache keys (default:
+	// ExecutableVersion(); if that is empty the cache is not used).
+	Version string
+	// Workers bounds the jobs validated at once (default GOMAXPROCS, and
+	// 1 for a Backend other than the CPU one). Validations also share a
+	// memory budget, so that large plans run one at a time.
+	Workers int
+	// Algorithms holds the algorithm files jobs name (NAME.star) and the
+	// libraries they load (default: FS, the bundled algorithms).
+	Algorithms fs.FS
+}
+
+// InstallEvent reports the progress of Install.
+type InstallEvent struct {
+	// Done is the number of jobs finished, Total the number of jobs.
+	Done, Total int
+	// Job is the job that started or finished.
+	Job string
+	// Finished is false when the job starts, true when all its plans have
+	// been validated.
+	Finished bool
+	// Plans are the finished job's plans.
+	Plans []PlanStatus
+}
+
+// PlanStatus is the validation of one plan of a finished job.
+type PlanStatus struct {
+	// Name is the plan's name.
+	Name string
+	// Sizes are the message sizes it is validated at.
+	Sizes []uint64
+	// Cached is set when the validation cache recorded the plan as
+	// validated, so that it was not run again.
+	Cached bool
 }
 
 // ErrInstall wraps the failure of one job.
 var ErrInstall = errors.New("install failed")
 
+// installBudget bounds the estimated bytes (buffers and scratch of every
+// rank) of the validations running at once; a validation larger than the
+// budget runs alone.
+const installBudget = 160 << 20
+
 // Install generates every job's plan, validates it (the plan loads, and
 // runs on the CPU backend with correct results at three message sizes of
 // its range, without deadlock or race), then replaces opts.Dir with the
-// plans and their index. On failure the error names the job and opts.Dir
-// is left untouched.
+// plans and their index. Jobs run concurrently (opts.Workers); plans the
+// validation cache (opts.CacheDir) records as validated are not run
+// again. On failure the error names the job and opts.Dir is left
+// untouched.
 func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
@@ -122,6 +174,19 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	}
 	if opts.MaxCheckBytes == 0 {
 		opts.MaxCheckBytes = 1 << 20
+	}
+	if opts.Algorithms == nil {
+		opts.Algorithms = FS
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+		if opts.Backend != nil {
+			opts.Workers = 1
+		}
+	}
+	opts.Workers = max(1, min(opts.Workers, len(jobs)))
+	if opts.Version == "" && opts.CacheDir != "" && opts.Backend == nil {
+		opts.Version = ExecutableVersion()
 	}
 	parent := filepath.Dir(filepath.Clean(opts.Dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -137,24 +202,75 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+
+	ctx, cancel := context.WithCancel(opts.Context)
+	defer cancel()
+	in := &installer{
+		opts: opts, dir: tmp, ctx: ctx, checker: executor.NewChecker(),
+		budget: newBudget(installBudget),
+	}
+	if opts.Backend == nil && opts.Version != "" {
+		in.cache = validationCache{dir: opts.CacheDir}
+	}
+	results := make([][]Entry, len(jobs))
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     int
+	)
+	progress := func(ev InstallEvent) {
+		if opts.Progress != nil {
+			opts.Progress(ev)
+		}
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range opts.Workers {
+		wg.Go(func() {
+			for i := range next {
+				job := jobs[i]
+				mu.Lock()
+				progress(InstallEvent{Done: done, Total: len(jobs), Job: job.String()})
+				mu.Unlock()
+				entries, status, err := in.job(job)
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = fmt.Errorf("%w: %s: %v", ErrInstall, job, err)
+						cancel()
+					}
+				} else {
+					results[i] = entries
+					done++
+					progress(InstallEvent{Done: done, Total: len(jobs), Job: job.String(), Finished: true, Plans: status})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := opts.Context.Err(); err != nil {
+		return nil, err
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+
 	idx := &Index{Version: IndexVersion}
 	files := map[string]string{}
-	for i, job := range jobs {
-		if opts.Progress != nil {
-			opts.Progress(i, len(jobs), job.String())
-		}
-		if err := opts.Context.Err(); err != nil {
-			return nil, err
-		}
-		entries, err := installJob(job, tmp, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrInstall, job, err)
-		}
+	for i, entries := range results {
 		for _, e := range entries {
 			if prev, dup := files[e.File]; dup {
-				return nil, fmt.Errorf("%w: %s and %s both produce %s: give them different names", ErrInstall, prev, job, e.File)
+				return nil, fmt.Errorf("%w: %s and %s both produce %s: give them different names", ErrInstall, prev, jobs[i], e.File)
 			}
-			files[e.File] = job.String()
+			files[e.File] = jobs[i].String()
 			idx.Plans = append(idx.Plans, e)
 		}
 	}
@@ -169,9 +285,6 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 		return nil, err
 	}
 	committed = true
-	if opts.Progress != nil {
-		opts.Progress(len(jobs), len(jobs), "")
-	}
 	return idx, nil
 }
 
@@ -196,45 +309,145 @@ func replaceDir(dir, tmp string) error {
 	return nil
 }
 
-// installJob evaluates one job, validates each of its programs and writes
-// their plans into dir.
-func installJob(job Job, dir string, opts InstallOptions) ([]Entry, error) {
+// installer is the state Install's workers share.
+type installer struct {
+	opts    InstallOptions
+	dir     string // the temporary directory receiving the plans
+	ctx     context.Context
+	checker *executor.Checker
+	budget  *budget
+	cache   validationCache
+}
+
+// job evaluates one job, validates each of its programs (or finds it in
+// the validation cache) and writes their plans into in.dir.
+func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
+	opts := in.opts
 	file := job.Algorithm + ".star"
-	res, err := starlib.Eval(starlib.FSSource(FS, "algorithms"), file, starlib.Options{Defines: job.Params, Context: opts.Context})
+	res, err := starlib.Eval(starlib.FSSource(opts.Algorithms, "algorithms"), file, starlib.Options{Defines: job.Params, Context: in.ctx})
 	if err != nil {
-		return nil, errorDetail(err)
+		return nil, nil, errorDetail(err)
 	}
 	if len(res.Programs) == 0 {
-		return nil, fmt.Errorf("algorithms/%s creates no program", file)
+		return nil, nil, fmt.Errorf("algorithms/%s creates no program", file)
 	}
 	var entries []Entry
+	var status []PlanStatus
 	for _, prog := range res.Programs {
 		text, err := prog.Plan()
 		if err != nil {
-			return nil, errorDetail(err)
+			return nil, nil, errorDetail(err)
 		}
 		spec := prog.Spec()
 		if spec == nil {
-			return nil, fmt.Errorf("program %q: bundled algorithms must be created with CollectiveProgram.from_spec(AlgoSpec(...)) so the index knows their shape", prog.Name())
+			return nil, nil, fmt.Errorf("program %q: bundled algorithms must be created with CollectiveProgram.from_spec(AlgoSpec(...)) so the index knows their shape", prog.Name())
+		}
+		if strings.ContainsAny(prog.Name(), `/\`) || prog.Name() == "" {
+			return nil, nil, fmt.Errorf("program name %q cannot be a file name", prog.Name())
 		}
 		plan, err := executor.Load(text)
 		if err != nil {
-			return nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
+			return nil, nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		if err := Validate(opts.Context, opts.Backend, plan, opts.DType, opts.MaxCheckBytes); err != nil {
-			return nil, fmt.Errorf("program %q: %v", prog.Name(), err)
+		sizes := executor.CheckSizes(plan, opts.DType, opts.MaxCheckBytes, 3)
+		if len(sizes) == 0 {
+			return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), errNoSize(plan))
+		}
+		st := PlanStatus{Name: prog.Name(), Sizes: sizes}
+		key := ""
+		if in.cache.dir != "" {
+			key = validationKey(opts.Version, text, opts.DType, sizes)
+			st.Cached = !opts.NoCache && in.cache.has(key)
+		}
+		if !st.Cached {
+			need := footprint(plan, sizes[len(sizes)-1], opts.DType)
+			if err := in.budget.acquire(in.ctx, need); err != nil {
+				return nil, nil, err
+			}
+			err := validateAt(in.ctx, opts.Backend, in.checker, plan, sizes, opts.DType)
+			in.budget.release(need)
+			if err != nil {
+				return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), err)
+			}
+			// The cache only saves time: a failure to record is not an
+			// installation failure.
+			_ = in.cache.put(key, validationRecord{
+				Format: validationFormat, Plan: prog.Name(), Job: job.String(),
+				DType: opts.DType.Name(), Sizes: sizes, Version: opts.Version,
+			})
 		}
 		e := entryOf(plan, spec, job)
 		e.File = prog.Name() + ".json"
-		if strings.ContainsAny(prog.Name(), `/\`) || prog.Name() == "" {
-			return nil, fmt.Errorf("program name %q cannot be a file name", prog.Name())
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.File), text, 0o644); err != nil {
-			return nil, err
+		if err := os.WriteFile(filepath.Join(in.dir, e.File), text, 0o644); err != nil {
+			return nil, nil, err
 		}
 		entries = append(entries, e)
+		status = append(status, st)
 	}
-	return entries, nil
+	return entries, status, nil
+}
+
+// footprint estimates the bytes a validation of plan at size allocates:
+// every rank's input, output and scratch.
+func footprint(plan *executor.Plan, size uint64, dt executor.ElemType) uint64 {
+	l, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+	if err != nil {
+		return 0
+	}
+	per := l.Sizes.Input + l.Sizes.Output
+	if l.InPlace {
+		per = max(l.Sizes.Input, l.Sizes.Output)
+	}
+	if inst, err := executor.Instantiate(plan, l.Sizes); err == nil {
+		per += inst.ScratchBytes
+	}
+	return per * uint64(l.NRanks)
+}
+
+// budget is a counting semaphore over bytes. A request larger than the
+// whole budget waits until nothing else holds any, then runs alone.
+type budget struct {
+	mu    sync.Mutex
+	cond  sync.Cond
+	total uint64
+	held  uint64
+}
+
+func newBudget(total uint64) *budget {
+	b := &budget{total: total}
+	b.cond.L = &b.mu
+	return b
+}
+
+func (b *budget) clamp(n uint64) uint64 { return min(max(n, 1), b.total) }
+
+// acquire waits until n bytes are free, or ctx is done.
+func (b *budget) acquire(ctx context.Context, n uint64) error {
+	n = b.clamp(n)
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.held+n > b.total {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.cond.Wait()
+	}
+	b.held += n
+	return nil
+}
+
+func (b *budget) release(n uint64) {
+	n = b.clamp(n)
+	b.mu.Lock()
+	b.held -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }
 
 func errorDetail(err error) error {
@@ -266,20 +479,40 @@ func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job Job) Entry {
 }
 
 // Validate runs plan on backend (nil: the CPU backend, with race
-// detection) at three message sizes of its range (at most maxBytes) and
-// checks the results.
+// detection) at three message sizes of its range (preferably at most
+// maxBytes, see executor.CheckSizes), two launches each, and checks the
+// results.
 func Validate(ctx context.Context, backend executor.Backend, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
+	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
+	if len(sizes) == 0 {
+		return errNoSize(plan)
+	}
+	return validateAt(ctx, backend, executor.NewChecker(), plan, sizes, dt)
+}
+
+func errNoSize(plan *executor.Plan) error {
+	return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
+}
+
+// validateAt runs plan at each size (ascending), two launches each.
+func validateAt(ctx context.Context, backend executor.Backend, checker *executor.Checker, plan *executor.Plan, sizes []uint64, dt executor.ElemType) error {
 	if backend == nil {
 		backend = cpu.New()
 	}
-	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
-	if len(sizes) == 0 {
-		return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
-	}
 	for _, size := range sizes {
-		if err := executor.RunChecked(ctx, backend, plan, size, dt, plan.Inplace, 2); err != nil {
+		if err := checker.Run(ctx, backend, plan, size, dt, plan.Inplace, validationLaunches); err != nil {
 			return fmt.Errorf("message size %d: %w", size, err)
+		}
+		// A large run leaves its buffers and scratch as garbage: collect
+		// it now, while little is live (so the collection is cheap), rather
+		// than let the heap grow to twice the next run's size.
+		if footprint(plan, size, dt) >= gcAfterBytes {
+			runtime.GC()
 		}
 	}
 	return nil
 }
+
+// gcAfterBytes is the footprint of a validation run after which
+// validateAt collects garbage.
+const gcAfterBytes = 32 << 20

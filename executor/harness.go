@@ -2,41 +2,101 @@ package executor
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"unsafe"
 )
 
-// CheckSizes returns up to n message sizes (the smallest, a middle one and
-// the largest) that are valid for plan: within its range and divisible as
-// its chunking needs. Sizes stay below maxBytes, or below four times the
-// smallest valid size when the plan's range starts above maxBytes.
+// maxSizeTries bounds the consecutive multiples of a plan's size unit
+// CheckSizes tries when it looks for valid sizes off the power-of-two
+// ladder.
+const maxSizeTries = 64
+
+// CheckSizes returns up to n distinct message sizes (ascending) that are
+// valid for plan: inside [MinMessageSize, MaxMessageSize] and divisible as
+// its chunking needs. The first is the smallest valid size. The others
+// prefer sizes of at most maxBytes: when the ladder unit·2^k holds enough
+// valid sizes up to maxBytes, n = 3 gives the smallest valid, a middle and
+// the largest ladder size up to maxBytes. Otherwise (a narrow range, or
+// one starting above maxBytes) the ladder sizes up to maxBytes are kept
+// and the next valid sizes above the smallest one, in steps of the size
+// unit, fill up to n: a plan whose range starts at 2 MiB + 1 is validated
+// at the three smallest valid sizes above 2 MiB, never above its
+// MaxMessageSize.
 func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
-	var valid []uint64
+	if n <= 0 {
+		return nil
+	}
 	unit := sizeUnit(plan, dt)
-	limit := maxBytes
-	for s := unit; s != 0 && s < 1<<40; s *= 2 {
-		if len(valid) > 0 && s > limit {
-			break
-		}
-		if s < plan.MinMessageSize || s > plan.MaxMessageSize {
-			continue
+	const top = uint64(1) << 40
+	valid := func(s uint64) bool {
+		if s < plan.MinMessageSize || s > plan.MaxMessageSize || s > top {
+			return false
 		}
 		l, err := PlanLayout(plan, s, dt, plan.Inplace)
 		if err != nil {
+			return false
+		}
+		_, err = Instantiate(plan, l.Sizes)
+		return err == nil
+	}
+	// The smallest valid size: the first valid multiple of unit in range.
+	lo := max(plan.MinMessageSize, unit)
+	if r := lo % unit; r != 0 {
+		lo += unit - r
+	}
+	first := uint64(0)
+	for s, i := lo, 0; i < maxSizeTries && s >= lo && s <= plan.MaxMessageSize && s <= top; s, i = s+unit, i+1 {
+		if valid(s) {
+			first = s
+			break
+		}
+	}
+	if first == 0 {
+		return nil
+	}
+	sizes := []uint64{first}
+	for s := unit; s != 0 && s <= maxBytes && s <= top; s *= 2 {
+		if s > first && valid(s) {
+			sizes = append(sizes, s)
+		}
+	}
+	if len(sizes) >= n {
+		if n <= 3 {
+			out := []uint64{sizes[0], sizes[len(sizes)/2], sizes[len(sizes)-1]}
+			return out[:n]
+		}
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = sizes[i*(len(sizes)-1)/(n-1)]
+		}
+		return out
+	}
+	// Too few ladder sizes up to maxBytes: add the next valid sizes above
+	// the smallest, in steps of unit.
+	have := map[uint64]bool{}
+	for _, s := range sizes {
+		have[s] = true
+	}
+	var extra []uint64
+	for s, i := first+unit, 0; i < maxSizeTries && len(sizes)+len(extra) < n && s > first; s, i = s+unit, i+1 {
+		if have[s] {
 			continue
 		}
-		if _, err := Instantiate(plan, l.Sizes); err != nil {
+		if !valid(s) {
+			if s > plan.MaxMessageSize || s > top {
+				break
+			}
 			continue
 		}
-		if len(valid) == 0 && 4*s > limit {
-			limit = 4 * s
-		}
-		valid = append(valid, s)
+		extra = append(extra, s)
 	}
-	if len(valid) <= n {
-		return valid
-	}
-	out := []uint64{valid[0], valid[len(valid)/2], valid[len(valid)-1]}
-	return out[:n]
+	out := append(sizes, extra...)
+	slices.Sort(out)
+	return out
 }
 
 // sizeUnit is the smallest message size worth trying: the alignment times
@@ -70,6 +130,306 @@ func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
 // with race detection, checking the results of every launch (plans
 // without a defined result only run).
 func RunChecked(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
+	return NewChecker().Run(ctx, backend, plan, size, dt, inPlace, iters)
+}
+
+// Checker runs plans as RunChecked does, drawing the inputs of every
+// launch and the expected results from data it generates once and keeps:
+// the fill of executor_test.py is deterministic, so the inputs of every
+// rank and iteration, at every message size, are windows of one generator
+// table per element type and fill mode, and the reference sums are
+// windows of one table per rank count. Validating many plans (of one
+// collective or not) with one Checker generates their data once. A
+// Checker is safe for concurrent use; its memory grows with the largest
+// message size it has served (a few times that size per rank count), not
+// with the number of ranks, iterations or runs.
+type Checker struct {
+	mu   sync.Mutex
+	gens map[genKey]*genTable
+	sums map[sumKey]*genTable
+}
+
+type genKey struct {
+	dtype string
+	mode  FillMode
+}
+
+type sumKey struct {
+	genKey
+	nranks, splitMask int
+}
+
+// genTable holds rows of generator output laid out thread-major, as Fill
+// writes them, but wider: row k holds, for generator threads t in [0,
+// width), the value thread t stores at its k-th step (or the rank-order
+// sum of such values, for a sum table). The fill of seed base b (rank +
+// iteration) is then element i ↦ row i/fillThreads, column
+// i%fillThreads + b: thread g of base b starts at seed g + b, as thread
+// g + b of base 0 does. A table is never modified once built.
+type genTable struct {
+	es    int    // element size in bytes
+	rows  int    // rows held
+	width int    // elements per row: fillThreads + the largest shift served
+	data  []byte // rows × width elements
+}
+
+// NewChecker returns an empty Checker.
+func NewChecker() *Checker {
+	return &Checker{gens: map[genKey]*genTable{}, sums: map[sumKey]*genTable{}}
+}
+
+// covers reports whether t serves n elements at shifts up to shift.
+func (t *genTable) covers(n, shift int) bool {
+	return t != nil && t.rows*fillThreads >= n && t.width-fillThreads >= shift
+}
+
+// each calls f with consecutive pieces of elements [lo, hi) of the
+// logical array at shift, and the element offset of each piece from lo.
+func (t *genTable) each(shift, lo, hi int, f func(piece []byte, at int)) {
+	for i := lo; i < hi; {
+		row, col := i/fillThreads, i%fillThreads
+		n := min(hi-i, fillThreads-col)
+		off := (row*t.width + col + shift) * t.es
+		f(t.data[off:off+n*t.es], i-lo)
+		i += n
+	}
+}
+
+// rowsFor is the number of generator rows n elements span.
+func rowsFor(n int) int { return (n + fillThreads - 1) / fillThreads }
+
+// gen returns the generator table of dt and mode serving n elements at
+// shifts up to shift (c.mu held).
+func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error) {
+	k := genKey{dt.Name(), mode}
+	t := c.gens[k]
+	if t.covers(n, shift) {
+		return t, nil
+	}
+	rows, ext := rowsFor(n), shift
+	if t != nil {
+		rows, ext = max(rows, t.rows), max(ext, t.width-fillThreads)
+	}
+	// Leave room for the shifts of a few more ranks and iterations, so
+	// that a table is rebuilt rarely.
+	ext = max(ext, 64)
+	t, err := buildGen(dt, mode, rows, fillThreads+ext)
+	if err != nil {
+		return nil, err
+	}
+	c.gens[k] = t
+	return t, nil
+}
+
+// buildGen computes rows × width generator values, as FillWith does for
+// its fillThreads threads.
+func buildGen(dt Numeric, mode FillMode, rows, width int) (*genTable, error) {
+	es := dt.Size()
+	if es != 2 && es != 4 {
+		return nil, fmt.Errorf("checker: fill of %d-byte %s elements", es, dt.Name())
+	}
+	tab := make([]byte, 1024*es)
+	for k := 0; k < 1024; k++ {
+		v := float64(k) / 1024
+		if mode == IntegerFill && dt.Epsilon() == 0 {
+			v = float64(k)
+		}
+		dt.SetFloat64(tab, k, v)
+	}
+	t := &genTable{es: es, rows: rows, width: width, data: make([]byte, rows*width*es)}
+	seeds := make([]uint32, width)
+	for g := range seeds {
+		seeds[g] = uint32(g)
+	}
+	for row := 0; row < rows; row++ {
+		out := t.data[row*width*es : (row+1)*width*es]
+		for g, s := range seeds {
+			s = s*1664525 + 1013904223
+			seeds[g] = s
+			k := int(s%1024) * es
+			if es == 2 {
+				binary.LittleEndian.PutUint16(out[2*g:], binary.LittleEndian.Uint16(tab[k:]))
+			} else {
+				binary.LittleEndian.PutUint32(out[4*g:], binary.LittleEndian.Uint32(tab[k:]))
+			}
+		}
+	}
+	return t, nil
+}
+
+// sum returns the reference-sum table of l's element type, fill mode,
+// rank count and split mask serving n elements at shifts (iterations) up
+// to shift: column t of a row is the sum, in rank order, of the generator
+// values at t + seedRank(r) (c.mu held).
+func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
+	k := sumKey{genKey{l.DType.Name(), l.Fill}, l.NRanks, l.SplitMask}
+	t := c.sums[k]
+	if t.covers(n, shift) {
+		return t, nil
+	}
+	rows, ext := rowsFor(n), shift
+	if t != nil {
+		rows, ext = max(rows, t.rows), max(ext, t.width-fillThreads)
+	}
+	ext = max(ext, 8)
+	width := fillThreads + ext
+	g, err := c.gen(l.DType, l.Fill, rows*fillThreads, ext+l.seedRank(l.NRanks-1))
+	if err != nil {
+		return nil, err
+	}
+	es := g.es
+	t = &genTable{es: es, rows: rows, width: width, data: make([]byte, rows*width*es)}
+	for row := 0; row < rows; row++ {
+		acc := t.data[row*width*es : (row+1)*width*es]
+		src := func(r int) []byte {
+			off := (row*g.width + l.seedRank(r)) * es
+			return g.data[off : off+width*es]
+		}
+		copy(acc, src(0))
+		for r := 1; r < l.NRanks; r++ {
+			l.DType.Add(acc, acc, src(r))
+		}
+	}
+	c.sums[k] = t
+	return t, nil
+}
+
+// FillInputs fills every rank's input for iteration seq, as
+// l.FillInputs does, from the Checker's data.
+func (c *Checker) FillInputs(l *BufferLayout, bufs []RankBuffers, seq int) error {
+	if len(bufs) == 0 {
+		return nil
+	}
+	es := l.DType.Size()
+	n := len(bufs[0].Input) / es
+	maxShift := 0
+	for r := range bufs {
+		n = max(n, len(bufs[r].Input)/es)
+		maxShift = max(maxShift, l.seedRank(r)+seq)
+	}
+	c.mu.Lock()
+	g, err := c.gen(l.DType, l.Fill, n, maxShift)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for r := range bufs {
+		in := bufs[r].Input
+		g.each(l.seedRank(r)+seq, 0, len(in)/es, func(piece []byte, at int) { copy(in[at*es:], piece) })
+	}
+	return nil
+}
+
+// Check compares every rank's output after iteration seq with the
+// expected result and returns the number of wrong elements per rank, as
+// l.Check does, from the Checker's data.
+func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64, error) {
+	if len(bufs) != l.NRanks {
+		return nil, fmt.Errorf("check: %d buffer sets for %d ranks", len(bufs), l.NRanks)
+	}
+	es := l.DType.Size()
+	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
+	n := l.NRanks
+	wrong := make([]uint64, n)
+	// compare counts, per rank, the elements of out[at:] that differ from
+	// elements [lo, hi) of the table at shift.
+	compare := func(t *genTable, shift, lo, hi int, out []byte, near bool) uint64 {
+		var w uint64
+		t.each(shift, lo, hi, func(piece []byte, at int) {
+			got := out[at*es : at*es+len(piece)]
+			if near {
+				w += nearCount(l, got, piece)
+			} else {
+				w += l.exact(got, piece)
+			}
+		})
+		return w
+	}
+	forRanks := func(f func(me int)) {
+		var wg sync.WaitGroup
+		for me := range bufs {
+			wg.Go(func() { f(me) })
+		}
+		wg.Wait()
+	}
+	c.mu.Lock()
+	var t *genTable
+	var err error
+	switch l.c {
+	case noResult:
+		err = ErrNoCheck
+	case allReduce, reduceScatter:
+		t, err = c.sum(l, max(inE, outE), seq)
+	case allGather, allToAll:
+		t, err = c.gen(l.DType, l.Fill, inE, n-1+seq)
+	case sendRecv:
+		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
+			err = fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
+			break
+		}
+		t, err = c.gen(l.DType, l.Fill, inE, l.NRanks/(l.SplitMask+1)-1+seq)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	switch l.c {
+	case allReduce:
+		forRanks(func(me int) { wrong[me] = compare(t, seq, 0, outE, bufs[me].Output, true) })
+	case reduceScatter:
+		forRanks(func(me int) { wrong[me] = compare(t, seq, me*outE, (me+1)*outE, bufs[me].Output, true) })
+	case allGather:
+		forRanks(func(me int) {
+			for r := 0; r < n; r++ {
+				wrong[me] += compare(t, r+seq, 0, inE, bufs[me].Output[r*inE*es:], false)
+			}
+		})
+	case allToAll:
+		m := inE / n
+		forRanks(func(me int) {
+			for r := 0; r < n; r++ {
+				wrong[me] += compare(t, r+seq, me*m, (me+1)*m, bufs[me].Output[r*m*es:], false)
+			}
+		})
+	case sendRecv:
+		forRanks(func(me int) { wrong[me] = compare(t, l.prevGroup(me)+seq, 0, outE, bufs[me].Output, false) })
+	}
+	return wrong, nil
+}
+
+// nearCount is l.near(got, want) with the 16-bit floating-point types
+// viewed as element slices (on a little-endian host, for aligned
+// buffers): bit-identical elements are skipped without conversion, the
+// others compared in float64 as l.near compares them.
+func nearCount(l *BufferLayout, got, want []byte) uint64 {
+	dt, ok := l.DType.(ElemType)
+	if !ok || (dt != Float16 && dt != BFloat16) || !nativeLE || len(want) < 2 || len(got) < len(want) ||
+		(uintptr(unsafe.Pointer(&got[0]))|uintptr(unsafe.Pointer(&want[0])))&1 != 0 {
+		return l.near(got, want)
+	}
+	tol := dt.Epsilon() * float64(l.NRanks)
+	w, g := view16(want), view16(got[:len(want)])
+	var wrong uint64
+	for i, x := range w {
+		y := g[i]
+		if x == y {
+			continue
+		}
+		var o, e float64
+		if dt == Float16 {
+			o, e = float64(math.Float32frombits(f16ToF32Table[y])), float64(math.Float32frombits(f16ToF32Table[x]))
+		} else {
+			o, e = float64(math.Float32frombits(uint32(y)<<16)), float64(math.Float32frombits(uint32(x)<<16))
+		}
+		if !(math.Abs(o-e) <= tol*(1+math.Abs(e))) {
+			wrong++
+		}
+	}
+	return wrong
+}
+
+// Run is RunChecked with the Checker's data.
+func (c *Checker) Run(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
 	l, err := PlanLayout(plan, size, dt, inPlace)
 	if err != nil {
 		return err
@@ -85,14 +445,16 @@ func RunChecked(ctx context.Context, backend Backend, plan *Plan, size uint64, d
 	defer sess.Close()
 	bufs := l.Alloc()
 	for it := 0; it < iters; it++ {
-		l.FillInputs(bufs, it)
+		if err := c.FillInputs(l, bufs, it); err != nil {
+			return err
+		}
 		if err := sess.Launch(ctx, bufs); err != nil {
 			return err
 		}
 		if !l.Checked() {
 			continue
 		}
-		wrong, err := l.Check(bufs, it)
+		wrong, err := c.Check(l, bufs, it)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/schollz/progressbar/v3"
@@ -19,13 +20,17 @@ func installCommand(d *deps) *cli.Command {
 		Usage: "generate, validate and install the default plan set",
 		Description: "Evaluates every bundled algorithm at every shape of the default set, checks each plan on the\n" +
 			"CPU backend (correct results at three message sizes of its range, no deadlock, no race), and\n" +
-			"only then replaces DIR with the plans and an index.json for plan selection.",
+			"only then replaces DIR with the plans and an index.json for plan selection. Plans run concurrently;\n" +
+			"a plan this build already validated with the same settings (recorded in\n" +
+			"$MSCCLGO_CACHE_DIR/validated or ~/.cache/mscclgo/validated) is not run again unless --no-cache.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "install into `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "element `TYPE` of the validation runs"},
-			&cli.StringFlag{Name: "max-check-size", Value: "1M", Usage: "largest message `SIZE` validated on the CPU backend"},
+			&cli.StringFlag{Name: "max-check-size", Value: "1M", Usage: "validate at message sizes up to `SIZE` where the plan's range allows three"},
 			&cli.StringFlag{Name: "backend", Usage: "validate on `NAME` (" + strings.Join(knownBackends, ", ") + "; default cpu, with race detection)"},
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`)"},
+			&cli.BoolFlag{Name: "no-cache", Usage: "validate every plan, even those the validation cache records as validated"},
+			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, DefaultText: "the number of CPUs Go uses", Usage: "validate up to `N` plans at once"},
 		},
 		Action:       func(c *cli.Context) error { return runInstall(c, d) },
 		OnUsageError: onUsageError,
@@ -55,7 +60,13 @@ func runInstall(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	opts := algorithms.InstallOptions{Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck}
+	if c.Int("jobs") < 0 {
+		return usageErr("--jobs: %d is negative", c.Int("jobs"))
+	}
+	opts := algorithms.InstallOptions{
+		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
+		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
+	}
 	if name := c.String("backend"); name != "" && name != "cpu" {
 		if name == "gpu" && !builtIn("gpu") {
 			return handOver(d)
@@ -74,11 +85,19 @@ func runInstall(c *cli.Context, d *deps) error {
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionClearOnFinish(),
 		)
-		opts.Progress = func(done, total int, job string) {
-			bar.Describe(job)
-			bar.Set(done)
+		opts.Progress = func(ev algorithms.InstallEvent) {
+			if !ev.Finished {
+				bar.Describe(ev.Job)
+			}
+			bar.Set(ev.Done)
 		}
 		defer bar.Finish()
+	} else {
+		opts.Progress = func(ev algorithms.InstallEvent) {
+			if ev.Finished {
+				fmt.Fprintln(d.stderr, installProgressLine(ev))
+			}
+		}
 	}
 	idx, err := algorithms.Install(jobs, opts)
 	if err != nil {
@@ -86,4 +105,60 @@ func runInstall(c *cli.Context, d *deps) error {
 	}
 	fmt.Fprintf(d.stdout, "installed %d plans from %d algorithm shapes into %s\n", len(idx.Plans), len(jobs), dir)
 	return nil
+}
+
+// validationCacheDir is the directory of the validation cache:
+// $MSCCLGO_CACHE_DIR/validated, or ~/.cache/mscclgo/validated; "" (no
+// cache) when neither can be found.
+func validationCacheDir() string {
+	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
+		return filepath.Join(d, algorithms.ValidationCacheDir)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "mscclgo", algorithms.ValidationCacheDir)
+}
+
+// installProgressLine is the line printed for a finished job when standard error
+// is not a terminal: "install: [12/34] JOB: validated at 128, 16K, 1M"
+// (or "cached"); a job with several plans names each.
+func installProgressLine(ev algorithms.InstallEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "install: [%d/%d] %s:", ev.Done, ev.Total, ev.Job)
+	for i, p := range ev.Plans {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		if len(ev.Plans) > 1 {
+			fmt.Fprintf(&b, " %s", p.Name)
+		}
+		if p.Cached {
+			b.WriteString(" cached")
+			continue
+		}
+		b.WriteString(" validated at ")
+		for j, s := range p.Sizes {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(installSize(s))
+		}
+	}
+	return b.String()
+}
+
+// installSize writes a byte count with the largest binary suffix that
+// divides it exactly: 128, 16K, 2097664, 1M.
+func installSize(n uint64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{30, "G"}, {20, "M"}, {10, "K"}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%d", n)
 }
