@@ -2,11 +2,11 @@ package tests
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/mscclgo/mscclgo/internal/testnote"
 )
 
 // TestMain says, before any test runs, when the MSCCL++ reference plans
@@ -14,53 +14,7 @@ import (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if _, err := os.Stat(filepath.Join(sharedGolden, "MANIFEST.tsv")); err != nil {
-		announce("tests: ../shared/golden not found: the byte-for-byte comparison with the MSCCL++ reference plans, and their runs on the CPU backend, are skipped")
+		testnote.Announce("tests: ../shared/golden not found: the byte-for-byte comparison with the MSCCL++ reference plans, and their runs on the CPU backend, are skipped")
 	}
 	os.Exit(m.Run())
-}
-
-// announce prints msg on standard error. `go test ./...` shows what a
-// passing package printed only with -v, so without -v the line is also
-// written where the go command itself writes its standard error, when that
-// is a terminal or a pipe (see goStderr).
-func announce(msg string) {
-	fmt.Fprintln(os.Stderr, msg)
-	if testing.Verbose() {
-		return
-	}
-	if f := goStderr(); f != nil {
-		fmt.Fprintln(f, msg)
-		f.Close()
-	}
-}
-
-// goStderr opens the standard error of the go command that runs this test
-// binary (Linux only), or returns nil: when the parent is not `go`, when
-// this binary's output already goes where the go command writes (go test
-// in a package directory streams it), or when that is neither a terminal
-// nor a pipe (appending to a file the go command writes at its own offset
-// could be overwritten).
-func goStderr() *os.File {
-	ppid := os.Getppid()
-	proc := func(name string) string { return fmt.Sprintf("/proc/%d/%s", ppid, name) }
-	comm, err := os.ReadFile(proc("comm"))
-	if err != nil || strings.TrimSpace(string(comm)) != "go" {
-		return nil
-	}
-	target, err := os.Stat(proc("fd/2"))
-	if err != nil || target.Mode()&(os.ModeCharDevice|os.ModeNamedPipe) == 0 {
-		return nil
-	}
-	if own, err := os.Stderr.Stat(); err == nil {
-		for _, fd := range []string{"fd/1", "fd/2"} {
-			if fi, err := os.Stat(proc(fd)); err == nil && os.SameFile(own, fi) {
-				return nil
-			}
-		}
-	}
-	f, err := os.OpenFile(proc("fd/2"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return nil
-	}
-	return f
 }

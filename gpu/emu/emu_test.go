@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/internal/testnote"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -35,55 +35,9 @@ const sharedGolden = "../../../shared/golden"
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if g, _ := filepath.Glob(filepath.Join(sharedGolden, "*.json")); len(g) == 0 {
-		announce("gpu/emu: ../shared/golden not found: the MSCCL++ reference plans are not run through the emulated kernel (the project's golden plans are)")
+		testnote.Announce("gpu/emu: ../shared/golden not found: the MSCCL++ reference plans are not run through the emulated kernel (the project's golden plans are)")
 	}
 	os.Exit(m.Run())
-}
-
-// announce prints msg on standard error. `go test ./...` shows what a
-// passing package printed only with -v, so without -v the line is also
-// written where the go command itself writes its standard error, when that
-// is a terminal or a pipe (see goStderr).
-func announce(msg string) {
-	fmt.Fprintln(os.Stderr, msg)
-	if testing.Verbose() {
-		return
-	}
-	if f := goStderr(); f != nil {
-		fmt.Fprintln(f, msg)
-		f.Close()
-	}
-}
-
-// goStderr opens the standard error of the go command that runs this test
-// binary (Linux only), or returns nil: when the parent is not `go`, when
-// this binary's output already goes where the go command writes (go test
-// in a package directory streams it), or when that is neither a terminal
-// nor a pipe (appending to a file the go command writes at its own offset
-// could be overwritten). The same as in package tests.
-func goStderr() *os.File {
-	ppid := os.Getppid()
-	proc := func(name string) string { return fmt.Sprintf("/proc/%d/%s", ppid, name) }
-	comm, err := os.ReadFile(proc("comm"))
-	if err != nil || strings.TrimSpace(string(comm)) != "go" {
-		return nil
-	}
-	target, err := os.Stat(proc("fd/2"))
-	if err != nil || target.Mode()&(os.ModeCharDevice|os.ModeNamedPipe) == 0 {
-		return nil
-	}
-	if own, err := os.Stderr.Stat(); err == nil {
-		for _, fd := range []string{"fd/1", "fd/2"} {
-			if fi, err := os.Stat(proc(fd)); err == nil && os.SameFile(own, fi) {
-				return nil
-			}
-		}
-	}
-	f, err := os.OpenFile(proc("fd/2"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return nil
-	}
-	return f
 }
 
 func backend(threads int) executor.Backend {

@@ -1,0 +1,59 @@
+// Package testnote lets a test binary say something that plain
+// `go test ./...` shows: a passing package's output is printed only with
+// -v, so a note that tests were skipped (the MSCCL++ reference plans are
+// missing beside the checkout) would otherwise go unseen. Only test
+// binaries import it.
+package testnote
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// Announce prints msg on standard error and, without -v, also where the go
+// command that runs this test binary writes its own standard error, when
+// that is a terminal or a pipe (Linux; see goStderr). Call it from
+// TestMain, after flag.Parse.
+func Announce(msg string) {
+	fmt.Fprintln(os.Stderr, msg)
+	if testing.Verbose() {
+		return
+	}
+	if f := goStderr(); f != nil {
+		fmt.Fprintln(f, msg)
+		f.Close()
+	}
+}
+
+// goStderr opens the standard error of the go command that runs this test
+// binary (Linux only), or returns nil: when the parent is not `go`, when
+// this binary's output already goes where the go command writes (go test
+// in a package directory streams it), or when that is neither a terminal
+// nor a pipe (appending to a file the go command writes at its own offset
+// could be overwritten).
+func goStderr() *os.File {
+	ppid := os.Getppid()
+	proc := func(name string) string { return fmt.Sprintf("/proc/%d/%s", ppid, name) }
+	comm, err := os.ReadFile(proc("comm"))
+	if err != nil || strings.TrimSpace(string(comm)) != "go" {
+		return nil
+	}
+	target, err := os.Stat(proc("fd/2"))
+	if err != nil || target.Mode()&(os.ModeCharDevice|os.ModeNamedPipe) == 0 {
+		return nil
+	}
+	if own, err := os.Stderr.Stat(); err == nil {
+		for _, fd := range []string{"fd/1", "fd/2"} {
+			if fi, err := os.Stat(proc(fd)); err == nil && os.SameFile(own, fi) {
+				return nil
+			}
+		}
+	}
+	f, err := os.OpenFile(proc("fd/2"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil
+	}
+	return f
+}
