@@ -2,8 +2,9 @@ package emit
 
 // warnings.go holds the eval-time warnings: what the MSCCL++ executor
 // cannot run or silently mis-runs in a compiled program (its hard limits,
-// runtime-semantics.md §1.16, and the sizes §2.8 needs), each with the
-// .star position of the op. The plan is still written, byte-identical;
+// runtime-semantics.md §1.16, the sizes §2.8 needs, and channels used
+// without a partner on the peer, §4.1), each with the .star position of
+// the op. The plan is still written, byte-identical;
 // `eval --strict` makes them errors.
 
 import (
@@ -43,9 +44,17 @@ func Warnings(p *ir.Program) []Warning {
 		}
 		out = append(out, Warning{Pos: pos, Where: where, Msg: fmt.Sprintf(format, args...)})
 	}
+	unpaired := unpairedChannels(p)
 	for r, g := range p.GPUs {
 		for _, tb := range g.ThreadBlocks {
 			where := fmt.Sprintf("program %q rank %d tb %d", p.Name, r, tb.ID)
+			for k, op := range tb.Ops {
+				for _, o := range append([]*ir.Op{op}, op.Body...) {
+					if msg := usesUnpaired(unpaired[r], tb, o); msg != "" {
+						add(o.Pos, fmt.Sprintf("%s op %d", where, k), "%s %s", o.Kind, msg)
+					}
+				}
+			}
 			if len(tb.Ops) == 0 {
 				add(p.Pos, where, "the thread block holds no op (the MSCCL++ executor still launches it)")
 			}
@@ -102,4 +111,82 @@ func opWarnings(add func(syntax.Position, string, string, ...any), where string,
 	if op.Kind == ir.Pipeline && op.UnitSize%unitAlignment != 0 {
 		add(op.Pos, where, "pipeline unit size %d is not a multiple of %d bytes: MSCCL++ mis-handles the tails of its reductions", op.UnitSize, unitAlignment)
 	}
+}
+
+// unpairedKey is a rank-level channel: its type and its global index.
+type unpairedKey struct {
+	t  ir.ChannelType
+	id int
+}
+
+// unpairedChannels returns, per rank, its memory and port channels that
+// have no partner on the peer (MSCCL++ pairs A's k-th channel of a type
+// to B with B's k-th channel of that type to A): their signals land in a
+// filler connection and their waits never end.
+func unpairedChannels(p *ir.Program) []map[unpairedKey]string {
+	peers := func(g *ir.GPU, t ir.ChannelType) []int {
+		var out []int
+		for _, c := range g.Channels {
+			if c.Type == t {
+				out = append(out, c.ConnectedTo...)
+			}
+		}
+		return out
+	}
+	out := make([]map[unpairedKey]string, len(p.GPUs))
+	for r, g := range p.GPUs {
+		for _, t := range []ir.ChannelType{ir.Memory, ir.Port} {
+			mine := peers(g, t)
+			seen := map[int]int{}
+			for id, peer := range mine {
+				k := seen[peer]
+				seen[peer]++
+				if peer < 0 || peer >= len(p.GPUs) || peer == r {
+					continue
+				}
+				back := count(peers(p.GPUs[peer], t), r)
+				if k < back {
+					continue
+				}
+				if out[r] == nil {
+					out[r] = map[unpairedKey]string{}
+				}
+				out[r][unpairedKey{t, id}] = fmt.Sprintf("uses %s channel %d of rank %d (to rank %d), which has no partner: rank %d declares %d %s channel(s) to rank %d, rank %d declares %d back; MSCCL++ loses its signals and never ends its waits",
+					t, id, r, peer, r, count(mine, peer), t, peer, peer, back)
+			}
+		}
+	}
+	return out
+}
+
+// usesUnpaired returns the message of the first unpaired channel a
+// signal, wait or flush op uses, or "".
+func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op) string {
+	if len(unpaired) == 0 || op.Kind.Family() != ir.FamDataSync || op.IDSet == nil {
+		return ""
+	}
+	var table []int
+	for _, t := range tb.Channels {
+		if t.Type == op.ChannelType {
+			table = append(table, t.IDs...)
+		}
+	}
+	for _, local := range op.IDSet.Keys() {
+		if local >= 0 && local < len(table) {
+			if msg, ok := unpaired[unpairedKey{op.ChannelType, table[local]}]; ok {
+				return msg
+			}
+		}
+	}
+	return ""
+}
+
+func count(xs []int, x int) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
 }

@@ -42,3 +42,28 @@ func TestEvalWarnings(t *testing.T) {
 		t.Errorf("8 ranks: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestEvalWarnsUnpairedChannel: a wait on a rank's third channel to a peer
+// that declares two back is named at its line.
+func TestEvalWarnsUnpairedChannel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "unp.star"), `n = 2
+CollectiveProgram("unpaired", AllGather(n, 1, True), n, protocol = "Simple")
+a = MemoryChannel(1, 0)
+b = MemoryChannel(1, 0)
+back = MemoryChannel(0, 1)
+a.put(Rank(1).get_output_buffer()[0:1], Rank(0).get_output_buffer()[0:1], tb = 0)
+b.signal(tb = 0, data_sync = SyncType.before)
+back.wait(tb = 0, data_sync = SyncType.after)
+c = MemoryChannel(0, 1)
+c.put(Rank(0).get_output_buffer()[1:2], Rank(1).get_output_buffer()[1:2], tb = 0)
+c.signal(tb = 0, data_sync = SyncType.before)
+MemoryChannel(1, 0).wait(tb = 0, data_sync = SyncType.after)
+`)
+	code, _, stderr := run(t, dir, "eval", "$DIR/unp.star", "-o", "$DIR/unp.json")
+	want := `unp\.star:12:25: warning: wait uses memory channel 2 of rank 0 \(to rank 1\), which has no partner: rank 0 declares 3 memory channel\(s\) to rank 1, rank 1 declares 2 back`
+	if code != 0 || !regexp.MustCompile(want).MatchString(stderr) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
