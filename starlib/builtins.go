@@ -1,6 +1,8 @@
 package starlib
 
 import (
+	"fmt"
+
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
@@ -40,12 +42,36 @@ func Predeclared() starlark.StringDict {
 		"ReplicationPolicy":   replicationPolicyEnum,
 		"ChannelType":         channelTypeEnum,
 		"Loop": starlarkstruct.FromStringDict(starlark.String("Loop"), starlark.StringDict{
-			"iteration": starlark.NewBuiltin("Loop.iteration", loopIterationBuiltin),
+			"iteration": starlark.NewBuiltin("Loop.iteration", guard("Loop.iteration", loopIterationBuiltin)),
 		}),
 	}
 	for name, fn := range builtins {
-		env[name] = starlark.NewBuiltin(name, fn)
+		env[name] = starlark.NewBuiltin(name, guard(name, fn))
+	}
+	// The interpreter's own builtins panic on some arguments (list() of a
+	// range of 2^62 elements asks for a slice that large): shadow each with
+	// a guarded copy, so that the panic becomes an error at the call.
+	for name, v := range starlark.Universe {
+		if b, ok := v.(*starlark.Builtin); ok {
+			env[name] = starlark.NewBuiltin(name, guard(name, func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+				return b.CallInternal(th, args, kwargs)
+			}))
+		}
 	}
 	env.Freeze()
 	return env
+}
+
+// guard returns fn with Go panics turned into errors: a builtin given
+// arguments it cannot handle fails at the call, with the script's
+// position and traceback, instead of crashing mscclgo with a Go stack.
+func guard(name string, fn builtinFn) builtinFn {
+	return func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (v starlark.Value, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				v, err = nil, fmt.Errorf("%s: %v", name, r)
+			}
+		}()
+		return fn(th, b, args, kwargs)
+	}
 }

@@ -29,7 +29,7 @@ type method struct {
 func methodTable(typ string, fns map[string]builtinFn) methods {
 	out := make(methods, 0, len(fns))
 	for name, fn := range fns {
-		out = append(out, method{name, starlark.NewBuiltin(typ+"."+name, fn)})
+		out = append(out, method{name, starlark.NewBuiltin(typ+"."+name, guard(typ+"."+name, fn))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out

@@ -260,7 +260,7 @@ func (programConstructor) AttrNames() []string   { return []string{"from_spec"} 
 // Attr returns from_spec.
 func (programConstructor) Attr(name string) (starlark.Value, error) {
 	if name == "from_spec" {
-		return starlark.NewBuiltin("CollectiveProgram.from_spec", programFromSpec), nil
+		return starlark.NewBuiltin("CollectiveProgram.from_spec", guard("CollectiveProgram.from_spec", programFromSpec)), nil
 	}
 	return nil, nil
 }
