@@ -50,7 +50,36 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("%s resolves outside the root %s", name, d.root)
 	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		// Reading a device or FIFO could block or never end.
+		return nil, fmt.Errorf("%s is %s, not a regular file", name, fileKind(st.Mode()))
+	}
+	if st.Size() > MaxScriptBytes {
+		return nil, fmt.Errorf("%s has %d bytes: a script may have at most %d", name, st.Size(), MaxScriptBytes)
+	}
 	return os.ReadFile(real)
+}
+
+// MaxScriptBytes bounds the size of a script or loaded file.
+const MaxScriptBytes = 16 << 20
+
+// fileKind names what a non-regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 func (d dirSource) Display(name string) string {

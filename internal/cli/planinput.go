@@ -225,6 +225,11 @@ func readRegular(name string) ([]byte, error) {
 			kind = "a socket"
 		}
 		return nil, fmt.Errorf("%s is %s, want a plan (.json) or a .star script", name, kind)
+	} else if err == nil && st.Size() > maxPlanBytes {
+		return nil, fmt.Errorf("%s has %d bytes: a plan may have at most %d (a 128-rank allreduce plan has about 56 MB)", name, st.Size(), maxPlanBytes)
 	}
 	return os.ReadFile(name)
 }
+
+// maxPlanBytes bounds the size of a plan file check and run read.
+const maxPlanBytes = 1 << 30
