@@ -299,7 +299,10 @@ func TestShadowMerge(t *testing.T) {
 	t.Parallel()
 	rs := newRaceState()
 	a := &actor{tid: 0, vc: newClock(1, 0), op: "op 0 copy"}
-	buf := make([]byte, 1024)
+	// The shadow memory is keyed by address: the buffer must not live on
+	// the goroutine's stack, which moves when it grows (a small make may
+	// stay there; one over 64 KiB never does).
+	buf := make([]byte, 1<<17)[:1024]
 	for i := uint64(0); i < 1024; i += 16 {
 		rs.access(a, span{bt: scr, off: i, b: buf[i : i+16]}, true, false, nil)
 	}
