@@ -97,27 +97,35 @@ func (p *Plan) AttachSources(m *SourceMap, plan []byte) error {
 	if h := PlanHash(plan); m.SHA256 != h {
 		return fmt.Errorf("source map: written for another plan (sha256 %.12s…, the plan's is %.12s…): evaluate again", m.SHA256, h)
 	}
-	for i, o := range m.Ops {
+	for i := range m.Ops {
+		o := &m.Ops[i]
 		op, err := p.opAt(o.Rank, o.TB, o.Op)
 		if err != nil {
 			return fmt.Errorf("source map: ops[%d]: %w", i, err)
 		}
-		op.Source = op.Source[:0]
-		for i, pos := range o.Pos {
-			s := fmt.Sprintf("%s:%d:%d", m.Files[pos[0]], pos[1], pos[2])
-			if i == 0 {
-				for j, f := range o.Stack {
-					sep := ", "
-					if j == 0 {
-						sep = " called from "
-					}
-					s += fmt.Sprintf("%s%s:%d:%d", sep, m.Files[f[0]], f[1], f[2])
-				}
-			}
-			op.Source = append(op.Source, s)
-		}
+		op.Source = m.Positions(o)
 	}
 	return nil
+}
+
+// Positions returns o's positions as reports show them: "FILE:LINE:COL"
+// each, the first followed by " called from" and its call stack.
+func (m *SourceMap) Positions(o *SourceOps) []string {
+	var out []string
+	for i, pos := range o.Pos {
+		s := fmt.Sprintf("%s:%d:%d", m.Files[pos[0]], pos[1], pos[2])
+		if i == 0 {
+			for j, f := range o.Stack {
+				sep := ", "
+				if j == 0 {
+					sep = " called from "
+				}
+				s += fmt.Sprintf("%s%s:%d:%d", sep, m.Files[f[0]], f[1], f[2])
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // opAt finds the op of rank r, thread block tb (its position in the
@@ -143,18 +151,33 @@ func (p *Plan) opAt(r, tb int, path string) (*Op, error) {
 // attaches it to p. It returns a note when a map is there but unusable
 // (stale or malformed): the plan still loads, without positions.
 func LoadSourceMap(p *Plan, planPath string, plan []byte) (note string) {
-	data, err := os.ReadFile(SourceMapPath(planPath))
-	if err != nil {
-		return ""
+	m, note := ReadSourceMap(planPath, plan)
+	if m == nil {
+		return note
 	}
-	m, err := ParseSourceMap(data)
-	if err == nil {
-		err = p.AttachSources(m, plan)
-	}
-	if err != nil {
+	if err := p.AttachSources(m, plan); err != nil {
 		return fmt.Sprintf("%s: %v; positions are not shown", SourceMapPath(planPath), err)
 	}
 	return ""
+}
+
+// ReadSourceMap reads the source map beside planPath when there is one
+// and it was written for these plan bytes. Otherwise it returns nil, and a
+// note saying why a map that is there cannot be used.
+func ReadSourceMap(planPath string, plan []byte) (*SourceMap, string) {
+	path := SourceMapPath(planPath)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ""
+	}
+	m, err := ParseSourceMap(data)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %v; positions are not shown", path, err)
+	case m.SHA256 != PlanHash(plan):
+		return nil, fmt.Sprintf("%s: written for another version of the plan: positions are not shown (evaluate again with --source-map)", path)
+	}
+	return m, ""
 }
 
 // Describe names an op for reports: its position, type and, when the plan
