@@ -99,22 +99,9 @@ func runEval(c *cli.Context, d *deps) error {
 	if c.Bool("params") {
 		return listParams(d.stdout, res.Params)
 	}
-	progs := res.Programs
-	if sel := c.String("program"); sel != "" {
-		progs = nil
-		var have []string
-		for _, p := range res.Programs {
-			have = append(have, p.Name())
-			if p.Name() == sel {
-				progs = append(progs, p)
-			}
-		}
-		if len(progs) == 0 {
-			return fmt.Errorf("--program %s: the script creates no program of that name (it creates: %s)", sel, strings.Join(have, ", "))
-		}
-	}
-	if len(progs) == 0 {
-		return fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
+	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
+	if err != nil {
+		return err
 	}
 	if c.Bool("strict") {
 		// The warnings need the compiled program: compile first, write
@@ -143,37 +130,43 @@ func runEval(c *cli.Context, d *deps) error {
 		}
 		return writeWithSourceMaps(d, src, out, progs)
 	}
-	if len(progs) == 1 {
-		if out == "" {
+	if out == "" {
+		if len(progs) == 1 {
 			return reportScriptError(d.stderr, progs[0].WritePlan(d.stdout))
 		}
-		if st, err := os.Stat(out); err == nil && st.IsDir() {
-			if err := checkFileName(progs[0].Name()); err != nil {
-				return err
-			}
-			out = filepath.Join(out, progs[0].Name()+".json")
-		}
-		return reportScriptError(d.stderr, writeAll([]string{out}, func(_ int, w io.Writer) error { return progs[0].WritePlan(w) }))
-	}
-	if out == "" {
 		return usageErr("the script creates %d programs: give -o DIR to write them all, or --program NAME to pick one", len(progs))
 	}
-	if st, err := os.Stat(out); err != nil || !st.IsDir() {
-		return usageErr("-o %s: the script creates %d programs, so -o must name an existing directory", out, len(progs))
-	}
-	paths := make([]string, len(progs))
-	seen := map[string]bool{}
-	for i, p := range progs {
-		if seen[p.Name()] {
-			return fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
-		}
-		if err := checkFileName(p.Name()); err != nil {
-			return err
-		}
-		seen[p.Name()] = true
-		paths[i] = filepath.Join(out, p.Name()+".json")
+	paths, err := planPaths(out, progs)
+	if err != nil {
+		return err
 	}
 	return reportScriptError(d.stderr, writeAll(paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
+}
+
+// pickPrograms returns the programs of res that eval, check and run work
+// on: the one named sel, or all of them; script names the script in
+// errors.
+func pickPrograms(res *starlib.Result, sel, script string) ([]*starlib.Program, error) {
+	var names []string
+	for _, p := range res.Programs {
+		names = append(names, p.Name())
+	}
+	progs := res.Programs
+	if sel != "" {
+		progs = nil
+		for _, p := range res.Programs {
+			if p.Name() == sel {
+				progs = append(progs, p)
+			}
+		}
+		if len(progs) == 0 {
+			return nil, fmt.Errorf("--program %s: %s creates no program of that name (it creates: %s)", sel, script, strings.Join(names, ", "))
+		}
+	}
+	if len(progs) == 0 {
+		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", script)
+	}
+	return progs, nil
 }
 
 // reportScriptError prints evaluation and pass errors in the contract's

@@ -36,7 +36,8 @@ type planInput struct {
 	name string // as given
 	data []byte // the plan text
 	smap *executor.SourceMap
-	note string // why a source map beside the file was not used
+	byOp map[opKey]*executor.SourceOps // smap's ops, indexed on first use
+	note string                        // why a source map beside the file was not used
 }
 
 // isScriptArg reports whether arg names a Starlark script (or a bundled
@@ -65,18 +66,7 @@ func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 		return nil, err
 	}
 	in := &planInput{name: arg, data: data}
-	if m, err := os.ReadFile(executor.SourceMapPath(arg)); err == nil {
-		sm, err := executor.ParseSourceMap(m)
-		switch {
-		case err != nil:
-			in.note = fmt.Sprintf("%s: %v; positions are not shown", executor.SourceMapPath(arg), err)
-		case sm.SHA256 != executor.PlanHash(data):
-			in.note = fmt.Sprintf("%s: written for another version of the plan: positions are not shown (evaluate again with --source-map)",
-				executor.SourceMapPath(arg))
-		default:
-			in.smap = sm
-		}
-	}
+	in.smap, in.note = executor.ReadSourceMap(arg, data)
 	return in, nil
 }
 
@@ -122,27 +112,15 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}
-	progs := res.Programs
-	var names []string
-	for _, p := range progs {
-		names = append(names, p.Name())
+	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
+	if err != nil {
+		return nil, err
 	}
-	if sel := c.String("program"); sel != "" {
-		progs = nil
-		for _, p := range res.Programs {
-			if p.Name() == sel {
-				progs = append(progs, p)
-			}
+	if len(progs) > 1 {
+		var names []string
+		for _, p := range progs {
+			names = append(names, p.Name())
 		}
-		if len(progs) == 0 {
-			return nil, fmt.Errorf("--program %s: %s creates no program of that name (it creates: %s)", sel, src.Display(name), strings.Join(names, ", "))
-		}
-	}
-	switch len(progs) {
-	case 0:
-		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", src.Display(name))
-	case 1:
-	default:
 		return nil, usageErr("%s creates %d programs (%s): pick one with --program NAME", src.Display(name), len(progs), strings.Join(names, ", "))
 	}
 	plan, err := progs[0].Plan()
@@ -189,16 +167,24 @@ func (in *planInput) where(err error) string {
 	if m[4] != "" {
 		op += "." + m[4]
 	}
-	for _, o := range in.smap.Ops {
-		if o.Rank == rank && o.TB == tb && o.Op == op {
-			var ps []string
-			for _, p := range o.Pos {
-				ps = append(ps, fmt.Sprintf("%s:%d:%d", in.smap.Files[p[0]], p[1], p[2]))
-			}
-			return strings.Join(ps, ", ")
+	if in.byOp == nil {
+		in.byOp = map[opKey]*executor.SourceOps{}
+		for i := range in.smap.Ops {
+			o := &in.smap.Ops[i]
+			in.byOp[opKey{o.Rank, o.TB, o.Op}] = o
 		}
 	}
-	return ""
+	o := in.byOp[opKey{rank, tb, op}]
+	if o == nil {
+		return ""
+	}
+	return strings.Join(in.smap.Positions(o), ", ")
+}
+
+// opKey names an op of a source map.
+type opKey struct {
+	rank, tb int
+	op       string
 }
 
 // locate adds the op's .star position to a plan problem.
