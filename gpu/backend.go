@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -125,7 +126,7 @@ type session struct {
 
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
-	checked []executor.RankBuffers // the buffers cpu.Check last accepted (lengths)
+	checked []bufShape // the buffer shapes cpu.Check last accepted
 }
 
 // rankDev is one rank's device state.
@@ -350,11 +351,7 @@ func sortedRanks(rs []int) []int32 {
 	for i, r := range rs {
 		out[i] = int32(r)
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.Sort(out)
 	return out
 }
 
@@ -414,11 +411,11 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	if len(bufs) != len(s.ranks) {
 		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", s.name, len(bufs), len(s.ranks))
 	}
-	if !sameShapes(s.checked, bufs) {
+	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
 		if err := cpu.Check(s.inst, executor.Options{DType: s.opts.DType, LL8: s.opts.LL8}, bufs); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		s.checked = shapes(bufs)
+		s.checked = shape
 	}
 	if err := s.placeBuffers(bufs); err != nil {
 		return err
@@ -432,22 +429,19 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	return s.fetchBuffers(bufs)
 }
 
-// shapes keeps what cpu.Check depends on: the lengths and the aliasing.
-func shapes(bufs []executor.RankBuffers) []executor.RankBuffers {
-	return append([]executor.RankBuffers(nil), bufs...)
+// bufShape is what cpu.Check depends on of a rank's buffers: their
+// lengths and how they overlap.
+type bufShape struct {
+	in, out int
+	overlap int64
 }
 
-func sameShapes(a, b []executor.RankBuffers) bool {
-	if len(a) != len(b) {
-		return false
+func shapes(bufs []executor.RankBuffers) []bufShape {
+	out := make([]bufShape, len(bufs))
+	for i, b := range bufs {
+		out[i] = bufShape{len(b.Input), len(b.Output), overlapAt(b)}
 	}
-	for i := range a {
-		if len(a[i].Input) != len(b[i].Input) || len(a[i].Output) != len(b[i].Output) ||
-			overlapAt(a[i]) != overlapAt(b[i]) {
-			return false
-		}
-	}
-	return true
+	return out
 }
 
 // overlapAt returns where a rank's input starts relative to its output

@@ -8,6 +8,7 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -98,7 +99,7 @@ func (s *session) run(ctx context.Context) error {
 			p.drain <- p.rd.tail
 			continue
 		}
-		p.drain <- leU64(head)
+		p.drain <- binary.LittleEndian.Uint64(head)
 	}
 	wg.Wait()
 	if werr != nil {
@@ -108,14 +109,6 @@ func (s *session) run(ctx context.Context) error {
 		return err
 	}
 	return wd.result()
-}
-
-func leU64(b []byte) uint64 {
-	var v uint64
-	for i := 7; i >= 0; i-- {
-		v = v<<8 | uint64(b[i])
-	}
-	return v
 }
 
 type proxyErrors struct {
