@@ -295,6 +295,9 @@ func scratchBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		return nil, err
 	}
 	g := p.IR.GPUs[rank]
+	if size > MaxChunks-g.ScratchChunks {
+		return nil, fmt.Errorf("%s: size %d makes rank %d's scratch %d chunks, over the limit of %d chunks in a buffer", b.Name(), size, rank, g.ScratchChunks+size, MaxChunks)
+	}
 	buf := &Buffer{prog: p, rank: rank, btype: ir.Scratch, offset: g.ScratchChunks, size: g.ScratchChunks + size}
 	g.ScratchChunks += size
 	return buf, nil

@@ -48,14 +48,17 @@ func Predeclared() starlark.StringDict {
 	for name, fn := range builtins {
 		env[name] = starlark.NewBuiltin(name, guard(name, fn))
 	}
+	for name, fn := range operatorBuiltins() {
+		env[name] = starlark.NewBuiltin(name, guard(name, fn))
+	}
 	// The interpreter's own builtins panic on some arguments (list() of a
-	// range of 2^62 elements asks for a slice that large): shadow each with
-	// a guarded copy, so that the panic becomes an error at the call.
+	// range of 2^62 elements asks for a slice that large) and iterate
+	// without counting steps: shadow each with a guarded, metered copy, so
+	// that a panic becomes an error at the call and a long range is counted
+	// against the limits (guardops.go).
 	for name, v := range starlark.Universe {
 		if b, ok := v.(*starlark.Builtin); ok {
-			env[name] = starlark.NewBuiltin(name, guard(name, func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-				return b.CallInternal(th, args, kwargs)
-			}))
+			env[name] = starlark.NewBuiltin(name, guard(name, universeBuiltin(b)))
 		}
 	}
 	env.Freeze()

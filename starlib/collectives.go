@@ -100,8 +100,14 @@ func collectiveBuiltin(kind, name string) builtinFn {
 		if numRanks < 1 {
 			return nil, fmt.Errorf("%s: num_ranks must be positive, got %d", b.Name(), numRanks)
 		}
+		if numRanks > MaxRanks {
+			return nil, fmt.Errorf("%s: num_ranks %d exceeds the limit of %d ranks", b.Name(), numRanks, MaxRanks)
+		}
 		if factor < 0 {
 			return nil, fmt.Errorf("%s: chunk_factor must be non-negative, got %d", b.Name(), factor)
+		}
+		if factor > MaxChunks/numRanks {
+			return nil, fmt.Errorf("%s: chunk_factor %d gives %d ranks × %d chunks, over the limit of %d chunks in a buffer", b.Name(), factor, numRanks, factor, MaxChunks)
 		}
 		return &Collective{kind: kind, name: name, numRanks: numRanks, chunkFactor: factor, inplace: inplace}, nil
 	}
@@ -115,8 +121,14 @@ func testCollective(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	if numRanks < 1 {
 		return nil, fmt.Errorf("%s: num_ranks must be positive, got %d", b.Name(), numRanks)
 	}
+	if numRanks > MaxRanks {
+		return nil, fmt.Errorf("%s: num_ranks %d exceeds the limit of %d ranks", b.Name(), numRanks, MaxRanks)
+	}
 	if in < 0 || out < 0 {
 		return nil, fmt.Errorf("%s: buffer sizes must be non-negative, got %d and %d", b.Name(), in, out)
+	}
+	if in > MaxChunks || out > MaxChunks {
+		return nil, fmt.Errorf("%s: buffer sizes %d and %d: the limit is %d chunks in a buffer", b.Name(), in, out, MaxChunks)
 	}
 	return &Collective{kind: "TestCollective", name: "test", numRanks: numRanks, chunkFactor: 1, inputSize: in, outputSize: out}, nil
 }

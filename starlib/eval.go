@@ -16,9 +16,10 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// DefaultMaxSteps is the default Starlark step limit: enough for a
-// 1024-rank program, small enough to stop a runaway loop in seconds.
-const DefaultMaxSteps = 4_000_000_000
+// DefaultMaxSteps is the default Starlark step limit: more than three
+// times what a 1024-rank hierarchical allgather takes, small enough to
+// stop a runaway loop in seconds.
+const DefaultMaxSteps = 1_000_000_000
 
 // Source is where scripts and the files they load come from. Names are
 // slash-separated paths relative to the source root; a load may not leave
@@ -105,8 +106,9 @@ func (s fsSource) Display(name string) string           { return path.Join(s.pre
 type Options struct {
 	// Defines are the -D name=value parameters.
 	Defines map[string]string
-	// MaxSteps bounds the Starlark steps; 0 means DefaultMaxSteps.
-	MaxSteps uint64
+	// Limits bound the evaluation's steps, time, memory and ops; zero
+	// fields take the defaults.
+	Limits
 	// Stderr receives print() output; nil discards it.
 	Stderr io.Writer
 	// Context cancels the evaluation.
@@ -139,21 +141,16 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	}
 	thread.SetLocal(stateKey, st)
 	st.thread = thread
-	max := opts.MaxSteps
-	if max == 0 {
-		max = DefaultMaxSteps
-	}
-	thread.SetMaxExecutionSteps(max)
-	thread.OnMaxSteps = func(th *starlark.Thread) {
-		th.Cancel(fmt.Sprintf("step limit of %d exceeded (a runaway loop? --max-steps raises the limit)", max))
-	}
+	m := startMeter(thread, opts.Limits)
+	defer m.stopMeter()
+	st.meter = m
 	if ctx := opts.Context; ctx != nil {
 		done := make(chan struct{})
 		defer close(done)
 		go func() {
 			select {
 			case <-ctx.Done():
-				thread.Cancel(ctx.Err().Error())
+				m.halt(context.Cause(ctx).Error())
 			case <-done:
 			}
 		}()
@@ -162,6 +159,10 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	thread.Load = l.load
 	if _, err := l.exec(thread, name, "__main__"); err != nil {
 		return nil, toError(err, src.Display(name))
+	}
+	if err := m.stopped(); err != nil {
+		// A limit hit as the last statement ran.
+		return nil, &Error{File: src.Display(name), Msg: err.Error()}
 	}
 	if err := st.params.undeclared(); err != nil {
 		return nil, &Error{File: src.Display(name), Msg: err.Error()}
@@ -308,6 +309,9 @@ func toError(err error, file string) *Error {
 			}
 			break
 		}
+		// A limit's message names the limit and its flag; the interpreter's
+		// prefix adds nothing to it.
+		msg = strings.TrimPrefix(msg, "Starlark computation cancelled: ")
 		var stack starlark.CallStack
 		var pos syntax.Position
 		for _, fr := range ee.CallStack {

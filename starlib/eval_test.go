@@ -84,7 +84,7 @@ func TestLoad(t *testing.T) {
 func TestStepLimit(t *testing.T) {
 	t.Parallel()
 	src := memSource{"loop.star": "def spin():\n    x = 0\n    while True:\n        x += 1\nspin()\n"}
-	_, err := Eval(src, "loop.star", Options{MaxSteps: 10000})
+	_, err := Eval(src, "loop.star", Options{Limits: Limits{MaxSteps: 10000}})
 	var se *Error
 	if !errors.As(err, &se) || !strings.Contains(se.Msg, "step limit of 10000 exceeded") || se.Pos.Filename() != "loop.star" || se.Pos.Line != 4 {
 		t.Fatalf("got %v, want a too-many-steps error inside loop.star", err)

@@ -181,6 +181,9 @@ func (ps *programSpec) build(fn string) (*Program, error) {
 	if instances < 1 {
 		return nil, fmt.Errorf("%s: instances must be at least 1, got %d", fn, instances)
 	}
+	if instances > MaxInstances {
+		return nil, fmt.Errorf("%s: instances %d exceeds the limit of %d", fn, instances, MaxInstances)
+	}
 	proto, ok := ps.protocol.(starlark.String)
 	if !ok || (proto != "Simple" && proto != "LL") {
 		return nil, fmt.Errorf("%s: protocol must be \"Simple\" or \"LL\", got %s", fn, ps.protocol)

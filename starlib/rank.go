@@ -345,6 +345,7 @@ func rankBarrier(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 // record appends op to (rank, tb), or to the open loop context.
 func (p *Program) record(rank, tb int, op *ir.Op) {
+	p.countOp()
 	if op.Stack == nil && op.Pos.IsValid() {
 		op.Stack = p.callStack()
 	}
@@ -363,8 +364,24 @@ func (p *Program) recordBuf(rank, tb int, op *ir.Op) {
 		p.record(rank, tb, op.Clone())
 		return
 	}
+	p.countOp()
 	t := p.IR.GPUs[rank].TB(tb)
 	t.Ops = p.appender(rank, tb).AppendCopy(t.Ops, op)
+}
+
+// countOp counts one recorded op and stops the evaluation once the ops,
+// times the instances they will be replicated into, pass the limit.
+func (p *Program) countOp() {
+	p.recorded++
+	m := p.st.meter
+	if m == nil || p.recorded*p.IR.Instances <= m.lim.MaxOps {
+		return
+	}
+	if p.IR.Instances > 1 {
+		m.haltNow(fmt.Sprintf("program %q: %d ops × %d instances pass the limit of %d ops (--max-ops raises it)", p.IR.Name, p.recorded, p.IR.Instances, m.lim.MaxOps))
+	} else {
+		m.haltNow(fmt.Sprintf("program %q records more than %d ops (--max-ops raises the limit)", p.IR.Name, m.lim.MaxOps))
+	}
 }
 
 // appendOp appends op to the op list of (rank, tb). With instruction

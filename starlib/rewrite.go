@@ -1,6 +1,10 @@
 package starlib
 
-import "go.starlark.net/syntax"
+import (
+	"strconv"
+
+	"go.starlark.net/syntax"
+)
 
 // sliceFunc is the predeclared name that slice expressions are rewritten
 // to call.
@@ -28,6 +32,11 @@ func rwStmt(s syntax.Stmt) {
 	case *syntax.AssignStmt:
 		s.LHS = rw(s.LHS)
 		s.RHS = rw(s.RHS)
+		if fn, ok := augmentedChecks[s.Op]; ok {
+			if lhs, ok := copyPure(s.LHS); ok {
+				s.RHS = call(fn, s.OpPos, lhs, s.RHS)
+			}
+		}
 	case *syntax.DefStmt:
 		rwList(s.Params)
 		rwStmts(s.Body)
@@ -82,9 +91,17 @@ func rw(e syntax.Expr) syntax.Expr {
 	case *syntax.BinaryExpr:
 		e.X = rw(e.X)
 		e.Y = rw(e.Y)
+		if fn, ok := meteredOps[e.Op]; ok {
+			return call(fn, e.OpPos, e.X, e.Y)
+		}
 	case *syntax.CallExpr:
 		e.Fn = rw(e.Fn)
 		rwList(e.Args)
+		if d, ok := e.Fn.(*syntax.DotExpr); ok && meteredMethods[d.Name.Name] {
+			name := &syntax.Literal{Token: syntax.STRING, TokenPos: d.Name.NamePos, Raw: strconv.Quote(d.Name.Name), Value: d.Name.Name}
+			e.Fn = &syntax.Ident{NamePos: d.Dot, Name: methodFunc}
+			e.Args = append([]syntax.Expr{d.X, name}, e.Args...)
+		}
 	case *syntax.Comprehension:
 		e.Body = rw(e.Body)
 		for _, c := range e.Clauses {
@@ -125,4 +142,41 @@ func rw(e syntax.Expr) syntax.Expr {
 		}
 	}
 	return e
+}
+
+// meteredOps are the binary operators rewritten into calls of the metered
+// builtins (guardops.go), which check the size of the result first.
+var meteredOps = map[syntax.Token]string{syntax.PLUS: addFunc, syntax.STAR: mulFunc, syntax.PERCENT: modFunc}
+
+// augmentedChecks are the augmented assignments x op= y whose right side
+// is rewritten to check(x, y), which checks x op y and returns y.
+var augmentedChecks = map[syntax.Token]string{syntax.PLUS_EQ: addCheckFunc, syntax.STAR_EQ: mulCheckFunc, syntax.PERCENT_EQ: modCheckFunc}
+
+// call returns the call fn(args...) positioned at pos.
+func call(fn string, pos syntax.Position, args ...syntax.Expr) *syntax.CallExpr {
+	return &syntax.CallExpr{Fn: &syntax.Ident{NamePos: pos, Name: fn}, Lparen: pos, Args: args, Rparen: pos}
+}
+
+// copyPure returns a copy of e when evaluating e twice is harmless (names,
+// literals, fields and indexes of those); augmented assignments to other
+// targets are left unchecked.
+func copyPure(e syntax.Expr) (syntax.Expr, bool) {
+	switch e := e.(type) {
+	case *syntax.Ident:
+		return &syntax.Ident{NamePos: e.NamePos, Name: e.Name}, true
+	case *syntax.Literal:
+		c := *e
+		return &c, true
+	case *syntax.ParenExpr:
+		x, ok := copyPure(e.X)
+		return &syntax.ParenExpr{Lparen: e.Lparen, X: x, Rparen: e.Rparen}, ok
+	case *syntax.DotExpr:
+		x, ok := copyPure(e.X)
+		return &syntax.DotExpr{X: x, Dot: e.Dot, NamePos: e.NamePos, Name: &syntax.Ident{NamePos: e.Name.NamePos, Name: e.Name.Name}}, ok
+	case *syntax.IndexExpr:
+		x, ok1 := copyPure(e.X)
+		y, ok2 := copyPure(e.Y)
+		return &syntax.IndexExpr{X: x, Lbrack: e.Lbrack, Y: y, Rbrack: e.Rbrack}, ok1 && ok2
+	}
+	return nil, false
 }

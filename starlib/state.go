@@ -46,6 +46,8 @@ type Program struct {
 	buf ir.OpBuf
 	// st is the evaluation state the program was started in.
 	st *state
+	// recorded counts the ops the builtins recorded (before fusion).
+	recorded int
 	// stacks interns the call stacks of recorded ops (callStack).
 	stacks map[[maxStack]syntax.Position][]syntax.Position
 }
@@ -116,6 +118,8 @@ type state struct {
 	current  *Program
 	params   *paramSet
 	stderr   io.Writer
+	// meter enforces the evaluation's limits.
+	meter *meter
 }
 
 func stateOf(thread *starlark.Thread) *state {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,16 +28,15 @@ func evalCommand(d *deps) *cli.Command {
 			"program it creates. With one program the plan goes to -o OUT or standard output; with\n" +
 			"several, -o names a directory that receives NAME.json for each. Plans are written\n" +
 			"atomically: a failed evaluation creates or changes no file.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the plan to `OUT` (a directory when the script creates several programs)"},
 			&cli.StringSliceFlag{Name: "define", Aliases: []string{"D"}, Usage: "set script parameter `name=value` (repeatable)"},
 			&cli.StringFlag{Name: "program", Usage: "write only the program named `NAME`"},
 			&cli.BoolFlag{Name: "params", Usage: "list the parameters the script declares and write no plan"},
-			&cli.Uint64Flag{Name: "max-steps", Usage: "Starlark step limit (`N`; 0 means the default)"},
 			&cli.BoolFlag{Name: "strict", Usage: "treat the warnings (what the MSCCL++ executor cannot run or mis-runs) as errors: write no plan"},
 			&cli.BoolFlag{Name: "source-map", Usage: "also write OUT.map beside each plan: the .star position of every op, which check and run then show (needs -o)"},
-		},
-		Action:       func(c *cli.Context) error { return runEval(c, d) },
+		}, evalLimitFlags(true)...),
+		Action:       func(c *cli.Context) error { return interruptibleOutput(c, func() error { return runEval(c, d) }) },
 		OnUsageError: onUsageError,
 	}
 }
@@ -87,11 +87,15 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
+	lim, err := evalLimits(c)
+	if err != nil {
+		return err
+	}
 	res, err := starlib.Eval(src, name, starlib.Options{
-		Defines:  defines,
-		MaxSteps: c.Uint64("max-steps"),
-		Stderr:   d.stderr,
-		Context:  c.Context,
+		Defines: defines,
+		Limits:  lim,
+		Stderr:  d.stderr,
+		Context: c.Context,
 	})
 	if err != nil {
 		return reportScriptError(d.stderr, err)
@@ -128,7 +132,7 @@ func runEval(c *cli.Context, d *deps) error {
 		if out == "" {
 			return usageErr("--source-map needs -o: the map is written beside the plan file")
 		}
-		return writeWithSourceMaps(d, src, out, progs)
+		return writeWithSourceMaps(c.Context, d, src, out, progs)
 	}
 	if out == "" {
 		if len(progs) == 1 {
@@ -140,7 +144,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	return reportScriptError(d.stderr, writeAll(paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
+	return reportScriptError(d.stderr, writeAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
 }
 
 // pickPrograms returns the programs of res that eval, check and run work
@@ -231,7 +235,7 @@ func planPaths(out string, progs []*starlib.Program) ([]string, error) {
 
 // writeWithSourceMaps writes every program's plan and, beside it,
 // PLAN.json.map, all atomically together.
-func writeWithSourceMaps(d *deps, src starlib.Source, out string, progs []*starlib.Program) error {
+func writeWithSourceMaps(ctx context.Context, d *deps, src starlib.Source, out string, progs []*starlib.Program) error {
 	paths, err := planPaths(out, progs)
 	if err != nil {
 		return err
@@ -253,7 +257,7 @@ func writeWithSourceMaps(d *deps, src starlib.Source, out string, progs []*starl
 		texts = append(texts, m)
 		all = append(all, executor.SourceMapPath(paths[i]))
 	}
-	return writeAll(all, func(i int, w io.Writer) error {
+	return writeAll(ctx, all, func(i int, w io.Writer) error {
 		_, err := w.Write(texts[i])
 		return err
 	})

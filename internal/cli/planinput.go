@@ -25,10 +25,10 @@ import (
 
 // scriptFlags are the flags of check and run that apply to a .star input.
 func scriptFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "define", Aliases: []string{"D"}, Usage: "for a .star input: set script parameter `name=value` (repeatable)"},
 		&cli.StringFlag{Name: "program", Usage: "for a .star input that creates several programs: the one named `NAME`"},
-	}
+	}, evalLimitFlags(false)...)
 }
 
 // planInput is one plan given on the command line.
@@ -108,7 +108,11 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Stderr: d.stderr, Context: c.Context})
+	lim, err := evalLimits(c)
+	if err != nil {
+		return nil, err
+	}
+	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Limits: lim, Stderr: d.stderr, Context: c.Context})
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}

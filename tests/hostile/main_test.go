@@ -92,7 +92,8 @@ func finished(cmd *exec.Cmd, stdout, stderr string) result {
 var crashMarks = []string{"panic:", "goroutine ", "fatal error:", "runtime error", "[signal "}
 
 // wantError checks that r is a named error: exit code, no crash output,
-// stderr holding every want, and peak memory under maxRSS bytes.
+// the output (stderr, or stdout where check reports) holding every want,
+// and peak memory under maxRSS bytes.
 func (r result) wantError(t *testing.T, code int, maxRSS int64, want ...string) {
 	t.Helper()
 	if r.code != code {
@@ -105,8 +106,8 @@ func (r result) wantError(t *testing.T, code int, maxRSS int64, want ...string) 
 		}
 	}
 	for _, w := range want {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr lacks %q:\n%s", w, clip(r.stderr))
+		if !strings.Contains(r.stderr, w) && !strings.Contains(r.stdout, w) {
+			t.Errorf("output lacks %q:\nstderr:\n%s\nstdout:\n%s", w, clip(r.stderr), clip(r.stdout))
 		}
 	}
 	if maxRSS > 0 && r.maxRSS > maxRSS {
