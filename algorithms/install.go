@@ -1,5 +1,9 @@
 package algorithms
 
+// install.go generates, validates and installs a plan set: the default
+// set's jobs, the concurrent validation under a memory budget, and the
+// installation itself (its on-disk layout and recovery are in planset.go).
+
 import (
 	"bufio"
 	"bytes"
@@ -89,8 +93,17 @@ func DefaultSet() ([]Job, error) {
 // InstallOptions configure Install.
 type InstallOptions struct {
 	// Dir is the directory that receives the plans and the index. It is
-	// replaced only when every plan was generated and validated.
+	// replaced only when every plan was generated and validated, in one
+	// atomic step: Dir becomes a symbolic link to a sibling directory
+	// .NAME.set-ID holding the set (see planset.go). Dir may be missing,
+	// an empty directory, a plan set an earlier Install wrote (a link, or
+	// a plain directory with an index.json) or another link; anything else
+	// is an error.
 	Dir string
+	// Note, if set, receives one-line notes: that Install waits for
+	// another install into Dir to finish, what it cleaned up after an
+	// interrupted install.
+	Note func(string)
 	// Progress, if set, is called when a job starts and when it has been
 	// validated (or found in the validation cache), one call at a time.
 	Progress func(InstallEvent)
@@ -165,6 +178,12 @@ const installBudget = 160 << 20
 // validation cache (opts.CacheDir) records as validated are not run
 // again. On failure the error names the job and opts.Dir is left
 // untouched.
+//
+// Installs into one directory are serialised by a lock file beside it
+// (.NAME.lock); one waits for another. Before it starts, Install cleans up
+// after an interrupted install (see RecoverPlanSet). When opts.Context is
+// cancelled, Install removes its partial plan set and returns an error
+// that wraps context.Cause(opts.Context) and names what it removed.
 func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
@@ -188,12 +207,38 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	if opts.Version == "" && opts.CacheDir != "" && opts.Backend == nil {
 		opts.Version = ExecutableVersion()
 	}
-	parent := filepath.Dir(filepath.Clean(opts.Dir))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	note := func(format string, args ...any) {
+		if opts.Note != nil {
+			opts.Note(fmt.Sprintf(format, args...))
+		}
+	}
+	ps, err := newPlanSet(opts.Dir)
+	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(opts.Dir)+".new-")
+	if err := os.MkdirAll(ps.parent, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := ps.lock(opts.Context, func() {
+		note("waiting for another install into %s to finish (it holds %s)", ps.dir, ps.lockPath())
+	})
 	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// A failure to clean up is only noted: the leftovers are removed
+	// again next time, and the install itself does not need them gone.
+	if rec := ps.recoverLocked(); !rec.Empty() {
+		note("%s", rec)
+	}
+	if err := ps.checkReplaceable(); err != nil {
+		return nil, err
+	}
+	id := newID()
+	tmp := ps.path("new", id)
+	// Mkdir, not MkdirTemp: the set gets the usual permissions (0755 less
+	// the umask), not MkdirTemp's 0700.
+	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, err
 	}
 	committed := false
@@ -202,6 +247,15 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+	// interrupted removes the partial set now, so that the error can say
+	// so, and returns the error for cause.
+	interrupted := func(cause error) error {
+		committed = true // removed here, not by the deferred cleanup
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("%w: could not remove the partial plan set %s: %v", cause, tmp, err)
+		}
+		return fmt.Errorf("%w: removed the partial plan set %s", cause, tmp)
+	}
 
 	ctx, cancel := context.WithCancel(opts.Context)
 	defer cancel()
@@ -256,8 +310,8 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	}
 	close(next)
 	wg.Wait()
-	if err := opts.Context.Err(); err != nil {
-		return nil, err
+	if opts.Context.Err() != nil {
+		return nil, interrupted(context.Cause(opts.Context))
 	}
 	if firstErr != nil {
 		return nil, firstErr
@@ -281,32 +335,22 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	if err := os.WriteFile(filepath.Join(tmp, IndexFile), data, 0o644); err != nil {
 		return nil, err
 	}
-	if err := replaceDir(opts.Dir, tmp); err != nil {
+	// The last point where a cancellation stops the install: publishing
+	// is a few renames, not worth leaving half done.
+	if opts.Context.Err() != nil {
+		return nil, interrupted(context.Cause(opts.Context))
+	}
+	committed = true // publish removes what it made if it fails
+	old, err := ps.publish(tmp, id)
+	if err != nil {
 		return nil, err
 	}
-	committed = true
-	return idx, nil
-}
-
-// replaceDir moves the directory tmp to dir, replacing dir.
-func replaceDir(dir, tmp string) error {
-	old := ""
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return err
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if old != "" {
-			os.Rename(old, dir)
-		}
-		return err
-	}
 	if old != "" {
-		return os.RemoveAll(old)
+		if err := os.RemoveAll(old); err != nil {
+			note("could not remove the previous plan set %s (the next install removes it): %v", old, err)
+		}
 	}
-	return nil
+	return idx, nil
 }
 
 // installer is the state Install's workers share.
@@ -387,21 +431,16 @@ func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
 	return entries, status, nil
 }
 
-// footprint estimates the bytes a validation of plan at size allocates:
-// every rank's input, output and scratch.
+// footprint estimates the bytes a validation of plan at size allocates,
+// with the estimate `mscclgo run` checks its memory budget with: every
+// rank's buffers and scratch, the checker's tables, the race detector's
+// shadow and the per-op tables.
 func footprint(plan *executor.Plan, size uint64, dt executor.ElemType) uint64 {
-	l, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+	m, err := executor.Footprint(plan, size, dt, executor.MemoryOptions{Iters: validationLaunches, Race: true, Tables: true})
 	if err != nil {
 		return 0
 	}
-	per := l.Sizes.Input + l.Sizes.Output
-	if l.InPlace {
-		per = max(l.Sizes.Input, l.Sizes.Output)
-	}
-	if inst, err := executor.Instantiate(plan, l.Sizes); err == nil {
-		per += inst.ScratchBytes
-	}
-	return per * uint64(l.NRanks)
+	return m.Total()
 }
 
 // budget is a counting semaphore over bytes. A request larger than the

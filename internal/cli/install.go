@@ -1,5 +1,9 @@
 package cli
 
+// install.go is `mscclgo install`: its flags, progress output and the
+// validation cache's location. SIGINT and SIGTERM stop it cleanly (see
+// interrupt.go).
+
 import (
 	"fmt"
 	"os"
@@ -20,9 +24,11 @@ func installCommand(d *deps) *cli.Command {
 		Usage: "generate, validate and install the default plan set",
 		Description: "Evaluates every bundled algorithm at every shape of the default set, checks each plan on the\n" +
 			"CPU backend (correct results at three message sizes of its range, no deadlock, no race), and\n" +
-			"only then replaces DIR with the plans and an index.json for plan selection. Plans run concurrently;\n" +
-			"a plan this build already validated with the same settings (recorded in\n" +
-			"$MSCCLGO_CACHE_DIR/validated or ~/.cache/mscclgo/validated) is not run again unless --no-cache.",
+			"only then replaces DIR with the plans and an index.json for plan selection, in one atomic step\n" +
+			"(DIR is a symbolic link to .DIR.set-ID beside it). Plans run concurrently; a plan this build already\n" +
+			"validated with the same settings (recorded in $MSCCLGO_CACHE_DIR/validated or\n" +
+			"~/.cache/mscclgo/validated) is not run again unless --no-cache. SIGINT or SIGTERM stops it,\n" +
+			"removes the partial set and leaves DIR as it was (exit status 130 or 143).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "install into `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.StringFlag{Name: "dtype", Value: "float16", Usage: "element `TYPE` of the validation runs"},
@@ -32,7 +38,7 @@ func installCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "no-cache", Usage: "validate every plan, even those the validation cache records as validated"},
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, DefaultText: "the number of CPUs Go uses", Usage: "validate up to `N` plans at once"},
 		},
-		Action:       func(c *cli.Context) error { return runInstall(c, d) },
+		Action:       func(c *cli.Context) error { return interruptible(c, func() error { return runInstall(c, d) }) },
 		OnUsageError: onUsageError,
 	}
 }
@@ -66,6 +72,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	opts := algorithms.InstallOptions{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
 		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
+		Note: func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
 	}
 	if name := c.String("backend"); name != "" && name != "cpu" {
 		if name == "gpu" && !builtIn("gpu") {
@@ -101,7 +108,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	}
 	idx, err := algorithms.Install(jobs, opts)
 	if err != nil {
-		return fmt.Errorf("%v\nthe installed plan set in %s was left unchanged", err, dir)
+		return fmt.Errorf("%w\nthe installed plan set in %s was left unchanged", err, dir)
 	}
 	fmt.Fprintf(d.stdout, "installed %d plans from %d algorithm shapes into %s\n", len(idx.Plans), len(jobs), dir)
 	return nil

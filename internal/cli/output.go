@@ -1,7 +1,12 @@
 package cli
 
+// output.go writes the files of eval -o atomically: each to a temporary
+// file beside it, renamed into place once every output is ready, and
+// removed instead when anything fails or a signal interrupts the command.
+
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +21,7 @@ import (
 // (the link stays); one that is a device or FIFO (-o /dev/stdout) is
 // written to directly, as a stream, once the whole output is ready.
 type pendingFile struct {
+	ctx    context.Context // a cancelled ctx fails the writes
 	tmp    *os.File
 	stream *bytes.Buffer // output for a device or FIFO
 	final  string
@@ -47,8 +53,9 @@ func danglingTarget(final string) (string, error) {
 	return "", fmt.Errorf("%s: too many levels of symbolic links", final)
 }
 
-// createPending opens a temporary file in the directory of final's target.
-func createPending(final string) (*pendingFile, error) {
+// createPending opens a temporary file in the directory of final's
+// target; its writes fail once ctx is cancelled.
+func createPending(ctx context.Context, final string) (*pendingFile, error) {
 	target := final
 	st, err := os.Stat(final)
 	switch {
@@ -61,7 +68,7 @@ func createPending(final string) (*pendingFile, error) {
 	case err == nil:
 		// A device, a FIFO or a pipe (/dev/stdout): the user asked for a
 		// stream there.
-		return &pendingFile{stream: &bytes.Buffer{}, final: final}, nil
+		return &pendingFile{ctx: ctx, stream: &bytes.Buffer{}, final: final}, nil
 	case errors.Is(err, fs.ErrNotExist):
 		if target, err = danglingTarget(final); err != nil {
 			return nil, err
@@ -74,11 +81,15 @@ func createPending(final string) (*pendingFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pendingFile{tmp: tmp, final: target}, nil
+	return &pendingFile{ctx: ctx, tmp: tmp, final: target}, nil
 }
 
-// Write writes to the temporary file (or the stream's buffer).
+// Write writes to the temporary file (or the stream's buffer), or fails
+// with the cause of the cancellation once the context is cancelled.
 func (p *pendingFile) Write(b []byte) (int, error) {
+	if p.ctx.Err() != nil {
+		return 0, context.Cause(p.ctx)
+	}
 	if p.stream != nil {
 		return p.stream.Write(b)
 	}
@@ -129,25 +140,42 @@ func (p *pendingFile) abort() {
 }
 
 // writeAll writes each (path, producer) atomically: either every file is
-// in place afterwards, or none was created or changed.
-func writeAll(paths []string, produce func(i int, w io.Writer) error) error {
+// in place afterwards, or none was created or changed. When ctx is
+// cancelled before the files are renamed into place (a signal: see
+// interruptible), the temporary files are removed and the error wraps
+// context.Cause(ctx) and names them; once the renames have begun, they
+// all complete.
+func writeAll(ctx context.Context, paths []string, produce func(i int, w io.Writer) error) error {
 	pending := make([]*pendingFile, 0, len(paths))
 	abortAll := func() {
 		for _, p := range pending {
 			p.abort()
 		}
 	}
+	interrupted := func() error {
+		abortAll()
+		return interruptedWrite(context.Cause(ctx), pending)
+	}
 	for i, path := range paths {
-		p, err := createPending(path)
+		if ctx.Err() != nil {
+			return interrupted()
+		}
+		p, err := createPending(ctx, path)
 		if err != nil {
 			abortAll()
 			return fmt.Errorf("cannot write %s: %w", path, err)
 		}
 		pending = append(pending, p)
 		if err := produce(i, p); err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			abortAll()
 			return err
 		}
+	}
+	if ctx.Err() != nil {
+		return interrupted()
 	}
 	for i, p := range pending {
 		if err := p.commit(); err != nil {
@@ -158,4 +186,23 @@ func writeAll(paths []string, produce func(i int, w io.Writer) error) error {
 		}
 	}
 	return nil
+}
+
+// interruptedWrite is the error of a writeAll that cause interrupted
+// after it removed the temporary files of pending: "interrupted by SIGINT:
+// removed the partial output DIR/.plan.json.tmp123 (and 4 more)".
+func interruptedWrite(cause error, pending []*pendingFile) error {
+	var tmps []string
+	for _, p := range pending {
+		if p.tmp != nil {
+			tmps = append(tmps, p.tmp.Name())
+		}
+	}
+	switch len(tmps) {
+	case 0:
+		return fmt.Errorf("%w: no file was written", cause)
+	case 1:
+		return fmt.Errorf("%w: removed the partial output %s", cause, tmps[0])
+	}
+	return fmt.Errorf("%w: removed the partial output %s (and %d more)", cause, tmps[0], len(tmps)-1)
 }

@@ -1,5 +1,9 @@
 package cli
 
+// selectcmd.go is `mscclgo select`: where the plan directories are, the
+// recovery of the default set after an interrupted install, and the
+// report of the chosen and rejected plans.
+
 import (
 	"errors"
 	"fmt"
@@ -30,7 +34,9 @@ func defaultPlanDir() (string, error) {
 
 // planSources returns the plan directories to search, in order: the --plans
 // directories, then $MSCCLGO_PLAN_PATH, then the default set (or --dir).
-func planSources(c *cli.Context) ([]algorithms.Source, error) {
+// The default set is first recovered from an interrupted install, with a
+// note on stderr, unless an install is running.
+func planSources(c *cli.Context, stderr io.Writer) ([]algorithms.Source, error) {
 	dirs := append([]string(nil), c.StringSlice("plans")...)
 	if env := os.Getenv("MSCCLGO_PLAN_PATH"); env != "" {
 		dirs = append(dirs, filepath.SplitList(env)...)
@@ -43,6 +49,7 @@ func planSources(c *cli.Context) ([]algorithms.Source, error) {
 		}
 	}
 	dirs = append(dirs, def)
+	recoverDefault(def, stderr)
 	var sources []algorithms.Source
 	for _, d := range dirs {
 		idx, err := algorithms.ReadIndex(d)
@@ -64,13 +71,29 @@ func planSources(c *cli.Context) ([]algorithms.Source, error) {
 	return sources, nil
 }
 
+// recoverDefault cleans up after an interrupted install into dir, noting
+// on stderr what it did. It never fails select: with an install running it
+// leaves everything alone (the running install's files are not leftovers),
+// and a failure to clean up is only noted.
+func recoverDefault(dir string, stderr io.Writer) {
+	rec, err := algorithms.RecoverPlanSet(dir)
+	switch {
+	case errors.Is(err, algorithms.ErrInstallRunning):
+	case err != nil:
+		fmt.Fprintf(stderr, "mscclgo: note: could not check %s for the leftovers of an interrupted install: %v\n", dir, err)
+	case !rec.Empty():
+		fmt.Fprintf(stderr, "mscclgo: note: %s\n", rec)
+	}
+}
+
 func selectCommand(d *deps) *cli.Command {
 	return &cli.Command{
 		Name:  "select",
 		Usage: "print the installed plan a collective call would use, and why",
 		Description: "Searches the --plans directories, then $MSCCLGO_PLAN_PATH, then the default set written by\n" +
 			"mscclgo install, and prints the plan that fits the call (or \"no plan\") with the reason\n" +
-			"every other plan was rejected.",
+			"every other plan was rejected. If an install into the default set was interrupted, select first\n" +
+			"cleans up after it (unless an install is running), putting the previous set back if needed.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall or sendrecv", Required: true},
 			&cli.IntFlag{Name: "world-size", Aliases: []string{"n"}, Usage: "number of ranks (`N`)", Required: true},
@@ -122,7 +145,7 @@ func runSelect(c *cli.Context, d *deps) error {
 	if req.RanksPerNode == 0 {
 		req.RanksPerNode = req.WorldSize
 	}
-	sources, err := planSources(c)
+	sources, err := planSources(c, d.stderr)
 	if err != nil {
 		return err
 	}
