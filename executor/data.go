@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // This file reproduces the data side of MSCCL++'s python/test/
@@ -247,7 +248,10 @@ func (l *BufferLayout) Slots() int {
 }
 
 // Alloc returns one zeroed buffer set: every rank's input and output,
-// aliased as InPlace says.
+// aliased as InPlace says. Every allocation starts 8-byte aligned, as
+// device allocations are (LL packet words are accessed atomically), so
+// that the alignment of an access depends on its offset only (see
+// CheckLaunch).
 func (l *BufferLayout) Alloc() []RankBuffers {
 	bufs := make([]RankBuffers, l.NRanks)
 	in, out := l.Sizes.Input, l.Sizes.Output
@@ -255,23 +259,32 @@ func (l *BufferLayout) Alloc() []RankBuffers {
 		b := &bufs[r]
 		switch {
 		case !l.InPlace:
-			b.Input, b.Output = make([]byte, in), make([]byte, out)
+			b.Input, b.Output = alignedBytes(in), alignedBytes(out)
 		case l.c == allGather:
-			b.Output = make([]byte, out)
+			b.Output = alignedBytes(out)
 			lo := uint64(r) * in
 			b.Input = b.Output[lo : lo+in : lo+in]
 		case l.c == reduceScatter:
-			b.Input = make([]byte, in)
+			b.Input = alignedBytes(in)
 			lo := uint64(r) * out
 			b.Output = b.Input[lo : lo+out : lo+out]
 		case in == out:
-			b.Input = make([]byte, in)
+			b.Input = alignedBytes(in)
 			b.Output = b.Input
 		default:
-			b.Input, b.Output = make([]byte, in), make([]byte, out)
+			b.Input, b.Output = alignedBytes(in), alignedBytes(out)
 		}
 	}
 	return bufs
+}
+
+// alignedBytes returns n zeroed bytes starting at an 8-byte boundary.
+func alignedBytes(n uint64) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
 }
 
 // seedRank is the generator rank of rank r.

@@ -16,11 +16,12 @@ import (
 const maxSizeTries = 64
 
 // CheckSizes returns up to n distinct message sizes (ascending) that are
-// valid for plan: inside [MinMessageSize, MaxMessageSize] and divisible as
-// its chunking needs. The first is the smallest valid size. The others
-// prefer sizes of at most maxBytes: when the ladder unit·2^k holds enough
-// valid sizes up to maxBytes, n = 3 gives the smallest valid, a middle and
-// the largest ladder size up to maxBytes. Otherwise (a narrow range, or
+// valid for plan: inside [MinMessageSize, MaxMessageSize], divisible as
+// its chunking needs, and accepted by CheckLaunch. The first is the
+// smallest valid size. The others prefer sizes of at most maxBytes: when
+// the ladder unit·2^k holds enough valid sizes up to maxBytes, n = 3
+// gives the smallest valid, a middle and the largest ladder size up to
+// maxBytes. Otherwise (a narrow range, or
 // one starting above maxBytes) the ladder sizes up to maxBytes are kept
 // and the next valid sizes above the smallest one, in steps of the size
 // unit, fill up to n: a plan whose range starts at 2 MiB + 1 is validated
@@ -40,8 +41,8 @@ func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
 		if err != nil {
 			return false
 		}
-		_, err = Instantiate(plan, l.Sizes)
-		return err == nil
+		inst, err := Instantiate(plan, l.Sizes)
+		return err == nil && CheckLaunch(inst, l, false) == nil
 	}
 	// The smallest valid size: the first valid multiple of unit in range.
 	lo := max(plan.MinMessageSize, unit)
@@ -173,6 +174,13 @@ type genTable struct {
 	data  []byte // rows × width elements
 }
 
+// The columns a generator table and a sum table keep beyond the largest
+// shift served so far, so that the next launches need no new table.
+const (
+	genHeadroom = 64
+	sumHeadroom = 8
+)
+
 // NewChecker returns an empty Checker.
 func NewChecker() *Checker {
 	return &Checker{gens: map[genKey]*genTable{}, sums: map[sumKey]*genTable{}}
@@ -211,8 +219,8 @@ func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error
 		rows, ext = max(rows, t.rows), max(ext, t.width-fillThreads)
 	}
 	// Leave room for the shifts of a few more ranks and iterations, so
-	// that a table is rebuilt rarely.
-	ext = max(ext, 64)
+	// that a table is rebuilt rarely (every genHeadroom launches at most).
+	ext = max(ext, shift+genHeadroom)
 	t, err := buildGen(dt, mode, rows, fillThreads+ext)
 	if err != nil {
 		return nil, err
@@ -271,7 +279,7 @@ func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
 	if t != nil {
 		rows, ext = max(rows, t.rows), max(ext, t.width-fillThreads)
 	}
-	ext = max(ext, 8)
+	ext = max(ext, shift+sumHeadroom)
 	width := fillThreads + ext
 	g, err := c.gen(l.DType, l.Fill, rows*fillThreads, ext+l.seedRank(l.NRanks-1))
 	if err != nil {
@@ -436,6 +444,9 @@ func (c *Checker) Run(ctx context.Context, backend Backend, plan *Plan, size uin
 	}
 	inst, err := Instantiate(plan, l.Sizes)
 	if err != nil {
+		return err
+	}
+	if err := CheckLaunch(inst, l, false); err != nil {
 		return err
 	}
 	sess, err := backend.Open(inst, Options{DType: dt, Race: true})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,8 +51,14 @@ var (
 	// (runtime-semantics.md §4.1), or switch groups that do not match.
 	ErrPairing = errors.New("unpaired channel")
 	// ErrSize means a message size the plan cannot be instantiated for
-	// (runtime-semantics.md §1.7).
+	// (runtime-semantics.md §1.7), or a run at that size would be refused
+	// (CheckLaunch: a reduction of a partial element, misaligned packets,
+	// a scratch ring access beyond scratch).
 	ErrSize = errors.New("invalid message size")
+	// ErrDuplicateKey means an object gives the same key twice: JSON
+	// decoders keep one of the values (encoding/json and MSCCL++'s parser
+	// the last), so the plan does not say what it means.
+	ErrDuplicateKey = errors.New("duplicate key")
 
 	// ErrUnpairedUnused is a warning, not an error: a declared memory or
 	// port channel has no counterpart on its peer, but no op uses it.
@@ -196,6 +203,7 @@ func (l *loader) run(data []byte) {
 		l.errf("", ErrSyntax, "line %d, column %d: data after the plan's JSON object", line, col)
 		return
 	}
+	l.scanText(data)
 	top, ok := l.object(root, "")
 	if !ok {
 		return
@@ -404,6 +412,15 @@ func (n node) ints(key string, required bool) ([]int, bool) {
 // ---------------------------------------------------------------------------
 // Spellings.
 
+// Collectives returns the values of a plan's "collective" that Load
+// accepts: those the MSCCL++ DSL's collectives write (TestCollective
+// writes "test").
+func Collectives() []string {
+	return []string{"allgather", "allreduce", "reducescatter", "alltoall", "sendrecv", "test"}
+}
+
+func knownCollective(c string) bool { return slices.Contains(Collectives(), c) }
+
 func parseChannelType(s string) (ChannelType, bool) {
 	switch s {
 	case "memory":
@@ -467,7 +484,12 @@ func (l *loader) parsePlan(top node) {
 	}
 	l.plan = p
 	p.Name, _ = top.str("name", true)
-	p.Collective, _ = top.str("collective", true)
+	if c, ok := top.str("collective", true); ok {
+		if !knownCollective(c) {
+			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
+		}
+		p.Collective = c
+	}
 	if proto, ok := top.str("protocol", true); ok {
 		if proto != "Simple" && proto != "LL" {
 			l.errf("", ErrValue, "protocol = %s: want \"Simple\" or \"LL\" (MSCCL++ treats any other value as Simple)", describe(proto))

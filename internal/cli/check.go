@@ -18,12 +18,14 @@ func checkCommand(d *deps) *cli.Command {
 			"file name: JSON errors, unknown ops, ids out of range, operands that do not fit their\n" +
 			"op, executor limits, channels that do not pair between ranks. Warnings (lines with\n" +
 			"\"warning:\") do not fail the check. With --size, a clean plan is also instantiated\n" +
-			"for that message size (as mscclgo run lays out the buffers: 1K = 1024 bytes).\n" +
+			"for that message size (as mscclgo run lays out the buffers: 1K = 1024 bytes, elements\n" +
+			"of --dtype) and checked for what a launch of mscclgo run would reject at that size.\n" +
 			"A .star script (or a bundled algorithm's name) is evaluated first (-D, --program); a\n" +
 			"plan with a source map beside it (eval --source-map) names each op's .star line.\n" +
 			"Exit status: 0 when every plan is clean, 1 when any has a problem, 2 on usage errors.",
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "size", Aliases: []string{"s"}, Usage: "also instantiate at message size `SIZE` (repeatable; K, M, G suffixes)"},
+			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "element `TYPE` of the --size checks: float16 (half), bfloat16, float32 (float), int32"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runCheck(c, d) },
 		OnUsageError: onUsageError,
@@ -42,9 +44,13 @@ func runCheck(c *cli.Context, d *deps) error {
 		}
 		sizes = append(sizes, n)
 	}
+	dt, err := executor.ParseDType(c.String("dtype"))
+	if err != nil {
+		return usageErr("--dtype: %v", err)
+	}
 	failed := false
 	for _, path := range c.Args().Slice() {
-		if !checkFile(c, d, path, sizes) {
+		if !checkFile(c, d, path, sizes, dt) {
 			failed = true
 		}
 	}
@@ -55,8 +61,10 @@ func runCheck(c *cli.Context, d *deps) error {
 }
 
 // checkFile prints the problems of one plan and reports whether it is
-// clean (warnings allowed).
-func checkFile(c *cli.Context, d *deps, path string, sizes []uint64) bool {
+// clean (warnings allowed). Each of sizes is laid out as run lays it out
+// by default (elements of dt, the plan's inplace field), instantiated and
+// checked as a launch would check it; nothing is allocated per byte.
+func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor.ElemType) bool {
 	w := d.stdout
 	in, err := readPlanInput(c, d, path)
 	if err != nil {
@@ -91,12 +99,16 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64) bool {
 		return false
 	}
 	for _, size := range sizes {
-		layout, err := executor.PlanLayout(plan, size, executor.Float16, false)
+		layout, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+		var inst *executor.Instance
 		if err == nil {
-			_, err = executor.Instantiate(plan, layout.Sizes)
+			inst, err = executor.Instantiate(plan, layout.Sizes)
+		}
+		if err == nil {
+			err = executor.CheckLaunch(inst, layout, false)
 		}
 		if err != nil {
-			fmt.Fprintf(w, "%s: size %d: %v\n", path, size, err)
+			fmt.Fprintf(w, "%s: size %d: %v\n", path, size, in.locate(err))
 			clean = false
 		}
 	}

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +29,9 @@ func runCommand(d *deps) *cli.Command {
 			"collective's bus factor, #wrong the wrong elements over all ranks and launches.\n" +
 			"Give --size SIZE, or a sweep -b MIN -e MAX -f FACTOR; sizes the plan rejects are skipped\n" +
 			"in a sweep. Plans of the test collective have no defined result: they are run for\n" +
-			"deadlocks and races only. A deadlock stops the run; races are reported once per size.\n\n" +
+			"deadlocks and races only. A deadlock stops the run; races are reported once per size.\n" +
+			"A size whose run would need more memory than --max-memory (by default half the\n" +
+			"machine's memory) is refused before anything is allocated.\n\n" +
 			"Exit status: 0 when every check passed, 1 for wrong results or another error, 2 for a\n" +
 			"usage error, 3 for a deadlock, 4 for a race (--race).",
 		Flags: append([]cli.Flag{
@@ -45,6 +51,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
 			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
+			&cli.StringFlag{Name: "max-memory", Usage: "refuse a size whose run needs more than `SIZE` of memory (0: no limit); also bounds a .star evaluation", DefaultText: "half the machine's memory"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,
@@ -69,9 +76,11 @@ type runOptions struct {
 	backend   runBackend
 	opts      executor.Options
 	fill      executor.FillMode
+	budget    memoryBudget
 }
 
-func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
+// parseRunFlags parses the flags of run for plan, read from path.
+func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOptions, error) {
 	o := &runOptions{iters: c.Int("iters"), inPlace: plan.Inplace}
 	if o.iters < 1 {
 		return nil, usageErr("--iters %d: want at least 1", o.iters)
@@ -103,10 +112,10 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 	}
 	if o.splitMask > 0 {
 		if !strings.Contains(plan.Collective, "sendrecv") {
-			return nil, usageErr("--split-mask applies to sendrecv plans; this one is %s", plan.Collective)
+			return nil, usageErr("%s: --split-mask applies to sendrecv plans; this one is %s", path, plan.Collective)
 		}
 		if n := len(plan.GPUs); n%(o.splitMask+1) != 0 {
-			return nil, usageErr("--split-mask %d: groups of %d do not divide %d ranks", o.splitMask, o.splitMask+1, n)
+			return nil, usageErr("%s: --split-mask %d: groups of %d do not divide %d ranks", path, o.splitMask, o.splitMask+1, n)
 		}
 	}
 	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
@@ -116,6 +125,9 @@ func parseRunFlags(c *cli.Context, plan *executor.Plan) (*runOptions, error) {
 		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
 	}
 	o.opts = executor.Options{DType: o.dtype, LL8: c.Bool("ll8"), Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
+	if o.budget, err = runBudget(c.String("max-memory"), c.IsSet("max-memory")); err != nil {
+		return nil, err
+	}
 	o.sizes, o.sweep, err = runSizes(c)
 	return o, err
 }
@@ -219,22 +231,36 @@ func runRun(c *cli.Context, d *deps) error {
 	if c.String("backend") == "gpu" && !builtIn("gpu") {
 		return handOver(d)
 	}
+	// The Go runtime's soft memory limit as the user left it (GOMEMLIMIT,
+	// or none): the evaluation of a .star input sets its own, which must
+	// not outlive it.
+	userLimit := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(userLimit)
 	in, err := readPlanInput(c, d, c.Args().First())
 	if err != nil {
-		return err
+		return namePlan(c.Args().First(), err)
 	}
 	path := in.name
 	plan, err := in.load()
 	if err != nil {
-		return err
+		return namePlan(path, err)
 	}
 	if in.note != "" {
 		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
 	}
-	o, err := parseRunFlags(c, plan)
+	o, err := parseRunFlags(c, path, plan)
 	if err != nil {
 		return err
 	}
+	// Let the collector work harder near the budget rather than let
+	// garbage grow the process past it (unless GOMEMLIMIT says
+	// otherwise).
+	limit := userLimit
+	if o.budget.bytes > 0 && userLimit == math.MaxInt64 {
+		limit = int64(min(o.budget.bytes, math.MaxInt64))
+	}
+	debug.SetMemoryLimit(limit)
+	checker := executor.NewChecker()
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -253,17 +279,22 @@ func runRun(c *cli.Context, d *deps) error {
 		races, wrongResults bool
 	)
 	for _, size := range o.sizes {
-		layout, inst, err := prepareSize(plan, size, o)
+		layout, inst, err := prepareSize(path, plan, size, o)
 		if err != nil {
+			var me *memoryError
+			if errors.As(err, &me) {
+				return err // it names the plan and the size; larger sizes need more
+			}
+			err = in.locate(err)
 			if !o.sweep {
-				return err // it names the size
+				return atSize(path, size, err)
 			}
 			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
 			continue
 		}
-		res, err := runSize(ctx, backend, inst, layout, o, d.stderr)
+		res, err := runSize(ctx, backend, inst, layout, checker, o, path, d.stderr)
 		if err != nil {
-			return fmt.Errorf("size %d: %w", size, err)
+			return atSize(path, size, err)
 		}
 		if res.deadlock {
 			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", size)
@@ -301,12 +332,35 @@ func runRun(c *cli.Context, d *deps) error {
 	case races:
 		return &reportedError{code: ExitRace}
 	case wrongResults:
-		fmt.Fprintf(d.stderr, "mscclgo: run: %d wrong element(s)\n", totalWrong)
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, totalWrong)
 		return &reportedError{code: ExitError}
 	case ran == 0:
-		return fmt.Errorf("no size of the sweep suits the plan")
+		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
 	}
 	return nil
+}
+
+// atSize names the plan and the message size of err, the size once: not
+// again when the message names it already ("message size 1024 (the input
+// size): below min_message_size 2048").
+func atSize(path string, size uint64, err error) error {
+	if regexp.MustCompile(`\bsize ` + strconv.FormatUint(size, 10) + `\b`).MatchString(err.Error()) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return fmt.Errorf("%s: size %d: %w", path, size, err)
+}
+
+// namePlan makes err, a problem of the plan at path, start with path, as
+// check's lines do; errors already printed and command-line mistakes
+// (usage errors) are left alone.
+func namePlan(path string, err error) error {
+	var reported *reportedError
+	var ee *exitError
+	if errors.As(err, &reported) || errors.As(err, &ee) ||
+		strings.HasPrefix(err.Error(), path+":") || strings.HasPrefix(err.Error(), path+" ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // formatTime prints a time in µs as nccl-tests does: fewer decimals for
@@ -321,8 +375,11 @@ func formatTime(us float64) string {
 	return fmt.Sprintf("%7.2f", us)
 }
 
-// prepareSize lays out the buffers for size and instantiates the plan.
-func prepareSize(plan *executor.Plan, size uint64, o *runOptions) (*executor.BufferLayout, *executor.Instance, error) {
+// prepareSize lays out the buffers for size, instantiates the plan, makes
+// the checks of a launch (executor.CheckLaunch) and refuses a run above
+// the memory budget (a *memoryError), all before anything is allocated
+// for the size.
+func prepareSize(path string, plan *executor.Plan, size uint64, o *runOptions) (*executor.BufferLayout, *executor.Instance, error) {
 	layout, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace)
 	if err != nil {
 		return nil, nil, err
@@ -333,11 +390,26 @@ func prepareSize(plan *executor.Plan, size uint64, o *runOptions) (*executor.Buf
 	if err != nil {
 		return nil, nil, err
 	}
+	use := executor.EstimateMemory(inst, layout, executor.MemoryOptions{
+		Iters:        o.iters + o.warmup,
+		Race:         o.opts.Race,
+		Tables:       true,
+		DeviceCopies: o.backend.name == "gpu-emu",
+		LaunchCheck:  o.backend.name != "cpu",
+	})
+	if err := checkBudget(path, size, use, o.budget); err != nil {
+		return nil, nil, err
+	}
+	if err := executor.CheckLaunch(inst, layout, o.opts.LL8); err != nil {
+		return nil, nil, err
+	}
 	return layout, inst, nil
 }
 
-// runSize runs the iterations of one size: fill, launch, check.
-func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, stderr io.Writer) (res runResult, err error) {
+// runSize runs the iterations of one size: fill, launch, check. The
+// inputs and the expected results come from checker's tables, which are
+// built once for the largest size and reused.
+func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, checker *executor.Checker, o *runOptions, path string, stderr io.Writer) (res runResult, err error) {
 	sess, err := backend.Open(inst, o.opts)
 	if err != nil {
 		return res, err
@@ -355,11 +427,13 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 		// Warm-up launches: filled as the first timed one, neither timed
 		// nor checked (nccl-tests -w).
 		bufs := slots[it%len(slots)]
-		layout.FillInputs(bufs, 0)
+		if err := fillInputs(checker, layout, bufs, 0); err != nil {
+			return res, err
+		}
 		if err := sess.Launch(ctx, bufs); err != nil {
 			var dl *executor.DeadlockError
 			if errors.As(err, &dl) {
-				fmt.Fprintf(stderr, "mscclgo: run: size %d, warm-up launch %d: %v\n", layout.Size, it, err)
+				fmt.Fprintf(stderr, "mscclgo: %s: size %d, warm-up launch %d: %v\n", path, layout.Size, it, err)
 				res.deadlock = true
 				return res, nil
 			}
@@ -374,7 +448,9 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 	res.checked = layout.Checked()
 	for it := 0; it < o.iters; it++ {
 		bufs := slots[it%len(slots)]
-		layout.FillInputs(bufs, it)
+		if err := fillInputs(checker, layout, bufs, it); err != nil {
+			return res, err
+		}
 		start := time.Now()
 		lerr := sess.Launch(ctx, bufs)
 		if dt, ok := sess.(deviceTimer); ok {
@@ -387,12 +463,12 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 		var race *executor.RaceError
 		switch {
 		case errors.As(lerr, &dl):
-			fmt.Fprintf(stderr, "mscclgo: run: size %d, launch %d: %v\n", layout.Size, it, lerr)
+			fmt.Fprintf(stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, layout.Size, it, lerr)
 			res.deadlock = true
 			return res, nil
 		case errors.As(lerr, &race):
 			if !res.race {
-				fmt.Fprintf(stderr, "mscclgo: run: size %d, launch %d: %v\n", layout.Size, it, lerr)
+				fmt.Fprintf(stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, layout.Size, it, lerr)
 			}
 			res.race = true
 		case lerr != nil:
@@ -401,7 +477,7 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 		if !res.checked {
 			continue
 		}
-		wrong, err := layout.Check(bufs, it)
+		wrong, err := checker.Check(layout, bufs, it)
 		if err != nil {
 			return res, err
 		}
@@ -409,7 +485,7 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 			if n > 0 && res.wrong == 0 && !reportedWrong {
 				// The first launch with wrong data: where, per rank.
 				reportedWrong = true
-				reportWrong(stderr, inst, layout, bufs, it, wrong)
+				reportWrong(stderr, path, inst, layout, bufs, it, wrong)
 			}
 			res.wrong += n
 		}
@@ -418,14 +494,25 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 	return res, nil
 }
 
+// fillInputs fills the inputs of launch seq: from checker's generator
+// table when the outputs are checked (the table serves the checks too),
+// in place otherwise (no table to keep).
+func fillInputs(checker *executor.Checker, l *executor.BufferLayout, bufs []executor.RankBuffers, seq int) error {
+	if l.Checked() {
+		return checker.FillInputs(l, bufs, seq)
+	}
+	l.FillInputs(bufs, seq)
+	return nil
+}
+
 // maxWrongShown is how many wrong elements reportWrong shows per rank.
 const maxWrongShown = 3
 
 // reportWrong shows, for each rank with wrong data after launch it, its
 // first wrong elements: byte offset, chunk, expected and actual values,
 // and the ops that write that byte (with their .star positions).
-func reportWrong(w io.Writer, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64) {
-	fmt.Fprintf(w, "mscclgo: run: size %d, launch %d: wrong data:\n", l.Size, it)
+func reportWrong(w io.Writer, path string, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64) {
+	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, it)
 	for r, n := range wrong {
 		if n == 0 {
 			continue

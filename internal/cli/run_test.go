@@ -124,7 +124,7 @@ func TestRun(t *testing.T) {
 			stdout: []string{`# skipped size 1024: .*below min_message_size 2048`, `(?m)^        4096 `, `(?m)^       16384 `,
 				`# skipped size 65536: .*above max_message_size 16384`}},
 		{name: "size outside the plan", args: []string{"run", "$DIR/limited.json", "--size", "1K"}, code: ExitError,
-			stderr: "mscclgo: message size 1024 (the input size): below min_message_size 2048"},
+			stderr: "limited.json: message size 1024 (the input size): below min_message_size 2048"},
 		{name: "size named once", args: []string{"run", "$DIR/limited.json", "--size", "1K"}, code: ExitError,
 			notStderr: "size 1024: message size 1024"},
 		{name: "step bytes", args: []string{"run", ar, "-b", "4K", "-e", "12K", "-i", "4K", "-n", "1"},
