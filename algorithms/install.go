@@ -393,7 +393,7 @@ func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		sizes := executor.CheckSizes(plan, opts.DType, opts.MaxCheckBytes, 3)
+		sizes := validationSizes(plan, opts.DType, opts.MaxCheckBytes)
 		if len(sizes) == 0 {
 			return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), errNoSize(plan))
 		}
@@ -531,6 +531,30 @@ func Validate(ctx context.Context, backend executor.Backend, plan *executor.Plan
 
 func errNoSize(plan *executor.Plan) error {
 	return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
+}
+
+// maxValidationBytes bounds the estimated memory of one validation run:
+// a plan whose run at the top validation size would need more is
+// validated at the largest sizes of its range below that which fit. The
+// sizes stay inside the plan's own range, and the code a run goes through
+// does not change with the size; only the memory does (a 32-rank LL plan
+// needs 10 MiB of scratch per rank at 1 MiB).
+const maxValidationBytes = 320 << 20
+
+// validationSizes returns the sizes plan is validated at: three inside
+// its range up to maxBytes (executor.CheckSizes), with maxBytes halved
+// while the largest would need more than maxValidationBytes.
+func validationSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64) []uint64 {
+	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
+	for len(sizes) > 1 && footprint(plan, sizes[len(sizes)-1], dt) > maxValidationBytes {
+		maxBytes = sizes[len(sizes)-1] / 2
+		smaller := executor.CheckSizes(plan, dt, maxBytes, 3)
+		if len(smaller) == 0 || smaller[len(smaller)-1] >= sizes[len(sizes)-1] {
+			break
+		}
+		sizes = smaller
+	}
+	return sizes
 }
 
 // validateAt runs plan at each size (ascending), two launches each.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/google/go-cmp/cmp"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -394,5 +395,35 @@ func TestInstallConcurrentFailure(t *testing.T) {
 	// Only the lock file, which is never removed, may remain.
 	if entries, _ := os.ReadDir(tmp); len(entries) != 1 || entries[0].Name() != ".plans.lock" {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// TestValidationSizesFitMemory: a plan whose validation at the size cap
+// would need more than maxValidationBytes is validated at smaller sizes
+// of its own range that fit; a small plan keeps the cap's sizes.
+func TestValidationSizesFitMemory(t *testing.T) {
+	t.Parallel()
+	big := evalPlan(t, "allreduce_hier_packet", map[string]string{
+		"world_size": "32", "ranks_per_node": "8", "instances": "2", "nblocks": "4",
+		"min_message_size": "131072", "max_message_size": "2097152",
+	})
+	if full := executor.CheckSizes(big, executor.Float16, 1<<20, 3); footprint(big, full[len(full)-1], executor.Float16) <= maxValidationBytes {
+		t.Fatalf("the 4x8 LL allreduce at %d bytes fits in %d bytes: the test needs a bigger plan", full[len(full)-1], maxValidationBytes)
+	}
+	sizes := validationSizes(big, executor.Float16, 1<<20)
+	if len(sizes) != 3 {
+		t.Fatalf("sizes %v, want 3", sizes)
+	}
+	for _, s := range sizes {
+		if s < big.MinMessageSize || s > big.MaxMessageSize || !validSize(big, s, executor.Float16) {
+			t.Errorf("size %d is not a valid size of the plan's range", s)
+		}
+	}
+	if top := sizes[len(sizes)-1]; footprint(big, top, executor.Float16) > maxValidationBytes {
+		t.Errorf("top size %d still needs %d bytes", top, footprint(big, top, executor.Float16))
+	}
+	small := evalPlan(t, "allreduce_packet", map[string]string{"world_size": "2"})
+	if diff := cmp.Diff(executor.CheckSizes(small, executor.Float16, 1<<20, 3), validationSizes(small, executor.Float16, 1<<20)); diff != "" {
+		t.Errorf("a small plan's sizes changed (-cap +got):\n%s", diff)
 	}
 }

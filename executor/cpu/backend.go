@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ type rankState struct {
 	id       int
 	ri       *executor.RankInstance
 	scratch  []byte
+	free     func() // releases scratch
 	mem      []counter // by global memory channel index
 	port     []counter // by global port channel index
 	sems     []semaphore
@@ -123,12 +125,13 @@ func open(inst *executor.Instance, opts executor.Options, sched schedule) (*sess
 			rs.reuseSlot = inst.ScratchSlot(r)
 		}
 		tid += len(ri.TBs)
-		// Scratch is backed by uint64 words so that packet words are
-		// 8-byte aligned for the atomics of packet.go.
-		words := make([]uint64, (inst.ScratchBytes+7)/8)
-		if len(words) > 0 {
-			rs.scratch = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), inst.ScratchBytes)
+		// Scratch is 8-byte aligned for the atomics of packet.go.
+		scratch, free, err := allocScratch(inst.ScratchBytes)
+		if err != nil {
+			s.release()
+			return nil, fmt.Errorf("cpu: rank %d: allocating %d bytes of scratch: %w", r, inst.ScratchBytes, err)
 		}
+		rs.scratch, rs.free = scratch, free
 		rs.mem = make([]counter, len(ri.MemoryChannels))
 		rs.port = make([]counter, len(ri.PortChannels))
 		rs.sems = make([]semaphore, len(ri.Semaphores))
@@ -147,6 +150,16 @@ func open(inst *executor.Instance, opts executor.Options, sched schedule) (*sess
 		tid++
 	}
 	s.ntid = tid
+	// A session dropped without Close still gives its scratch back.
+	frees := make([]func(), len(s.ranks))
+	for i, rs := range s.ranks {
+		frees[i] = rs.free
+	}
+	runtime.AddCleanup(s, func(frees []func()) {
+		for _, f := range frees {
+			f()
+		}
+	}, frees)
 	return s, nil
 }
 
@@ -193,8 +206,17 @@ func (s *session) Close() error {
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
 	s.closed = true
+	s.release()
+	return nil
+}
+
+// release gives back every rank's scratch.
+func (s *session) release() {
 	for _, rs := range s.ranks {
+		if rs.free != nil {
+			rs.free()
+			rs.free = nil
+		}
 		rs.scratch = nil
 	}
-	return nil
 }
