@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench check validate-modules gpu fakecuda gpu-test gpu-tsan gpu-bench
+.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-tsan gpu-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -16,6 +16,23 @@ golden:
 
 bench:
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
+
+# Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
+# file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
+# one after another: make fuzz FUZZTIME=30s. FUZZFLAGS adds go test flags
+# (FUZZFLAGS=-parallel=1 on a small machine). A failing input is written
+# to the package's testdata/fuzz/ and stops the run.
+FUZZTIME ?= 10m
+FUZZFLAGS ?=
+
+fuzz:
+	@set -e; grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do \
+		dir=$$(dirname "$$file"); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "make fuzz: $$name in $$dir for $(FUZZTIME)"; \
+			$(GO) test "$$dir" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS); \
+		done; \
+	done
 
 check: validate-modules
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -81,7 +81,7 @@ type rankState struct {
 	id       int
 	ri       *executor.RankInstance
 	scratch  []byte
-	free     func() // releases scratch
+	free     func()    // releases scratch
 	mem      []counter // by global memory channel index
 	port     []counter // by global port channel index
 	sems     []semaphore
