@@ -210,6 +210,9 @@ func (l *loader) exec(thread *starlark.Thread, name, modName string) (starlark.S
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNesting(meterOf(thread), g); err != nil {
+		return nil, &Error{File: l.src.Display(name), Msg: err.Error(), cause: err}
+	}
 	g.Freeze()
 	return g, nil
 }
@@ -286,15 +289,29 @@ func (e *Error) Detail() string {
 	}
 	if len(e.Stack) > 0 {
 		b.WriteString("Traceback (most recent call last):\n")
-		for _, fr := range e.Stack {
+		for i, fr := range e.Stack {
+			// A runaway recursion has a frame per call: show its two ends.
+			if n := len(e.Stack); n > 2*tracebackEnds && i >= tracebackEnds && i < n-tracebackEnds {
+				if i == tracebackEnds {
+					fmt.Fprintf(&b, "  ... %d more frames ...\n", n-2*tracebackEnds)
+				}
+				continue
+			}
 			fmt.Fprintf(&b, "  %s: in %s\n", fr.Pos, fr.Name)
 		}
 	}
 	return b.String()
 }
 
+// tracebackEnds is how many frames Detail shows at each end of a long
+// traceback.
+const tracebackEnds = 10
+
 // toError converts an evaluation failure into an *Error.
 func toError(err error, file string) *Error {
+	if own, ok := err.(*Error); ok {
+		return own
+	}
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
 		// A failure inside a loaded file is wrapped by the load; report

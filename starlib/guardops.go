@@ -48,6 +48,7 @@ func operatorBuiltins() map[string]builtinFn {
 		mulCheckFunc: augmentedCheck(syntax.STAR),
 		modCheckFunc: augmentedCheck(syntax.PERCENT),
 		methodFunc:   methodCall,
+		tupleFunc:    tupleBuiltin,
 	}
 }
 

@@ -30,7 +30,7 @@ func rwStmts(ss []syntax.Stmt) {
 func rwStmt(s syntax.Stmt) {
 	switch s := s.(type) {
 	case *syntax.AssignStmt:
-		s.LHS = rw(s.LHS)
+		s.LHS = rwTarget(s.LHS)
 		s.RHS = rw(s.RHS)
 		if fn, ok := augmentedChecks[s.Op]; ok {
 			if lhs, ok := copyPure(s.LHS); ok {
@@ -43,7 +43,7 @@ func rwStmt(s syntax.Stmt) {
 	case *syntax.ExprStmt:
 		s.X = rw(s.X)
 	case *syntax.ForStmt:
-		s.Vars = rw(s.Vars)
+		s.Vars = rwTarget(s.Vars)
 		s.X = rw(s.X)
 		rwStmts(s.Body)
 	case *syntax.WhileStmt:
@@ -58,6 +58,27 @@ func rwStmt(s syntax.Stmt) {
 			s.Result = rw(s.Result)
 		}
 	}
+}
+
+// rwTarget rewrites an assignment target: its tuples and lists stay
+// targets, the expressions inside (indexes, slices) are rewritten.
+func rwTarget(e syntax.Expr) syntax.Expr {
+	switch e := e.(type) {
+	case *syntax.TupleExpr:
+		for i := range e.List {
+			e.List[i] = rwTarget(e.List[i])
+		}
+		return e
+	case *syntax.ListExpr:
+		for i := range e.List {
+			e.List[i] = rwTarget(e.List[i])
+		}
+		return e
+	case *syntax.ParenExpr:
+		e.X = rwTarget(e.X)
+		return e
+	}
+	return rw(e)
 }
 
 func rwList(es []syntax.Expr) {
@@ -107,7 +128,7 @@ func rw(e syntax.Expr) syntax.Expr {
 		for _, c := range e.Clauses {
 			switch c := c.(type) {
 			case *syntax.ForClause:
-				c.Vars = rw(c.Vars)
+				c.Vars = rwTarget(c.Vars)
 				c.X = rw(c.X)
 			case *syntax.IfClause:
 				c.Cond = rw(c.Cond)
@@ -136,6 +157,11 @@ func rw(e syntax.Expr) syntax.Expr {
 		e.X = rw(e.X)
 	case *syntax.TupleExpr:
 		rwList(e.List)
+		pos := e.Lparen
+		if !pos.IsValid() && len(e.List) > 0 {
+			pos, _ = e.List[0].Span()
+		}
+		return &syntax.CallExpr{Fn: &syntax.Ident{NamePos: pos, Name: tupleFunc}, Lparen: pos, Args: e.List, Rparen: e.Rparen}
 	case *syntax.UnaryExpr:
 		if e.X != nil {
 			e.X = rw(e.X)
