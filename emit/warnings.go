@@ -133,6 +133,18 @@ func unpairedChannels(p *ir.Program) []map[unpairedKey]string {
 		}
 		return out
 	}
+	// counts[t][r][peer] is how many channels of type t rank r declares
+	// to peer: counted once, so that the check is linear in the channels.
+	counts := map[ir.ChannelType][]map[int]int{}
+	for _, t := range []ir.ChannelType{ir.Memory, ir.Port} {
+		counts[t] = make([]map[int]int, len(p.GPUs))
+		for r, g := range p.GPUs {
+			counts[t][r] = map[int]int{}
+			for _, peer := range peers(g, t) {
+				counts[t][r][peer]++
+			}
+		}
+	}
 	out := make([]map[unpairedKey]string, len(p.GPUs))
 	for r, g := range p.GPUs {
 		for _, t := range []ir.ChannelType{ir.Memory, ir.Port} {
@@ -144,7 +156,7 @@ func unpairedChannels(p *ir.Program) []map[unpairedKey]string {
 				if peer < 0 || peer >= len(p.GPUs) || peer == r {
 					continue
 				}
-				back := count(peers(p.GPUs[peer], t), r)
+				back := counts[t][peer][r]
 				if k < back {
 					continue
 				}
@@ -152,7 +164,7 @@ func unpairedChannels(p *ir.Program) []map[unpairedKey]string {
 					out[r] = map[unpairedKey]string{}
 				}
 				out[r][unpairedKey{t, id}] = fmt.Sprintf("uses %s channel %d of rank %d (to rank %d), which has no partner: rank %d declares %d %s channel(s) to rank %d, rank %d declares %d back; MSCCL++ loses its signals and never ends its waits",
-					t, id, r, peer, r, count(mine, peer), t, peer, peer, back)
+					t, id, r, peer, r, counts[t][r][peer], t, peer, peer, back)
 			}
 		}
 	}
@@ -181,12 +193,3 @@ func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op
 	return ""
 }
 
-func count(xs []int, x int) int {
-	n := 0
-	for _, v := range xs {
-		if v == x {
-			n++
-		}
-	}
-	return n
-}

@@ -218,6 +218,29 @@ type resolver struct {
 	p    *Plan
 	inst *Instance
 	lays []rankLayout
+	// back[ct][peer][r] lists the positions, in peer's flattened channels
+	// of type ct, of those connected to r (built on first use).
+	back map[ChannelType][]map[int][]int
+}
+
+// backIndex returns, for every rank, where in its flattened channels of
+// type ct each peer's channels are.
+func (z *resolver) backIndex(ct ChannelType) []map[int][]int {
+	if b, ok := z.back[ct]; ok {
+		return b
+	}
+	if z.back == nil {
+		z.back = map[ChannelType][]map[int][]int{}
+	}
+	b := make([]map[int][]int, len(z.p.GPUs))
+	for q := range z.p.GPUs {
+		b[q] = map[int][]int{}
+		for pi, to := range flatPeers(&z.p.GPUs[q], ct) {
+			b[q][to] = append(b[q][to], pi)
+		}
+	}
+	z.back[ct] = b
+	return b
 }
 
 // flatPeers returns rank r's flattened connected_to list of type ct.
@@ -244,16 +267,8 @@ func (z *resolver) channelEnds(r int, ct ChannelType) []ChannelEnd {
 		if peer < 0 || peer >= len(z.p.GPUs) {
 			continue
 		}
-		j := 0
-		for pi, back := range flatPeers(&z.p.GPUs[peer], ct) {
-			if back != r {
-				continue
-			}
-			if j == k {
-				ends[gi].PeerIndex = pi
-				break
-			}
-			j++
+		if back := z.backIndex(ct)[peer][r]; k < len(back) {
+			ends[gi].PeerIndex = back[k]
 		}
 	}
 	return ends

@@ -541,6 +541,15 @@ func switchGroups(g *GPU) []SwitchGroup {
 // k-th channel of that type to A.
 func (l *loader) checkPairing() {
 	for _, ct := range []ChannelType{Memory, Port} {
+		// counts[r][p]: rank r's channels of type ct to p, counted once so
+		// that the check is linear in the channels.
+		counts := make([]map[int]int, len(l.gpus))
+		for r, g := range l.gpus {
+			counts[r] = map[int]int{}
+			for _, p := range g.peers[ct] {
+				counts[r][p]++
+			}
+		}
 		for r, g := range l.gpus {
 			if !g.channelsOK {
 				continue
@@ -552,11 +561,11 @@ func (l *loader) checkPairing() {
 				if p == r || p < 0 || p >= len(l.gpus) || !l.gpus[p].channelsOK {
 					continue
 				}
-				back := countOf(l.gpus[p].peers[ct], r)
+				back := counts[p][r]
 				if k < back {
 					continue
 				}
-				mine := countOf(g.peers[ct], p)
+				mine := counts[r][p]
 				msg := fmt.Sprintf("%s channel %d (to rank %d) is unpaired: rank %d declares %d %s channel(s) to rank %d, rank %d declares %d back",
 					ct, gi, p, r, mine, ct, p, p, back)
 				if use, ok := g.used[ct][gi]; ok {
@@ -567,16 +576,6 @@ func (l *loader) checkPairing() {
 			}
 		}
 	}
-}
-
-func countOf(xs []int, x int) int {
-	n := 0
-	for _, v := range xs {
-		if v == x {
-			n++
-		}
-	}
-	return n
 }
 
 // checkSwitchGroups checks that any two ranks declare the switch
