@@ -192,4 +192,3 @@ func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op
 	}
 	return ""
 }
-
