@@ -172,9 +172,19 @@ func unpairedChannels(p *ir.Program) []map[unpairedKey]string {
 }
 
 // usesUnpaired returns the message of the first unpaired channel a
-// signal, wait or flush op uses, or "".
+// signal, wait or flush op, or a put with signal on a port channel, uses,
+// or "".
 func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op) string {
-	if len(unpaired) == 0 || op.Kind.Family() != ir.FamDataSync || op.IDSet == nil {
+	if len(unpaired) == 0 {
+		return ""
+	}
+	var ids []int
+	switch {
+	case op.Kind.Family() == ir.FamDataSync && op.IDSet != nil:
+		ids = op.IDSet.Keys()
+	case (op.Kind == ir.PutWithSignal || op.Kind == ir.PutWithSignalAndFlush) && op.ChannelType == ir.Port:
+		ids = op.ChannelIDs
+	default:
 		return ""
 	}
 	var table []int
@@ -183,7 +193,7 @@ func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op
 			table = append(table, t.IDs...)
 		}
 	}
-	for _, local := range op.IDSet.Keys() {
+	for _, local := range ids {
 		if local >= 0 && local < len(table) {
 			if msg, ok := unpaired[unpairedKey{op.ChannelType, table[local]}]; ok {
 				return msg

@@ -67,3 +67,27 @@ MemoryChannel(1, 0).wait(tb = 0, data_sync = SyncType.after)
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// TestEvalStrictRefusesUnpairedPutWithSignal: a put_with_signal through a
+// port channel without a partner is what check rejects as unpaired, so
+// eval warns about it and --strict writes no plan (found by FuzzEval:
+// tests/fuzzfindings/pws_unpaired_port_channel.star).
+func TestEvalStrictRefusesUnpairedPutWithSignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "pws.star"), `CollectiveProgram("pws", SendRecv(2, 1, False), 2)
+a = PortChannel(1, 0)
+b = PortChannel(0, 1)
+c = PortChannel(1, 0)
+c.put_with_signal(Rank(1).get_output_buffer()[0:1], Rank(0).get_input_buffer()[0:1], tb = 0)
+b.wait(tb = 0)
+`)
+	code, _, stderr := run(t, dir, "eval", "$DIR/pws.star", "--strict", "-o", "$DIR/pws.json")
+	want := `pws\.star:5:18: error: pws uses port channel 1 of rank 0 \(to rank 1\), which has no partner`
+	if code != 1 || !regexp.MustCompile(want).MatchString(stderr) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pws.json")); err == nil {
+		t.Error("--strict wrote the plan")
+	}
+}

@@ -23,9 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -413,7 +411,7 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 		// program without warnings must load.
 		if in.clean && len(emit.Warnings(p.IR)) == 0 {
 			for _, e := range hard {
-				if !errors.Is(e, executor.ErrLimit) && !knownUnwarned(data, e) {
+				if !errors.Is(e, executor.ErrLimit) {
 					failf(t, in, "program %q: eval accepts it without a warning, check rejects the plan: %v", p.Name(), hard)
 				}
 			}
@@ -681,55 +679,6 @@ func runSession(t *testing.T, in input, name string, inst *executor.Instance, la
 		failf(t, in, "program %q: check accepts the plan at size %d, the CPU backend (%+v) fails: %v", name, layout.Size, opts, fail)
 	}
 	return out
-}
-
-// knownUnwarned reports whether check error e of plan data is one of the
-// reported findings that eval does not warn about (so that fuzzing goes
-// on past them): a put_with_signal (and_flush) through a port channel
-// without a partner (tests/fuzzfindings/pws_unpaired_port_channel.star:
-// emit.Warnings looks at signal, wait and flush only). Remove an entry
-// when its finding is fixed.
-func knownUnwarned(data []byte, e error) bool {
-	if !errors.Is(e, executor.ErrPairing) {
-		return false
-	}
-	// The op the message names.
-	pairingOp := regexp.MustCompile(`; (gpus\[(\d+)\]\.threadblocks\[(\d+)\]\.ops\[(\d+)\](?:\.ops\[(\d+)\])?) signals or waits on it$`)
-	m := pairingOp.FindStringSubmatch(e.Error())
-	if m == nil {
-		return false
-	}
-	var plan struct {
-		GPUs []struct {
-			ThreadBlocks []struct {
-				Ops []struct {
-					Name string `json:"name"`
-					Ops  []struct {
-						Name string `json:"name"`
-					} `json:"ops"`
-				} `json:"ops"`
-			} `json:"threadblocks"`
-		} `json:"gpus"`
-	}
-	if json.Unmarshal(data, &plan) != nil {
-		return false
-	}
-	idx := make([]int, 4)
-	for i := range idx {
-		idx[i], _ = strconv.Atoi(m[i+2])
-	}
-	if idx[0] >= len(plan.GPUs) || idx[1] >= len(plan.GPUs[idx[0]].ThreadBlocks) || idx[2] >= len(plan.GPUs[idx[0]].ThreadBlocks[idx[1]].Ops) {
-		return false
-	}
-	op := plan.GPUs[idx[0]].ThreadBlocks[idx[1]].Ops[idx[2]]
-	name := op.Name
-	if m[5] != "" {
-		if idx[3] >= len(op.Ops) {
-			return false
-		}
-		name = op.Ops[idx[3]].Name
-	}
-	return name == "pws" || name == "pwsf"
 }
 
 // firstDiff shows where two texts first differ.
