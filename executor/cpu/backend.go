@@ -74,6 +74,8 @@ type session struct {
 	mu    sync.Mutex
 	ranks []*rankState
 	ntid  int // vector-clock threads: every TB, then one proxy per rank
+
+	rec *recorder // the logical clock of Record; nil otherwise
 }
 
 // rankState is the persistent state of one rank.

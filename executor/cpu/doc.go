@@ -49,6 +49,8 @@
 //     semaphores, barriers.
 //   - proxy.go: the port-channel FIFO and its proxy goroutine.
 //   - race.go: vector clocks, the shadow memory and the race report.
+//   - record.go: Record, the logical clock of one launch (a timeline of
+//     the executed ops and of the releases between them).
 //   - ranges.go: memory-range locks that make conflicting ops of racy
 //     plans run one after the other when race detection is off.
 //

@@ -370,6 +370,7 @@ func (t *tbRun) exec(op *executor.OpInstance, o, u uint64, iter int) error {
 	l.progress.Add(1)
 	t.op.Store(op)
 	t.iter.Store(int64(iter))
+	l.s.rec.begin(t, op, iter)
 	if t.rng != nil {
 		switch t.rng.IntN(4) {
 		case 0:
@@ -396,6 +397,7 @@ func (t *tbRun) exec(op *executor.OpInstance, o, u uint64, iter int) error {
 	default:
 		err = t.data(op, o, u)
 	}
+	l.s.rec.end(t)
 	if err != nil && !errors.Is(err, errStop) {
 		return t.opError(op, iter, err)
 	}

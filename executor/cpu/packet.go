@@ -192,7 +192,9 @@ func (t *tbRun) packetOp(p *pktPlan) error {
 			if err := t.awaitPackets(in, a, b); err != nil {
 				return err
 			}
+			t.l.s.rec.readPackets(t, in, a, b)
 		}
+		t.l.s.rec.writePackets(t, p.pktOut, a, b)
 		if !t.packetBlock(p, a, b) {
 			continue // a packet changed after the wait (racy plan): wait again
 		}
@@ -287,6 +289,7 @@ func (t *tbRun) readPutPort(op *executor.OpInstance, sp *opSpans) error {
 		if err := t.awaitPackets(src, a, min(a+pktBlock, np)); err != nil {
 			return err
 		}
+		t.l.s.rec.readPackets(t, src, a, min(a+pktBlock, np))
 	}
 	if rs := t.l.race; rs != nil {
 		rs.mu.Lock()

@@ -45,6 +45,7 @@ func (t *tbRun) push(tr *trigger) {
 	tr.pos = p.pushed
 	p.pushed++
 	p.q = append(p.q, tr)
+	t.l.s.rec.push(t, tr)
 	t.l.proxyBusy++
 	p.cond.Signal()
 }
@@ -56,6 +57,7 @@ func (t *tbRun) awaitTrigger(tr *trigger) error {
 		return fmt.Sprintf("proxy of rank %d completed %d triggers, waits for trigger %d", t.r.id, p.done, tr.pos+1)
 	})
 	if err == nil {
+		t.l.s.rec.awaitTrigger(t, tr)
 		t.acquire(tr.doneVC)
 	}
 	return err
@@ -113,6 +115,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		tr := p.q[0]
 		p.q[0] = nil
 		p.q = p.q[1:]
+		s.rec.proxyTake(rs.id, tr)
 		if tr.kind&trigData != 0 {
 			s.mu.Unlock()
 			l.transfer(p, tr)
@@ -129,6 +132,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 			end, _ := s.channelEnd(rs.id, executor.Port, tr.ch)
 			if end.PeerIndex >= 0 {
 				_, peer := s.channelEnd(end.Peer, executor.Port, end.PeerIndex)
+				s.rec.proxySignal(tr, peer)
 				peer.signal(l, snap)
 			}
 		}
@@ -142,6 +146,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 
 // transfer performs a DATA trigger (without s.mu), as one step.
 func (l *launch) transfer(p *proxy, tr *trigger) {
+	l.s.rec.proxyPackets(tr)
 	if rs := l.race; rs != nil {
 		rs.mu.Lock()
 		p.vc.join(tr.vc)

@@ -122,6 +122,7 @@ func (t *tbRun) signal(op *executor.OpInstance) error {
 		end, _ := s.channelEnd(t.r.id, executor.Memory, c)
 		if end.PeerIndex >= 0 {
 			_, peer := s.channelEnd(end.Peer, executor.Memory, end.PeerIndex)
+			s.rec.signal(t, peer)
 			peer.signal(t.l, snap)
 		}
 	}
@@ -157,6 +158,7 @@ func (t *tbRun) wait(op *executor.OpInstance) error {
 		if err != nil {
 			return err
 		}
+		s.rec.wait(t, c, e)
 		if t.l.race != nil && e > c.base {
 			t.acquire(c.clocks[e-c.base-1])
 		}
@@ -212,6 +214,7 @@ func (t *tbRun) semAcquire(op *executor.OpInstance) error {
 				return err
 			}
 		}
+		s.rec.semAcquire(t, sem)
 		t.acquire(sem.vc)
 	}
 	return nil
@@ -225,6 +228,7 @@ func (t *tbRun) semRelease(op *executor.OpInstance) error {
 	for _, id := range op.Semaphores {
 		sem := &t.r.sems[id]
 		sem.v++
+		s.rec.semRelease(t, sem)
 		if snap != nil {
 			if sem.vc == nil {
 				sem.vc = make(vclock, s.ntid)
@@ -254,6 +258,7 @@ func (t *tbRun) barrier(op *executor.OpInstance) error {
 		return fmt.Errorf("barrier %d: %d thread blocks expected by this op, %d by the thread blocks already waiting", op.BarrierID, n, b.need)
 	}
 	b.arrived++
+	s.rec.arrive(t, b)
 	if snap != nil {
 		if b.vc == nil {
 			b.vc = make(vclock, s.ntid)
@@ -263,6 +268,7 @@ func (t *tbRun) barrier(op *executor.OpInstance) error {
 	if b.arrived == b.need {
 		b.arrived = 0
 		b.gen++
+		s.rec.barrierDone(t, b, b.gen-1)
 		for _, w := range b.waiting {
 			w.inbox = b.vc
 		}
@@ -278,6 +284,9 @@ func (t *tbRun) barrier(op *executor.OpInstance) error {
 	err := t.park(&b.wl, func() bool { return b.gen != gen }, func() string {
 		return fmt.Sprintf("barrier %d: %d of %d thread blocks arrived", op.BarrierID, b.arrived, b.need)
 	})
+	if err == nil {
+		s.rec.barrierDone(t, b, gen)
+	}
 	if err == nil && t.inbox != nil {
 		t.acquire(t.inbox)
 		t.inbox = nil
