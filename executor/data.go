@@ -278,6 +278,75 @@ func (l *BufferLayout) Alloc() []RankBuffers {
 	return bufs
 }
 
+// RankBytes is the size of one memory region that holds rank r's input
+// and output as Place lays them out (the two are aliased as Alloc
+// aliases them).
+func (l *BufferLayout) RankBytes(r int) uint64 {
+	in, out := l.Sizes.Input, l.Sizes.Output
+	switch {
+	case !l.InPlace:
+		return align8(in) + out
+	case l.c == allGather:
+		return out
+	case l.c == reduceScatter:
+		return in
+	case in == out:
+		return in
+	}
+	return align8(in) + out
+}
+
+// Place lays out rank r's input and output in mem (RankBytes(r) bytes,
+// 8-byte aligned, e.g. a shared mapping), aliased as Alloc aliases them.
+func (l *BufferLayout) Place(r int, mem []byte) (RankBuffers, error) {
+	if need := l.RankBytes(r); uint64(len(mem)) < need {
+		return RankBuffers{}, fmt.Errorf("layout: rank %d needs %d bytes, the region has %d", r, need, len(mem))
+	}
+	in, out := l.Sizes.Input, l.Sizes.Output
+	sep := func() RankBuffers {
+		o := align8(in)
+		return RankBuffers{Input: mem[:in:in], Output: mem[o : o+out : o+out]}
+	}
+	switch {
+	case !l.InPlace:
+		return sep(), nil
+	case l.c == allGather:
+		lo := uint64(r) * in
+		return RankBuffers{Input: mem[lo : lo+in : lo+in], Output: mem[:out:out]}, nil
+	case l.c == reduceScatter:
+		lo := uint64(r) * out
+		return RankBuffers{Input: mem[:in:in], Output: mem[lo : lo+out : lo+out]}, nil
+	case in == out:
+		return RankBuffers{Input: mem[:in:in], Output: mem[:in:in]}, nil
+	}
+	return sep(), nil
+}
+
+func align8(n uint64) uint64 { return (n + 7) &^ 7 }
+
+// CheckRank is Check for one rank's output only (a process that holds
+// one rank of a multi-process run): the number of wrong elements of
+// rank's output after iteration seq, ErrNoCheck without a defined result.
+func (l *BufferLayout) CheckRank(out []byte, rank, seq int) (uint64, error) {
+	if l.c == noResult {
+		return 0, ErrNoCheck
+	}
+	if rank < 0 || rank >= l.NRanks {
+		return 0, fmt.Errorf("check: rank %d of %d", rank, l.NRanks)
+	}
+	if l.c == sendRecv && (l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0) {
+		return 0, fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
+	}
+	want := l.Expected(rank, seq)
+	if uint64(len(out)) != uint64(len(want)) {
+		return 0, fmt.Errorf("check: rank %d output has %d bytes, want %d", rank, len(out), len(want))
+	}
+	if l.Reduces() {
+		return l.near(out, want), nil
+	}
+	return l.exact(out, want), nil
+}
+
 // alignedBytes returns n zeroed bytes starting at an 8-byte boundary.
 func alignedBytes(n uint64) []byte {
 	if n == 0 {
@@ -295,6 +364,11 @@ func (l *BufferLayout) FillInputs(bufs []RankBuffers, seq int) {
 	for r := range bufs {
 		FillWith(bufs[r].Input, l.DType, l.seedRank(r), seq, l.Fill)
 	}
+}
+
+// FillRank fills rank r's input (one process's share of FillInputs).
+func (l *BufferLayout) FillRank(in []byte, r, seq int) {
+	FillWith(in, l.DType, l.seedRank(r), seq, l.Fill)
 }
 
 // input returns the fill of seed rank r for iteration seq.

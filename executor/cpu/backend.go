@@ -76,6 +76,12 @@ type session struct {
 	ntid  int // vector-clock threads: every TB, then one proxy per rank
 
 	rec *recorder // the logical clock of Record; nil otherwise
+
+	// mp is set in a multi-process session (OpenRank): only rank mp.rank
+	// runs here. cur is the running launch (s.mu), for the goroutines
+	// that outlive launches (port receivers, the deadlock watch).
+	mp  *multi
+	cur *launch
 }
 
 // rankState is the persistent state of one rank.
@@ -97,6 +103,37 @@ type rankState struct {
 }
 
 func open(inst *executor.Instance, opts executor.Options, sched schedule) (*session, error) {
+	s, err := newSession(inst, opts, sched)
+	if err != nil {
+		return nil, err
+	}
+	for r := range inst.Ranks {
+		// Scratch is 8-byte aligned for the atomics of packet.go.
+		scratch, free, err := allocScratch(inst.ScratchBytes)
+		if err != nil {
+			s.release()
+			return nil, fmt.Errorf("cpu: rank %d: allocating %d bytes of scratch: %w", r, inst.ScratchBytes, err)
+		}
+		ri := &inst.Ranks[r]
+		words := make([]uint64, len(ri.MemoryChannels)+len(ri.PortChannels))
+		s.addRank(r, scratch, free, words)
+	}
+	s.finishRanks()
+	// A session dropped without Close still gives its scratch back.
+	frees := make([]func(), len(s.ranks))
+	for i, rs := range s.ranks {
+		frees[i] = rs.free
+	}
+	runtime.AddCleanup(s, func(frees []func()) {
+		for _, f := range frees {
+			f()
+		}
+	}, frees)
+	return s, nil
+}
+
+// newSession validates inst and sets up a session without ranks.
+func newSession(inst *executor.Instance, opts executor.Options, sched schedule) (*session, error) {
 	if !littleEndian() {
 		return nil, errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
 	}
@@ -118,51 +155,55 @@ func open(inst *executor.Instance, opts executor.Options, sched schedule) (*sess
 			s.half = inst.ScratchBytes / 2
 		}
 	}
+	return s, nil
+}
+
+// addRank appends rank r's state: its scratch (released by free) and its
+// channel counters' inbound words (memory channels, then port channels).
+func (s *session) addRank(r int, scratch []byte, free func(), words []uint64) {
+	inst := s.inst
+	ri := &inst.Ranks[r]
+	rs := &rankState{id: r, ri: ri, scratch: scratch, free: free}
+	if len(s.ranks) > 0 {
+		prev := s.ranks[len(s.ranks)-1]
+		rs.tid0 = prev.tid0 + len(prev.ri.TBs)
+	}
+	rs.proxy.cond.L = &s.mu
+	if inst.Plan != nil && r < len(inst.Plan.GPUs) {
+		rs.reuseSlot = inst.ScratchSlot(r)
+	}
+	rs.mem = make([]counter, len(ri.MemoryChannels))
+	rs.port = make([]counter, len(ri.PortChannels))
+	for i := range rs.mem {
+		rs.mem[i].in = &words[i]
+	}
+	for i := range rs.port {
+		rs.port[i].in = &words[len(rs.mem)+i]
+	}
+	rs.sems = make([]semaphore, len(ri.Semaphores))
+	for i, v := range ri.Semaphores {
+		rs.sems[i].v = v
+	}
+	for _, g := range ri.Switches {
+		m := append([]int(nil), g.Ranks...)
+		sort.Ints(m)
+		rs.members = append(rs.members, m)
+	}
+	s.ranks = append(s.ranks, rs)
+}
+
+// finishRanks numbers the proxies' vector-clock threads after every
+// thread block's.
+func (s *session) finishRanks() {
 	tid := 0
-	for r := range inst.Ranks {
-		ri := &inst.Ranks[r]
-		rs := &rankState{id: r, ri: ri, tid0: tid}
-		rs.proxy.cond.L = &s.mu
-		if inst.Plan != nil && r < len(inst.Plan.GPUs) {
-			rs.reuseSlot = inst.ScratchSlot(r)
-		}
-		tid += len(ri.TBs)
-		// Scratch is 8-byte aligned for the atomics of packet.go.
-		scratch, free, err := allocScratch(inst.ScratchBytes)
-		if err != nil {
-			s.release()
-			return nil, fmt.Errorf("cpu: rank %d: allocating %d bytes of scratch: %w", r, inst.ScratchBytes, err)
-		}
-		rs.scratch, rs.free = scratch, free
-		rs.mem = make([]counter, len(ri.MemoryChannels))
-		rs.port = make([]counter, len(ri.PortChannels))
-		rs.sems = make([]semaphore, len(ri.Semaphores))
-		for i, v := range ri.Semaphores {
-			rs.sems[i].v = v
-		}
-		for _, g := range ri.Switches {
-			m := append([]int(nil), g.Ranks...)
-			sort.Ints(m)
-			rs.members = append(rs.members, m)
-		}
-		s.ranks = append(s.ranks, rs)
+	if n := len(s.ranks); n > 0 {
+		tid = s.ranks[n-1].tid0 + len(s.ranks[n-1].ri.TBs)
 	}
 	for _, rs := range s.ranks {
 		rs.proxy.tid = tid
 		tid++
 	}
 	s.ntid = tid
-	// A session dropped without Close still gives its scratch back.
-	frees := make([]func(), len(s.ranks))
-	for i, rs := range s.ranks {
-		frees[i] = rs.free
-	}
-	runtime.AddCleanup(s, func(frees []func()) {
-		for _, f := range frees {
-			f()
-		}
-	}, frees)
-	return s, nil
 }
 
 func littleEndian() bool {
@@ -183,7 +224,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(bufs) != len(s.ranks) {
+	if s.mp == nil && len(bufs) != len(s.ranks) {
 		return errRankCount(len(bufs), len(s.ranks))
 	}
 	l := newLaunch(s, bufs, s.flag+1)

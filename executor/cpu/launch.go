@@ -39,6 +39,11 @@ type launch struct {
 
 	race   *raceState  // nil unless Options.Race
 	ranges *rangeLocks // without race detection
+
+	// ctx ends when the launch stops (multi-process: bounds the proxy's
+	// network operations); cancel is called by abort.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // pktWait are the thread blocks waiting for packets of one buffer. n is
@@ -62,6 +67,7 @@ type tbRun struct {
 	parked   bool
 	finished bool
 	why      func() string // what a parked TB waits for
+	ready    func() bool   // the condition a parked TB waits for
 
 	// The current op and its pipeline iteration (-1 outside pipelines):
 	// atomic, as the watchdog reads them while the TB runs.
@@ -120,7 +126,7 @@ func (t *tbRun) park(wl *waitList, ready func() bool, why func() string) error {
 			return nil
 		}
 		wl.add(t)
-		t.why = why
+		t.why, t.ready = why, ready
 		t.parked = true
 		l.blocked++
 		l.checkDeadlock()
@@ -133,6 +139,11 @@ func (t *tbRun) park(wl *waitList, ready func() bool, why func() string) error {
 // checkDeadlock stops the launch when every unfinished thread block is
 // parked and no proxy has work left (s.mu held).
 func (l *launch) checkDeadlock() {
+	if l.s.mp != nil {
+		// Another process may still release a parked thread block:
+		// watch.go decides, over the whole job.
+		return
+	}
 	if l.err == nil && l.running > 0 && l.blocked == l.running && l.proxyBusy == 0 {
 		l.abort(l.deadlock(""))
 	}
@@ -173,6 +184,9 @@ func (l *launch) abort(err error) {
 		l.err = err
 	}
 	l.stop.Store(true)
+	if l.cancel != nil {
+		l.cancel(l.err)
+	}
 	for _, t := range l.tbs {
 		t.unpark()
 	}
@@ -194,7 +208,14 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 		l.ranges = newRangeLocks()
 	}
 	for r, rs := range s.ranks {
-		l.bufs[r] = [3][]byte{bufs[r].Input, bufs[r].Output, rs.scratch}
+		if s.mp != nil {
+			l.bufs[r] = s.mp.bufs[r]
+			if r != s.mp.rank {
+				continue
+			}
+		} else {
+			l.bufs[r] = [3][]byte{bufs[r].Input, bufs[r].Output, rs.scratch}
+		}
 		for i := range rs.ri.TBs {
 			t := &tbRun{l: l, r: rs, tb: &rs.ri.TBs[i], tid: rs.tid0 + i}
 			t.iter.Store(-1)
@@ -269,14 +290,28 @@ func (t *tbRun) opError(op *executor.OpInstance, iter int, err error) error {
 // launch's result.
 func (l *launch) run(ctx context.Context) error {
 	s := l.s
+	l.ctx, l.cancel = context.WithCancelCause(ctx)
+	defer l.cancel(nil)
 	s.mu.Lock()
 	l.running = len(l.tbs)
 	l.tbsDone = l.running == 0
 	s.startLaunch(l)
+	s.cur = l
+	if s.mp != nil {
+		s.mp.launches++
+	}
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cur = nil
+		s.mu.Unlock()
+	}()
 
 	var wg sync.WaitGroup
 	for _, rs := range s.ranks {
+		if s.isRemote(rs.id) {
+			continue
+		}
 		wg.Add(1)
 		go l.proxyMain(rs, &wg)
 	}
@@ -285,7 +320,16 @@ func (l *launch) run(ctx context.Context) error {
 		go t.main(&wg)
 	}
 	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
-	go l.watchdog(stopWatch, watchDone)
+	if s.mp == nil {
+		go l.watchdog(stopWatch, watchDone)
+	} else {
+		// Across processes the job-wide watch (watch.go) replaces the
+		// watchdog; the poller sees what same-host peers change.
+		var pwg sync.WaitGroup
+		pwg.Add(1)
+		go l.poll(stopWatch, &pwg)
+		go func() { pwg.Wait(); close(watchDone) }()
+	}
 	ctxDone := make(chan struct{})
 	stopCtx := context.AfterFunc(ctx, func() {
 		defer close(ctxDone)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -109,7 +110,16 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		for len(p.q) == 0 && !l.tbsDone && l.err == nil {
 			p.cond.Wait()
 		}
-		if l.err != nil || len(p.q) == 0 {
+		if l.err != nil {
+			return
+		}
+		if len(p.q) == 0 {
+			if s.mp != nil {
+				// The launch ends when the peers have applied everything.
+				if err := l.remote(func(ctx context.Context) error { return s.mp.fence(ctx) }); err != nil {
+					l.abort(fmt.Errorf("cpu: rank %d proxy: end of launch: %w", rs.id, err))
+				}
+			}
 			return
 		}
 		tr := p.q[0]
@@ -117,9 +127,22 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		p.q = p.q[1:]
 		s.rec.proxyTake(rs.id, tr)
 		if tr.kind&trigData != 0 {
-			s.mu.Unlock()
-			l.transfer(p, tr)
-			s.mu.Lock()
+			if s.isRemote(tr.dst.rank) {
+				if err := l.remote(func(ctx context.Context) error { return l.sendData(tr) }); err != nil {
+					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: put to rank %d: %w", rs.id, tr.op, tr.dst.rank, err))
+					return
+				}
+			} else {
+				s.mu.Unlock()
+				l.transfer(p, tr)
+				s.mu.Lock()
+			}
+		}
+		if tr.kind&trigSync != 0 && s.mp != nil {
+			if err := l.remote(func(ctx context.Context) error { return s.mp.fence(ctx) }); err != nil {
+				l.abort(fmt.Errorf("cpu: rank %d proxy: %s: flush: %w", rs.id, tr.op, err))
+				return
+			}
 		}
 		var snap vclock
 		if l.race != nil {
@@ -130,7 +153,12 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		}
 		if tr.kind&trigFlag != 0 {
 			end, _ := s.channelEnd(rs.id, executor.Port, tr.ch)
-			if end.PeerIndex >= 0 {
+			if end.PeerIndex >= 0 && s.isRemote(end.Peer) {
+				if err := l.remote(func(ctx context.Context) error { return s.mp.sendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
+					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: signal to rank %d: %w", rs.id, tr.op, end.Peer, err))
+					return
+				}
+			} else if end.PeerIndex >= 0 {
 				_, peer := s.channelEnd(end.Peer, executor.Port, end.PeerIndex)
 				s.rec.proxySignal(tr, peer)
 				peer.signal(l, snap)
@@ -142,6 +170,24 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		l.progress.Add(1)
 		l.checkDeadlock()
 	}
+}
+
+// remote runs f, a network operation of the proxy, without s.mu (held on
+// entry and on return), within the session's life.
+func (l *launch) remote(f func(ctx context.Context) error) error {
+	l.s.mu.Unlock()
+	defer l.s.mu.Lock()
+	return f(l.ctx)
+}
+
+// sendData sends a DATA trigger to another process, holding its source
+// range against conflicting local ops as transfer does.
+func (l *launch) sendData(tr *trigger) error {
+	h := &rangeHold{}
+	h.add(false, tr.src)
+	l.ranges.acquire(h)
+	defer l.ranges.release(h)
+	return l.s.mp.sendData(l.ctx, tr)
 }
 
 // transfer performs a DATA trigger (without s.mu), as one step.

@@ -2,16 +2,20 @@ package cpu
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// counter is one end of a memory or port channel (§4.2, §4.3): inbound is
-// incremented by the paired end's signals, expected by this end's waits.
-// Both persist across launches.
+// counter is one end of a memory or port channel (§4.2, §4.3): the
+// inbound word is incremented by the paired end's signals, expected by
+// this end's waits. Both persist across launches. The inbound word is
+// accessed atomically: in a multi-process session it lives in the rank's
+// shared mapping, where a peer process on the same host increments it.
 type counter struct {
-	inbound, expected uint64
-	wl                waitList
+	in       *uint64
+	expected uint64
+	wl       waitList
 	// Race detection: clocks[k] is the join of the clocks of this
 	// launch's signals 1..k+1 (signal base+k+1 overall).
 	base   uint64
@@ -20,7 +24,7 @@ type counter struct {
 
 // signal adds one to c (s.mu held); snap is the signaller's clock.
 func (c *counter) signal(l *launch, snap vclock) {
-	c.inbound++
+	atomic.AddUint64(c.in, 1)
 	if l.race != nil {
 		var nv vclock
 		if n := len(c.clocks); n > 0 {
@@ -33,6 +37,13 @@ func (c *counter) signal(l *launch, snap vclock) {
 	}
 	c.wl.wake(l)
 }
+
+// signalIdle counts a signal that arrives between launches (a peer
+// process's port FLAG): nobody waits and no clock is kept.
+func (c *counter) signalIdle() { atomic.AddUint64(c.in, 1) }
+
+// inbound returns the signals received so far.
+func (c *counter) inbound() uint64 { return atomic.LoadUint64(c.in) }
 
 // semaphore is a device semaphore (§4.6): persistent, may go negative.
 type semaphore struct {
@@ -58,7 +69,7 @@ func (s *session) startLaunch(l *launch) {
 	for _, rs := range s.ranks {
 		for _, cs := range [][]counter{rs.mem, rs.port} {
 			for i := range cs {
-				cs[i].base, cs[i].clocks, cs[i].wl.ws = cs[i].inbound, nil, nil
+				cs[i].base, cs[i].clocks, cs[i].wl.ws = cs[i].inbound(), nil, nil
 			}
 		}
 		for i := range rs.sems {
@@ -148,12 +159,12 @@ func (t *tbRun) wait(op *executor.OpInstance) error {
 	for i, ci := range op.Channels {
 		end, c := s.channelEnd(t.r.id, op.ChannelType, ci)
 		e := es[i]
-		err := t.park(&c.wl, func() bool { return c.inbound >= e }, func() string {
+		err := t.park(&c.wl, func() bool { return c.inbound() >= e }, func() string {
 			if end.PeerIndex < 0 {
 				return fmt.Sprintf("unpaired channel: rank %d declares no channel to rank %d paired with %s channel %d",
 					end.Peer, t.r.id, op.ChannelType, ci)
 			}
-			return fmt.Sprintf("%s channel %d from rank %d expects signal %d, has %d", op.ChannelType, ci, end.Peer, e, c.inbound)
+			return fmt.Sprintf("%s channel %d from rank %d expects signal %d, has %d", op.ChannelType, ci, end.Peer, e, c.inbound())
 		})
 		if err != nil {
 			return err

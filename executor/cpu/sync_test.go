@@ -70,7 +70,7 @@ func TestSyncOps(t *testing.T) {
 					}
 					var in, ex uint64
 					for i := range c {
-						in, ex = in+c[i].inbound, ex+c[i].expected
+						in, ex = in+c[i].inbound(), ex+c[i].expected
 					}
 					if in != 2 || ex != 2 {
 						t.Errorf("rank %d: %d signals received, %d waits; want 2, 2", r, in, ex)

@@ -1,0 +1,341 @@
+package cpu
+
+// multi.go holds sessions of one rank of a job run as one process per
+// rank (OpenRank): the exchange of shared mappings through the job's
+// bootstrap, the placement of every rank's buffers as this process sees
+// them, and the checks that a plan's memory channels and switch groups
+// stay inside one host. transport.go moves port-channel traffic between
+// the processes and watch.go finds deadlocks that span them.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// Net is what a multi-process session needs from the job's bootstrap;
+// package dist's *Bootstrap is one. Messages between two ranks with one
+// tag arrive in order.
+type Net interface {
+	Rank() int
+	Size() int
+	Send(ctx context.Context, peer int, tag uint32, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	// Context ends when the job is lost (a peer died) or closed.
+	Context() context.Context
+}
+
+// World is the job a rank session belongs to.
+type World struct {
+	Net Net
+	// Host[r] numbers rank r's host: ranks with equal numbers share
+	// memory (memory channels and switch groups may join them only).
+	Host []int
+	// Tag is the first of the TagsPerSession message tags the session
+	// uses. Sessions of one job that may overlap need distinct tags; the
+	// caller numbers them (every rank alike).
+	Tag uint32
+	// ShmDir is where the shared mappings' files are created: default
+	// /dev/shm, else the temporary directory.
+	ShmDir string
+}
+
+// TagsPerSession is the number of message tags a rank session uses from
+// World.Tag: port traffic, its acknowledgements, the deadlock watch's
+// reports to rank 0 and its answers.
+const TagsPerSession = 4
+
+const (
+	tagPort = iota
+	tagAck
+	tagWatch
+	tagWatchReply
+)
+
+// RankSession is the session of one rank of a multi-process job: it owns
+// the rank's input and output (in shared memory, where same-host peers
+// read and write them as GPUs do through IPC handles), and each Launch
+// runs the rank's thread blocks and port proxy only.
+type RankSession struct {
+	s    *session
+	bufs executor.RankBuffers
+}
+
+// multi is the multi-process part of a session.
+type multi struct {
+	w      World
+	rank   int
+	ctx    context.Context // the session's life: ends at Close or with the job
+	cancel context.CancelFunc
+	bufs   [][3][]byte // per rank: input, output, scratch as mapped here; nil on other hosts
+	maps   []*mapping
+	wg     sync.WaitGroup
+	// The proxy goroutine's record of peers sent traffic since their last
+	// fence, and the fence numbers.
+	dirty map[int]bool
+	seq   uint64
+	// launches counts launches started (s.mu).
+	launches uint64
+	watch    *watch
+}
+
+func (m *multi) tag(k uint32) uint32 { return m.w.Tag + k }
+
+// exchange is what each rank contributes to the set-up's all-gathers.
+type exchange struct {
+	Err  string `json:"err,omitempty"`
+	Path string `json:"path,omitempty"`
+	Size uint64 `json:"size,omitempty"`
+}
+
+// OpenRank opens this process's rank of inst (Net.Rank) for the buffer
+// layout l, on every rank of the job at once: each creates its buffers
+// and scratch in a shared mapping, the ranks exchange the mappings' names
+// through the bootstrap and map their same-host peers'. A plan whose
+// world size differs from the job's, or that joins ranks on different
+// hosts by a memory channel or a switch group, is refused on every rank
+// with the same error. Race detection is not available across processes.
+func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w World) (*RankSession, error) {
+	if w.Net == nil {
+		return nil, errors.New("cpu: OpenRank without a bootstrap")
+	}
+	rank, n := w.Net.Rank(), w.Net.Size()
+	if len(inst.Ranks) != n {
+		return nil, fmt.Errorf("cpu: the plan has %d ranks and the job %d processes (world size %d): run it with %d", len(inst.Ranks), n, n, len(inst.Ranks))
+	}
+	if len(w.Host) != n {
+		return nil, fmt.Errorf("cpu: World.Host names %d ranks, the job has %d", len(w.Host), n)
+	}
+	if opts.Race {
+		return nil, errors.New("cpu: race detection (--race) runs every rank in one process; it is not available across processes")
+	}
+	s, err := newSession(inst, opts, schedule{})
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(w.Net.Context())
+	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, dirty: map[int]bool{}}
+	s.mp = m
+	fail := func(err error) (*RankSession, error) {
+		cancel()
+		for _, mp := range m.maps {
+			mp.release()
+		}
+		return nil, err
+	}
+
+	// Each rank's mapping: its counters' inbound words, its input and
+	// output as l places them, its scratch.
+	syncBytes := func(r int) uint64 {
+		ri := &inst.Ranks[r]
+		return uint64(len(ri.MemoryChannels)+len(ri.PortChannels))*8 + 64
+	}
+	ioBytes := func(r int) uint64 { return (l.RankBytes(r) + 63) &^ 63 }
+	total := func(r int) uint64 { return syncBytes(r)&^63 + ioBytes(r) + inst.ScratchBytes + 64 }
+
+	mine := exchange{}
+	var path string
+	if err := localityError(inst, rank, w.Host); err != nil {
+		mine.Err = err.Error()
+	} else if p, mp, err := createMapping(w.ShmDir, total(rank)); err != nil {
+		mine.Err = err.Error()
+	} else {
+		path, mine.Path, mine.Size = p, p, total(rank)
+		m.maps = append(m.maps, mp)
+	}
+	all, err := gatherExchange(ctx, w.Net, mine, "set-up")
+	if path != "" {
+		// Peers map it before the second gather; remove it after, or now
+		// if the set-up already failed.
+		defer os.Remove(path)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	maps := make([]*mapping, n)
+	maps[rank] = m.maps[0]
+	mine = exchange{}
+	for r := range n {
+		if r == rank || w.Host[r] != w.Host[rank] {
+			continue
+		}
+		if all[r].Size != total(r) {
+			mine.Err = fmt.Sprintf("rank %d's shared memory has %d bytes, this plan needs %d: the ranks run different plans or sizes", r, all[r].Size, total(r))
+			break
+		}
+		mp, err := openMapping(all[r].Path, all[r].Size)
+		if err != nil {
+			mine.Err = fmt.Sprintf("mapping rank %d's shared memory: %v", r, err)
+			break
+		}
+		maps[r] = mp
+		m.maps = append(m.maps, mp)
+	}
+	if _, err := gatherExchange(ctx, w.Net, mine, "mapping peers"); err != nil {
+		return fail(err)
+	}
+
+	m.bufs = make([][3][]byte, n)
+	var own executor.RankBuffers
+	for r := range n {
+		var scratch []byte
+		words := make([]uint64, len(inst.Ranks[r].MemoryChannels)+len(inst.Ranks[r].PortChannels))
+		mp, shared := maps[r], true
+		if mp == nil {
+			// A rank on another host: regions without memory.
+			shared = false
+			var err error
+			if mp, err = reserveMapping(total(r)); err != nil {
+				return fail(fmt.Errorf("cpu: reserving address space for rank %d: %w", r, err))
+			}
+			m.maps = append(m.maps, mp)
+		}
+		{
+			b := mp.b
+			sb := syncBytes(r) &^ 63
+			if k := len(inst.Ranks[r].MemoryChannels) + len(inst.Ranks[r].PortChannels); k > 0 && shared {
+				words = wordsOf(b[:8*k])
+			}
+			io := b[sb : sb+ioBytes(r)]
+			rb, err := l.Place(r, io)
+			if err != nil {
+				return fail(fmt.Errorf("cpu: %w", err))
+			}
+			scratch = b[sb+ioBytes(r) : sb+ioBytes(r)+inst.ScratchBytes : sb+ioBytes(r)+inst.ScratchBytes]
+			m.bufs[r] = [3][]byte{rb.Input, rb.Output, scratch}
+			if r == rank {
+				own = rb
+			}
+		}
+		s.addRank(r, scratch, nil, words)
+	}
+	s.finishRanks()
+	m.startReceivers(s)
+	m.watch = newWatch(s)
+	m.wg.Add(1)
+	go m.watch.run(&m.wg)
+	return &RankSession{s: s, bufs: own}, nil
+}
+
+// wordsOf views 8-byte aligned bytes as uint64 words.
+func wordsOf(b []byte) []uint64 { return words(b) }
+
+// gatherExchange all-gathers mine and fails, on every rank alike, if any
+// rank reported an error.
+func gatherExchange(ctx context.Context, nt Net, mine exchange, step string) ([]exchange, error) {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := nt.AllGather(ctx, data)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: rank %d: %s: %w", nt.Rank(), step, err)
+	}
+	all := make([]exchange, len(parts))
+	var errs []string
+	for r, p := range parts {
+		if err := json.Unmarshal(p, &all[r]); err != nil {
+			return nil, fmt.Errorf("cpu: %s: rank %d sent %d bytes that are not a set-up record: %v", step, r, len(p), err)
+		}
+		if all[r].Err != "" {
+			errs = append(errs, fmt.Sprintf("rank %d: %s", r, all[r].Err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("cpu: %s failed: %s", step, strings.Join(errs, "; "))
+	}
+	return all, nil
+}
+
+// localityError reports a memory channel or switch group of rank that
+// reaches a rank on another host: only port channels cross hosts.
+func localityError(inst *executor.Instance, rank int, host []int) error {
+	ri := &inst.Ranks[rank]
+	for c, end := range ri.MemoryChannels {
+		if host[end.Peer] != host[rank] {
+			return fmt.Errorf("memory channel %d of rank %d goes to rank %d on another host; only port channels cross hosts", c, rank, end.Peer)
+		}
+	}
+	for g, sw := range ri.Switches {
+		for _, p := range sw.Ranks {
+			if host[p] != host[rank] {
+				return fmt.Errorf("switch channel %d of rank %d groups rank %d on another host; NVLS groups stay on one host", g, rank, p)
+			}
+		}
+	}
+	return nil
+}
+
+// Rank is the rank this session runs.
+func (r *RankSession) Rank() int { return r.s.mp.rank }
+
+// Buffers are the rank's input and output: fill the input before a
+// launch, read the output after.
+func (r *RankSession) Buffers() executor.RankBuffers { return r.bufs }
+
+// Launch runs one execute() of this rank. Every rank of the job must
+// launch as many times. It returns a *executor.DeadlockError that lists
+// every rank's blocked thread blocks when the job as a whole makes no
+// progress for the deadlock timeout, and an error naming the lost rank
+// when a peer dies.
+func (r *RankSession) Launch(ctx context.Context) error {
+	m := r.s.mp
+	ctx, stop := mergeContext(ctx, m.ctx)
+	defer stop()
+	return r.s.Launch(ctx, nil)
+}
+
+// mergeContext returns a context that ends when either a or b does.
+func mergeContext(a, b context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(a)
+	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// Close stops the session's goroutines and unmaps its memory. Every rank
+// should close its session before the job moves on to messages that
+// reuse its tags.
+func (r *RankSession) Close() error {
+	s := r.s
+	s.launchMu.Lock()
+	defer s.launchMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	m := s.mp
+	m.cancel()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		// A goroutine stuck in a send to a peer that stopped reading;
+		// the mappings stay until the process ends rather than be
+		// pulled from under it.
+		return fmt.Errorf("cpu: rank %d: closing: port transport still busy after 5s", m.rank)
+	}
+	for _, mp := range m.maps {
+		mp.release()
+	}
+	return nil
+}
+
+// sortedKeys returns the keys of a peer set in ascending order.
+func sortedKeys(set map[int]bool) []int {
+	ks := make([]int, 0, len(set))
+	for k := range set {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}

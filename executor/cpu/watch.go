@@ -1,0 +1,285 @@
+package cpu
+
+// watch.go finds deadlocks that span the processes of a multi-process
+// session. No process can tell alone: a rank whose thread blocks all
+// wait may be waiting for a peer that is still busy. So every rank
+// reports to rank 0 when it has made no progress for the deadlock
+// timeout (suspect, inside a launch; idle, between launches) and when it
+// moves again (resumed). When no rank is running and at least one is
+// suspect, rank 0 probes every rank; if every answer shows the same
+// progress as its report, the job is deadlocked, and rank 0 sends every
+// suspect rank the list of every rank's blocked thread blocks, which it
+// raises as its launch's *executor.DeadlockError. Messages go to rank 0
+// on World.Tag+2 and come back on +3, as JSON.
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// watchMsg is one message of the deadlock watch.
+type watchMsg struct {
+	// Kind: suspect, idle, resumed (rank to rank 0); probe, deadlock
+	// (rank 0 to a rank); reply (to a probe).
+	Kind     string               `json:"kind"`
+	Round    uint64               `json:"round,omitempty"`
+	Active   bool                 `json:"active,omitempty"`
+	Launch   uint64               `json:"launch"`
+	Progress uint64               `json:"progress"`
+	Blocked  []executor.BlockedTB `json:"blocked,omitempty"`
+}
+
+// watch is a rank's side of the deadlock watch.
+type watch struct {
+	s *session
+	m *multi
+}
+
+func newWatch(s *session) *watch { return &watch{s: s, m: s.mp} }
+
+// snap is a rank's progress: the launches it started and the current
+// launch's progress counter.
+type snap struct {
+	active           bool
+	launch, progress uint64
+}
+
+func (w *watch) snapshot() snap {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn := snap{launch: w.m.launches}
+	if l := s.cur; l != nil && !l.tbsDone && l.err == nil {
+		sn.active, sn.progress = true, l.progress.Load()
+	}
+	return sn
+}
+
+// blocked lists this rank's unfinished thread blocks.
+func (w *watch) blocked() []executor.BlockedTB {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil {
+		return l.deadlock(fmt.Sprintf("no progress for %v (running an op)", s.timeout)).Blocked
+	}
+	return nil
+}
+
+func (w *watch) send(msg watchMsg, to int, tag uint32) {
+	data, err := json.Marshal(msg)
+	if err == nil {
+		// A failed send means the job is going down; the launches learn
+		// it from their context.
+		_ = w.m.w.Net.Send(w.m.ctx, to, w.m.tag(tag), data)
+	}
+}
+
+// run starts the rank's goroutines: the progress reporter, the handler
+// of rank 0's probes and verdicts, and on rank 0 the coordinator.
+func (w *watch) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	if w.m.rank == 0 {
+		wg.Add(1)
+		go w.coordinate(wg)
+	}
+	wg.Add(1)
+	go w.answer(wg)
+	timeout := w.s.timeout
+	tick := max(timeout/8, time.Millisecond)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	last, since, reported := w.snapshot(), time.Now(), false
+	for {
+		select {
+		case <-w.m.ctx.Done():
+			return
+		case now := <-tk.C:
+			cur := w.snapshot()
+			if cur != last {
+				last, since = cur, now
+				if reported {
+					reported = false
+					w.send(watchMsg{Kind: "resumed", Launch: cur.launch, Progress: cur.progress}, 0, tagWatch)
+				}
+				continue
+			}
+			if !reported && now.Sub(since) >= timeout {
+				reported = true
+				kind := "idle"
+				if cur.active {
+					kind = "suspect"
+				}
+				w.send(watchMsg{Kind: kind, Active: cur.active, Launch: cur.launch, Progress: cur.progress}, 0, tagWatch)
+			}
+		}
+	}
+}
+
+// answer handles rank 0's probes and deadlock verdicts.
+func (w *watch) answer(wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		data, err := w.m.w.Net.Recv(w.m.ctx, 0, w.m.tag(tagWatchReply))
+		if err != nil {
+			return
+		}
+		var msg watchMsg
+		if json.Unmarshal(data, &msg) != nil {
+			continue
+		}
+		switch msg.Kind {
+		case "probe":
+			cur := w.snapshot()
+			r := watchMsg{Kind: "reply", Round: msg.Round, Active: cur.active, Launch: cur.launch, Progress: cur.progress}
+			if cur.active {
+				r.Blocked = w.blocked()
+			}
+			w.send(r, 0, tagWatch)
+		case "deadlock":
+			s := w.s
+			s.mu.Lock()
+			if l := s.cur; l != nil && w.m.launches == msg.Launch {
+				l.abort(&executor.DeadlockError{Blocked: msg.Blocked})
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// rankWatch is rank 0's record of one rank.
+type rankWatch struct {
+	kind  string // running, suspect, idle
+	at    snap
+	reply *watchMsg
+}
+
+type watchEvent struct {
+	from int
+	msg  watchMsg
+}
+
+// coordinate is rank 0's side: it collects every rank's reports, probes,
+// and declares deadlocks.
+func (w *watch) coordinate(wg *sync.WaitGroup) {
+	defer wg.Done()
+	n := w.m.w.Net.Size()
+	events := make(chan watchEvent)
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				data, err := w.m.w.Net.Recv(w.m.ctx, r, w.m.tag(tagWatch))
+				if err != nil {
+					return
+				}
+				var msg watchMsg
+				if json.Unmarshal(data, &msg) != nil {
+					continue
+				}
+				select {
+				case events <- watchEvent{r, msg}:
+				case <-w.m.ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	ranks := make([]rankWatch, n)
+	for r := range ranks {
+		ranks[r].kind = "running"
+	}
+	var round uint64
+	probing := false
+	for {
+		var ev watchEvent
+		select {
+		case <-w.m.ctx.Done():
+			return
+		case ev = <-events:
+		}
+		rw := &ranks[ev.from]
+		switch ev.msg.Kind {
+		case "suspect", "idle":
+			rw.kind = ev.msg.Kind
+			rw.at = snap{active: ev.msg.Active, launch: ev.msg.Launch, progress: ev.msg.Progress}
+		case "resumed":
+			rw.kind = "running"
+			probing = false // a probe in flight cannot conclude
+		case "reply":
+			if !probing || ev.msg.Round != round {
+				continue
+			}
+			m := ev.msg
+			rw.reply = &m
+			if verdict := w.decide(ranks); verdict != nil {
+				probing = false
+				for r := range ranks {
+					ranks[r].kind, ranks[r].reply = "running", nil
+				}
+				for r, m := range verdict {
+					w.send(m, r, tagWatchReply)
+				}
+			}
+			continue
+		}
+		if probing || !w.allStopped(ranks) {
+			continue
+		}
+		round++
+		probing = true
+		for r := range ranks {
+			ranks[r].reply = nil
+			w.send(watchMsg{Kind: "probe", Round: round}, r, tagWatchReply)
+		}
+	}
+}
+
+// allStopped: no rank is running and at least one is suspect.
+func (w *watch) allStopped(ranks []rankWatch) bool {
+	suspect := false
+	for _, r := range ranks {
+		switch r.kind {
+		case "running":
+			return false
+		case "suspect":
+			suspect = true
+		}
+	}
+	return suspect
+}
+
+// decide returns the deadlock messages per rank once every rank answered
+// the probe with the progress it reported, or nil.
+func (w *watch) decide(ranks []rankWatch) map[int]watchMsg {
+	var blocked []executor.BlockedTB
+	for _, r := range ranks {
+		if r.reply == nil {
+			return nil
+		}
+	}
+	for _, r := range ranks {
+		got := snap{active: r.reply.Active, launch: r.reply.Launch, progress: r.reply.Progress}
+		if r.kind == "running" || got != r.at {
+			return nil
+		}
+		blocked = append(blocked, r.reply.Blocked...)
+	}
+	slices.SortStableFunc(blocked, func(a, b executor.BlockedTB) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.TB, b.TB))
+	})
+	out := map[int]watchMsg{}
+	for r, rw := range ranks {
+		if rw.reply.Active {
+			out[r] = watchMsg{Kind: "deadlock", Launch: rw.reply.Launch, Blocked: blocked}
+		}
+	}
+	return out
+}
