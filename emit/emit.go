@@ -39,6 +39,10 @@ const (
 	kBufferAlignment        = `"buffer_alignment": `
 	kMinMessageSize         = `"min_message_size": `
 	kMaxMessageSize         = `"max_message_size": `
+	kAllToAllV              = `"alltoallv": `
+	kVersion                = `"version": `
+	kBlocks                 = `"blocks": `
+	kChunksPerBlock         = `"chunks_per_block": `
 
 	kID                 = `"id": `
 	kInputChunks        = `"input_chunks": `
@@ -185,6 +189,35 @@ func (e *encoder) program(p *ir.Program) {
 	e.bigInt(p.MinMessageSize, DefaultMinMessageSize)
 	e.key(kMaxMessageSize)
 	e.bigInt(p.MaxMessageSize, DefaultMaxMessageSize)
+	if p.Collective == AllToAllVCollective {
+		e.allToAllV(p)
+	}
+	e.close('}')
+}
+
+// AllToAllVCollective is the plan "collective" of AllToAllV programs,
+// whose plans carry the "alltoallv" extension object (docs/language.md
+// §5.1, docs/executor.md "Variable-size plans").
+const AllToAllVCollective = "alltoallv"
+
+// AllToAllVVersion is the version of the "alltoallv" extension object.
+const AllToAllVVersion = 1
+
+// allToAllV writes the "alltoallv" extension object: one block per rank
+// in the input and output buffers, each of chunks_per_block chunks.
+func (e *encoder) allToAllV(p *ir.Program) {
+	per := 0
+	if n := len(p.GPUs); n > 0 {
+		per = p.GPUs[0].InputChunks / n
+	}
+	e.key(kAllToAllV)
+	e.open('{')
+	e.key(kVersion)
+	e.int(AllToAllVVersion)
+	e.key(kBlocks)
+	e.int(len(p.GPUs))
+	e.key(kChunksPerBlock)
+	e.int(per)
 	e.close('}')
 }
 

@@ -32,6 +32,17 @@ type Plan struct {
 	BufferAlignment        json.Number `json:"buffer_alignment"`
 	MinMessageSize         json.Number `json:"min_message_size"`
 	MaxMessageSize         json.Number `json:"max_message_size"`
+	// AllToAllV is the extension object of alltoallv plans; nil (and
+	// absent) in every other plan.
+	AllToAllV *PlanAllToAllV `json:"alltoallv,omitempty"`
+}
+
+// PlanAllToAllV is the "alltoallv" extension object (docs/executor.md,
+// "Variable-size plans").
+type PlanAllToAllV struct {
+	Version        int `json:"version"`
+	Blocks         int `json:"blocks"`
+	ChunksPerBlock int `json:"chunks_per_block"`
 }
 
 // PlanGPU is one element of "gpus" (plan-format §3).

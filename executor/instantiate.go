@@ -172,6 +172,9 @@ func Instantiate(p *Plan, sizes Sizes) (*Instance, error) {
 	if a == 0 {
 		return nil, sizeErr("", "buffer_alignment is 0")
 	}
+	if p.AllToAllV != nil {
+		return nil, &PlanError{Err: ErrVariableSizes, Msg: "an alltoallv plan has no single message size: its block sizes come from each call's counts and displacements (NewVarPlan, Bind; mscclgo run --counts)"}
+	}
 	if len(p.GPUs) == 0 {
 		return nil, sizeErr("", "the plan has no ranks")
 	}

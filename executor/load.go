@@ -485,7 +485,7 @@ func (l *loader) parsePlan(top node) {
 	l.plan = p
 	p.Name, _ = top.str("name", true)
 	if c, ok := top.str("collective", true); ok {
-		if !knownCollective(c) {
+		if !knownCollective(c) && c != AllToAllVCollective {
 			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
 		}
 		p.Collective = c
@@ -527,7 +527,8 @@ func (l *loader) parsePlan(top node) {
 	} else {
 		maxOK = !top.has("max_message_size")
 	}
-	if minOK && maxOK && p.MinMessageSize > p.MaxMessageSize {
+	variable := l.parseAllToAllV(top)
+	if minOK && maxOK && p.MinMessageSize > p.MaxMessageSize && !variable {
 		l.errf("", ErrOutOfRange, "min_message_size %d > max_message_size %d: no message size is valid", p.MinMessageSize, p.MaxMessageSize)
 	}
 
@@ -550,6 +551,7 @@ func (l *loader) parsePlan(top node) {
 	l.checkBarriers()
 	l.checkPairing()
 	l.checkSwitchGroups()
+	l.checkAllToAllVChunks()
 }
 
 // parseGPUTables reads everything of gpus[r] but its thread blocks.

@@ -122,6 +122,9 @@ type Plan struct {
 	MinMessageSize     uint64
 	MaxMessageSize     uint64
 	GPUs               []GPU
+	// AllToAllV is the layout of a variable-size plan (collective
+	// "alltoallv", loadv.go); nil for every other plan.
+	AllToAllV *VarLayout
 	// SourceNote says why a source map beside the plan file was not used
 	// (LoadFile); "" when there is none or it was attached.
 	SourceNote string

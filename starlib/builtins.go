@@ -17,6 +17,7 @@ var builtins = map[string]builtinFn{
 	"ReduceScatter":        collectiveBuiltin("ReduceScatter", "reducescatter"),
 	"AllToAll":             collectiveBuiltin("AllToAll", "alltoall"),
 	"SendRecv":             collectiveBuiltin("SendRecv", "sendrecv"),
+	"AllToAllV":            allToAllVBuiltin,
 	"TestCollective":       testCollective,
 	"AlgoSpec":             algoSpecBuiltin,
 	"JSON":                 jsonBuiltin,

@@ -26,6 +26,9 @@ func (c *Collective) String() string {
 	if c.kind == "TestCollective" {
 		return fmt.Sprintf("TestCollective(%d, %d, %d)", c.numRanks, c.inputSize, c.outputSize)
 	}
+	if c.kind == "AllToAllV" {
+		return fmt.Sprintf("AllToAllV(%d, %d)", c.numRanks, c.chunkFactor)
+	}
 	return fmt.Sprintf("%s(%d, %d, %s)", c.kind, c.numRanks, c.chunkFactor, starlark.Bool(c.inplace))
 }
 
@@ -78,7 +81,7 @@ func (c *Collective) chunks() (in, out int) {
 	switch c.kind {
 	case "AllGather":
 		return f, n * f
-	case "AllReduce", "AllToAll":
+	case "AllReduce", "AllToAll", "AllToAllV":
 		return n * f, n * f
 	case "ReduceScatter":
 		return n * f, f
@@ -131,4 +134,34 @@ func testCollective(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		return nil, fmt.Errorf("%s: buffer sizes %d and %d: the limit is %d chunks in a buffer", b.Name(), in, out, MaxChunks)
 	}
 	return &Collective{kind: "TestCollective", name: "test", numRanks: numRanks, chunkFactor: 1, inputSize: in, outputSize: out}, nil
+}
+
+// allToAllVBuiltin implements AllToAllV(num_ranks, chunk_factor=1): the
+// all-to-all whose per-peer block sizes are given per call (the counts
+// and displacements of MPI_Alltoallv). Input chunk p*f+j is piece j of the
+// block sent to rank p, output chunk p*f+j piece j of the block received
+// from rank p; the executor sizes them per call (docs/language.md §5.1).
+func allToAllVBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var numRanks int
+	factor := 1
+	inplace := false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "num_ranks", &numRanks, "chunk_factor?", &factor, "inplace?", &inplace); err != nil {
+		return nil, err
+	}
+	if numRanks < 1 {
+		return nil, fmt.Errorf("%s: num_ranks must be positive, got %d", b.Name(), numRanks)
+	}
+	if numRanks > MaxRanks {
+		return nil, fmt.Errorf("%s: num_ranks %d exceeds the limit of %d ranks", b.Name(), numRanks, MaxRanks)
+	}
+	if factor < 1 {
+		return nil, fmt.Errorf("%s: chunk_factor must be at least 1 (the pieces of each block), got %d", b.Name(), factor)
+	}
+	if factor > MaxChunks/numRanks {
+		return nil, fmt.Errorf("%s: chunk_factor %d gives %d ranks × %d chunks, over the limit of %d chunks in a buffer", b.Name(), factor, numRanks, factor, MaxChunks)
+	}
+	if inplace {
+		return nil, fmt.Errorf("%s: inplace must be False: in place, a block could be overwritten before it is sent, and its send and receive displacements differ", b.Name())
+	}
+	return &Collective{kind: "AllToAllV", name: "alltoallv", numRanks: numRanks, chunkFactor: factor}, nil
 }

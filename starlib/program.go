@@ -174,6 +174,9 @@ func (ps *programSpec) build(fn string) (*Program, error) {
 	if numRanks > coll.numRanks {
 		return nil, fmt.Errorf("%s: num_ranks %d exceeds the %d ranks of %s", fn, numRanks, coll.numRanks, coll)
 	}
+	if coll.kind == "AllToAllV" && numRanks != coll.numRanks {
+		return nil, fmt.Errorf("%s: num_ranks %d: an AllToAllV program has exactly the %d ranks of %s (every rank has one block per peer)", fn, numRanks, coll.numRanks, coll)
+	}
 	instances, err := toInt(fn, "instances", ps.instances)
 	if err != nil {
 		return nil, err
@@ -223,6 +226,12 @@ func (ps *programSpec) build(fn string) (*Program, error) {
 	}
 	if g.MaxMessageSize, err = toBig(fn, "max_message_size", ps.maxMessageSize); err != nil {
 		return nil, err
+	}
+	if coll.kind == "AllToAllV" {
+		// The marker of a variable-size plan (docs/language.md §5.1): no
+		// message size is in range, so MSCCL++ refuses every execution of
+		// it instead of misreading its chunks as equal slices.
+		g.MinMessageSize, g.MaxMessageSize = maxUint64(), new(big.Int)
 	}
 	return &Program{IR: g, collective: coll}, nil
 }

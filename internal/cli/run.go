@@ -52,6 +52,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
 			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
 			&cli.StringFlag{Name: "max-memory", Usage: "refuse a size whose run needs more than `SIZE` of memory (0: no limit); also bounds a .star evaluation", DefaultText: "half the machine's memory"},
+			countsFlag(),
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,
@@ -247,6 +248,9 @@ func runRun(c *cli.Context, d *deps) error {
 	}
 	if in.note != "" {
 		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
+	}
+	if plan.AllToAllV != nil || c.IsSet("counts") {
+		return runAllToAllV(c, d, path, plan) // alltoallv.go
 	}
 	o, err := parseRunFlags(c, path, plan)
 	if err != nil {

@@ -1,0 +1,160 @@
+package cli
+
+// alltoallv.go holds `mscclgo run` for alltoallv plans (--counts): the
+// counts come from a file or a generator, the plan is resolved once
+// (executor.NewVarPlan) and bound to the counts, run on the CPU backend
+// and every byte of every output is compared with a direct all-to-all-v
+// computed in Go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// countsFlag is run's --counts flag.
+func countsFlag() cli.Flag {
+	return &cli.StringFlag{Name: "counts", Usage: "alltoallv plans: the counts matrix counts[src][dst] in elements, from `FILE` (JSON or a whitespace matrix) or a generator: uniform[:count=C], random[:seed=S,max=M,skew=K], moe[:experts=E,topk=K,tokens=T,hidden=H,seed=S,skew=Z]"}
+}
+
+// runAllToAllV runs plan, an alltoallv plan read from path, for the
+// counts of --counts.
+func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) error {
+	if plan.AllToAllV == nil {
+		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, plan.Collective)
+	}
+	spec := c.String("counts")
+	if spec == "" {
+		return usageErr("%s: an alltoallv plan has per-call block sizes: give --counts FILE or a generator (uniform, random, moe), not --size", path)
+	}
+	for _, f := range []string{"size", "minbytes", "maxbytes", "split-mask", "in-place", "integer-fill", "threads", "ll8"} {
+		if c.IsSet(f) {
+			return usageErr("--%s does not apply to an alltoallv run (the sizes come from --counts)", f)
+		}
+	}
+	if b := c.String("backend"); b != "" && b != "cpu" {
+		return fmt.Errorf("%s: --backend %s: the GPU backends do not run alltoallv plans yet (docs/gpu.md, Variable-size plans); use --backend cpu", path, b)
+	}
+	dt, err := executor.ParseDType(c.String("dtype"))
+	if err != nil {
+		return usageErr("--dtype: %v", err)
+	}
+	iters, warmup := c.Int("iters"), c.Int("warmup_iters")
+	if iters < 1 || warmup < 0 {
+		return usageErr("--iters %d, -w %d: want at least 1 launch and 0 or more warm-up launches", iters, warmup)
+	}
+	if c.Duration("timeout") <= 0 {
+		return usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
+	}
+	n := len(plan.GPUs)
+	counts, err := executor.CountsFor(spec, n)
+	if err != nil {
+		return err
+	}
+	if counts.Ranks() != n {
+		return fmt.Errorf("--counts %s: a %d×%d matrix for a plan of %d ranks", spec, counts.Ranks(), counts.Ranks(), n)
+	}
+	vp, err := executor.NewVarPlan(plan)
+	if err != nil {
+		return namePlan(path, err)
+	}
+	elem := dt.Size()
+	inst, err := vp.Bind(counts, elem)
+	if err != nil {
+		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+	}
+	budget, err := runBudget(c.String("max-memory"), c.IsSet("max-memory"))
+	if err != nil {
+		return err
+	}
+	var need uint64
+	for r := range n {
+		in, out := counts.Extents(r)
+		need += 2*uint64(in+out)*uint64(elem) + inst.ScratchBytes
+	}
+	if budget.bytes > 0 && need > budget.bytes {
+		return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, need, budget.bytes)
+	}
+	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
+	sess, err := cpu.New().Open(inst, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer sess.Close()
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	bufs := executor.VarBuffers(counts, elem)
+	total := uint64(counts.Total()) * uint64(elem)
+	w := d.stdout
+	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
+	fmt.Fprintf(w, "# backend cpu, dtype %s, iters %d, counts %s, race detection %v\n", dt.Name(), iters, spec, opts.Race)
+	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
+	var elapsed time.Duration
+	var wrong uint64
+	var firstWrong error
+	races := false
+	for i := range warmup + iters {
+		seq := i
+		executor.FillVar(bufs, seq)
+		start := time.Now()
+		err := sess.Launch(ctx, bufs)
+		took := time.Since(start)
+		var re *executor.RaceError
+		var de *executor.DeadlockError
+		switch {
+		case errors.As(err, &de):
+			fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, err)
+			return &reportedError{code: ExitDeadlock}
+		case errors.As(err, &re):
+			if !races {
+				fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, err)
+			}
+			races = true
+		case err != nil:
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if i < warmup {
+			continue
+		}
+		elapsed += took
+		k, err := executor.CheckVar(bufs, counts, elem, seq)
+		wrong += k
+		if err != nil && firstWrong == nil {
+			firstWrong = err
+		}
+	}
+	us := float64(elapsed.Microseconds()) / float64(iters)
+	algbw := 0.0
+	if us > 0 {
+		algbw = float64(total) / 1e3 / us
+	}
+	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, dt.Name(), formatTime(us), algbw, wrong)
+	switch {
+	case races:
+		return &reportedError{code: ExitRace}
+	case firstWrong != nil:
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %v\n", path, wrong, firstWrong)
+		return &reportedError{code: ExitError}
+	}
+	return nil
+}
+
+// largestBlock returns the largest count of c.
+func largestBlock(c *executor.Counts) int64 {
+	var m int64
+	for _, row := range c.Send {
+		for _, x := range row {
+			m = max(m, x)
+		}
+	}
+	return m
+}
