@@ -198,19 +198,22 @@ func (r *recorder) semAcquire(t *tbRun, sem *semaphore) {
 	r.mu.Unlock()
 }
 
-// arrive notes t's arrival at b's current generation (s.mu held).
+// arrive notes t's arrival at b's current generation at the start of
+// its barrier op (s.mu held).
 func (r *recorder) arrive(t *tbRun, b *barrier) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	k := barKey{b, b.gen}
-	r.arrived[k] = append(r.arrived[k], r.now(t))
+	c := &r.tbs[t.tid]
+	r.arrived[k] = append(r.arrived[k], event{slice: c.cur, time: c.start})
 	r.mu.Unlock()
 }
 
-// barrierDone notes that generation gen of b let t go: it starts after
-// the latest arrival, with a flow from it (s.mu held).
+// barrierDone notes that generation gen of b let t go: every participant
+// starts its barrier op with the last arrival, and the others get a flow
+// from it (s.mu held).
 func (r *recorder) barrierDone(t *tbRun, b *barrier, gen uint64) {
 	if r == nil {
 		return
@@ -219,7 +222,7 @@ func (r *recorder) barrierDone(t *tbRun, b *barrier, gen uint64) {
 	defer r.mu.Unlock()
 	last := event{slice: -1}
 	for _, ev := range r.arrived[barKey{b, gen}] {
-		if ev.slice != r.tbs[t.tid].cur && (last.slice < 0 || ev.time > last.time) {
+		if last.slice < 0 || ev.time >= last.time {
 			last = ev
 		}
 	}
