@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/dist"
 	"github.com/mscclgo/mscclgo/executor"
 )
 
@@ -53,6 +54,9 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
 			&cli.StringFlag{Name: "max-memory", Usage: "refuse a size whose run needs more than `SIZE` of memory (0: no limit); also bounds a .star evaluation", DefaultText: "half the machine's memory"},
 			countsFlag(),
+			&cli.BoolFlag{Name: "one-process", Usage: "run every rank in this process even when launcher variables (mpirun, torchrun) are set"},
+			&cli.DurationFlag{Name: "join-timeout", Value: dist.DefaultTimeout, Usage: "one process per rank: wait `D` for every rank to join"},
+			&cli.DurationFlag{Name: "peer-timeout", Value: dist.DefaultHeartbeatTimeout, Usage: "one process per rank: a rank silent for `D` is lost"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,
@@ -255,6 +259,15 @@ func runRun(c *cli.Context, d *deps) error {
 	o, err := parseRunFlags(c, path, plan)
 	if err != nil {
 		return err
+	}
+	if world, launched, err := launchedWorld(c); err != nil {
+		return err
+	} else if launched {
+		ctx := c.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return runLaunched(ctx, c, d, path, plan, o, world) // runmp.go
 	}
 	// Let the collector work harder near the budget rather than let
 	// garbage grow the process past it (unless GOMEMLIMIT says

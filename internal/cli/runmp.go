@@ -1,0 +1,288 @@
+package cli
+
+// runmp.go is `mscclgo run` started as one process per rank (mpirun,
+// torchrun, or by hand with MSCCLGO_* variables): the process finds its
+// rank in the environment, connects to the others (package dist), runs
+// only its own rank on the CPU backend's rank sessions, checks its own
+// output, and exchanges each launch's outcome with every rank, so that
+// every rank stops at the same launch and exits with the worst status;
+// rank 0 prints the table and the reports.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// launchedWorld returns the job this process belongs to, if a launcher
+// (or MSCCLGO_RANK/MSCCLGO_WORLD_SIZE) says it is one rank of several.
+func launchedWorld(c *cli.Context) (dist.World, bool, error) {
+	if c.Bool("one-process") {
+		return dist.World{}, false, nil
+	}
+	w, ok, err := dist.FromEnv(os.Getenv)
+	if err != nil {
+		return w, false, usageErr("%v", err)
+	}
+	return w, ok, nil
+}
+
+// launchOutcome is what each rank tells the others after a launch.
+type launchOutcome struct {
+	Err      string   `json:"err,omitempty"`
+	Deadlock bool     `json:"deadlock,omitempty"`
+	Lost     bool     `json:"lost,omitempty"`
+	Wrong    uint64   `json:"wrong,omitempty"`
+	Report   []string `json:"report,omitempty"` // where the wrong data is
+	Nanos    int64    `json:"ns"`
+}
+
+// runLaunched runs plan as rank world.Rank of a multi-process job.
+func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan *executor.Plan, o *runOptions, world dist.World) error {
+	if o.backend.name != "cpu" {
+		return usageErr("--backend %s: a run of one process per rank uses the cpu backend (the GPU design is docs/gpu.md §7)", o.backend.name)
+	}
+	if o.opts.Race {
+		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
+	}
+	timeout := c.Duration("join-timeout")
+	b, err := dist.Connect(ctx, world, dist.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
+	if err != nil {
+		return fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+	}
+	defer b.Close()
+	rank := b.Rank()
+	if n := len(plan.GPUs); n != b.Size() {
+		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
+	}
+	hostOf := make([]int, b.Size())
+	hosts := b.Hosts()
+	for h, host := range hosts {
+		for _, r := range host.Ranks {
+			hostOf[r] = h
+		}
+	}
+	w := io.Discard
+	if rank == 0 {
+		w = d.stdout
+	}
+	stderr := d.stderr
+	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend cpu, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.dtype.Name(), o.iters, o.inPlace)
+	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
+
+	var totalWrong uint64
+	var busSum float64
+	ran := 0
+	for si, size := range o.sizes {
+		layout, inst, err := prepareSize(path, plan, size, o)
+		if err != nil {
+			// The same on every rank: the plan and flags are.
+			var me *memoryError
+			if errors.As(err, &me) || !o.sweep {
+				return atSize(path, size, err)
+			}
+			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
+			continue
+		}
+		cw := cpu.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*cpu.TagsPerSession}
+		rs, err := cpu.OpenRank(ctx, inst, layout, o.opts, cw)
+		if err != nil {
+			return atSize(path, size, err)
+		}
+		res, code, err := runLaunchedSize(ctx, b, rs, inst, layout, o, path, w, stderr)
+		rs.Close()
+		if err != nil {
+			return atSize(path, size, err)
+		}
+		if code != ExitOK {
+			return &reportedError{code: code}
+		}
+		ran++
+		count := size / uint64(o.dtype.Size())
+		redop := "none"
+		if layout.Reduces() {
+			redop = "sum"
+		}
+		algbw := float64(size) / 1e3 / res.timeUS
+		busbw := algbw * layout.BusFactor()
+		busSum += busbw
+		wrong := "-"
+		if res.checked {
+			wrong = fmt.Sprint(res.wrong)
+			totalWrong += res.wrong
+		}
+		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f %6s\n", size, count, o.dtype.Name(), redop, -1, formatTime(res.timeUS), algbw, busbw, wrong)
+	}
+	status := "OK"
+	if totalWrong > 0 {
+		status = "FAILED"
+	}
+	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", totalWrong, status)
+	avg := 0.0
+	if ran > 0 {
+		avg = busSum / float64(ran)
+	}
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	switch {
+	case totalWrong > 0:
+		if rank == 0 {
+			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, totalWrong)
+		}
+		return &reportedError{code: ExitError}
+	case ran == 0:
+		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
+	}
+	return nil
+}
+
+// runLaunchedSize runs the warm-up and checked launches of one size on
+// this rank; after each, every rank learns every rank's outcome. It
+// returns the exit status every rank agrees on when a launch failed
+// somewhere (reported by rank 0), or an error of this rank's own.
+func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs *cpu.RankSession, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, path string, w, stderr io.Writer) (runResult, int, error) {
+	res := runResult{checked: layout.Checked()}
+	rank := b.Rank()
+	bufs := rs.Buffers()
+	var worst time.Duration
+	var total time.Duration
+	for it := -o.warmup; it < o.iters; it++ {
+		seq := max(it, 0)
+		layout.FillRank(bufs.Input, rank, seq)
+		start := time.Now()
+		lerr := rs.Launch(ctx)
+		mine := launchOutcome{Nanos: int64(time.Since(start))}
+		var dl *executor.DeadlockError
+		var lost *dist.PeerLostError
+		switch {
+		case errors.As(lerr, &dl):
+			mine.Deadlock, mine.Err = true, lerr.Error()
+		case errors.As(lerr, &lost):
+			mine.Lost, mine.Err = true, lerr.Error()
+		case lerr != nil:
+			mine.Err = lerr.Error()
+		case it >= 0 && res.checked:
+			n, err := layout.CheckRank(bufs.Output, rank, seq)
+			if err != nil {
+				return res, 0, err
+			}
+			mine.Wrong = n
+			if n > 0 {
+				mine.Report = wrongReport(inst, layout, bufs, rank, seq, n)
+			}
+		}
+		all, err := exchangeOutcomes(ctx, b, mine)
+		if err != nil {
+			if lerr != nil {
+				// This rank's own failure says more (a lost peer, a
+				// deadlock seen before the exchange failed).
+				return res, 0, fmt.Errorf("rank %d, launch %d: %w", rank, it, lerr)
+			}
+			return res, 0, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", rank, it, err)
+		}
+		what := fmt.Sprintf("launch %d", it)
+		if it < 0 {
+			what = fmt.Sprintf("warm-up launch %d", it+o.warmup)
+		}
+		if code := reportOutcomes(all, rank, path, layout.Size, what, stderr); code != ExitOK {
+			return res, code, nil
+		}
+		if it < 0 {
+			continue
+		}
+		worst = 0
+		for _, a := range all {
+			worst = max(worst, time.Duration(a.Nanos))
+			if len(a.Report) > 0 && rank == 0 && res.wrong == 0 {
+				fmt.Fprintf(stderr, "mscclgo: %s: size %d, launch %d: wrong data:\n%s", path, layout.Size, it, strings.Join(a.Report, ""))
+			}
+			res.wrong += a.Wrong
+		}
+		total += worst
+	}
+	res.timeUS = max(float64(total.Nanoseconds())/1e3/float64(o.iters), 1e-3)
+	return res, ExitOK, nil
+}
+
+// exchangeOutcomes all-gathers each rank's launch outcome.
+func exchangeOutcomes(ctx context.Context, b *dist.Bootstrap, mine launchOutcome) ([]launchOutcome, error) {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := b.AllGather(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]launchOutcome, len(parts))
+	for r, p := range parts {
+		if err := json.Unmarshal(p, &all[r]); err != nil {
+			return nil, fmt.Errorf("rank %d sent an outcome that is not one: %v", r, err)
+		}
+	}
+	return all, nil
+}
+
+// reportOutcomes prints (on rank 0) the failures of a launch and returns
+// the exit status every rank takes: a deadlock's, or an error's.
+func reportOutcomes(all []launchOutcome, rank int, path string, size uint64, what string, stderr io.Writer) int {
+	code := ExitOK
+	for r, a := range all {
+		if a.Err == "" {
+			continue
+		}
+		if a.Deadlock {
+			if code != ExitDeadlock && rank == 0 {
+				// Every deadlocked rank holds the same job-wide report.
+				fmt.Fprintf(stderr, "mscclgo: %s: size %d, %s: %s\n", path, size, what, a.Err)
+			}
+			code = ExitDeadlock
+			continue
+		}
+		if rank == 0 {
+			fmt.Fprintf(stderr, "mscclgo: %s: size %d, %s: rank %d: %s\n", path, size, what, r, a.Err)
+		}
+		if code == ExitOK {
+			code = ExitError
+		}
+	}
+	return code
+}
+
+// wrongReport is reportWrong for this rank alone, as text.
+func wrongReport(inst *executor.Instance, l *executor.BufferLayout, mine executor.RankBuffers, rank, seq int, n uint64) []string {
+	bufs := make([]executor.RankBuffers, l.NRanks)
+	bufs[rank] = mine
+	wrong := make([]uint64, l.NRanks)
+	wrong[rank] = n
+	var sb bytes.Buffer
+	reportWrong(&sb, "", inst, l, bufs, seq, wrong)
+	// Drop reportWrong's heading line: the caller prints its own.
+	text := sb.String()
+	if i := strings.IndexByte(text, '\n'); i >= 0 {
+		text = text[i+1:]
+	}
+	return []string{text}
+}
+
+// launcherName says where the job's shape came from.
+func launcherName(w dist.World) string {
+	if w.Launcher == "" {
+		return "MSCCLGO_* variables"
+	}
+	return w.Launcher
+}
