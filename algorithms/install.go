@@ -393,8 +393,11 @@ func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		sizes := validationSizes(plan, opts.DType, opts.MaxCheckBytes)
-		if len(sizes) == 0 {
+		var sizes []uint64
+		if plan.AllToAllV == nil {
+			sizes = validationSizes(plan, opts.DType, opts.MaxCheckBytes)
+		}
+		if len(sizes) == 0 && plan.AllToAllV == nil {
 			return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), errNoSize(plan))
 		}
 		st := PlanStatus{Name: prog.Name(), Sizes: sizes}
@@ -403,7 +406,18 @@ func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
 			key = validationKey(opts.Version, text, opts.DType, sizes)
 			st.Cached = !opts.NoCache && in.cache.has(key)
 		}
-		if !st.Cached {
+		if !st.Cached && plan.AllToAllV != nil {
+			// Variable-size plans run on the CPU backend, with the
+			// counts of executor.VarValidationCases (sizes in KiB).
+			err := executor.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
+			if err != nil {
+				return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), err)
+			}
+			_ = in.cache.put(key, validationRecord{
+				Format: validationFormat, Plan: prog.Name(), Job: job.String(),
+				DType: opts.DType.Name(), Version: opts.Version,
+			})
+		} else if !st.Cached {
 			need := footprint(plan, sizes[len(sizes)-1], opts.DType)
 			if err := in.budget.acquire(in.ctx, need); err != nil {
 				return nil, nil, err

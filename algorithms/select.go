@@ -91,6 +91,10 @@ func Select(sources []Source, req Request) (*Choice, error) {
 		why := fmt.Sprintf("%s for %d ranks (%d per node), %s, %s, message size %d in [%d, %d]",
 			best.Entry.Collective, best.Entry.WorldSize, best.Entry.RanksPerNode, best.Entry.Protocol,
 			placeName(best.Entry.InPlace), req.Size, best.Entry.MinMessageSize, best.Entry.MaxMessageSize)
+		if best.Entry.Collective == "alltoallv" {
+			why = fmt.Sprintf("alltoallv for %d ranks (%d per node), %s, %s, block sizes per call",
+				best.Entry.WorldSize, best.Entry.RanksPerNode, best.Entry.Protocol, placeName(best.Entry.InPlace))
+		}
 		if best.Entry.NVLS {
 			why += ", NVLS"
 		}
@@ -127,6 +131,9 @@ func reject(e Entry, req Request) string {
 		return "needs NVLS, which is not available"
 	case e.InPlace != req.InPlace:
 		return fmt.Sprintf("%s plan for an %s call", placeName(e.InPlace), placeName(req.InPlace))
+	case e.Collective == "alltoallv":
+		// Block sizes come from each call's counts: any size fits.
+		return ""
 	case req.Size < e.MinMessageSize || req.Size > e.MaxMessageSize:
 		return fmt.Sprintf("message size %d outside [%d, %d]", req.Size, e.MinMessageSize, e.MaxMessageSize)
 	}

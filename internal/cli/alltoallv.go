@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -157,4 +158,25 @@ func largestBlock(c *executor.Counts) int64 {
 		}
 	}
 	return m
+}
+
+// checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will
+// not run it, and binds it to the counts of executor.VarValidationCases
+// (message sizes do not apply).
+func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.ElemType) bool {
+	fmt.Fprintf(w, "%s: note: an alltoallv plan (an mscclgo extension, docs/executor.md): MSCCL++ refuses it: its collective \"alltoallv\" matches no MSCCL++ collective and its min_message_size %d > max_message_size %d admits no message size, so MSCCL++'s executor rejects every call instead of reading its chunks as equal slices; mscclgo runs it with run --counts\n",
+		path, plan.MinMessageSize, plan.MaxMessageSize)
+	vp, err := executor.NewVarPlan(plan)
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", path, err)
+		return false
+	}
+	for _, vc := range executor.VarValidationCases(len(plan.GPUs)) {
+		if _, err := vp.Bind(vc.Counts, dt.Size()); err != nil {
+			fmt.Fprintf(w, "%s: counts %q: %v\n", path, vc.Name, err)
+			return false
+		}
+	}
+	fmt.Fprintf(w, "%s: ok\n", path)
+	return true
 }

@@ -98,6 +98,9 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
+	if plan.AllToAllV != nil {
+		return checkVarPlan(w, path, plan, dt)
+	}
 	for _, size := range sizes {
 		layout, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
 		var inst *executor.Instance

@@ -145,6 +145,10 @@ func installProgressLine(ev algorithms.InstallEvent) string {
 			b.WriteString(" cached")
 			continue
 		}
+		if len(p.Sizes) == 0 {
+			b.WriteString(" validated with the counts matrices of executor.VarValidationCases")
+			continue
+		}
 		b.WriteString(" validated at ")
 		for j, s := range p.Sizes {
 			if j > 0 {

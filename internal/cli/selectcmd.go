@@ -95,10 +95,10 @@ func selectCommand(d *deps) *cli.Command {
 			"every other plan was rejected. If an install into the default set was interrupted, select first\n" +
 			"cleans up after it (unless an install is running), putting the previous set back if needed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall or sendrecv", Required: true},
+			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall, alltoallv or sendrecv", Required: true},
 			&cli.IntFlag{Name: "world-size", Aliases: []string{"n"}, Usage: "number of ranks (`N`)", Required: true},
 			&cli.IntFlag{Name: "ranks-per-node", Usage: "ranks per node (`N`; default: the world size)"},
-			&cli.StringFlag{Name: "size", Usage: "message `SIZE` in bytes, nccl-tests style (1K, 64M): output size for allgather, input size otherwise", Required: true},
+			&cli.StringFlag{Name: "size", Usage: "message `SIZE` in bytes, nccl-tests style (1K, 64M): output size for allgather, input size otherwise; required but for alltoallv"},
 			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
 			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
 			&cli.BoolFlag{Name: "nvls", Usage: "NVLink SHARP (switch channels) is available"},
@@ -112,7 +112,7 @@ func selectCommand(d *deps) *cli.Command {
 }
 
 // collectives are the collective names select accepts.
-var collectives = []string{"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"}
+var collectives = []string{"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "sendrecv"}
 
 func runSelect(c *cli.Context, d *deps) error {
 	coll := strings.ToLower(c.String("collective"))
@@ -125,9 +125,17 @@ func runSelect(c *cli.Context, d *deps) error {
 	if n := c.Int("ranks-per-node"); n < 0 {
 		return usageErr("--ranks-per-node %d: want at least 1 rank (or 0 for the world size)", n)
 	}
-	size, err := parseSize(c.String("size"))
-	if err != nil {
-		return usageErr("--size: %v", err)
+	var size uint64
+	var err error
+	// alltoallv plans fit any size (their block sizes are per call), so
+	// --size is optional for them.
+	if coll != "alltoallv" && !c.IsSet("size") {
+		return usageErr("select: give the message size: --size SIZE")
+	}
+	if coll != "alltoallv" || c.IsSet("size") {
+		if size, err = parseSize(c.String("size")); err != nil {
+			return usageErr("--size: %v", err)
+		}
 	}
 	dt, err := executor.ParseDType(c.String("dtype"))
 	if err != nil {

@@ -1,0 +1,85 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+)
+
+// This file runs alltoallv plans for validation: a plan resolved once,
+// bound to each counts matrix of a list, launched and checked byte by
+// byte.
+
+// VarCase is a named counts matrix a variable-size plan is validated
+// with.
+type VarCase struct {
+	Name   string
+	Counts *Counts
+}
+
+// VarValidationCases are the counts an alltoallv plan of n ranks is
+// validated with: all zeros, one peer only, every rank to itself only,
+// very skewed, sizes that are multiples of neither the alignment nor the
+// element's pairs, uniform and mixture-of-experts routing.
+func VarValidationCases(n int) []VarCase {
+	zeros := UniformMatrix(n, 0)
+	onePeer := UniformMatrix(n, 0)
+	self := UniformMatrix(n, 0)
+	skewed := UniformMatrix(n, 1)
+	for r := range n {
+		onePeer[r][(r+1)%n] = 1000 + int64(r)
+		self[r][r] = 333
+	}
+	skewed[0][n-1] = 100000
+	moe, _ := MoE{Experts: 2 * n, TopK: min(2, 2*n), Tokens: 64, Hidden: 16, Seed: 1, Skew: 1}.Matrix(n)
+	return []VarCase{
+		{"zeros", MatrixCounts(zeros)},
+		{"one peer", MatrixCounts(onePeer)},
+		{"self only", MatrixCounts(self)},
+		{"skewed", MatrixCounts(skewed)},
+		{"odd sizes", MatrixCounts(RandomMatrix(n, 7, 13, 0))},
+		{"uniform", MatrixCounts(UniformMatrix(n, 257))},
+		{"moe", MatrixCounts(moe)},
+	}
+}
+
+// RunVar binds vp to c, runs launches launches of it on backend (one
+// session) with elements of opts.DType and checks every output byte
+// against the direct all-to-all-v.
+func RunVar(ctx context.Context, backend Backend, vp *VarPlan, c *Counts, opts Options, launches int) error {
+	elem := opts.DType.Size()
+	inst, err := vp.Bind(c, elem)
+	if err != nil {
+		return err
+	}
+	sess, err := backend.Open(inst, opts)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	bufs := VarBuffers(c, elem)
+	for seq := range launches {
+		FillVar(bufs, seq)
+		if err := sess.Launch(ctx, bufs); err != nil {
+			return fmt.Errorf("launch %d: %w", seq, err)
+		}
+		if _, err := CheckVar(bufs, c, elem, seq); err != nil {
+			return fmt.Errorf("launch %d: %w", seq, err)
+		}
+	}
+	return nil
+}
+
+// ValidateVar runs plan, an alltoallv plan, with every case of
+// VarValidationCases, launches launches each.
+func ValidateVar(ctx context.Context, backend Backend, plan *Plan, opts Options, launches int) error {
+	vp, err := NewVarPlan(plan)
+	if err != nil {
+		return err
+	}
+	for _, vc := range VarValidationCases(len(plan.GPUs)) {
+		if err := RunVar(ctx, backend, vp, vc.Counts, opts, launches); err != nil {
+			return fmt.Errorf("counts %q: %w", vc.Name, err)
+		}
+	}
+	return nil
+}
