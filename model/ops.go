@@ -1,0 +1,475 @@
+// This file holds what each op costs and does in the simulation: its
+// latency, its transfer (work units, a block's throughput, its demands on
+// shared resources), the LL packets it reads and writes, and its effects
+// (signals, semaphore releases, proxy triggers).
+
+package model
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/timeline"
+)
+
+// cost is an op's latency before its transfer, and the transfer.
+type cost struct {
+	pre   float64
+	units float64
+	cap   float64
+	uses  []use
+}
+
+// isPacketOp reports whether the op addresses LL packets (and ignores
+// pipeline offsets, runtime-semantics.md §2.4).
+func isPacketOp(t executor.OpType) bool {
+	switch t {
+	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpUnpackPacket,
+		executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket,
+		executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+		return true
+	}
+	return false
+}
+
+// pktSrc reports whether source i of an op of type t holds packets.
+func pktSrc(t executor.OpType, i int) bool {
+	switch t {
+	case executor.OpReadPutPacket, executor.OpUnpackPacket:
+		return i == 0
+	case executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+		return i >= 1
+	case executor.OpMultiStorePacket:
+		return true
+	}
+	return false
+}
+
+// pktDst reports whether destination i of an op of type t receives
+// packets.
+func pktDst(t executor.OpType, i int) bool {
+	switch t {
+	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpMultiStorePacket:
+		return true
+	case executor.OpReduceSendPacket, executor.OpReduceCopySendPacket:
+		return i >= 1
+	case executor.OpReduceCopyPacket:
+		return i == 1
+	}
+	return false
+}
+
+// isPortData reports whether the op's transfers go through the proxy.
+func isPortData(op *executor.OpInstance) bool {
+	if op.ChannelType != executor.Port {
+		return false
+	}
+	switch op.Type {
+	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush, executor.OpPutPacket, executor.OpReadPutPacket:
+		return true
+	}
+	return false
+}
+
+// regionBytes is the data bytes of reg in step st (a pipeline iteration
+// moves at most unit_size bytes from its offset; packet ops ignore it).
+func regionBytes(reg executor.Region, st step) uint64 {
+	if st.pipe == nil || isPacketOp(st.op.Type) {
+		return reg.Size
+	}
+	o := uint64(st.iter) * st.pipe.UnitSize
+	if reg.Size <= o {
+		return 0
+	}
+	return min(reg.Size-o, st.pipe.UnitSize)
+}
+
+// demand accumulates an op's demands on resources.
+type demand struct {
+	s     *sim
+	r     int
+	units float64
+	w     map[int]float64
+	order []int
+}
+
+func (d *demand) add(res int, b float64) {
+	if _, ok := d.w[res]; !ok {
+		d.order = append(d.order, res)
+	}
+	d.w[res] += b
+}
+
+// move adds b bytes from rank a to rank b's memory (a == b: local).
+func (d *demand) move(from, to int, b float64) {
+	s := d.s
+	d.add(from*resPerRank+resHBM, b)
+	if from == to {
+		return
+	}
+	d.add(to*resPerRank+resHBM, b)
+	if s.node(from) == s.node(to) {
+		d.add(from*resPerRank+resEgress, b)
+		d.add(to*resPerRank+resIngress, b)
+	} else {
+		d.add(from*resPerRank+resNICOut, b)
+		d.add(to*resPerRank+resNICIn, b)
+	}
+}
+
+// uses returns the demands per unit of work.
+func (d *demand) uses() []use {
+	if d.units <= 0 {
+		return nil
+	}
+	out := make([]use, 0, len(d.order))
+	for _, r := range d.order {
+		out = append(out, use{res: r, weight: d.w[r] / d.units})
+	}
+	return out
+}
+
+// costOf returns the cost of step st on rank r.
+func (s *sim) costOf(r int, st step) cost {
+	p := s.prof
+	op := st.op
+	switch op.Type {
+	case executor.OpNop:
+		return cost{pre: p.NopUS.Value}
+	case executor.OpBarrier:
+		return cost{pre: 2 * p.NopUS.Value}
+	case executor.OpSignal, executor.OpRelaxedSignal, executor.OpWait, executor.OpRelaxedWait,
+		executor.OpFlush, executor.OpSemAcquire, executor.OpSemRelease:
+		return cost{pre: p.OpUS.Value}
+	}
+	if isPortData(op) {
+		return cost{pre: p.OpUS.Value}
+	}
+	d := demand{s: s, r: r, w: map[int]float64{}}
+	remoteRead, remoteWrite, sw := false, false, false
+	for i, reg := range op.Src {
+		f := 1.0
+		if pktSrc(op.Type, i) {
+			f = 2
+		}
+		b := float64(regionBytes(reg, st)) * f
+		d.units += b
+		if reg.Switch >= 0 {
+			sw = true
+			for _, m := range s.inst.Ranks[r].Switches[reg.Switch].Ranks {
+				d.add(m*resPerRank+resHBM, b)
+				d.add(m*resPerRank+resEgress, b*s.nvlsScale)
+				d.add(r*resPerRank+resIngress, b*s.nvlsScale/float64(len(s.inst.Ranks[r].Switches[reg.Switch].Ranks)))
+			}
+			continue
+		}
+		remoteRead = remoteRead || reg.Rank != r
+		d.move(reg.Rank, r, b)
+	}
+	for i, reg := range op.Dst {
+		f := 1.0
+		if pktDst(op.Type, i) {
+			f = 2
+		}
+		b := float64(regionBytes(reg, st)) * f
+		d.units += b
+		if reg.Switch >= 0 {
+			sw = true
+			d.add(r*resPerRank+resEgress, b*s.nvlsScale)
+			for _, m := range s.inst.Ranks[r].Switches[reg.Switch].Ranks {
+				d.add(m*resPerRank+resHBM, b)
+				d.add(m*resPerRank+resIngress, b*s.nvlsScale)
+			}
+			continue
+		}
+		remoteWrite = remoteWrite || reg.Rank != r
+		d.move(r, reg.Rank, b)
+	}
+	lat := p.LocalLatencyUS.Value
+	switch {
+	case sw:
+		lat = max(p.NVLSLatencyUS.Value, p.LocalLatencyUS.Value)
+	case remoteRead || remoteWrite:
+		lat = p.NVLinkLatencyUS.Value
+	}
+	threads := float64(s.inst.Plan.NumThreadsPerBlock) / executor.MaxThreadsPerBlock
+	if threads <= 0 {
+		threads = 1
+	}
+	cp := p.BlockInflightKiB.Value * 1024 * threads / lat
+	if s.opts.LL8 && isPacketOp(op.Type) {
+		cp *= p.LL8Factor.Value
+	}
+	return cost{pre: p.OpUS.Value + lat, units: d.units, cap: cp, uses: d.uses()}
+}
+
+// packetReads appends the packet regions step st on rank r reads.
+func (s *sim) packetReads(r int, st step, out []pktRead) []pktRead {
+	op := st.op
+	if op.ChannelType == executor.Port && op.Type == executor.OpPutPacket {
+		return out // the source is copied as it is, flags included
+	}
+	for i, reg := range op.Src {
+		if pktSrc(op.Type, i) && reg.Switch < 0 && reg.Size > 0 {
+			out = append(out, pktRead{rank: reg.Rank, buf: reg.Buffer, off: reg.Offset, end: reg.Offset + reg.Size})
+		}
+	}
+	return out
+}
+
+// registerWrites records the packet writes t's op starts (memory
+// channels, local and switch destinations) and wakes the readers of the
+// ranks written.
+func (s *sim) registerWrites(t *tbRun, st step) []*pktWrite {
+	op := st.op
+	if !isPacketOp(op.Type) || isPortData(op) {
+		return nil
+	}
+	var ws []*pktWrite
+	add := func(rank int, buf executor.BufferType, off, size uint64) {
+		w := &pktWrite{rank: rank, buf: buf, off: off, end: off + size, slice: t.slice}
+		s.ranks[rank].pkts = append(s.ranks[rank].pkts, w)
+		ws = append(ws, w)
+	}
+	for i, reg := range op.Dst {
+		if !pktDst(op.Type, i) || reg.Size == 0 {
+			continue
+		}
+		if reg.Switch >= 0 {
+			g := s.inst.Ranks[t.rank].Switches[reg.Switch]
+			for _, m := range g.Ranks {
+				add(m, g.Buffer, reg.Offset, reg.Size)
+			}
+			continue
+		}
+		add(reg.Rank, reg.Buffer, reg.Offset, reg.Size)
+	}
+	s.wakeWriters(ws)
+	return ws
+}
+
+// wakeWriters re-checks the readers of the ranks ws write.
+func (s *sim) wakeWriters(ws []*pktWrite) {
+	for i, w := range ws {
+		seen := false
+		for _, x := range ws[:i] {
+			seen = seen || x.rank == w.rank
+		}
+		if !seen {
+			s.wakeAll(&s.ranks[w.rank].pktWaiters)
+		}
+	}
+}
+
+// effects applies what t's op does when its transfer ends.
+func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
+	p := s.prof
+	op := st.op
+	r := t.rank
+	ri := &s.inst.Ranks[r]
+	rs := &s.ranks[r]
+	if len(writes) > 0 {
+		for _, w := range writes {
+			w.done, w.at = true, s.now+p.NVLinkLatencyUS.Value
+		}
+		s.wakeWriters(writes)
+	}
+	switch op.Type {
+	case executor.OpSignal, executor.OpRelaxedSignal:
+		for _, c := range op.Channels {
+			switch op.ChannelType {
+			case executor.Memory:
+				end := ri.MemoryChannels[c]
+				s.deliver(end.Peer, executor.Memory, end.PeerIndex, s.now+s.latency(r, end.Peer), t.slice)
+			case executor.Port:
+				s.push(&trigger{rank: r, ch: c, flag: true, src: r, dst: ri.PortChannels[c].Peer, slice: t.slice})
+			}
+		}
+	case executor.OpSemRelease:
+		for _, id := range op.Semaphores {
+			id := id
+			slice := t.slice
+			s.at(s.now+p.AtomicUS.Value, func() {
+				sm := &rs.sems[id]
+				if len(sm.queue) > 0 {
+					w := sm.queue[0]
+					sm.queue = sm.queue[1:]
+					w.semWant--
+					s.flowFrom(w, slice)
+					s.check(w)
+					return
+				}
+				sm.v++
+				sm.lastRel = slice
+			})
+		}
+	}
+	if !isPortData(op) {
+		return
+	}
+	flag := op.Type == executor.OpPutWithSignal || op.Type == executor.OpPutWithSignalAndFlush
+	sync := op.Type == executor.OpPutWithSignalAndFlush
+	for i, dst := range op.Dst {
+		if i >= len(op.Channels) {
+			break
+		}
+		tr := &trigger{rank: r, ch: op.Channels[i], data: true, flag: flag, src: r, dst: dst.Rank, dstRegion: dst, slice: t.slice}
+		switch op.Type {
+		case executor.OpPutPacket:
+			tr.bytes, tr.pkt = 2*dst.Size, true
+		case executor.OpReadPutPacket:
+			tr.bytes, tr.pkt = 2*op.Src[0].Size, true
+		default:
+			tr.bytes = regionBytes(dst, st)
+		}
+		if sync {
+			tr.sync = t
+			t.syncs++
+		}
+		s.push(tr)
+	}
+}
+
+// latency is the one-way latency of a store from rank a to rank b.
+func (s *sim) latency(a, b int) float64 {
+	if s.node(a) != s.node(b) {
+		return s.prof.NICLatencyUS.Value
+	}
+	return s.prof.NVLinkLatencyUS.Value
+}
+
+// deliver adds a signal to rank peer's channel end idx of type ct at
+// time at.
+func (s *sim) deliver(peer int, ct executor.ChannelType, idx int, at float64, slice int) {
+	if idx < 0 {
+		return // an unpaired channel: the signal is lost
+	}
+	s.at(at, func() {
+		ch := &s.chans(peer, ct)[idx]
+		ch.arrivals = append(ch.arrivals, arrival{at: at, slice: slice})
+		s.wakeAll(&ch.waiters)
+	})
+}
+
+// push hands a trigger to its rank's proxy, which serves triggers in
+// order, ProxyUS each.
+func (s *sim) push(tr *trigger) {
+	rs := &s.ranks[tr.rank]
+	rs.port[tr.ch].pushed++
+	start := max(s.now, rs.proxyFree) + s.prof.ProxyUS.Value
+	rs.proxyFree = start
+	s.at(start, func() { s.serve(tr) })
+}
+
+// serve performs a trigger: the data transfer, then (in order on its
+// channel) the flag.
+func (s *sim) serve(tr *trigger) {
+	rs := &s.ranks[tr.rank]
+	ch := &rs.port[tr.ch]
+	end := s.inst.Ranks[tr.rank].PortChannels[tr.ch]
+	lat := s.latency(tr.src, tr.dst)
+	if !tr.data {
+		ch.done++
+		s.flag(tr, ch, end, lat)
+		s.wakeAll(&ch.waiters)
+		return
+	}
+	ch.inflight++
+	var w *pktWrite
+	if tr.pkt {
+		reg := tr.dstRegion
+		w = &pktWrite{rank: tr.dst, buf: reg.Buffer, off: reg.Offset, end: reg.Offset + reg.Size, slice: tr.slice}
+		s.ranks[tr.dst].pkts = append(s.ranks[tr.dst].pkts, w)
+		s.wakeAll(&s.ranks[tr.dst].pktWaiters)
+	}
+	d := demand{s: s, r: tr.src, w: map[int]float64{}, units: float64(tr.bytes)}
+	d.move(tr.src, tr.dst, float64(tr.bytes))
+	s.startFlow(d.units, math.Inf(1), d.uses(), func() {
+		ch.inflight--
+		ch.done++
+		if w != nil {
+			w.done, w.at = true, s.now+lat
+			s.wakeAll(&s.ranks[tr.dst].pktWaiters)
+		}
+		if tr.flag {
+			s.flag(tr, ch, end, lat)
+		} else if ch.inflight == 0 {
+			s.flushFlags(ch, end, lat)
+		}
+		if tr.sync != nil {
+			tr.sync.syncs--
+			s.tail(tr.sync)
+		}
+		s.wakeAll(&ch.waiters)
+	})
+}
+
+// flag delivers tr's signal once no data transfer of its channel is in
+// flight (the proxy's connection keeps order), else queues it.
+func (s *sim) flag(tr *trigger, ch *chanState, end executor.ChannelEnd, lat float64) {
+	ch.pendingFlags = append(ch.pendingFlags, tr)
+	if ch.inflight == 0 {
+		s.flushFlags(ch, end, lat)
+	}
+}
+
+func (s *sim) flushFlags(ch *chanState, end executor.ChannelEnd, lat float64) {
+	for _, tr := range ch.pendingFlags {
+		s.deliver(end.Peer, executor.Port, end.PeerIndex, s.now+lat, tr.slice)
+	}
+	ch.pendingFlags = ch.pendingFlags[:0]
+}
+
+// sliceOf is the timeline slice of step st of t, started now.
+func (s *sim) sliceOf(t *tbRun, st step) timeline.Slice {
+	op := st.op
+	sl := timeline.Slice{Rank: t.rank, TB: t.id, Op: op.Path, Index: op.Index, Name: op.Type.String(),
+		Iteration: st.iter, Start: s.now, Source: op.Source}
+	var src, dst uint64
+	peers := map[int]bool{}
+	for _, reg := range op.Src {
+		src += regionBytes(reg, st)
+		s.regionPeers(t.rank, reg, peers)
+	}
+	for _, reg := range op.Dst {
+		dst += regionBytes(reg, st)
+		s.regionPeers(t.rank, reg, peers)
+	}
+	sl.Bytes = max(src, dst)
+	ri := &s.inst.Ranks[t.rank]
+	if len(op.Channels) > 0 {
+		ids := make([]string, len(op.Channels))
+		for i, c := range op.Channels {
+			ids[i] = fmt.Sprint(c)
+			switch op.ChannelType {
+			case executor.Memory:
+				peers[ri.MemoryChannels[c].Peer] = true
+			case executor.Port:
+				peers[ri.PortChannels[c].Peer] = true
+			}
+		}
+		sl.Channel = op.ChannelType.String() + " " + strings.Join(ids, ",")
+	}
+	for p := range peers {
+		sl.Peers = append(sl.Peers, p)
+	}
+	sortInts(sl.Peers)
+	return sl
+}
+
+// regionPeers adds the remote ranks reg reaches.
+func (s *sim) regionPeers(r int, reg executor.Region, peers map[int]bool) {
+	if reg.Switch >= 0 {
+		for _, m := range s.inst.Ranks[r].Switches[reg.Switch].Ranks {
+			if m != r {
+				peers[m] = true
+			}
+		}
+		return
+	}
+	if reg.Rank != r {
+		peers[reg.Rank] = true
+	}
+}

@@ -1,0 +1,264 @@
+// This file holds hardware profiles: the parameters of the cost model for
+// one kind of machine, each with its source, read from JSON (the bundled
+// profiles are embedded from profiles/).
+
+package model
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+//go:embed profiles/*.json
+var bundled embed.FS
+
+// Param is one parameter of a profile: its value and where it comes from
+// (a datasheet, a paper, a measurement or a derivation).
+type Param struct {
+	Value  float64 `json:"value"`
+	Source string  `json:"source"`
+}
+
+// Profile is the hardware a plan is predicted on. Bandwidths are in GB/s
+// (10^9 bytes per second), times in µs.
+type Profile struct {
+	// Name is the profile's name ("h100-sxm"); Description says what
+	// machine it describes.
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// GPUsPerNode is the default ranks per node.
+	GPUsPerNode int `json:"gpus_per_node"`
+	// NVLS says whether the node has NVLink SHARP (multicast objects and
+	// in-switch reduction); a plan with switch channels needs it.
+	NVLS bool `json:"nvls"`
+	// Params are the model's parameters, see the fields of Params.
+	Params Params `json:"params"`
+}
+
+// Params are the numeric parameters of a profile.
+type Params struct {
+	// LaunchUS is the time per call of a plain kernel launch, seen by a
+	// host loop of back-to-back calls (launch, start of the blocks and
+	// completion); GraphLaunchUS the same for a launch from a CUDA graph.
+	LaunchUS      Param `json:"launch_us"`
+	GraphLaunchUS Param `json:"graph_launch_us"`
+	// OpUS is the dispatch cost of one op of the plan interpreter (read
+	// the op, set up its operands); NopUS the cost of a block barrier.
+	OpUS  Param `json:"op_us"`
+	NopUS Param `json:"nop_us"`
+	// BlockInflightKiB are the bytes one block of 1024 threads keeps in
+	// flight; a block's throughput is that divided by the latency of the
+	// memory it reaches (Little's law), scaled by the plan's threads per
+	// block.
+	BlockInflightKiB Param `json:"block_inflight_kib"`
+	// LocalLatencyUS is the latency of a load from local HBM.
+	LocalLatencyUS Param `json:"local_latency_us"`
+	// HBMGBps is the GPU's memory bandwidth, shared by all its blocks.
+	HBMGBps Param `json:"hbm_gbps"`
+	// NVLinkGBps is a GPU's NVLink bandwidth per direction, shared by all
+	// its transfers to (egress) or from (ingress) other GPUs of the node;
+	// NVLinkEfficiency the fraction of it that transfers achieve.
+	NVLinkGBps       Param `json:"nvlink_gbps"`
+	NVLinkEfficiency Param `json:"nvlink_efficiency"`
+	// NVLinkLatencyUS is the latency of an access to a peer GPU: the time
+	// until a store (data or a signal's flag) is visible there, or a load
+	// returns.
+	NVLinkLatencyUS Param `json:"nvlink_latency_us"`
+	// NVLSEfficiency is the fraction of the NVLink bandwidth multimem
+	// loads-with-reduction and stores achieve; NVLSLatencyUS the latency
+	// of a multimem access (to the switch and back).
+	NVLSEfficiency Param `json:"nvls_efficiency"`
+	NVLSLatencyUS  Param `json:"nvls_latency_us"`
+	// LL8Factor is the block throughput of 8-byte LL packets relative to
+	// 16-byte ones (half the payload per store).
+	LL8Factor Param `json:"ll8_factor"`
+	// NICGBps is a GPU's NIC bandwidth per direction and NICEfficiency
+	// the fraction achieved; NICLatencyUS the one-way latency of an RDMA
+	// write, switch included.
+	NICGBps       Param `json:"nic_gbps"`
+	NICEfficiency Param `json:"nic_efficiency"`
+	NICLatencyUS  Param `json:"nic_latency_us"`
+	// ProxyUS is the port-channel proxy's time per trigger (a host thread
+	// polls the FIFO and posts the transfer).
+	ProxyUS Param `json:"proxy_us"`
+	// AtomicUS is the latency of a device-scope atomic seen by another
+	// block (semaphores, device barriers).
+	AtomicUS Param `json:"atomic_us"`
+}
+
+// fields returns the parameters by JSON name, in declaration order.
+func (p *Params) fields() []namedParam {
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	out := make([]namedParam, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, namedParam{name, v.Field(i).Addr().Interface().(*Param)})
+	}
+	return out
+}
+
+// namedParam is a parameter with its JSON name.
+type namedParam struct {
+	name string
+	p    *Param
+}
+
+// ParamNames returns the JSON names of the parameters, in order.
+func ParamNames() []string {
+	var p Params
+	var names []string
+	for _, f := range p.fields() {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+// Get returns the parameter named name (its JSON name).
+func (p *Params) Get(name string) (*Param, bool) {
+	for _, f := range p.fields() {
+		if f.name == name {
+			return f.p, true
+		}
+	}
+	return nil, false
+}
+
+// fractions are the parameters that must lie in (0, 1].
+var fractions = map[string]bool{"nvlink_efficiency": true, "nvls_efficiency": true, "nic_efficiency": true, "ll8_factor": true}
+
+// positive are the parameters that must be above 0 (bandwidths, the
+// block's bytes in flight and the latencies it is divided by).
+var positive = map[string]bool{"block_inflight_kib": true, "local_latency_us": true, "hbm_gbps": true, "nvlink_gbps": true,
+	"nvlink_latency_us": true, "nic_gbps": true}
+
+// Validate checks p's values; name is the file it came from, for errors.
+func (p *Profile) Validate(name string) error {
+	if p.Name == "" {
+		return fmt.Errorf("%s: field name: missing", name)
+	}
+	if p.GPUsPerNode < 1 {
+		return fmt.Errorf("%s: field gpus_per_node: %d, want at least 1", name, p.GPUsPerNode)
+	}
+	for _, f := range p.Params.fields() {
+		v := f.p.Value
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+			return fmt.Errorf("%s: field params.%s.value: %v, want a finite value ≥ 0", name, f.name, v)
+		case fractions[f.name] && (v <= 0 || v > 1):
+			return fmt.Errorf("%s: field params.%s.value: %v, want a fraction in (0, 1]", name, f.name, v)
+		case positive[f.name] && v <= 0:
+			return fmt.Errorf("%s: field params.%s.value: %v, want a value above 0", name, f.name, v)
+		case strings.TrimSpace(f.p.Source) == "":
+			return fmt.Errorf("%s: field params.%s.source: missing; say where the value comes from", name, f.name)
+		}
+	}
+	return nil
+}
+
+// ParseProfile reads a profile from JSON; name names the input in errors.
+// Unknown fields and missing parameters are errors.
+func ParseProfile(name string, data []byte) (*Profile, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Profile
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, describeJSONError(data, err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: data after the profile object", name)
+	}
+	var raw struct {
+		Params map[string]json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(data, &raw); err == nil {
+		for _, n := range ParamNames() {
+			if _, ok := raw.Params[n]; !ok {
+				return nil, fmt.Errorf("%s: field params.%s: missing", name, n)
+			}
+		}
+	}
+	if err := p.Validate(name); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// describeJSONError says where in data a decoding error is.
+func describeJSONError(data []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		return fmt.Sprintf("line %d: field %s: %v", lineAt(data, off), te.Field, err)
+	}
+	if off >= 0 {
+		return fmt.Sprintf("line %d: %v", lineAt(data, off), err)
+	}
+	return err.Error()
+}
+
+func lineAt(data []byte, off int64) int {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	return 1 + bytes.Count(data[:off], []byte("\n"))
+}
+
+// Profiles returns the names of the bundled profiles, sorted.
+func Profiles() []string {
+	ents, _ := bundled.ReadDir("profiles")
+	var names []string
+	for _, e := range ents {
+		names = append(names, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadProfile returns the bundled profile called nameOrPath, or reads the
+// profile file at nameOrPath (a name with a slash or a .json suffix is a
+// path).
+func LoadProfile(nameOrPath string) (*Profile, error) {
+	if !strings.ContainsAny(nameOrPath, `/\`) && !strings.HasSuffix(nameOrPath, ".json") {
+		data, err := bundled.ReadFile(path.Join("profiles", nameOrPath+".json"))
+		if err != nil {
+			return nil, fmt.Errorf("hardware profile %q: unknown (bundled: %s; or give a path to a .json file)", nameOrPath, strings.Join(Profiles(), ", "))
+		}
+		return ParseProfile(nameOrPath, data)
+	}
+	data, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("hardware profile: %w", err)
+	}
+	return ParseProfile(nameOrPath, data)
+}
+
+// Marshal returns p as indented JSON, the format LoadProfile reads.
+func (p *Profile) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Clone returns a deep copy of p.
+func (p *Profile) Clone() *Profile {
+	q := *p
+	return &q
+}
