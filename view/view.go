@@ -1,0 +1,121 @@
+// Package view draws execution plans: Write makes the self-contained HTML
+// page of `mscclgo view` (inline SVG and script, nothing fetched: lanes
+// per rank and thread block, op boxes sized by their time, arrows from
+// releases to what they released, the channels between ranks, details on
+// hover, and the predicted bus bandwidth against message size), and Chart
+// draws busbw-versus-size curves of several plans as one SVG chart.
+package view
+
+// view.go holds the page: its data (a Chrome trace of the timeline, the
+// channels) and the html/template that embeds page.js.
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/timeline"
+	"github.com/mscclgo/mscclgo/trace"
+)
+
+//go:embed assets/page.html
+var pageHTML string
+
+//go:embed assets/page.js
+var pageJS string
+
+// Channel is one direction of the channels between two ranks: Count
+// channels of Type ("memory", "port", "switch") that rank From declares
+// to rank To.
+type Channel struct {
+	From  int    `json:"from"`
+	To    int    `json:"to"`
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+}
+
+// Page is what a view page shows.
+type Page struct {
+	// Title heads the page; Meta is the line under it.
+	Title, Meta string
+	// Timeline is the call the lanes show.
+	Timeline *timeline.Timeline
+	// Channels are drawn as arrows between ranks.
+	Channels []Channel
+	// Curves, when any, are drawn as the busbw-versus-size chart.
+	Curves []Series
+}
+
+// pageData is the JSON the page's script reads.
+type pageData struct {
+	Trace    *trace.File `json:"trace"`
+	Channels []Channel   `json:"channels"`
+	Clock    string      `json:"clock"`
+}
+
+// ChannelsOf lists inst's channels by (rank, peer, type), the switch
+// groups as a channel to every other member.
+func ChannelsOf(inst *executor.Instance) []Channel {
+	count := map[Channel]int{}
+	for _, ri := range inst.Ranks {
+		for _, c := range ri.MemoryChannels {
+			count[Channel{From: ri.Rank, To: c.Peer, Type: "memory"}]++
+		}
+		for _, c := range ri.PortChannels {
+			count[Channel{From: ri.Rank, To: c.Peer, Type: "port"}]++
+		}
+		for _, g := range ri.Switches {
+			for _, m := range g.Ranks {
+				if m != ri.Rank {
+					count[Channel{From: ri.Rank, To: m, Type: "switch"}]++
+				}
+			}
+		}
+	}
+	out := make([]Channel, 0, len(count))
+	for c, n := range count {
+		c.Count = n
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		if a.To != b.To {
+			return a.To < b.To
+		}
+		return a.Type < b.Type
+	})
+	return out
+}
+
+// Write writes p as one HTML page.
+func Write(w io.Writer, p Page) error {
+	if p.Timeline == nil {
+		return fmt.Errorf("view: no timeline")
+	}
+	tmpl, err := template.New("page").Parse(pageHTML)
+	if err != nil {
+		return fmt.Errorf("view: page template: %w", err)
+	}
+	var chart template.HTML
+	if len(p.Curves) > 0 {
+		svg, err := Chart(p.Curves, ChartOptions{Title: "predicted busbw"})
+		if err != nil {
+			return err
+		}
+		// Chart escapes every text it draws.
+		chart = template.HTML(svg)
+	}
+	return tmpl.Execute(w, map[string]any{
+		"Title":  p.Title,
+		"Meta":   p.Meta,
+		"Chart":  chart,
+		"Data":   pageData{Trace: trace.Events(p.Timeline), Channels: p.Channels, Clock: string(p.Timeline.Clock)},
+		"Script": template.JS(pageJS),
+	})
+}

@@ -1,0 +1,228 @@
+package view
+
+// view_test.go tests the chart and the page: the page is loaded in a real
+// browser (headless chromium) when one is installed, and its script's
+// self-check is compared with the plan.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/timeline"
+)
+
+func TestChart(t *testing.T) {
+	t.Parallel()
+	a := Series{Name: "allreduce <ring>", Points: []Point{{1 << 10, 0.5}, {1 << 20, 40}, {1 << 30, 180}}}
+	b := Series{Name: "allpairs", Points: []Point{{1 << 10, 1}, {1 << 20, 60}}}
+	cases := []struct {
+		name    string
+		series  []Series
+		curves  int
+		circles int
+		err     string
+	}{
+		{"two plans", []Series{a, b}, 2, 5, ""},
+		{"one point", []Series{{Name: "x", Points: []Point{{4096, 3}}}}, 1, 1, ""},
+		{"no series", nil, 0, 0, "chart: no series"},
+		{"empty series", []Series{{Name: "x"}}, 0, 0, `series 0 ("x") has no points`},
+		{"zero size", []Series{{Name: "x", Points: []Point{{0, 1}}}}, 0, 0, "size 0 on a log axis"},
+		{"negative busbw", []Series{{Name: "x", Points: []Point{{8, -1}}}}, 0, 0, "busbw -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svg, err := Chart(tc.series, ChartOptions{Title: "t"})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := [3]int{strings.Count(svg, "<polyline"), strings.Count(svg, "<circle"), strings.Count(svg, `class="legend"`)}
+			if want := [3]int{tc.curves, tc.circles, tc.curves}; got != want {
+				t.Errorf("polylines, circles, legend entries = %v, want %v", got, want)
+			}
+			for _, s := range tc.series {
+				if !strings.Contains(svg, ">"+html.EscapeString(s.Name)+"</text>") {
+					t.Errorf("legend lacks %q", s.Name)
+				}
+			}
+			if strings.Contains(svg, "<ring>") {
+				t.Error("a series name is not escaped")
+			}
+		})
+	}
+}
+
+// TestChartAxis checks the log-x ticks: one per power of two in range
+// (every other one past ten), labelled with binary units.
+func TestChartAxis(t *testing.T) {
+	t.Parallel()
+	svg, err := Chart([]Series{{Name: "x", Points: []Point{{1 << 12, 1}, {1 << 16, 2}}}}, ChartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, m := range regexp.MustCompile(`class="xtick"[^>]*/><text[^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1) {
+		labels = append(labels, m[1])
+	}
+	if d := cmp.Diff([]string{"4K", "8K", "16K", "32K", "64K"}, labels); d != "" {
+		t.Errorf("x ticks (-want +got):\n%s", d)
+	}
+}
+
+// page records the plan file on the CPU backend and returns its page and
+// timeline.
+func page(t *testing.T, file string, size uint64) ([]byte, *timeline.Timeline, *executor.Instance) {
+	t.Helper()
+	plan, err := executor.LoadFile(file)
+	if err != nil && !executor.IsWarning(err) {
+		t.Fatal(err)
+	}
+	lay, err := executor.PlanLayout(plan, size, executor.Float32, plan.Inplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := executor.Instantiate(plan, lay.Sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := cpu.Record(context.Background(), inst, executor.Options{DType: executor.Float32}, lay.Alloc())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	curve := []Series{{Name: "test curve", Points: []Point{{1 << 10, 1}, {1 << 20, 10}}}}
+	if err := Write(&buf, Page{Title: filepath.Base(file), Meta: "test", Timeline: tl, Channels: ChannelsOf(inst), Curves: curve}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), tl, inst
+}
+
+// TestPageSelfContained checks that the page fetches nothing: no links,
+// no src or href, no URL but the SVG namespace.
+func TestPageSelfContained(t *testing.T) {
+	t.Parallel()
+	data, _, _ := page(t, "../tests/ports/single_node/allgather.plan.json", 1<<14)
+	s := strings.ReplaceAll(string(data), "http://www.w3.org/2000/svg", "")
+	for _, bad := range []string{"http://", "https://", "<link", " src=", "@import", "url(http"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("the page contains %q", bad)
+		}
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="data">(.*?)</script>`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("no data script")
+	}
+	var d pageData
+	if err := json.Unmarshal(m[1], &d); err != nil {
+		t.Fatalf("page data: %v", err)
+	}
+}
+
+// selfCheck is what the page's script writes into #selfcheck.
+type selfCheck struct {
+	Lanes, Ops, Boxes, Flows, UnmatchedFlows, Channels int
+	Errors                                             []string
+}
+
+// chromium returns the browser's path, or skips the test.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH: the page is not tested in a browser (Debian: apt-get install chromium; .ci/run installs it)")
+	return ""
+}
+
+func browserArgs(profile string) []string {
+	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + profile}
+}
+
+// TestPageInBrowser loads the page of small plans in headless chromium
+// and compares the page's self-check (lanes, op boxes, flow arrows,
+// channel arrows, script errors) with the timeline; it writes a
+// screenshot to $MSCCLGO_ARTIFACTS (default: a temporary directory).
+func TestPageInBrowser(t *testing.T) {
+	bin := chromium(t)
+	art := os.Getenv("MSCCLGO_ARTIFACTS")
+	if art == "" {
+		art = t.TempDir()
+	} else if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file string
+		size uint64
+	}{
+		{"../tests/ports/single_node/allgather.plan.json", 1 << 14},
+		{"../tests/ports/single_node/allreduce_pipeline.plan.json", 1 << 16},
+	} {
+		name := strings.TrimSuffix(filepath.Base(tc.file), ".plan.json")
+		t.Run(name, func(t *testing.T) {
+			data, tl, inst := page(t, tc.file, tc.size)
+			dir := t.TempDir()
+			file := filepath.Join(dir, "plan.html")
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append(browserArgs(filepath.Join(dir, "profile")), "--dump-dom", "file://"+file)
+			cmd := exec.CommandContext(ctx, bin, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			dom, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+			}
+			m := regexp.MustCompile(`<pre id="selfcheck">([^<]*)</pre>`).FindSubmatch(dom)
+			if m == nil {
+				t.Fatalf("no self-check in the dumped DOM:\n%.2000s", dom)
+			}
+			var got selfCheck
+			if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &got); err != nil {
+				t.Fatalf("self-check %q: %v", m[1], err)
+			}
+			tbs := 0
+			for _, ri := range inst.Ranks {
+				tbs += len(ri.TBs)
+			}
+			want := selfCheck{Lanes: tbs, Ops: len(tl.Slices), Boxes: len(tl.Slices), Flows: len(tl.Flows), Channels: len(ChannelsOf(inst))}
+			if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("self-check (-want +got):\n%s", d)
+			}
+			shot := filepath.Join(art, name+".png")
+			args = append(browserArgs(filepath.Join(dir, "profile2")), "--hide-scrollbars", "--window-size=1300,900", "--screenshot="+shot, "file://"+file)
+			if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+			}
+			if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
+				t.Fatalf("no screenshot at %s: %v", shot, err)
+			}
+			t.Logf("screenshot: %s", shot)
+		})
+	}
+}
