@@ -50,6 +50,7 @@ func newApp(d *deps) *cli.App {
 			selectCommand(d),
 			checkCommand(d),
 			runCommand(d),
+			modelCommand(d),
 			listCommand(d),
 			completionCommand(d),
 			helpCommand(),

@@ -1,0 +1,227 @@
+package cli
+
+// model.go holds `mscclgo model`: the predicted time of a plan on named
+// hardware (package model), printed as run's nccl-tests table, and
+// --fit, which fits a hardware profile to measured results.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/model"
+)
+
+func modelCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:      "model",
+		Usage:     "predict a plan's time on named hardware, or fit a hardware profile to measurements",
+		ArgsUsage: "PLAN.json|ALGO.star",
+		Description: "Predicts the time per call of PLAN.json on the hardware of --hw (a bundled profile: " + strings.Join(model.Profiles(), ", ") + ",\n" +
+			"or a profile file) by simulating one call: thread blocks run their ops in order, waits wait for\n" +
+			"the signals, packets, semaphores and barriers they need, and concurrent transfers share each GPU's\n" +
+			"NVLink, HBM and NIC bandwidth (docs/model.md). Prints run's nccl-tests table: time per call,\n" +
+			"algbw = size/time (GB/s), busbw = algbw times the collective's bus factor.\n" +
+			"With --fit RESULTS (nccl-tests or mscclgo run output for this plan), fits the profile's parameters\n" +
+			"to the measured times and prints the error per point before and after; -o writes the fitted profile.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "hw", Value: "h100-sxm", Usage: "hardware profile: a bundled `NAME` or a profile file (.json)"},
+			&cli.StringFlag{Name: "size", Aliases: []string{"s"}, Usage: "message `SIZE` in bytes (1K, 64M): the output of allgather, the input otherwise"},
+			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Usage: "sweep from `SIZE` (nccl-tests -b)"},
+			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Usage: "sweep up to `SIZE` (nccl-tests -e)"},
+			&cli.Uint64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the size by `F` between sweep steps (nccl-tests -f)"},
+			&cli.StringFlag{Name: "stepbytes", Aliases: []string{"i"}, Usage: "add `SIZE` between sweep steps instead of multiplying (nccl-tests -i)"},
+			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "element `TYPE`: float16 (half), bfloat16, float32 (float), int32"},
+			&cli.BoolFlag{Name: "in-place", Usage: "lay the buffers out in place; --in-place=false out of place", DefaultText: "the plan's inplace field"},
+			&cli.IntFlag{Name: "ranks-per-node", Usage: "place `N` consecutive ranks per node (default: the profile's gpus_per_node)"},
+			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
+			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "launch overhead charged per call: `graph` (replayed from a CUDA graph) or kernel (a plain launch)"},
+			&cli.StringFlag{Name: "fit", Usage: "fit the profile to the measured `RESULTS` file (nccl-tests or mscclgo run output of this plan)"},
+			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --fit: write the fitted profile to `FILE`"},
+		}, scriptFlags()...),
+		Action:       func(c *cli.Context) error { return runModel(c, d) },
+		OnUsageError: onUsageError,
+	}
+}
+
+// modelOptions are the parsed flags of mscclgo model.
+type modelOptions struct {
+	hw      *model.Profile
+	opts    model.Options
+	dtype   executor.ElemType
+	inPlace bool
+}
+
+func parseModelFlags(c *cli.Context, plan *executor.Plan) (*modelOptions, error) {
+	o := &modelOptions{inPlace: plan.Inplace}
+	if c.IsSet("in-place") {
+		o.inPlace = c.Bool("in-place")
+	}
+	var err error
+	if o.dtype, err = executor.ParseDType(c.String("dtype")); err != nil {
+		return nil, usageErr("--dtype: %v", err)
+	}
+	switch c.String("launch") {
+	case "graph":
+	case "kernel":
+		o.opts.PlainLaunch = true
+	default:
+		return nil, usageErr("--launch %q: want graph or kernel", c.String("launch"))
+	}
+	if n := c.Int("ranks-per-node"); n < 0 {
+		return nil, usageErr("--ranks-per-node %d: want at least 1", n)
+	}
+	o.opts.RanksPerNode = c.Int("ranks-per-node")
+	o.opts.LL8 = c.Bool("ll8")
+	if o.hw, err = model.LoadProfile(c.String("hw")); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func runModel(c *cli.Context, d *deps) error {
+	if c.NArg() != 1 {
+		return usageErr("model: want exactly one PLAN.json argument, got %d", c.NArg())
+	}
+	in, err := readPlanInput(c, d, c.Args().First())
+	if err != nil {
+		return namePlan(c.Args().First(), err)
+	}
+	path := in.name
+	plan, err := in.load()
+	if err != nil {
+		return namePlan(path, err)
+	}
+	if in.note != "" {
+		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
+	}
+	o, err := parseModelFlags(c, plan)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("fit") {
+		return runFit(c, d, path, plan, o)
+	}
+	if c.IsSet("output") || c.IsSet("params") {
+		return usageErr("-o and --params apply to --fit")
+	}
+	sizes, sweep, err := runSizes(c)
+	if err != nil {
+		return err
+	}
+	w := d.stdout
+	perNode := o.opts.RanksPerNode
+	if perNode == 0 {
+		perNode = o.hw.GPUsPerNode
+	}
+	nodes := (len(plan.GPUs) + perNode - 1) / perNode
+	launch := "graph"
+	if o.opts.PlainLaunch {
+		launch = "kernel"
+	}
+	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective %s, %d ranks (%d node(s) of %d), protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), nodes, perNode, plan.Protocol)
+	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, in-place %v, LL%d\n#\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), o.inPlace, map[bool]int{false: 16, true: 8}[o.opts.LL8])
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw")
+	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
+	opts := o.opts
+	opts.NoTimeline = true
+	ran := 0
+	var busSum float64
+	for _, size := range sizes {
+		pt, err := model.PredictSize(plan, size, o.dtype, o.inPlace, o.hw, opts)
+		if err != nil {
+			if sweep && !isDeadlock(err) {
+				fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
+				continue
+			}
+			return atSize(path, size, in.locate(err))
+		}
+		ran++
+		busSum += pt.BusBW
+		redop := "none"
+		if l, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace); err == nil && l.Reduces() {
+			redop = "sum"
+		}
+		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f\n", size, size/uint64(o.dtype.Size()), o.dtype.Name(), redop, -1, formatTime(pt.Time), pt.AlgBW, pt.BusBW)
+	}
+	avg := 0.0
+	if ran > 0 {
+		avg = busSum / float64(ran)
+	}
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	if ran == 0 {
+		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
+	}
+	return nil
+}
+
+// isDeadlock reports whether err is a deadlock of the simulation.
+func isDeadlock(err error) bool {
+	_, ok := err.(*executor.DeadlockError)
+	return ok || strings.Contains(err.Error(), "deadlock:")
+}
+
+// runFit is mscclgo model --fit.
+func runFit(c *cli.Context, d *deps, path string, plan *executor.Plan, o *modelOptions) error {
+	if c.IsSet("size") || c.IsSet("minbytes") || c.IsSet("maxbytes") {
+		return usageErr("--fit takes its sizes from the results file: no --size or -b/-e")
+	}
+	rpath := c.String("fit")
+	f, err := os.Open(rpath)
+	if err != nil {
+		return fmt.Errorf("--fit: %w", err)
+	}
+	meas, err := model.ParseResults(rpath, f, o.inPlace)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	fo := model.FitOptions{DType: o.dtype, InPlace: o.inPlace, Source: rpath}
+	if s := c.String("params"); s != "" {
+		for _, p := range strings.Split(s, ",") {
+			fo.Params = append(fo.Params, strings.TrimSpace(p))
+		}
+	}
+	res, err := model.Fit(plan, meas, o.hw, o.opts, fo)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	w := d.stdout
+	fmt.Fprintf(w, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, plan.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
+	fmt.Fprintf(w, "#%11s  %9s  %9s  %7s  %9s  %7s\n", "size", "measured", "before", "error", "after", "error")
+	var meass, before, after []float64
+	for _, p := range res.Points {
+		fmt.Fprintf(w, "%12d  %9.2f  %9.2f  %+6.1f%%  %9.2f  %+6.1f%%\n", p.Size, p.Time, p.Before, 100*model.RelErr(p.Before, p.Time), p.After, 100*model.RelErr(p.After, p.Time))
+		meass, before, after = append(meass, p.Time), append(before, p.Before), append(after, p.After)
+	}
+	mb, wb := model.ErrorSummary(before, meass)
+	ma, wa := model.ErrorSummary(after, meass)
+	fmt.Fprintf(w, "# error before: median %.1f%%, worst %.1f%%; after: median %.1f%%, worst %.1f%%\n", 100*mb, 100*wb, 100*ma, 100*wa)
+	for _, n := range res.Params {
+		old, _ := o.hw.Params.Get(n)
+		nv, _ := res.Profile.Params.Get(n)
+		fmt.Fprintf(w, "# %-20s %10.4g -> %.4g\n", n, old.Value, nv.Value)
+	}
+	out := c.String("output")
+	if out == "" {
+		return nil
+	}
+	data, err := res.Profile.Marshal()
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return writeAll(ctx, []string{out}, func(_ int, w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
