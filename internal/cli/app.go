@@ -52,6 +52,8 @@ func newApp(d *deps) *cli.App {
 			runCommand(d),
 			modelCommand(d),
 			listCommand(d),
+			traceCommand(d),
+			viewCommand(d),
 			completionCommand(d),
 			helpCommand(),
 		},
