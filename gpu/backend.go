@@ -47,6 +47,9 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if b.cfg.Open == nil {
 		return nil, fmt.Errorf("%s: no driver", b.cfg.Name)
 	}
+	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
+		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan, whose block sizes change per call: the GPU backends do not run variable-size plans yet (docs/gpu.md §10); use the cpu backend", b.cfg.Name, inst.Plan.Name)
+	}
 	dt, err := dtypeCode(opts.DType)
 	if err != nil {
 		return nil, err
