@@ -61,7 +61,13 @@ func Chart(series []Series, o ChartOptions) (string, error) {
 	if h <= 0 {
 		h = 420
 	}
-	const left, top, bottom, legendW = 64, 34, 48, 190
+	// The legend is as wide as its longest name (about 6.5 px a rune).
+	legendW := 150
+	for _, s := range series {
+		legendW = max(legendW, 56+int(6.5*float64(len([]rune(s.Name)))))
+	}
+	w += max(0, legendW-190)
+	const left, top, bottom = 64, 34, 48
 	pw, ph := float64(w-left-legendW), float64(h-top-bottom)
 	lo, hi := math.Log2(float64(minS)), math.Log2(float64(maxS))
 	if hi-lo < 1 {

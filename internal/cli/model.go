@@ -44,6 +44,7 @@ func modelCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "fit", Usage: "fit the profile to the measured `RESULTS` file (nccl-tests or mscclgo run output of this plan)"},
 			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --fit: write the fitted profile to `FILE`"},
+			plotFlag(),
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runModel(c, d) },
 		OnUsageError: onUsageError,
@@ -86,6 +87,9 @@ func parseModelFlags(c *cli.Context, plan *executor.Plan) (*modelOptions, error)
 }
 
 func runModel(c *cli.Context, d *deps) error {
+	if c.IsSet("plot") {
+		return runModelPlot(c, d)
+	}
 	if c.NArg() != 1 {
 		return usageErr("model: want exactly one PLAN.json argument, got %d", c.NArg())
 	}

@@ -88,3 +88,35 @@ func TestViewCommand(t *testing.T) {
 		t.Errorf("--curve-max 0: exit %d, or the page has a curve", code)
 	}
 }
+
+func TestModelPlot(t *testing.T) {
+	t.Parallel()
+	a, b := "../../tests/ports/single_node/allreduce.plan.json", "../../tests/ports/single_node/allreduce_pipeline.plan.json"
+	dir := t.TempDir()
+	code, stdout, stderr := run(t, dir, "model", a, b, "-b", "1K", "-e", "1M", "-f", "4", "--plot", "$DIR/p.svg")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stdout, "6 sizes on h100-sxm"); n != 2 {
+		t.Errorf("stdout %q: want a line per plan with 6 sizes", stdout)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "p.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(data)
+	if n := strings.Count(svg, "<polyline"); n != 2 {
+		t.Errorf("%d curves, want 2", n)
+	}
+	if n := strings.Count(svg, "<circle"); n != 12 {
+		t.Errorf("%d points, want 12", n)
+	}
+	for _, name := range []string{"allreduce.plan.json (h100-sxm)", "allreduce_pipeline.plan.json (h100-sxm)"} {
+		if !strings.Contains(svg, ">"+name+"</text>") {
+			t.Errorf("legend lacks %q", name)
+		}
+	}
+	if code, _, stderr := run(t, dir, "model", "--plot", "$DIR/q.svg"); code != 2 || !strings.Contains(stderr, "want at least one PLAN.json") {
+		t.Errorf("no plan: exit %d, %q", code, stderr)
+	}
+}
