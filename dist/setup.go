@@ -124,7 +124,9 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 					remote = local
 				}
 				refuseConn(j.conn, remote)
-				return fail("handshake", errors.New(local), remote)
+				err := fail("handshake", errors.New(local), remote)
+				b.refuseLatecomers(ctx, conns, r, "rank 0 failed the set-up: handshake: "+remote)
+				return err
 			}
 			conns[r], hellos[r], from[r] = j.conn, h, j.remote
 			missing--
@@ -172,6 +174,40 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 	b.rdzvFile = ""
 	return nil
 }
+
+// refuseLatecomers answers the ranks that had not joined when the
+// set-up failed with the failure, so that they end with its reason
+// instead of waiting for rank 0 until their own timeout. It returns once
+// every rank has been answered, or after failGrace, or when ctx ends.
+func (b *Bootstrap) refuseLatecomers(ctx context.Context, conns []net.Conn, offender int, msg string) {
+	answered := map[int]bool{0: true}
+	for r, c := range conns {
+		if c != nil {
+			answered[r] = true
+		}
+	}
+	if offender > 0 && offender < b.size {
+		answered[offender] = true
+	}
+	grace := time.NewTimer(failGrace)
+	defer grace.Stop()
+	for len(answered) < b.size {
+		select {
+		case j := <-b.joinCh:
+			if j.err == nil {
+				refuseConn(j.conn, msg)
+				answered[int(j.hello.rank)] = true
+			}
+		case <-grace.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// failGrace bounds how long a failed set-up keeps answering latecomers.
+const failGrace = 10 * time.Second
 
 // setupJoin is the set-up of a rank other than 0: find rank 0 and join,
 // retrying with backoff until the deadline.

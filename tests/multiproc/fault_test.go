@@ -1,0 +1,147 @@
+package multiproc
+
+// fault_test.go: runs of one process per rank that go wrong. Each must end
+// on every surviving rank with an error that names the cause (the lost
+// rank, both world sizes, the missing rank, the blocked thread blocks),
+// never hang.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKilledRank kills rank 2 of 4 mid-run: the others stop with an
+// error naming rank 2.
+func TestKilledRank(t *testing.T) {
+	dir := t.TempDir()
+	p := evalPlan(t, dir, "allgather", "world_size=4")
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	rs := startRanks(t, ctx, 4, nil, nil, "run", p, "-d", "float", "--size", "1M", "-n", "1000000")
+	// Wait until rank 0 has started launching (its table header).
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(rs.outs[0].String(), "(elements)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	procs := rs.wait(t)
+	for r, pr := range procs {
+		if r == 2 {
+			continue
+		}
+		if pr.code == 0 || !strings.Contains(pr.stderr, "rank 2") {
+			t.Errorf("rank %d: exit %d, want an error naming rank 2:\n%s", r, pr.code, pr.stderr)
+		}
+		if strings.Contains(pr.stderr, "goroutine ") {
+			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
+		}
+	}
+}
+
+// TestWrongWorldSize: a plan of 4 ranks started as 2 processes, and one
+// rank told a different world size than the others.
+func TestWrongWorldSize(t *testing.T) {
+	dir := t.TempDir()
+	p := evalPlan(t, dir, "allgather", "world_size=4")
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	procs := startRanks(t, ctx, 2, nil, nil, "run", p, "-d", "float", "--size", "64K").wait(t)
+	for r, pr := range procs {
+		if pr.code == 0 || !strings.Contains(pr.stderr, "the plan has 4 ranks, the job 2 processes") {
+			t.Errorf("rank %d: exit %d, want both sizes named:\n%s", r, pr.code, pr.stderr)
+		}
+	}
+
+	odd := func(r int) []string {
+		if r == 3 {
+			return []string{"WORLD_SIZE=5"}
+		}
+		return nil
+	}
+	procs = startRanks(t, ctx, 4, odd, nil, "run", p, "-d", "float", "--size", "64K", "--join-timeout", "20s").wait(t)
+	for r, pr := range procs {
+		if pr.code == 0 || !strings.Contains(pr.stderr, "world size") {
+			t.Errorf("rank %d: exit %d, want a world-size mismatch:\n%s", r, pr.code, pr.stderr)
+		}
+	}
+}
+
+// TestRankNeverStarts: with a short join timeout, a missing rank is named.
+func TestRankNeverStarts(t *testing.T) {
+	dir := t.TempDir()
+	p := evalPlan(t, dir, "allgather", "world_size=2")
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	never := func(r int) time.Duration {
+		if r == 1 {
+			return time.Hour
+		}
+		return 0
+	}
+	rs := startRanks(t, ctx, 2, nil, never, "run", p, "-d", "float", "--size", "64K", "--join-timeout", "1s")
+	err := rs.cmds[0].Wait()
+	if err == nil || !strings.Contains(rs.errs[0].String(), "rank 1") {
+		t.Errorf("rank 0: %v, want an error naming rank 1:\n%s", err, rs.errs[0])
+	}
+}
+
+// TestDeadlockAcrossProcesses: rank 1 of a signal/wait plan never
+// signals; both ranks exit with the deadlock status and rank 0 prints
+// the blocked thread blocks of the job.
+func TestDeadlockAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(plan(t, "unit_tests/signal_wait/signal_wait_test.plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // max_message_size is 2^64-1
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	gpus := doc["gpus"].([]any)
+	g1 := gpus[1].(map[string]any)
+	for _, tb := range g1["threadblocks"].([]any) {
+		tbm := tb.(map[string]any)
+		var keep []any
+		for _, op := range tbm["ops"].([]any) {
+			if op.(map[string]any)["name"] != "signal" {
+				keep = append(keep, op)
+			}
+		}
+		tbm["ops"] = keep
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "deadlock.json")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	procs := startRanks(t, ctx, 2, nil, nil, "run", p, "-d", "float", "--size", "64K", "--timeout", "300ms").wait(t)
+	for r, pr := range procs {
+		if pr.code != 3 {
+			t.Errorf("rank %d: exit %d, want 3 (deadlock):\n%s", r, pr.code, pr.stderr)
+		}
+	}
+	if e := procs[0].stderr; !strings.Contains(e, "deadlock") || !strings.Contains(e, "rank 0 tb 0") || !strings.Contains(e, "expects signal") {
+		t.Errorf("rank 0 does not report the blocked thread block:\n%s", e)
+	}
+}
