@@ -397,11 +397,15 @@ func describe(ri *executor.RankInstance, members [][]int, op *executor.OpInstanc
 		// One iteration moves at most one unit per operand.
 		sl.Bytes = min(sl.Bytes, op.UnitSize*uint64(max(len(op.Src), len(op.Dst), 1)))
 	}
-	if len(op.Channels) == 0 {
-		return sl
+	peers := map[int]bool{}
+	for _, rs := range [][]executor.Region{op.Src, op.Dst} {
+		for _, g := range rs {
+			if g.Rank >= 0 && g.Rank != ri.Rank {
+				peers[g.Rank] = true
+			}
+		}
 	}
 	ids := make([]string, len(op.Channels))
-	peers := map[int]bool{}
 	for i, c := range op.Channels {
 		ids[i] = strconv.Itoa(c)
 		switch op.ChannelType {
@@ -423,7 +427,9 @@ func describe(ri *executor.RankInstance, members [][]int, op *executor.OpInstanc
 			}
 		}
 	}
-	sl.Channel = fmt.Sprintf("%s %s", op.ChannelType, strings.Join(ids, ","))
+	if len(ids) > 0 {
+		sl.Channel = fmt.Sprintf("%s %s", op.ChannelType, strings.Join(ids, ","))
+	}
 	for p := range peers {
 		sl.Peers = append(sl.Peers, p)
 	}
