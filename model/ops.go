@@ -148,7 +148,7 @@ func (s *sim) costOf(r int, st step) cost {
 		return cost{pre: p.OpUS.Value}
 	}
 	d := demand{s: s, r: r, w: map[int]float64{}}
-	remoteRead, remoteWrite, sw := false, false, false
+	remoteRead, sw := false, false
 	for i, reg := range op.Src {
 		f := 1.0
 		if pktSrc(op.Type, i) {
@@ -184,15 +184,17 @@ func (s *sim) costOf(r int, st step) cost {
 			}
 			continue
 		}
-		remoteWrite = remoteWrite || reg.Rank != r
 		d.move(r, reg.Rank, b)
 	}
+	// The block's loads are what wait (Little's law); its stores, local
+	// or remote, are posted and become visible later (packet writes and
+	// signals add the NVLink latency).
 	lat := p.LocalLatencyUS.Value
 	switch {
 	case sw:
 		lat = max(p.NVLSLatencyUS.Value, p.LocalLatencyUS.Value)
-	case remoteRead || remoteWrite:
-		lat = p.NVLinkLatencyUS.Value
+	case remoteRead:
+		lat = max(p.NVLinkLatencyUS.Value, p.LocalLatencyUS.Value)
 	}
 	threads := float64(s.inst.Plan.NumThreadsPerBlock) / executor.MaxThreadsPerBlock
 	if threads <= 0 {
