@@ -187,6 +187,9 @@ func (l *launch) abort(err error) {
 	if l.cancel != nil {
 		l.cancel(l.err)
 	}
+	if l.s.mp != nil {
+		l.s.mp.ringSelf()
+	}
 	for _, t := range l.tbs {
 		t.unpark()
 	}
@@ -370,6 +373,9 @@ func (t *tbRun) main(wg *sync.WaitGroup) {
 	l.running--
 	if l.running == 0 {
 		l.tbsDone = true
+		if s.mp != nil {
+			s.mp.ringSelf()
+		}
 		for _, rs := range s.ranks {
 			rs.proxy.cond.Broadcast()
 		}

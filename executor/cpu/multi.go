@@ -16,7 +16,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
 )
@@ -78,7 +80,9 @@ type multi struct {
 	cancel context.CancelFunc
 	bufs   [][3][]byte // per rank: input, output, scratch as mapped here; nil on other hosts
 	maps   []*mapping
-	wg     sync.WaitGroup
+	// bells[r] is the doorbell of same-host rank r (nil on other hosts).
+	bells []*bell
+	wg    sync.WaitGroup
 	// The proxy goroutine's record of peers sent traffic since their last
 	// fence, and the fence numbers.
 	dirty map[int]bool
@@ -137,10 +141,10 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	// output as l places them, its scratch.
 	syncBytes := func(r int) uint64 {
 		ri := &inst.Ranks[r]
-		return uint64(len(ri.MemoryChannels)+len(ri.PortChannels))*8 + 64
+		return (bellBytes + uint64(len(ri.MemoryChannels)+len(ri.PortChannels))*8 + 63) &^ 63
 	}
 	ioBytes := func(r int) uint64 { return (l.RankBytes(r) + 63) &^ 63 }
-	total := func(r int) uint64 { return syncBytes(r)&^63 + ioBytes(r) + inst.ScratchBytes + 64 }
+	total := func(r int) uint64 { return syncBytes(r) + ioBytes(r) + inst.ScratchBytes + 64 }
 
 	mine := exchange{}
 	var path string
@@ -185,6 +189,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	}
 
 	m.bufs = make([][3][]byte, n)
+	m.bells = make([]*bell, n)
 	var own executor.RankBuffers
 	for r := range n {
 		var scratch []byte
@@ -201,9 +206,12 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 		}
 		{
 			b := mp.b
-			sb := syncBytes(r) &^ 63
-			if k := len(inst.Ranks[r].MemoryChannels) + len(inst.Ranks[r].PortChannels); k > 0 && shared {
-				words = wordsOf(b[:8*k])
+			sb := syncBytes(r)
+			if shared {
+				m.bells[r] = bellAt(b)
+				if k := len(inst.Ranks[r].MemoryChannels) + len(inst.Ranks[r].PortChannels); k > 0 {
+					words = wordsOf(b[bellBytes : bellBytes+8*k])
+				}
 			}
 			io := b[sb : sb+ioBytes(r)]
 			rb, err := l.Place(r, io)
@@ -224,6 +232,38 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	m.wg.Add(1)
 	go m.watch.run(&m.wg)
 	return &RankSession{s: s, bufs: own}, nil
+}
+
+// bell is a rank's doorbell, at the start of its shared mapping: a peer
+// process that changes what the rank may be waiting for (a memory-channel
+// signal, packets) rings it, and the rank's poller sleeps on it.
+type bell struct {
+	ring     uint32 // incremented by every ring
+	sleeping uint32 // 1 while the rank's poller sleeps
+}
+
+// bellBytes is the room the doorbell takes before the counters.
+const bellBytes = 16
+
+func bellAt(b []byte) *bell { return (*bell)(unsafe.Pointer(&b[0])) }
+
+// ringBell tells same-host rank r that something changed; a no-op for
+// other ranks.
+func (m *multi) ringBell(r int) {
+	if b := m.bells[r]; b != nil && r != m.rank {
+		atomic.AddUint32(&b.ring, 1)
+		if atomic.LoadUint32(&b.sleeping) != 0 {
+			wakeAll(&b.ring)
+		}
+	}
+}
+
+// ringSelf wakes this rank's own poller (the launch ended or stopped).
+func (m *multi) ringSelf() {
+	if b := m.bells[m.rank]; b != nil {
+		atomic.AddUint32(&b.ring, 1)
+		wakeAll(&b.ring)
+	}
 }
 
 // wordsOf views 8-byte aligned bytes as uint64 words.

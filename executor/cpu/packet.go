@@ -135,6 +135,10 @@ func sameWords(dst, src []uint64) bool {
 // notify wakes the thread blocks waiting for packets of sp's buffer, if
 // any. Writers call it after storing packets.
 func (l *launch) notify(sp span) {
+	if l.s.isRemote(sp.rank) {
+		l.s.mp.ringBell(sp.rank)
+		return
+	}
 	pw := &l.pkt[sp.rank][sp.bt]
 	if pw.n.Load() > 0 {
 		l.s.mu.Lock()

@@ -135,6 +135,9 @@ func (t *tbRun) signal(op *executor.OpInstance) error {
 			_, peer := s.channelEnd(end.Peer, executor.Memory, end.PeerIndex)
 			s.rec.signal(t, peer)
 			peer.signal(t.l, snap)
+			if s.isRemote(end.Peer) {
+				s.mp.ringBell(end.Peer)
+			}
 		}
 	}
 	return nil

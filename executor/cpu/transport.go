@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -207,18 +208,14 @@ func (s *session) failCurrent(err error) {
 
 // poll wakes the parked thread blocks of this rank whose condition a
 // same-host peer made true through shared memory (a memory-channel
-// signal, packets), which no wake-up of this process announces. It polls
-// quickly after a wake-up and backs off to 1 ms while nothing changes.
+// signal, packets), which no wake-up inside this process announces. It
+// sleeps on the rank's doorbell, which such peers ring, and looks at
+// least every millisecond.
 func (l *launch) poll(done <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
-	const fastest, slowest = 5, 1000 // microseconds
-	wait := fastest
+	b := l.s.mp.bells[l.s.mp.rank]
 	for {
-		select {
-		case <-done:
-			return
-		case <-time.After(time.Duration(wait) * time.Microsecond):
-		}
+		seen := atomic.LoadUint32(&b.ring)
 		woke := false
 		l.s.mu.Lock()
 		if l.err != nil || l.tbsDone {
@@ -232,11 +229,19 @@ func (l *launch) poll(done <-chan struct{}, wg *sync.WaitGroup) {
 			}
 		}
 		l.s.mu.Unlock()
+		select {
+		case <-done:
+			return
+		default:
+		}
 		if woke {
 			l.progress.Add(1)
-			wait = fastest
-		} else if wait < slowest {
-			wait = min(2*wait, slowest)
+			continue
 		}
+		atomic.StoreUint32(&b.sleeping, 1)
+		if atomic.LoadUint32(&b.ring) == seen {
+			sleepOn(&b.ring, seen, time.Millisecond)
+		}
+		atomic.StoreUint32(&b.sleeping, 0)
 	}
 }

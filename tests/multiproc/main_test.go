@@ -84,7 +84,7 @@ type rankSet struct {
 	errs []*bytes.Buffer
 }
 
-func startRanks(t *testing.T, ctx context.Context, n int, extra func(r int) []string, delay func(r int) time.Duration, args ...string) *rankSet {
+func startRanks(t testing.TB, ctx context.Context, n int, extra func(r int) []string, delay func(r int) time.Duration, args ...string) *rankSet {
 	t.Helper()
 	port := freePort(t)
 	rs := &rankSet{}
@@ -116,7 +116,7 @@ func startRanks(t *testing.T, ctx context.Context, n int, extra func(r int) []st
 }
 
 // wait waits for every rank and returns how each ended.
-func (rs *rankSet) wait(t *testing.T) []proc {
+func (rs *rankSet) wait(t testing.TB) []proc {
 	t.Helper()
 	out := make([]proc, len(rs.cmds))
 	deadline := time.Now().Add(hangBound)
@@ -140,7 +140,7 @@ func (rs *rankSet) wait(t *testing.T) []proc {
 const plansDir = "../ports"
 
 // plan returns the path of a port's plan.
-func plan(t *testing.T, rel string) string {
+func plan(t testing.TB, rel string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join(plansDir, rel))
 	if err != nil {
@@ -153,7 +153,7 @@ func plan(t *testing.T, rel string) string {
 }
 
 // evalPlan compiles a bundled algorithm into dir with the test binary.
-func evalPlan(t *testing.T, dir, algo string, defs ...string) string {
+func evalPlan(t testing.TB, dir, algo string, defs ...string) string {
 	t.Helper()
 	out := filepath.Join(dir, algo+".json")
 	args := []string{"eval", algo, "-o", out}
