@@ -54,6 +54,10 @@ type Entry struct {
 	// NVLS is set for plans that use SwitchChannels (NVLink SHARP).
 	NVLS bool              `json:"nvls"`
 	Tags map[string]string `json:"tags"`
+	// Predicted is the predicted time curve and how the size range was
+	// set, for a set installed with a hardware profile (install --hw);
+	// nil otherwise.
+	Predicted *Prediction `json:"predicted,omitempty"`
 }
 
 // ReadIndex reads the index of the plan directory dir.

@@ -127,6 +127,11 @@ type InstallOptions struct {
 	// NoCache validates every plan even when the cache records it; the
 	// results are still recorded.
 	NoCache bool
+	// Tune, if set, predicts every plan on a hardware profile, records
+	// the curves in the index and sets each plan's size range where it
+	// is predicted fastest (see Tune); plans fastest nowhere are left
+	// out. Nil installs the ranges the plans declare.
+	Tune *TuneOptions
 	// Version identifies this build in cache keys (default:
 	// ExecutableVersion(); if that is empty the cache is not used).
 	Version string
@@ -327,6 +332,19 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 			files[e.File] = jobs[i].String()
 			idx.Plans = append(idx.Plans, e)
 		}
+	}
+	if opts.Tune != nil {
+		tuned, dropped, err := Tune(idx, tmp, *opts.Tune)
+		if err != nil {
+			return nil, fmt.Errorf("%w: predicting the plans: %v", ErrInstall, err)
+		}
+		for _, f := range dropped {
+			note("%s: predicted fastest at no size on %s: not installed", f, opts.Tune.Hardware.Name)
+			if err := os.Remove(filepath.Join(tmp, f)); err != nil {
+				return nil, err
+			}
+		}
+		idx = tuned
 	}
 	data, err := idx.Marshal()
 	if err != nil {

@@ -49,6 +49,9 @@ type Choice struct {
 	Entry    Entry
 	Why      string
 	Rejected []Candidate
+	// Ranking are the fits ranked by predicted time, fastest first
+	// (SelectBy with a predictor only).
+	Ranking []Ranked
 }
 
 // Select returns the plan to use for req. Sources are searched in order
@@ -61,6 +64,23 @@ type Choice struct {
 // It never picks a plan built for another world size, an NVLS plan without
 // NVLS, or an in-place plan for an out-of-place call (or the reverse).
 func Select(sources []Source, req Request) (*Choice, error) {
+	return SelectBy(sources, req, nil)
+}
+
+// Predictor returns the predicted time (µs) of the plan of entry e, in
+// directory dir, for a call; an error rejects the plan.
+type Predictor func(dir string, e Entry) (float64, error)
+
+// Ranked is a plan that fits a call, with its predicted time.
+type Ranked struct {
+	Candidate
+	TimeUS float64
+}
+
+// SelectBy is Select, except that with a predictor the fits of the first
+// source that has any are ranked by predicted time, fastest first
+// (Choice.Ranking), and the fastest wins.
+func SelectBy(sources []Source, req Request, predict Predictor) (*Choice, error) {
 	var rejected []Candidate
 	for _, src := range sources {
 		var fits []Candidate
@@ -77,16 +97,40 @@ func Select(sources []Source, req Request) (*Choice, error) {
 				rejected = append(rejected, c)
 			}
 		}
+		var ranking []Ranked
+		if predict != nil {
+			kept := fits[:0]
+			for _, f := range fits {
+				t, err := predict(f.Dir, f.Entry)
+				if err != nil {
+					f.Reason = fmt.Sprintf("fits, but cannot be predicted: %v", err)
+					rejected = append(rejected, f)
+					continue
+				}
+				ranking = append(ranking, Ranked{Candidate: f, TimeUS: t})
+				kept = append(kept, f)
+			}
+			fits = kept
+			sort.SliceStable(ranking, func(i, j int) bool { return ranking[i].TimeUS < ranking[j].TimeUS })
+			for i := range ranking {
+				fits[i] = ranking[i].Candidate
+			}
+		}
 		if len(fits) == 0 {
 			continue
 		}
-		sort.SliceStable(fits, func(i, j int) bool {
-			return fits[i].Entry.MaxMessageSize-fits[i].Entry.MinMessageSize < fits[j].Entry.MaxMessageSize-fits[j].Entry.MinMessageSize
-		})
+		if predict == nil {
+			sort.SliceStable(fits, func(i, j int) bool {
+				return fits[i].Entry.MaxMessageSize-fits[i].Entry.MinMessageSize < fits[j].Entry.MaxMessageSize-fits[j].Entry.MinMessageSize
+			})
+		}
 		best := fits[0]
-		for _, f := range fits[1:] {
-			rejected = append(rejected, Candidate{Dir: f.Dir, Entry: f.Entry,
-				Reason: fmt.Sprintf("fits, but %s has a narrower message range", best.Entry.Name)})
+		for k, f := range fits[1:] {
+			reason := fmt.Sprintf("fits, but %s has a narrower message range", best.Entry.Name)
+			if predict != nil {
+				reason = fmt.Sprintf("fits, but %s is predicted faster (%.2f µs against %.2f µs)", best.Entry.Name, ranking[0].TimeUS, ranking[k+1].TimeUS)
+			}
+			rejected = append(rejected, Candidate{Dir: f.Dir, Entry: f.Entry, Reason: reason})
 		}
 		why := fmt.Sprintf("%s for %d ranks (%d per node), %s, %s, message size %d in [%d, %d]",
 			best.Entry.Collective, best.Entry.WorldSize, best.Entry.RanksPerNode, best.Entry.Protocol,
@@ -98,7 +142,10 @@ func Select(sources []Source, req Request) (*Choice, error) {
 		if best.Entry.NVLS {
 			why += ", NVLS"
 		}
-		return &Choice{Dir: best.Dir, Entry: best.Entry, Why: why, Rejected: rejected}, nil
+		if predict != nil {
+			why += fmt.Sprintf(", predicted fastest of %d: %.2f µs", len(ranking), ranking[0].TimeUS)
+		}
+		return &Choice{Dir: best.Dir, Entry: best.Entry, Why: why, Rejected: rejected, Ranking: ranking}, nil
 	}
 	return &Choice{Rejected: rejected}, fmt.Errorf("%w for %s of %d bytes on %d ranks (%d per node), %s%s",
 		ErrNoPlan, req.Collective, req.Size, req.WorldSize, req.RanksPerNode, placeName(req.InPlace), nvlsNote(req.NVLS))

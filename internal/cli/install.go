@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/model"
 )
 
 func installCommand(d *deps) *cli.Command {
@@ -37,6 +38,8 @@ func installCommand(d *deps) *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`)"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "validate every plan, even those the validation cache records as validated"},
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, DefaultText: "the number of CPUs Go uses", Usage: "validate up to `N` plans at once"},
+			&cli.StringFlag{Name: "hw", Usage: "predict every plan on hardware profile `NAME` (or a profile file), record the curves in the index and set each plan's size range where it is predicted fastest (docs/model.md)"},
+			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "with --hw: the launch overhead of the predictions, `graph` or kernel"},
 		},
 		Action:       func(c *cli.Context) error { return interruptible(c, func() error { return runInstall(c, d) }) },
 		OnUsageError: onUsageError,
@@ -73,6 +76,19 @@ func runInstall(c *cli.Context, d *deps) error {
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
 		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
 		Note: func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
+	}
+	if c.IsSet("hw") {
+		hw, err := model.LoadProfile(c.String("hw"))
+		if err != nil {
+			return err
+		}
+		mo, err := launchOption(c.String("launch"))
+		if err != nil {
+			return err
+		}
+		opts.Tune = &algorithms.TuneOptions{Hardware: hw, Model: mo, DType: dt}
+	} else if c.IsSet("launch") {
+		return usageErr("--launch applies to --hw")
 	}
 	if name := c.String("backend"); name != "" && name != "cpu" {
 		if name == "gpu" && !builtIn("gpu") {
@@ -111,6 +127,9 @@ func runInstall(c *cli.Context, d *deps) error {
 		return fmt.Errorf("%w\nthe installed plan set in %s was left unchanged", err, dir)
 	}
 	fmt.Fprintf(d.stdout, "installed %d plans from %d algorithm shapes into %s\n", len(idx.Plans), len(jobs), dir)
+	if opts.Tune != nil {
+		fmt.Fprintf(d.stdout, "size ranges set where each plan is predicted fastest on %s (%s launch, %s)\n", opts.Tune.Hardware.Name, c.String("launch"), dt.Name())
+	}
 	return nil
 }
 

@@ -68,12 +68,8 @@ func parseModelFlags(c *cli.Context, plan *executor.Plan) (*modelOptions, error)
 	if o.dtype, err = executor.ParseDType(c.String("dtype")); err != nil {
 		return nil, usageErr("--dtype: %v", err)
 	}
-	switch c.String("launch") {
-	case "graph":
-	case "kernel":
-		o.opts.PlainLaunch = true
-	default:
-		return nil, usageErr("--launch %q: want graph or kernel", c.String("launch"))
+	if o.opts, err = launchOption(c.String("launch")); err != nil {
+		return nil, err
 	}
 	if n := c.Int("ranks-per-node"); n < 0 {
 		return nil, usageErr("--ranks-per-node %d: want at least 1", n)
@@ -163,6 +159,17 @@ func runModel(c *cli.Context, d *deps) error {
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
 	}
 	return nil
+}
+
+// launchOption parses --launch.
+func launchOption(s string) (model.Options, error) {
+	switch s {
+	case "graph":
+		return model.Options{}, nil
+	case "kernel":
+		return model.Options{PlainLaunch: true}, nil
+	}
+	return model.Options{}, usageErr("--launch %q: want graph or kernel", s)
 }
 
 // isDeadlock reports whether err is a deadlock of the simulation.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/model"
 )
 
 // defaultPlanDir is where `mscclgo install` writes the default plan set:
@@ -105,6 +106,8 @@ func selectCommand(d *deps) *cli.Command {
 			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` before the defaults (repeatable; its index.json, or else its *.json plans as single-node plans)"},
 			&cli.StringFlag{Name: "dir", Usage: "the default plan set `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every rejected plan, of any collective, also when a plan is found"},
+			&cli.StringFlag{Name: "hw", Usage: "rank the plans that fit by their predicted time on hardware profile `NAME` (or a profile file) and pick the fastest; implies --nvls when the profile has NVLS"},
+			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "with --hw: the launch overhead of the predictions, `graph` or kernel"},
 		},
 		Action:       func(c *cli.Context) error { return runSelect(c, d) },
 		OnUsageError: onUsageError,
@@ -157,9 +160,20 @@ func runSelect(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	choice, err := algorithms.Select(sources, req)
+	var predict algorithms.Predictor
+	if c.IsSet("hw") {
+		if predict, err = selectPredictor(c, &req, dt); err != nil {
+			return err
+		}
+	} else if c.IsSet("launch") {
+		return usageErr("--launch applies to --hw")
+	}
+	choice, err := algorithms.SelectBy(sources, req, predict)
 	if err == nil {
 		fmt.Fprintf(d.stdout, "%s\n  plan: %s\n  why: %s\n", filepath.Join(choice.Dir, choice.Entry.File), choice.Entry.Name, choice.Why)
+		for i, r := range choice.Ranking {
+			fmt.Fprintf(d.stdout, "  %d. %9.2f µs  %s\n", i+1, r.TimeUS, r.Entry.Name)
+		}
 	} else {
 		fmt.Fprintf(d.stdout, "no plan: %v\n", err)
 	}
@@ -170,6 +184,34 @@ func runSelect(c *cli.Context, d *deps) error {
 		return &reportedError{code: ExitError}
 	}
 	return nil
+}
+
+// selectPredictor returns the predictor of select --hw, and makes req ask
+// for NVLS when the profile has it.
+func selectPredictor(c *cli.Context, req *algorithms.Request, dt executor.ElemType) (algorithms.Predictor, error) {
+	hw, err := model.LoadProfile(c.String("hw"))
+	if err != nil {
+		return nil, err
+	}
+	mo, err := launchOption(c.String("launch"))
+	if err != nil {
+		return nil, err
+	}
+	mo.NoTimeline = true
+	req.NVLS = req.NVLS || hw.NVLS
+	return func(dir string, e algorithms.Entry) (float64, error) {
+		plan, err := executor.LoadFile(filepath.Join(dir, e.File))
+		if err != nil {
+			return 0, err
+		}
+		o := mo
+		o.RanksPerNode = e.RanksPerNode
+		pt, err := model.PredictSize(plan, req.Size, dt, req.InPlace, hw, o)
+		if err != nil {
+			return 0, err
+		}
+		return pt.Time, nil
+	}, nil
 }
 
 // printRejected lists the rejected plans: those of the asked collective,
