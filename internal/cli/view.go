@@ -51,7 +51,7 @@ func runView(c *cli.Context, d *deps) error {
 	}
 	p := view.Page{
 		Title:    fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(arg), tl.Collective, tl.Ranks),
-		Meta:     fmt.Sprintf("size %s, %s: %g %s from the first op's start to the last op's end", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock),
+		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock),
 		Timeline: tl,
 		Channels: view.ChannelsOf(inst),
 	}
