@@ -286,14 +286,11 @@ func runRun(c *cli.Context, d *deps) error {
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
+	table := newRunTable(w, o.dtype)
 
 	var (
-		totalWrong          uint64
-		busSum              float64
-		ran                 int
-		races, wrongResults bool
+		ran   int
+		races bool
 	)
 	for _, size := range o.sizes {
 		layout, inst, err := prepareSize(path, plan, size, o)
@@ -319,37 +316,14 @@ func runRun(c *cli.Context, d *deps) error {
 		}
 		ran++
 		races = races || res.race
-		count := size / uint64(o.dtype.Size())
-		redop := "none"
-		if layout.Reduces() {
-			redop = "sum"
-		}
-		algbw := float64(size) / 1e3 / res.timeUS
-		busbw := algbw * layout.BusFactor()
-		busSum += busbw
-		wrong := "-"
-		if res.checked {
-			wrong = fmt.Sprint(res.wrong)
-			totalWrong += res.wrong
-			wrongResults = wrongResults || res.wrong > 0
-		}
-		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f %6s\n", size, count, o.dtype.Name(), redop, -1, formatTime(res.timeUS), algbw, busbw, wrong)
+		table.row(layout, res)
 	}
-	status := "OK"
-	if totalWrong > 0 {
-		status = "FAILED"
-	}
-	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", totalWrong, status)
-	avg := 0.0
-	if ran > 0 {
-		avg = busSum / float64(ran)
-	}
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	table.end()
 	switch {
 	case races:
 		return &reportedError{code: ExitRace}
-	case wrongResults:
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, totalWrong)
+	case table.wrong > 0:
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
 		return &reportedError{code: ExitError}
 	case ran == 0:
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)

@@ -82,11 +82,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend cpu, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
-
-	var totalWrong uint64
-	var busSum float64
+	table := newRunTable(w, o.dtype)
 	ran := 0
 	for si, size := range o.sizes {
 		layout, inst, err := prepareSize(path, plan, size, o)
@@ -113,35 +109,13 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 			return &reportedError{code: code}
 		}
 		ran++
-		count := size / uint64(o.dtype.Size())
-		redop := "none"
-		if layout.Reduces() {
-			redop = "sum"
-		}
-		algbw := float64(size) / 1e3 / res.timeUS
-		busbw := algbw * layout.BusFactor()
-		busSum += busbw
-		wrong := "-"
-		if res.checked {
-			wrong = fmt.Sprint(res.wrong)
-			totalWrong += res.wrong
-		}
-		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f %6s\n", size, count, o.dtype.Name(), redop, -1, formatTime(res.timeUS), algbw, busbw, wrong)
+		table.row(layout, res)
 	}
-	status := "OK"
-	if totalWrong > 0 {
-		status = "FAILED"
-	}
-	fmt.Fprintf(w, "# Out of bounds values : %d %s\n", totalWrong, status)
-	avg := 0.0
-	if ran > 0 {
-		avg = busSum / float64(ran)
-	}
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	table.end()
 	switch {
-	case totalWrong > 0:
+	case table.wrong > 0:
 		if rank == 0 {
-			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, totalWrong)
+			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
 		}
 		return &reportedError{code: ExitError}
 	case ran == 0:
