@@ -89,15 +89,22 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 			return nil, nil, fmt.Errorf("%s: %w", e.File, err)
 		}
 		p := &Prediction{Hardware: o.Hardware.Name, Launch: launch, DType: o.DType.Name()}
+		var sizes []uint64
 		for s := o.MinSize; s <= o.MaxSize && s != 0; s *= 2 {
-			if s < e.MinMessageSize || s > e.MaxMessageSize {
-				continue
+			if s >= e.MinMessageSize && s <= e.MaxMessageSize {
+				sizes = append(sizes, s)
 			}
-			pt, err := model.PredictSize(plan, s, o.DType, e.InPlace, o.Hardware, o.Model)
-			if err != nil {
-				continue // a size the plan's chunking rejects
-			}
-			p.Sizes = append(p.Sizes, s)
+		}
+		mo := o.Model
+		mo.RanksPerNode = e.RanksPerNode
+		// Sizes the plan's chunking rejects are skipped; a plan that
+		// deadlocks in the simulation is an error.
+		pts, _, err := model.Sweep(plan, sizes, o.DType, e.InPlace, o.Hardware, mo)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", e.File, err)
+		}
+		for _, pt := range pts {
+			p.Sizes = append(p.Sizes, pt.Size)
 			p.TimesUS = append(p.TimesUS, pt.Time)
 		}
 		if len(p.Sizes) == 0 {
