@@ -191,7 +191,7 @@ func Fit(plan *executor.Plan, meas []Measurement, hw *Profile, opts Options, fo 
 			for _, dir := range []float64{1, -1} {
 				old := p.Value
 				nv := old * math.Exp(dir*step)
-				if fractions[names[i]] {
+				if isFraction(names[i]) {
 					nv = min(nv, 1)
 				}
 				if nv == old {

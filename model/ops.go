@@ -89,7 +89,6 @@ func regionBytes(reg executor.Region, st step) uint64 {
 // demand accumulates an op's demands on resources.
 type demand struct {
 	s     *sim
-	r     int
 	units float64
 	w     map[int]float64
 	order []int
@@ -147,7 +146,7 @@ func (s *sim) costOf(r int, st step) cost {
 	if isPortData(op) {
 		return cost{pre: p.OpUS.Value}
 	}
-	d := demand{s: s, r: r, w: map[int]float64{}}
+	d := demand{s: s, w: map[int]float64{}}
 	remoteRead, sw := false, false
 	for i, reg := range op.Src {
 		f := 1.0
@@ -386,7 +385,7 @@ func (s *sim) serve(tr *trigger) {
 		s.ranks[tr.dst].pkts = append(s.ranks[tr.dst].pkts, w)
 		s.wakeAll(&s.ranks[tr.dst].pktWaiters)
 	}
-	d := demand{s: s, r: tr.src, w: map[int]float64{}, units: float64(tr.bytes)}
+	d := demand{s: s, w: map[int]float64{}, units: float64(tr.bytes)}
 	d.move(tr.src, tr.dst, float64(tr.bytes))
 	s.startFlow(d.units, math.Inf(1), d.uses(), func() {
 		ch.inflight--

@@ -134,13 +134,24 @@ func (p *Params) Get(name string) (*Param, bool) {
 	return nil, false
 }
 
-// fractions are the parameters that must lie in (0, 1].
-var fractions = map[string]bool{"nvlink_efficiency": true, "nvls_efficiency": true, "nic_efficiency": true, "ll8_factor": true}
+// isFraction reports whether parameter name must lie in (0, 1].
+func isFraction(name string) bool {
+	switch name {
+	case "nvlink_efficiency", "nvls_efficiency", "nic_efficiency", "ll8_factor":
+		return true
+	}
+	return false
+}
 
-// positive are the parameters that must be above 0 (bandwidths, the
-// block's bytes in flight and the latencies it is divided by).
-var positive = map[string]bool{"block_inflight_kib": true, "local_latency_us": true, "hbm_gbps": true, "nvlink_gbps": true,
-	"nvlink_latency_us": true, "nic_gbps": true}
+// isPositive reports whether parameter name must be above 0 (bandwidths,
+// the block's bytes in flight and the latencies it is divided by).
+func isPositive(name string) bool {
+	switch name {
+	case "block_inflight_kib", "local_latency_us", "hbm_gbps", "nvlink_gbps", "nvlink_latency_us", "nic_gbps":
+		return true
+	}
+	return false
+}
 
 // Validate checks p's values; name is the file it came from, for errors.
 func (p *Profile) Validate(name string) error {
@@ -155,9 +166,9 @@ func (p *Profile) Validate(name string) error {
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
 			return fmt.Errorf("%s: field params.%s.value: %v, want a finite value ≥ 0", name, f.name, v)
-		case fractions[f.name] && (v <= 0 || v > 1):
+		case isFraction(f.name) && (v <= 0 || v > 1):
 			return fmt.Errorf("%s: field params.%s.value: %v, want a fraction in (0, 1]", name, f.name, v)
-		case positive[f.name] && v <= 0:
+		case isPositive(f.name) && v <= 0:
 			return fmt.Errorf("%s: field params.%s.value: %v, want a value above 0", name, f.name, v)
 		case strings.TrimSpace(f.p.Source) == "":
 			return fmt.Errorf("%s: field params.%s.source: missing; say where the value comes from", name, f.name)

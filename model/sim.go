@@ -163,7 +163,6 @@ type sim struct {
 	opts      Options
 	perNode   int
 	nvlsScale float64
-	blockCap  float64 // bytes/µs per block at local latency ... see capFor
 	now       float64
 	seq       uint64
 	events    eventHeap
@@ -174,7 +173,6 @@ type sim struct {
 	tbs       []*tbRun
 	tl        *timeline.Timeline
 	end       float64
-	err       error
 }
 
 func (s *sim) at(t float64, fn func()) {
@@ -288,9 +286,6 @@ func (s *sim) run() (float64, error) {
 		for len(s.events) > 0 && s.events[0].t <= s.now {
 			e := heap.Pop(&s.events).(event)
 			e.fn()
-		}
-		if s.err != nil {
-			return 0, s.err
 		}
 		if s.dirty {
 			shareRates(s.res, s.flows)
