@@ -89,7 +89,6 @@ type multi struct {
 	seq   uint64
 	// launches counts launches started (s.mu).
 	launches uint64
-	watch    *watch
 }
 
 func (m *multi) tag(k uint32) uint32 { return m.w.Tag + k }
@@ -228,9 +227,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	}
 	s.finishRanks()
 	m.startReceivers(s)
-	m.watch = newWatch(s)
-	m.wg.Add(1)
-	go m.watch.run(&m.wg)
+	Watch(WatchConfig{Net: w.Net, Ctx: mctx, Tag: m.tag(tagWatch), Timeout: s.timeout}, cpuWatch{s}, &m.wg)
 	return &RankSession{s: s, bufs: own}, nil
 }
 

@@ -10,10 +10,13 @@ package cpu
 // progress as its report, the job is deadlocked, and rank 0 sends every
 // suspect rank the list of every rank's blocked thread blocks, which it
 // raises as its launch's *executor.DeadlockError. Messages go to rank 0
-// on World.Tag+2 and come back on +3, as JSON.
+// on World.Tag+2 and come back on +3, as JSON. The protocol knows a
+// session only through WatchTarget, so the GPU backend's rank sessions
+// (gpu.OpenRank) use it too.
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -21,6 +24,48 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+)
+
+// WatchTarget is a rank session as the cross-process deadlock watch sees
+// it.
+type WatchTarget interface {
+	// WatchState returns the number of launches started, whether one is
+	// running (and not yet failed), and a counter that changes whenever
+	// the running launch makes progress.
+	WatchState() (launches uint64, active bool, progress uint64)
+	// WatchBlocked lists the rank's unfinished thread blocks of the
+	// running launch.
+	WatchBlocked() []executor.BlockedTB
+	// WatchDeadlock stops launch number launch, if it is still running,
+	// with the job-wide report.
+	WatchDeadlock(launch uint64, blocked []executor.BlockedTB)
+}
+
+// WatchConfig is where a rank's side of the deadlock watch runs.
+type WatchConfig struct {
+	// Net is the job's bootstrap; Ctx ends the watch.
+	Net Net
+	Ctx context.Context
+	// Tag is the first of the two message tags: reports to rank 0 on
+	// Tag, probes and verdicts back on Tag+1.
+	Tag uint32
+	// Timeout is how long a rank makes no progress before it reports.
+	Timeout time.Duration
+}
+
+// Watch starts this rank's side of the cross-process deadlock watch
+// (and on rank 0 the coordinator); its goroutines are counted in wg and
+// end with cfg.Ctx. Every rank of the job must run it with the same tag.
+func Watch(cfg WatchConfig, t WatchTarget, wg *sync.WaitGroup) {
+	w := &watch{cfg: cfg, t: t, rank: cfg.Net.Rank()}
+	wg.Add(1)
+	go w.run(wg)
+}
+
+// The watch's two tags, relative to WatchConfig.Tag.
+const (
+	watchReport = 0
+	watchReply  = 1
 )
 
 // watchMsg is one message of the deadlock watch.
@@ -37,11 +82,10 @@ type watchMsg struct {
 
 // watch is a rank's side of the deadlock watch.
 type watch struct {
-	s *session
-	m *multi
+	cfg  WatchConfig
+	t    WatchTarget
+	rank int
 }
-
-func newWatch(s *session) *watch { return &watch{s: s, m: s.mp} }
 
 // snap is a rank's progress: the launches it started and the current
 // launch's progress counter.
@@ -51,19 +95,28 @@ type snap struct {
 }
 
 func (w *watch) snapshot() snap {
-	s := w.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn := snap{launch: w.m.launches}
-	if l := s.cur; l != nil && !l.tbsDone && l.err == nil {
-		sn.active, sn.progress = true, l.progress.Load()
+	launch, active, progress := w.t.WatchState()
+	if !active {
+		progress = 0
 	}
-	return sn
+	return snap{active: active, launch: launch, progress: progress}
 }
 
-// blocked lists this rank's unfinished thread blocks.
-func (w *watch) blocked() []executor.BlockedTB {
-	s := w.s
+// cpuWatch is the CPU backend's rank session as a WatchTarget.
+type cpuWatch struct{ s *session }
+
+func (c cpuWatch) WatchState() (uint64, bool, uint64) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil && !l.tbsDone && l.err == nil {
+		return s.mp.launches, true, l.progress.Load()
+	}
+	return s.mp.launches, false, 0
+}
+
+func (c cpuWatch) WatchBlocked() []executor.BlockedTB {
+	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.cur; l != nil {
@@ -72,12 +125,21 @@ func (w *watch) blocked() []executor.BlockedTB {
 	return nil
 }
 
+func (c cpuWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil && s.mp.launches == launch {
+		l.abort(&executor.DeadlockError{Blocked: blocked})
+	}
+}
+
 func (w *watch) send(msg watchMsg, to int, tag uint32) {
 	data, err := json.Marshal(msg)
 	if err == nil {
 		// A failed send means the job is going down; the launches learn
 		// it from their context.
-		_ = w.m.w.Net.Send(w.m.ctx, to, w.m.tag(tag), data)
+		_ = w.cfg.Net.Send(w.cfg.Ctx, to, w.cfg.Tag+tag, data)
 	}
 }
 
@@ -85,20 +147,20 @@ func (w *watch) send(msg watchMsg, to int, tag uint32) {
 // of rank 0's probes and verdicts, and on rank 0 the coordinator.
 func (w *watch) run(wg *sync.WaitGroup) {
 	defer wg.Done()
-	if w.m.rank == 0 {
+	if w.rank == 0 {
 		wg.Add(1)
 		go w.coordinate(wg)
 	}
 	wg.Add(1)
 	go w.answer(wg)
-	timeout := w.s.timeout
+	timeout := w.cfg.Timeout
 	tick := max(timeout/8, time.Millisecond)
 	tk := time.NewTicker(tick)
 	defer tk.Stop()
 	last, since, reported := w.snapshot(), time.Now(), false
 	for {
 		select {
-		case <-w.m.ctx.Done():
+		case <-w.cfg.Ctx.Done():
 			return
 		case now := <-tk.C:
 			cur := w.snapshot()
@@ -106,7 +168,7 @@ func (w *watch) run(wg *sync.WaitGroup) {
 				last, since = cur, now
 				if reported {
 					reported = false
-					w.send(watchMsg{Kind: "resumed", Launch: cur.launch, Progress: cur.progress}, 0, tagWatch)
+					w.send(watchMsg{Kind: "resumed", Launch: cur.launch, Progress: cur.progress}, 0, watchReport)
 				}
 				continue
 			}
@@ -116,7 +178,7 @@ func (w *watch) run(wg *sync.WaitGroup) {
 				if cur.active {
 					kind = "suspect"
 				}
-				w.send(watchMsg{Kind: kind, Active: cur.active, Launch: cur.launch, Progress: cur.progress}, 0, tagWatch)
+				w.send(watchMsg{Kind: kind, Active: cur.active, Launch: cur.launch, Progress: cur.progress}, 0, watchReport)
 			}
 		}
 	}
@@ -126,7 +188,7 @@ func (w *watch) run(wg *sync.WaitGroup) {
 func (w *watch) answer(wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
-		data, err := w.m.w.Net.Recv(w.m.ctx, 0, w.m.tag(tagWatchReply))
+		data, err := w.cfg.Net.Recv(w.cfg.Ctx, 0, w.cfg.Tag+watchReply)
 		if err != nil {
 			return
 		}
@@ -139,16 +201,11 @@ func (w *watch) answer(wg *sync.WaitGroup) {
 			cur := w.snapshot()
 			r := watchMsg{Kind: "reply", Round: msg.Round, Active: cur.active, Launch: cur.launch, Progress: cur.progress}
 			if cur.active {
-				r.Blocked = w.blocked()
+				r.Blocked = w.t.WatchBlocked()
 			}
-			w.send(r, 0, tagWatch)
+			w.send(r, 0, watchReport)
 		case "deadlock":
-			s := w.s
-			s.mu.Lock()
-			if l := s.cur; l != nil && w.m.launches == msg.Launch {
-				l.abort(&executor.DeadlockError{Blocked: msg.Blocked})
-			}
-			s.mu.Unlock()
+			w.t.WatchDeadlock(msg.Launch, msg.Blocked)
 		}
 	}
 }
@@ -169,14 +226,14 @@ type watchEvent struct {
 // and declares deadlocks.
 func (w *watch) coordinate(wg *sync.WaitGroup) {
 	defer wg.Done()
-	n := w.m.w.Net.Size()
+	n := w.cfg.Net.Size()
 	events := make(chan watchEvent)
 	for r := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				data, err := w.m.w.Net.Recv(w.m.ctx, r, w.m.tag(tagWatch))
+				data, err := w.cfg.Net.Recv(w.cfg.Ctx, r, w.cfg.Tag+watchReport)
 				if err != nil {
 					return
 				}
@@ -186,7 +243,7 @@ func (w *watch) coordinate(wg *sync.WaitGroup) {
 				}
 				select {
 				case events <- watchEvent{r, msg}:
-				case <-w.m.ctx.Done():
+				case <-w.cfg.Ctx.Done():
 					return
 				}
 			}
@@ -201,7 +258,7 @@ func (w *watch) coordinate(wg *sync.WaitGroup) {
 	for {
 		var ev watchEvent
 		select {
-		case <-w.m.ctx.Done():
+		case <-w.cfg.Ctx.Done():
 			return
 		case ev = <-events:
 		}
@@ -225,7 +282,7 @@ func (w *watch) coordinate(wg *sync.WaitGroup) {
 					ranks[r].kind, ranks[r].reply = "running", nil
 				}
 				for r, m := range verdict {
-					w.send(m, r, tagWatchReply)
+					w.send(m, r, watchReply)
 				}
 			}
 			continue
@@ -237,7 +294,7 @@ func (w *watch) coordinate(wg *sync.WaitGroup) {
 		probing = true
 		for r := range ranks {
 			ranks[r].reply = nil
-			w.send(watchMsg{Kind: "probe", Round: round}, r, tagWatchReply)
+			w.send(watchMsg{Kind: "probe", Round: round}, r, watchReply)
 		}
 	}
 }
