@@ -127,14 +127,18 @@ func runModel(c *cli.Context, d *deps) error {
 	}
 	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective %s, %d ranks (%d node(s) of %d), protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), nodes, perNode, plan.Protocol)
 	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, in-place %v, LL%d\n#\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), o.inPlace, map[bool]int{false: 16, true: 8}[o.opts.LL8])
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw")
-	fmt.Fprintf(w, "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)")
+	// run's table; #wrong is "-", as for a run whose results are not
+	// checked.
+	table := newRunTable(w, o.dtype)
 	opts := o.opts
 	opts.NoTimeline = true
 	ran := 0
-	var busSum float64
 	for _, size := range sizes {
-		pt, err := model.PredictSize(plan, size, o.dtype, o.inPlace, o.hw, opts)
+		layout, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace)
+		var pt *model.Point
+		if err == nil {
+			pt, err = model.PredictSize(plan, size, o.dtype, o.inPlace, o.hw, opts)
+		}
 		if err != nil {
 			if sweep && !isDeadlock(err) {
 				fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
@@ -143,16 +147,11 @@ func runModel(c *cli.Context, d *deps) error {
 			return atSize(path, size, in.locate(err))
 		}
 		ran++
-		busSum += pt.BusBW
-		redop := "none"
-		if l, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace); err == nil && l.Reduces() {
-			redop = "sum"
-		}
-		fmt.Fprintf(w, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f\n", size, size/uint64(o.dtype.Size()), o.dtype.Name(), redop, -1, formatTime(pt.Time), pt.AlgBW, pt.BusBW)
+		table.row(layout, runResult{timeUS: pt.Time})
 	}
 	avg := 0.0
-	if ran > 0 {
-		avg = busSum / float64(ran)
+	if table.rows > 0 {
+		avg = table.busSum / float64(table.rows)
 	}
 	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
 	if ran == 0 {

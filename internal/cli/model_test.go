@@ -35,7 +35,7 @@ func TestModel(t *testing.T) {
 			stdout: []*regexp.Regexp{
 				regexp.MustCompile(`# mscclgo model .*: plan "allreduce_nvls_zero_copy", collective allreduce, 8 ranks \(1 node\(s\) of 8\), protocol Simple`),
 				regexp.MustCompile(`# predicted on h100-sxm .*graph launch, dtype half, in-place true, LL16`),
-				regexp.MustCompile(`\n        1024           512      half     sum      -1     \d\.\d\d    0\.\d\d    0\.\d\d\n        2048 .*\n        4096 `),
+				regexp.MustCompile(`\n        1024           512      half     sum      -1     \d\.\d\d    0\.\d\d    0\.\d\d      -\n        2048 .*\n        4096 `),
 				regexp.MustCompile(`# Avg bus bandwidth`),
 			}},
 		{name: "kernel launch costs more", args: []string{"model", nvlsPort, "--size", "1K", "--launch", "kernel"},
