@@ -67,22 +67,34 @@ func evalVarPlan(t testing.TB, file, src string, defines map[string]string) *exe
 	return plan
 }
 
-func TestAllToAllVRuns(t *testing.T) {
-	t.Parallel()
-	plans := []struct {
-		name, file, src string
-		defines         map[string]string
-	}{
+// varTestPlan is an alltoallv program the tests run: a bundled
+// algorithm (file) or the source src, with defines.
+type varTestPlan struct {
+	name, file, src string
+	defines         map[string]string
+}
+
+// varTestPlans are the programs TestAllToAllVRuns and the GPU
+// differential test run.
+func varTestPlans() []varTestPlan {
+	return []varTestPlan{
 		{"single node", "alltoallv.star", "", map[string]string{"world_size": "4"}},
 		{"single node, 3 instances", "alltoallv.star", "", map[string]string{"world_size": "3", "instances": "3"}},
 		{"port channels", "alltoallv_port.star", "", map[string]string{"world_size": "4", "ranks_per_node": "2"}},
 		{"scratch pipeline", "staged.star", stagedStar, map[string]string{"world_size": "3"}},
 	}
-	type tc struct {
-		name string
-		m    func(n int) [][]int64
-	}
-	cases := []tc{
+}
+
+// varTestMatrix is a named counts matrix generator over n ranks.
+type varTestMatrix struct {
+	name string
+	m    func(n int) [][]int64
+}
+
+// varTestMatrices are the counts matrices the alltoallv tests run every
+// plan of varTestPlans with.
+func varTestMatrices() []varTestMatrix {
+	return []varTestMatrix{
 		{"all zeros", func(n int) [][]int64 { return executor.UniformMatrix(n, 0) }},
 		{"one peer only", func(n int) [][]int64 {
 			m := executor.UniformMatrix(n, 0)
@@ -118,6 +130,11 @@ func TestAllToAllVRuns(t *testing.T) {
 			return m
 		}},
 	}
+}
+
+func TestAllToAllVRuns(t *testing.T) {
+	t.Parallel()
+	plans, cases := varTestPlans(), varTestMatrices()
 	for _, pl := range plans {
 		plan := evalVarPlan(t, pl.file, pl.src, pl.defines)
 		vp, err := executor.NewVarPlan(plan)

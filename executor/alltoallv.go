@@ -28,8 +28,11 @@ type VarPlan struct {
 	pipes []varPipe
 	// maxScratch is the largest scratch_chunks of any rank.
 	maxScratch uint64
-	// bound is set after a successful Bind.
-	bound bool
+	// bound is set after a successful Bind; counts and elem are its
+	// arguments (Bound, for backends that resolve operands themselves).
+	bound  bool
+	counts *Counts
+	elem   int
 }
 
 // varRef is one operand: the region it fills and how to compute it.
@@ -73,6 +76,7 @@ func NewVarPlan(p *Plan) (*VarPlan, error) {
 	// pipeline to 0 iterations; Bind fills in the real ones.
 	res := &resolver{p: p, inst: inst, lays: lays}
 	vp := &VarPlan{Plan: p, inst: inst}
+	inst.Var = vp
 	for r := range p.GPUs {
 		ri, err := res.rank(r)
 		if err != nil {
@@ -262,7 +266,7 @@ func (vp *VarPlan) Bind(c *Counts, elem int) (*Instance, error) {
 		}
 		pp.op.Iterations = int(ceilDiv(big, pp.op.UnitSize))
 	}
-	vp.bound = true
+	vp.bound, vp.counts, vp.elem = true, c, elem
 	return inst, nil
 }
 

@@ -265,6 +265,10 @@ type Instance struct {
 	// double-buffer factors (§1.11).
 	ScratchBytes uint64
 	Ranks        []RankInstance
+	// Var is, for an instance of a variable-size (alltoallv) plan, the
+	// VarPlan that binds it to each call's counts (its operand terms and
+	// the counts of the last Bind); nil for every other plan.
+	Var *VarPlan
 }
 
 // RankInstance is the resolved state of one rank.

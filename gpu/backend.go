@@ -47,9 +47,6 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if b.cfg.Open == nil {
 		return nil, fmt.Errorf("%s: no driver", b.cfg.Name)
 	}
-	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
-		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan, whose block sizes change per call: the GPU backends do not run variable-size plans yet (docs/gpu.md §10); use the cpu backend", b.cfg.Name, inst.Plan.Name)
-	}
 	dt, err := dtypeCode(opts.DType)
 	if err != nil {
 		return nil, err
@@ -76,6 +73,13 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err := s.place(b.cfg.Threads); err != nil {
 		s.release()
 		return nil, err
+	}
+	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
+		// Variable-size plans: terms and the per-call table (varsize.go).
+		if err := s.openVar(); err != nil {
+			s.release()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -124,8 +128,9 @@ type session struct {
 	host   HostMem  // control, progress, FIFOs, port inbound counters
 	tblDev struct{ blocks, ops, regions, ids DevPtr }
 	ranks  []*rankDev
-	ranksT DevPtr // mg_rank[n]
-	args   DevPtr // mg_args
+	ranksT DevPtr      // mg_rank[n]
+	args   DevPtr      // mg_args
+	v      *varSession // alltoallv plans (varsize.go), else nil
 
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
@@ -419,6 +424,11 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		s.checked = shape
+	}
+	if s.v != nil {
+		if err := s.prepareVar(bufs); err != nil {
+			return err
+		}
 	}
 	if err := s.placeBuffers(bufs); err != nil {
 		return err

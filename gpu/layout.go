@@ -105,6 +105,7 @@ type mgControl struct {
 type mgArgs struct {
 	Blocks, Ops, Regions, IDs, Ranks, Progress, Control, ScratchOffset uint64
 	NBlocks, NRanks, Flag, DType, Packet, Shmem                        uint32
+	VTerms, VTable                                                     uint64
 }
 
 type mgShared struct {
@@ -124,7 +125,7 @@ const (
 	sizeRank     = 128
 	sizeProgress = 56
 	sizeControl  = 64
-	sizeArgs     = 88
+	sizeArgs     = 104
 	sizeShared   = 56
 )
 

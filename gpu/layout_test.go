@@ -17,7 +17,7 @@ import (
 func goFields() []clayout.Field {
 	var out []clayout.Field
 	for _, v := range []any{mgRegion{}, mgOp{}, mgBlock{}, mgSwitch{}, mgBarrier{}, mgTrigger{}, mgFifo{},
-		mgRank{}, mgProgress{}, mgControl{}, mgArgs{}, mgShared{}} {
+		mgRank{}, mgProgress{}, mgControl{}, mgArgs{}, mgShared{}, mgVTerm{}, mgVTable{}} {
 		t := reflect.TypeOf(v)
 		out = append(out, clayout.Field{Type: t.Name(), Size: binary.Size(v)})
 		off := 0
@@ -43,7 +43,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		want int
 	}{{mgRegion{}, sizeRegion}, {mgOp{}, sizeOp}, {mgBlock{}, sizeBlock}, {mgSwitch{}, sizeSwitch},
 		{mgBarrier{}, sizeBarrier}, {mgFifo{}, sizeFifo}, {mgRank{}, sizeRank}, {mgProgress{}, sizeProgress},
-		{mgControl{}, sizeControl}, {mgArgs{}, sizeArgs}, {mgShared{}, sizeShared}} {
+		{mgControl{}, sizeControl}, {mgArgs{}, sizeArgs}, {mgShared{}, sizeShared},
+		{mgVTerm{}, sizeVTerm}, {mgVTable{}, sizeVTable}} {
 		if got := binary.Size(c.v); got != c.want {
 			t.Errorf("%T: binary size %d, layout.go says %d", c.v, got, c.want)
 		}

@@ -49,6 +49,7 @@ func (s *session) run(ctx context.Context) error {
 		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
 		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
 	}
+	args.VTerms, args.VTable = s.varArgs()
 	if err := s.d.HtoD(s.args, encode(args)); err != nil {
 		return fmt.Errorf("%s: writing the launch arguments: %w", s.name, err)
 	}

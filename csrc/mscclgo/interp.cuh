@@ -8,6 +8,7 @@
 
 #include "mscclgo/layout.h"
 #include "mscclgo/prim.h"
+#include "mscclgo/varsize.cuh"
 
 namespace mg {
 
@@ -782,6 +783,10 @@ MG_DEV void run(const mg_args* a) {
   uint32_t* sids = reinterpret_cast<uint32_t*>(sm + ids_at);
   for (uint32_t i = tid(); i < blk->n_ids; i += nthreads()) sids[i] = gids[i];
   block_sync();
+  // Variable-size plans: this call's regions and pipeline iterations.
+  if (a->vtable != 0) {
+    resolve_var(a, blk, reinterpret_cast<mg_region*>(sm + regions_at), reinterpret_cast<mg_op*>(sm + ops_at));
+  }
 
   Ctx c;
   c.a = a;

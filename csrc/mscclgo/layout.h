@@ -212,7 +212,39 @@ typedef struct mg_args {
   uint32_t dtype;   // MG_F16...
   uint32_t packet;  // LL packet bytes: 16 or 8
   uint32_t shmem;   // dynamic shared memory bytes of every block
+  uint64_t vterms;  // mg_vterm[], one per region, of an alltoallv plan; 0 otherwise
+  uint64_t vtable;  // mg_vtable of this call (alltoallv plans); 0 otherwise
 } mg_args;
+
+// ---- variable-size (alltoallv) plans ----------------------------------------
+// Their operands' bytes come from each call's counts and displacements
+// (docs/executor.md §14). The host writes the call's mg_vtable into a
+// fixed device buffer before the launch; every block resolves its regions
+// and pipeline iteration counts from it in its prologue (varsize.cuh), so
+// the op records, regions and launch arguments never change between calls.
+
+// mg_vterm is how one region is computed (executor.VarTerm).
+typedef struct mg_vterm {
+  uint32_t index;       // first chunk
+  uint32_t size;        // chunks
+  uint32_t tbg_id;      // thread-block-group member
+  uint32_t tbg_n;       // group size, 0 without a group
+  int32_t owner;        // rank whose counts and displacements apply
+  int32_t counterpart;  // scratch: block-relative region whose whole size it takes, -1: none
+  uint8_t buf;          // MG_INPUT, MG_OUTPUT, MG_SCRATCH
+  uint8_t pad[7];
+} mg_vterm;
+
+// mg_vtable is one call's table, followed by four n_ranks x n_ranks
+// arrays of uint64_t in elements, row = owner rank: send counts, send
+// displacements, receive counts, receive displacements.
+typedef struct mg_vtable {
+  uint64_t chunk_bytes;  // scratch chunk bytes of this call
+  uint32_t n_ranks;
+  uint32_t per;   // chunks per block
+  uint32_t elem;  // element bytes
+  uint32_t pad;
+} mg_vtable;
 
 // mg_shared is the head of a block's dynamic shared memory; its ops,
 // regions and ids follow, each array 8-byte aligned.

@@ -3,8 +3,9 @@ package cli
 // alltoallv.go holds `mscclgo run` for alltoallv plans (--counts): the
 // counts come from a file or a generator, the plan is resolved once
 // (executor.NewVarPlan) and bound to the counts, run on the CPU backend
-// and every byte of every output is compared with a direct all-to-all-v
-// computed in Go.
+// or a GPU backend (whose kernel resolves the operands from a per-call
+// table, docs/gpu.md §10), and every byte of every output is compared
+// with a direct all-to-all-v computed in Go.
 
 import (
 	"context"
@@ -16,7 +17,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 )
 
 // countsFlag is run's --counts flag.
@@ -34,13 +34,23 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if spec == "" {
 		return usageErr("%s: an alltoallv plan has per-call block sizes: give --counts FILE or a generator (uniform, random, moe), not --size", path)
 	}
-	for _, f := range []string{"size", "minbytes", "maxbytes", "split-mask", "in-place", "integer-fill", "threads", "ll8"} {
+	for _, f := range []string{"size", "minbytes", "maxbytes", "split-mask", "in-place", "integer-fill", "ll8"} {
 		if c.IsSet(f) {
 			return usageErr("--%s does not apply to an alltoallv run (the sizes come from --counts)", f)
 		}
 	}
-	if b := c.String("backend"); b != "" && b != "cpu" {
-		return fmt.Errorf("%s: --backend %s: the GPU backends do not run alltoallv plans yet (docs/gpu.md, Variable-size plans); use --backend cpu", path, b)
+	rb, err := pickBackend(c.String("backend"))
+	if err != nil {
+		return err
+	}
+	if rb.name == "cpu" && c.IsSet("threads") {
+		return usageErr("--threads applies to the gpu and gpu-emu backends")
+	}
+	if rb.name != "cpu" && c.Bool("race") {
+		return usageErr("--race: the %s backend does not detect races; the cpu backend does", rb.name)
+	}
+	if t := c.Int("threads"); t < 0 || t > executor.MaxThreadsPerBlock {
+		return usageErr("--threads %d: want 1 to %d", t, executor.MaxThreadsPerBlock)
 	}
 	dt, err := executor.ParseDType(c.String("dtype"))
 	if err != nil {
@@ -83,7 +93,8 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 		return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, need, budget.bytes)
 	}
 	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
-	sess, err := cpu.New().Open(inst, opts)
+	backend := rb.new(c.Int("threads"))
+	sess, err := backend.Open(inst, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -96,7 +107,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	total := uint64(counts.Total()) * uint64(elem)
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
-	fmt.Fprintf(w, "# backend cpu, dtype %s, iters %d, counts %s, race detection %v\n", dt.Name(), iters, spec, opts.Race)
+	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
 	var elapsed time.Duration
 	var wrong uint64
@@ -108,6 +119,10 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 		start := time.Now()
 		err := sess.Launch(ctx, bufs)
 		took := time.Since(start)
+		if dt, ok := sess.(deviceTimer); ok {
+			// The kernel alone, as run reports for the GPU backends.
+			took = dt.DeviceTime()
+		}
 		var re *executor.RaceError
 		var de *executor.DeadlockError
 		switch {
