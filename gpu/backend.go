@@ -135,7 +135,14 @@ type session struct {
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
 	checked []bufShape // the buffer shapes cpu.Check last accepted
+
+	// mp is the multi-process part of a rank session (rank.go); nil when
+	// the session runs every rank.
+	mp *multi
 }
+
+// local reports whether rank r runs in this process.
+func (s *session) local(r int) bool { return s.mp == nil || r == s.mp.rank }
 
 // rankDev is one rank's device state.
 type rankDev struct {
@@ -244,10 +251,13 @@ func (s *session) place(threads int) error {
 	for r := range inst.Ranks {
 		ri := &inst.Ranks[r]
 		rd := &rankDev{ri: ri, fifoOff: hostLen}
+		s.ranks = append(s.ranks, rd)
+		if !s.local(r) {
+			continue
+		}
 		hostLen += sizeFifo
 		rd.portOff = hostLen
 		hostLen += align8(8 * uint64(len(ri.PortChannels)))
-		s.ranks = append(s.ranks, rd)
 	}
 	h, err := s.d.AllocHost(hostLen)
 	if err != nil {
@@ -274,39 +284,41 @@ func (s *session) place(threads int) error {
 	// holds, in order: mem inbound, mem expected, mem peer pointers, port
 	// expected, semaphores, barriers, switches and their members, FIFO head.
 	for r, rd := range s.ranks {
+		if !s.local(r) {
+			continue
+		}
 		ri := rd.ri
 		if rd.scratch, err = s.alloc(inst.ScratchBytes); err != nil {
 			return err
 		}
-		nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
-		off := uint64(0)
-		at := func(n uint64) uint64 { o := off; off += align8(n); return o }
-		memIn, memExp, memPeer := at(8*nm), at(8*nm), at(8*nm)
-		portExp := at(8 * np)
-		sems := at(8 * uint64(len(ri.Semaphores)))
-		bars := at(sizeBarrier * numBarriers)
-		sws := at(sizeSwitch * uint64(len(ri.Switches)))
-		memberAt := make([]uint64, len(ri.Switches))
-		for i, g := range ri.Switches {
-			memberAt[i] = at(4 * uint64(len(g.Ranks)))
-		}
-		head := at(8)
-		if rd.state, err = s.alloc(off); err != nil {
+		sl := layoutState(ri)
+		if rd.state, err = s.alloc(sl.size); err != nil {
 			return err
 		}
 		base := uint64(rd.state)
+		nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
 		rd.rec = mgRank{
-			MemInbound: base + memIn, MemExpected: base + memExp, MemPeer: base + memPeer,
-			PortInbound: uint64(h.Dev()) + rd.portOff, PortExpected: base + portExp,
-			Sems: base + sems, Barriers: base + bars, Switches: base + sws,
-			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + head,
+			MemInbound: base + sl.memIn, MemExpected: base + sl.memExp, MemPeer: base + sl.memPeer,
+			PortInbound: uint64(h.Dev()) + rd.portOff, PortExpected: base + sl.portExp,
+			Sems: base + sl.sems, Barriers: base + sl.bars, Switches: base + sl.sws,
+			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
 			ReuseSlot: inst.ScratchSlot(r),
 			NMem:      uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
 		}
 	}
+	if s.mp != nil {
+		// The rank's buffers, the exchange of handles with the peers and
+		// the peers' addresses.
+		if err := s.mp.connect(s); err != nil {
+			return err
+		}
+	}
 	// The state blocks' initial images need every rank's addresses (peer
 	// counters), so they are written once all are allocated.
-	for _, rd := range s.ranks {
+	for r, rd := range s.ranks {
+		if !s.local(r) {
+			continue
+		}
 		img := make([]byte, 0, 256)
 		ri := rd.ri
 		put := func(b []byte) {
@@ -351,7 +363,35 @@ func (s *session) place(threads int) error {
 	if s.args, err = s.alloc(sizeArgs); err != nil {
 		return err
 	}
+	if s.mp != nil {
+		return s.mp.writeRanks(s)
+	}
 	return nil
+}
+
+// stateLayout is where a rank's state block keeps each object: mem
+// inbound, mem expected, mem peer pointers, port expected, semaphores,
+// barriers, switches and their members, FIFO head.
+type stateLayout struct {
+	memIn, memExp, memPeer, portExp, sems, bars, sws, head, size uint64
+}
+
+func layoutState(ri *executor.RankInstance) stateLayout {
+	var sl stateLayout
+	nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
+	off := uint64(0)
+	at := func(n uint64) uint64 { o := off; off += align8(n); return o }
+	sl.memIn, sl.memExp, sl.memPeer = at(8*nm), at(8*nm), at(8*nm)
+	sl.portExp = at(8 * np)
+	sl.sems = at(8 * uint64(len(ri.Semaphores)))
+	sl.bars = at(sizeBarrier * numBarriers)
+	sl.sws = at(sizeSwitch * uint64(len(ri.Switches)))
+	for _, g := range ri.Switches {
+		at(4 * uint64(len(g.Ranks)))
+	}
+	sl.head = at(8)
+	sl.size = off
+	return sl
 }
 
 func sortedRanks(rs []int) []int32 {

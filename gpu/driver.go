@@ -60,9 +60,23 @@ type Driver interface {
 	Copy(dst, src DevPtr, n uint64, packets bool) error
 	// Fence waits until every earlier Copy is complete and visible.
 	Fence() error
+	// IpcGet exports the allocation that starts at p (from Alloc) to
+	// other processes on the same host, as cuIpcGetMemHandle does.
+	IpcGet(p DevPtr) (IpcHandle, error)
+	// IpcOpen maps another process's exported allocation into this
+	// device's address space, as cuIpcOpenMemHandle does; the memory
+	// stays the exporter's (IpcClose unmaps it, Free must not be used).
+	IpcOpen(h IpcHandle) (DevPtr, error)
+	// IpcClose unmaps memory from IpcOpen.
+	IpcClose(p DevPtr) error
 	// Close releases the driver.
 	Close() error
 }
+
+// IpcHandle names an exported allocation for IpcOpen in another process
+// on the same host: the 64 bytes of a CUipcMemHandle on a GPU, a memory
+// file's process, descriptor and size on the emulated device.
+type IpcHandle [64]byte
 
 // HostMem is pinned host memory mapped into the device. Its words are
 // accessed with atomics, since the kernel reads and writes them while it

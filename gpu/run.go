@@ -30,13 +30,16 @@ func (s *session) run(ctx context.Context) error {
 			s.host.Store(at+w, 0)
 		}
 	}
-	ranks := make([]mgRank, len(s.ranks))
-	for r, rd := range s.ranks {
-		ranks[r] = rd.rec
-		ranks[r].Buf = [3]uint64{uint64(s.bufs[r].in), uint64(s.bufs[r].out), uint64(rd.scratch)}
-	}
-	if err := s.d.HtoD(s.ranksT, encode(ranks)); err != nil {
-		return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+	if s.mp == nil {
+		// A rank session wrote its table once, at Open (rank.go).
+		ranks := make([]mgRank, len(s.ranks))
+		for r, rd := range s.ranks {
+			ranks[r] = rd.rec
+			ranks[r].Buf = [3]uint64{uint64(s.bufs[r].in), uint64(s.bufs[r].out), uint64(rd.scratch)}
+		}
+		if err := s.d.HtoD(s.ranksT, encode(ranks)); err != nil {
+			return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+		}
 	}
 	var so uint64
 	if s.double && s.flag%2 == 0 {
@@ -67,7 +70,7 @@ func (s *session) run(ctx context.Context) error {
 	var perr proxyErrors
 	var proxies []*proxy
 	for r, rd := range s.ranks {
-		if len(rd.ri.PortChannels) == 0 {
+		if len(rd.ri.PortChannels) == 0 || !s.local(r) {
 			continue
 		}
 		p := &proxy{s: s, rank: r, rd: rd, drain: make(chan uint64, 1)}
@@ -82,6 +85,9 @@ func (s *session) run(ctx context.Context) error {
 		}()
 	}
 	wd := &watchdog{s: s, grid: grid, proxies: proxies}
+	if s.mp != nil {
+		s.mp.started(wd)
+	}
 	wdDone := make(chan struct{})
 	go func() {
 		defer close(wdDone)
@@ -103,6 +109,18 @@ func (s *session) run(ctx context.Context) error {
 		p.drain <- binary.LittleEndian.Uint64(head)
 	}
 	wg.Wait()
+	if s.mp != nil {
+		// Every transfer to another process is applied there before the
+		// launch counts as finished; then the job's verdict, if any.
+		if werr == nil && perr.first() == nil && wd.result() == nil {
+			if err := s.mp.fence(ctx); err != nil {
+				perr.add(fmt.Errorf("%s: rank %d: waiting for peers to apply port traffic: %w", s.name, s.mp.rank, err))
+			}
+		}
+		if v := s.mp.ended(); v != nil && wd.result() == nil {
+			wd.reason = v
+		}
+	}
 	if werr != nil {
 		return fmt.Errorf("%s: kernel: %w", s.name, werr)
 	}
@@ -191,6 +209,9 @@ func (p *proxy) handle(dst, src, size, w3 uint64) error {
 	kind := w3 & 0xff
 	ch := int((w3 >> 8) & 0xffffffff)
 	d := p.s.d
+	if mp := p.s.mp; mp != nil {
+		return mp.handle(p.s, dst, src, size, kind, ch)
+	}
 	if kind&trigData != 0 && size > 0 {
 		if err := d.Copy(DevPtr(dst), DevPtr(src), size, kind&trigPackets != 0); err != nil {
 			return fmt.Errorf("%s: proxy of rank %d: copy of %d bytes: %w", p.s.name, p.rank, size, err)
@@ -280,8 +301,19 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 		case now := <-tk.C:
 			cur := w.read()
 			marks, running := w.progress(cur)
-			if running || !slices.Equal(marks, last) {
+			moved := running || !slices.Equal(marks, last)
+			if moved {
 				last, since = marks, now
+			}
+			if w.s.mp != nil {
+				// Across processes the job-wide watch decides (rank.go):
+				// it sees this rank's progress.
+				if moved {
+					w.s.mp.moved()
+				}
+				continue
+			}
+			if moved {
 				continue
 			}
 			if now.Sub(since) < w.s.timeout {

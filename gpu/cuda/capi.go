@@ -4,8 +4,9 @@ package cuda
 
 // capi.go holds the cgo wrappers of the driver calls gorgonia.org/cu does
 // not wrap: mapped pinned host memory (cuMemHostAlloc with
-// CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer) and
-// cuFuncSetAttribute, plus Error, the error value of a failed call. Each
+// CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer),
+// cuFuncSetAttribute and CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle
+// with lazy peer access, cuIpcCloseMemHandle), plus Error, the error value of a failed call. Each
 // wrapper expects the driver's context to be current on the calling
 // thread (driver.do).
 
@@ -47,6 +48,23 @@ static CUresult mg_set_max_dynamic_shared(void* f, int bytes) {
 	return cuFuncSetAttribute((CUfunction)f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
+// mg_ipc_get exports the allocation at p into the 64 bytes at h.
+static CUresult mg_ipc_get(CUdeviceptr p, void* h) {
+	CUipcMemHandle mh;
+	CUresult r = cuIpcGetMemHandle(&mh, p);
+	if (r == CUDA_SUCCESS) memcpy(h, &mh, sizeof mh);
+	return r;
+}
+
+// mg_ipc_open maps the allocation the 64 bytes at h name.
+static CUresult mg_ipc_open(CUdeviceptr* p, const void* h) {
+	CUipcMemHandle mh;
+	memcpy(&mh, h, sizeof mh);
+	return cuIpcOpenMemHandle(p, mh, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+}
+
+static CUresult mg_ipc_close(CUdeviceptr p) { return cuIpcCloseMemHandle(p); }
+
 // mg_error_name returns the driver's name of a result code, or NULL.
 static const char* mg_error_name(int code) {
 	const char* s = NULL;
@@ -81,6 +99,32 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s: %s (%d)", e.Call, C.GoString(s), e.Code)
 	}
 	return fmt.Sprintf("%s: CUresult %d", e.Call, e.Code)
+}
+
+// ipcGet exports the allocation that starts at p.
+func ipcGet(p uint64) ([64]byte, error) {
+	var h [64]byte
+	if r := C.mg_ipc_get(C.CUdeviceptr(p), unsafe.Pointer(&h[0])); r != C.CUDA_SUCCESS {
+		return h, &Error{Call: "cuIpcGetMemHandle", Code: int(r)}
+	}
+	return h, nil
+}
+
+// ipcOpen maps another process's exported allocation.
+func ipcOpen(h [64]byte) (uint64, error) {
+	var p C.CUdeviceptr
+	if r := C.mg_ipc_open(&p, unsafe.Pointer(&h[0])); r != C.CUDA_SUCCESS {
+		return 0, &Error{Call: "cuIpcOpenMemHandle", Code: int(r)}
+	}
+	return uint64(p), nil
+}
+
+// ipcClose unmaps memory from ipcOpen.
+func ipcClose(p uint64) error {
+	if r := C.mg_ipc_close(C.CUdeviceptr(p)); r != C.CUDA_SUCCESS {
+		return &Error{Call: "cuIpcCloseMemHandle", Code: int(r)}
+	}
+	return nil
 }
 
 // hostAlloc returns n bytes of zeroed, pinned, device-mapped host memory

@@ -234,6 +234,43 @@ func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
 	return h, nil
 }
 
+// IpcGet exports the allocation at p (cuIpcGetMemHandle).
+func (d *driver) IpcGet(p gpu.DevPtr) (gpu.IpcHandle, error) {
+	var h gpu.IpcHandle
+	if err := d.open(); err != nil {
+		return h, err
+	}
+	err := d.do("exporting device memory", func() error {
+		var err error
+		h, err = ipcGet(uint64(p))
+		return err
+	})
+	return h, err
+}
+
+// IpcOpen maps another process's allocation (cuIpcOpenMemHandle, with
+// peer access enabled lazily).
+func (d *driver) IpcOpen(h gpu.IpcHandle) (gpu.DevPtr, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	var p uint64
+	err := d.do("opening a peer's device memory", func() error {
+		var err error
+		p, err = ipcOpen(h)
+		return err
+	})
+	return gpu.DevPtr(p), err
+}
+
+// IpcClose unmaps memory from IpcOpen (cuIpcCloseMemHandle).
+func (d *driver) IpcClose(p gpu.DevPtr) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.do("closing a peer's device memory", func() error { return ipcClose(uint64(p)) })
+}
+
 // Free releases memory from Alloc.
 func (d *driver) Free(p gpu.DevPtr) error {
 	if err := d.open(); err != nil {

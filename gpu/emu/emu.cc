@@ -6,6 +6,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "host/kernel.cc"
 
@@ -31,6 +39,22 @@ struct GoCall {
 };
 #endif
 
+// Alloc is one allocation of the device's memory: a memfd mapping of this
+// process (fd >= 0) or a peer's mapping opened through IPC (opened).
+struct Alloc {
+  int fd;
+  uint64_t n;
+  bool opened;
+};
+
+// The allocations by address. Function-local, so that no global
+// constructor runs before the Go runtime calls in.
+std::mutex allocs_mu;
+std::map<uint64_t, Alloc>& allocs() {
+  static std::map<uint64_t, Alloc> m;
+  return m;
+}
+
 template <class T>
 std::atomic_ref<T> word(uint64_t addr) {
   return std::atomic_ref<T>(*reinterpret_cast<T*>(addr));
@@ -41,16 +65,100 @@ extern "C" {
 
 uint64_t mg_emu_alloc(uint64_t n) {
   GoCall order;
+#if defined(__linux__)
+  // Every allocation is a memfd mapping, so that mg_emu_ipc_get can hand
+  // it to another process (a CUDA allocation can be exported the same
+  // way, at any time after cuMemAlloc).
+  n = (n + 4095) & ~uint64_t(4095);
+  int fd = memfd_create("mscclgo-emu", MFD_CLOEXEC);
+  if (fd < 0) return 0;
+  if (ftruncate(fd, off_t(n)) != 0) {
+    close(fd);
+    return 0;
+  }
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return 0;
+  }
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{fd, n, false};
+  return reinterpret_cast<uint64_t>(p);
+#else
   n = (n + 255) & ~uint64_t(255);
   void* p = std::aligned_alloc(256, n);
   if (p == nullptr) return 0;
   std::memset(p, 0, n);
   return reinterpret_cast<uint64_t>(p);
+#endif
 }
 
 void mg_emu_free(uint64_t p) {
   GoCall order;
+#if defined(__linux__)
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto it = allocs().find(p);
+  if (it == allocs().end() || it->second.opened) return;
+  munmap(reinterpret_cast<void*>(p), it->second.n);
+  close(it->second.fd);
+  allocs().erase(it);
+#else
   std::free(reinterpret_cast<void*>(p));
+#endif
+}
+
+// mg_emu_ipc_get returns the memfd and size of the allocation at p, or
+// -1 if p is not the start of one (or the platform has no memfd).
+int mg_emu_ipc_get(uint64_t p, uint64_t* n) {
+  GoCall order;
+#if defined(__linux__)
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto it = allocs().find(p);
+  if (it == allocs().end() || it->second.opened) return -1;
+  *n = it->second.n;
+  return it->second.fd;
+#else
+  (void)p;
+  (void)n;
+  return -1;
+#endif
+}
+
+// mg_emu_ipc_open maps n bytes of the file at path (another process's
+// memfd, through /proc/PID/fd/FD); 0 on failure, with errno.
+uint64_t mg_emu_ipc_open(const char* path, uint64_t n) {
+  GoCall order;
+#if defined(__linux__)
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return 0;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{-1, n, true};
+  return reinterpret_cast<uint64_t>(p);
+#else
+  (void)path;
+  (void)n;
+  return 0;
+#endif
+}
+
+// mg_emu_ipc_close unmaps a peer's allocation opened by mg_emu_ipc_open;
+// -1 if p is not one.
+int mg_emu_ipc_close(uint64_t p) {
+  GoCall order;
+#if defined(__linux__)
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto it = allocs().find(p);
+  if (it == allocs().end() || !it->second.opened) return -1;
+  munmap(reinterpret_cast<void*>(p), it->second.n);
+  allocs().erase(it);
+  return 0;
+#else
+  (void)p;
+  return -1;
+#endif
 }
 
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) {

@@ -11,6 +11,7 @@ package emu
 #cgo CXXFLAGS: -std=c++20 -O2 -pthread -Wall -Wextra -I${SRCDIR}/../../csrc
 #cgo LDFLAGS: -pthread
 #include <stdint.h>
+#include <stdlib.h>
 uint64_t mg_emu_alloc(uint64_t n);
 void mg_emu_free(uint64_t p);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
@@ -22,12 +23,17 @@ void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets);
 void mg_emu_fence(void);
 uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t args);
 void mg_emu_wait(uint64_t h);
+int mg_emu_ipc_get(uint64_t p, uint64_t* n);
+uint64_t mg_emu_ipc_open(const char* path, uint64_t n);
+int mg_emu_ipc_close(uint64_t p);
 */
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -134,6 +140,50 @@ func (d *driver) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
 
 func (d *driver) Fence() error {
 	C.mg_emu_fence()
+	return nil
+}
+
+// ipcMagic opens every handle of the emulated device.
+const ipcMagic = "mgemuipc"
+
+// IpcGet names the allocation's memory file by this process's id and
+// its descriptor: a process of the same user on the same host opens it
+// through /proc/PID/fd/FD (Linux only).
+func (d *driver) IpcGet(p gpu.DevPtr) (gpu.IpcHandle, error) {
+	var h gpu.IpcHandle
+	var n C.uint64_t
+	fd := C.mg_emu_ipc_get(C.uint64_t(p), &n)
+	if fd < 0 {
+		return h, fmt.Errorf("ipc: %#x is not the start of an exportable allocation of the emulated device (memory files need Linux)", uint64(p))
+	}
+	copy(h[:8], ipcMagic)
+	binary.LittleEndian.PutUint64(h[8:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(h[16:], uint64(fd))
+	binary.LittleEndian.PutUint64(h[24:], uint64(n))
+	return h, nil
+}
+
+// IpcOpen maps the memory file a handle names.
+func (d *driver) IpcOpen(h gpu.IpcHandle) (gpu.DevPtr, error) {
+	if string(h[:8]) != ipcMagic {
+		return 0, errors.New("ipc: not a handle of the emulated device")
+	}
+	pid, fd, n := binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint64(h[16:]), binary.LittleEndian.Uint64(h[24:])
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	p, err := C.mg_emu_ipc_open(cpath, C.uint64_t(n))
+	if p == 0 {
+		return 0, fmt.Errorf("ipc: mapping %d bytes of %s: %v", n, path, err)
+	}
+	return gpu.DevPtr(p), nil
+}
+
+// IpcClose unmaps a peer's memory.
+func (d *driver) IpcClose(p gpu.DevPtr) error {
+	if C.mg_emu_ipc_close(C.uint64_t(p)) != 0 {
+		return fmt.Errorf("ipc: %#x was not opened by IpcOpen", uint64(p))
+	}
 	return nil
 }
 

@@ -10,13 +10,24 @@
 // context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
 // calling thread, which checks the driver's context handling.
 //
+// cuMemAlloc backs every allocation with a memory file (memfd), so that
+// cuIpcGetMemHandle can export it: the handle names the file by the
+// exporting process's id and descriptor, and cuIpcOpenMemHandle in a
+// process of the same user maps /proc/PID/fd/FD (Linux).
+//
 // Build: cc -shared -fPIC -o libcuda.so.1 fakecuda.c -ldl (Makefile
 // `fakecuda`); use through LD_LIBRARY_PATH.
+#define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 // The fake device.
 enum {
@@ -207,18 +218,126 @@ static void* zalloc(size_t align, size_t n) {
   return p;
 }
 
+// A device allocation: a memory file mapped at base (fd >= 0), or a
+// peer's opened through IPC (fd < 0).
+struct dev_alloc {
+  uintptr_t base;
+  size_t size;
+  int fd;
+  struct dev_alloc* next;
+};
+
+static pthread_mutex_t allocs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dev_alloc* allocs;
+
+static void add_alloc(uintptr_t base, size_t size, int fd) {
+  struct dev_alloc* a = malloc(sizeof *a);
+  if (a == NULL) abort();
+  a->base = base;
+  a->size = size;
+  a->fd = fd;
+  pthread_mutex_lock(&allocs_mu);
+  a->next = allocs;
+  allocs = a;
+  pthread_mutex_unlock(&allocs_mu);
+}
+
+// take_alloc unlinks the allocation at base whose kind (own: fd >= 0)
+// matches and returns it, or NULL.
+static struct dev_alloc* take_alloc(uintptr_t base, int own) {
+  pthread_mutex_lock(&allocs_mu);
+  struct dev_alloc** at = &allocs;
+  while (*at != NULL && ((*at)->base != base || ((*at)->fd >= 0) != own)) at = &(*at)->next;
+  struct dev_alloc* a = *at;
+  if (a != NULL) *at = a->next;
+  pthread_mutex_unlock(&allocs_mu);
+  return a;
+}
+
+// The layout of a fake CUipcMemHandle's 64 bytes.
+struct fake_ipc {
+  char magic[8];
+  uint64_t pid;
+  uint64_t fd;
+  uint64_t size;
+};
+
+static const char ipc_magic[8] = "fakeipc";
+
 CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
   NEED_CTX();
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
-  void* m = zalloc(256, n);
-  if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t size = (n + 4095) & ~(size_t)4095;
+  int fd = memfd_create("fakecuda", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  add_alloc((uintptr_t)m, size, fd);
   *p = (CUdeviceptr)(uintptr_t)m;
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree(CUdeviceptr p) {
   NEED_CTX();
-  free((void*)(uintptr_t)p);
+  struct dev_alloc* a = take_alloc((uintptr_t)p, 1);
+  if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void*)a->base, a->size);
+  close(a->fd);
+  free(a);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
+  NEED_CTX();
+  struct fake_ipc f;
+  memset(h, 0, sizeof *h);
+  pthread_mutex_lock(&allocs_mu);
+  struct dev_alloc* a = allocs;
+  while (a != NULL && (a->base != (uintptr_t)p || a->fd < 0)) a = a->next;
+  if (a != NULL) {
+    memcpy(f.magic, ipc_magic, sizeof f.magic);
+    f.pid = (uint64_t)getpid();
+    f.fd = (uint64_t)a->fd;
+    f.size = a->size;
+  }
+  pthread_mutex_unlock(&allocs_mu);
+  if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(h->reserved, &f, sizeof f);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle h, unsigned int flags) {
+  NEED_CTX();
+  struct fake_ipc f;
+  memcpy(&f, h.reserved, sizeof f);
+  if (memcmp(f.magic, ipc_magic, sizeof f.magic) != 0 || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%llu/fd/%llu", (unsigned long long)f.pid, (unsigned long long)f.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  void* m = mmap(NULL, f.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  add_alloc((uintptr_t)m, f.size, -1);
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  NEED_CTX();
+  struct dev_alloc* a = take_alloc((uintptr_t)p, 0);
+  if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void*)a->base, a->size);
+  free(a);
   return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,510 @@
+package gpu
+
+// rank.go holds GPU rank sessions: one rank of a job run as one process
+// per rank (OpenRank). The process places only its own rank on the device
+// (buffers, scratch, state block, FIFO, progress records of its blocks),
+// exports its buffers, scratch and state block with the driver's IPC
+// handles, all-gathers the handles through the job's bootstrap, opens
+// those of the peers on its host and writes their addresses into the rank
+// table, so that remote operands, memory-channel signals and NVLS groups
+// reach them as they do in one process; the grid is its rank's blocks.
+// Port channels to other processes go through the proxy and the
+// bootstrap (wire.go); deadlocks that span processes are found by the CPU
+// backend's job-wide watch (cpu.Watch), fed by the progress records the
+// watchdog reads.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// RankSession is the session of one rank of a multi-process job on a GPU
+// backend. Its buffers live on the device; Buffers are their host
+// copies: Launch copies the input to the device before the kernel and
+// both buffers back after it.
+type RankSession struct {
+	s *session
+}
+
+// multi is the multi-process part of a session.
+type multi struct {
+	w      cpu.World
+	rank   int
+	l      *executor.BufferLayout
+	setup  context.Context // the set-up's all-gathers (OpenRank's context)
+	ctx    context.Context // the session's life: ends at Close or with the job
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// The rank's own buffers: one device allocation io holding input and
+	// output as l.Place lays them out, and their host copies.
+	io      DevPtr
+	ioHost  []byte
+	own     executor.RankBuffers
+	devIn   DevPtr
+	devOut  DevPtr
+	base    [][3]uint64 // per rank: input, output, scratch as addressed here
+	lens    [3]uint64   // input, output, scratch bytes (every rank alike)
+	opened  []DevPtr    // peers' memory from IpcOpen
+	reserve []reservation
+
+	// The proxy's record of peers sent traffic since their last fence.
+	dirty map[int]bool
+	seq   uint64
+
+	// The deadlock watch's view (mu).
+	mu       sync.Mutex
+	launches uint64
+	active   bool
+	progress uint64
+	wd       *watchdog
+	verdict  *executor.DeadlockError
+	failure  error // a receiver's, stops the launch
+}
+
+// handles is what each rank contributes to the set-up's all-gathers.
+type handles struct {
+	Err     string     `json:"err,omitempty"`
+	IO      *IpcHandle `json:"io,omitempty"`
+	Scratch *IpcHandle `json:"scratch,omitempty"`
+	State   *IpcHandle `json:"state,omitempty"`
+}
+
+// OpenRank opens this process's rank of inst (w.Net.Rank) on a new
+// session of cfg's driver, for the buffer layout l, on every rank of the
+// job at once. Ranks on one host (w.Host) reach each other's buffers,
+// scratch and channel counters through the driver's IPC handles; port
+// channels to any other process go over the bootstrap. A plan whose
+// world size differs from the job's, or whose memory channels or switch
+// groups join ranks on different hosts, is refused on every rank.
+func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World) (*RankSession, error) {
+	if w.Net == nil {
+		return nil, fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
+	}
+	rank, n := w.Net.Rank(), w.Net.Size()
+	if len(inst.Ranks) != n {
+		return nil, fmt.Errorf("%s: the plan has %d ranks and the job %d processes (world size %d): run it with %d", cfg.Name, len(inst.Ranks), n, n, len(inst.Ranks))
+	}
+	if len(w.Host) != n {
+		return nil, fmt.Errorf("%s: World.Host names %d ranks, the job has %d", cfg.Name, len(w.Host), n)
+	}
+	if opts.Race {
+		return nil, fmt.Errorf("%s: race detection runs on the cpu backend in one process", cfg.Name)
+	}
+	if cfg.Open == nil {
+		return nil, fmt.Errorf("%s: no driver", cfg.Name)
+	}
+	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
+		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: the GPU backends do not run variable-size plans yet (docs/gpu.md §10)", cfg.Name, inst.Plan.Name)
+	}
+	dt, err := dtypeCode(opts.DType)
+	if err != nil {
+		return nil, err
+	}
+	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	packet := uint64(16)
+	if opts.LL8 {
+		packet = 8
+	}
+	if err := checkAlignment(inst, packet, uint64(opts.DType.Size())); err != nil {
+		return nil, err
+	}
+	// The operand checks a Launch makes in one process, against the
+	// layout instead of buffers.
+	if err := executor.CheckLaunch(inst, l, opts.LL8); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	tabs, err := buildTables(inst)
+	if err != nil {
+		return nil, err
+	}
+	tabs.keepRank(rank)
+	d, err := cfg.Open()
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(w.Net.Context())
+	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, dirty: map[int]bool{}}
+	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
+	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
+	// connect (called by place) runs the set-up's all-gathers.
+	m.setup = ctx
+	if err := s.place(cfg.Threads); err != nil {
+		cancel()
+		m.releasePeers(s)
+		s.release()
+		return nil, err
+	}
+	// No rank may launch (and signal a peer) before every rank has
+	// written its state block's initial image.
+	if _, err := gatherHandles(ctx, w.Net, handles{}, "set-up"); err != nil {
+		cancel()
+		m.releasePeers(s)
+		s.release()
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	m.startReceivers(s)
+	cpu.Watch(cpu.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + tagWatch, Timeout: s.timeout}, rankWatch{s}, &m.wg)
+	return &RankSession{s: s}, nil
+}
+
+// keepRank drops every block of other ranks: a rank session's grid is
+// its own rank's blocks (the op, region and id tables stay whole; the
+// blocks index into them).
+func (t *tables) keepRank(rank int) {
+	var blocks []mgBlock
+	var refs [][]*executor.OpInstance
+	for b, blk := range t.blocks {
+		if int(blk.Rank) == rank {
+			blocks = append(blocks, blk)
+			refs = append(refs, t.refs[b])
+		}
+	}
+	t.blocks, t.refs = blocks, refs
+}
+
+// connect allocates the rank's buffers, exchanges the IPC handles of its
+// buffers, scratch and state block with every rank, opens those of the
+// same-host peers and sets every rank's addresses in the rank records.
+func (m *multi) connect(s *session) error {
+	inst, l, d := s.inst, m.l, s.d
+	n := len(inst.Ranks)
+	me := m.rank
+	var err error
+	if m.io, err = s.alloc(l.RankBytes(me)); err != nil {
+		return err
+	}
+	m.ioHost = alignedHost(l.RankBytes(me))
+	if m.own, err = l.Place(me, m.ioHost); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
+	m.devIn = m.io + DevPtr(offsetIn(m.ioHost, m.own.Input))
+	m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
+
+	mine := handles{}
+	if err := localityError(inst, me, m.w.Host); err != nil {
+		mine.Err = err.Error()
+	} else {
+		for _, e := range []struct {
+			p  DevPtr
+			to **IpcHandle
+		}{{m.io, &mine.IO}, {s.ranks[me].scratch, &mine.Scratch}, {s.ranks[me].state, &mine.State}} {
+			h, err := d.IpcGet(e.p)
+			if err != nil {
+				mine.Err = fmt.Sprintf("exporting device memory: %v", err)
+				break
+			}
+			*e.to = &h
+		}
+	}
+	all, err := gatherHandles(m.setup, m.w.Net, mine, "exchanging IPC handles")
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
+
+	m.base = make([][3]uint64, n)
+	mine = handles{}
+	for r := range n {
+		if r == me {
+			m.base[r] = [3]uint64{uint64(m.devIn), uint64(m.devOut), uint64(s.ranks[r].scratch)}
+			continue
+		}
+		// Address space for the peer's image: where its input and output
+		// sit in its buffer allocation, and for a rank on another host
+		// the addresses its regions take (port transfers only carry
+		// their offsets).
+		io := (l.RankBytes(r) + 255) &^ 255
+		rv, err := reserve(io + max(inst.ScratchBytes, 1))
+		if err != nil {
+			return fmt.Errorf("%s: reserving address space for rank %d: %w", s.name, r, err)
+		}
+		m.reserve = append(m.reserve, rv)
+		rb, err := l.Place(r, rv.b[:l.RankBytes(r)])
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		inOff, outOff := offsetIn(rv.b, rb.Input), offsetIn(rv.b, rb.Output)
+		if m.w.Host[r] != m.w.Host[me] {
+			b := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(rv.b))))
+			m.base[r] = [3]uint64{b + inOff, b + outOff, b + io}
+			continue
+		}
+		if mine.Err != "" {
+			continue
+		}
+		var ptrs [3]DevPtr
+		for i, h := range []*IpcHandle{all[r].IO, all[r].Scratch, all[r].State} {
+			if h == nil {
+				mine.Err = fmt.Sprintf("rank %d sent no IPC handle", r)
+				break
+			}
+			p, err := d.IpcOpen(*h)
+			if err != nil {
+				mine.Err = fmt.Sprintf("opening rank %d's device memory: %v", r, err)
+				break
+			}
+			m.opened = append(m.opened, p)
+			ptrs[i] = p
+		}
+		if mine.Err != "" {
+			continue
+		}
+		m.base[r] = [3]uint64{uint64(ptrs[0]) + inOff, uint64(ptrs[0]) + outOff, uint64(ptrs[1])}
+		s.ranks[r].rec.MemInbound = uint64(ptrs[2]) + layoutState(s.ranks[r].ri).memIn
+	}
+	if _, err := gatherHandles(m.setup, m.w.Net, mine, "opening peers' IPC handles"); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
+	for r := range n {
+		s.ranks[r].rec.Buf = m.base[r]
+	}
+	return nil
+}
+
+// writeRanks writes the rank table once: a rank session's addresses do
+// not change between launches.
+func (m *multi) writeRanks(s *session) error {
+	ranks := make([]mgRank, len(s.ranks))
+	for r, rd := range s.ranks {
+		ranks[r] = rd.rec
+	}
+	if err := s.d.HtoD(s.ranksT, encode(ranks)); err != nil {
+		return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+	}
+	return nil
+}
+
+// alignedHost returns n zeroed bytes, 8-byte aligned.
+func alignedHost(n uint64) []byte {
+	w := make([]uint64, (n+7)/8)
+	if len(w) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
+}
+
+// offsetIn returns where sub starts in b (0 for an empty sub).
+func offsetIn(b, sub []byte) uint64 {
+	if len(sub) == 0 || len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// gatherHandles all-gathers mine and fails, on every rank alike, if any
+// rank reported an error.
+func gatherHandles(ctx context.Context, nt cpu.Net, mine handles, step string) ([]handles, error) {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := nt.AllGather(ctx, data)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %s: %w", nt.Rank(), step, err)
+	}
+	all := make([]handles, len(parts))
+	var errs []string
+	for r, p := range parts {
+		if err := json.Unmarshal(p, &all[r]); err != nil {
+			return nil, fmt.Errorf("%s: rank %d sent %d bytes that are not a set-up record: %v", step, r, len(p), err)
+		}
+		if all[r].Err != "" {
+			errs = append(errs, fmt.Sprintf("rank %d: %s", r, all[r].Err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s failed: %s", step, strings.Join(errs, "; "))
+	}
+	return all, nil
+}
+
+// localityError reports a memory channel or switch group of rank that
+// reaches a rank on another host: only port channels cross hosts.
+func localityError(inst *executor.Instance, rank int, host []int) error {
+	ri := &inst.Ranks[rank]
+	for c, end := range ri.MemoryChannels {
+		if host[end.Peer] != host[rank] {
+			return fmt.Errorf("memory channel %d of rank %d goes to rank %d on another host; only port channels cross hosts", c, rank, end.Peer)
+		}
+	}
+	for g, sw := range ri.Switches {
+		for _, p := range sw.Ranks {
+			if host[p] != host[rank] {
+				return fmt.Errorf("switch channel %d of rank %d groups rank %d on another host; NVLS groups stay on one host", g, rank, p)
+			}
+		}
+	}
+	return nil
+}
+
+// releasePeers unmaps the peers' memory and the reservations.
+func (m *multi) releasePeers(s *session) {
+	for _, p := range m.opened {
+		_ = s.d.IpcClose(p)
+	}
+	m.opened = nil
+	for _, rv := range m.reserve {
+		rv.release()
+	}
+	m.reserve = nil
+}
+
+// Rank is the rank this session runs.
+func (r *RankSession) Rank() int { return r.s.mp.rank }
+
+// Buffers are the host copies of the rank's input and output: fill the
+// input before a launch, read the output after.
+func (r *RankSession) Buffers() executor.RankBuffers { return r.s.mp.own }
+
+// Launch runs one execute() of this rank: the input goes to the device,
+// the rank's blocks run with its proxy, and both buffers come back. Every
+// rank of the job must launch as many times. It returns an
+// *executor.DeadlockError listing every rank's blocked thread blocks when
+// the job as a whole makes no progress for the deadlock timeout, and an
+// error naming the lost rank when a peer dies; after either the session
+// is unusable.
+func (r *RankSession) Launch(ctx context.Context) error {
+	s, m := r.s, r.s.mp
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.broken != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	}
+	ctx, stop := mergeContext(ctx, m.ctx)
+	defer stop()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(m.own.Input) > 0 {
+		if err := s.d.HtoD(m.devIn, m.own.Input); err != nil {
+			return fmt.Errorf("%s: copying rank %d's input: %w", s.name, m.rank, err)
+		}
+	}
+	s.flag++
+	m.mu.Lock()
+	m.launches++
+	m.mu.Unlock()
+	if err := s.run(ctx); err != nil {
+		s.broken = err
+		return err
+	}
+	if len(m.own.Input) > 0 {
+		if err := s.d.DtoH(m.own.Input, m.devIn); err != nil {
+			return fmt.Errorf("%s: copying rank %d's input back: %w", s.name, m.rank, err)
+		}
+	}
+	if len(m.own.Output) > 0 {
+		if err := s.d.DtoH(m.own.Output, m.devOut); err != nil {
+			return fmt.Errorf("%s: copying rank %d's output back: %w", s.name, m.rank, err)
+		}
+	}
+	return nil
+}
+
+// DeviceTime returns how long the last launch's kernel ran.
+func (r *RankSession) DeviceTime() time.Duration { return r.s.DeviceTime() }
+
+// Close stops the session's goroutines and releases its device memory.
+// Every rank should close its session before the job reuses its tags.
+func (r *RankSession) Close() error {
+	s, m := r.s, r.s.mp
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	m.cancel()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		// A goroutine stuck in a send to a peer that stopped reading;
+		// the memory stays until the process ends rather than be pulled
+		// from under it.
+		return fmt.Errorf("%s: rank %d: closing: port transport still busy after 5s", s.name, m.rank)
+	}
+	m.releasePeers(s)
+	s.release()
+	return nil
+}
+
+// mergeContext returns a context that ends when either a or b does.
+func mergeContext(a, b context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(a)
+	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// started, moved and ended are the launch's reports to the watch.
+func (m *multi) started(wd *watchdog) {
+	m.mu.Lock()
+	m.wd, m.active, m.verdict, m.failure = wd, true, nil, nil
+	m.progress++
+	m.mu.Unlock()
+}
+
+func (m *multi) moved() {
+	m.mu.Lock()
+	m.progress++
+	m.mu.Unlock()
+}
+
+// ended closes the launch for the watch and returns its verdict.
+func (m *multi) ended() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wd, m.active = nil, false
+	if v := m.verdict; v != nil {
+		m.verdict = nil
+		return v
+	}
+	err := m.failure
+	m.failure = nil
+	return err
+}
+
+// rankWatch is a GPU rank session as the job-wide deadlock watch sees it.
+type rankWatch struct{ s *session }
+
+func (w rankWatch) WatchState() (uint64, bool, uint64) {
+	m := w.s.mp
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.launches, m.active && m.verdict == nil && m.failure == nil, m.progress
+}
+
+func (w rankWatch) WatchBlocked() []executor.BlockedTB {
+	m := w.s.mp
+	m.mu.Lock()
+	wd := m.wd
+	m.mu.Unlock()
+	if wd == nil {
+		return nil
+	}
+	return wd.deadlock(wd.read()).Blocked
+}
+
+func (w rankWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
+	m := w.s.mp
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.active && m.launches == launch && m.verdict == nil {
+		m.verdict = &executor.DeadlockError{Blocked: blocked}
+		w.s.host.Store(0, 1) // abort: every spin loop of the kernel sees it
+	}
+}
