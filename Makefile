@@ -131,12 +131,15 @@ $(FAKECUDA)/libmscclgo_host.so: csrc/host/kernel.cc csrc/host/launch.cc csrc/hos
 # The cuda-tagged tests on the fake driver: the unchanged gorgonia.org/cu
 # and gpu/cuda run the g++-built interpreter on host threads.
 # Last, end to end: the default binary hands --backend gpu over to
-# bin/mscclgo-cuda, which runs a plan through cu and checks the results.
+# bin/mscclgo-cuda, which runs a plan (and an alltoallv plan with MoE
+# counts) through cu and checks the results.
 gpu-test: gpu fakecuda build
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		bin/mscclgo run alltoallv -D world_size=4 --counts moe --backend gpu --threads 4 -n 2
 
 # The differential test of the emulated device with the kernel, the
 # runtime's C side and the proxy's copies built under ThreadSanitizer
