@@ -45,6 +45,7 @@ func modelCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --fit: write the fitted profile to `FILE`"},
 			plotFlag(),
+			countsFlag(), // alltoallv plans: modelv.go
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runModel(c, d) },
 		OnUsageError: onUsageError,
@@ -104,6 +105,9 @@ func runModel(c *cli.Context, d *deps) error {
 	o, err := parseModelFlags(c, plan)
 	if err != nil {
 		return err
+	}
+	if plan.AllToAllV != nil || c.IsSet("counts") {
+		return runModelCounts(c, d, path, plan, o) // modelv.go
 	}
 	if c.IsSet("fit") {
 		return runFit(c, d, path, plan, o)
