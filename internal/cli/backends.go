@@ -21,9 +21,12 @@ import (
 
 // runBackend is a backend this binary can run plans on; threads is the
 // --threads flag (threads per block of the GPU backends, 0: default).
+// gpuConfig, for the GPU backends, is the configuration of a rank session
+// of a multi-process run (runmp.go) on device number device.
 type runBackend struct {
-	name string
-	new  func(threads int) executor.Backend
+	name      string
+	new       func(threads int) executor.Backend
+	gpuConfig func(threads, device int) gpu.Config
 }
 
 // workerName is the cuda-tagged binary that runs --backend gpu.
@@ -40,10 +43,11 @@ var knownBackends = []string{"cpu", "gpu", "gpu-emu"}
 // the default --backend is the first.
 func runBackends() []runBackend {
 	bs := cudaBackends()
-	bs = append(bs, runBackend{"cpu", func(int) executor.Backend { return cpu.New() }})
+	bs = append(bs, runBackend{name: "cpu", new: func(int) executor.Backend { return cpu.New() }})
 	if emu.Available {
-		bs = append(bs, runBackend{"gpu-emu", func(threads int) executor.Backend {
-			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
+		cfg := func(threads, _ int) gpu.Config { return gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads} }
+		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, new: func(threads int) executor.Backend {
+			return gpu.New(cfg(threads, 0))
 		}})
 	}
 	return bs

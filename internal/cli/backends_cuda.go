@@ -3,16 +3,29 @@
 package cli
 
 // backends_cuda.go: the cuda-tagged build (the mscclgo-cuda worker) has
-// the CUDA backend, first, so that it is the default there.
+// the CUDA backend, first, so that it is the default there; under a
+// launcher each rank opens its local rank's device.
 
 import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
+	"gorgonia.org/cu"
 )
 
 func cudaBackends() []runBackend {
-	return []runBackend{{"gpu", func(threads int) executor.Backend {
-		return gpu.New(gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return cuda.Open(0) }, Threads: threads})
+	// A rank session of a multi-process run takes the device of its
+	// local rank (modulo the devices CUDA_VISIBLE_DEVICES leaves).
+	cfg := func(threads, device int) gpu.Config {
+		open := func() (gpu.Driver, error) {
+			if n, err := cu.NumDevices(); err == nil && n > 0 {
+				device %= n
+			}
+			return cuda.Open(device)
+		}
+		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
+	}
+	return []runBackend{{name: "gpu", gpuConfig: cfg, new: func(threads int) executor.Backend {
+		return gpu.New(cfg(threads, 0))
 	}}}
 }

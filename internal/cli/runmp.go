@@ -3,8 +3,8 @@ package cli
 // runmp.go is `mscclgo run` started as one process per rank (mpirun,
 // torchrun, or by hand with MSCCLGO_* variables): the process finds its
 // rank in the environment, connects to the others (package dist), runs
-// only its own rank on the CPU backend's rank sessions, checks its own
-// output, and exchanges each launch's outcome with every rank, so that
+// only its own rank (a rank session of the cpu backend, or of gpu-emu /
+// gpu: gpu.OpenRank), checks its own output, and exchanges each launch's outcome with every rank, so that
 // every rank stops at the same launch and exits with the worst status;
 // rank 0 prints the table and the reports.
 
@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/dist"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // launchedWorld returns the job this process belongs to, if a launcher
@@ -49,10 +50,31 @@ type launchOutcome struct {
 	Nanos    int64    `json:"ns"`
 }
 
+// rankSession is one rank of a multi-process run: cpu.RankSession or
+// gpu.RankSession.
+type rankSession interface {
+	Buffers() executor.RankBuffers
+	Launch(ctx context.Context) error
+	Close() error
+}
+
+// openRank opens this process's rank session on the run's backend; device
+// is the rank's local rank (the GPU it takes on a host with several).
+func openRank(ctx context.Context, o *runOptions, threads, device int, inst *executor.Instance, layout *executor.BufferLayout, w cpu.World) (rankSession, error) {
+	if o.backend.gpuConfig == nil {
+		return cpu.OpenRank(ctx, inst, layout, o.opts, w)
+	}
+	rs, err := gpu.OpenRank(ctx, o.backend.gpuConfig(threads, device), inst, layout, o.opts, w)
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
 // runLaunched runs plan as rank world.Rank of a multi-process job.
 func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan *executor.Plan, o *runOptions, world dist.World) error {
-	if o.backend.name != "cpu" {
-		return usageErr("--backend %s: a run of one process per rank uses the cpu backend (the GPU design is docs/gpu.md §7)", o.backend.name)
+	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
+		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
 	if o.opts.Race {
 		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
@@ -68,10 +90,14 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
 	}
 	hostOf := make([]int, b.Size())
+	local := 0 // this rank's local rank: its device on a GPU host
 	hosts := b.Hosts()
 	for h, host := range hosts {
-		for _, r := range host.Ranks {
+		for i, r := range host.Ranks {
 			hostOf[r] = h
+			if r == rank {
+				local = i
+			}
 		}
 	}
 	w := io.Discard
@@ -80,7 +106,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	}
 	stderr := d.stderr
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
-	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend cpu, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.dtype.Name(), o.iters, o.inPlace)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	table := newRunTable(w, o.dtype)
 	ran := 0
@@ -96,7 +122,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 			continue
 		}
 		cw := cpu.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*cpu.TagsPerSession}
-		rs, err := cpu.OpenRank(ctx, inst, layout, o.opts, cw)
+		rs, err := openRank(ctx, o, c.Int("threads"), local, inst, layout, cw)
 		if err != nil {
 			return atSize(path, size, err)
 		}
@@ -128,7 +154,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 // this rank; after each, every rank learns every rank's outcome. It
 // returns the exit status every rank agrees on when a launch failed
 // somewhere (reported by rank 0), or an error of this rank's own.
-func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs *cpu.RankSession, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, path string, w, stderr io.Writer) (runResult, int, error) {
+func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs rankSession, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, path string, w, stderr io.Writer) (runResult, int, error) {
 	res := runResult{checked: layout.Checked()}
 	rank := b.Rank()
 	bufs := rs.Buffers()
@@ -140,6 +166,10 @@ func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs *cpu.RankSession
 		start := time.Now()
 		lerr := rs.Launch(ctx)
 		mine := launchOutcome{Nanos: int64(time.Since(start))}
+		if dt, ok := rs.(deviceTimer); ok && lerr == nil {
+			// The kernel alone, as in one process.
+			mine.Nanos = int64(dt.DeviceTime())
+		}
 		var dl *executor.DeadlockError
 		var lost *dist.PeerLostError
 		switch {

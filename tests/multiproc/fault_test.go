@@ -103,6 +103,24 @@ func TestRankNeverStarts(t *testing.T) {
 // the blocked thread blocks of the job.
 func TestDeadlockAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
+	p := deadlockPlan(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	procs := startRanks(t, ctx, 2, nil, nil, "run", p, "-d", "float", "--size", "64K", "--timeout", "300ms").wait(t)
+	for r, pr := range procs {
+		if pr.code != 3 {
+			t.Errorf("rank %d: exit %d, want 3 (deadlock):\n%s", r, pr.code, pr.stderr)
+		}
+	}
+	if e := procs[0].stderr; !strings.Contains(e, "deadlock") || !strings.Contains(e, "rank 0 tb 0") || !strings.Contains(e, "expects signal") {
+		t.Errorf("rank 0 does not report the blocked thread block:\n%s", e)
+	}
+}
+
+// deadlockPlan writes into dir the signal/wait test plan without rank 1's
+// signals and returns its path.
+func deadlockPlan(t *testing.T, dir string) string {
+	t.Helper()
 	data, err := os.ReadFile(plan(t, "unit_tests/signal_wait/signal_wait_test.plan.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,15 +151,5 @@ func TestDeadlockAcrossProcesses(t *testing.T) {
 	if err := os.WriteFile(p, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-	procs := startRanks(t, ctx, 2, nil, nil, "run", p, "-d", "float", "--size", "64K", "--timeout", "300ms").wait(t)
-	for r, pr := range procs {
-		if pr.code != 3 {
-			t.Errorf("rank %d: exit %d, want 3 (deadlock):\n%s", r, pr.code, pr.stderr)
-		}
-	}
-	if e := procs[0].stderr; !strings.Contains(e, "deadlock") || !strings.Contains(e, "rank 0 tb 0") || !strings.Contains(e, "expects signal") {
-		t.Errorf("rank 0 does not report the blocked thread block:\n%s", e)
-	}
+	return p
 }
