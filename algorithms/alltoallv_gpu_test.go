@@ -165,7 +165,8 @@ func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan
 // (float32, alltoallv.star), the emulated GPU (every CUDA thread a host
 // thread, 8 per block, the buffers copied to and from its memory on every
 // launch) against the CPU backend, with uniform and MoE counts: ratio =
-// time of gpu-emu / cpu.
+// time of gpu-emu / cpu; and gpu-emu's alltoallv with uniform counts
+// against the static alltoall plan of the same bytes on gpu-emu.
 func BenchmarkAllToAllVGPUEmu(b *testing.B) {
 	if !emu.Available {
 		b.Skip("gpu-emu is not in this build (cgo and g++ build it)")
@@ -184,4 +185,30 @@ func BenchmarkAllToAllVGPUEmu(b *testing.B) {
 		b.Run("cpu/"+c.name, func(b *testing.B) { benchVarBackend(b, cpu.New(), plan, c.counts) })
 		b.Run("gpu-emu/"+c.name, func(b *testing.B) { benchVarBackend(b, emuBackend(0), plan, c.counts) })
 	}
+	// The cost of the emulation itself: the static alltoall plan of the
+	// same bytes on gpu-emu (ratio = alltoallv uniform / this).
+	b.Run("gpu-emu/alltoall-static", func(b *testing.B) {
+		static := evalVarPlan(b, "alltoall.star", "", map[string]string{"world_size": "8"})
+		layout, err := executor.PlanLayout(static, total/n, executor.Float32, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inst, err := executor.Instantiate(static, layout.Sizes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sess, err := emuBackend(0).Open(inst, executor.Options{DType: executor.Float32})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sess.Close()
+		bufs := layout.Alloc()
+		b.SetBytes(total)
+		b.ResetTimer()
+		for range b.N {
+			if err := sess.Launch(context.Background(), bufs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
