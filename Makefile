@@ -138,6 +138,17 @@ gpu-test: gpu fakecuda build
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
+	@# One process per rank on the CUDA backend (torchrun's variables): each
+	@# opens its peer's buffers, scratch and counters with cuIpcOpenMemHandle
+	@# (memory files of another process on the fake driver).
+	@set -e; port=$$((20000 + $$$$ % 20000)); pids=; \
+	for r in 0 1; do \
+		RANK=$$r WORLD_SIZE=2 LOCAL_RANK=$$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$$port \
+		LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		bin/mscclgo run tests/ports/single_node/allgather.plan.json --backend gpu --threads 2 -d float -b 4K -e 64K -f 4 -n 2 \
+			> $(FAKECUDA)/rank$$r.log 2>&1 & pids="$$pids $$!"; \
+	done; st=0; for p in $$pids; do wait $$p || st=1; done; \
+	cat $(FAKECUDA)/rank0.log; test $$st = 0 || { cat $(FAKECUDA)/rank1.log; exit 1; }
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run alltoallv -D world_size=4 --counts moe --backend gpu --threads 4 -n 2
 
