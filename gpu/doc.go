@@ -15,6 +15,14 @@
 //   - run.go: one launch: arguments, the kernel, one proxy goroutine per
 //     rank with port channels, and the watchdog that turns a launch
 //     without progress into an *executor.DeadlockError.
+//   - rank.go: OpenRank and RankSession, one rank of a job run as one
+//     process per rank: its own device state, IPC handles exchanged
+//     through the bootstrap, same-host peers' memory in the rank table,
+//     the job-wide deadlock watch (cpu.Watch).
+//   - wire.go: port traffic to ranks in other processes (the CPU
+//     transport's DATA/FLAG/FENCE messages) and its receivers.
+//   - reserve_unix.go, reserve_other.go: inaccessible address space that
+//     stands for the buffers of ranks in other processes.
 //
 // Drivers: gpu/emu runs the g++-built kernel on host threads (cgo);
 // gpu/cuda runs the nvcc-built kernel on an NVIDIA GPU through

@@ -3,7 +3,8 @@
 // Package emu is the emulated device of the GPU backend: a gpu.Driver
 // whose kernel is the interpreter of csrc/ compiled by g++ (through cgo)
 // and run on host threads, one per CUDA thread, with host memory as
-// device memory. It is `mscclgo run --backend gpu-emu`: any plan runs
+// device memory: every allocation is a memory file (memfd), which IpcGet
+// exports to other processes of the host (/proc/PID/fd/FD). It is `mscclgo run --backend gpu-emu`: any plan runs
 // through the real kernel code without a GPU.
 package emu
 
