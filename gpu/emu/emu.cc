@@ -63,12 +63,22 @@ std::atomic_ref<T> word(uint64_t addr) {
 
 extern "C" {
 
-uint64_t mg_emu_alloc(uint64_t n) {
+// mg_emu_alloc returns n zeroed bytes; with shared, a memfd mapping that
+// mg_emu_ipc_get can hand to another process (as any CUDA allocation can
+// be exported after cuMemAlloc), else heap memory (cheaper: sessions
+// that export nothing allocate and free a lot).
+uint64_t mg_emu_alloc(uint64_t n, int shared) {
   GoCall order;
 #if defined(__linux__)
-  // Every allocation is a memfd mapping, so that mg_emu_ipc_get can hand
-  // it to another process (a CUDA allocation can be exported the same
-  // way, at any time after cuMemAlloc).
+  if (!shared) {
+#endif
+    n = (n + 255) & ~uint64_t(255);
+    void* h = std::aligned_alloc(256, n);
+    if (h == nullptr) return 0;
+    std::memset(h, 0, n);
+    return reinterpret_cast<uint64_t>(h);
+#if defined(__linux__)
+  }
   n = (n + 4095) & ~uint64_t(4095);
   int fd = memfd_create("mscclgo-emu", MFD_CLOEXEC);
   if (fd < 0) return 0;
@@ -85,26 +95,26 @@ uint64_t mg_emu_alloc(uint64_t n) {
   allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{fd, n, false};
   return reinterpret_cast<uint64_t>(p);
 #else
-  n = (n + 255) & ~uint64_t(255);
-  void* p = std::aligned_alloc(256, n);
-  if (p == nullptr) return 0;
-  std::memset(p, 0, n);
-  return reinterpret_cast<uint64_t>(p);
+  (void)shared;
 #endif
 }
 
-void mg_emu_free(uint64_t p) {
+void mg_emu_free(uint64_t p, int shared) {
   GoCall order;
 #if defined(__linux__)
-  std::lock_guard<std::mutex> lk(allocs_mu);
-  auto it = allocs().find(p);
-  if (it == allocs().end() || it->second.opened) return;
-  munmap(reinterpret_cast<void*>(p), it->second.n);
-  close(it->second.fd);
-  allocs().erase(it);
+  if (shared) {
+    std::lock_guard<std::mutex> lk(allocs_mu);
+    auto it = allocs().find(p);
+    if (it == allocs().end() || it->second.opened) return;
+    munmap(reinterpret_cast<void*>(p), it->second.n);
+    close(it->second.fd);
+    allocs().erase(it);
+    return;
+  }
 #else
-  std::free(reinterpret_cast<void*>(p));
+  (void)shared;
 #endif
+  std::free(reinterpret_cast<void*>(p));
 }
 
 // mg_emu_ipc_get returns the memfd and size of the allocation at p, or

@@ -3,8 +3,8 @@
 // Package emu is the emulated device of the GPU backend: a gpu.Driver
 // whose kernel is the interpreter of csrc/ compiled by g++ (through cgo)
 // and run on host threads, one per CUDA thread, with host memory as
-// device memory: every allocation is a memory file (memfd), which IpcGet
-// exports to other processes of the host (/proc/PID/fd/FD). It is `mscclgo run --backend gpu-emu`: any plan runs
+// device memory (OpenIPC: memory files, which IpcGet exports to other
+// processes of the host through /proc/PID/fd/FD). It is `mscclgo run --backend gpu-emu`: any plan runs
 // through the real kernel code without a GPU.
 package emu
 
@@ -13,8 +13,8 @@ package emu
 #cgo LDFLAGS: -pthread
 #include <stdint.h>
 #include <stdlib.h>
-uint64_t mg_emu_alloc(uint64_t n);
-void mg_emu_free(uint64_t p);
+uint64_t mg_emu_alloc(uint64_t n, int shared);
+void mg_emu_free(uint64_t p, int shared);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
 uint64_t mg_emu_load(uint64_t addr);
@@ -51,11 +51,27 @@ const MaxThreads = 8192
 // CUDA thread is a host thread.
 const DefaultThreads = 8
 
-// Open returns a new emulated device.
+// Open returns a new emulated device. Its memory cannot be exported
+// (IpcGet fails): OpenIPC's can.
 func Open() (gpu.Driver, error) { return &driver{}, nil }
+
+// OpenIPC returns a new emulated device whose every allocation is a
+// memory file that IpcGet exports to other processes of the host, as a
+// GPU's allocations are (the rank sessions of a multi-process run use
+// it). Allocations cost more than Open's (a file and a mapping each).
+func OpenIPC() (gpu.Driver, error) { return &driver{ipc: true}, nil }
 
 type driver struct {
 	launch C.uint64_t // the running launch, 0 if none
+	ipc    bool       // allocations are memory files (OpenIPC)
+}
+
+// shared is the ipc flag as the C side takes it.
+func (d *driver) shared() C.int {
+	if d.ipc {
+		return 1
+	}
+	return 0
 }
 
 func (d *driver) Info() gpu.DeviceInfo {
@@ -64,7 +80,7 @@ func (d *driver) Info() gpu.DeviceInfo {
 }
 
 func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
-	p := C.mg_emu_alloc(C.uint64_t(n))
+	p := C.mg_emu_alloc(C.uint64_t(n), d.shared())
 	if p == 0 {
 		return 0, fmt.Errorf("out of host memory for %d bytes", n)
 	}
@@ -76,11 +92,11 @@ func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hostMem{p: p, n: n}, nil
+	return &hostMem{d: d, p: p, n: n}, nil
 }
 
 func (d *driver) Free(p gpu.DevPtr) error {
-	C.mg_emu_free(C.uint64_t(p))
+	C.mg_emu_free(C.uint64_t(p), d.shared())
 	return nil
 }
 
@@ -152,6 +168,9 @@ const ipcMagic = "mgemuipc"
 // through /proc/PID/fd/FD (Linux only).
 func (d *driver) IpcGet(p gpu.DevPtr) (gpu.IpcHandle, error) {
 	var h gpu.IpcHandle
+	if !d.ipc {
+		return h, errors.New("ipc: this emulated device was opened without IPC (emu.OpenIPC exports memory)")
+	}
 	var n C.uint64_t
 	fd := C.mg_emu_ipc_get(C.uint64_t(p), &n)
 	if fd < 0 {
@@ -198,6 +217,7 @@ func (d *driver) Close() error {
 // hostMem is "host-mapped" memory: on the emulated device all memory is
 // host memory; its words are accessed with C++ atomics.
 type hostMem struct {
+	d *driver
 	p gpu.DevPtr
 	n uint64
 }
@@ -212,6 +232,6 @@ func (h *hostMem) Add(off, v uint64) uint64 {
 	return uint64(C.mg_emu_add(C.uint64_t(uint64(h.p)+off), C.uint64_t(v)))
 }
 func (h *hostMem) Free() error {
-	C.mg_emu_free(C.uint64_t(h.p))
+	C.mg_emu_free(C.uint64_t(h.p), h.d.shared())
 	return nil
 }

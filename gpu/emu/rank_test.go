@@ -22,7 +22,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 )
 
-func rankConfig() gpu.Config { return gpu.Config{Name: "gpu-emu", Open: Open, Threads: 2} }
+func rankConfig() gpu.Config { return gpu.Config{Name: "gpu-emu", Open: OpenIPC, Threads: 2} }
 
 // rankCase loads a plan of tests/ports and lays it out at the first of a
 // few sizes that fits.
@@ -157,6 +157,73 @@ func TestRankSessionsDeadlock(t *testing.T) {
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "rank 0 tb 0") || !strings.Contains(err.Error(), "expects signal") {
 			t.Errorf("rank %d: the report does not show rank 0 waiting for a signal:\n%v", r, err)
+		}
+	}
+}
+
+// TestIPC: memory exported by one OpenIPC device and opened by another is
+// the same memory both ways; Open's memory, foreign handles and closing
+// what was not opened are errors.
+func TestIPC(t *testing.T) {
+	a, _ := OpenIPC()
+	b, _ := OpenIPC()
+	p, err := a.Alloc(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Free(p)
+	want := []byte("written by the exporter")
+	if err := a.HtoD(p, want); err != nil {
+		t.Fatal(err)
+	}
+	h, err := a.IpcGet(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.IpcOpen(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if err := b.DtoH(got, q); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the opener reads (-want +got):\n%s", diff)
+	}
+	back := []byte("written by the opener")
+	if err := b.HtoD(q, back); err != nil {
+		t.Fatal(err)
+	}
+	got = make([]byte, len(back))
+	if err := a.DtoH(got, p); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(back, got); diff != "" {
+		t.Errorf("the exporter reads (-want +got):\n%s", diff)
+	}
+	if err := b.IpcClose(q); err != nil {
+		t.Error(err)
+	}
+
+	plain, _ := Open()
+	r, err := plain.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Free(r)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"export from Open", func() error { _, err := plain.IpcGet(r); return err }(), "opened without IPC"},
+		{"export inside an allocation", func() error { _, err := a.IpcGet(p + 8); return err }(), "not the start of an exportable allocation"},
+		{"foreign handle", func() error { _, err := b.IpcOpen(gpu.IpcHandle{1, 2, 3}); return err }(), "not a handle of the emulated device"},
+		{"close twice", b.IpcClose(q), "was not opened by IpcOpen"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, tc.err, tc.want)
 		}
 	}
 }

@@ -45,9 +45,12 @@ func runBackends() []runBackend {
 	bs := cudaBackends()
 	bs = append(bs, runBackend{name: "cpu", new: func(int) executor.Backend { return cpu.New() }})
 	if emu.Available {
-		cfg := func(threads, _ int) gpu.Config { return gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads} }
+		// Rank sessions export their memory to same-host peers.
+		cfg := func(threads, _ int) gpu.Config {
+			return gpu.Config{Name: "gpu-emu", Open: emu.OpenIPC, Threads: threads}
+		}
 		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, new: func(threads int) executor.Backend {
-			return gpu.New(cfg(threads, 0))
+			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
 		}})
 	}
 	return bs
