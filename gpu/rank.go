@@ -103,7 +103,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		return nil, fmt.Errorf("%s: no driver", cfg.Name)
 	}
 	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
-		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: the GPU backends do not run variable-size plans yet (docs/gpu.md §10)", cfg.Name, inst.Plan.Name)
+		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: GPU rank sessions (one process per rank) do not run variable-size plans yet; run it in one process", cfg.Name, inst.Plan.Name)
 	}
 	dt, err := dtypeCode(opts.DType)
 	if err != nil {
