@@ -24,6 +24,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/portwire"
 )
 
 // RankSession is the session of one rank of a multi-process job on a GPU
@@ -56,9 +57,8 @@ type multi struct {
 	opened  []DevPtr    // peers' memory from IpcOpen
 	reserve []reservation
 
-	// The proxy's record of peers sent traffic since their last fence.
-	dirty map[int]bool
-	seq   uint64
+	// send is the proxy's side of the port transport.
+	send *portwire.Sender
 
 	// The deadlock watch's view (mu).
 	mu       sync.Mutex
@@ -134,7 +134,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(w.Net.Context())
-	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, dirty: map[int]bool{}}
+	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
 	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
 	// connect (called by place) runs the set-up's all-gathers.
@@ -154,7 +154,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
 	m.startReceivers(s)
-	cpu.Watch(cpu.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + tagWatch, Timeout: s.timeout}, rankWatch{s}, &m.wg)
+	cpu.Watch(cpu.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + portwire.TagWatch, Timeout: s.timeout}, rankWatch{s}, &m.wg)
 	return &RankSession{s: s}, nil
 }
 

@@ -113,7 +113,7 @@ func (s *session) run(ctx context.Context) error {
 		// Every transfer to another process is applied there before the
 		// launch counts as finished; then the job's verdict, if any.
 		if werr == nil && perr.first() == nil && wd.result() == nil {
-			if err := s.mp.fence(ctx); err != nil {
+			if err := s.mp.send.Fence(ctx); err != nil {
 				perr.add(fmt.Errorf("%s: rank %d: waiting for peers to apply port traffic: %w", s.name, s.mp.rank, err))
 			}
 		}

@@ -5,36 +5,14 @@ package gpu
 // destination is another process's rank is sent over the job's bootstrap
 // (one ordered stream per pair of ranks), and a receiver goroutine per
 // peer applies it to this rank's device memory and counters in order.
-// The messages are the CPU backend's (executor/cpu/transport.go), so one
-// wire format serves both backends (docs/multiprocess.md):
-//
-//	DATA  kind=1, buffer type, packets flag, 5 zero bytes, offset u64,
-//	      length u64; then a second message with the bytes
-//	FLAG  kind=2, 3 zero bytes, the receiver's port channel index u32
-//	FENCE kind=3, 7 zero bytes, sequence u64 (answered with the sequence
-//	      on the acknowledgement tag)
-//
-// Everything is little-endian. Tags are relative to World.Tag: traffic
-// +0, acknowledgements +1, the deadlock watch +2 and +3
-// (cpu.TagsPerSession in all).
+// The messages are package portwire's, shared with the CPU backend
+// (docs/multiprocess.md).
 
 import (
-	"context"
-	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/mscclgo/mscclgo/executor"
-)
-
-const (
-	tagPort  = 0
-	tagAck   = 1
-	tagWatch = 2
-
-	msgData  = 1
-	msgFlag  = 2
-	msgFence = 3
+	"github.com/mscclgo/mscclgo/executor/portwire"
 )
 
 // locate returns the rank, buffer type and offset of the n bytes at
@@ -70,7 +48,7 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 			if err := d.DtoH(data, DevPtr(src)); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: reading %d bytes to send: %w", s.name, m.rank, size, err)
 			}
-			if err := m.sendData(peer, bt, off, kind&trigPackets != 0, data); err != nil {
+			if err := m.send.SendData(m.ctx, peer, bt, off, kind&trigPackets != 0, data); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: sending %d bytes to rank %d: %w", s.name, m.rank, size, peer, err)
 			}
 		}
@@ -81,7 +59,7 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 		}
 	}
 	if kind&trigSync != 0 {
-		if err := m.fence(m.ctx); err != nil {
+		if err := m.send.Fence(m.ctx); err != nil {
 			return fmt.Errorf("%s: proxy of rank %d: flush: %w", s.name, m.rank, err)
 		}
 	}
@@ -96,71 +74,10 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 		case end.Peer == m.rank:
 			s.host.Add(s.ranks[m.rank].portOff+8*uint64(end.PeerIndex), 1)
 		default:
-			if err := m.sendFlag(end.Peer, end.PeerIndex); err != nil {
+			if err := m.send.SendFlag(m.ctx, end.Peer, end.PeerIndex); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: flag to rank %d: %w", s.name, m.rank, end.Peer, err)
 			}
 		}
-	}
-	return nil
-}
-
-func (m *multi) tag(k uint32) uint32 { return m.w.Tag + k }
-
-func (m *multi) sendData(peer int, bt executor.BufferType, off uint64, packets bool, data []byte) error {
-	var h [24]byte
-	h[0], h[1] = msgData, byte(bt)
-	if packets {
-		h[2] = 1
-	}
-	binary.LittleEndian.PutUint64(h[8:], off)
-	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
-	if err := m.w.Net.Send(m.ctx, peer, m.tag(tagPort), h[:]); err != nil {
-		return err
-	}
-	m.dirty[peer] = true
-	return m.w.Net.Send(m.ctx, peer, m.tag(tagPort), data)
-}
-
-func (m *multi) sendFlag(peer, idx int) error {
-	var h [8]byte
-	h[0] = msgFlag
-	binary.LittleEndian.PutUint32(h[4:], uint32(idx))
-	m.dirty[peer] = true
-	return m.w.Net.Send(m.ctx, peer, m.tag(tagPort), h[:])
-}
-
-// fence waits until every peer sent traffic since the last fence has
-// applied it.
-func (m *multi) fence(ctx context.Context) error {
-	peers := make([]int, 0, len(m.dirty))
-	for p := range m.dirty {
-		peers = append(peers, p)
-	}
-	if len(peers) == 0 {
-		return nil
-	}
-	slices.Sort(peers)
-	m.seq++
-	var h [16]byte
-	h[0] = msgFence
-	binary.LittleEndian.PutUint64(h[8:], m.seq)
-	for _, p := range peers {
-		if err := m.w.Net.Send(ctx, p, m.tag(tagPort), h[:]); err != nil {
-			return err
-		}
-	}
-	for _, p := range peers {
-		for {
-			a, err := m.w.Net.Recv(ctx, p, m.tag(tagAck))
-			if err != nil {
-				return err
-			}
-			if len(a) == 8 && binary.LittleEndian.Uint64(a) == m.seq {
-				break
-			}
-			// The acknowledgement of a fence a failed launch abandoned.
-		}
-		delete(m.dirty, p)
 	}
 	return nil
 }
@@ -202,8 +119,11 @@ func (m *multi) receive(s *session, peer int) {
 		}
 	}()
 	for {
-		msg, err := m.w.Net.Recv(m.ctx, peer, m.tag(tagPort))
+		msg, err := portwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
 		if err != nil {
+			if m.ctx.Err() == nil {
+				m.fail(s, fmt.Errorf("%s: rank %d: port traffic from rank %d: %w", s.name, m.rank, peer, err))
+			}
 			return // the session or the job ended; launches see it in their context
 		}
 		if err := rc.apply(msg); err != nil {
@@ -224,38 +144,20 @@ func (m *multi) fail(s *session, err error) {
 	}
 }
 
-func (rc *receiver) apply(msg []byte) error {
+func (rc *receiver) apply(msg portwire.Msg) error {
 	m, s := rc.m, rc.s
-	if len(msg) == 0 {
-		return fmt.Errorf("empty message")
-	}
-	switch msg[0] {
-	case msgData:
-		if len(msg) != 24 {
-			return fmt.Errorf("DATA header of %d bytes", len(msg))
-		}
-		bt := int(msg[1])
-		packets := msg[2] == 1
-		off, n := binary.LittleEndian.Uint64(msg[8:]), binary.LittleEndian.Uint64(msg[16:])
-		data, err := m.w.Net.Recv(m.ctx, rc.peer, m.tag(tagPort))
-		if err != nil {
+	switch msg.Kind {
+	case portwire.Data:
+		bt, n, off := int(msg.Buffer), uint64(len(msg.Bytes)), msg.Offset
+		if err := portwire.InRange(msg.Buffer, off, n, m.lens[bt]); err != nil {
 			return err
-		}
-		if uint64(len(data)) != n {
-			return fmt.Errorf("DATA of %d bytes announced %d", len(data), n)
-		}
-		if bt >= 3 {
-			return fmt.Errorf("DATA into buffer type %d", bt)
-		}
-		if off > m.lens[bt] || n > m.lens[bt]-off {
-			return fmt.Errorf("DATA into %s[%d:%d] past its %d bytes", executor.BufferType(bt), off, off+n, m.lens[bt])
 		}
 		if n == 0 {
 			return nil
 		}
 		dst := DevPtr(m.base[m.rank][bt] + off)
-		if !packets {
-			return s.d.HtoD(dst, data)
+		if !msg.Packets {
+			return s.d.HtoD(dst, msg.Bytes)
 		}
 		// Packets are polled while they arrive: they go through the
 		// driver's copy in whole words.
@@ -270,30 +172,19 @@ func (rc *receiver) apply(msg []byte) error {
 			}
 			rc.staging, rc.size = p, n
 		}
-		if err := s.d.HtoD(rc.staging, data); err != nil {
+		if err := s.d.HtoD(rc.staging, msg.Bytes); err != nil {
 			return err
 		}
 		if err := s.d.Copy(dst, rc.staging, n, true); err != nil {
 			return err
 		}
 		return s.d.Fence()
-	case msgFlag:
-		if len(msg) != 8 {
-			return fmt.Errorf("FLAG of %d bytes", len(msg))
-		}
-		idx := int(binary.LittleEndian.Uint32(msg[4:]))
+	case portwire.Flag:
 		rd := s.ranks[m.rank]
-		if idx >= len(rd.ri.PortChannels) {
-			return fmt.Errorf("FLAG for port channel %d of %d", idx, len(rd.ri.PortChannels))
+		if msg.Channel >= len(rd.ri.PortChannels) {
+			return fmt.Errorf("FLAG for port channel %d of %d", msg.Channel, len(rd.ri.PortChannels))
 		}
-		s.host.Add(rd.portOff+8*uint64(idx), 1)
-	case msgFence:
-		if len(msg) != 16 {
-			return fmt.Errorf("FENCE of %d bytes", len(msg))
-		}
-		return m.w.Net.Send(m.ctx, rc.peer, m.tag(tagAck), msg[8:16])
-	default:
-		return fmt.Errorf("unknown message kind %d", msg[0])
+		s.host.Add(rd.portOff+8*uint64(msg.Channel), 1)
 	}
 	return nil
 }

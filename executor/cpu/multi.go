@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/portwire"
 )
 
 // Net is what a multi-process session needs from the job's bootstrap;
@@ -53,15 +54,8 @@ type World struct {
 
 // TagsPerSession is the number of message tags a rank session uses from
 // World.Tag: port traffic, its acknowledgements, the deadlock watch's
-// reports to rank 0 and its answers.
-const TagsPerSession = 4
-
-const (
-	tagPort = iota
-	tagAck
-	tagWatch
-	tagWatchReply
-)
+// reports to rank 0 and its answers (package portwire's tags).
+const TagsPerSession = portwire.TagsPerSession
 
 // RankSession is the session of one rank of a multi-process job: it owns
 // the rank's input and output (in shared memory, where same-host peers
@@ -83,15 +77,11 @@ type multi struct {
 	// bells[r] is the doorbell of same-host rank r (nil on other hosts).
 	bells []*bell
 	wg    sync.WaitGroup
-	// The proxy goroutine's record of peers sent traffic since their last
-	// fence, and the fence numbers.
-	dirty map[int]bool
-	seq   uint64
+	// send is the proxy goroutine's side of the port transport.
+	send *portwire.Sender
 	// launches counts launches started (s.mu).
 	launches uint64
 }
-
-func (m *multi) tag(k uint32) uint32 { return m.w.Tag + k }
 
 // exchange is what each rank contributes to the set-up's all-gathers.
 type exchange struct {
@@ -126,7 +116,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(w.Net.Context())
-	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, dirty: map[int]bool{}}
+	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
 	s.mp = m
 	fail := func(err error) (*RankSession, error) {
 		cancel()
@@ -227,7 +217,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	}
 	s.finishRanks()
 	m.startReceivers(s)
-	Watch(WatchConfig{Net: w.Net, Ctx: mctx, Tag: m.tag(tagWatch), Timeout: s.timeout}, cpuWatch{s}, &m.wg)
+	Watch(WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + portwire.TagWatch, Timeout: s.timeout}, cpuWatch{s}, &m.wg)
 	return &RankSession{s: s, bufs: own}, nil
 }
 

@@ -116,7 +116,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		if len(p.q) == 0 {
 			if s.mp != nil {
 				// The launch ends when the peers have applied everything.
-				if err := l.remote(func(ctx context.Context) error { return s.mp.fence(ctx) }); err != nil {
+				if err := l.remote(func(ctx context.Context) error { return s.mp.send.Fence(ctx) }); err != nil {
 					l.abort(fmt.Errorf("cpu: rank %d proxy: end of launch: %w", rs.id, err))
 				}
 			}
@@ -139,7 +139,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 			}
 		}
 		if tr.kind&trigSync != 0 && s.mp != nil {
-			if err := l.remote(func(ctx context.Context) error { return s.mp.fence(ctx) }); err != nil {
+			if err := l.remote(func(ctx context.Context) error { return s.mp.send.Fence(ctx) }); err != nil {
 				l.abort(fmt.Errorf("cpu: rank %d proxy: %s: flush: %w", rs.id, tr.op, err))
 				return
 			}
@@ -154,7 +154,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		if tr.kind&trigFlag != 0 {
 			end, _ := s.channelEnd(rs.id, executor.Port, tr.ch)
 			if end.PeerIndex >= 0 && s.isRemote(end.Peer) {
-				if err := l.remote(func(ctx context.Context) error { return s.mp.sendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
+				if err := l.remote(func(ctx context.Context) error { return s.mp.send.SendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
 					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: signal to rank %d: %w", rs.id, tr.op, end.Peer, err))
 					return
 				}
@@ -187,7 +187,7 @@ func (l *launch) sendData(tr *trigger) error {
 	h.add(false, tr.src)
 	l.ranges.acquire(h)
 	defer l.ranges.release(h)
-	return l.s.mp.sendData(l.ctx, tr)
+	return l.s.mp.send.SendData(l.ctx, tr.dst.rank, tr.dst.bt, tr.dst.off, tr.packets, tr.src.b)
 }
 
 // transfer performs a DATA trigger (without s.mu), as one step.

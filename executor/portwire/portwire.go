@@ -1,0 +1,203 @@
+// Package portwire is the wire format of port-channel traffic between the
+// processes of a multi-process run, shared by the CPU and GPU backends'
+// rank sessions: a rank's proxy sends each DATA and FLAG trigger whose
+// destination lives in another process to that process (one ordered
+// stream per pair of ranks, over the job's bootstrap), where a receiver
+// applies them in order; a FENCE, answered once everything before it is
+// applied, gives flush and the end of a launch their meaning.
+//
+// Messages on tag Tag+TagPort, little-endian:
+//
+//	DATA  kind=1, buffer type, packets flag, 5 zero bytes, offset u64,
+//	      length u64; then a second message with the bytes
+//	FLAG  kind=2, 3 zero bytes, the receiver's port channel index u32
+//	FENCE kind=3, 7 zero bytes, sequence u64
+//
+// A FENCE is acknowledged with its 8-byte sequence on Tag+TagAck.
+package portwire
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// The tags a rank session uses, relative to its first tag.
+const (
+	TagPort        = 0 // port traffic
+	TagAck         = 1 // fence acknowledgements
+	TagWatch       = 2 // the deadlock watch's reports to rank 0
+	TagWatchReply  = 3 // the deadlock watch's probes and verdicts
+	TagsPerSession = 4
+)
+
+// Kinds of message.
+const (
+	Data  = 1
+	Flag  = 2
+	Fence = 3
+)
+
+// Net is what the transport needs of the job's bootstrap (package dist's
+// *Bootstrap is one): ordered messages per (sender, receiver, tag).
+type Net interface {
+	Send(ctx context.Context, peer int, tag uint32, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
+}
+
+// Sender is a rank's proxy side: it remembers the peers sent traffic
+// since their last fence. It is used by one goroutine (the proxy).
+type Sender struct {
+	net   Net
+	tag   uint32
+	dirty map[int]bool
+	seq   uint64
+}
+
+// NewSender returns the proxy side of a session whose first tag is tag.
+func NewSender(net Net, tag uint32) *Sender {
+	return &Sender{net: net, tag: tag, dirty: map[int]bool{}}
+}
+
+// SendData sends data for peer's buffer bt at byte offset off (packets:
+// LL packet words, to be stored whole).
+func (s *Sender) SendData(ctx context.Context, peer int, bt executor.BufferType, off uint64, packets bool, data []byte) error {
+	var h [24]byte
+	h[0], h[1] = Data, byte(bt)
+	if packets {
+		h[2] = 1
+	}
+	binary.LittleEndian.PutUint64(h[8:], off)
+	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	if err := s.net.Send(ctx, peer, s.tag+TagPort, h[:]); err != nil {
+		return err
+	}
+	s.dirty[peer] = true
+	return s.net.Send(ctx, peer, s.tag+TagPort, data)
+}
+
+// SendFlag signals peer's port channel idx.
+func (s *Sender) SendFlag(ctx context.Context, peer, idx int) error {
+	var h [8]byte
+	h[0] = Flag
+	binary.LittleEndian.PutUint32(h[4:], uint32(idx))
+	s.dirty[peer] = true
+	return s.net.Send(ctx, peer, s.tag+TagPort, h[:])
+}
+
+// Fence waits until every peer sent traffic since the last fence has
+// applied all of it.
+func (s *Sender) Fence(ctx context.Context) error {
+	peers := make([]int, 0, len(s.dirty))
+	for p := range s.dirty {
+		peers = append(peers, p)
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	slices.Sort(peers)
+	s.seq++
+	var h [16]byte
+	h[0] = Fence
+	binary.LittleEndian.PutUint64(h[8:], s.seq)
+	for _, p := range peers {
+		if err := s.net.Send(ctx, p, s.tag+TagPort, h[:]); err != nil {
+			return err
+		}
+	}
+	for _, p := range peers {
+		for {
+			a, err := s.net.Recv(ctx, p, s.tag+TagAck)
+			if err != nil {
+				return err
+			}
+			if len(a) == 8 && binary.LittleEndian.Uint64(a) == s.seq {
+				break
+			}
+			// The acknowledgement of a fence that a failed launch
+			// abandoned: skip it.
+		}
+		delete(s.dirty, p)
+	}
+	return nil
+}
+
+// Msg is one received DATA or FLAG.
+type Msg struct {
+	Kind    int
+	Buffer  executor.BufferType // DATA
+	Packets bool                // DATA
+	Offset  uint64              // DATA
+	Bytes   []byte              // DATA
+	Channel int                 // FLAG: the receiver's port channel index
+}
+
+// Receive returns the next DATA or FLAG from peer, answering the FENCEs
+// before it. A malformed message is an error that says what is wrong
+// with it; the caller checks the buffer range and the channel index.
+func Receive(ctx context.Context, net Net, tag uint32, peer int) (Msg, error) {
+	for {
+		msg, err := net.Recv(ctx, peer, tag+TagPort)
+		if err != nil {
+			return Msg{}, err
+		}
+		if len(msg) == 0 {
+			return Msg{}, fmt.Errorf("empty message")
+		}
+		switch msg[0] {
+		case Data:
+			if len(msg) != 24 {
+				return Msg{}, fmt.Errorf("DATA header of %d bytes", len(msg))
+			}
+			if msg[1] >= 3 {
+				return Msg{}, fmt.Errorf("DATA into buffer type %d", msg[1])
+			}
+			m := Msg{Kind: Data, Buffer: executor.BufferType(msg[1]), Packets: msg[2] == 1, Offset: binary.LittleEndian.Uint64(msg[8:])}
+			n := binary.LittleEndian.Uint64(msg[16:])
+			if m.Bytes, err = net.Recv(ctx, peer, tag+TagPort); err != nil {
+				return Msg{}, err
+			}
+			if uint64(len(m.Bytes)) != n {
+				return Msg{}, fmt.Errorf("DATA of %d bytes announced %d", len(m.Bytes), n)
+			}
+			return m, nil
+		case Flag:
+			if len(msg) != 8 {
+				return Msg{}, fmt.Errorf("FLAG of %d bytes", len(msg))
+			}
+			return Msg{Kind: Flag, Channel: int(binary.LittleEndian.Uint32(msg[4:]))}, nil
+		case Fence:
+			if len(msg) != 16 {
+				return Msg{}, fmt.Errorf("FENCE of %d bytes", len(msg))
+			}
+			if err := net.Send(ctx, peer, tag+TagAck, msg[8:16]); err != nil {
+				return Msg{}, err
+			}
+		default:
+			return Msg{}, fmt.Errorf("unknown message kind %d", msg[0])
+		}
+	}
+}
+
+// InRange checks that n bytes at off fit a buffer of size bytes.
+func InRange(bt executor.BufferType, off, n, size uint64) error {
+	if off > size || n > size-off {
+		return fmt.Errorf("DATA into %s[%d:%d] past its %d bytes", bufferName(bt), off, off+n, size)
+	}
+	return nil
+}
+
+func bufferName(bt executor.BufferType) string {
+	switch bt {
+	case executor.Input:
+		return "input"
+	case executor.Output:
+		return "output"
+	case executor.Scratch:
+		return "scratch"
+	}
+	return fmt.Sprintf("buffer %d", bt)
+}
