@@ -15,9 +15,7 @@ package gpu
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -68,6 +66,11 @@ type multi struct {
 	wd       *watchdog
 	verdict  *executor.DeadlockError
 	failure  error // a receiver's, stops the launch
+}
+
+// gatherHandles is portwire.GatherSetup of handles records.
+func gatherHandles(ctx context.Context, nt cpu.Net, mine handles, step string) ([]handles, error) {
+	return portwire.GatherSetup(ctx, nt, mine, func(h *handles) string { return h.Err }, step)
 }
 
 // handles is what each rank contributes to the set-up's all-gathers.
@@ -192,7 +195,7 @@ func (m *multi) connect(s *session) error {
 	m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
 
 	mine := handles{}
-	if err := localityError(inst, me, m.w.Host); err != nil {
+	if err := portwire.CheckLocality(inst, me, m.w.Host); err != nil {
 		mine.Err = err.Error()
 	} else {
 		for _, e := range []struct {
@@ -299,52 +302,6 @@ func offsetIn(b, sub []byte) uint64 {
 		return 0
 	}
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-}
-
-// gatherHandles all-gathers mine and fails, on every rank alike, if any
-// rank reported an error.
-func gatherHandles(ctx context.Context, nt cpu.Net, mine handles, step string) ([]handles, error) {
-	data, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := nt.AllGather(ctx, data)
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: %s: %w", nt.Rank(), step, err)
-	}
-	all := make([]handles, len(parts))
-	var errs []string
-	for r, p := range parts {
-		if err := json.Unmarshal(p, &all[r]); err != nil {
-			return nil, fmt.Errorf("%s: rank %d sent %d bytes that are not a set-up record: %v", step, r, len(p), err)
-		}
-		if all[r].Err != "" {
-			errs = append(errs, fmt.Sprintf("rank %d: %s", r, all[r].Err))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s failed: %s", step, strings.Join(errs, "; "))
-	}
-	return all, nil
-}
-
-// localityError reports a memory channel or switch group of rank that
-// reaches a rank on another host: only port channels cross hosts.
-func localityError(inst *executor.Instance, rank int, host []int) error {
-	ri := &inst.Ranks[rank]
-	for c, end := range ri.MemoryChannels {
-		if host[end.Peer] != host[rank] {
-			return fmt.Errorf("memory channel %d of rank %d goes to rank %d on another host; only port channels cross hosts", c, rank, end.Peer)
-		}
-	}
-	for g, sw := range ri.Switches {
-		for _, p := range sw.Ranks {
-			if host[p] != host[rank] {
-				return fmt.Errorf("switch channel %d of rank %d groups rank %d on another host; NVLS groups stay on one host", g, rank, p)
-			}
-		}
-	}
-	return nil
 }
 
 // releasePeers unmaps the peers' memory and the reservations.

@@ -9,12 +9,10 @@ package cpu
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +81,15 @@ type multi struct {
 	launches uint64
 }
 
+// gatherExchange is portwire.GatherSetup of exchange records.
+func gatherExchange(ctx context.Context, nt Net, mine exchange, step string) ([]exchange, error) {
+	all, err := portwire.GatherSetup(ctx, nt, mine, func(e *exchange) string { return e.Err }, step)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	return all, nil
+}
+
 // exchange is what each rank contributes to the set-up's all-gathers.
 type exchange struct {
 	Err  string `json:"err,omitempty"`
@@ -137,7 +144,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 
 	mine := exchange{}
 	var path string
-	if err := localityError(inst, rank, w.Host); err != nil {
+	if err := portwire.CheckLocality(inst, rank, w.Host); err != nil {
 		mine.Err = err.Error()
 	} else if p, mp, err := createMapping(w.ShmDir, total(rank)); err != nil {
 		mine.Err = err.Error()
@@ -255,52 +262,6 @@ func (m *multi) ringSelf() {
 
 // wordsOf views 8-byte aligned bytes as uint64 words.
 func wordsOf(b []byte) []uint64 { return words(b) }
-
-// gatherExchange all-gathers mine and fails, on every rank alike, if any
-// rank reported an error.
-func gatherExchange(ctx context.Context, nt Net, mine exchange, step string) ([]exchange, error) {
-	data, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := nt.AllGather(ctx, data)
-	if err != nil {
-		return nil, fmt.Errorf("cpu: rank %d: %s: %w", nt.Rank(), step, err)
-	}
-	all := make([]exchange, len(parts))
-	var errs []string
-	for r, p := range parts {
-		if err := json.Unmarshal(p, &all[r]); err != nil {
-			return nil, fmt.Errorf("cpu: %s: rank %d sent %d bytes that are not a set-up record: %v", step, r, len(p), err)
-		}
-		if all[r].Err != "" {
-			errs = append(errs, fmt.Sprintf("rank %d: %s", r, all[r].Err))
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("cpu: %s failed: %s", step, strings.Join(errs, "; "))
-	}
-	return all, nil
-}
-
-// localityError reports a memory channel or switch group of rank that
-// reaches a rank on another host: only port channels cross hosts.
-func localityError(inst *executor.Instance, rank int, host []int) error {
-	ri := &inst.Ranks[rank]
-	for c, end := range ri.MemoryChannels {
-		if host[end.Peer] != host[rank] {
-			return fmt.Errorf("memory channel %d of rank %d goes to rank %d on another host; only port channels cross hosts", c, rank, end.Peer)
-		}
-	}
-	for g, sw := range ri.Switches {
-		for _, p := range sw.Ranks {
-			if host[p] != host[rank] {
-				return fmt.Errorf("switch channel %d of rank %d groups rank %d on another host; NVLS groups stay on one host", g, rank, p)
-			}
-		}
-	}
-	return nil
-}
 
 // Rank is the rank this session runs.
 func (r *RankSession) Rank() int { return r.s.mp.rank }

@@ -1,6 +1,7 @@
-// Package portwire is the wire format of port-channel traffic between the
-// processes of a multi-process run, shared by the CPU and GPU backends'
-// rank sessions: a rank's proxy sends each DATA and FLAG trigger whose
+// Package portwire is what the CPU and GPU backends' rank sessions (one
+// process per rank) share: the set-up exchange and the locality check
+// (setup.go), and the wire format of port-channel traffic between the
+// processes (this file): a rank's proxy sends each DATA and FLAG trigger whose
 // destination lives in another process to that process (one ordered
 // stream per pair of ranks, over the job's bootstrap), where a receiver
 // applies them in order; a FENCE, answered once everything before it is
