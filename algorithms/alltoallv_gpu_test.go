@@ -127,40 +127,6 @@ func TestAllToAllVGPUEmu(t *testing.T) {
 	}
 }
 
-// benchVarBackend runs plan bound to counts on backend, one Bind and one
-// launch per iteration (fill and check outside the timer).
-func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan, counts *executor.Counts) {
-	vp, err := executor.NewVarPlan(plan)
-	if err != nil {
-		b.Fatal(err)
-	}
-	inst, err := vp.Bind(counts, 4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sess, err := backend.Open(inst, executor.Options{DType: executor.Float32})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sess.Close()
-	bufs := executor.VarBuffers(counts, 4)
-	executor.FillVar(bufs, 0)
-	b.SetBytes(counts.Total() * 4)
-	b.ResetTimer()
-	for range b.N {
-		if _, err := vp.Bind(counts, 4); err != nil {
-			b.Fatal(err)
-		}
-		if err := sess.Launch(context.Background(), bufs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if _, err := executor.CheckVar(bufs, counts, 4, 0); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // BenchmarkAllToAllVGPUEmu compares, at 8 ranks and 4 MiB sent in all
 // (float32, alltoallv.star), the emulated GPU (every CUDA thread a host
 // thread, 8 per block, the buffers copied to and from its memory on every

@@ -179,19 +179,18 @@ for r in range(2):
 	}
 }
 
-// benchAllToAllV runs plan bound to counts on the CPU backend, one launch
-// per iteration (fill and check outside the timer).
-func benchAllToAllV(b *testing.B, plan *executor.Plan, counts *executor.Counts) {
+// benchVarBackend runs plan bound to counts on backend, one Bind and one
+// launch per iteration (fill and check outside the timer).
+func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan, counts *executor.Counts) {
 	vp, err := executor.NewVarPlan(plan)
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := executor.Options{DType: executor.Float32}
 	inst, err := vp.Bind(counts, 4)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sess, err := cpu.New().Open(inst, opts)
+	sess, err := backend.Open(inst, executor.Options{DType: executor.Float32})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,7 +200,6 @@ func benchAllToAllV(b *testing.B, plan *executor.Plan, counts *executor.Counts) 
 	b.SetBytes(counts.Total() * 4)
 	b.ResetTimer()
 	for range b.N {
-		// Binding per call is part of the cost of a call.
 		if _, err := vp.Bind(counts, 4); err != nil {
 			b.Fatal(err)
 		}
@@ -228,7 +226,7 @@ func BenchmarkAllToAllV(b *testing.B) {
 		b.Fatal(err)
 	}
 	uniform := executor.MatrixCounts(executor.UniformMatrix(n, total/4/(n*n)))
-	b.Run("cpu/moe", func(b *testing.B) { benchAllToAllV(b, plan, moe) })
+	b.Run("cpu/moe", func(b *testing.B) { benchVarBackend(b, cpu.New(), plan, moe) })
 	b.Run("direct/moe", func(b *testing.B) {
 		bufs := executor.VarBuffers(moe, 4)
 		executor.FillVar(bufs, 0)
@@ -242,7 +240,7 @@ func BenchmarkAllToAllV(b *testing.B) {
 			executor.DirectAllToAllV(in, out, moe, 4)
 		}
 	})
-	b.Run("cpu/uniform", func(b *testing.B) { benchAllToAllV(b, plan, uniform) })
+	b.Run("cpu/uniform", func(b *testing.B) { benchVarBackend(b, cpu.New(), plan, uniform) })
 	b.Run("alltoall/uniform", func(b *testing.B) {
 		static := evalVarPlan(b, "alltoall.star", "", map[string]string{"world_size": "8"})
 		size := uint64(total / n)
