@@ -40,11 +40,7 @@ func TestGPUEmuProcesses(t *testing.T) {
 			dir := t.TempDir()
 			p := tc.plan(t, dir)
 			args := append([]string{"run", p, "-d", "float", "-n", "2", "--timeout", "20s"}, tc.sizes...)
-			single := rankCmd(context.Background(), dir, nil, append(args, "--one-process")...)
-			sout, err := single.CombinedOutput()
-			if err != nil {
-				t.Fatalf("single process: %v\n%s", err, sout)
-			}
+			sout := singleProcess(t, dir, args)
 			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 			defer cancel()
 			host := func(r int) []string {
@@ -63,16 +59,7 @@ func TestGPUEmuProcesses(t *testing.T) {
 			if !strings.Contains(out, "backend gpu-emu") {
 				t.Errorf("rank 0's header does not name gpu-emu:\n%s", out)
 			}
-			got, want := tableRows(out), tableRows(string(sout))
-			if len(got) == 0 || len(got) != len(want) {
-				t.Fatalf("the ranks printed %d sizes, the single-process run %d:\n%s\n--- single process:\n%s", len(got), len(want), out, sout)
-			}
-			for i, row := range got {
-				w := want[i][len(want[i])-1]
-				if row[0] != want[i][0] || row[len(row)-1] != w || (w != "0" && w != "-") {
-					t.Errorf("size row %d: %v, single process %v: want the same size and 0 wrong", i, row, want[i])
-				}
-			}
+			sameTable(t, out, sout)
 		})
 	}
 }

@@ -178,3 +178,31 @@ func tableRows(stdout string) [][]string {
 	}
 	return rows
 }
+
+// singleProcess runs mscclgo with args (a run command line) in one
+// process and returns its output.
+func singleProcess(t *testing.T, dir string, args []string) string {
+	t.Helper()
+	out, err := rankCmd(context.Background(), dir, nil, append(args, "--one-process")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("single process: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// sameTable checks that the table of a run of one process per rank lists
+// the sizes of the single-process run, each with no wrong element ("-"
+// for a plan without a result, as in the single-process run).
+func sameTable(t *testing.T, got, single string) {
+	t.Helper()
+	g, w := tableRows(got), tableRows(single)
+	if len(g) == 0 || len(g) != len(w) {
+		t.Fatalf("the ranks printed %d sizes, the single-process run %d:\n%s\n--- single process:\n%s", len(g), len(w), got, single)
+	}
+	for i, row := range g {
+		want := w[i][len(w[i])-1]
+		if row[0] != w[i][0] || row[len(row)-1] != want || (want != "0" && want != "-") {
+			t.Errorf("size row %d: %v, single process %v: want the same size and 0 wrong", i, row, w[i])
+		}
+	}
+}

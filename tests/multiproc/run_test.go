@@ -66,11 +66,7 @@ func TestMpirun(t *testing.T) {
 			dir := t.TempDir()
 			p := tc.plan(t, dir)
 			args := append([]string{"run", p, "-d", "float", "-n", "2", "--timeout", "20s"}, tc.sizes...)
-			single := rankCmd(context.Background(), dir, nil, append(args, "--one-process")...)
-			sout, err := single.CombinedOutput()
-			if err != nil {
-				t.Fatalf("single process: %v\n%s", err, sout)
-			}
+			sout := singleProcess(t, dir, args)
 			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 			defer cancel()
 			mpiArgs := []string{"--allow-run-as-root", "--oversubscribe", "-np", fmt.Sprint(tc.ranks), "-x", mainEnv + "=1"}
@@ -91,16 +87,7 @@ func TestMpirun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("mpirun: %v\n%s", err, out)
 			}
-			got, want := tableRows(string(out)), tableRows(string(sout))
-			if len(got) == 0 || len(got) != len(want) {
-				t.Fatalf("mpirun printed %d sizes, the single-process run %d:\n%s\n--- single process:\n%s", len(got), len(want), out, sout)
-			}
-			for i, row := range got {
-				w := want[i][len(want[i])-1] // "0", or "-" for a test plan without a result
-				if row[0] != want[i][0] || row[len(row)-1] != w || (w != "0" && w != "-") {
-					t.Errorf("size row %d: %v, single process %v: want the same size and 0 wrong", i, row, want[i])
-				}
-			}
+			sameTable(t, string(out), sout)
 			if hosts := fmt.Sprintf("on %d host(s)", tc.ranks/max(tc.perHost, 1)); tc.perHost > 0 && !strings.Contains(string(out), hosts) {
 				t.Errorf("want %q in the header:\n%s", hosts, out)
 			}
