@@ -328,10 +328,7 @@ func (l *launch) run(ctx context.Context) error {
 	} else {
 		// Across processes the job-wide watch (watch.go) replaces the
 		// watchdog; the poller sees what same-host peers change.
-		var pwg sync.WaitGroup
-		pwg.Add(1)
-		go l.poll(stopWatch, &pwg)
-		go func() { pwg.Wait(); close(watchDone) }()
+		go l.poll(stopWatch, watchDone)
 	}
 	ctxDone := make(chan struct{})
 	stopCtx := context.AfterFunc(ctx, func() {

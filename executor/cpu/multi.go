@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,7 +188,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	var own executor.RankBuffers
 	for r := range n {
 		var scratch []byte
-		words := make([]uint64, len(inst.Ranks[r].MemoryChannels)+len(inst.Ranks[r].PortChannels))
+		inbound := make([]uint64, len(inst.Ranks[r].MemoryChannels)+len(inst.Ranks[r].PortChannels))
 		mp, shared := maps[r], true
 		if mp == nil {
 			// A rank on another host: regions without memory.
@@ -206,7 +205,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 			if shared {
 				m.bells[r] = bellAt(b)
 				if k := len(inst.Ranks[r].MemoryChannels) + len(inst.Ranks[r].PortChannels); k > 0 {
-					words = wordsOf(b[bellBytes : bellBytes+8*k])
+					inbound = words(b[bellBytes : bellBytes+8*k])
 				}
 			}
 			io := b[sb : sb+ioBytes(r)]
@@ -220,7 +219,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 				own = rb
 			}
 		}
-		s.addRank(r, scratch, nil, words)
+		s.addRank(r, scratch, nil, inbound)
 	}
 	s.finishRanks()
 	m.startReceivers(s)
@@ -259,9 +258,6 @@ func (m *multi) ringSelf() {
 		wakeAll(&b.ring)
 	}
 }
-
-// wordsOf views 8-byte aligned bytes as uint64 words.
-func wordsOf(b []byte) []uint64 { return words(b) }
 
 // Rank is the rank this session runs.
 func (r *RankSession) Rank() int { return r.s.mp.rank }
@@ -316,14 +312,4 @@ func (r *RankSession) Close() error {
 		mp.release()
 	}
 	return nil
-}
-
-// sortedKeys returns the keys of a peer set in ascending order.
-func sortedKeys(set map[int]bool) []int {
-	ks := make([]int, 0, len(set))
-	for k := range set {
-		ks = append(ks, k)
-	}
-	sort.Ints(ks)
-	return ks
 }

@@ -13,7 +13,8 @@ package cpu
 
 import (
 	"fmt"
-	"sync"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,7 @@ func (m *multi) startReceivers(s *session) {
 			peers[end.Peer] = true
 		}
 	}
-	for _, p := range sortedKeys(peers) {
+	for _, p := range slices.Sorted(maps.Keys(peers)) {
 		m.wg.Add(1)
 		go m.receive(s, p)
 	}
@@ -112,8 +113,8 @@ func (s *session) failCurrent(err error) {
 // signal, packets), which no wake-up inside this process announces. It
 // sleeps on the rank's doorbell, which such peers ring, and looks at
 // least every millisecond.
-func (l *launch) poll(done <-chan struct{}, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (l *launch) poll(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	b := l.s.mp.bells[l.s.mp.rank]
 	for {
 		seen := atomic.LoadUint32(&b.ring)
@@ -131,7 +132,7 @@ func (l *launch) poll(done <-chan struct{}, wg *sync.WaitGroup) {
 		}
 		l.s.mu.Unlock()
 		select {
-		case <-done:
+		case <-stop:
 			return
 		default:
 		}
