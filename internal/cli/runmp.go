@@ -44,7 +44,6 @@ func launchedWorld(c *cli.Context) (dist.World, bool, error) {
 type launchOutcome struct {
 	Err      string   `json:"err,omitempty"`
 	Deadlock bool     `json:"deadlock,omitempty"`
-	Lost     bool     `json:"lost,omitempty"`
 	Wrong    uint64   `json:"wrong,omitempty"`
 	Report   []string `json:"report,omitempty"` // where the wrong data is
 	Nanos    int64    `json:"ns"`
@@ -171,12 +170,9 @@ func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs rankSession, ins
 			mine.Nanos = int64(dt.DeviceTime())
 		}
 		var dl *executor.DeadlockError
-		var lost *dist.PeerLostError
 		switch {
 		case errors.As(lerr, &dl):
 			mine.Deadlock, mine.Err = true, lerr.Error()
-		case errors.As(lerr, &lost):
-			mine.Lost, mine.Err = true, lerr.Error()
 		case lerr != nil:
 			mine.Err = lerr.Error()
 		case it >= 0 && res.checked:
