@@ -139,12 +139,16 @@ func (s *sim) costOf(r int, st step) cost {
 		return cost{pre: p.NopUS.Value}
 	case executor.OpBarrier:
 		return cost{pre: 2 * p.NopUS.Value}
-	case executor.OpSignal, executor.OpRelaxedSignal, executor.OpWait, executor.OpRelaxedWait,
-		executor.OpFlush, executor.OpSemAcquire, executor.OpSemRelease:
+	case executor.OpSignal, executor.OpRelaxedSignal:
+		if op.ChannelType == executor.Port {
+			return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
+		}
+		return cost{pre: p.OpUS.Value}
+	case executor.OpWait, executor.OpRelaxedWait, executor.OpFlush, executor.OpSemAcquire, executor.OpSemRelease:
 		return cost{pre: p.OpUS.Value}
 	}
 	if isPortData(op) {
-		return cost{pre: p.OpUS.Value}
+		return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
 	}
 	d := demand{s: s, w: map[int]float64{}}
 	remoteRead, sw := false, false
@@ -341,6 +345,62 @@ func (s *sim) latency(a, b int) float64 {
 	return s.prof.NVLinkLatencyUS.Value
 }
 
+// The cross-node path of a port-channel trigger, after the proxy has
+// posted its work request (docs/model.md, "The cross-node path"):
+//
+//	post:    the doorbell crosses PCIe to the NIC; for data, the NIC reads
+//	         the payload from GPU memory (a PCIe round trip); the NIC
+//	         spends nic_msg_us on the work request, one at a time
+//	transfer: the bytes at the NIC's rate
+//	arrive:  the wire (nic_latency_us), the receiving NIC's write into GPU
+//	         memory (one PCIe traversal), the waiting thread's poll (one
+//	         HBM load)
+//	ack:     the completion returns (nic_latency_us), crosses PCIe into the
+//	         host's completion queue, waits for the proxy to poll it
+//	         (proxy_poll_us), and the proxy's release of the GPU crosses
+//	         PCIe again
+//
+// A flag (a signal, or the flag of a put-with-signal) is one more work
+// request with its value inline: no payload read.
+
+// crossNode reports whether a trigger from rank a to rank b goes over the
+// NICs.
+func (s *sim) crossNode(a, b int) bool { return s.node(a) != s.node(b) }
+
+// postDelay is the time from the proxy's post to the NIC starting the
+// work request: the doorbell, and for data the payload read.
+func (s *sim) postDelay(data bool) float64 {
+	p := s.prof
+	d := p.PCIeLatencyUS.Value
+	if data {
+		d += 2 * p.PCIeLatencyUS.Value
+	}
+	return d
+}
+
+// arriveDelay is the time from the last byte leaving the sending NIC to
+// the waiting thread seeing it.
+func (s *sim) arriveDelay() float64 {
+	p := s.prof
+	return p.NICLatencyUS.Value + p.PCIeLatencyUS.Value + p.LocalLatencyUS.Value
+}
+
+// ackDelay is the time from the last byte leaving the sending NIC to the
+// GPU learning that the transfer completed.
+func (s *sim) ackDelay() float64 {
+	p := s.prof
+	return 2*p.NICLatencyUS.Value + 3*p.PCIeLatencyUS.Value + p.ProxyPollUS.Value + p.LocalLatencyUS.Value
+}
+
+// nicSlot reserves rank r's NIC for one work request ready at t and
+// returns when the NIC has processed it.
+func (s *sim) nicSlot(r int, t float64) float64 {
+	rs := &s.ranks[r]
+	start := max(t, rs.nicFree)
+	rs.nicFree = start + s.prof.NICMsgUS.Value
+	return rs.nicFree
+}
+
 // deliver adds a signal to rank peer's channel end idx of type ct at
 // time at.
 func (s *sim) deliver(peer int, ct executor.ChannelType, idx int, at float64, slice int) {
@@ -354,30 +414,52 @@ func (s *sim) deliver(peer int, ct executor.ChannelType, idx int, at float64, sl
 	})
 }
 
-// push hands a trigger to its rank's proxy, which serves triggers in
-// order, ProxyUS each.
+// push hands a trigger to its rank's proxy: the trigger crosses PCIe into
+// the host's FIFO, waits for the proxy to see it (proxy_poll_us), and is
+// served in order, proxy_us each.
 func (s *sim) push(tr *trigger) {
+	p := s.prof
 	rs := &s.ranks[tr.rank]
 	rs.port[tr.ch].pushed++
-	start := max(s.now, rs.proxyFree) + s.prof.ProxyUS.Value
+	seen := s.now + p.PCIeLatencyUS.Value + p.ProxyPollUS.Value
+	start := max(seen, rs.proxyFree) + p.ProxyUS.Value
 	rs.proxyFree = start
 	s.at(start, func() { s.serve(tr) })
 }
 
 // serve performs a trigger: the data transfer, then (in order on its
-// channel) the flag.
+// channel) the flag. Across nodes the work request first waits for its
+// post (postDelay) and a NIC slot.
 func (s *sim) serve(tr *trigger) {
+	if tr.data {
+		// In flight from now: a later flag of the channel, posted
+		// after it, waits for it.
+		s.ranks[tr.rank].port[tr.ch].inflight++
+	}
+	if s.crossNode(tr.src, tr.dst) {
+		ready := s.nicSlot(tr.src, s.now+s.postDelay(tr.data))
+		s.at(ready, func() { s.transfer(tr) })
+		return
+	}
+	s.transfer(tr)
+}
+
+// transfer moves tr's bytes and delivers its flag.
+func (s *sim) transfer(tr *trigger) {
 	rs := &s.ranks[tr.rank]
 	ch := &rs.port[tr.ch]
 	end := s.inst.Ranks[tr.rank].PortChannels[tr.ch]
+	cross := s.crossNode(tr.src, tr.dst)
 	lat := s.latency(tr.src, tr.dst)
+	if cross {
+		lat = s.arriveDelay()
+	}
 	if !tr.data {
 		ch.done++
 		s.flag(tr, ch, end, lat)
 		s.wakeAll(&ch.waiters)
 		return
 	}
-	ch.inflight++
 	var w *pktWrite
 	if tr.pkt {
 		reg := tr.dstRegion
@@ -389,21 +471,33 @@ func (s *sim) serve(tr *trigger) {
 	d.move(tr.src, tr.dst, float64(tr.bytes))
 	s.startFlow(d.units, math.Inf(1), d.uses(), func() {
 		ch.inflight--
-		ch.done++
 		if w != nil {
 			w.done, w.at = true, s.now+lat
 			s.wakeAll(&s.ranks[tr.dst].pktWaiters)
 		}
+		flagLat := lat
+		if cross {
+			// The flag is one more work request after the data.
+			flagLat = s.nicSlot(tr.src, s.now) - s.now + lat
+		}
 		if tr.flag {
-			s.flag(tr, ch, end, lat)
+			s.flag(tr, ch, end, flagLat)
 		} else if ch.inflight == 0 {
-			s.flushFlags(ch, end, lat)
+			s.flushFlags(ch, end, flagLat)
 		}
-		if tr.sync != nil {
-			tr.sync.syncs--
-			s.tail(tr.sync)
+		complete := func() {
+			ch.done++
+			if tr.sync != nil {
+				tr.sync.syncs--
+				s.tail(tr.sync)
+			}
+			s.wakeAll(&ch.waiters)
 		}
-		s.wakeAll(&ch.waiters)
+		if cross {
+			s.at(s.now+s.ackDelay(), complete)
+			return
+		}
+		complete()
 	})
 }
 

@@ -84,13 +84,30 @@ type Params struct {
 	LL8Factor Param `json:"ll8_factor"`
 	// NICGBps is a GPU's NIC bandwidth per direction and NICEfficiency
 	// the fraction achieved; NICLatencyUS the one-way latency of an RDMA
-	// write, switch included.
+	// write from the sending NIC to the receiving NIC (both NICs'
+	// pipelines, the cable and the switch; the PCIe traversals at either
+	// end are PCIeLatencyUS); NICMsgUS the time a NIC spends on each work
+	// request (an RDMA write, or the write of a flag), one after another.
 	NICGBps       Param `json:"nic_gbps"`
 	NICEfficiency Param `json:"nic_efficiency"`
 	NICLatencyUS  Param `json:"nic_latency_us"`
-	// ProxyUS is the port-channel proxy's time per trigger (a host thread
-	// polls the FIFO and posts the transfer).
+	NICMsgUS      Param `json:"nic_msg_us"`
+	// ProxyUS is the port-channel proxy's host time per trigger, from
+	// reading it out of the FIFO to posting its work request; the proxy
+	// serves triggers one after another.
 	ProxyUS Param `json:"proxy_us"`
+	// FIFOPushUS is the GPU thread's time to push a trigger into the
+	// proxy's FIFO (claim a slot with an atomic, store the trigger);
+	// ProxyPollUS the mean time from a trigger (or a completion) landing
+	// in host memory to the proxy thread acting on it: the wait for its
+	// polling loop.
+	FIFOPushUS  Param `json:"fifo_push_us"`
+	ProxyPollUS Param `json:"proxy_poll_us"`
+	// PCIeLatencyUS is one PCIe traversal: a trigger reaching the host's
+	// FIFO, the proxy's doorbell reaching the NIC, each way of the NIC's
+	// read of the payload from GPU memory, the receiving NIC's write into
+	// GPU memory, a completion reaching the host.
+	PCIeLatencyUS Param `json:"pcie_latency_us"`
 	// AtomicUS is the latency of a device-scope atomic seen by another
 	// block (semaphores, device barriers).
 	AtomicUS Param `json:"atomic_us"`

@@ -89,12 +89,12 @@ func TestPublished(t *testing.T) {
 		t.Errorf("median error %.1f%% beyond %.0f%%", 100*med, 100*maxMedianErr)
 	}
 	fmt.Fprintf(&b, "\nMedian absolute error %.1f%%, largest %.1f%% (bounds: %.0f%% and %.0f%%).\n", 100*med, 100*errs[len(errs)-1], 100*maxMedianErr, 100*maxPointErr)
-	checkDocTable(t, b.String())
+	checkDocTable(t, tableBegin, tableEnd, b.String())
 }
 
-// checkDocTable compares table with the generated block of docs/model.md,
-// or rewrites the block with -update.
-func checkDocTable(t *testing.T, table string) {
+// checkDocTable compares table with the block of docs/model.md between
+// the lines tableBegin and tableEnd, or rewrites the block with -update.
+func checkDocTable(t *testing.T, tableBegin, tableEnd, table string) {
 	t.Helper()
 	const doc = "../docs/model.md"
 	data, err := os.ReadFile(doc)
@@ -115,6 +115,6 @@ func checkDocTable(t *testing.T, table string) {
 		return
 	}
 	if diff := cmp.Diff(table, got); diff != "" {
-		t.Errorf("%s: the comparison table is stale (go test ./model -run TestPublished -update rewrites it) (-want +got):\n%s", doc, diff)
+		t.Errorf("%s: the comparison table is stale (go test ./model -run %s -update rewrites it) (-want +got):\n%s", doc, t.Name(), diff)
 	}
 }

@@ -125,7 +125,8 @@ type rankSim struct {
 	bars       [executor.MaxBarrierID + 1]barState
 	pkts       []*pktWrite
 	pktWaiters []*tbRun
-	proxyFree  float64
+	proxyFree  float64 // when the proxy has served its last trigger
+	nicFree    float64 // when the NIC has processed its last work request
 }
 
 // Phases of a thread block's current op.
