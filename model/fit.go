@@ -70,7 +70,7 @@ func ParseResults(name string, r io.Reader, inPlace bool) ([]Measurement, error)
 // FitOptions configure Fit.
 type FitOptions struct {
 	// Params are the JSON names of the parameters to fit; nil means
-	// DefaultFitParams for the plan.
+	// DefaultFitParams for the plan and profile.
 	Params []string
 	// DType and InPlace lay the plan out as the measurements ran it.
 	DType   executor.Numeric
@@ -97,10 +97,20 @@ type FitResult struct {
 // RelErr is (predicted − measured) / measured.
 func RelErr(pred, meas float64) float64 { return (pred - meas) / meas }
 
-// DefaultFitParams are the parameters Fit adjusts by default: the launch
-// overhead charged, the per-op and latency terms, and the bandwidth
-// efficiencies the plan's transfers depend on.
-func DefaultFitParams(plan *executor.Plan, opts Options) []string {
+// DefaultFitParams are the parameters Fit adjusts by default for plan on
+// hw. For a plan whose port channels cross nodes (ranks placed by
+// opts.RanksPerNode, else hw's gpus_per_node): the terms of the
+// cross-node path, CrossNodeFitParams. Otherwise the launch overhead
+// charged, the per-op and latency terms, and the bandwidth efficiencies
+// the plan's transfers depend on.
+func DefaultFitParams(plan *executor.Plan, hw *Profile, opts Options) []string {
+	perNode := opts.RanksPerNode
+	if perNode <= 0 {
+		perNode = hw.GPUsPerNode
+	}
+	if crossesNodes(plan, perNode) {
+		return CrossNodeFitParams()
+	}
 	ps := []string{"graph_launch_us", "op_us", "nvlink_latency_us", "nvlink_efficiency", "block_inflight_kib"}
 	if opts.PlainLaunch {
 		ps[0] = "launch_us"
@@ -121,6 +131,32 @@ func DefaultFitParams(plan *executor.Plan, opts Options) []string {
 	return ps
 }
 
+// CrossNodeFitParams are the parameters of the cross-node path that Fit
+// adjusts by default for a multi-node plan: the proxy's wait and time per
+// trigger, the PCIe traversal, the NIC-to-NIC latency and the NIC's
+// efficiency.
+func CrossNodeFitParams() []string {
+	return []string{"proxy_poll_us", "proxy_us", "pcie_latency_us", "nic_latency_us", "nic_efficiency"}
+}
+
+// crossesNodes reports whether a port channel of plan connects ranks on
+// different nodes, perNode ranks to a node.
+func crossesNodes(plan *executor.Plan, perNode int) bool {
+	for _, g := range plan.GPUs {
+		for _, ch := range g.Channels {
+			if ch.Type != executor.Port {
+				continue
+			}
+			for _, peer := range ch.ConnectedTo {
+				if peer/perNode != g.ID/perNode {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // Fit adjusts the parameters fo.Params of hw so that plan's predicted
 // times match meas: a coordinate search in log space that minimises the
 // mean squared log error. hw is not changed.
@@ -131,7 +167,7 @@ func Fit(plan *executor.Plan, meas []Measurement, hw *Profile, opts Options, fo 
 	}
 	names := fo.Params
 	if names == nil {
-		names = DefaultFitParams(plan, opts)
+		names = DefaultFitParams(plan, hw, opts)
 	}
 	prof := hw.Clone()
 	var params []*Param
