@@ -42,7 +42,7 @@ func modelCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "launch overhead charged per call: `graph` (replayed from a CUDA graph) or kernel (a plain launch)"},
 			&cli.StringFlag{Name: "fit", Usage: "fit the profile to the measured `RESULTS` file (nccl-tests or mscclgo run output of this plan)"},
-			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms)"},
+			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms; the cross-node terms for a multi-node plan)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --fit: write the fitted profile to `FILE`"},
 			plotFlag(),
 			countsFlag(), // alltoallv plans: modelv.go
