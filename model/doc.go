@@ -4,8 +4,11 @@
 // waits, semaphores, barriers, LL packets, the port-channel proxy and
 // pipelines, and per-op costs from a hardware profile (Profile). Concurrent
 // transfers share each GPU's NVLink egress and ingress, HBM and NIC by
-// max-min fair sharing, recomputed at every event. Predict returns the
-// predicted time and a timeline.Timeline of the call; Sweep predicts a
-// range of sizes; Fit fits a profile's parameters to measured results.
-// docs/model.md describes the model, its parameters and its known errors.
+// max-min fair sharing, recomputed at every event. A port-channel trigger
+// that crosses nodes pays its path term by term: the FIFO push, PCIe
+// traversals, the host proxy, both NICs and the waiter's poll. Predict
+// returns the predicted time and a timeline.Timeline of the call; Sweep
+// predicts a range of sizes; Fit fits a profile's parameters to measured
+// results. docs/model.md describes the model, its parameters and its known
+// errors.
 package model
