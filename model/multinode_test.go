@@ -62,14 +62,17 @@ func hierSmall2x8(tb testing.TB) *executor.Plan {
 }
 
 const (
-	ndmv4Source = "MSCCL++ docs/performance-ndmv4.md, \"2 nodes, 1 gpu/node\" (Azure NDm A100 v4, NCCL 2.17.1, nccl-tests with CUDA graphs, in place)"
-	h100Source  = "MSCCL++ docs/dsl/results.md, figure 2node_all_reduce_results.png (2 × 8 H100), as quoted in issue 24"
+	ndmv4Source  = "MSCCL++ docs/performance-ndmv4.md, \"2 nodes, 1 gpu/node\" (Azure NDm A100 v4, NCCL 2.17.1, nccl-tests with CUDA graphs, in place)"
+	ndmv4Source8 = "MSCCL++ docs/performance-ndmv4.md, \"2 nodes, 8 gpus/node\" (as above)"
+	h100Source   = "MSCCL++ docs/dsl/results.md, figure 2node_all_reduce_results.png (2 × 8 H100), as quoted in issue 24"
 )
 
 var multiNodePublished = []multiNodePoint{
 	{"NCCL allgather, 2 × 1 A100", "a100-sxm", testdataPlan("ring2_allgather_ll"), 1, 1 * kib, 16.08, ndmv4Source, false},
 	{"NCCL allreduce, 2 × 1 A100", "a100-sxm", testdataPlan("ring2_allreduce_ll"), 1, 1 * kib, 21.27, ndmv4Source, false},
 	{"MSCCL LL alltoall, 2 × 1 A100", "a100-sxm", testdataPlan("pair_alltoall_ll"), 1, 1 * kib, 14.67, ndmv4Source, true},
+	{"MSCCL LL alltoall, 2 × 8 A100", "a100-sxm", testdataPlan("alltoall_ll_2x8"), 8, 1 * kib, 22.55, ndmv4Source8, true},
+	{"NCCL allgather, 2 × 8 A100", "a100-sxm", testdataPlan("ring_allgather_ll_2x8"), 8, 1 * kib, 33.74, ndmv4Source8, true},
 	{"MSCCL++ default 2-node allreduce, 2 × 8 H100", "h100-sxm", hierSmall2x8, 8, 1 * kib, 19.0, h100Source, true},
 }
 
