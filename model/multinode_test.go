@@ -9,13 +9,16 @@
 package model_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -187,5 +190,24 @@ func TestMultiNodeCalibration(t *testing.T) {
 		if got := loadProfile(t, name).Params.ProxyPollUS.Value; math.Abs(got-best) > step {
 			t.Errorf("%s: proxy_poll_us %.2f, the calibration set's optimum is %.2f", name, got, best)
 		}
+	}
+}
+
+// TestStandInPlans runs the plans of model/testdata on the CPU backend and
+// checks their outputs: what stands for a published measurement must be
+// the collective that was measured.
+func TestStandInPlans(t *testing.T) {
+	for _, name := range []string{"ring2_allgather_ll", "ring2_allreduce_ll", "pair_alltoall_ll", "ring_allgather_ll_2x8", "alltoall_ll_2x8"} {
+		t.Run(name, func(t *testing.T) {
+			plan := testdataPlan(name)(t)
+			for _, size := range []uint64{1 * kib, 64 * kib} {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := executor.RunChecked(ctx, cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
+				cancel()
+				if err != nil {
+					t.Errorf("%d bytes: %v", size, err)
+				}
+			}
+		})
 	}
 }
