@@ -11,7 +11,7 @@
 //     executor's hard limits) and the cross-rank checks (barriers, channel
 //     pairing, switch groups).
 //   - instantiate.go: Instantiate resolves a Plan for a message size,
-//     exactly as runtime-semantics.md §1 describes.
+//     exactly as docs/semantics.md §1 describes.
 //   - dtype.go, data.go: element types with device-exact SUM, the
 //     executor_test.py fill generator and expected results.
 //   - cpu/: the CPU reference backend, the oracle for every other backend.

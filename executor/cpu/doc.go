@@ -1,13 +1,13 @@
 // Package cpu is the CPU reference backend of mscclgo, the oracle every
 // other backend is checked against. It runs an instantiated MSCCL++
 // execution plan (an executor.Instance) for all ranks in one process on
-// real data, with the device semantics of runtime-semantics.md §2-§4, and
+// real data, with the device semantics of docs/semantics.md §2-§4, and
 // reports deadlocks and data races instead of hanging or silently
 // corrupting data.
 //
 // Model. Every thread block of every rank is one goroutine that executes
 // its ops in order, each op as one atomic step "by the whole block"
-// (§6.3): ops whose memory conflicts (only in racy plans) never overlap in
+// (docs/semantics.md §6.3): ops whose memory conflicts (only in racy plans) never overlap in
 // time. Data ops work in bulk (copy, DType.Add over blocks); LL packets
 // are stored with their real byte layout in the session's scratch with
 // 8-byte atomic words, so readers can poll them safely. Port channels are
@@ -38,7 +38,7 @@
 //     no launch can index out of range.
 //   - launch.go: one execute(): goroutines, the monitor (parking, wake-up,
 //     deadlock detection, the no-progress watchdog, cancellation).
-//   - resolve.go: address resolution (§2.4): operands to bounds-checked
+//   - resolve.go: address resolution (docs/semantics.md §2.4): operands to bounds-checked
 //     byte spans of the caller's buffers and the scratch, pipeline offsets
 //     and clamping, the double-scratch half.
 //   - ops.go: the op semantics: copies, put/get, the reduce family,
@@ -54,14 +54,14 @@
 //   - ranges.go: memory-range locks that make conflicting ops of racy
 //     plans run one after the other when race detection is off.
 //
-// Semantic choices where the reference is ambiguous or quirky (§6.2):
+// Semantic choices where the reference is ambiguous or quirky (docs/semantics.md §6.2):
 // flush works (Q1), get uses its own offsets (Q2), every put source uses
 // its own buffer (Q6), copies and reduce tails cover every byte (Q4), Q8
 // is mirrored (the scratch offset of double buffering applies to local
 // scratch and to packet accesses, not to non-packet remote or NVLS
 // accesses, nor to the local source of a port put, which the proxy reads
 // from the buffer's base), pipeline lengths clamp at zero (Q9). Relaxed signal and wait
-// are as strong as the non-relaxed ones (§2.9.3). glres sums the members'
+// are as strong as the non-relaxed ones (docs/semantics.md §2.9, item 3). glres sums the members'
 // buffers in ascending rank order, ((m0 ⊕ m1) ⊕ m2)…; the switch hardware
 // uses its own order, so GPU results may differ in the last bits.
 package cpu
