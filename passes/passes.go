@@ -1,27 +1,28 @@
 // Package passes holds the compiler passes that turn the IR recorded by the
 // builtins into the IR that emit writes as an MSCCL++ execution plan. They
 // reproduce, rule by rule, what the reference Python DSL does inside JSON()
-// (docs/passes.md states these rules; the comments cite its sections).
+// (docs/passes.md states these rules; the comments cite its sections). Run
+// applies the whole pipeline to a recorded program, once:
 //
-// Contents:
-//   - passes.go: Config, Error and its sentinels, the pass table, the
-//     passOrder constraints and Run, the driver.
-//   - validate.go: ValidatePairing, the signal/wait pairing check (docs/passes.md §3).
-//   - fuse.go: Fuse, instruction fusion and sync elision (docs/passes.md §4); idset.go,
-//     the channel id sets of fused signal/wait/flush chains (docs/passes.md §4.6).
-//   - datasync.go: InsertDataSync, the nops around data-sync ops (docs/passes.md §5).
-//   - autosync.go: ResolveDependencies, the nops before intra-block
-//     hazards (docs/passes.md §6).
-//   - replicate.go: Replicate, the instances copies of every thread block
-//     (docs/passes.md §7).
+//	if err := passes.Run(prog, passes.Config{}); err != nil {
+//		return err // a *passes.Error naming the pass
+//	}
 //
-// The pipeline is the reference's (docs/passes.md §1): validate on the whole program,
-// then for every rank fuse (if InstrFusion), data-sync, auto-sync (if
-// AutoSync) on each thread block, and replicate the rank. When Config asks
-// for checks or dumps between passes, Run instead runs each pass over all
-// ranks before the next; passes keep no state across thread blocks or
-// ranks and only replicate can fail after validate, so both orders give
-// the same IR and the same first error.
+// Each pass is also exported on its own, for tests and tools:
+//   - ValidatePairing, the signal/wait pairing check (docs/passes.md §3);
+//   - Fuse, instruction fusion and sync elision (docs/passes.md §4), and
+//     Appender, which fuses ops as they are recorded;
+//   - InsertDataSync, the nops around data-sync ops (docs/passes.md §5);
+//   - ResolveDependencies, the nops before hazards (docs/passes.md §6);
+//   - Replicate, the instances of every thread block (docs/passes.md §7).
+//
+// The pipeline is the reference's (docs/passes.md §1): validate on the
+// whole program, then for every rank fuse (if InstrFusion), data-sync,
+// auto-sync (if AutoSync) on each thread block, and replicate the rank.
+// When Config asks for checks or dumps between passes, Run instead runs
+// each pass over all ranks before the next; passes keep no state across
+// thread blocks or ranks and only replicate can fail after validate, so
+// both orders give the same IR and the same first error.
 //
 // The passes are not idempotent (fusion elision, data-sync and replication
 // all change their own input), so Run processes a program once: it marks
