@@ -81,7 +81,7 @@ MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
   return true;
 }
 
-// ---- addressing (docs/semantics.md §2.4, mirroring executor/cpu/resolve.go) -----------------
+// ---- addressing (docs/semantics.md §2.4, mirroring executor/cpu/resolve.go) ---
 
 MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
 
@@ -198,7 +198,7 @@ MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned
   }
 }
 
-// ---- LL packets (docs/semantics.md §3) ---------------------------------------------------------
+// ---- LL packets (docs/semantics.md §3) -------------------------------------
 
 // Payload is one packet's payload: lo (and hi for LL16).
 struct Payload {
@@ -311,7 +311,7 @@ MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const Pk
   }
 }
 
-// ---- port channels: the FIFO (docs/semantics.md §4.3) -----------------------------------------
+// ---- port channels: the FIFO (docs/semantics.md §4.3) ----------------------
 
 // push hands a trigger to the rank's proxy and returns its FIFO position,
 // or ~0 when the launch was aborted while the FIFO was full.
