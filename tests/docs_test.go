@@ -13,15 +13,18 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
+
+	"go.starlark.net/syntax"
 )
 
 // repoRoot is the repository root, relative to this package.
 const repoRoot = ".."
 
 // codeExts are the source files whose comments TestCitations reads.
-var codeExts = map[string]bool{".go": true, ".h": true, ".cuh": true, ".cu": true, ".cc": true, ".c": true}
+var codeExts = map[string]bool{".go": true, ".h": true, ".cuh": true, ".cu": true, ".cc": true, ".c": true, ".star": true}
 
 var (
 	// docRef is a mention of a page of docs/.
@@ -277,13 +280,54 @@ func walkSources(fn func(rel string, src []byte)) error {
 }
 
 // commentLines returns the comment lines of a source file. The header is
-// what precedes the package clause in a Go file and the leading comment
-// block of a C or C++ file.
+// what precedes the package clause in a Go file, the first statement in a
+// Starlark file, and the leading comment block of a C or C++ file.
 func commentLines(rel string, src []byte) ([]commentLine, error) {
-	if strings.HasSuffix(rel, ".go") {
+	switch {
+	case strings.HasSuffix(rel, ".go"):
 		return goCommentLines(rel, src)
+	case strings.HasSuffix(rel, ".star"):
+		return starCommentLines(rel, src)
 	}
 	return cCommentLines(src), nil
+}
+
+// starCommentLines reads the comments of a Starlark script with the
+// Starlark parser, so that strings are not mistaken for comments.
+func starCommentLines(rel string, src []byte) ([]commentLine, error) {
+	opts := &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true}
+	f, err := opts.Parse(rel, src, syntax.RetainComments)
+	if err != nil {
+		return nil, err
+	}
+	first := int32(1 << 30)
+	if len(f.Stmts) > 0 {
+		start, _ := f.Stmts[0].Span()
+		first = start.Line
+	}
+	seen := map[syntax.Position]bool{}
+	var out []commentLine
+	add := func(cs []syntax.Comment) {
+		for _, c := range cs {
+			if !seen[c.Start] {
+				seen[c.Start] = true
+				out = append(out, commentLine{line: int(c.Start.Line), text: c.Text, header: c.Start.Line < first})
+			}
+		}
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil { // Walk's end-of-children call
+			return false
+		}
+		if c := n.Comments(); c != nil {
+			add(c.Before)
+			add(c.Suffix)
+			add(c.After)
+		}
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].line < out[j].line })
+	return out, nil
 }
 
 // goCommentLines reads the comments of a Go file with go/scanner, so that
@@ -438,4 +482,32 @@ func docSections(file string) (map[string]bool, error) {
 		}
 	}
 	return secs, nil
+}
+
+// TestCommentLines checks that the comment readers find comments, and only
+// comments, in each language, and tell the header from the rest.
+func TestCommentLines(t *testing.T) {
+	tests := []struct {
+		file string
+		src  string
+		want []commentLine
+	}{
+		{"a.go", "// head\n\n// doc\npackage a\n\nvar s = \"// not a comment\" // tail\n",
+			[]commentLine{{1, "// head", true}, {3, "// doc", true}, {6, "// tail", false}}},
+		{"a.h", "// head\n/* two\n   lines */\nint x; const char *s = \"// no\"; // tail\nchar c = '\\''; /* last */\n",
+			[]commentLine{{1, "// head", true}, {2, "/* two", true}, {3, "   lines */", true}, {4, "// tail", false}, {5, "/* last */", false}}},
+		{"a.star", "# head\n\ndef f():\n    \"\"\"# not a comment\"\"\"\n    return 1  # tail\n",
+			[]commentLine{{1, "# head", true}, {5, "# tail", false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got, err := commentLines(tt.file, []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got  %v\nwant %v", got, tt.want)
+			}
+		})
+	}
 }
