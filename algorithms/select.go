@@ -188,7 +188,7 @@ func reject(e Entry, req Request) string {
 }
 
 // sizeProblem checks that the per-rank buffers of req divide as the plan's
-// chunks require (runtime-semantics.md §1.7) and hold whole elements.
+// chunks require (docs/semantics.md §1.7) and hold whole elements.
 func sizeProblem(e Entry, req Request) string {
 	in, out := req.Size, req.Size
 	n := uint64(req.WorldSize)

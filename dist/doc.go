@@ -7,15 +7,12 @@
 // rank when another one dies (Lost, Context). It uses the standard
 // library only.
 //
-//   - env.go: World and FromEnv (launcher variables, rendezvous rule).
-//   - bootstrap.go: Options, Connect, Bootstrap, Close.
-//   - setup.go: rank 0's set-up, joining, the accept loop.
-//   - collective.go: AllGather and Barrier through rank 0.
-//   - p2p.go: Send and Recv over direct peer connections.
-//   - liveness.go: control-link readers, heartbeats, losses.
-//   - link.go, frame.go: one connection; the wire format.
-//   - hosts.go: Host and the grouping of ranks per host.
-//   - errors.go: the error values.
+//	w, ok, err := dist.FromEnv(os.Getenv) // ok: a launcher started this process
+//	...
+//	b, err := dist.Connect(ctx, w, dist.Options{})
+//	...
+//	defer b.Close()
+//	parts, err := b.AllGather(ctx, mine)
 //
 // # Connections
 //

@@ -196,8 +196,8 @@ func (e *encoder) program(p *ir.Program) {
 }
 
 // AllToAllVCollective is the plan "collective" of AllToAllV programs,
-// whose plans carry the "alltoallv" extension object (docs/language.md
-// §5.1, docs/executor.md "Variable-size plans").
+// whose plans carry the "alltoallv" extension object
+// (docs/language.md §5.1, docs/executor.md §14).
 const AllToAllVCollective = "alltoallv"
 
 // AllToAllVVersion is the version of the "alltoallv" extension object.
@@ -358,7 +358,7 @@ func (e *encoder) ops(ops []*ir.Op) {
 	e.close(']')
 }
 
-// op writes one op object with the key list of its kind (plan-format §6–§7).
+// op writes one op object with the key list of its kind (docs/plan-format.md §6–§7).
 func (e *encoder) op(op *ir.Op) {
 	e.open('{')
 	e.key(kName)

@@ -274,7 +274,7 @@ func TestProgram(t *testing.T) {
 	}
 }
 
-// ex3Program builds by hand the IR that plan-format §12.3's program leaves
+// ex3Program builds by hand the IR that docs/plan-format.md §12.3's program leaves
 // after the passes (NVLS allreduce in a pipeline, semaphore, barrier).
 func ex3Program() *ir.Program {
 	p := &ir.Program{Name: "ex3_nvls_pipeline", Collective: "allreduce", Protocol: "Simple", Inplace: true}

@@ -9,7 +9,7 @@ import (
 )
 
 // Plan is a decoded MSCCL++ execution plan. Its field order is the
-// reference key order (plan-format §2), so Encode writes keys in the order
+// reference key order (docs/plan-format.md §2), so Encode writes keys in the order
 // the DSL does. Header numbers are json.Number so that any magnitude
 // (max_message_size is 2^64-1 by default) survives a round trip.
 //
@@ -45,7 +45,7 @@ type PlanAllToAllV struct {
 	ChunksPerBlock int `json:"chunks_per_block"`
 }
 
-// PlanGPU is one element of "gpus" (plan-format §3).
+// PlanGPU is one element of "gpus" (docs/plan-format.md §3).
 type PlanGPU struct {
 	ID            int                `json:"id"`
 	InputChunks   int                `json:"input_chunks"`
@@ -57,7 +57,7 @@ type PlanGPU struct {
 	Semaphores    []PlanSemaphore    `json:"semaphores,omitzero"`
 }
 
-// PlanChannel is a GPU-level channel entry (plan-format §3.1): ChannelType
+// PlanChannel is a GPU-level channel entry (docs/plan-format.md §3.1): ChannelType
 // with ConnectedTo for memory and port channels, or with BufferType and
 // RankGroups for switch channels.
 type PlanChannel struct {
@@ -73,19 +73,19 @@ type PlanRankGroup struct {
 	Ranks []int `json:"ranks"`
 }
 
-// PlanRemoteBuffer is an element of "remote_buffers" (plan-format §3.2).
+// PlanRemoteBuffer is an element of "remote_buffers" (docs/plan-format.md §3.2).
 type PlanRemoteBuffer struct {
 	Rank               int        `json:"rank"`
 	Type               PyString   `json:"type"`
 	AccessChannelTypes []PyString `json:"access_channel_types"`
 }
 
-// PlanSemaphore is an element of "semaphores" (plan-format §3.3).
+// PlanSemaphore is an element of "semaphores" (docs/plan-format.md §3.3).
 type PlanSemaphore struct {
 	InitValue json.Number `json:"init_value"`
 }
 
-// PlanThreadBlock is an element of "threadblocks" (plan-format §4).
+// PlanThreadBlock is an element of "threadblocks" (docs/plan-format.md §4).
 type PlanThreadBlock struct {
 	ID               int                   `json:"id"`
 	Ops              []PlanOp              `json:"ops"`
@@ -105,7 +105,7 @@ type PlanRemoteBufferRef struct {
 	RemoteBufferIDs   []int    `json:"remote_buffer_ids"`
 }
 
-// PlanOp is one op object, any kind (plan-format §6–§7). The key list of
+// PlanOp is one op object, any kind (docs/plan-format.md §6–§7). The key list of
 // every kind is a subsequence of this field order; absent keys are nil or
 // empty and omitted on encoding, while a present empty list is a non-nil
 // empty slice and encodes as [].
@@ -140,7 +140,7 @@ type PlanTBGInfo struct {
 	TBGSize int `json:"tbg_size"`
 }
 
-// PlanOperand is a buffer operand of any shape (plan-format §5): local
+// PlanOperand is a buffer operand of any shape (docs/plan-format.md §5): local
 // (Type), remote (BufferID), chunk-with-rank (Rank and Type) or switch
 // (SwitchChannelID), each with Index and Size.
 type PlanOperand struct {

@@ -16,7 +16,7 @@ import (
 const goldenDir = "../../shared/golden"
 
 // planFiles returns the reference plans and the worked examples of
-// plan-format §12 (testdata), skipping the test when the golden directory
+// docs/plan-format.md §12 (testdata), skipping the test when the golden directory
 // is absent.
 func planFiles(t *testing.T) []string {
 	t.Helper()

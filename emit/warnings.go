@@ -2,9 +2,9 @@ package emit
 
 // warnings.go holds the eval-time warnings: what the MSCCL++ executor
 // cannot run or silently mis-runs in a compiled program (its hard limits,
-// runtime-semantics.md §1.16, the sizes §2.8 needs, and channels used
-// without a partner on the peer, §4.1), each with the .star position of
-// the op. The plan is still written, byte-identical;
+// docs/semantics.md §1.16, the sizes §2.8 needs, and channels used
+// without a partner on the peer, docs/semantics.md §4.1), each with the
+// .star position of the op. The plan is still written, byte-identical;
 // `eval --strict` makes them errors.
 
 import (

@@ -13,7 +13,7 @@ import (
 )
 
 // This file reproduces the data side of MSCCL++'s python/test/
-// executor_test.py (runtime-semantics.md §5): the buffers of each
+// executor_test.py (docs/semantics.md §5): the buffers of each
 // collective, the fill generator, the expected results and their
 // tolerance, and the bus-bandwidth factors.
 
@@ -42,7 +42,7 @@ const (
 const fillThreads = 64 * 1024
 
 // Fill writes the input of rank for iteration seq into dst, as the
-// fill_data kernel of executor_test.py does (§5.2): generator thread g
+// fill_data kernel of executor_test.py does (docs/semantics.md §5.2): generator thread g
 // starts at seed = uint32(g + rank + seq) and, for the elements g,
 // g+65536, ..., steps seed = seed·1664525 + 1013904223 (mod 2^32) and
 // stores T(seed mod 1024) / T(1024). For bf16 the integer is rounded to
@@ -139,8 +139,8 @@ func collectiveOf(name string) collective {
 }
 
 // BufferLayout is the buffers of one run of a collective at one message
-// size, laid out as executor_test.py lays them out (§5.1), and what they
-// must hold afterwards (§5.3).
+// size, laid out as executor_test.py lays them out (docs/semantics.md §5.1), and what they
+// must hold afterwards (docs/semantics.md §5.3).
 type BufferLayout struct {
 	// Collective is the plan's collective name. allreduce, allgather,
 	// reducescatter, alltoall and sendrecv have a checked result; any
@@ -168,7 +168,7 @@ type BufferLayout struct {
 }
 
 // Layout returns the layout of collective on nranks ranks for a message
-// of size bytes of dt (§5.1): allreduce, alltoall and sendrecv have size
+// of size bytes of dt (docs/semantics.md §5.1): allreduce, alltoall and sendrecv have size
 // bytes of input and output, allgather size/nranks bytes of input,
 // reducescatter size/nranks bytes of output; any other collective (test
 // plans) size bytes of each. The element count must divide among the
@@ -224,7 +224,7 @@ func (l *BufferLayout) Checked() bool { return l.c != noResult }
 // Reduces reports whether the collective sums (allreduce, reducescatter).
 func (l *BufferLayout) Reduces() bool { return l.c == allReduce || l.c == reduceScatter }
 
-// BusFactor is the nccl-tests bus-bandwidth factor (§5.5): 2(n−1)/n for
+// BusFactor is the nccl-tests bus-bandwidth factor (docs/semantics.md §5.5): 2(n−1)/n for
 // allreduce, (n−1)/n for allgather, reducescatter and alltoall, 1 for
 // sendrecv and test plans.
 func (l *BufferLayout) BusFactor() float64 {
@@ -379,7 +379,7 @@ func (l *BufferLayout) input(r, seq int) []byte {
 }
 
 // sum is the reference reduction: the fills of ranks 0..n-1 added in
-// rank order, in T (§5.3).
+// rank order, in T (docs/semantics.md §5.3).
 func (l *BufferLayout) sum(seq int) []byte {
 	acc := l.input(0, seq)
 	for r := 1; r < l.NRanks; r++ {
@@ -389,7 +389,7 @@ func (l *BufferLayout) sum(seq int) []byte {
 }
 
 // Expected returns what rank's output must hold after iteration seq
-// (§5.3), or nil for a collective without a defined result.
+// (docs/semantics.md §5.3), or nil for a collective without a defined result.
 func (l *BufferLayout) Expected(rank, seq int) []byte {
 	in, out := l.Sizes.Input, l.Sizes.Output
 	n := uint64(l.NRanks)

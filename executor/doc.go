@@ -1,18 +1,21 @@
-// Package executor loads MSCCL++ execution plans and runs them.
+// Package executor loads MSCCL++ execution plans, lays them out for a
+// message size and runs them on a backend. Load (or LoadFile) parses and
+// validates any plan, made by mscclgo or by MSCCL++, into a Plan, naming
+// every problem (Check lists them all, for mscclgo check); Instantiate
+// resolves a Plan for the buffer sizes of a call into an Instance (byte
+// regions, paired channels, pipeline iteration counts); a Backend opens a
+// Session on an Instance and launches it on the caller's buffers. The CPU
+// reference backend is package executor/cpu; the GPU backend is package
+// gpu.
 //
-//   - types.go: the parsed Plan, the Instance a plan becomes for one
-//     message size (byte regions, paired channels, pipeline iteration
-//     counts), and the Backend/Session interfaces with the deadlock and
-//     race reports.
-//   - load.go: Load parses and validates any MSCCL++ plan (ours or one
-//     made by MSCCL++) into a Plan, reporting every problem with a named
-//     error; Check lists them all (mscclgo check).
-//   - validate.go: the per-op rules (operand roles, channel types, the
-//     executor's hard limits) and the cross-rank checks (barriers, channel
-//     pairing, switch groups).
-//   - instantiate.go: Instantiate resolves a Plan for a message size,
-//     exactly as runtime-semantics.md §1 describes.
-//   - dtype.go, data.go: element types with device-exact SUM, the
-//     executor_test.py fill generator and expected results.
-//   - cpu/: the CPU reference backend, the oracle for every other backend.
+//	plan, err := executor.LoadFile("allreduce.json")
+//	...
+//	err = executor.RunChecked(ctx, cpu.New(), plan, 1<<20, executor.Float16, true, 10)
+//
+// RunChecked is the shortest way to try a plan: it instantiates it for one
+// message size, fills the inputs as MSCCL++'s executor_test.py does
+// (Fill), launches it with race detection, and compares every launch's
+// outputs with the expected results (BufferLayout.Expected). The
+// semantics a backend implements are in docs/semantics.md; loading,
+// instantiation and the backends are described in docs/executor.md.
 package executor

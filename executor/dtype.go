@@ -9,8 +9,8 @@ import (
 )
 
 // ElemType is one of the element types a run can use: Float16, BFloat16,
-// Float32 or Int32. It implements DType with the device's SUM (§2.7 of
-// runtime-semantics.md) and Numeric for the data generator and the checks.
+// Float32 or Int32. It implements DType with the device's SUM (docs/semantics.md §2.7)
+// and Numeric for the data generator and the checks.
 type ElemType uint8
 
 // The element types. The zero ElemType is invalid.
@@ -33,7 +33,7 @@ type Numeric interface {
 	// Int32.
 	SetFloat64(b []byte, i int, v float64)
 	// Epsilon is the unit of the reduction tolerance of
-	// runtime-semantics.md §5.3: 2^-10 (fp16), 2^-7 (bf16), 2^-23 (fp32),
+	// docs/semantics.md §5.3: 2^-10 (fp16), 2^-7 (bf16), 2^-23 (fp32),
 	// 0 (int32).
 	Epsilon() float64
 }

@@ -7,28 +7,28 @@ import (
 )
 
 // This file resolves a loaded Plan for one message size
-// (runtime-semantics.md §1.7–§1.13, §4.1).
+// (docs/semantics.md §1.7–§1.13, §4.1).
 //
 // Offsets model: every Region offset is relative to the base of its own
 // buffer (input, output or scratch) on its rank. MSCCL++ adds, for remote
 // and switch operands, the distance of the caller's buffer from the start
-// of its allocation (constOffset, §1.8); mscclgo backends allocate each
+// of its allocation (constOffset, docs/semantics.md §1.8); mscclgo backends allocate each
 // buffer at its own base, so that distance is 0 and no backend adds it.
 // Offsets and sizes are data bytes: ops that address LL packets (cpkt
 // destinations, upkt sources, ...) use twice the offset and twice the
 // size, and the double-buffer half of scratch is added by the backend at
-// launch (§1.12).
+// launch (docs/semantics.md §1.12).
 
 // ReuseScratchBytes is the scratch size a plan with reuse_resources needs
-// per rank (§1.13: MSCCL++'s "predefined" 64 MiB); with
+// per rank (docs/semantics.md §1.13: MSCCL++'s "predefined" 64 MiB); with
 // use_double_scratch_buffer each half is 32 MiB.
 const ReuseScratchBytes = 64 << 20
 
 // rankLayout is the chunk arithmetic of one rank.
 type rankLayout struct {
-	S, C    uint64 // the reference size pair (§1.7)
+	S, C    uint64 // the reference size pair (docs/semantics.md §1.7)
 	chunk   uint64 // bytes per chunk: S / C
-	slot    uint64 // reuse_resources scratch slot (§1.13); 0 without reuse
+	slot    uint64 // reuse_resources scratch slot (docs/semantics.md §1.13); 0 without reuse
 	useSlot bool   // scratch chunk j starts at j*slot
 	scratch uint64 // scratch bytes this rank needs
 }
@@ -63,7 +63,7 @@ func ceilDiv(a, b uint64) uint64 {
 }
 
 // split is the offset of part i when total bytes are cut into n parts in
-// units of a, the remainder going to the lowest parts (§1.8).
+// units of a, the remainder going to the lowest parts (docs/semantics.md §1.8).
 func split(total, i, n, a uint64) (uint64, bool) {
 	u := total / a
 	q, r := u/n, u%n
@@ -79,7 +79,7 @@ func split(total, i, n, a uint64) (uint64, bool) {
 }
 
 // layoutOf checks the sizes against rank r's chunk counts and computes its
-// chunk arithmetic (§1.7, §1.11, §1.13).
+// chunk arithmetic (docs/semantics.md §1.7, §1.11, §1.13).
 func layoutOf(p *Plan, r int, sizes Sizes) (rankLayout, error) {
 	g := &p.GPUs[r]
 	path := indexPath("gpus", r)
@@ -146,7 +146,7 @@ func layoutOf(p *Plan, r int, sizes Sizes) (rankLayout, error) {
 }
 
 // ScratchSlot returns the scratch slot size of rank (scratchChunkSize,
-// runtime-semantics.md §1.13) for a plan with reuse_resources, 0
+// docs/semantics.md §1.13) for a plan with reuse_resources, 0
 // otherwise. Inside pipelines, every scratch access of such a plan is
 // offset by (iteration × unit_size) mod slot rather than by
 // iteration × unit_size, which turns each slot into a ring.
@@ -162,10 +162,10 @@ func (inst *Instance) ScratchSlot(rank int) uint64 {
 }
 
 // Instantiate resolves p, a plan returned by Load, for one execution with
-// the given per-rank buffer sizes: it validates the sizes (§1.7), sizes
-// scratch (§1.11, §1.13), resolves every operand to a byte region (§1.8,
-// §1.9), every channel to its paired end (§4.1) and every pipeline to an
-// iteration count (§1.10). Errors are *PlanErrors naming the size and the
+// the given per-rank buffer sizes: it validates the sizes (docs/semantics.md §1.7), sizes
+// scratch (docs/semantics.md §1.11, §1.13), resolves every operand to a byte region (§1.8,
+// docs/semantics.md §1.9), every channel to its paired end (§4.1) and every pipeline to an
+// iteration count (docs/semantics.md §1.10). Errors are *PlanErrors naming the size and the
 // rule, with ErrSize (or ErrLimit for offsets beyond 32 bits).
 func Instantiate(p *Plan, sizes Sizes) (*Instance, error) {
 	a := p.BufferAlignment
@@ -257,7 +257,7 @@ func flatPeers(g *GPU, ct ChannelType) []int {
 	return out
 }
 
-// channelEnds pairs rank r's channels of type ct (§4.1): the k-th channel
+// channelEnds pairs rank r's channels of type ct (docs/semantics.md §4.1): the k-th channel
 // from r to peer pairs with peer's k-th channel of that type to r.
 func (z *resolver) channelEnds(r int, ct ChannelType) []ChannelEnd {
 	mine := flatPeers(&z.p.GPUs[r], ct)
@@ -339,7 +339,7 @@ func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, 
 		if op.UnitSize == 0 {
 			return oi, &PlanError{Path: path, Err: ErrOutOfRange, Msg: "unit_size = 0"}
 		}
-		// §1.10: ceil(num_chunks × chunk bytes / unit_size), kept in 32
+		// docs/semantics.md §1.10: ceil(num_chunks × chunk bytes / unit_size), kept in 32
 		// bits (Q10: MSCCL++ truncates it to 16 on the device).
 		hi, lo := bits.Mul64(op.NumChunks, lay.chunk)
 		var iters uint64
@@ -398,7 +398,7 @@ func (z *resolver) regions(r int, tb *ThreadBlock, op *Op, opds []Operand, s sid
 	return out, nil
 }
 
-// region resolves one operand of rank r (§1.8, §1.9).
+// region resolves one operand of rank r (docs/semantics.md §1.8, §1.9).
 func (z *resolver) region(r int, tb *ThreadBlock, op *Op, opd Operand, path, where string) (Region, error) {
 	g := &z.p.GPUs[r]
 	lay := z.lays[r]

@@ -69,8 +69,8 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// TestTBGExample is the thread-block-group example of runtime-semantics.md
-// §1.8: an operand of 2 chunks of 16 MiB, A = 16, tbg_size 3.
+// TestTBGExample is the thread-block-group example of
+// docs/semantics.md §1.8: an operand of 2 chunks of 16 MiB, A = 16, tbg_size 3.
 func TestTBGExample(t *testing.T) {
 	t.Parallel()
 	var ops []Op
@@ -102,7 +102,7 @@ func TestTBGExample(t *testing.T) {
 }
 
 // reducePack is a two-rank LL double-scratch plan shaped like MSCCL++'s
-// reduce_pack.json (runtime-semantics.md §1.8 worked example): rank 0 TB
+// reduce_pack.json (docs/semantics.md §1.8 worked example): rank 0 TB
 // 0 puts i[1] as packets into rank 1's s[1].
 const reducePack = `{
   "name": "reduce_pack", "collective": "allreduce", "protocol": "LL", "inplace": true,

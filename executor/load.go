@@ -39,19 +39,19 @@ var (
 	// dense, gpus[r].id != r, a nested pipeline, an inconsistent barrier.
 	ErrStructure = errors.New("invalid plan structure")
 	// ErrOperand means the operands or channel of an op do not fit the op
-	// (runtime-semantics.md §2.11): a remote operand where a local one is
+	// (docs/semantics.md §2.11): a remote operand where a local one is
 	// read, a remote operand without a memory or port channel_type, the
 	// wrong number of operands.
 	ErrOperand = errors.New("invalid operand")
 	// ErrLimit means a hard limit of the MSCCL++ executor is exceeded
-	// (runtime-semantics.md §1.16); MSCCL++ overflows most of them
+	// (docs/semantics.md §1.16); MSCCL++ overflows most of them
 	// silently.
 	ErrLimit = errors.New("executor limit exceeded")
 	// ErrPairing means channels that are used do not pair between ranks
-	// (runtime-semantics.md §4.1), or switch groups that do not match.
+	// (docs/semantics.md §4.1), or switch groups that do not match.
 	ErrPairing = errors.New("unpaired channel")
 	// ErrSize means a message size the plan cannot be instantiated for
-	// (runtime-semantics.md §1.7), or a run at that size would be refused
+	// (docs/semantics.md §1.7), or a run at that size would be refused
 	// (CheckLaunch: a reduction of a partial element, misaligned packets,
 	// a scratch ring access beyond scratch).
 	ErrSize = errors.New("invalid message size")
@@ -64,7 +64,7 @@ var (
 	// port channel has no counterpart on its peer, but no op uses it.
 	ErrUnpairedUnused = errors.New("unused unpaired channel")
 	// ErrQuirk is a warning, not an error: MSCCL++ executes this part of
-	// the plan differently from mscclgo (runtime-semantics.md §6.2).
+	// the plan differently from mscclgo (docs/semantics.md §6.2).
 	ErrQuirk = errors.New("MSCCL++ quirk")
 )
 

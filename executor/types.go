@@ -31,7 +31,7 @@ const (
 	Switch    = ir.Switch
 )
 
-// OpType is an op of the plan format (plan-format.md §6).
+// OpType is an op of the plan format (docs/plan-format.md §6).
 type OpType uint8
 
 // The op types the MSCCL++ loader accepts.
@@ -95,7 +95,7 @@ func ParseOpType(name string) (OpType, bool) {
 	return 0, false
 }
 
-// The hard limits of the MSCCL++ executor (runtime-semantics.md §1.16).
+// The hard limits of the MSCCL++ executor (docs/semantics.md §1.16).
 const (
 	MaxOpsPerTB          = 64 // pipeline records and their nested ops count
 	MaxChannelsPerTB     = 16 // per channel type
@@ -185,7 +185,7 @@ type Operand struct {
 }
 
 // SrcKind returns how source operand i of an op of type t is addressed
-// on the device (the positional roles of runtime-semantics.md §2.11):
+// on the device (the positional roles of docs/semantics.md §2.11):
 // remote for get and the remote sources of rre/rres, switch for glres,
 // local otherwise.
 func SrcKind(t OpType, i int) OperandKind {
@@ -203,7 +203,7 @@ func SrcKind(t OpType, i int) OperandKind {
 }
 
 // DstKind returns how destination operand i of an op of type t is
-// addressed on the device (§2.11).
+// addressed on the device (docs/semantics.md §2.11).
 func DstKind(t OpType, i int) OperandKind {
 	switch t {
 	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush, OpPutPacket, OpReadPutPacket:
@@ -255,14 +255,14 @@ type Sizes struct {
 
 // Instance is a plan instantiated for one message size: every operand
 // resolved to a byte region, every channel index to its paired end,
-// pipelines to iteration counts (runtime-semantics.md §1).
+// pipelines to iteration counts (docs/semantics.md §1).
 type Instance struct {
 	Plan  *Plan
 	Sizes Sizes
-	// ChunkBytes is the byte size of one chunk (§1.7).
+	// ChunkBytes is the byte size of one chunk (docs/semantics.md §1.7).
 	ChunkBytes uint64
 	// ScratchBytes is the per-rank scratch size, including the LL and
-	// double-buffer factors (§1.11).
+	// double-buffer factors (docs/semantics.md §1.11).
 	ScratchBytes uint64
 	Ranks        []RankInstance
 	// Var is, for an instance of a variable-size (alltoallv) plan, the

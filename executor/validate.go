@@ -7,9 +7,9 @@ import (
 )
 
 // This file holds the semantic checks of Load: what each op needs
-// (opSpecs, after runtime-semantics.md §2.5 and the operand roles of
-// §2.11), and the checks across thread blocks and ranks (barriers,
-// channel pairing §4.1, switch groups §1.5).
+// (opSpecs, after docs/semantics.md §2.5 and the operand roles of
+// docs/semantics.md §2.11), and the checks across thread blocks and ranks (barriers,
+// channel pairing docs/semantics.md §4.1, switch groups §1.5).
 
 // roleKind is what an operand position must hold.
 type roleKind uint8
@@ -240,7 +240,7 @@ func (l *loader) checkChannelIDs(t *tbState, path string, op *Op) {
 // synchronizes reports whether op signals or waits through its channels,
 // and so relies on their pairing. Data transfers and flushes use the
 // connection, which MSCCL++ creates on both sides even for an unpaired
-// channel (§4.1 filler connections).
+// channel (docs/semantics.md §4.1 filler connections).
 func synchronizes(op *Op) bool {
 	switch op.Type {
 	case OpSignal, OpRelaxedSignal, OpWait, OpRelaxedWait:
@@ -522,7 +522,7 @@ func (l *loader) checkBounds(path, where, name string, opd Operand, packet bool,
 	}
 }
 
-// switchGroups flattens a rank's switch channel declarations (§1.5).
+// switchGroups flattens a rank's switch channel declarations (docs/semantics.md §1.5).
 func switchGroups(g *GPU) []SwitchGroup {
 	var out []SwitchGroup
 	for _, d := range g.Channels {
@@ -537,7 +537,7 @@ func switchGroups(g *GPU) []SwitchGroup {
 }
 
 // checkPairing checks that the memory and port channels that ops use pair
-// between ranks (§4.1): A's k-th channel of a type to B pairs with B's
+// between ranks (docs/semantics.md §4.1): A's k-th channel of a type to B pairs with B's
 // k-th channel of that type to A.
 func (l *loader) checkPairing() {
 	for _, ct := range []ChannelType{Memory, Port} {

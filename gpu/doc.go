@@ -1,28 +1,19 @@
 // Package gpu is the host runtime of mscclgo's GPU backend: an
 // executor.Backend that runs instantiated plans on the plan interpreter
-// kernel of csrc/ through a Driver.
+// kernel of csrc/ through a Driver, the seam between the runtime and a
+// device. New makes the backend from a Config whose Open returns the
+// driver of each session:
 //
-//   - driver.go: the Driver and HostMem interfaces the runtime needs of a
-//     device (memory, copies, host-mapped memory, occupancy, launch, the
-//     proxy's copies), and Config.
-//   - layout.go: the Go mirror of csrc/mscclgo/layout.h and the encoder of
-//     an executor.Instance into the kernel's tables (blocks, ops, regions,
-//     ids); the alignment the device needs.
-//   - backend.go: New, Open (persistent device state: tables, scratch,
-//     channel counters, semaphores, barriers, FIFOs, progress records),
-//     Launch (the caller's buffers to and from the device, in-place
-//     aliasing kept), Close.
-//   - run.go: one launch: arguments, the kernel, one proxy goroutine per
-//     rank with port channels, and the watchdog that turns a launch
-//     without progress into an *executor.DeadlockError.
-//   - rank.go: OpenRank and RankSession, one rank of a job run as one
-//     process per rank: its own device state, IPC handles exchanged
-//     through the bootstrap, same-host peers' memory in the rank table,
-//     the job-wide deadlock watch (cpu.Watch).
-//   - wire.go: port traffic to ranks in other processes (the CPU
-//     transport's DATA/FLAG/FENCE messages) and its receivers.
-//   - reserve_unix.go, reserve_other.go: inaccessible address space that
-//     stands for the buffers of ranks in other processes.
+//	b := gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open})
+//	sess, err := b.Open(inst, opts) // then sess.Launch, as with any executor.Backend
+//
+// A session encodes the instance into the kernel's tables (the Go mirror
+// of csrc/mscclgo/layout.h), keeps the persistent device state (scratch,
+// channel counters, semaphores, barriers, port-channel FIFOs), and runs
+// each launch with one proxy goroutine per rank with port channels and a
+// watchdog that turns a launch without progress into an
+// *executor.DeadlockError. OpenRank runs one rank of a job started as one
+// process per rank.
 //
 // Drivers: gpu/emu runs the g++-built kernel on host threads (cgo);
 // gpu/cuda runs the nvcc-built kernel on an NVIDIA GPU through

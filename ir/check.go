@@ -54,7 +54,7 @@ func (e *CheckError) Detail() string {
 }
 
 // ReduceKindOf returns the name a reduce-family op must carry given its
-// fields (compiler-passes §2.2, "Name derivation"); ok is false for the
+// fields (docs/passes.md §2.2, "Name derivation"); ok is false for the
 // invalid combination (packet with remote sources).
 func ReduceKindOf(o *Op) (k Kind, ok bool) {
 	rsrc, rdst, pkt := len(o.RemoteSrc) > 0, len(o.RemoteDst) > 0, len(o.LocalPktDst) > 0

@@ -1,21 +1,14 @@
 // Package ir is the intermediate representation of a collective program:
 // what the starlib builtins record, what the passes rewrite, and what emit
-// writes as an MSCCL++ execution plan.
+// writes as an MSCCL++ execution plan. A Program holds one GPU per rank,
+// each with its chunk counts, channel, remote-buffer and semaphore tables
+// and its thread blocks; a ThreadBlock holds its Ops in execution order.
+// Programs are usually recorded by evaluating a script (package starlib),
+// but may be built by hand; passes.Run then rewrites one into its final
+// form, Check verifies its invariants, Sprint prints it for tests and
+// dumps, and emit.Write writes its plan.
 //
-// Contents:
-//   - types.go: the enumerations (BufferType, ChannelType, SyncType,
-//     ReduceOp, ReplicationPolicy) with their plan spellings.
-//   - op.go: Kind, the op metadata table Ops, Ref, Chunk, TBGInfo,
-//     BarrierInfo and Op.
-//   - program.go: Program, GPU, ThreadBlock and the registration helpers
-//     that the builtins use (channel, remote-buffer, semaphore, barrier and
-//     thread-block tables).
-//   - set.go: Set, an int set with CPython 3.11 iteration order, for the
-//     channel ids of signal, wait and flush ops; FoldSet builds the set of
-//     a fused chain.
-//   - print.go: the deterministic text form of programs and ops, used by
-//     tests and dumps.
-//   - check.go: Check, the invariant checker run between passes.
-//
-// All sizes and indices are in chunks. See README.md for the model.
+// All sizes and indices are in chunks. The model and the passes are
+// described in docs/design.md §3 and §4, the ops' plan spellings in
+// docs/plan-format.md.
 package ir

@@ -29,7 +29,7 @@ type Program struct {
 
 	GPUs []*GPU
 
-	// Signals and Waits count pairing events (dsl-api §10), keyed by
+	// Signals and Waits count pairing events (docs/language.md §16), keyed by
 	// (channel src rank, channel dst rank, kind).
 	Signals map[PairKey]*PairCount
 	Waits   map[PairKey]*PairCount

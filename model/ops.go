@@ -23,7 +23,7 @@ type cost struct {
 }
 
 // isPacketOp reports whether the op addresses LL packets (and ignores
-// pipeline offsets, runtime-semantics.md §2.4).
+// pipeline offsets, docs/semantics.md §2.4).
 func isPacketOp(t executor.OpType) bool {
 	switch t {
 	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpUnpackPacket,

@@ -2,8 +2,8 @@ package passes
 
 import "github.com/mscclgo/mscclgo/ir"
 
-// ResolveDependencies is pass 4, auto-sync (§6). It reads the local buffer
-// accesses of one thread block's ops (§6.1: which operands are read and
+// ResolveDependencies is pass 4, auto-sync (docs/passes.md §6). It reads the local buffer
+// accesses of one thread block's ops (docs/passes.md §6.1: which operands are read and
 // written; remote operands, switch ops, rppkt and the packet side of packet
 // ops are not tracked) and returns the list with a new nop before every op
 // that reads or writes a range of the rank's input, output or scratch
@@ -55,7 +55,7 @@ func (s *state) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 	return out
 }
 
-// recordOp feeds the accesses of o, in the order of §6.1, to the tracker
+// recordOp feeds the accesses of o, in the order of docs/passes.md §6.1, to the tracker
 // with the given owner and reports whether any of them conflicted. Every
 // access is recorded, also after a conflict.
 func (t *tracker) recordOp(o, owner *ir.Op) bool {
@@ -108,7 +108,7 @@ type access struct {
 	valWrite   bool
 }
 
-// tracker is the hazard tracker of §6.2: per buffer type, the stored
+// tracker is the hazard tracker of docs/passes.md §6.2: per buffer type, the stored
 // intervals sorted by (start, end). With chunks of size ≥ 1 they are
 // disjoint.
 type tracker struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// TestAutoSyncExamples ports the examples of §6.
+// TestAutoSyncExamples ports the examples of docs/passes.md §6.
 func TestAutoSyncExamples(t *testing.T) {
 	t.Parallel()
 	runExamples(t, []example{
@@ -221,7 +221,7 @@ func TestResolveDependencies(t *testing.T) {
 	}
 }
 
-// naiveTracker is the §6.2 algorithm on an unsorted slice, for chunks of
+// naiveTracker is the docs/passes.md §6.2 algorithm on an unsorted slice, for chunks of
 // size ≥ 1.
 type naiveTracker struct{ iv [3][]access }
 

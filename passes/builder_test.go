@@ -8,9 +8,9 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// This file is a small Go model of the recording builtins (dsl-api.md §5–9)
+// This file is a small Go model of the recording builtins (docs/language.md §9–§13)
 // for pass tests: it records into an ir.Program exactly what the Python DSL
-// would record for the examples of compiler-passes.md, so that the examples
+// would record for the reference examples of the passes, so that the examples
 // port line by line. Method names and argument orders follow the DSL
 // (dst before src, MemoryChannel(dst, src)).
 

@@ -2,7 +2,7 @@ package passes
 
 import "github.com/mscclgo/mscclgo/ir"
 
-// InsertDataSync is pass 3 (§5). It reads the data_sync bits of the
+// InsertDataSync is pass 3 (docs/passes.md §5). It reads the data_sync bits of the
 // data-sync ops (semaphores, signal, wait, flush and their relaxed forms)
 // as fusion left them, and returns the list with a new nop before every
 // such op whose bits include before and after every one whose bits include

@@ -7,7 +7,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// TestDataSyncExamples ports the examples of §5.
+// TestDataSyncExamples ports the examples of docs/passes.md §5.
 func TestDataSyncExamples(t *testing.T) {
 	t.Parallel()
 	runExamples(t, []example{

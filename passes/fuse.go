@@ -2,13 +2,13 @@ package passes
 
 import "github.com/mscclgo/mscclgo/ir"
 
-// Fuse is pass 2, instruction fusion (§4). It reads one thread block's op
+// Fuse is pass 2, instruction fusion (docs/passes.md §4). It reads one thread block's op
 // list as recorded (user nops, barriers, pipelines included) and returns
 // the fused list; the result may share ops' backing array, which the caller
 // must treat as consumed.
 //
 // Greedy and left to right, it combines the accumulated op with the next
-// original op while a rule of the fusion table (§4.2, F1–F19) applies:
+// original op while a rule of the fusion table (docs/passes.md §4.2, F1–F19) applies:
 // same-name puts, gets and reductions concatenate their operands, a
 // reduction absorbs the put of its result (res, rres, respkt, recpkt,
 // recspkt), glre+gstore become glres, adjacent semaphore, signal, wait and
@@ -16,10 +16,10 @@ import "github.com/mscclgo/mscclgo/ir"
 // neighbouring nops, barriers and pipelines. A fused op is a new *ir.Op
 // (a new owner for auto-sync) and its kind is re-derived from its fields.
 // The id set of fused signals, waits and flushes is the set
-// L.IDSet.Union(R.IDSet).Copy() would give, step by step (§4.6; built
+// L.IDSet.Union(R.IDSet).Copy() would give, step by step (docs/passes.md §4.6; built
 // cheaply by idSetChain). Fusion never looks at data dependencies (Q9).
 //
-// Each failed combination may clear data_sync bits (sync elision, §4.4):
+// Each failed combination may clear data_sync bits (sync elision, docs/passes.md §4.4):
 // a data-sync op followed by a sync point, or by a data-sync op or pipeline
 // that syncs before, drops its after bit; a data-sync op after a nop,
 // barrier, or pipeline that syncs after, drops its before bit.
@@ -37,7 +37,7 @@ func Fuse(ops []*ir.Op) []*ir.Op {
 	return f.fuse(ops)
 }
 
-// fuser is the driver of §4.1 with the state of the current chain of
+// fuser is the driver of docs/passes.md §4.1 with the state of the current chain of
 // fused signal, wait or flush ops (see idSetChain).
 type fuser struct {
 	ids idSetChain
@@ -224,7 +224,7 @@ func absorbPut(l, r *ir.Op, fresh bool) *ir.Op {
 	return f
 }
 
-// reduceKind re-derives a fused reduction's name from its fields (§2.2).
+// reduceKind re-derives a fused reduction's name from its fields (docs/passes.md §2.2).
 // The invalid combination is unreachable from the fusion rules.
 func reduceKind(o *ir.Op) ir.Kind {
 	k, ok := ir.ReduceKindOf(o)
@@ -265,7 +265,7 @@ func clone[T any](s []T) []T {
 	return append(make([]T, 0, 2*len(s)+2), s...)
 }
 
-// elide applies the side effects of a failed combination (§4.4).
+// elide applies the side effects of a failed combination (docs/passes.md §4.4).
 func elide(l, r *ir.Op) {
 	lds, rds := l.Kind.IsDataSync(), r.Kind.IsDataSync()
 	switch {
@@ -288,7 +288,7 @@ func elide(l, r *ir.Op) {
 	}
 }
 
-// profile summarizes how a pipeline's body syncs at its ends (§4.5): before
+// profile summarizes how a pipeline's body syncs at its ends (docs/passes.md §4.5): before
 // if it starts with a sync point or a data-sync op syncing before; a body
 // ending with a sync point also counts as before (Q5), one ending with a
 // data-sync op syncing after counts as after.

@@ -26,7 +26,7 @@ func (t *tprog) waits(kind ir.ChannelType, n int) {
 	}
 }
 
-// TestFuseExamples ports the fusion (F1–F19, §4.2) examples.
+// TestFuseExamples ports the fusion (F1–F19, docs/passes.md §4.2) examples.
 func TestFuseExamples(t *testing.T) {
 	t.Parallel()
 	runExamples(t, []example{
@@ -305,7 +305,7 @@ func TestFuseExamples(t *testing.T) {
 	})
 }
 
-// TestElisionExamples ports the sync-elision examples (§4.4, §4.5).
+// TestElisionExamples ports the sync-elision examples (docs/passes.md §4.4, §4.5).
 func TestElisionExamples(t *testing.T) {
 	t.Parallel()
 	sigWait := func(sig, wait ir.SyncType) func(t *tprog) {
@@ -534,7 +534,7 @@ func TestElisionExamples(t *testing.T) {
 	})
 }
 
-// TestCombineNonFusions checks the explicit non-fusions of §4.2 and that a
+// TestCombineNonFusions checks the explicit non-fusions of docs/passes.md §4.2 and that a
 // failed combination of non-data-sync ops has no side effect.
 func TestCombineNonFusions(t *testing.T) {
 	t.Parallel()
@@ -604,7 +604,7 @@ func TestCombineNonFusions(t *testing.T) {
 	}
 }
 
-// TestElisionTable checks every row of the side-effect table of §4.4:
+// TestElisionTable checks every row of the side-effect table of docs/passes.md §4.4:
 // the data_sync of L and R after a failed combination.
 func TestElisionTable(t *testing.T) {
 	t.Parallel()
@@ -651,7 +651,7 @@ func TestElisionTable(t *testing.T) {
 	}
 }
 
-// TestProfile checks profile() on the cases of §4.5.
+// TestProfile checks profile() on the cases of docs/passes.md §4.5.
 func TestProfile(t *testing.T) {
 	t.Parallel()
 	acq := func(s ir.SyncType) *ir.Op { return &ir.Op{Kind: ir.SemAcquire, SemaphoreIDs: []int{0}, DataSync: s} }
@@ -758,7 +758,7 @@ func TestSetOrder(t *testing.T) {
 }
 
 // TestIDSetChainMatchesLiteral compares fused signal and flush chains with
-// the literal S.Union(R).Copy() of §4.6 on random id sequences, including
+// the literal S.Union(R).Copy() of docs/passes.md §4.6 on random id sequences, including
 // ids large enough to leave the identity-layout shortcut of idSetChain.
 func TestIDSetChainMatchesLiteral(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// example is one program of compiler-passes.md, recorded with the builder
+// example is one reference program of the passes, recorded with the builder
 // of builder_test.go and run through the whole pipeline (the document's
 // outputs are those of JSON(), i.e. of every pass). want maps
 //

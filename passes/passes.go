@@ -1,27 +1,28 @@
 // Package passes holds the compiler passes that turn the IR recorded by the
 // builtins into the IR that emit writes as an MSCCL++ execution plan. They
 // reproduce, rule by rule, what the reference Python DSL does inside JSON()
-// (shared/reference/compiler-passes.md, cited as "§n" below).
+// (docs/passes.md states these rules; the comments cite its sections). Run
+// applies the whole pipeline to a recorded program, once:
 //
-// Contents:
-//   - passes.go: Config, Error and its sentinels, the pass table, the
-//     passOrder constraints and Run, the driver.
-//   - validate.go: ValidatePairing, the signal/wait pairing check (§3).
-//   - fuse.go: Fuse, instruction fusion and sync elision (§4); idset.go,
-//     the channel id sets of fused signal/wait/flush chains (§4.6).
-//   - datasync.go: InsertDataSync, the nops around data-sync ops (§5).
-//   - autosync.go: ResolveDependencies, the nops before intra-block
-//     hazards (§6).
-//   - replicate.go: Replicate, the instances copies of every thread block
-//     (§7).
+//	if err := passes.Run(prog, passes.Config{}); err != nil {
+//		return err // a *passes.Error naming the pass
+//	}
 //
-// The pipeline is the reference's (§1): validate on the whole program,
-// then for every rank fuse (if InstrFusion), data-sync, auto-sync (if
-// AutoSync) on each thread block, and replicate the rank. When Config asks
-// for checks or dumps between passes, Run instead runs each pass over all
-// ranks before the next; passes keep no state across thread blocks or
-// ranks and only replicate can fail after validate, so both orders give
-// the same IR and the same first error.
+// Each pass is also exported on its own, for tests and tools:
+//   - ValidatePairing, the signal/wait pairing check (docs/passes.md §3);
+//   - Fuse, instruction fusion and sync elision (docs/passes.md §4), and
+//     Appender, which fuses ops as they are recorded;
+//   - InsertDataSync, the nops around data-sync ops (docs/passes.md §5);
+//   - ResolveDependencies, the nops before hazards (docs/passes.md §6);
+//   - Replicate, the instances of every thread block (docs/passes.md §7).
+//
+// The pipeline is the reference's (docs/passes.md §1): validate on the
+// whole program, then for every rank fuse (if InstrFusion), data-sync,
+// auto-sync (if AutoSync) on each thread block, and replicate the rank.
+// When Config asks for checks or dumps between passes, Run instead runs
+// each pass over all ranks before the next; passes keep no state across
+// thread blocks or ranks and only replicate can fail after validate, so
+// both orders give the same IR and the same first error.
 //
 // The passes are not idempotent (fusion elision, data-sync and replication
 // all change their own input), so Run processes a program once: it marks
@@ -113,7 +114,7 @@ type pass struct {
 
 func always(*ir.Program) bool { return true }
 
-// passList is the pass table, in pipeline order (§1). Program-scope passes
+// passList is the pass table, in pipeline order (docs/passes.md §1). Program-scope passes
 // come first and rank-scope passes last, which the rank-major driver
 // relies on (checked by passes_test).
 var passList = [...]pass{
@@ -196,7 +197,7 @@ func Run(p *ir.Program, cfg Config) error {
 	return runRankMajor(p, active)
 }
 
-// runRankMajor is the reference's order (§1): program passes, then for
+// runRankMajor is the reference's order (docs/passes.md §1): program passes, then for
 // each rank every thread-block pass on each block in turn (while the
 // block's ops are in cache), then the rank passes.
 func runRankMajor(p *ir.Program, active []*pass) error {

@@ -6,7 +6,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// Replicate is pass 5 for one rank (§7). With n = p.Instances it rewrites
+// Replicate is pass 5 for one rank (docs/passes.md §7). With n = p.Instances it rewrites
 // the rank in place:
 //
 //   - input, output and scratch chunk counts are multiplied by n; every

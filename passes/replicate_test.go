@@ -6,8 +6,8 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// TestReplicateExamples ports the examples of §7, §8 (thread block groups)
-// and §9 (pipelines).
+// TestReplicateExamples ports the examples of docs/passes.md §7, §8 (thread block groups)
+// and docs/passes.md §9 (pipelines).
 func TestReplicateExamples(t *testing.T) {
 	t.Parallel()
 	runExamples(t, []example{

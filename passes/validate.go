@@ -8,7 +8,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// ValidatePairing is pass 1 (§3). It reads the signal and wait counters the
+// ValidatePairing is pass 1 (docs/passes.md §3). It reads the signal and wait counters the
 // builtins recorded (p.Signals, p.Waits) and rewrites nothing. For every
 // direction (s, d, t) that occurs as a signal key or as the mirror of a wait
 // key, the signals rank s sends to d over channel type t must equal the

@@ -7,7 +7,7 @@ import (
 	"github.com/mscclgo/mscclgo/ir"
 )
 
-// TestValidateExamples ports the examples of §3.
+// TestValidateExamples ports the examples of docs/passes.md §3.
 func TestValidateExamples(t *testing.T) {
 	t.Parallel()
 	runExamples(t, []example{

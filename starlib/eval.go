@@ -123,7 +123,7 @@ type Result struct {
 	Params []Param
 }
 
-// fileOptions is the dialect of .star files (spec §1).
+// fileOptions is the dialect of .star files (docs/language.md §2.1).
 var fileOptions = syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true}
 
 // Eval evaluates the root-relative file name of src. On failure the error

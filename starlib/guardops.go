@@ -7,6 +7,7 @@
 // what they are about to build against the memory budget; the universe
 // builtins that iterate count each element of a range against the step,
 // time and memory limits.
+
 package starlib
 
 import (

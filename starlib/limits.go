@@ -3,6 +3,7 @@
 // instances, integers and nesting. A meter enforces them for one
 // evaluation; a watcher goroutine samples the clock and the heap and
 // cancels the thread when a limit is passed.
+
 package starlib
 
 import (

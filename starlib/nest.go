@@ -4,6 +4,7 @@
 // cannot be recovered. Tuple literals check their depth as they are built
 // (tupleFunc, from the rewrite), and every module's values are checked
 // before they are frozen.
+
 package starlib
 
 import (

@@ -444,7 +444,7 @@ type tbTarget struct {
 	tbg *ir.TBGInfo
 }
 
-// resolveTBs applies the tb / tb_group rule (dsl-api §5.3). A single
+// resolveTBs applies the tb / tb_group rule (docs/language.md §9.3). A single
 // target is returned in buf's storage, which saves the common call an
 // allocation.
 func resolveTBs(fn string, tbV, groupV starlark.Value, p *Program, buf []tbTarget) ([]tbTarget, error) {

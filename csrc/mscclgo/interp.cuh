@@ -1,6 +1,6 @@
 // interp.cuh holds the plan interpreter: the kernel mscclgo_interp runs
 // one CUDA block per plan thread block, every rank's blocks in one launch,
-// with the semantics of shared/reference/runtime-semantics.md §2-§4 as the
+// with the semantics of docs/semantics.md §2-§4 as the
 // CPU reference backend (executor/cpu) implements them. It is included by
 // interp.cu (nvcc) and by host/kernel.cc (g++), unchanged.
 #ifndef MSCCLGO_INTERP_CUH
@@ -81,7 +81,7 @@ MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
   return true;
 }
 
-// ---- addressing (§2.4, mirroring executor/cpu/resolve.go) -----------------
+// ---- addressing (docs/semantics.md §2.4, mirroring executor/cpu/resolve.go) ---
 
 MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
 
@@ -148,7 +148,7 @@ MG_DEV void copy_bytes(Ctx& c, unsigned char* d, const unsigned char* s, uint64_
 // kMaxOperands bounds the operands of one side (executor.MaxOperandsPerSide).
 constexpr int kMaxOperands = 10;
 
-// reduce_bytes computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) and
+// reduce_bytes computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (docs/semantics.md §2.6) and
 // stores the result to every destination.
 template <int DT>
 MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
@@ -198,7 +198,7 @@ MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned
   }
 }
 
-// ---- LL packets (§3) ---------------------------------------------------------
+// ---- LL packets (docs/semantics.md §3) -------------------------------------
 
 // Payload is one packet's payload: lo (and hi for LL16).
 struct Payload {
@@ -285,7 +285,7 @@ struct PktIn {
   uint64_t at;
 };
 
-// packet_op is the common shape of the packet ops (§2.6): for each of np
+// packet_op is the common shape of the packet ops (docs/semantics.md §2.6): for each of np
 // packets, with every thread: read the raw source and/or wait for the
 // packet sources, reduce if asked (0 ⊕ pkt1 ⊕ … ⊕ raw), store the raw
 // destination and write the packet destinations.
@@ -311,7 +311,7 @@ MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const Pk
   }
 }
 
-// ---- port channels: the FIFO (§4.3) -----------------------------------------
+// ---- port channels: the FIFO (docs/semantics.md §4.3) ----------------------
 
 // push hands a trigger to the rank's proxy and returns its FIFO position,
 // or ~0 when the launch was aborted while the FIFO was full.
@@ -358,8 +358,8 @@ MG_DEV void op_signal(Ctx& c, const mg_op* op) {
     } else if (op->chan_type == MG_CH_MEMORY) {
       uint64_t peer = reinterpret_cast<const uint64_t*>(c.me->mem_peer)[ch];
       if (peer == 0) continue;  // unpaired: the signal is lost
-      // Relaxed signals are as strong as the others (runtime-semantics
-      // §2.9.3 allows it): the CPU oracle orders data by them, and the
+      // Relaxed signals are as strong as the others (item 3 of
+      // docs/semantics.md §2.9 allows it): the CPU oracle orders data by them, and the
       // shipped NVLS plans rely on relaxed pairs around their stores.
       add_release_sys(reinterpret_cast<uint64_t*>(peer), 1);
     }
@@ -511,7 +511,7 @@ MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   uint64_t n = clamp(sr.size, o, u);
 #if defined(MG_HAVE_MULTIMEM)
   if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0) {
-    // The switch reduces: hardware order, element-type precision (§4.4).
+    // The switch reduces: hardware order, element-type precision (docs/semantics.md §4.4).
     unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
     const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
     switch (c.a->dtype) {
@@ -572,7 +572,7 @@ MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   if (op->chan_type == MG_CH_PORT) {
-    // The source is already in packet form: forward it (§2.5).
+    // The source is already in packet form: forward it (docs/semantics.md §2.5).
     const uint32_t* ids = op_ids(c, op);
     for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
       uint64_t np = src[i].size / c.payload;

@@ -1,7 +1,7 @@
 // layout.h holds the device layout of an instantiated plan: the records
 // the Go host runtime (gpu/layout.go) writes into device memory and the
 // interpreter kernel (interp.cuh) reads. Go mirrors every struct field for
-// field; gpu/emu's layout test checks sizes and offsets against this file.
+// field; TestLayoutMatchesC (gpu/layout_test.go) checks sizes and offsets against this file.
 // Every field has a fixed width and every struct a size that is a multiple
 // of 8, so the layout is the same under nvcc, g++ and Go.
 #ifndef MSCCLGO_LAYOUT_H

@@ -108,7 +108,7 @@ MG_DEV void put_i32(int32_t* p, int32_t v) { *reinterpret_cast<volatile int32_t*
 MG_DEV void put_u64(uint64_t* p, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(p) = v; }
 MG_DEV uint32_t get_u32(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 
-// LL packets: one volatile vector store / load per packet (§3.1).
+// LL packets: one volatile vector store / load per packet (docs/semantics.md §3.1).
 MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(lo), "r"(flag), "r"(hi), "r"(flag)
                : "memory");
@@ -140,7 +140,7 @@ MG_DEV void pause(uint32_t spins) {
 #endif
 }
 
-// Element arithmetic, one IEEE rounding per addition (§2.7).
+// Element arithmetic, one IEEE rounding per addition (docs/semantics.md §2.7).
 MG_DEV uint16_t add_f16(uint16_t a, uint16_t b) {
   return __half_as_ushort(__hadd(__ushort_as_half(a), __ushort_as_half(b)));
 }

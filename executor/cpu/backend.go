@@ -66,7 +66,7 @@ type session struct {
 	launchMu sync.Mutex // serialises Launch and Close
 	closed   bool
 	broken   error
-	flag     uint32 // LL flag of the last launch (§3.2)
+	flag     uint32 // LL flag of the last launch (docs/semantics.md §3.2)
 
 	// mu is the monitor: it guards every synchronisation object of the
 	// ranks (counters, semaphores, barriers, FIFOs) and the current
@@ -97,7 +97,7 @@ type rankState struct {
 	proxy    proxy
 	tid0     int // vector-clock thread of TB 0
 	// reuseSlot is, for reuse_resources plans, scratchChunkSize of
-	// §1.11/§1.13: pipelines offset scratch operands modulo it. 0 if unused.
+	// docs/semantics.md §1.11/§1.13: pipelines offset scratch operands modulo it. 0 if unused.
 	reuseSlot uint64
 	members   [][]int // per switch channel: member ranks, ascending
 }

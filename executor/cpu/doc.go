@@ -1,67 +1,52 @@
 // Package cpu is the CPU reference backend of mscclgo, the oracle every
-// other backend is checked against. It runs an instantiated MSCCL++
+// other backend is checked against: it runs an instantiated MSCCL++
 // execution plan (an executor.Instance) for all ranks in one process on
-// real data, with the device semantics of runtime-semantics.md §2-§4, and
+// real data, with the device semantics of docs/semantics.md §2-§4, and
 // reports deadlocks and data races instead of hanging or silently
-// corrupting data.
+// corrupting data. New returns the backend; open a session on an instance
+// and launch it on the ranks' buffers:
+//
+//	sess, err := cpu.New().Open(inst, executor.Options{DType: executor.Float16, Race: true})
+//	...
+//	err = sess.Launch(ctx, bufs)
+//
+// OpenRank runs one rank of a job started as one process per rank, Record
+// gives the logical timeline of one launch, and Validate and Check are the
+// checks Open makes on an instance before any launch.
 //
 // Model. Every thread block of every rank is one goroutine that executes
 // its ops in order, each op as one atomic step "by the whole block"
-// (§6.3): ops whose memory conflicts (only in racy plans) never overlap in
-// time. Data ops work in bulk (copy, DType.Add over blocks); LL packets
-// are stored with their real byte layout in the session's scratch with
-// 8-byte atomic words, so readers can poll them safely. Port channels are
-// served by one proxy goroutine per rank that processes the rank's FIFO
-// in push order. Every blocking wait (channel wait, semaphore, barrier,
-// packet flag, flush) parks the goroutine on a condition variable of the
-// session monitor; when every unfinished thread block is parked and no
-// proxy has work, the launch stops with an *executor.DeadlockError. With
-// Options.Race, vector clocks and a shadow memory of byte intervals find
-// conflicting accesses that no happens-before edge orders
-// (*executor.RaceError). A deadlock, a cancellation or an op error leaves
-// the session unusable (as a hung GPU would be); a race report does not.
+// (docs/semantics.md §6.3): ops whose memory conflicts (only in racy plans)
+// never overlap in time. Data ops work in bulk (copy, DType.Add over
+// blocks); LL packets are stored with their real byte layout in the
+// session's scratch with 8-byte atomic words, so readers can poll them
+// safely. Port channels are served by one proxy goroutine per rank that
+// processes the rank's FIFO in push order. Every blocking wait (channel
+// wait, semaphore, barrier, packet flag, flush) parks the goroutine on a
+// condition variable of the session monitor; when every unfinished thread
+// block is parked and no proxy has work, the launch stops with an
+// *executor.DeadlockError. With Options.Race, vector clocks and a shadow
+// memory of byte intervals find conflicting accesses that no happens-before
+// edge orders (*executor.RaceError). A deadlock, a cancellation or an op
+// error leaves the session unusable (as a hung GPU would be); a race report
+// does not.
 //
 // Limits of the model: launches run in lock-step on all ranks, so hazards
 // between one rank's launch f+1 and a peer's launch f (what double
 // buffering guards against) are not modelled; the thread-level schedule
-// inside a block (missing nops) is not checked, as a block executes each
-// op as one unit; and a racy plan that writes raw data over packets that
-// another block polls still races at the Go level (polling takes no
-// locks).
+// inside a block (missing nops) is not checked, as a block executes each op
+// as one unit; and a racy plan that writes raw data over packets that
+// another block polls still races at the Go level (polling takes no locks).
 //
-// Files:
-//
-//   - backend.go: New, Open (persistent per-session state: scratch,
-//     channel counters, semaphores, barriers, proxies, the LL flag),
-//     Launch and Close.
-//   - validate.go: the checks Open makes once on an Instance, so that
-//     no launch can index out of range.
-//   - launch.go: one execute(): goroutines, the monitor (parking, wake-up,
-//     deadlock detection, the no-progress watchdog, cancellation).
-//   - resolve.go: address resolution (§2.4): operands to bounds-checked
-//     byte spans of the caller's buffers and the scratch, pipeline offsets
-//     and clamping, the double-scratch half.
-//   - ops.go: the op semantics: copies, put/get, the reduce family,
-//     switch (NVLS) ops, pipelines.
-//   - packet.go: LL16/LL8 packets and the packet ops (ppkt, cpkt, upkt,
-//     rppkt, repkt, respkt, recpkt, recspkt, gstorepkt).
-//   - sync.go: signal/wait on memory and port channels, flush,
-//     semaphores, barriers.
-//   - proxy.go: the port-channel FIFO and its proxy goroutine.
-//   - race.go: vector clocks, the shadow memory and the race report.
-//   - record.go: Record, the logical clock of one launch (a timeline of
-//     the executed ops and of the releases between them).
-//   - ranges.go: memory-range locks that make conflicting ops of racy
-//     plans run one after the other when race detection is off.
-//
-// Semantic choices where the reference is ambiguous or quirky (§6.2):
-// flush works (Q1), get uses its own offsets (Q2), every put source uses
-// its own buffer (Q6), copies and reduce tails cover every byte (Q4), Q8
-// is mirrored (the scratch offset of double buffering applies to local
-// scratch and to packet accesses, not to non-packet remote or NVLS
-// accesses, nor to the local source of a port put, which the proxy reads
-// from the buffer's base), pipeline lengths clamp at zero (Q9). Relaxed signal and wait
-// are as strong as the non-relaxed ones (§2.9.3). glres sums the members'
-// buffers in ascending rank order, ((m0 ⊕ m1) ⊕ m2)…; the switch hardware
-// uses its own order, so GPU results may differ in the last bits.
+// Semantic choices where the reference is ambiguous or quirky
+// (docs/semantics.md §6.2): flush works (Q1), get uses its own offsets
+// (Q2), every put source uses its own buffer (Q6), copies and reduce tails
+// cover every byte (Q4), Q8 is mirrored (the scratch offset of double
+// buffering applies to local scratch and to packet accesses, not to
+// non-packet remote or NVLS accesses, nor to the local source of a port
+// put, which the proxy reads from the buffer's base), pipeline lengths
+// clamp at zero (Q9). Relaxed signal and wait are as strong as the
+// non-relaxed ones (docs/semantics.md §2.9, item 3). glres sums the
+// members' buffers in ascending rank order, ((m0 ⊕ m1) ⊕ m2)…; the switch
+// hardware uses its own order, so GPU results may differ in the last bits.
 package cpu

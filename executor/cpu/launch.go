@@ -21,8 +21,8 @@ var errStop = errors.New("cpu: launch stopped")
 // launch is one execute() of a session on every rank.
 type launch struct {
 	s    *session
-	flag uint32      // LL flag (§3.2)
-	so   uint64      // scratch offset of the double-buffer half (§3.4)
+	flag uint32      // LL flag (docs/semantics.md §3.2)
+	so   uint64      // scratch offset of the double-buffer half (docs/semantics.md §3.4)
 	bufs [][3][]byte // per rank: input, output, scratch
 	tbs  []*tbRun    // every thread block, by rank then TB
 	pkt  [][3]pktWait

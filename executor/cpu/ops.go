@@ -31,7 +31,7 @@ func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
 		if op.ChannelType == executor.Port {
 			return t.portPut(op, sp.src, sp.dst, false)
 		}
-		// Memory channels: pws and pwsf are plain puts (§2.5).
+		// Memory channels: pws and pwsf are plain puts (docs/semantics.md §2.5).
 		return t.copyPairs(sp.src, sp.dst)
 	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
 		executor.OpMultiLoadReduceStore:
@@ -91,7 +91,7 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 	return nil
 }
 
-// reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (§2.6) in blocks and stores
+// reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (docs/semantics.md §2.6) in blocks and stores
 // the result to every destination.
 func (t *tbRun) reduce(src, dst []span) error {
 	defer t.enter(src, dst)()

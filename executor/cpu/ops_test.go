@@ -255,7 +255,7 @@ func TestDataOps(t *testing.T) {
 }
 
 // TestReuseScratchRing checks that pipelines of reuse_resources plans
-// offset scratch operands modulo the scratch ring (§1.13).
+// offset scratch operands modulo the scratch ring (docs/semantics.md §1.13).
 func TestReuseScratchRing(t *testing.T) {
 	t.Parallel()
 	b := newBuilder(1, 256)

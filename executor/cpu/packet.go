@@ -9,12 +9,12 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// LL packets (runtime-semantics.md §3) live in memory with their device
+// LL packets (docs/semantics.md §3) live in memory with their device
 // byte layout: LL16 = {data_lo, flag, data_hi, flag}, LL8 = {data, flag},
 // little-endian 32-bit words. Every 8-byte word {data, flag} is written
 // and read with one atomic operation, so a reader that sees the current
 // flag in a word also sees its data, and polling never races at the Go
-// level. A packet region is twice its payload (§3.3).
+// level. A packet region is twice its payload (docs/semantics.md §3.3).
 
 // words views an 8-byte aligned byte slice as 64-bit words.
 func words(b []byte) []uint64 {
@@ -244,7 +244,7 @@ func (t *tbRun) packetBlock(p *pktPlan, a, b uint64) bool {
 	switch {
 	case p.reduce:
 		// acc = 0; acc ⊕= each packet source in operand order; acc ⊕=
-		// the raw source last (§2.6).
+		// the raw source last (docs/semantics.md §2.6).
 		acc := t.accBuf(m)
 		raw := p.rawIn[0].b[a*pl : b*pl]
 		if len(p.pktIn) == 0 {
@@ -284,7 +284,7 @@ func (t *tbRun) packetBlock(p *pktPlan, a, b uint64) bool {
 	return true
 }
 
-// readPutPort is rppkt over port channels (§2.5): wait until every source
+// readPutPort is rppkt over port channels (docs/semantics.md §2.5): wait until every source
 // packet carries the flag, then push one packet transfer per destination.
 func (t *tbRun) readPutPort(op *executor.OpInstance, sp *opSpans) error {
 	src := sp.src[0]

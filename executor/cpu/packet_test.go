@@ -177,7 +177,7 @@ func TestPacketOps(t *testing.T) {
 	}
 }
 
-// TestDoubleScratch checks the half selection by flag parity (§3.4)
+// TestDoubleScratch checks the half selection by flag parity (docs/semantics.md §3.4)
 // across launches, and that stale packets of an earlier launch are never
 // accepted.
 func TestDoubleScratch(t *testing.T) {

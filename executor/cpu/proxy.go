@@ -8,7 +8,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// Trigger kinds (§4.3), OR-able.
+// Trigger kinds (docs/semantics.md §4.3), OR-able.
 const (
 	trigData = 1 << iota
 	trigFlag
@@ -66,7 +66,7 @@ func (t *tbRun) awaitTrigger(tr *trigger) error {
 
 // portPut pushes one trigger per destination: DATA, with FLAG for pws and
 // pwsf and SYNC for pwsf, on channel op.Channels[i]; pwsf then waits for
-// its triggers' completion (§2.6).
+// its triggers' completion (docs/semantics.md §2.6).
 func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) error {
 	kind := uint8(trigData)
 	switch op.Type {

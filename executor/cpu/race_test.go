@@ -11,7 +11,7 @@ import (
 )
 
 // reduceTBG is the pattern of the MSCCL++ CI plan reduce_tbg.json
-// (runtime-semantics.md §6.2): a 2-rank allreduce of 64 bytes whose read
+// (docs/semantics.md §6.2): a 2-rank allreduce of 64 bytes whose read
 // of the peer's scratch is split over a thread-block group of two, each
 // member waiting on its own channel. In the racy form TB0 alone copies the
 // whole chunk into scratch, so TB1 reads the second half (written by the

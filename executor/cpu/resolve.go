@@ -41,7 +41,7 @@ type opSpans struct {
 
 // pktPlan is a packet op: np packets; optional raw source (payload bytes),
 // packet sources (awaited), raw and packet destinations; reduce says the
-// payload is 0 ⊕ pktIn[0] ⊕ … ⊕ rawIn[0] (§2.6).
+// payload is 0 ⊕ pktIn[0] ⊕ … ⊕ rawIn[0] (docs/semantics.md §2.6).
 type pktPlan struct {
 	np     uint64
 	rawIn  []span
@@ -65,7 +65,7 @@ func bufName(bt executor.BufferType) string {
 
 // window returns the part of a rank's buffer an access sees and its
 // absolute start. shifted selects the current double-buffer half of
-// scratch (local scratch and packet accesses, §1.12); unshifted scratch
+// scratch (local scratch and packet accesses, docs/semantics.md §1.12); unshifted scratch
 // accesses (non-packet remote, NVLS: quirk Q8, mirrored) see the whole
 // scratch from its base.
 func (l *launch) window(rank int, bt executor.BufferType, shifted bool) (uint64, []byte) {
@@ -99,7 +99,7 @@ func (l *launch) span(rank int, bt executor.BufferType, shifted bool, off, n uin
 	return span{rank: rank, bt: bt, off: base + off, b: w[off : off+n : off+n]}, nil
 }
 
-// adj is the pipeline offset of an operand of buffer type bt (§2.4): o,
+// adj is the pipeline offset of an operand of buffer type bt (docs/semantics.md §2.4): o,
 // reduced modulo the scratch ring of reuse_resources plans.
 func (t *tbRun) adj(bt executor.BufferType, o uint64) uint64 {
 	if bt == executor.Scratch && t.r.reuseSlot > 0 {
@@ -172,7 +172,7 @@ func (t *tbRun) members(r executor.Region, o, n uint64, pkt bool) ([]span, error
 }
 
 // resolve turns a data op into bounds-checked spans at pipeline offset o
-// with unit u, following §2.4-§2.6 and the operand roles of §2.11.
+// with unit u, following docs/semantics.md §2.4-§2.6 and the operand roles of §2.11.
 func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) {
 	s := t.l.s
 	sp := &opSpans{}
@@ -197,7 +197,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 
 	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush:
 		// Port transfers read the local source through its registration
-		// at the buffer's base: no double-buffer shift (§2.4 localMemId,
+		// at the buffer's base: no double-buffer shift (docs/semantics.md §2.4 localMemId,
 		// mirrored like Q8).
 		shifted := op.ChannelType != executor.Port
 		for i, d := range op.Dst {
@@ -263,7 +263,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		for i, d := range op.Dst {
 			np := op.Src[i].Size / s.payload
 			if op.ChannelType == executor.Port {
-				// The source is already in packet form (§2.5).
+				// The source is already in packet form (docs/semantics.md §2.5).
 				add(&sp.src, "source", i, func() (span, error) { return t.packets(t.r.id, op.Src[i].Buffer, op.Src[i].Offset, np) })
 			} else {
 				add(&sp.src, "source", i, func() (span, error) { return t.raw(op.Src[i], np) })
@@ -290,7 +290,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		np := op.Src[0].Size / s.payload
 		p := &sp.pk
 		p.np = np
-		// The source is always local scratch, whatever its type (§2.6).
+		// The source is always local scratch, whatever its type (docs/semantics.md §2.6).
 		add(&p.pktIn, "source", 0, func() (span, error) { return t.packets(t.r.id, executor.Scratch, op.Src[0].Offset, np) })
 		add(&p.rawOut, "destination", 0, func() (span, error) { return t.raw(op.Dst[0], np) })
 

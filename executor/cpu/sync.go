@@ -7,7 +7,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// counter is one end of a memory or port channel (§4.2, §4.3): the
+// counter is one end of a memory or port channel (docs/semantics.md §4.2, §4.3): the
 // inbound word is incremented by the paired end's signals, expected by
 // this end's waits. Both persist across launches. The inbound word is
 // accessed atomically: in a multi-process session it lives in the rank's
@@ -45,7 +45,7 @@ func (c *counter) signalIdle() { atomic.AddUint64(c.in, 1) }
 // inbound returns the signals received so far.
 func (c *counter) inbound() uint64 { return atomic.LoadUint64(c.in) }
 
-// semaphore is a device semaphore (§4.6): persistent, may go negative.
+// semaphore is a device semaphore (docs/semantics.md §4.6): persistent, may go negative.
 type semaphore struct {
 	v  int64
 	wl waitList
@@ -115,8 +115,8 @@ func (s *session) channelEnd(rank int, ct executor.ChannelType, c int) (executor
 
 // signal: memory channels add to the paired end's inbound at once; port
 // channels push a FLAG trigger that the proxy applies after every earlier
-// trigger (§4.3). A signal on an unpaired channel is lost. Switch channels
-// do nothing (§2.5).
+// trigger (docs/semantics.md §4.3). A signal on an unpaired channel is lost. Switch channels
+// do nothing (docs/semantics.md §2.5).
 func (t *tbRun) signal(op *executor.OpInstance) error {
 	if op.ChannelType == executor.Switch {
 		return nil
@@ -205,7 +205,7 @@ func (t *tbRun) flush(op *executor.OpInstance) error {
 	return nil
 }
 
-// semAcquire: old = v; v--; if old <= 0, park until v >= old (§2.6). One
+// semAcquire: old = v; v--; if old <= 0, park until v >= old (docs/semantics.md §2.6). One
 // thread per semaphore does this on the device, so every decrement comes
 // before any wait.
 func (t *tbRun) semAcquire(op *executor.OpInstance) error {

@@ -5,7 +5,8 @@
 // and run on host threads, one per CUDA thread, with host memory as
 // device memory (OpenIPC: memory files, which IpcGet exports to other
 // processes of the host through /proc/PID/fd/FD). It is `mscclgo run --backend gpu-emu`: any plan runs
-// through the real kernel code without a GPU.
+// through the real kernel code without a GPU. Open (or OpenIPC, for a rank
+// of a multi-process job) is the Open of a gpu.Config.
 package emu
 
 /*

@@ -1,6 +1,7 @@
-// Package cli is the mscclgo command line: the urfave/cli application,
-// one file per command (eval.go, ...), the stable exit statuses (exit.go)
-// and atomic output (output.go).
+// Package cli is the mscclgo command line: Run parses the arguments, runs
+// one command (eval, check, run, model, install, select, list, trace,
+// view, completion, help) and returns the process's exit status, one of
+// the stable statuses that docs/cli.md documents. main calls nothing else.
 package cli
 
 import (

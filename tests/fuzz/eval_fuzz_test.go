@@ -536,7 +536,7 @@ func runPlan(t *testing.T, in input, name string, plan *executor.Plan, size uint
 // runs free of races can still differ when that order depends on the
 // schedule: a semaphore used as a lock (whichever thread block acquires
 // first writes first), or the port FIFO a rank's thread blocks share (its
-// order is an edge, executor.md §5, so the proxy's accesses for two
+// order is an edge, docs/executor.md §5, so the proxy's accesses for two
 // thread blocks never race, but their order depends on who pushed first).
 func comparable(in input, r *session) bool {
 	return (r.outcome == "" || r.outcome == "wrong") && !r.portOverlap && !strings.Contains(in.text, "Semaphore(")

@@ -1,6 +1,7 @@
 // check and run agree: a plan `mscclgo check --size` accepts is not
 // rejected by `mscclgo run` at that size, and the plans run rejects are
 // rejected by check with the same reason.
+
 package hostile
 
 import (

@@ -1,6 +1,7 @@
 // Hostile scripts given to `mscclgo eval`: each ends with a named error
 // (exit 1) on its line, naming the limit and its flag, with no Go stack
 // trace, within bounded memory, and writes no plan.
+
 package hostile
 
 import (

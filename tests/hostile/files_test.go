@@ -1,6 +1,7 @@
 // Devices, FIFOs and directories where a script or a plan is expected:
 // each is refused at once with a named error instead of being read
 // forever.
+
 package hostile
 
 import (

@@ -4,6 +4,7 @@
 // recovers from. Each case checks the exit status (130 or 143), the
 // message, no Go stack trace, no temporary file left, and the previous
 // plan set or output intact.
+
 package hostile
 
 import (

@@ -1,5 +1,6 @@
 // Plans for the run and check tests, made by editing the project's test
 // plans (executor/testdata) as JSON.
+
 package hostile
 
 import (

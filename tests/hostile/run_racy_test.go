@@ -3,6 +3,7 @@
 // The race report of run names the plan. The plan's two thread blocks
 // really write the same bytes at once, which the Go race detector would
 // flag in the child process: built without -race only.
+
 package hostile
 
 import (

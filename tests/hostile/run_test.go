@@ -1,6 +1,7 @@
 // mscclgo run under memory pressure and on broken plans: a run that would
 // not fit the memory budget is refused before anything is allocated, and
 // every error and report of run names the plan file.
+
 package hostile
 
 import (

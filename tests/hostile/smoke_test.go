@@ -1,4 +1,5 @@
 // Smoke test of the harness: a plain failure is a named error.
+
 package hostile
 
 import "testing"
