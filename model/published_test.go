@@ -1,5 +1,5 @@
 // This file holds the comparison of the model with published
-// measurements of MSCCL++ on 8×H100 (/work/shared/perf/published.md),
+// measurements of MSCCL++ on 8×H100 (the sources are listed in docs/model.md),
 // whose table docs/model.md shows: TestPublished recomputes it, fails if
 // the bounds are broken or the table in the doc is stale, and rewrites
 // the doc's table with -update.
