@@ -139,6 +139,15 @@ type session struct {
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
 	mp *multi
+
+	// The device's launch admission (admit.go): nil when the driver has
+	// none. resident is how many blocks of the session's shape the device
+	// holds (0: no limit), units a launch's residency; held releases what
+	// a rank session took for its life.
+	adm      *Admission
+	resident int
+	units    int64
+	held     func()
 }
 
 // local reports whether rank r runs in this process.
@@ -230,6 +239,11 @@ func (s *session) place(threads int) error {
 			return fmt.Errorf("%s: the plan has %d thread blocks (all ranks), which must all be resident at once; "+
 				"%s holds %d blocks of %d threads with %d bytes of shared memory", s.name, grid, info.Name, resident,
 				s.threads, s.tabs.shmem)
+		}
+		s.resident = resident
+		if dv, ok := s.d.(Device); ok && resident > 0 && info.SMs > 0 {
+			s.adm = dv.Admission()
+			s.units = BlockUnits(grid, resident/info.SMs)
 		}
 	}
 	s.timeout = s.opts.DeadlockTimeout
@@ -405,6 +419,10 @@ func sortedRanks(rs []int) []int32 {
 
 // release frees everything the session holds and closes the driver.
 func (s *session) release() {
+	if s.held != nil {
+		s.held()
+		s.held = nil
+	}
 	for _, p := range s.allocs {
 		_ = s.d.Free(p)
 	}

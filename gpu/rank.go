@@ -15,7 +15,10 @@ package gpu
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -79,7 +82,25 @@ type handles struct {
 	IO      *IpcHandle `json:"io,omitempty"`
 	Scratch *IpcHandle `json:"scratch,omitempty"`
 	State   *IpcHandle `json:"state,omitempty"`
+	// Proc names the rank's process: peers in the same process use Ptrs
+	// (buffers, scratch, state block) directly, since CUDA does not open
+	// an IPC handle in the process that exported it.
+	Proc string     `json:"proc,omitempty"`
+	Ptrs *[3]DevPtr `json:"ptrs,omitempty"`
+	// Dev names the rank's physical device (Device.DeviceID; empty for a
+	// driver without one), Blocks its grid.
+	Dev    string `json:"dev,omitempty"`
+	Blocks int    `json:"blocks,omitempty"`
 }
+
+// thisProcess names this process among the job's: its host name, id and
+// a random number (process ids repeat across containers and hosts).
+var thisProcess = func() string {
+	host, _ := os.Hostname()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
+}()
 
 // OpenRank opens this process's rank of inst (w.Net.Rank) on a new
 // session of cfg's driver, for the buffer layout l, on every rank of the
@@ -194,7 +215,13 @@ func (m *multi) connect(s *session) error {
 	m.devIn = m.io + DevPtr(offsetIn(m.ioHost, m.own.Input))
 	m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
 
-	mine := handles{}
+	myDev := ""
+	dv, _ := d.(Device)
+	if dv != nil {
+		myDev = dv.DeviceID()
+	}
+	mine := handles{Proc: thisProcess, Ptrs: &[3]DevPtr{m.io, s.ranks[me].scratch, s.ranks[me].state},
+		Dev: myDev, Blocks: len(s.tabs.blocks)}
 	if err := portwire.CheckLocality(inst, me, m.w.Host); err != nil {
 		mine.Err = err.Error()
 	} else {
@@ -217,6 +244,10 @@ func (m *multi) connect(s *session) error {
 
 	m.base = make([][3]uint64, n)
 	mine = handles{}
+	if err := m.checkDevices(s, all, myDev); err != nil {
+		mine.Err = err.Error()
+	}
+	enabled := map[string]bool{}
 	for r := range n {
 		if r == me {
 			m.base[r] = [3]uint64{uint64(m.devIn), uint64(m.devOut), uint64(s.ranks[r].scratch)}
@@ -246,7 +277,26 @@ func (m *multi) connect(s *session) error {
 			continue
 		}
 		var ptrs [3]DevPtr
+		if all[r].Proc == thisProcess {
+			// A peer in this process: its device addresses as they are,
+			// with peer access to its device where that is another.
+			if all[r].Ptrs == nil {
+				mine.Err = fmt.Sprintf("rank %d sent no device addresses", r)
+				continue
+			}
+			if pd := all[r].Dev; dv != nil && pd != "" && pd != myDev && !enabled[pd] {
+				if err := dv.EnablePeer(pd); err != nil {
+					mine.Err = fmt.Sprintf("rank %d (device %s) cannot reach rank %d's memory (device %s): %v", me, myDev, r, pd, err)
+					continue
+				}
+				enabled[pd] = true
+			}
+			ptrs = *all[r].Ptrs
+		}
 		for i, h := range []*IpcHandle{all[r].IO, all[r].Scratch, all[r].State} {
+			if all[r].Proc == thisProcess {
+				break
+			}
 			if h == nil {
 				mine.Err = fmt.Sprintf("rank %d sent no IPC handle", r)
 				break
@@ -268,8 +318,53 @@ func (m *multi) connect(s *session) error {
 	if _, err := gatherHandles(m.setup, m.w.Net, mine, "opening peers' IPC handles"); err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
+	if s.adm != nil {
+		// The rank's room on its device, for the session's life: its
+		// blocks wait for peers' blocks of this process, which must be
+		// resident too (a launch-time admission could let them wait on
+		// each other's room).
+		held, err := s.adm.Acquire(m.setup, s.units, fmt.Sprintf("%s: rank %d's session (%d blocks)", s.name, me, len(s.tabs.blocks)), s.timeout)
+		if err != nil {
+			return fmt.Errorf("%s: opening rank %d: %w", s.name, me, err)
+		}
+		s.held = held
+	}
 	for r := range n {
 		s.ranks[r].rec.Buf = m.base[r]
+	}
+	return nil
+}
+
+// checkDevices refuses ranks of different processes on one device, and
+// ranks of this process on one device whose blocks do not fit it
+// together.
+func (m *multi) checkDevices(s *session, all []handles, myDev string) error {
+	if myDev == "" {
+		return nil
+	}
+	me := m.rank
+	var together []int
+	blocks := 0
+	for r, h := range all {
+		if h.Dev != myDev || m.w.Host[r] != m.w.Host[me] {
+			continue
+		}
+		if h.Proc != all[me].Proc {
+			return fmt.Errorf("ranks %d and %d run in different processes on the same GPU (%s): kernels of different "+
+				"processes on one GPU are time-sliced, never resident together, so a rank spinning for its peer's "+
+				"signal may wait for ever; run every rank of the host in one process (mscclgo run --one-process, or "+
+				"without a launcher) or give each process a GPU of its own", min(r, me), max(r, me), myDev)
+		}
+		together = append(together, r)
+		blocks += h.Blocks
+	}
+	if s.resident > 0 && blocks > s.resident {
+		names := make([]string, len(together))
+		for i, r := range together {
+			names[i] = fmt.Sprint(r)
+		}
+		return fmt.Errorf("ranks %s of this process share GPU %s: together %d thread blocks, which must all be resident "+
+			"at once, and it holds %d of their shape", strings.Join(names, ", "), myDev, blocks, s.resident)
 	}
 	return nil
 }

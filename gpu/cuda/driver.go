@@ -33,17 +33,30 @@ type driver struct {
 	info   gpu.DeviceInfo
 	image  string // the kernel image loaded (kernels.go)
 
+	// The device as the process shares it (node.go).
+	ordinal int
+	uuid    string
+	adm     *gpu.Admission
+
 	mu       sync.Mutex // guards launched and closed
 	launched bool       // a launch not yet waited for
 	closed   bool
 }
 
-var _ gpu.Driver = (*driver)(nil)
+var (
+	_ gpu.Driver = (*driver)(nil)
+	_ gpu.Device = (*driver)(nil)
+)
 
 // Open returns the driver of CUDA device number device (an ordinal of the
 // devices CUDA_VISIBLE_DEVICES leaves visible). It retains the device's
-// primary context, loads the interpreter and creates its streams.
-func Open(device int) (gpu.Driver, error) {
+// primary context, loads the interpreter and creates its streams. Its
+// launch admission is its own: sessions that share a device should be
+// opened from one Node instead.
+func Open(device int) (gpu.Driver, error) { return NewNode().Open(device) }
+
+// open opens device without its Node's part.
+func open(device int) (*driver, error) {
 	n, err := cu.NumDevices()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: counting devices: %w", err)
@@ -59,7 +72,7 @@ func Open(device int) (gpu.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: retaining the primary context: %w", device, err)
 	}
-	d := &driver{dev: dev, ctx: ctx}
+	d := &driver{dev: dev, ctx: ctx, ordinal: device}
 	if err := d.do(fmt.Sprintf("opening device %d", device), d.setup); err != nil {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, err
@@ -113,6 +126,11 @@ func (d *driver) setup() (err error) {
 		MaxThreadsPerBlock: min(maxThreads, fnThreads),
 		MaxSharedPerBlock:  shared,
 	}
+	u, err := d.dev.UUID()
+	if err != nil {
+		return fmt.Errorf("reading the device's UUID: %w", err)
+	}
+	d.uuid = "GPU-" + u.String()
 	if d.launch, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("creating the launch stream: %w", err)
 	}
