@@ -1,5 +1,7 @@
 package gpu
 
+import "time"
+
 // DevPtr is a device address. Host-mapped memory has one too.
 type DevPtr uint64
 
@@ -107,4 +109,8 @@ type Config struct {
 	// default (DeviceInfo.DefaultThreads), else the plan's
 	// num_threads_per_block.
 	Threads int
+	// SetupTimeout bounds each step of a rank session's set-up (the
+	// all-gathers of handles and outcomes, the room on its device); 0
+	// means two minutes.
+	SetupTimeout time.Duration
 }

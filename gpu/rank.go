@@ -38,13 +38,15 @@ type RankSession struct {
 
 // multi is the multi-process part of a session.
 type multi struct {
-	w      cpu.World
-	rank   int
-	l      *executor.BufferLayout
-	setup  context.Context // the set-up's all-gathers (OpenRank's context)
-	ctx    context.Context // the session's life: ends at Close or with the job
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	w     cpu.World
+	rank  int
+	l     *executor.BufferLayout
+	setup context.Context // the set-up's all-gathers (OpenRank's context)
+	// setupTimeout bounds each step of the set-up.
+	setupTimeout time.Duration
+	ctx          context.Context // the session's life: ends at Close or with the job
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 
 	// The rank's own buffers: one device allocation io holding input and
 	// output as l.Place lays them out, and their host copies.
@@ -69,6 +71,20 @@ type multi struct {
 	wd       *watchdog
 	verdict  *executor.DeadlockError
 	failure  error // a receiver's, stops the launch
+}
+
+// gather runs one step of the set-up: an all-gather of handles records,
+// which fails when not every rank reaches it within the set-up timeout.
+func (m *multi) gather(mine handles, step string) ([]handles, error) {
+	cause := fmt.Errorf("rank %d: %s: not every rank reached this step within %v (the set-up timeout, --join-timeout)",
+		m.rank, step, m.setupTimeout)
+	ctx, cancel := context.WithTimeoutCause(m.setup, m.setupTimeout, cause)
+	defer cancel()
+	all, err := gatherHandles(ctx, m.w.Net, mine, step)
+	if err != nil && context.Cause(ctx) == cause {
+		return nil, cause
+	}
+	return all, err
 }
 
 // gatherHandles is portwire.GatherSetup of handles records.
@@ -160,6 +176,10 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	mctx, cancel := context.WithCancel(w.Net.Context())
 	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
+	m.setupTimeout = cfg.SetupTimeout
+	if m.setupTimeout <= 0 {
+		m.setupTimeout = 2 * time.Minute
+	}
 	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx
@@ -171,7 +191,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	}
 	// No rank may launch (and signal a peer) before every rank has
 	// written its state block's initial image.
-	if _, err := gatherHandles(ctx, w.Net, handles{}, "set-up"); err != nil {
+	if _, err := m.gather(handles{}, "set-up"); err != nil {
 		cancel()
 		m.releasePeers(s)
 		s.release()
@@ -237,7 +257,7 @@ func (m *multi) connect(s *session) error {
 			*e.to = &h
 		}
 	}
-	all, err := gatherHandles(m.setup, m.w.Net, mine, "exchanging IPC handles")
+	all, err := m.gather(mine, "exchanging IPC handles")
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
@@ -315,7 +335,7 @@ func (m *multi) connect(s *session) error {
 		m.base[r] = [3]uint64{uint64(ptrs[0]) + inOff, uint64(ptrs[0]) + outOff, uint64(ptrs[1])}
 		s.ranks[r].rec.MemInbound = uint64(ptrs[2]) + layoutState(s.ranks[r].ri).memIn
 	}
-	if _, err := gatherHandles(m.setup, m.w.Net, mine, "opening peers' IPC handles"); err != nil {
+	if _, err := m.gather(mine, "opening peers' memory"); err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	if s.adm != nil {
@@ -323,7 +343,9 @@ func (m *multi) connect(s *session) error {
 		// blocks wait for peers' blocks of this process, which must be
 		// resident too (a launch-time admission could let them wait on
 		// each other's room).
-		held, err := s.adm.Acquire(m.setup, s.units, fmt.Sprintf("%s: rank %d's session (%d blocks)", s.name, me, len(s.tabs.blocks)), s.timeout)
+		ctx, cancel := context.WithTimeout(m.setup, m.setupTimeout)
+		defer cancel()
+		held, err := s.adm.Acquire(ctx, s.units, fmt.Sprintf("%s: rank %d's session (%d blocks)", s.name, me, len(s.tabs.blocks)), s.timeout)
 		if err != nil {
 			return fmt.Errorf("%s: opening rank %d: %w", s.name, me, err)
 		}
@@ -450,6 +472,7 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	m.launches++
 	m.mu.Unlock()
 	if err := s.run(ctx); err != nil {
+		err = fmt.Errorf("rank %d: launch %d: %w", m.rank, m.launches, err)
 		s.broken = err
 		return err
 	}

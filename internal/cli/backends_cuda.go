@@ -15,13 +15,16 @@ import (
 
 func cudaBackends() []runBackend {
 	// A rank session of a multi-process run takes the device of its
-	// local rank (modulo the devices CUDA_VISIBLE_DEVICES leaves).
+	// local rank (modulo the devices CUDA_VISIBLE_DEVICES leaves). Every
+	// session of the process opens its device from one Node, which
+	// shares each device's launch admission.
+	node := cuda.NewNode()
 	cfg := func(threads, device int) gpu.Config {
 		open := func() (gpu.Driver, error) {
 			if n, err := cu.NumDevices(); err == nil && n > 0 {
 				device %= n
 			}
-			return cuda.Open(device)
+			return node.Open(device)
 		}
 		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
 	}
