@@ -148,6 +148,10 @@ type session struct {
 	resident int
 	units    int64
 	held     func()
+
+	// nvls says which path the plan's switch channels take (NVLS); empty
+	// without switch channels.
+	nvls string
 }
 
 // local reports whether rank r runs in this process.
@@ -246,6 +250,7 @@ func (s *session) place(threads int) error {
 			s.units = BlockUnits(grid, resident/info.SMs)
 		}
 	}
+	s.nvls = nvlsBranch(inst, info)
 	s.timeout = s.opts.DeadlockTimeout
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout

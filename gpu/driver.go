@@ -23,6 +23,9 @@ type DeviceInfo struct {
 	// MaxTotalThreads bounds grid × block of one launch (0: no bound);
 	// with Config.Threads 0 the block size shrinks to fit.
 	MaxTotalThreads int
+	// Multicast reports NVLS multicast support
+	// (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).
+	Multicast bool
 }
 
 // Driver is the device layer under the runtime: memory, copies, the

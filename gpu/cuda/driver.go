@@ -126,6 +126,11 @@ func (d *driver) setup() (err error) {
 		MaxThreadsPerBlock: min(maxThreads, fnThreads),
 		MaxSharedPerBlock:  shared,
 	}
+	// A driver older than CUDA 12.1 does not know the attribute: no
+	// multicast.
+	if mc, err := d.dev.Attribute(attrMulticast); err == nil && mc != 0 {
+		d.info.Multicast = true
+	}
 	u, err := d.dev.UUID()
 	if err != nil {
 		return fmt.Errorf("reading the device's UUID: %w", err)

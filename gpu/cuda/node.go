@@ -16,6 +16,10 @@ import (
 	"gorgonia.org/cu"
 )
 
+// attrMulticast is CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (CUDA 12.1),
+// which CUDA 11.8's cuda.h lacks.
+const attrMulticast = cu.DeviceAttribute(132)
+
 // Node is this process's view of its CUDA devices. Drivers opened from
 // one Node share each device's launch admission, so that any number of
 // sessions may launch on a device from any goroutines without one

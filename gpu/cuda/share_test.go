@@ -236,3 +236,51 @@ func TestRankSessionsDevices(t *testing.T) {
 		})
 	}
 }
+
+// TestNVLSBranch checks the branch an NVLS plan's switch channels take
+// with the multicast attribute off and on, and that the plan's bytes
+// equal the CPU backend's either way.
+func TestNVLSBranch(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, want string
+	}{
+		{name: "nomulticast", env: "MSCCLGO_FAKECUDA_MULTICAST=0", want: "has no NVLS multicast"},
+		{name: "multicast", env: "MSCCLGO_FAKECUDA_MULTICAST=1", want: "supports NVLS multicast"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !rerun(t, tc.env) {
+				return
+			}
+			plan, err := executor.LoadFile("../../tests/ports/single_node/allreduce_nvls_zero_copy.plan.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lay, err := executor.PlanLayout(plan, 1<<13, executor.Float32, plan.Inplace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inst, err := executor.Instantiate(plan, lay.Sizes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess, err := backend().Open(inst, executor.Options{DType: executor.Float32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := sess.(interface{ NVLS() string }).NVLS()
+			_ = sess.Close()
+			mc := false
+			if d, err := testNode.Open(0); err == nil {
+				mc = d.Info().Multicast
+				_ = d.Close()
+			}
+			if (fake() && !strings.Contains(got, tc.want)) || (!fake() && mc != strings.Contains(got, "supports NVLS multicast")) {
+				t.Errorf("NVLS branch %q, want one that says %q", got, tc.want)
+			}
+			c := gputest.Case{Plan: plan, Size: lay.Size, DType: executor.Float32, InPlace: plan.Inplace, Launches: 2, Timeout: 10 * time.Second}
+			if out, err := gputest.Run(context.Background(), backend(), c); err != nil || out != gputest.Same {
+				t.Errorf("%s: %v, %v; want the CPU backend's bytes", c, out, err)
+			}
+		})
+	}
+}
