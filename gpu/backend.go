@@ -61,6 +61,12 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err := checkAlignment(inst, packet, uint64(opts.DType.Size())); err != nil {
 		return nil, err
 	}
+	if n, err := devicesFor(b.cfg, inst); err != nil {
+		return nil, err
+	} else if n > 1 {
+		// Several devices: one rank session per rank (local.go).
+		return openLocal(b.cfg, inst, opts, n)
+	}
 	tabs, err := buildTables(inst)
 	if err != nil {
 		return nil, err

@@ -112,6 +112,14 @@ type Config struct {
 	// default (DeviceInfo.DefaultThreads), else the plan's
 	// num_threads_per_block.
 	Threads int
+	// Devices counts the machine's devices and OpenDevice opens the
+	// driver of device number d (either nil: every session runs on
+	// Open's device). With more than one device, a session of a plan of
+	// several ranks places rank r on device r mod N, each rank in a rank
+	// session of its own connected in-process (local.go), with peer
+	// access between the devices or an error that names the pair.
+	Devices    func() (int, error)
+	OpenDevice func(device int) (Driver, error)
 	// SetupTimeout bounds each step of a rank session's set-up (the
 	// all-gathers of handles and outcomes, the room on its device); 0
 	// means two minutes.

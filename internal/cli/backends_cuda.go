@@ -28,7 +28,10 @@ func cudaBackends() []runBackend {
 		}
 		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
 	}
+	// In one process (no launcher) rank r runs on device r mod N.
 	return []runBackend{{name: "gpu", gpuConfig: cfg, new: func(threads int) executor.Backend {
-		return gpu.New(cfg(threads, 0))
+		c := cfg(threads, 0)
+		c.Devices, c.OpenDevice = cuda.Devices, node.Open
+		return gpu.New(c)
 	}}}
 }
