@@ -256,7 +256,7 @@ func (s *session) place(threads int) error {
 			s.units = BlockUnits(grid, resident/info.SMs)
 		}
 	}
-	s.nvls = nvlsBranch(inst, info)
+	s.nvls = nvlsBranch(inst, info, s.mp != nil)
 	s.timeout = s.opts.DeadlockTimeout
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
@@ -313,7 +313,7 @@ func (s *session) place(threads int) error {
 			continue
 		}
 		ri := rd.ri
-		if rd.scratch, err = s.alloc(inst.ScratchBytes); err != nil {
+		if rd.scratch, err = s.allocBound(inst.ScratchBytes); err != nil {
 			return err
 		}
 		sl := layoutState(ri)

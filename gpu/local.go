@@ -58,6 +58,9 @@ type localSession struct {
 	shape  []bufShape
 	hub    *localHub
 	ranks  []*RankSession
+	// NVLS (nvls.go): the multicast objects, and what NVLS says.
+	mcGroups []*mcGroup
+	nvls     string
 }
 
 // openLocal opens the rank sessions of inst on devices devices, for the
@@ -101,6 +104,7 @@ func localLayout(inst *executor.Instance, dt executor.DType, inPlace bool) (*exe
 func (ls *localSession) open(l *executor.BufferLayout) error {
 	n := len(ls.inst.Ranks)
 	hub := newLocalHub(n)
+	ro := rankOpts{inProcess: true, multicast: ownDevices(ls.inst, ls.devices)}
 	ranks := make([]*RankSession, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -117,8 +121,8 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 				}
 				return d, nil
 			}
-			ranks[r], errs[r] = OpenRank(context.Background(), cfg, ls.inst, l, ls.opts,
-				cpu.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000})
+			ranks[r], errs[r] = openRank(context.Background(), cfg, ls.inst, l, ls.opts,
+				cpu.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
 		}()
 	}
 	wg.Wait()
@@ -133,7 +137,34 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 	}
 	ls.l, ls.hub, ls.ranks = l, hub, ranks
 	ls.shape = nil
+	nvls, err := ls.setupMulticast()
+	if err != nil {
+		_ = ls.release()
+		return err
+	}
+	ls.nvls = nvls
 	return nil
+}
+
+// ownDevices reports whether inst has switch channels and every member
+// of each switch group runs on a device of its own (rank r on device r
+// mod devices): the set-up a multicast object needs.
+func ownDevices(inst *executor.Instance, devices int) bool {
+	if switchChannels(inst) == 0 {
+		return false
+	}
+	for _, ri := range inst.Ranks {
+		for _, g := range ri.Switches {
+			seen := map[int]bool{}
+			for _, r := range g.Ranks {
+				if seen[r%devices] {
+					return false
+				}
+				seen[r%devices] = true
+			}
+		}
+	}
+	return true
 }
 
 // firstError returns the error of the lowest rank that has one: the
@@ -150,6 +181,9 @@ func firstError(errs []error) error {
 // release closes the rank sessions and the exchange.
 func (ls *localSession) release() error {
 	var errs []error
+	if err := ls.releaseMulticast(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, rs := range ls.ranks {
 		if err := rs.Close(); err != nil {
 			errs = append(errs, err)
@@ -265,13 +299,13 @@ func (ls *localSession) DeviceTime() time.Duration {
 	return t
 }
 
-// NVLS says which path the plan's switch channels take (rank 0's
-// account; every rank's device is of one kind).
+// NVLS says which path the plan's switch channels take: multimem
+// through multicast objects, or the unicast fallback and why.
 func (ls *localSession) NVLS() string {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if len(ls.ranks) == 0 {
-		return ""
+	if ls.nvls != "" || len(ls.ranks) == 0 {
+		return ls.nvls
 	}
 	return ls.ranks[0].NVLS()
 }

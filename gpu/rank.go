@@ -63,6 +63,12 @@ type multi struct {
 	// send is the proxy's side of the port transport.
 	send *portwire.Sender
 
+	// inProcess: every rank runs in this process (a local session), so
+	// no memory is exported; bindable, when set, allocates the buffers
+	// and scratch a switch may bind as multicast-bindable memory.
+	inProcess bool
+	bindable  Multicaster
+
 	// The deadlock watch's view (mu).
 	mu       sync.Mutex
 	launches uint64
@@ -126,6 +132,17 @@ var thisProcess = func() string {
 // world size differs from the job's, or whose memory channels or switch
 // groups join ranks on different hosts, is refused on every rank.
 func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World) (*RankSession, error) {
+	return openRank(ctx, cfg, inst, l, opts, w, rankOpts{})
+}
+
+// rankOpts are what a local session (local.go) asks of its rank
+// sessions: every rank is in this process, and switch-bound buffers in
+// multicast-bindable memory where the device has multicast.
+type rankOpts struct {
+	inProcess, multicast bool
+}
+
+func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World, ro rankOpts) (*RankSession, error) {
 	if w.Net == nil {
 		return nil, fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
 	}
@@ -177,6 +194,10 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
 	m.setupTimeout = cfg.SetupTimeout
+	m.inProcess = ro.inProcess
+	if mc, ok := d.(Multicaster); ok && ro.multicast && d.Info().Multicast {
+		m.bindable = mc
+	}
 	if m.setupTimeout <= 0 {
 		m.setupTimeout = 2 * time.Minute
 	}
@@ -225,7 +246,7 @@ func (m *multi) connect(s *session) error {
 	n := len(inst.Ranks)
 	me := m.rank
 	var err error
-	if m.io, err = s.alloc(l.RankBytes(me)); err != nil {
+	if m.io, err = s.allocBound(l.RankBytes(me)); err != nil {
 		return err
 	}
 	m.ioHost = alignedHost(l.RankBytes(me))
@@ -244,7 +265,9 @@ func (m *multi) connect(s *session) error {
 		Dev: myDev, Blocks: len(s.tabs.blocks)}
 	if err := portwire.CheckLocality(inst, me, m.w.Host); err != nil {
 		mine.Err = err.Error()
-	} else {
+	} else if !m.inProcess {
+		// Peers in other processes open these (same-process peers take
+		// Ptrs, and multicast-bindable memory has no IPC handle).
 		for _, e := range []struct {
 			p  DevPtr
 			to **IpcHandle

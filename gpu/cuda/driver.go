@@ -38,9 +38,15 @@ type driver struct {
 	uuid    string
 	adm     *gpu.Admission
 
-	mu       sync.Mutex // guards launched and closed
+	mu       sync.Mutex // guards launched, closed, vmm and mcMaps
 	launched bool       // a launch not yet waited for
 	closed   bool
+
+	// NVLS multicast (multicast.go): the driver's calls, memory from
+	// AllocBindable and multicast objects mapped here.
+	mc     mcAPI
+	vmm    map[gpu.DevPtr]vmmAlloc
+	mcMaps map[gpu.DevPtr]mcMap
 }
 
 var (
@@ -72,7 +78,7 @@ func open(device int) (*driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: retaining the primary context: %w", device, err)
 	}
-	d := &driver{dev: dev, ctx: ctx, ordinal: device}
+	d := &driver{dev: dev, ctx: ctx, ordinal: device, vmm: map[gpu.DevPtr]vmmAlloc{}, mcMaps: map[gpu.DevPtr]mcMap{}}
 	if err := d.do(fmt.Sprintf("opening device %d", device), d.setup); err != nil {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, err
@@ -102,7 +108,13 @@ func (d *driver) setup() (err error) {
 	if attrs[5] == 0 || attrs[6] == 0 {
 		return fmt.Errorf("%s cannot map host memory into a unified address space, which the proxy FIFOs need", name)
 	}
-	if d.mod, d.image, err = loadModule(major, minor); err != nil {
+	// A driver older than CUDA 12.1 does not know the attribute: no
+	// multicast.
+	multicast := false
+	if mc, err := d.dev.Attribute(attrMulticast); err == nil && mc != 0 {
+		multicast = true
+	}
+	if d.mod, d.image, err = loadForDevice(major, minor, multicast); err != nil {
 		return err
 	}
 	if d.fn, err = d.mod.Function(kernelName); err != nil {
@@ -126,11 +138,7 @@ func (d *driver) setup() (err error) {
 		MaxThreadsPerBlock: min(maxThreads, fnThreads),
 		MaxSharedPerBlock:  shared,
 	}
-	// A driver older than CUDA 12.1 does not know the attribute: no
-	// multicast.
-	if mc, err := d.dev.Attribute(attrMulticast); err == nil && mc != 0 {
-		d.info.Multicast = true
-	}
+	d.info.Multicast = multicast
 	u, err := d.dev.UUID()
 	if err != nil {
 		return fmt.Errorf("reading the device's UUID: %w", err)
@@ -299,7 +307,12 @@ func (d *driver) Free(p gpu.DevPtr) error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.do("free", func() error { return cu.MemFree(cu.DevicePtr(p)) })
+	return d.do("free", func() error {
+		if ok, err := d.freeVMM(p); ok {
+			return err
+		}
+		return cu.MemFree(cu.DevicePtr(p))
+	})
 }
 
 // HtoD copies src to device memory at dst and returns once the data is

@@ -32,6 +32,12 @@
 //   MSCCLGO_FAKECUDA_MULTICAST  1: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
 //   MSCCLGO_FAKECUDA_MACHINE  names the machine in the device UUIDs
 //                             (processes with the same name share devices)
+//   MSCCLGO_FAKECUDA_LOG      a file that gets a line per multicast call
+//
+// Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap,
+// cuMemSetAccess) and NVLS multicast objects (cuMulticastCreate and the
+// calls after it, found through cuGetProcAddress) are faked too: see the
+// last section.
 //
 // Build: cc -shared -fPIC -o libcuda.so.1 fakecuda.c -ldl (Makefile
 // `fakecuda`); use through LD_LIBRARY_PATH.
@@ -40,6 +46,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -717,4 +724,331 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int g
                                    unsigned int by, unsigned int bz, unsigned int shmem, CUstream s,
                                    void** params) {
   return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1);
+}
+
+// ---- virtual memory management and multicast (NVLS) -------------------------
+//
+// cuMemCreate backs a physical allocation with a memory file; cuMemMap of
+// it maps the file at a reserved range. A multicast object (CUDA 12.1's
+// cuMulticastCreate, which 11.8's cuda.h lacks: declared here and reached
+// through cuGetProcAddress, as the driver does) records its devices and
+// each device's binding; a range mapped to it stays inaccessible, since
+// the g++-built kernel has no multimem path and must not touch it. Every
+// multicast call is checked as the driver documents it (granularity,
+// bounds, every device added before a bind or map) and, with
+// MSCCLGO_FAKECUDA_LOG set, appended to that file as one line.
+
+enum {
+  FAKE_GRANULARITY = 2 << 20,  // allocation and minimum multicast granularity
+  FAKE_MC_RECOMMENDED = 4 << 20,
+  KIND_PHYS = 1,
+  KIND_MC = 2,
+};
+
+typedef struct {
+  unsigned int numDevices;
+  size_t size;
+  unsigned long long handleTypes;
+  unsigned long long flags;
+} fake_mc_prop;
+
+struct mc_binding {
+  int dev;
+  size_t mc_off, mem_off, size;
+  struct vmm_handle* mem;
+};
+
+struct vmm_handle {
+  int kind;
+  size_t size;
+  int dev;     // KIND_PHYS: the owning device
+  int fd;      // KIND_PHYS: the memory file
+  int mapped;  // ranges mapped to it
+  int released;
+  // KIND_MC:
+  unsigned num_devices;
+  int devs[FAKE_MAX_DEVICES];
+  unsigned added;
+  struct mc_binding binds[FAKE_MAX_DEVICES];
+  unsigned bound;
+};
+
+// A range mapped with cuMemMap.
+struct vmm_map {
+  uintptr_t va;
+  size_t size;
+  struct vmm_handle* h;
+  unsigned access;  // bit d: device d may access it
+  struct vmm_map* next;
+};
+
+static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vmm_map* maps;
+
+static void fake_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void fake_log(const char* fmt, ...) {
+  const char* path = getenv("MSCCLGO_FAKECUDA_LOG");
+  if (path == NULL || *path == 0) return;
+  FILE* f = fopen(path, "a");
+  if (f == NULL) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+  fclose(f);
+}
+
+// free_handle frees a released handle that nothing maps or binds.
+static void free_handle(struct vmm_handle* h) {
+  if (!h->released || h->mapped > 0 || (h->kind == KIND_MC && h->bound > 0)) return;
+  if (h->kind == KIND_PHYS) close(h->fd);
+  free(h);
+}
+
+CUresult cuMemGetAllocationGranularity(size_t* g, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags option) {
+  if (g == NULL || prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_dev(prop->location.id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  (void)option;
+  *g = FAKE_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* out, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
+  NEED_CTX();
+  if (out == NULL || prop == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 ||
+      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !valid_dev(prop->location.id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct vmm_handle* h = calloc(1, sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  h->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+  if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0) {
+    if (h->fd >= 0) close(h->fd);
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  h->kind = KIND_PHYS;
+  h->size = size;
+  h->dev = prop->location.id;
+  *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)handle;
+  if (h == NULL || h->released) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  if (h->kind == KIND_MC) {
+    fake_log("mc release %p mapped %d bound %u", (void*)h, h->mapped, h->bound);
+  }
+  h->released = 1;
+  free_handle(h);
+  pthread_mutex_unlock(&vmm_mu);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* p, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  if (p == NULL || size == 0 || size % FAKE_GRANULARITY != 0 || addr != 0 || flags != 0 ||
+      (alignment != 0 && alignment % FAKE_GRANULARITY != 0)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
+  if (p == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void*)(uintptr_t)p, size);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)handle;
+  if (p == 0 || h == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 ||
+      offset % FAKE_GRANULARITY != 0 || offset + size > h->size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (h->kind == KIND_MC) {
+    // The driver blocks until every device is added: in one process
+    // that is a hang, here an error.
+    if (h->added != h->num_devices) return CUDA_ERROR_NOT_PERMITTED;
+  } else if (mmap((void*)(uintptr_t)p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)offset) ==
+             MAP_FAILED) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  struct vmm_map* m = calloc(1, sizeof *m);
+  if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  m->va = (uintptr_t)p;
+  m->size = size;
+  m->h = h;
+  pthread_mutex_lock(&vmm_mu);
+  h->mapped++;
+  m->next = maps;
+  maps = m;
+  if (h->kind == KIND_MC) fake_log("mc map %p va %#lx size %zu", (void*)h, (unsigned long)p, size);
+  pthread_mutex_unlock(&vmm_mu);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+  pthread_mutex_lock(&vmm_mu);
+  struct vmm_map** at = &maps;
+  while (*at != NULL && ((*at)->va != (uintptr_t)p || (*at)->size != size)) at = &(*at)->next;
+  struct vmm_map* m = *at;
+  if (m == NULL) {
+    pthread_mutex_unlock(&vmm_mu);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *at = m->next;
+  if (m->h->kind == KIND_MC) fake_log("mc unmap %p va %#lx size %zu", (void*)m->h, (unsigned long)p, size);
+  m->h->mapped--;
+  free_handle(m->h);
+  pthread_mutex_unlock(&vmm_mu);
+  // The range stays reserved until cuMemAddressFree.
+  mmap((void*)(uintptr_t)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  free(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (desc == NULL || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  struct vmm_map* m = maps;
+  while (m != NULL && (m->va != (uintptr_t)p || m->size != size)) m = m->next;
+  CUresult r = m == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
+    int dev = desc[i].location.id;
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_dev(dev) ||
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else if (m->h->kind == KIND_PHYS && dev != m->h->dev && !can_peer(dev, m->h->dev)) {
+      r = CUDA_ERROR_INVALID_DEVICE;
+    } else {
+      m->access |= 1u << dev;
+      if (m->h->kind == KIND_MC) fake_log("mc access %p va %#lx dev %d", (void*)m->h, (unsigned long)p, dev);
+    }
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_granularity(size_t* g, const fake_mc_prop* prop, int option) {
+  if (g == NULL || prop == NULL || prop->numDevices == 0) return CUDA_ERROR_INVALID_VALUE;
+  *g = option == 1 ? FAKE_MC_RECOMMENDED : FAKE_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_mc_create(CUmemGenericAllocationHandle* out, const fake_mc_prop* prop) {
+  if (!env_int("MSCCLGO_FAKECUDA_MULTICAST", 0, 0, 1)) return CUDA_ERROR_NOT_SUPPORTED;
+  if (out == NULL || prop == NULL || prop->numDevices == 0 || prop->numDevices > FAKE_MAX_DEVICES ||
+      prop->size == 0 || prop->size % FAKE_GRANULARITY != 0 || prop->flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct vmm_handle* h = calloc(1, sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  h->kind = KIND_MC;
+  h->size = prop->size;
+  h->num_devices = prop->numDevices;
+  h->fd = -1;
+  *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  fake_log("mc create %p devices %u size %zu granularity %d", (void*)h, prop->numDevices, prop->size,
+           FAKE_GRANULARITY);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_mc_add(CUmemGenericAllocationHandle mc, CUdevice dev) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  if (h == NULL || h->kind != KIND_MC || h->released) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = h->added < h->num_devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < h->added; i++) {
+    if (h->devs[i] == dev) r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    h->devs[h->added++] = dev;
+    fake_log("mc add %p dev %d", (void*)h, dev);
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_bind(CUmemGenericAllocationHandle mc, size_t mc_off, CUmemGenericAllocationHandle memh,
+                             size_t mem_off, size_t size, unsigned long long flags) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  struct vmm_handle* mem = (struct vmm_handle*)(uintptr_t)memh;
+  if (h == NULL || h->kind != KIND_MC || mem == NULL || mem->kind != KIND_PHYS || flags != 0 || size == 0 ||
+      (mc_off | mem_off | size) % FAKE_GRANULARITY != 0 || mc_off + size > h->size || mem_off + size > mem->size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = CUDA_SUCCESS;
+  int member = 0;
+  for (unsigned i = 0; i < h->added; i++) member |= h->devs[i] == mem->dev;
+  if (h->added != h->num_devices) {
+    r = CUDA_ERROR_NOT_PERMITTED;  // the driver would block: a hang in one process
+  } else if (!member) {
+    r = CUDA_ERROR_INVALID_DEVICE;
+  }
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < h->bound; i++) {
+    if (h->binds[i].dev == mem->dev) r = CUDA_ERROR_INVALID_VALUE;  // one binding per device here
+  }
+  if (r == CUDA_SUCCESS) {
+    h->binds[h->bound++] = (struct mc_binding){mem->dev, mc_off, mem_off, size, mem};
+    fake_log("mc bind %p dev %d mcoff %zu memoff %zu size %zu memsize %zu", (void*)h, mem->dev, mc_off, mem_off,
+             size, mem->size);
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_unbind(CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_off, size_t size) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  if (h == NULL || h->kind != KIND_MC) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < h->bound; i++) {
+    struct mc_binding* b = &h->binds[i];
+    if (b->dev == dev && b->mc_off == mc_off && b->size == size) {
+      h->binds[i] = h->binds[--h->bound];
+      fake_log("mc unbind %p dev %d mcoff %zu size %zu", (void*)h, dev, mc_off, size);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+// cuGetProcAddress finds the multicast calls (and the fake's others).
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  if (symbol == NULL || pfn == NULL || flags != CU_GET_PROC_ADDRESS_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  (void)version;
+  static const struct {
+    const char* name;
+    void* fn;
+  } table[] = {
+      {"cuMulticastCreate", (void*)fake_mc_create},       {"cuMulticastAddDevice", (void*)fake_mc_add},
+      {"cuMulticastBindMem", (void*)fake_mc_bind},        {"cuMulticastUnbind", (void*)fake_mc_unbind},
+      {"cuMulticastGetGranularity", (void*)fake_mc_granularity},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    if (strcmp(symbol, table[i].name) == 0) {
+      *pfn = table[i].fn;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pfn = NULL;
+  return CUDA_ERROR_NOT_FOUND;
 }
