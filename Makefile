@@ -138,6 +138,14 @@ gpu-test: gpu fakecuda build
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
+	@# One process on a fake machine of four GPUs: rank r on device r mod 4,
+	@# peer access between them; on eight with multicast, an NVLS plan's
+	@# switch channels get multicast objects (the fake kernel falls back).
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_FAKECUDA_DEVICES=4 \
+		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 16K -f 4 -n 2
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_FAKECUDA_DEVICES=8 \
+		MSCCLGO_FAKECUDA_MULTICAST=1 bin/mscclgo run tests/ports/single_node/allreduce_nvls_zero_copy.plan.json --backend gpu \
+		--threads 4 -b 16K -e 16K -n 2
 	@# One process per rank on the CUDA backend (torchrun's variables), on a
 	@# fake machine of two GPUs, one each: each opens its peer's buffers,
 	@# scratch and counters with cuIpcOpenMemHandle (memory files of
