@@ -310,15 +310,6 @@ func (ls *localSession) NVLS() string {
 	return ls.ranks[0].NVLS()
 }
 
-// Devices returns the device of each rank (r mod N).
-func (ls *localSession) Devices() []int {
-	out := make([]int, len(ls.inst.Ranks))
-	for r := range out {
-		out[r] = r % ls.devices
-	}
-	return out
-}
-
 // launchWith runs Launch with the caller's buffers b, of the session's
 // layout: both go to the device (a plan may read what the output held)
 // and come back.

@@ -124,7 +124,26 @@ func TestOneProcessDevices(t *testing.T) {
 					t.Errorf("%s: opens per device %s, want %s (rank r on device r mod %d)", f, got, fmt.Sprint(want), n)
 				}
 			}
-			if tc.refuse != "" || !fake() {
+			if tc.refuse != "" {
+				return
+			}
+			// Buffers of another aliasing than the plan's: the session
+			// reopens its rank sessions for their layout (every device
+			// opened again).
+			plan, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			co := &countingOpen{opens: map[int]int{}}
+			c := gputest.Case{Plan: plan, Size: 1 << 12, DType: executor.Float32, InPlace: !plan.Inplace, Launches: 2,
+				Timeout: 20 * time.Second}
+			if out, err := gputest.Run(context.Background(), devicesBackend(co), c); err != nil || out != gputest.Same {
+				t.Errorf("allreduce, %s: %v, %v; want the CPU backend's bytes", c, out, err)
+			}
+			if want := 2 * len(plan.GPUs) / n; co.opens[0] != want {
+				t.Errorf("allreduce, in-place %v: device 0 opened %d times, want %d (once more for the buffers' layout)", c.InPlace, co.opens[0], want)
+			}
+			if !fake() {
 				return
 			}
 			// The sessions enabled peer access between every pair of
