@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-tsan gpu-bench
+.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-tsan gpu-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -138,19 +138,55 @@ gpu-test: gpu fakecuda build
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
-	@# One process per rank on the CUDA backend (torchrun's variables): each
-	@# opens its peer's buffers, scratch and counters with cuIpcOpenMemHandle
-	@# (memory files of another process on the fake driver).
+	@# One process on a fake machine of four GPUs: rank r on device r mod 4,
+	@# peer access between them; on eight with multicast, an NVLS plan's
+	@# switch channels get multicast objects (the fake kernel falls back).
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_FAKECUDA_DEVICES=4 \
+		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 16K -f 4 -n 2
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_FAKECUDA_DEVICES=8 \
+		MSCCLGO_FAKECUDA_MULTICAST=1 bin/mscclgo run tests/ports/single_node/allreduce_nvls_zero_copy.plan.json --backend gpu \
+		--threads 4 -b 16K -e 16K -n 2
+	@# One process per rank on the CUDA backend (torchrun's variables), on a
+	@# fake machine of two GPUs, one each: each opens its peer's buffers,
+	@# scratch and counters with cuIpcOpenMemHandle (memory files of
+	@# another process on the fake driver).
 	@set -e; port=$$((20000 + $$$$ % 20000)); pids=; \
 	for r in 0 1; do \
 		RANK=$$r WORLD_SIZE=2 LOCAL_RANK=$$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$$port \
+		MSCCLGO_FAKECUDA_DEVICES=2 \
 		LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allgather.plan.json --backend gpu --threads 2 -d float -b 4K -e 64K -f 4 -n 2 \
 			> $(FAKECUDA)/rank$$r.log 2>&1 & pids="$$pids $$!"; \
 	done; st=0; for p in $$pids; do wait $$p || st=1; done; \
 	cat $(FAKECUDA)/rank0.log; test $$st = 0 || { cat $(FAKECUDA)/rank1.log; exit 1; }
+	@# Two processes on the one GPU of a fake machine: every rank refuses
+	@# at set-up, with the reason, well within the join timeout.
+	@set -e; port=$$((20000 + ($$$$ + 7) % 20000)); pids=; \
+	for r in 0 1; do \
+		RANK=$$r WORLD_SIZE=2 LOCAL_RANK=$$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$$port \
+		LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		timeout 60 bin/mscclgo run tests/ports/single_node/allgather.plan.json --backend gpu --threads 2 -d float -b 4K -e 4K -n 1 \
+			--join-timeout 20s > $(FAKECUDA)/shared$$r.log 2>&1 & pids="$$pids $$!"; \
+	done; for p in $$pids; do if wait $$p; then echo "make gpu-test: two processes on one GPU ran instead of being refused" >&2; exit 1; fi; done; \
+	for r in 0 1; do grep -q "different processes on the same GPU" $(FAKECUDA)/shared$$r.log || \
+		{ echo "make gpu-test: rank $$r was not refused with the reason:" >&2; cat $(FAKECUDA)/shared$$r.log >&2; exit 1; }; done; \
+	echo "two processes on one GPU: refused"; head -3 $(FAKECUDA)/shared0.log
+	@# The differential over every 8th plan found (make gpu-check runs all).
+	@LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_GPU_CHECK=8 \
+		$(GO) test -count=1 -tags cuda ./gpu/cuda -run '^TestGPUCheck$$' -v > $(FAKECUDA)/gpu-check.log 2>&1; st=$$?; \
+		grep -E '^gpu-check|^(ok|FAIL)|--- FAIL|^ +check_test' $(FAKECUDA)/gpu-check.log; exit $$st
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run alltoallv -D world_size=4 --counts moe --backend gpu --threads 4 -n 2
+
+# Every plan found (reference, project, default set) in three dtypes and
+# LL16/LL8 against the CPU backend, one plan at a time, one line each and
+# a summary (gpu/cuda/check_test.go). On a machine with a GPU: build the
+# test binary here (go test -c -tags cuda ./gpu/cuda) and run it there
+# with MSCCLGO_GPU_CHECK=all; without one it runs on the fake driver.
+gpu-check: gpu fakecuda
+	@LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_GPU_CHECK=all \
+		$(GO) test -count=1 -timeout 60m -tags cuda ./gpu/cuda -run '^TestGPUCheck$$' -v > $(FAKECUDA)/gpu-check.log 2>&1; st=$$?; \
+		grep -E '^gpu-check|^(ok|FAIL)|--- FAIL|^ +check_test' $(FAKECUDA)/gpu-check.log; exit $$st
 
 # The differential test of the emulated device with the kernel, the
 # runtime's C side and the proxy's copies built under ThreadSanitizer

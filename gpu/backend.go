@@ -61,6 +61,12 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err := checkAlignment(inst, packet, uint64(opts.DType.Size())); err != nil {
 		return nil, err
 	}
+	if n, err := devicesFor(b.cfg, inst); err != nil {
+		return nil, err
+	} else if n > 1 {
+		// Several devices: one rank session per rank (local.go).
+		return openLocal(b.cfg, inst, opts, n)
+	}
 	tabs, err := buildTables(inst)
 	if err != nil {
 		return nil, err
@@ -139,6 +145,19 @@ type session struct {
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
 	mp *multi
+
+	// The device's launch admission (admit.go): nil when the driver has
+	// none. resident is how many blocks of the session's shape the device
+	// holds (0: no limit), units a launch's residency; held releases what
+	// a rank session took for its life.
+	adm      *Admission
+	resident int
+	units    int64
+	held     func()
+
+	// nvls says which path the plan's switch channels take (NVLS); empty
+	// without switch channels.
+	nvls string
 }
 
 // local reports whether rank r runs in this process.
@@ -231,7 +250,13 @@ func (s *session) place(threads int) error {
 				"%s holds %d blocks of %d threads with %d bytes of shared memory", s.name, grid, info.Name, resident,
 				s.threads, s.tabs.shmem)
 		}
+		s.resident = resident
+		if dv, ok := s.d.(Device); ok && resident > 0 && info.SMs > 0 {
+			s.adm = dv.Admission()
+			s.units = BlockUnits(grid, resident/info.SMs)
+		}
 	}
+	s.nvls = nvlsBranch(inst, info, s.mp != nil)
 	s.timeout = s.opts.DeadlockTimeout
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
@@ -288,7 +313,7 @@ func (s *session) place(threads int) error {
 			continue
 		}
 		ri := rd.ri
-		if rd.scratch, err = s.alloc(inst.ScratchBytes); err != nil {
+		if rd.scratch, err = s.allocBound(inst.ScratchBytes); err != nil {
 			return err
 		}
 		sl := layoutState(ri)
@@ -405,6 +430,10 @@ func sortedRanks(rs []int) []int32 {
 
 // release frees everything the session holds and closes the driver.
 func (s *session) release() {
+	if s.held != nil {
+		s.held()
+		s.held = nil
+	}
 	for _, p := range s.allocs {
 		_ = s.d.Free(p)
 	}

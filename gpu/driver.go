@@ -1,5 +1,7 @@
 package gpu
 
+import "time"
+
 // DevPtr is a device address. Host-mapped memory has one too.
 type DevPtr uint64
 
@@ -21,6 +23,9 @@ type DeviceInfo struct {
 	// MaxTotalThreads bounds grid × block of one launch (0: no bound);
 	// with Config.Threads 0 the block size shrinks to fit.
 	MaxTotalThreads int
+	// Multicast reports NVLS multicast support
+	// (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).
+	Multicast bool
 }
 
 // Driver is the device layer under the runtime: memory, copies, the
@@ -107,4 +112,16 @@ type Config struct {
 	// default (DeviceInfo.DefaultThreads), else the plan's
 	// num_threads_per_block.
 	Threads int
+	// Devices counts the machine's devices and OpenDevice opens the
+	// driver of device number d (either nil: every session runs on
+	// Open's device). With more than one device, a session of a plan of
+	// several ranks places rank r on device r mod N, each rank in a rank
+	// session of its own connected in-process (local.go), with peer
+	// access between the devices or an error that names the pair.
+	Devices    func() (int, error)
+	OpenDevice func(device int) (Driver, error)
+	// SetupTimeout bounds each step of a rank session's set-up (the
+	// all-gathers of handles and outcomes, the room on its device); 0
+	// means two minutes.
+	SetupTimeout time.Duration
 }

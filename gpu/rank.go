@@ -15,7 +15,10 @@ package gpu
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -35,13 +38,15 @@ type RankSession struct {
 
 // multi is the multi-process part of a session.
 type multi struct {
-	w      cpu.World
-	rank   int
-	l      *executor.BufferLayout
-	setup  context.Context // the set-up's all-gathers (OpenRank's context)
-	ctx    context.Context // the session's life: ends at Close or with the job
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	w     cpu.World
+	rank  int
+	l     *executor.BufferLayout
+	setup context.Context // the set-up's all-gathers (OpenRank's context)
+	// setupTimeout bounds each step of the set-up.
+	setupTimeout time.Duration
+	ctx          context.Context // the session's life: ends at Close or with the job
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 
 	// The rank's own buffers: one device allocation io holding input and
 	// output as l.Place lays them out, and their host copies.
@@ -58,6 +63,12 @@ type multi struct {
 	// send is the proxy's side of the port transport.
 	send *portwire.Sender
 
+	// inProcess: every rank runs in this process (a local session), so
+	// no memory is exported; bindable, when set, allocates the buffers
+	// and scratch a switch may bind as multicast-bindable memory.
+	inProcess bool
+	bindable  Multicaster
+
 	// The deadlock watch's view (mu).
 	mu       sync.Mutex
 	launches uint64
@@ -66,6 +77,20 @@ type multi struct {
 	wd       *watchdog
 	verdict  *executor.DeadlockError
 	failure  error // a receiver's, stops the launch
+}
+
+// gather runs one step of the set-up: an all-gather of handles records,
+// which fails when not every rank reaches it within the set-up timeout.
+func (m *multi) gather(mine handles, step string) ([]handles, error) {
+	cause := fmt.Errorf("rank %d: %s: not every rank reached this step within %v (the set-up timeout, --join-timeout)",
+		m.rank, step, m.setupTimeout)
+	ctx, cancel := context.WithTimeoutCause(m.setup, m.setupTimeout, cause)
+	defer cancel()
+	all, err := gatherHandles(ctx, m.w.Net, mine, step)
+	if err != nil && context.Cause(ctx) == cause {
+		return nil, cause
+	}
+	return all, err
 }
 
 // gatherHandles is portwire.GatherSetup of handles records.
@@ -79,7 +104,25 @@ type handles struct {
 	IO      *IpcHandle `json:"io,omitempty"`
 	Scratch *IpcHandle `json:"scratch,omitempty"`
 	State   *IpcHandle `json:"state,omitempty"`
+	// Proc names the rank's process: peers in the same process use Ptrs
+	// (buffers, scratch, state block) directly, since CUDA does not open
+	// an IPC handle in the process that exported it.
+	Proc string     `json:"proc,omitempty"`
+	Ptrs *[3]DevPtr `json:"ptrs,omitempty"`
+	// Dev names the rank's physical device (Device.DeviceID; empty for a
+	// driver without one), Blocks its grid.
+	Dev    string `json:"dev,omitempty"`
+	Blocks int    `json:"blocks,omitempty"`
 }
+
+// thisProcess names this process among the job's: its host name, id and
+// a random number (process ids repeat across containers and hosts).
+var thisProcess = func() string {
+	host, _ := os.Hostname()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
+}()
 
 // OpenRank opens this process's rank of inst (w.Net.Rank) on a new
 // session of cfg's driver, for the buffer layout l, on every rank of the
@@ -89,6 +132,17 @@ type handles struct {
 // world size differs from the job's, or whose memory channels or switch
 // groups join ranks on different hosts, is refused on every rank.
 func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World) (*RankSession, error) {
+	return openRank(ctx, cfg, inst, l, opts, w, rankOpts{})
+}
+
+// rankOpts are what a local session (local.go) asks of its rank
+// sessions: every rank is in this process, and switch-bound buffers in
+// multicast-bindable memory where the device has multicast.
+type rankOpts struct {
+	inProcess, multicast bool
+}
+
+func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World, ro rankOpts) (*RankSession, error) {
 	if w.Net == nil {
 		return nil, fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
 	}
@@ -139,6 +193,14 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	mctx, cancel := context.WithCancel(w.Net.Context())
 	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
+	m.setupTimeout = cfg.SetupTimeout
+	m.inProcess = ro.inProcess
+	if mc, ok := d.(Multicaster); ok && ro.multicast && d.Info().Multicast {
+		m.bindable = mc
+	}
+	if m.setupTimeout <= 0 {
+		m.setupTimeout = 2 * time.Minute
+	}
 	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx
@@ -150,7 +212,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	}
 	// No rank may launch (and signal a peer) before every rank has
 	// written its state block's initial image.
-	if _, err := gatherHandles(ctx, w.Net, handles{}, "set-up"); err != nil {
+	if _, err := m.gather(handles{}, "set-up"); err != nil {
 		cancel()
 		m.releasePeers(s)
 		s.release()
@@ -184,7 +246,7 @@ func (m *multi) connect(s *session) error {
 	n := len(inst.Ranks)
 	me := m.rank
 	var err error
-	if m.io, err = s.alloc(l.RankBytes(me)); err != nil {
+	if m.io, err = s.allocBound(l.RankBytes(me)); err != nil {
 		return err
 	}
 	m.ioHost = alignedHost(l.RankBytes(me))
@@ -194,10 +256,18 @@ func (m *multi) connect(s *session) error {
 	m.devIn = m.io + DevPtr(offsetIn(m.ioHost, m.own.Input))
 	m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
 
-	mine := handles{}
+	myDev := ""
+	dv, _ := d.(Device)
+	if dv != nil {
+		myDev = dv.DeviceID()
+	}
+	mine := handles{Proc: thisProcess, Ptrs: &[3]DevPtr{m.io, s.ranks[me].scratch, s.ranks[me].state},
+		Dev: myDev, Blocks: len(s.tabs.blocks)}
 	if err := portwire.CheckLocality(inst, me, m.w.Host); err != nil {
 		mine.Err = err.Error()
-	} else {
+	} else if !m.inProcess {
+		// Peers in other processes open these (same-process peers take
+		// Ptrs, and multicast-bindable memory has no IPC handle).
 		for _, e := range []struct {
 			p  DevPtr
 			to **IpcHandle
@@ -210,13 +280,17 @@ func (m *multi) connect(s *session) error {
 			*e.to = &h
 		}
 	}
-	all, err := gatherHandles(m.setup, m.w.Net, mine, "exchanging IPC handles")
+	all, err := m.gather(mine, "exchanging IPC handles")
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 
 	m.base = make([][3]uint64, n)
 	mine = handles{}
+	if err := m.checkDevices(s, all, myDev); err != nil {
+		mine.Err = err.Error()
+	}
+	enabled := map[string]bool{}
 	for r := range n {
 		if r == me {
 			m.base[r] = [3]uint64{uint64(m.devIn), uint64(m.devOut), uint64(s.ranks[r].scratch)}
@@ -246,7 +320,26 @@ func (m *multi) connect(s *session) error {
 			continue
 		}
 		var ptrs [3]DevPtr
+		if all[r].Proc == thisProcess {
+			// A peer in this process: its device addresses as they are,
+			// with peer access to its device where that is another.
+			if all[r].Ptrs == nil {
+				mine.Err = fmt.Sprintf("rank %d sent no device addresses", r)
+				continue
+			}
+			if pd := all[r].Dev; dv != nil && pd != "" && pd != myDev && !enabled[pd] {
+				if err := dv.EnablePeer(pd); err != nil {
+					mine.Err = fmt.Sprintf("rank %d (device %s) cannot reach rank %d's memory (device %s): %v", me, myDev, r, pd, err)
+					continue
+				}
+				enabled[pd] = true
+			}
+			ptrs = *all[r].Ptrs
+		}
 		for i, h := range []*IpcHandle{all[r].IO, all[r].Scratch, all[r].State} {
+			if all[r].Proc == thisProcess {
+				break
+			}
 			if h == nil {
 				mine.Err = fmt.Sprintf("rank %d sent no IPC handle", r)
 				break
@@ -265,11 +358,58 @@ func (m *multi) connect(s *session) error {
 		m.base[r] = [3]uint64{uint64(ptrs[0]) + inOff, uint64(ptrs[0]) + outOff, uint64(ptrs[1])}
 		s.ranks[r].rec.MemInbound = uint64(ptrs[2]) + layoutState(s.ranks[r].ri).memIn
 	}
-	if _, err := gatherHandles(m.setup, m.w.Net, mine, "opening peers' IPC handles"); err != nil {
+	if _, err := m.gather(mine, "opening peers' memory"); err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
+	}
+	if s.adm != nil {
+		// The rank's room on its device, for the session's life: its
+		// blocks wait for peers' blocks of this process, which must be
+		// resident too (a launch-time admission could let them wait on
+		// each other's room).
+		ctx, cancel := context.WithTimeout(m.setup, m.setupTimeout)
+		defer cancel()
+		held, err := s.adm.Acquire(ctx, s.units, fmt.Sprintf("%s: rank %d's session (%d blocks)", s.name, me, len(s.tabs.blocks)), s.timeout)
+		if err != nil {
+			return fmt.Errorf("%s: opening rank %d: %w", s.name, me, err)
+		}
+		s.held = held
 	}
 	for r := range n {
 		s.ranks[r].rec.Buf = m.base[r]
+	}
+	return nil
+}
+
+// checkDevices refuses ranks of different processes on one device, and
+// ranks of this process on one device whose blocks do not fit it
+// together.
+func (m *multi) checkDevices(s *session, all []handles, myDev string) error {
+	if myDev == "" {
+		return nil
+	}
+	me := m.rank
+	var together []int
+	blocks := 0
+	for r, h := range all {
+		if h.Dev != myDev || m.w.Host[r] != m.w.Host[me] {
+			continue
+		}
+		if h.Proc != all[me].Proc {
+			return fmt.Errorf("ranks %d and %d run in different processes on the same GPU (%s): kernels of different "+
+				"processes on one GPU are time-sliced, never resident together, so a rank spinning for its peer's "+
+				"signal may wait for ever; run every rank of the host in one process (mscclgo run --one-process, or "+
+				"without a launcher) or give each process a GPU of its own", min(r, me), max(r, me), myDev)
+		}
+		together = append(together, r)
+		blocks += h.Blocks
+	}
+	if s.resident > 0 && blocks > s.resident {
+		names := make([]string, len(together))
+		for i, r := range together {
+			names[i] = fmt.Sprint(r)
+		}
+		return fmt.Errorf("ranks %s of this process share GPU %s: together %d thread blocks, which must all be resident "+
+			"at once, and it holds %d of their shape", strings.Join(names, ", "), myDev, blocks, s.resident)
 	}
 	return nil
 }
@@ -355,6 +495,7 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	m.launches++
 	m.mu.Unlock()
 	if err := s.run(ctx); err != nil {
+		err = fmt.Errorf("rank %d: launch %d: %w", m.rank, m.launches, err)
 		s.broken = err
 		return err
 	}

@@ -59,6 +59,12 @@ func (s *session) run(ctx context.Context) error {
 	if grid == 0 {
 		return nil
 	}
+	// Room for every block beside the device's other launches (admit.go).
+	release, err := s.admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	start := time.Now()
 	if err := s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args); err != nil {
 		return fmt.Errorf("%s: launch of %d blocks of %d threads: %w", s.name, grid, s.threads, err)
@@ -95,6 +101,7 @@ func (s *session) run(ctx context.Context) error {
 	}()
 
 	werr := s.d.Wait()
+	release()
 	s.kernel = time.Since(start)
 	close(kernelDone)
 	<-wdDone

@@ -28,7 +28,7 @@ const sharedGolden = "../../../shared/golden"
 // plan's own on a real device would also do; the fake driver runs every
 // CUDA thread as a host thread).
 func backend() executor.Backend {
-	return gpu.New(gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return Open(0) }, Threads: testThreads()})
+	return gpu.New(gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return testNode.Open(0) }, Threads: testThreads()})
 }
 
 // TestDifferential runs a few reference plans that cover the kernel's

@@ -33,17 +33,36 @@ type driver struct {
 	info   gpu.DeviceInfo
 	image  string // the kernel image loaded (kernels.go)
 
-	mu       sync.Mutex // guards launched and closed
+	// The device as the process shares it (node.go).
+	ordinal int
+	uuid    string
+	adm     *gpu.Admission
+
+	mu       sync.Mutex // guards launched, closed, vmm and mcMaps
 	launched bool       // a launch not yet waited for
 	closed   bool
+
+	// NVLS multicast (multicast.go): the driver's calls, memory from
+	// AllocBindable and multicast objects mapped here.
+	mc     mcAPI
+	vmm    map[gpu.DevPtr]vmmAlloc
+	mcMaps map[gpu.DevPtr]mcMap
 }
 
-var _ gpu.Driver = (*driver)(nil)
+var (
+	_ gpu.Driver = (*driver)(nil)
+	_ gpu.Device = (*driver)(nil)
+)
 
 // Open returns the driver of CUDA device number device (an ordinal of the
 // devices CUDA_VISIBLE_DEVICES leaves visible). It retains the device's
-// primary context, loads the interpreter and creates its streams.
-func Open(device int) (gpu.Driver, error) {
+// primary context, loads the interpreter and creates its streams. Its
+// launch admission is its own: sessions that share a device should be
+// opened from one Node instead.
+func Open(device int) (gpu.Driver, error) { return NewNode().Open(device) }
+
+// open opens device without its Node's part.
+func open(device int) (*driver, error) {
 	n, err := cu.NumDevices()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: counting devices: %w", err)
@@ -59,7 +78,7 @@ func Open(device int) (gpu.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: retaining the primary context: %w", device, err)
 	}
-	d := &driver{dev: dev, ctx: ctx}
+	d := &driver{dev: dev, ctx: ctx, ordinal: device, vmm: map[gpu.DevPtr]vmmAlloc{}, mcMaps: map[gpu.DevPtr]mcMap{}}
 	if err := d.do(fmt.Sprintf("opening device %d", device), d.setup); err != nil {
 		_ = dev.ReleasePrimaryCtx()
 		return nil, err
@@ -89,7 +108,13 @@ func (d *driver) setup() (err error) {
 	if attrs[5] == 0 || attrs[6] == 0 {
 		return fmt.Errorf("%s cannot map host memory into a unified address space, which the proxy FIFOs need", name)
 	}
-	if d.mod, d.image, err = loadModule(major, minor); err != nil {
+	// A driver older than CUDA 12.1 does not know the attribute: no
+	// multicast.
+	multicast := false
+	if mc, err := d.dev.Attribute(attrMulticast); err == nil && mc != 0 {
+		multicast = true
+	}
+	if d.mod, d.image, err = loadForDevice(major, minor, multicast); err != nil {
 		return err
 	}
 	if d.fn, err = d.mod.Function(kernelName); err != nil {
@@ -113,6 +138,12 @@ func (d *driver) setup() (err error) {
 		MaxThreadsPerBlock: min(maxThreads, fnThreads),
 		MaxSharedPerBlock:  shared,
 	}
+	d.info.Multicast = multicast
+	u, err := d.dev.UUID()
+	if err != nil {
+		return fmt.Errorf("reading the device's UUID: %w", err)
+	}
+	d.uuid = "GPU-" + u.String()
 	if d.launch, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("creating the launch stream: %w", err)
 	}
@@ -276,7 +307,12 @@ func (d *driver) Free(p gpu.DevPtr) error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	return d.do("free", func() error { return cu.MemFree(cu.DevicePtr(p)) })
+	return d.do("free", func() error {
+		if ok, err := d.freeVMM(p); ok {
+			return err
+		}
+		return cu.MemFree(cu.DevicePtr(p))
+	})
 }
 
 // HtoD copies src to device memory at dst and returns once the data is

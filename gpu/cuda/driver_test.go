@@ -38,10 +38,15 @@ func testThreads() int {
 	return 128
 }
 
+// testNode is the Node every test opens its devices from, so that tests
+// running in parallel share each device's launch admission, as the
+// sessions of one process must.
+var testNode = NewNode()
+
 // openDriver opens device 0 and closes it when the test ends.
 func openDriver(t *testing.T) *driver {
 	t.Helper()
-	g, err := Open(0)
+	g, err := testNode.Open(0)
 	if err != nil {
 		t.Fatalf("Open(0): %v", err)
 	}

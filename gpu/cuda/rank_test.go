@@ -23,7 +23,7 @@ import (
 )
 
 func TestRankSessions(t *testing.T) {
-	cfg := gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return Open(0) }, Threads: testThreads()}
+	cfg := gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return testNode.Open(0) }, Threads: testThreads()}
 	for _, tc := range []struct {
 		file  string
 		hosts []int

@@ -29,6 +29,9 @@ type RankCase struct {
 	Launches int
 	// Dir is an empty directory for the rendezvous file.
 	Dir string
+	// Configs[r] is rank r's backend configuration (nil: RunRanks's cfg
+	// for every rank), e.g. to place ranks on different devices.
+	Configs []gpu.Config
 }
 
 // RunRanks runs c with one rank session of cfg per rank and returns each
@@ -59,7 +62,11 @@ func RunRanks(ctx context.Context, cfg gpu.Config, c RankCase) ([][]byte, []erro
 				if err != nil {
 					return err
 				}
-				rs, err := gpu.OpenRank(ctx, cfg, inst, c.Layout, c.Opts, cpu.World{Net: b, Host: hosts, Tag: 1000})
+				rcfg := cfg
+				if c.Configs != nil {
+					rcfg = c.Configs[r]
+				}
+				rs, err := gpu.OpenRank(ctx, rcfg, inst, c.Layout, c.Opts, cpu.World{Net: b, Host: hosts, Tag: 1000})
 				if err != nil {
 					return err
 				}

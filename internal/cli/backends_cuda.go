@@ -15,17 +15,23 @@ import (
 
 func cudaBackends() []runBackend {
 	// A rank session of a multi-process run takes the device of its
-	// local rank (modulo the devices CUDA_VISIBLE_DEVICES leaves).
+	// local rank (modulo the devices CUDA_VISIBLE_DEVICES leaves). Every
+	// session of the process opens its device from one Node, which
+	// shares each device's launch admission.
+	node := cuda.NewNode()
 	cfg := func(threads, device int) gpu.Config {
 		open := func() (gpu.Driver, error) {
 			if n, err := cu.NumDevices(); err == nil && n > 0 {
 				device %= n
 			}
-			return cuda.Open(device)
+			return node.Open(device)
 		}
 		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
 	}
+	// In one process (no launcher) rank r runs on device r mod N.
 	return []runBackend{{name: "gpu", gpuConfig: cfg, new: func(threads int) executor.Backend {
-		return gpu.New(cfg(threads, 0))
+		c := cfg(threads, 0)
+		c.Devices, c.OpenDevice = cuda.Devices, node.Open
+		return gpu.New(c)
 	}}}
 }

@@ -71,6 +71,7 @@ type deviceTimer interface {
 
 // runOptions are the parsed flags of mscclgo run.
 type runOptions struct {
+	nvlsSaid  bool // the NVLS branch was reported (once per run)
 	warmup    int
 	splitMask int
 	sizes     []uint64
@@ -404,6 +405,10 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 	sess, err := backend.Open(inst, o.opts)
 	if err != nil {
 		return res, err
+	}
+	if n, ok := sess.(interface{ NVLS() string }); ok && n.NVLS() != "" && !o.nvlsSaid {
+		fmt.Fprintf(stderr, "mscclgo: %s: NVLS: %s\n", path, n.NVLS())
+		o.nvlsSaid = true
 	}
 	defer func() {
 		if cerr := sess.Close(); err == nil && !res.deadlock {

@@ -58,12 +58,15 @@ type rankSession interface {
 }
 
 // openRank opens this process's rank session on the run's backend; device
-// is the rank's local rank (the GPU it takes on a host with several).
-func openRank(ctx context.Context, o *runOptions, threads, device int, inst *executor.Instance, layout *executor.BufferLayout, w cpu.World) (rankSession, error) {
+// is the rank's local rank (the GPU it takes on a host with several);
+// setup bounds each step of a GPU rank session's set-up (--join-timeout).
+func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w cpu.World) (rankSession, error) {
 	if o.backend.gpuConfig == nil {
 		return cpu.OpenRank(ctx, inst, layout, o.opts, w)
 	}
-	rs, err := gpu.OpenRank(ctx, o.backend.gpuConfig(threads, device), inst, layout, o.opts, w)
+	cfg := o.backend.gpuConfig(threads, device)
+	cfg.SetupTimeout = setup
+	rs, err := gpu.OpenRank(ctx, cfg, inst, layout, o.opts, w)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 			continue
 		}
 		cw := cpu.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*cpu.TagsPerSession}
-		rs, err := openRank(ctx, o, c.Int("threads"), local, inst, layout, cw)
+		rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, layout, cw)
 		if err != nil {
 			return atSize(path, size, err)
 		}

@@ -15,6 +15,30 @@
 // exporting process's id and descriptor, and cuIpcOpenMemHandle in a
 // process of the same user maps /proc/PID/fd/FD (Linux).
 //
+// It refuses what the real driver refuses and our code could do by
+// mistake: cuIpcOpenMemHandle of a handle the calling process exported
+// (CUDA_ERROR_INVALID_CONTEXT, as a real driver answers); a launch whose
+// blocks could not all be resident beside the kernels still running on
+// the device (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES with a line on stderr: a
+// GPU would queue the blocks, and spinning kernels then never end); a
+// cooperative launch larger than the device
+// (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE); peer access between devices
+// that have none, enabled twice, or with a device's own context.
+//
+// The machine it fakes comes from the environment, read at each call:
+//   MSCCLGO_FAKECUDA_DEVICES  number of devices (default 1, at most 16)
+//   MSCCLGO_FAKECUDA_SMS      multiprocessors per device (default 132)
+//   MSCCLGO_FAKECUDA_NOPEER   pairs without peer access, e.g. 0-1,2-3
+//   MSCCLGO_FAKECUDA_MULTICAST  1: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+//   MSCCLGO_FAKECUDA_MACHINE  names the machine in the device UUIDs
+//                             (processes with the same name share devices)
+//   MSCCLGO_FAKECUDA_LOG      a file that gets a line per multicast call
+//
+// Virtual memory management (cuMemCreate, cuMemAddressReserve, cuMemMap,
+// cuMemSetAccess) and NVLS multicast objects (cuMulticastCreate and the
+// calls after it, found through cuGetProcAddress) are faked too: see the
+// last section.
+//
 // Build: cc -shared -fPIC -o libcuda.so.1 fakecuda.c -ldl (Makefile
 // `fakecuda`); use through LD_LIBRARY_PATH.
 #define _GNU_SOURCE
@@ -22,6 +46,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +60,27 @@ enum {
   FAKE_MAX_THREADS = 1024,
   FAKE_SHARED_OPTIN = 232448,
   FAKE_SHARED_DEFAULT = 49152,
+  FAKE_MAX_DEVICES = 16,
+  // A multiprocessor's capacity in residency units: a block of a shape
+  // that fits k to a multiprocessor takes RES_UNIT/k of them.
+  RES_UNIT = 1 << 20,
+  // CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (CUDA 12.1; not in 11.8's
+  // cuda.h).
+  ATTR_MULTICAST = 132,
 };
 
 struct CUctx_st {
   int refs;
+  unsigned peers;  // bit d: peer access to device d's memory enabled
 };
 
-// A stream remembers its launch not yet joined.
+// A stream remembers its launch not yet joined and the residency it
+// holds on its device.
 struct CUstream_st {
   void* pending;
   void (*wait)(void*);
+  int dev;
+  long long units;
 };
 
 typedef void* (*host_launch_fn)(unsigned grid, unsigned block, unsigned shmem, const void* args);
@@ -60,8 +96,45 @@ struct CUfunc_st {
   int max_dynamic_shared;
 };
 
-static struct CUctx_st primary;
+static struct CUctx_st primary[FAKE_MAX_DEVICES];
+
+// ctx_dev is the device of a primary context.
+static int ctx_dev(CUcontext c) { return (int)(c - primary); }
 static struct CUstream_st legacy;  // the NULL stream
+
+// Residency units in use per device (launches not yet joined).
+static long long resident[FAKE_MAX_DEVICES];
+static pthread_mutex_t resident_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int env_int(const char* name, int def, int lo, int hi) {
+  const char* v = getenv(name);
+  if (v == NULL || *v == 0) return def;
+  char* end;
+  long n = strtol(v, &end, 10);
+  if (*end != 0 || n < lo || n > hi) return def;
+  return (int)n;
+}
+
+static int num_devices(void) { return env_int("MSCCLGO_FAKECUDA_DEVICES", 1, 1, FAKE_MAX_DEVICES); }
+static int num_sms(void) { return env_int("MSCCLGO_FAKECUDA_SMS", FAKE_SMS, 1, 1024); }
+static int valid_dev(CUdevice d) { return d >= 0 && d < num_devices(); }
+
+// can_peer reports whether device a may access device b's memory: every
+// pair of distinct devices but those MSCCLGO_FAKECUDA_NOPEER names.
+static int can_peer(int a, int b) {
+  if (a == b) return 0;
+  const char* v = getenv("MSCCLGO_FAKECUDA_NOPEER");
+  while (v != NULL && *v != 0) {
+    char* end;
+    long x = strtol(v, &end, 10);
+    if (*end != '-') break;
+    long y = strtol(end + 1, &end, 10);
+    if ((x == a && y == b) || (x == b && y == a)) return 0;
+    if (*end != ',') break;
+    v = end + 1;
+  }
+  return 1;
+}
 
 // The calling thread's context stack.
 enum { STACK = 16 };
@@ -77,10 +150,15 @@ static _Thread_local int depth;
 
 static CUstream stream_of(CUstream s) { return s == NULL ? &legacy : s; }
 
-// join waits for a stream's pending launch.
+// join waits for a stream's pending launch and frees its residency.
 static void join(CUstream s) {
   void* h = __atomic_exchange_n(&s->pending, NULL, __ATOMIC_ACQ_REL);
-  if (h != NULL) s->wait(h);
+  if (h == NULL) return;
+  s->wait(h);
+  pthread_mutex_lock(&resident_mu);
+  resident[s->dev] -= s->units;
+  s->units = 0;
+  pthread_mutex_unlock(&resident_mu);
 }
 
 CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
@@ -107,6 +185,27 @@ CUresult cuGetErrorName(CUresult e, const char** s) {
     case CUDA_ERROR_NOT_FOUND:
       *s = "CUDA_ERROR_NOT_FOUND";
       return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_DEVICE:
+      *s = "CUDA_ERROR_INVALID_DEVICE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_HANDLE:
+      *s = "CUDA_ERROR_INVALID_HANDLE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
+      *s = "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+      *s = "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED:
+      *s = "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+      *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+      *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
+      return CUDA_SUCCESS;
     default:
       *s = NULL;
       return CUDA_ERROR_INVALID_VALUE;
@@ -114,25 +213,51 @@ CUresult cuGetErrorName(CUresult e, const char** s) {
 }
 
 CUresult cuDeviceGetCount(int* n) {
-  *n = 1;
+  *n = num_devices();
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice* d, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (!valid_dev(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
-  if (d != 0 || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_dev(d) || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   strncpy(name, "fake CUDA device (host threads)", (size_t)len - 1);
   name[len - 1] = 0;
   return CUDA_SUCCESS;
 }
 
+// The UUID: "fakecuda", a hash of the machine's name, the ordinal. Every
+// process of one machine sees the same UUIDs, as on a real host.
+CUresult cuDeviceGetUuid(CUuuid* u, CUdevice d) {
+  if (!valid_dev(d) || u == NULL) return CUDA_ERROR_INVALID_VALUE;
+  const char* m = getenv("MSCCLGO_FAKECUDA_MACHINE");
+  uint32_t h = 2166136261u;
+  for (const char* c = m == NULL ? "" : m; *c != 0; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+  memcpy(u->bytes, "fakecuda", 8);
+  memcpy(u->bytes + 8, &h, 4);
+  uint32_t o = (uint32_t)d;
+  memcpy(u->bytes + 12, &o, 4);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice d) { return cuDeviceGetUuid(u, d); }
+
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice d, CUdevice peer) {
+  if (!valid_dev(d) || !valid_dev(peer)) return CUDA_ERROR_INVALID_DEVICE;
+  *can = can_peer(d, peer);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_dev(d)) return CUDA_ERROR_INVALID_DEVICE;
+  if ((int)a == ATTR_MULTICAST) {
+    *v = env_int("MSCCLGO_FAKECUDA_MULTICAST", 0, 0, 1);
+    return CUDA_SUCCESS;
+  }
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
       *v = 9;
@@ -141,7 +266,7 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
       *v = 0;
       break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *v = FAKE_SMS;
+      *v = num_sms();
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
       *v = FAKE_MAX_THREADS;
@@ -154,6 +279,7 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
       break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
       *v = 1;
       break;
     default:
@@ -163,15 +289,15 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-  __atomic_add_fetch(&primary.refs, 1, __ATOMIC_RELAXED);
-  *c = &primary;
+  if (!valid_dev(d)) return CUDA_ERROR_INVALID_DEVICE;
+  __atomic_add_fetch(&primary[d].refs, 1, __ATOMIC_RELAXED);
+  *c = &primary[d];
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (__atomic_sub_fetch(&primary.refs, 1, __ATOMIC_RELAXED) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!valid_dev(d)) return CUDA_ERROR_INVALID_DEVICE;
+  if (__atomic_sub_fetch(&primary[d].refs, 1, __ATOMIC_RELAXED) < 0) return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;
 }
 
@@ -200,6 +326,28 @@ CUresult cuCtxSetCurrent(CUcontext c) {
 
 CUresult cuCtxGetCurrent(CUcontext* c) {
   *c = depth == 0 ? NULL : stack[depth - 1];
+  return CUDA_SUCCESS;
+}
+
+// cuCtxEnablePeerAccess lets the current context's kernels access the
+// memory of peer's device.
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  NEED_CTX();
+  CUcontext cur = stack[depth - 1];
+  if (peer == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (peer == cur) return CUDA_ERROR_INVALID_DEVICE;
+  if (!can_peer(ctx_dev(cur), ctx_dev(peer))) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  unsigned bit = 1u << ctx_dev(peer);
+  if (__atomic_fetch_or(&cur->peers, bit, __ATOMIC_ACQ_REL) & bit) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  NEED_CTX();
+  CUcontext cur = stack[depth - 1];
+  if (peer == NULL) return CUDA_ERROR_INVALID_VALUE;
+  unsigned bit = 1u << ctx_dev(peer);
+  if (!(__atomic_fetch_and(&cur->peers, ~bit, __ATOMIC_ACQ_REL) & bit)) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
   return CUDA_SUCCESS;
 }
 
@@ -320,6 +468,8 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle h, unsigned int flags
   if (memcmp(f.magic, ipc_magic, sizeof f.magic) != 0 || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // CUDA does not open a handle in the process that exported it.
+  if (f.pid == (uint64_t)getpid()) return CUDA_ERROR_INVALID_CONTEXT;
   char path[64];
   snprintf(path, sizeof path, "/proc/%llu/fd/%llu", (unsigned long long)f.pid, (unsigned long long)f.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -500,9 +650,7 @@ CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
 
 // The fake's occupancy: 2048 threads per multiprocessor, at most 32
 // blocks, within the opted-in shared memory.
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction f, int block, size_t shmem) {
-  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
-  if (block <= 0 || block > FAKE_MAX_THREADS) return CUDA_ERROR_INVALID_VALUE;
+static int per_sm(CUfunction f, int block, size_t shmem) {
   int blocks = 2048 / block;
   if (blocks > 32) blocks = 32;
   if (shmem > (size_t)f->max_dynamic_shared) {
@@ -510,23 +658,397 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction f, int b
   } else if (shmem > 0 && (size_t)blocks * shmem > (size_t)FAKE_SHARED_OPTIN) {
     blocks = (int)((size_t)FAKE_SHARED_OPTIN / shmem);
   }
-  *n = blocks;
+  return blocks;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction f, int block, size_t shmem) {
+  if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (block <= 0 || block > FAKE_MAX_THREADS) return CUDA_ERROR_INVALID_VALUE;
+  *n = per_sm(f, block, shmem);
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params, void** extra) {
+// launch starts f's host launcher on stream s once the grid's residency
+// is taken on the current context's device. cooperative: the grid alone
+// must fit the device.
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                       unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                       void** extra, int cooperative) {
   NEED_CTX();
   if (f == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > FAKE_MAX_THREADS || by != 1 || bz != 1 || params == NULL ||
       extra != NULL || shmem > (unsigned)f->max_dynamic_shared) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  int dev = ctx_dev(stack[depth - 1]);
+  int k = per_sm(f, (int)bx, shmem);
+  if (k <= 0) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  long long cap = (long long)num_sms() * RES_UNIT;
+  long long units = (long long)gx * ((RES_UNIT + k - 1) / k);
+  if (cooperative && units > cap) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   s = stream_of(s);
   join(s);  // launches on one stream run in order
+  pthread_mutex_lock(&resident_mu);
+  long long used = resident[dev];
+  int fits = used + units <= cap;
+  if (fits) resident[dev] += units;
+  pthread_mutex_unlock(&resident_mu);
+  if (!fits) {
+    fprintf(stderr,
+            "fakecuda: launch of %u blocks of %u threads (%u bytes of shared memory) on device %d does not fit "
+            "beside the kernels running there (%lld of %lld residency units in use, it needs %lld): a GPU "
+            "would queue its blocks behind spinning kernels\n",
+            gx, bx, shmem, dev, used, cap, units);
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
   void* h = f->launch(gx, bx, shmem, *(void**)params[0]);
-  if (h == NULL) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (h == NULL) {
+    pthread_mutex_lock(&resident_mu);
+    resident[dev] -= units;
+    pthread_mutex_unlock(&resident_mu);
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
   s->wait = f->wait;
+  s->dev = dev;
+  s->units = units;
   __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params, void** extra) {
+  return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                   unsigned int by, unsigned int bz, unsigned int shmem, CUstream s,
+                                   void** params) {
+  return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, 1);
+}
+
+// ---- virtual memory management and multicast (NVLS) -------------------------
+//
+// cuMemCreate backs a physical allocation with a memory file; cuMemMap of
+// it maps the file at a reserved range. A multicast object (CUDA 12.1's
+// cuMulticastCreate, which 11.8's cuda.h lacks: declared here and reached
+// through cuGetProcAddress, as the driver does) records its devices and
+// each device's binding; a range mapped to it stays inaccessible, since
+// the g++-built kernel has no multimem path and must not touch it. Every
+// multicast call is checked as the driver documents it (granularity,
+// bounds, every device added before a bind or map) and, with
+// MSCCLGO_FAKECUDA_LOG set, appended to that file as one line.
+
+enum {
+  FAKE_GRANULARITY = 2 << 20,  // allocation and minimum multicast granularity
+  FAKE_MC_RECOMMENDED = 4 << 20,
+  KIND_PHYS = 1,
+  KIND_MC = 2,
+};
+
+typedef struct {
+  unsigned int numDevices;
+  size_t size;
+  unsigned long long handleTypes;
+  unsigned long long flags;
+} fake_mc_prop;
+
+struct mc_binding {
+  int dev;
+  size_t mc_off, mem_off, size;
+  struct vmm_handle* mem;
+};
+
+struct vmm_handle {
+  int kind;
+  size_t size;
+  int dev;     // KIND_PHYS: the owning device
+  int fd;      // KIND_PHYS: the memory file
+  int mapped;  // ranges mapped to it
+  int released;
+  // KIND_MC:
+  unsigned num_devices;
+  int devs[FAKE_MAX_DEVICES];
+  unsigned added;
+  struct mc_binding binds[FAKE_MAX_DEVICES];
+  unsigned bound;
+};
+
+// A range mapped with cuMemMap.
+struct vmm_map {
+  uintptr_t va;
+  size_t size;
+  struct vmm_handle* h;
+  unsigned access;  // bit d: device d may access it
+  struct vmm_map* next;
+};
+
+static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vmm_map* maps;
+
+static void fake_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void fake_log(const char* fmt, ...) {
+  const char* path = getenv("MSCCLGO_FAKECUDA_LOG");
+  if (path == NULL || *path == 0) return;
+  FILE* f = fopen(path, "a");
+  if (f == NULL) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+  fclose(f);
+}
+
+// free_handle frees a released handle that nothing maps or binds.
+static void free_handle(struct vmm_handle* h) {
+  if (!h->released || h->mapped > 0 || (h->kind == KIND_MC && h->bound > 0)) return;
+  if (h->kind == KIND_PHYS) close(h->fd);
+  free(h);
+}
+
+CUresult cuMemGetAllocationGranularity(size_t* g, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags option) {
+  if (g == NULL || prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_dev(prop->location.id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  (void)option;
+  *g = FAKE_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* out, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
+  NEED_CTX();
+  if (out == NULL || prop == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 ||
+      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !valid_dev(prop->location.id)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct vmm_handle* h = calloc(1, sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  h->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+  if (h->fd < 0 || ftruncate(h->fd, (off_t)size) != 0) {
+    if (h->fd >= 0) close(h->fd);
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  h->kind = KIND_PHYS;
+  h->size = size;
+  h->dev = prop->location.id;
+  *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)handle;
+  if (h == NULL || h->released) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  if (h->kind == KIND_MC) {
+    fake_log("mc release %p mapped %d bound %u", (void*)h, h->mapped, h->bound);
+  }
+  h->released = 1;
+  free_handle(h);
+  pthread_mutex_unlock(&vmm_mu);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* p, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  if (p == NULL || size == 0 || size % FAKE_GRANULARITY != 0 || addr != 0 || flags != 0 ||
+      (alignment != 0 && alignment % FAKE_GRANULARITY != 0)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
+  if (p == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void*)(uintptr_t)p, size);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)handle;
+  if (p == 0 || h == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 ||
+      offset % FAKE_GRANULARITY != 0 || offset + size > h->size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (h->kind == KIND_MC) {
+    // The driver blocks until every device is added: in one process
+    // that is a hang, here an error.
+    if (h->added != h->num_devices) return CUDA_ERROR_NOT_PERMITTED;
+  } else if (mmap((void*)(uintptr_t)p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, (off_t)offset) ==
+             MAP_FAILED) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  struct vmm_map* m = calloc(1, sizeof *m);
+  if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  m->va = (uintptr_t)p;
+  m->size = size;
+  m->h = h;
+  pthread_mutex_lock(&vmm_mu);
+  h->mapped++;
+  m->next = maps;
+  maps = m;
+  if (h->kind == KIND_MC) fake_log("mc map %p va %#lx size %zu", (void*)h, (unsigned long)p, size);
+  pthread_mutex_unlock(&vmm_mu);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+  pthread_mutex_lock(&vmm_mu);
+  struct vmm_map** at = &maps;
+  while (*at != NULL && ((*at)->va != (uintptr_t)p || (*at)->size != size)) at = &(*at)->next;
+  struct vmm_map* m = *at;
+  if (m == NULL) {
+    pthread_mutex_unlock(&vmm_mu);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *at = m->next;
+  if (m->h->kind == KIND_MC) fake_log("mc unmap %p va %#lx size %zu", (void*)m->h, (unsigned long)p, size);
+  m->h->mapped--;
+  free_handle(m->h);
+  pthread_mutex_unlock(&vmm_mu);
+  // The range stays reserved until cuMemAddressFree.
+  mmap((void*)(uintptr_t)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  free(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (desc == NULL || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  struct vmm_map* m = maps;
+  while (m != NULL && (m->va != (uintptr_t)p || m->size != size)) m = m->next;
+  CUresult r = m == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  for (size_t i = 0; r == CUDA_SUCCESS && i < count; i++) {
+    int dev = desc[i].location.id;
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_dev(dev) ||
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else if (m->h->kind == KIND_PHYS && dev != m->h->dev && !can_peer(dev, m->h->dev)) {
+      r = CUDA_ERROR_INVALID_DEVICE;
+    } else {
+      m->access |= 1u << dev;
+      if (m->h->kind == KIND_MC) fake_log("mc access %p va %#lx dev %d", (void*)m->h, (unsigned long)p, dev);
+    }
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_granularity(size_t* g, const fake_mc_prop* prop, int option) {
+  if (g == NULL || prop == NULL || prop->numDevices == 0) return CUDA_ERROR_INVALID_VALUE;
+  *g = option == 1 ? FAKE_MC_RECOMMENDED : FAKE_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_mc_create(CUmemGenericAllocationHandle* out, const fake_mc_prop* prop) {
+  if (!env_int("MSCCLGO_FAKECUDA_MULTICAST", 0, 0, 1)) return CUDA_ERROR_NOT_SUPPORTED;
+  if (out == NULL || prop == NULL || prop->numDevices == 0 || prop->numDevices > FAKE_MAX_DEVICES ||
+      prop->size == 0 || prop->size % FAKE_GRANULARITY != 0 || prop->flags != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct vmm_handle* h = calloc(1, sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  h->kind = KIND_MC;
+  h->size = prop->size;
+  h->num_devices = prop->numDevices;
+  h->fd = -1;
+  *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
+  fake_log("mc create %p devices %u size %zu granularity %d", (void*)h, prop->numDevices, prop->size,
+           FAKE_GRANULARITY);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_mc_add(CUmemGenericAllocationHandle mc, CUdevice dev) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  if (h == NULL || h->kind != KIND_MC || h->released) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = h->added < h->num_devices ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < h->added; i++) {
+    if (h->devs[i] == dev) r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    h->devs[h->added++] = dev;
+    fake_log("mc add %p dev %d", (void*)h, dev);
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_bind(CUmemGenericAllocationHandle mc, size_t mc_off, CUmemGenericAllocationHandle memh,
+                             size_t mem_off, size_t size, unsigned long long flags) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  struct vmm_handle* mem = (struct vmm_handle*)(uintptr_t)memh;
+  if (h == NULL || h->kind != KIND_MC || mem == NULL || mem->kind != KIND_PHYS || flags != 0 || size == 0 ||
+      (mc_off | mem_off | size) % FAKE_GRANULARITY != 0 || mc_off + size > h->size || mem_off + size > mem->size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = CUDA_SUCCESS;
+  int member = 0;
+  for (unsigned i = 0; i < h->added; i++) member |= h->devs[i] == mem->dev;
+  if (h->added != h->num_devices) {
+    r = CUDA_ERROR_NOT_PERMITTED;  // the driver would block: a hang in one process
+  } else if (!member) {
+    r = CUDA_ERROR_INVALID_DEVICE;
+  }
+  for (unsigned i = 0; r == CUDA_SUCCESS && i < h->bound; i++) {
+    if (h->binds[i].dev == mem->dev) r = CUDA_ERROR_INVALID_VALUE;  // one binding per device here
+  }
+  if (r == CUDA_SUCCESS) {
+    h->binds[h->bound++] = (struct mc_binding){mem->dev, mc_off, mem_off, size, mem};
+    fake_log("mc bind %p dev %d mcoff %zu memoff %zu size %zu memsize %zu", (void*)h, mem->dev, mc_off, mem_off,
+             size, mem->size);
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+static CUresult fake_mc_unbind(CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_off, size_t size) {
+  struct vmm_handle* h = (struct vmm_handle*)(uintptr_t)mc;
+  if (h == NULL || h->kind != KIND_MC) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&vmm_mu);
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < h->bound; i++) {
+    struct mc_binding* b = &h->binds[i];
+    if (b->dev == dev && b->mc_off == mc_off && b->size == size) {
+      h->binds[i] = h->binds[--h->bound];
+      fake_log("mc unbind %p dev %d mcoff %zu size %zu", (void*)h, dev, mc_off, size);
+      r = CUDA_SUCCESS;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return r;
+}
+
+// cuGetProcAddress finds the multicast calls (and the fake's others).
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  if (symbol == NULL || pfn == NULL || flags != CU_GET_PROC_ADDRESS_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+  (void)version;
+  static const struct {
+    const char* name;
+    void* fn;
+  } table[] = {
+      {"cuMulticastCreate", (void*)fake_mc_create},       {"cuMulticastAddDevice", (void*)fake_mc_add},
+      {"cuMulticastBindMem", (void*)fake_mc_bind},        {"cuMulticastUnbind", (void*)fake_mc_unbind},
+      {"cuMulticastGetGranularity", (void*)fake_mc_granularity},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    if (strcmp(symbol, table[i].name) == 0) {
+      *pfn = table[i].fn;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pfn = NULL;
+  return CUDA_ERROR_NOT_FOUND;
 }

@@ -1,0 +1,485 @@
+package gpu
+
+// local.go holds the session of a plan run in one process on several
+// devices (NCCL's ncclCommInitAll shape): rank r runs on device r mod N,
+// each rank in a rank session of its own (rank.go) on its device,
+// connected by an in-process exchange instead of a bootstrap. Peers in
+// the process reach each other's memory by device address with peer
+// access between their devices (enabled where cuDeviceCanAccessPeer
+// allows it, the pair named where it does not); a launch starts every
+// rank's kernel, each from its own goroutine, before any is waited for,
+// since the kernels spin on each other's signals.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+)
+
+// devicesFor returns the number of devices a session of inst spreads its
+// ranks over, or 0 when one session on cfg.Open's device runs it: one
+// device, one rank, no device count, or an alltoallv plan (whose
+// per-call counts rank sessions do not take).
+func devicesFor(cfg Config, inst *executor.Instance) (int, error) {
+	if cfg.Devices == nil || cfg.OpenDevice == nil || len(inst.Ranks) < 2 {
+		return 0, nil
+	}
+	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
+		return 0, nil
+	}
+	n, err := cfg.Devices()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	if n < 2 {
+		return 0, nil
+	}
+	return min(n, len(inst.Ranks)), nil
+}
+
+// localSession runs every rank of an instance in this process, rank r
+// on device r mod devices; see executor.Session.
+type localSession struct {
+	cfg     Config
+	inst    *executor.Instance
+	opts    executor.Options
+	devices int
+
+	mu     sync.Mutex // serialises Launch and Close
+	closed bool
+	broken error
+	l      *executor.BufferLayout
+	shape  []bufShape
+	hub    *localHub
+	ranks  []*RankSession
+	// NVLS (nvls.go): the multicast objects, and what NVLS says.
+	mcGroups []*mcGroup
+	nvls     string
+}
+
+// openLocal opens the rank sessions of inst on devices devices, for the
+// buffer layout of the plan's own in-place setting (a launch with other
+// buffers reopens them for its layout).
+func openLocal(cfg Config, inst *executor.Instance, opts executor.Options, devices int) (*localSession, error) {
+	opts.Race = false // the device does not detect races (as New's sessions)
+	ls := &localSession{cfg: cfg, inst: inst, opts: opts, devices: devices}
+	inPlace := inst.Plan != nil && inst.Plan.Inplace
+	l, err := localLayout(inst, opts.DType, inPlace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	if err := ls.open(l); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// localLayout is the buffer layout of inst's collective with inst's
+// sizes, in place or not.
+func localLayout(inst *executor.Instance, dt executor.DType, inPlace bool) (*executor.BufferLayout, error) {
+	num, ok := dt.(executor.Numeric)
+	if !ok {
+		return nil, fmt.Errorf("data type %s has no buffer layout", dt.Name())
+	}
+	size := inst.Sizes.Input
+	if inst.Plan.Collective == "allgather" {
+		size = inst.Sizes.Output
+	}
+	l, err := executor.PlanLayout(inst.Plan, size, num, inPlace)
+	if err != nil {
+		return nil, err
+	}
+	l.Sizes = inst.Sizes
+	return l, nil
+}
+
+// open opens one rank session per rank, all at once (their set-up is a
+// collective), for layout l.
+func (ls *localSession) open(l *executor.BufferLayout) error {
+	n := len(ls.inst.Ranks)
+	hub := newLocalHub(n)
+	ro := rankOpts{inProcess: true, multicast: ownDevices(ls.inst, ls.devices)}
+	ranks := make([]*RankSession, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := r % ls.devices
+			cfg := ls.cfg
+			cfg.Open = func() (Driver, error) {
+				d, err := ls.cfg.OpenDevice(dev)
+				if err != nil {
+					return nil, fmt.Errorf("rank %d: opening device %d: %w", r, dev, err)
+				}
+				return d, nil
+			}
+			ranks[r], errs[r] = openRank(context.Background(), cfg, ls.inst, l, ls.opts,
+				cpu.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		for _, rs := range ranks {
+			if rs != nil {
+				_ = rs.Close()
+			}
+		}
+		hub.close()
+		return fmt.Errorf("%s: %d ranks on %d devices (rank r on device r mod %d): %w", ls.cfg.Name, n, ls.devices, ls.devices, err)
+	}
+	ls.l, ls.hub, ls.ranks = l, hub, ranks
+	ls.shape = nil
+	nvls, err := ls.setupMulticast()
+	if err != nil {
+		_ = ls.release()
+		return err
+	}
+	ls.nvls = nvls
+	return nil
+}
+
+// ownDevices reports whether inst has switch channels and every member
+// of each switch group runs on a device of its own (rank r on device r
+// mod devices): the set-up a multicast object needs.
+func ownDevices(inst *executor.Instance, devices int) bool {
+	if switchChannels(inst) == 0 {
+		return false
+	}
+	for _, ri := range inst.Ranks {
+		for _, g := range ri.Switches {
+			seen := map[int]bool{}
+			for _, r := range g.Ranks {
+				if seen[r%devices] {
+					return false
+				}
+				seen[r%devices] = true
+			}
+		}
+	}
+	return true
+}
+
+// firstError returns the error of the lowest rank that has one: the
+// set-up's all-gathers give every rank the same account of a failure.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release closes the rank sessions and the exchange.
+func (ls *localSession) release() error {
+	var errs []error
+	if err := ls.releaseMulticast(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, rs := range ls.ranks {
+		if err := rs.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ls.ranks = nil
+	if ls.hub != nil {
+		ls.hub.close()
+		ls.hub = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases every rank's session; later launches fail with
+// ErrClosed.
+func (ls *localSession) Close() error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed {
+		return nil
+	}
+	ls.closed = true
+	return ls.release()
+}
+
+// fits reports whether bufs have the lengths and aliasing of the open
+// layout.
+func (ls *localSession) fits(bufs []executor.RankBuffers) bool {
+	shape := shapes(bufs)
+	if ls.shape != nil {
+		return slices.Equal(ls.shape, shape)
+	}
+	for r, b := range bufs {
+		mem := alignedHost(ls.l.RankBytes(r))
+		want, err := ls.l.Place(r, mem)
+		if err != nil || len(want.Input) != len(b.Input) || len(want.Output) != len(b.Output) ||
+			overlapAt(want) != overlapAt(b) {
+			return false
+		}
+	}
+	ls.shape = shape
+	return true
+}
+
+// Launch runs one execute() on every rank: each rank's input and output
+// go to its device, every rank's kernel starts (from its own goroutine)
+// before any is waited for, and both buffers come back.
+func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed {
+		return ErrClosed
+	}
+	if ls.broken != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, ls.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(bufs) != len(ls.inst.Ranks) {
+		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", ls.cfg.Name, len(bufs), len(ls.inst.Ranks))
+	}
+	if !ls.fits(bufs) {
+		// Other buffers than the layout opened for: reopen for theirs.
+		if err := cpu.Check(ls.inst, executor.Options{DType: ls.opts.DType, LL8: ls.opts.LL8}, bufs); err != nil {
+			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
+		}
+		inPlace := false
+		for _, b := range bufs {
+			inPlace = inPlace || overlapAt(b) != -1<<62
+		}
+		l, err := localLayout(ls.inst, ls.opts.DType, inPlace)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
+		}
+		if err := ls.release(); err != nil {
+			return err
+		}
+		if err := ls.open(l); err != nil {
+			ls.broken = err
+			return err
+		}
+		if !ls.fits(bufs) {
+			return fmt.Errorf("%s: launch: the buffers' lengths or aliasing differ from the %s layout of %d ranks (executor.Layout); "+
+				"a session on several devices runs that layout only", ls.cfg.Name, ls.l.Collective, len(bufs))
+		}
+	}
+	errs := make([]error, len(bufs))
+	var wg sync.WaitGroup
+	for r, rs := range ls.ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = rs.launchWith(ctx, bufs[r])
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		ls.broken = err
+		return err
+	}
+	return nil
+}
+
+// DeviceTime returns the longest kernel time of the last launch's ranks.
+func (ls *localSession) DeviceTime() time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var t time.Duration
+	for _, rs := range ls.ranks {
+		t = max(t, rs.DeviceTime())
+	}
+	return t
+}
+
+// NVLS says which path the plan's switch channels take: multimem
+// through multicast objects, or the unicast fallback and why.
+func (ls *localSession) NVLS() string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.nvls != "" || len(ls.ranks) == 0 {
+		return ls.nvls
+	}
+	return ls.ranks[0].NVLS()
+}
+
+// launchWith runs Launch with the caller's buffers b, of the session's
+// layout: both go to the device (a plan may read what the output held)
+// and come back.
+func (r *RankSession) launchWith(ctx context.Context, b executor.RankBuffers) error {
+	s, m := r.s, r.s.mp
+	// Aliased buffers alias alike on both sides, so the order is free.
+	copy(m.own.Output, b.Output)
+	copy(m.own.Input, b.Input)
+	if len(m.own.Output) > 0 {
+		if err := s.d.HtoD(m.devOut, m.own.Output); err != nil {
+			return fmt.Errorf("%s: copying rank %d's output: %w", s.name, m.rank, err)
+		}
+	}
+	if err := r.Launch(ctx); err != nil {
+		return err
+	}
+	copy(b.Output, m.own.Output)
+	copy(b.Input, m.own.Input)
+	return nil
+}
+
+// localHub is the in-process exchange of a localSession's ranks: ordered
+// messages per sender, receiver and tag, and all-gathers in rounds.
+// Waits end with the caller's context or when the hub is closed.
+type localHub struct {
+	n      int
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	queues map[hubKey]*hubQueue
+	rounds map[int]*hubRound
+	calls  []int // all-gathers each rank has entered
+}
+
+type hubKey struct {
+	from, to int
+	tag      uint32
+}
+
+type hubQueue struct {
+	msgs  [][]byte
+	ready chan struct{} // closed and replaced at each message
+}
+
+type hubRound struct {
+	parts [][]byte
+	in    int // ranks that contributed
+	out   int // ranks that took the result
+	done  chan struct{}
+}
+
+func newLocalHub(n int) *localHub {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &localHub{n: n, ctx: ctx, cancel: cancel, queues: map[hubKey]*hubQueue{}, rounds: map[int]*hubRound{},
+		calls: make([]int, n)}
+}
+
+func (h *localHub) close() { h.cancel() }
+
+func (h *localHub) queue(k hubKey) *hubQueue {
+	q, ok := h.queues[k]
+	if !ok {
+		q = &hubQueue{ready: make(chan struct{})}
+		h.queues[k] = q
+	}
+	return q
+}
+
+// net returns rank's end of the hub.
+func (h *localHub) net(rank int) cpu.Net { return hubNet{h: h, rank: rank} }
+
+// hubNet is one rank's cpu.Net over a localHub.
+type hubNet struct {
+	h    *localHub
+	rank int
+}
+
+func (n hubNet) Rank() int                { return n.rank }
+func (n hubNet) Size() int                { return n.h.n }
+func (n hubNet) Context() context.Context { return n.h.ctx }
+
+func (n hubNet) check(peer int) error {
+	if peer < 0 || peer >= n.h.n {
+		return fmt.Errorf("in-process exchange: rank %d of %d", peer, n.h.n)
+	}
+	return n.h.ctx.Err()
+}
+
+func (n hubNet) Send(_ context.Context, peer int, tag uint32, data []byte) error {
+	if err := n.check(peer); err != nil {
+		return err
+	}
+	h := n.h
+	h.mu.Lock()
+	q := h.queue(hubKey{n.rank, peer, tag})
+	q.msgs = append(q.msgs, append([]byte(nil), data...))
+	close(q.ready)
+	q.ready = make(chan struct{})
+	h.mu.Unlock()
+	return nil
+}
+
+func (n hubNet) Recv(ctx context.Context, peer int, tag uint32) ([]byte, error) {
+	if err := n.check(peer); err != nil {
+		return nil, err
+	}
+	h := n.h
+	for {
+		h.mu.Lock()
+		q := h.queue(hubKey{peer, n.rank, tag})
+		if len(q.msgs) > 0 {
+			m := q.msgs[0]
+			q.msgs = q.msgs[1:]
+			h.mu.Unlock()
+			return m, nil
+		}
+		ready := q.ready
+		h.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("rank %d: receiving from rank %d (tag %d): %w", n.rank, peer, tag, context.Cause(ctx))
+		case <-h.ctx.Done():
+			return nil, fmt.Errorf("rank %d: receiving from rank %d (tag %d): the session is closed", n.rank, peer, tag)
+		}
+	}
+}
+
+func (n hubNet) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	if err := n.h.ctx.Err(); err != nil {
+		return nil, err
+	}
+	h := n.h
+	h.mu.Lock()
+	i := h.calls[n.rank]
+	h.calls[n.rank]++
+	rd, ok := h.rounds[i]
+	if !ok {
+		rd = &hubRound{parts: make([][]byte, h.n), done: make(chan struct{})}
+		h.rounds[i] = rd
+	}
+	rd.parts[n.rank] = append([]byte(nil), data...)
+	rd.in++
+	if rd.in == h.n {
+		close(rd.done)
+	}
+	h.mu.Unlock()
+	select {
+	case <-rd.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rank %d: all-gather %d: %d of %d ranks arrived: %w", n.rank, i, h.arrived(rd), h.n, context.Cause(ctx))
+	case <-h.ctx.Done():
+		return nil, fmt.Errorf("rank %d: all-gather %d: the session is closed", n.rank, i)
+	}
+	h.mu.Lock()
+	rd.out++
+	if rd.out == h.n {
+		delete(h.rounds, i)
+	}
+	h.mu.Unlock()
+	out := make([][]byte, len(rd.parts))
+	for r, p := range rd.parts {
+		out[r] = append([]byte(nil), p...)
+	}
+	return out, nil
+}
+
+func (h *localHub) arrived(rd *hubRound) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return rd.in
+}
