@@ -73,7 +73,12 @@ func newApp(d *deps) *cli.App {
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	d := &deps{args: args, stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(d)
-	err := app.Run(interspersed(app, args))
+	args, err := interspersed(app, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+		return ExitUsage
+	}
+	err = app.Run(args)
 	if d.unknownCommand {
 		return ExitUsage
 	}
@@ -116,10 +121,12 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 // interspersed rewrites args so that flags given after a command's
 // positional arguments are parsed too (urfave/cli v2 stops at the first
 // positional): `eval algo.star -o plan.json` becomes
-// `eval -o plan.json algo.star`.
-func interspersed(app *cli.App, args []string) []string {
+// `eval -o plan.json algo.star`. A flag that takes a value but ends the
+// line (or is followed by --) is an error naming the flag: the rewritten
+// line would hand it the -- that separates the positional arguments.
+func interspersed(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return args
+		return args, nil
 	}
 	var cmd *cli.Command
 	for _, c := range app.Commands {
@@ -128,7 +135,7 @@ func interspersed(app *cli.App, args []string) []string {
 		}
 	}
 	if cmd == nil {
-		return args
+		return args, nil
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -154,7 +161,10 @@ func interspersed(app *cli.App, args []string) []string {
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			if !strings.Contains(name, "=") && takesValue[name] {
+				if i+1 == len(rest) || rest[i+1] == "--" {
+					return nil, fmt.Errorf("%s: flag %s needs a value (%s %s VALUE; see mscclgo %s --help)", cmd.Name, a, cmd.Name, a, cmd.Name)
+				}
 				i++
 				flags = append(flags, rest[i])
 			}
@@ -167,7 +177,7 @@ func interspersed(app *cli.App, args []string) []string {
 		out = append(out, "--")
 		out = append(out, positional...)
 	}
-	return out
+	return out, nil
 }
 
 // helpCommand is `mscclgo help [COMMAND]`: the app's help, or the
