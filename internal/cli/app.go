@@ -79,6 +79,11 @@ func newApp(d *deps) *cli.App {
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	d := &deps{args: args, stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(d)
+	// urfave/cli prints help (and --version) through app.Writer: wrapped
+	// to the terminal's width. Commands write to d.stdout.
+	help := &wrapWriter{w: stdout, width: termWidth(stdout)}
+	defer help.flush()
+	app.Writer = help
 	args, err := interspersed(app, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
