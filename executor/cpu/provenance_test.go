@@ -43,7 +43,7 @@ func TestProvenance(t *testing.T) {
 		{name: "onto the scratch",
 			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(scr, N, N))),
 			then:   []executor.OpInstance{cp(L(in, 0, N), L(out, 0, N))},
-			want: result{Arrived: want[:1], Missing: []miss{{Want: want[1], How: "elsewhere", Step: "r0 tb0 op 1 wrote rank 0 scratch[64]", Near: "rank 0 input[0]"}}}},
+			want:   result{Arrived: want[:1], Missing: []miss{{Want: want[1], How: "elsewhere", Step: "r0 tb0 op 1 wrote rank 0 scratch[64]", Near: "rank 0 input[0]"}}}},
 		{name: "skips the scratch",
 			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N)), rs(L(out, 0, N))),
 			want:   result{Arrived: want[:1], Missing: []miss{{Want: want[1], How: "last", Step: "r1 tb0 op 0 wrote rank 0 scratch[0]"}}}},
