@@ -222,6 +222,19 @@ func stepText(s cpu.Step) string {
 	return t
 }
 
+// instead names an extra element of the same rank that arrived where a
+// missing one that no op moved was expected (a wrong chunk index), and
+// the op that read it: "; rank 1 input[1024] (chunk 1) arrived in its
+// place, read by ...".
+func instead(inst *executor.Instance, x *cpu.Explanation, m cpu.Miss) string {
+	for _, a := range x.Extra {
+		if a.From.Rank == m.Want.Rank && len(a.Path) > 0 {
+			return fmt.Sprintf("; %s arrived in its place, read by %s", contribText(inst, a.From), stepText(a.Path[0]))
+		}
+	}
+	return ""
+}
+
 // printExplanation prints what reached an element, what is missing and
 // why, and what is extra.
 func printExplanation(w io.Writer, inst *executor.Instance, l *executor.BufferLayout, x *cpu.Explanation) {
@@ -245,16 +258,9 @@ func printExplanation(w io.Writer, inst *executor.Instance, l *executor.BufferLa
 		what := contribText(inst, m.Want)
 		switch m.How {
 		case "unread":
-			instead := ""
-			for _, a := range x.Extra {
-				if a.From.Rank == m.Want.Rank && len(a.Path) > 0 {
-					instead = fmt.Sprintf("; %s arrived in its place, read by %s", contribText(inst, a.From), stepText(a.Path[0]))
-					break
-				}
-			}
-			fmt.Fprintf(w, "    missing %s: no op reads it%s\n", what, instead)
+			fmt.Fprintf(w, "    missing %s: no op reads it%s\n", what, instead(inst, x, m))
 		case "overwritten":
-			fmt.Fprintf(w, "    missing %s: %s wrote over it before any op read it\n", what, stepText(*m.Step))
+			fmt.Fprintf(w, "    missing %s: %s wrote over it before any op read it%s\n", what, stepText(*m.Step), instead(inst, x, m))
 		case "hole":
 			fmt.Fprintf(w, "    missing %s: %s wrote it to %s; the result read %s instead, which no op wrote\n",
 				what, stepText(*m.Step), placeText(inst, m.Step.Wrote), placeText(inst, m.Near))
