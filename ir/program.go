@@ -51,11 +51,13 @@ type PairKey struct {
 	Kind     ChannelType
 }
 
-// PairCount is a signal or wait count with the position of the first call
-// that counted, for error messages.
+// PairCount is a signal or wait count with the position of every call
+// that counted, in call order, for error messages.
 type PairCount struct {
 	N     int
 	First syntax.Position
+	// Calls holds the position of each call, in the order they were made.
+	Calls []syntax.Position
 }
 
 // GPU is the record of one rank.
@@ -168,6 +170,7 @@ func (c *PairCount) Add(pos syntax.Position) {
 		c.First = pos
 	}
 	c.N++
+	c.Calls = append(c.Calls, pos)
 }
 
 // TB returns thread block tb of the rank, creating blocks 0..tb as needed.

@@ -42,6 +42,26 @@ type Timeline struct {
 	// Flows link the slice that signalled to the slice whose wait it
 	// completed (indices into Slices).
 	Flows []Flow
+	// Blocked are the ops a deadlocked call stopped in, one per blocked
+	// thread block; empty when the call completed. Slices then hold the
+	// ops that completed before the deadlock.
+	Blocked []Blocked
+}
+
+// Blocked is an op its thread block could not complete: a wait whose
+// signal never came, a packet that never arrived, a barrier not everyone
+// reached.
+type Blocked struct {
+	Rank, TB int
+	// Op is the op's path ("op 7"), Name its type ("wait").
+	Op, Name string
+	// At is when the thread block reached the op, in the timeline's
+	// Clock.
+	At float64
+	// Waiting says what the op waits for.
+	Waiting string
+	// Source are the op's .star positions when a source map is known.
+	Source []string
 }
 
 // Slice is one op (or one pipeline iteration of a body op) executed by a

@@ -1,7 +1,8 @@
 // Package trace writes a plan's timeline (package timeline) in the Chrome
 // Trace Event format, which Perfetto (ui.perfetto.dev) and chrome://tracing
 // open, and validates files of that format. A rank is a process, a thread
-// block a thread, an op a complete ("X") event, and every release (a
+// block a thread, an op a complete ("X") event, an op a deadlock blocked
+// an instant ("i") event of category "blocked", and every release (a
 // signal, a packet store, a semaphore release, a barrier arrival) a flow
 // arrow ("s" and "f" events with one id) from the op that released to the
 // op it released.
@@ -41,7 +42,9 @@ type Event struct {
 	// ID pairs a flow's start and finish.
 	ID *int `json:"id,omitempty"`
 	// Bp "e" binds a flow event to the slice enclosing it.
-	Bp   string         `json:"bp,omitempty"`
+	Bp string `json:"bp,omitempty"`
+	// S is an instant event's scope ("t": its thread).
+	S    string         `json:"s,omitempty"`
 	Args map[string]any `json:"args,omitempty"`
 }
 
@@ -89,6 +92,19 @@ func Events(tl *timeline.Timeline) *File {
 			args["source"] = s.Source
 		}
 		*ev = append(*ev, Event{Name: s.Name, Cat: "op", Ph: "X", Ts: num(s.Start), Dur: num(s.End - s.Start), Pid: s.Rank, Tid: s.TB, Args: args})
+	}
+	for _, b := range tl.Blocked {
+		// A blocked op: an instant event at the time its thread block
+		// reached it (cat "blocked"), with what it waits for.
+		args := map[string]any{"op": b.Op, "waiting": b.Waiting}
+		if len(b.Source) > 0 {
+			args["source"] = b.Source
+		}
+		name := b.Name
+		if name == "" {
+			name = b.Op
+		}
+		*ev = append(*ev, Event{Name: name, Cat: "blocked", Ph: "i", Ts: num(b.At), Pid: b.Rank, Tid: b.TB, S: "t", Args: args})
 	}
 	for i, fl := range tl.Flows {
 		from, to := tl.Slices[fl.From], tl.Slices[fl.To]

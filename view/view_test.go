@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"html"
 	"os"
 	"os/exec"
@@ -104,8 +105,9 @@ func page(t *testing.T, file string, size uint64) ([]byte, *timeline.Timeline, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := cpu.Record(context.Background(), inst, executor.Options{DType: executor.Float32}, lay.Alloc())
-	if err != nil {
+	tl, err := cpu.Record(context.Background(), inst, executor.Options{DType: executor.Float32, DeadlockTimeout: 200 * time.Millisecond}, lay.Alloc())
+	var dl *executor.DeadlockError
+	if err != nil && !(errors.As(err, &dl) && tl != nil) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -141,6 +143,11 @@ func TestPageSelfContained(t *testing.T) {
 type selfCheck struct {
 	Lanes, Ops, Boxes, Flows, UnmatchedFlows, Channels int
 	Errors                                             []string
+	// Blocked are the marks of blocked ops, BlockedLabels their texts;
+	// Ticks are the time axis's ticks.
+	Blocked       int
+	BlockedLabels []string
+	Ticks         int
 }
 
 // chromium returns the browser's path, or skips the test.
@@ -176,9 +183,19 @@ func TestPageInBrowser(t *testing.T) {
 	for _, tc := range []struct {
 		file string
 		size uint64
+		// blocked are the labels of the blocked ops, in the order of
+		// the deadlock report; nil for a plan that completes.
+		blocked []string
 	}{
-		{"../tests/ports/single_node/allgather.plan.json", 1 << 14},
-		{"../tests/ports/single_node/allreduce_pipeline.plan.json", 1 << 16},
+		{"../tests/ports/single_node/allgather.plan.json", 1 << 14, nil},
+		{"../tests/ports/single_node/allreduce_pipeline.plan.json", 1 << 16, nil},
+		// Each rank waits for the other's signal before it signals: the
+		// page draws the ops done before the deadlock and marks both
+		// waits with their .star line (from the plan's source map).
+		{"testdata/deadlock.plan.json", 1 << 14, []string{
+			"BLOCKED op 3 wait (deadlock.star:7:32): memory channel 2 from rank 1 expects signal 1, has 0",
+			"BLOCKED op 0 wait (deadlock.star:7:32): memory channel 0 from rank 0 expects signal 1, has 0",
+		}},
 	} {
 		name := strings.TrimSuffix(filepath.Base(tc.file), ".plan.json")
 		t.Run(name, func(t *testing.T) {
@@ -210,7 +227,11 @@ func TestPageInBrowser(t *testing.T) {
 			for _, ri := range inst.Ranks {
 				tbs += len(ri.TBs)
 			}
-			want := selfCheck{Lanes: tbs, Ops: len(tl.Slices), Boxes: len(tl.Slices), Flows: len(tl.Flows), Channels: len(ChannelsOf(inst))}
+			if got.Ticks < 2 {
+				t.Errorf("time axis: %d ticks, want at least 2", got.Ticks)
+			}
+			want := selfCheck{Lanes: tbs, Ops: len(tl.Slices), Boxes: len(tl.Slices), Flows: len(tl.Flows), Channels: len(ChannelsOf(inst)),
+				Blocked: len(tc.blocked), BlockedLabels: tc.blocked, Ticks: got.Ticks}
 			if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("self-check (-want +got):\n%s", d)
 			}

@@ -75,7 +75,8 @@ type session struct {
 	ranks []*rankState
 	ntid  int // vector-clock threads: every TB, then one proxy per rank
 
-	rec *recorder // the logical clock of Record; nil otherwise
+	rec  *recorder // the logical clock of Record; nil otherwise
+	prov *provLog  // the movement log of Provenance; nil otherwise
 
 	// mp is set in a multi-process session (OpenRank): only rank mp.rank
 	// runs here. cur is the running launch (s.mu), for the goroutines

@@ -24,6 +24,15 @@ func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
 	if err != nil {
 		return err
 	}
+	if err := t.move(op, sp); err != nil {
+		return err
+	}
+	t.l.s.prov.data(t, op, sp)
+	return nil
+}
+
+// move performs the data movement of op on its resolved operands.
+func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
 	switch op.Type {
 	case executor.OpCopy, executor.OpGet:
 		return t.copyPairs(sp.src, sp.dst)

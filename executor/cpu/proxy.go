@@ -26,6 +26,7 @@ type trigger struct {
 	doneVC   vclock // the proxy's clock once complete (race)
 	from     *tbRun
 	op       string
+	opi      *executor.OpInstance // the op that pushed a DATA trigger
 }
 
 // proxy is a rank's port-channel FIFO (one per rank, shared by its thread
@@ -82,7 +83,7 @@ func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) 
 	defer s.mu.Unlock()
 	var trs []*trigger
 	for i := range dst {
-		tr := &trigger{kind: kind, src: src[i], dst: dst[i], packets: packets, ch: op.Channels[i], vc: snap, from: t, op: name}
+		tr := &trigger{kind: kind, src: src[i], dst: dst[i], packets: packets, ch: op.Channels[i], vc: snap, from: t, op: name, opi: op}
 		t.push(tr)
 		trs = append(trs, tr)
 	}
@@ -224,6 +225,7 @@ func (l *launch) transfer(p *proxy, tr *trigger) {
 }
 
 func (l *launch) copyData(tr *trigger) {
+	defer l.s.prov.transfer(tr)
 	if tr.packets {
 		copyWords(words(tr.dst.b), words(tr.src.b))
 		return

@@ -9,6 +9,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -33,6 +34,13 @@ func Record(ctx context.Context, inst *executor.Instance, opts executor.Options,
 	}
 	s.rec = newRecorder(s)
 	err = s.Launch(ctx, bufs)
+	var dl *executor.DeadlockError
+	if errors.As(err, &dl) {
+		// The call up to the deadlock, with the blocked ops.
+		tl := blockedTimeline(s.rec.timeline(inst), dl)
+		_ = s.Close()
+		return tl, err
+	}
 	if cerr := s.Close(); err == nil {
 		err = cerr
 	}
@@ -40,6 +48,50 @@ func Record(ctx context.Context, inst *executor.Instance, opts executor.Options,
 		return nil, err
 	}
 	return s.rec.timeline(inst), nil
+}
+
+// blockedTimeline moves the op each blocked thread block of dl stopped in
+// from tl's slices to tl.Blocked (with what it waits for), and drops the
+// flows into or out of those ops.
+func blockedTimeline(tl *timeline.Timeline, dl *executor.DeadlockError) *timeline.Timeline {
+	drop := map[int]bool{}
+	for _, b := range dl.Blocked {
+		last := -1
+		for i, sl := range tl.Slices {
+			name := sl.Op + " " + sl.Name
+			// b.Op is the op's description: path, type and, with a
+			// source map, its positions.
+			same := b.Op == name || strings.HasPrefix(b.Op, name+" ")
+			if sl.Rank == b.Rank && sl.TB == b.TB && same && (last < 0 || sl.Start >= tl.Slices[last].Start) {
+				last = i
+			}
+		}
+		bl := timeline.Blocked{Rank: b.Rank, TB: b.TB, Op: b.Op, Waiting: b.Waiting}
+		if last >= 0 {
+			sl := tl.Slices[last]
+			bl.Op, bl.Name, bl.At, bl.Source = sl.Op, sl.Name, sl.Start, sl.Source
+			drop[last] = true
+		}
+		tl.Blocked = append(tl.Blocked, bl)
+	}
+	at := make([]int, len(tl.Slices))
+	var kept []timeline.Slice
+	tl.Total = 0
+	for i, sl := range tl.Slices {
+		at[i] = len(kept)
+		if !drop[i] {
+			kept = append(kept, sl)
+			tl.Total = max(tl.Total, sl.End)
+		}
+	}
+	var flows []timeline.Flow
+	for _, f := range tl.Flows {
+		if !drop[f.From] && !drop[f.To] {
+			flows = append(flows, timeline.Flow{From: at[f.From], To: at[f.To], Kind: f.Kind})
+		}
+	}
+	tl.Slices, tl.Flows = kept, flows
+	return tl
 }
 
 // event is a release: the slice that released and the logical time at

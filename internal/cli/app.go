@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -38,7 +39,11 @@ func newApp(d *deps) *cli.App {
 		ErrWriter:       d.stderr,
 		HideHelpCommand: true,
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(d.stderr, "mscclgo: unknown command %q (run mscclgo --help for the list)\n", name)
+			hint := ""
+			if near := nearestCommand(c.App, name); near != "" {
+				hint = fmt.Sprintf("; did you mean %q?", near)
+			}
+			fmt.Fprintf(d.stderr, "mscclgo: unknown command %q%s (run mscclgo --help for the list)\n", name, hint)
 			d.unknownCommand = true
 		},
 		OnUsageError: onUsageError,
@@ -56,6 +61,7 @@ func newApp(d *deps) *cli.App {
 			traceCommand(d),
 			viewCommand(d),
 			completionCommand(d),
+			versionCommand(d),
 			helpCommand(),
 		},
 		// Errors are printed by Run, which also maps them to exit statuses.
@@ -74,7 +80,17 @@ func newApp(d *deps) *cli.App {
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	d := &deps{args: args, stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(d)
-	err := app.Run(interspersed(app, args))
+	// urfave/cli prints help (and --version) through app.Writer: wrapped
+	// to the terminal's width. Commands write to d.stdout.
+	help := &wrapWriter{w: stdout, width: termWidth(stdout)}
+	defer help.flush()
+	app.Writer = help
+	args, err := interspersed(app, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+		return ExitUsage
+	}
+	err = app.Run(args)
 	if d.unknownCommand {
 		return ExitUsage
 	}
@@ -85,15 +101,114 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &reported) {
 		return reported.code
 	}
-	fmt.Fprintf(stderr, "mscclgo: %v\n", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if ee.code == ExitUsage {
+			err = errors.New(reword(err.Error(), args))
+		}
+		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
 		return ee.code
 	}
 	if isUsage(err) {
+		fmt.Fprintf(stderr, "mscclgo: %v\n", reword(err.Error(), args))
 		return ExitUsage
 	}
+	fmt.Fprintf(stderr, "mscclgo: %v\n", err)
 	return ExitError
+}
+
+// Parser wordings of urfave/cli and Go's flag package, reworded by reword.
+var (
+	undefinedFlag = regexp.MustCompile(`flag provided but not defined: -+([^\s=]+)`)
+	twoForms      = regexp.MustCompile(`Cannot use two forms of the same flag: (\S+) (\S+)`)
+	invalidValue  = regexp.MustCompile(`invalid value "([^"]*)" for flag -+(\S+?): (?:parse error|.*)`)
+)
+
+// reword rewrites the parser's wording of a usage error msg: the flag as
+// the user typed it in args (one dash or two), and plain words.
+func reword(msg string, args []string) string {
+	typed := func(name string) string {
+		for _, a := range args {
+			if n, _, _ := strings.Cut(a, "="); n == "-"+name || n == "--"+name {
+				return n
+			}
+		}
+		return dashed(name)
+	}
+	msg = undefinedFlag.ReplaceAllStringFunc(msg, func(m string) string {
+		return "unknown flag " + typed(undefinedFlag.FindStringSubmatch(m)[1])
+	})
+	msg = twoForms.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := twoForms.FindStringSubmatch(m)
+		return fmt.Sprintf("flag %s given twice (as %s and %s): give it once", dashed(sub[2]), dashed(sub[1]), dashed(sub[2]))
+	})
+	msg = invalidValue.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := invalidValue.FindStringSubmatch(m)
+		return fmt.Sprintf("flag %s: invalid value %q", typed(sub[2]), sub[1])
+	})
+	return msg
+}
+
+// dashed is a flag name as typed: -s, --size.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// nearestCommand returns the command whose name (or alias) is closest to
+// name, within two edits, or "".
+func nearestCommand(app *cli.App, name string) string {
+	best, bestD := "", 3
+	for _, c := range app.Commands {
+		if c.Hidden {
+			continue
+		}
+		for _, n := range c.Names() {
+			if dist := editDistance(name, n); dist < bestD {
+				best, bestD = c.Name, dist
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// versionCommand is `mscclgo version`, which prints what --version prints.
+func versionCommand(d *deps) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the mscclgo version (as mscclgo --version)",
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageErr("version: want no arguments, got %d", c.NArg())
+			}
+			fmt.Fprintf(d.stdout, "%s version %s\n", c.App.Name, c.App.Version)
+			return nil
+		},
+		OnUsageError: onUsageError,
+	}
 }
 
 // reportedError is an error whose message a command already printed.
@@ -117,10 +232,12 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 // interspersed rewrites args so that flags given after a command's
 // positional arguments are parsed too (urfave/cli v2 stops at the first
 // positional): `eval algo.star -o plan.json` becomes
-// `eval -o plan.json algo.star`.
-func interspersed(app *cli.App, args []string) []string {
+// `eval -o plan.json algo.star`. A flag that takes a value but ends the
+// line (or is followed by --) is an error naming the flag: the rewritten
+// line would hand it the -- that separates the positional arguments.
+func interspersed(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return args
+		return args, nil
 	}
 	var cmd *cli.Command
 	for _, c := range app.Commands {
@@ -129,7 +246,7 @@ func interspersed(app *cli.App, args []string) []string {
 		}
 	}
 	if cmd == nil {
-		return args
+		return args, nil
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -155,7 +272,10 @@ func interspersed(app *cli.App, args []string) []string {
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			if !strings.Contains(name, "=") && takesValue[name] {
+				if i+1 == len(rest) || rest[i+1] == "--" {
+					return nil, fmt.Errorf("%s: flag %s needs a value (%s %s VALUE; see mscclgo %s --help)", cmd.Name, a, cmd.Name, a, cmd.Name)
+				}
 				i++
 				flags = append(flags, rest[i])
 			}
@@ -168,7 +288,7 @@ func interspersed(app *cli.App, args []string) []string {
 		out = append(out, "--")
 		out = append(out, positional...)
 	}
-	return out
+	return out, nil
 }
 
 // helpCommand is `mscclgo help [COMMAND]`: the app's help, or the
@@ -210,5 +330,8 @@ func helpCommand() *cli.Command {
 // onUsageError turns a flag parsing error into a usage error, without
 // printing help on standard output (where a plan may be going).
 func onUsageError(c *cli.Context, err error, _ bool) error {
+	if c != nil && c.Command != nil && c.Command.Name != "" {
+		return usageErr("%v (see mscclgo %s --help)", err, c.Command.Name)
+	}
 	return usageErr("%v (see mscclgo --help)", err)
 }

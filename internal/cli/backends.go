@@ -7,11 +7,14 @@ package cli
 // default binary to that worker.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
@@ -66,6 +69,18 @@ func builtIn(name string) bool {
 	return false
 }
 
+// probeTimeout bounds the worker's answer to `version`.
+const probeTimeout = 30 * time.Second
+
+// runnable lists the backends built into this binary: "cpu, gpu-emu".
+func runnable() string {
+	var names []string
+	for _, b := range runBackends() {
+		names = append(names, b.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // findWorker returns the path of the CUDA worker: $MSCCLGO_CUDA_WORKER,
 // or mscclgo-cuda beside this executable, or on PATH.
 func findWorker() (string, error) {
@@ -91,7 +106,30 @@ func handOver(d *deps) error {
 	}
 	path, err := findWorker()
 	if err != nil {
-		return fmt.Errorf("%s; not found beside this executable nor on PATH (set MSCCLGO_CUDA_WORKER)", notHere)
+		return fmt.Errorf("%s; not found beside this executable nor on PATH (set MSCCLGO_CUDA_WORKER); the backends that run here: %s", notHere, runnable())
+	}
+	// The worker's CUDA library initialises the driver as the process
+	// starts and exits with its own words when there is no device: ask it
+	// for its version first, and say so in ours.
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	probe := exec.CommandContext(ctx, path, "version")
+	probe.Env = append(os.Environ(), workerEnv+"=1")
+	if out, err := probe.CombinedOutput(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) && ctx.Err() == nil {
+			return fmt.Errorf("--backend gpu: starting %s: %w; the backends that run here: %s", path, err, runnable())
+		}
+		why := strings.TrimSpace(string(out))
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("no answer within %v", probeTimeout)
+		} else if i := strings.IndexByte(why, '\n'); i >= 0 {
+			why = why[:i]
+		}
+		if why == "" {
+			why = err.Error()
+		}
+		return fmt.Errorf("--backend gpu: no CUDA device found: %s (%s) could not start the CUDA driver: %s; the backends that run here: %s", workerName, path, why, runnable())
 	}
 	cmd := exec.Command(path, d.args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = d.stdin, d.stdout, d.stderr

@@ -108,9 +108,12 @@ func runInstall(c *cli.Context, d *deps) error {
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionClearOnFinish(),
 		)
+		// The description is what varies in width (long shape names):
+		// the bar, the count and the rate take about 50 columns.
+		descWidth := max(termWidth(d.stderr)-50, 10)
 		opts.Progress = func(ev algorithms.InstallEvent) {
 			if !ev.Finished {
-				bar.Describe(ev.Job)
+				bar.Describe(fit(ev.Job, descWidth))
 			}
 			bar.Set(ev.Done)
 		}

@@ -36,7 +36,7 @@ func TestList(t *testing.T) {
 		{name: "one", args: []string{"list", "allreduce_packet"}, stdout: []string{"allreduce_packet: "}, absent: []string{"allgather"}},
 		{name: "with .star", args: []string{"list", "alltoall.star", "allgather"}, stdout: []string{"alltoall: ", "\n\nallgather: ", "inplace=true"}},
 		{name: "unknown", args: []string{"list", "allreduce_pkt"}, code: ExitError, stderr: "mscclgo: allreduce_pkt: no bundled algorithm of that name (the bundled ones: allgather, "},
-		{name: "unknown flag", args: []string{"list", "--yaml"}, code: ExitUsage, stderr: "flag provided but not defined"},
+		{name: "unknown flag", args: []string{"list", "--yaml"}, code: ExitUsage, stderr: "mscclgo: unknown flag --yaml (see mscclgo list --help)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

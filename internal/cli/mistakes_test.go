@@ -161,7 +161,7 @@ for src in range(n):
             MemoryChannel(src, dst).wait(tb = 0, data_sync = SyncType.after)
 `)
 	code, stdout, stderr := run(t, dir, "run", "$DIR/algo.star", "-s", "4K", "-n", "1")
-	if code != ExitError || !regexp.MustCompile(`written by rank 0 tb 0 op 0 put \(\S*lib\.star:3:11 called from \S*algo\.star:8:17\)`).MatchString(stderr) {
+	if code != ExitError || !regexp.MustCompile(`missing rank 0 input\[0\] \(chunk 0\): rank 3 tb 0 op 8 put \(\S*lib\.star:3:11 called from \S*algo\.star:8:17\) wrote it to rank 2 output\[0\]`).MatchString(stderr) {
 		t.Errorf("exit %d; stderr:\n%s%s", code, stderr, stdout)
 	}
 }

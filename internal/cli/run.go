@@ -48,6 +48,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
 			&cli.StringFlag{Name: "backend", Usage: "run on `NAME`: " + strings.Join(knownBackends, " or ") + " (default: the best built into this binary)"},
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`; default: the plan's for gpu, 8 for gpu-emu)"},
+			&cli.BoolFlag{Name: "keep-going", Usage: "run the remaining sizes after one with wrong data (default: stop there)"},
 			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
@@ -318,6 +319,10 @@ func runRun(c *cli.Context, d *deps) error {
 		ran++
 		races = races || res.race
 		table.row(layout, res)
+		if res.wrong > 0 && !c.Bool("keep-going") && size != o.sizes[len(o.sizes)-1] {
+			fmt.Fprintf(w, "# stopped after size %d, which has wrong data (--keep-going runs the remaining sizes)\n", size)
+			break
+		}
 	}
 	table.end()
 	switch {
@@ -481,7 +486,8 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 			if n > 0 && res.wrong == 0 && !reportedWrong {
 				// The first launch with wrong data: where, per rank.
 				reportedWrong = true
-				reportWrong(stderr, path, inst, layout, bufs, it, wrong)
+				explain := func(w io.Writer) bool { return explainWrong(ctx, w, inst, layout, checker, o.opts) }
+				reportWrong(stderr, path, inst, layout, bufs, it, wrong, explain)
 			}
 			res.wrong += n
 		}
@@ -504,11 +510,15 @@ func fillInputs(checker *executor.Checker, l *executor.BufferLayout, bufs []exec
 // maxWrongShown is how many wrong elements reportWrong shows per rank.
 const maxWrongShown = 3
 
-// reportWrong shows, for each rank with wrong data after launch it, its
+// reportWrong reports the wrong data of launch it: explained by explain
+// (explainWrong) when it can, or else, for each rank with wrong data, its
 // first wrong elements: byte offset, chunk, expected and actual values,
 // and the ops that write that byte (with their .star positions).
-func reportWrong(w io.Writer, path string, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64) {
+func reportWrong(w io.Writer, path string, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64, explain func(io.Writer) bool) {
 	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, it)
+	if explain != nil && explain(w) {
+		return
+	}
 	for r, n := range wrong {
 		if n == 0 {
 			continue

@@ -198,7 +198,8 @@ func TestFormatTime(t *testing.T) {
 func TestRunHandOver(t *testing.T) {
 	dir := t.TempDir()
 	worker := filepath.Join(dir, "fake-worker")
-	script := "#!/bin/sh\necho \"worker $MSCCLGO_WORKER: $*\"\nexit 3\n"
+	// The worker answers the version probe, then runs the command line.
+	script := "#!/bin/sh\nif [ \"$1\" = version ]; then echo 'mscclgo version 0'; exit 0; fi\necho \"worker $MSCCLGO_WORKER: $*\"\nexit 3\n"
 	if err := os.WriteFile(worker, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

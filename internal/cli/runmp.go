@@ -273,7 +273,7 @@ func wrongReport(inst *executor.Instance, l *executor.BufferLayout, mine executo
 	wrong := make([]uint64, l.NRanks)
 	wrong[rank] = n
 	var sb bytes.Buffer
-	reportWrong(&sb, "", inst, l, bufs, seq, wrong)
+	reportWrong(&sb, "", inst, l, bufs, seq, wrong, nil)
 	// Drop reportWrong's heading line: the caller prints its own.
 	text := sb.String()
 	if i := strings.IndexByte(text, '\n'); i >= 0 {

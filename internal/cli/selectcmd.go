@@ -96,8 +96,8 @@ func selectCommand(d *deps) *cli.Command {
 			"every other plan was rejected. If an install into the default set was interrupted, select first\n" +
 			"cleans up after it (unless an install is running), putting the previous set back if needed.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall, alltoallv or sendrecv", Required: true},
-			&cli.IntFlag{Name: "world-size", Aliases: []string{"n"}, Usage: "number of ranks (`N`)", Required: true},
+			&cli.StringFlag{Name: "collective", Aliases: []string{"c"}, Usage: "`NAME`: allreduce, allgather, reducescatter, alltoall, alltoallv or sendrecv (required)"},
+			&cli.IntFlag{Name: "world-size", Aliases: []string{"n"}, Usage: "number of ranks (`N`, required)"},
 			&cli.IntFlag{Name: "ranks-per-node", Usage: "ranks per node (`N`; default: the world size)"},
 			&cli.StringFlag{Name: "size", Usage: "message `SIZE` in bytes, nccl-tests style (1K, 64M): output size for allgather, input size otherwise; required but for alltoallv"},
 			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
@@ -118,6 +118,21 @@ func selectCommand(d *deps) *cli.Command {
 var collectives = []string{"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "sendrecv"}
 
 func runSelect(c *cli.Context, d *deps) error {
+	// Every missing flag at once (a parser's required flags would be
+	// reported before --size, which is required but for alltoallv).
+	var missing []string
+	if !c.IsSet("collective") {
+		missing = append(missing, "--collective (-c) NAME")
+	}
+	if !c.IsSet("world-size") {
+		missing = append(missing, "--world-size (-n) N")
+	}
+	if !c.IsSet("size") && !strings.EqualFold(c.String("collective"), "alltoallv") {
+		missing = append(missing, "--size SIZE")
+	}
+	if len(missing) > 0 {
+		return usageErr("select: missing %s (see mscclgo select --help)", strings.Join(missing, ", "))
+	}
 	coll := strings.ToLower(c.String("collective"))
 	if !slices.Contains(collectives, coll) {
 		return usageErr("--collective %q: unknown collective (want %s)", c.String("collective"), strings.Join(collectives, ", "))

@@ -6,6 +6,7 @@ package cli
 // which `mscclgo view` shares.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -106,13 +107,21 @@ func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *exe
 		return nil, nil, atSize(in.name, size, err)
 	}
 	var tl *timeline.Timeline
+	var dl *executor.DeadlockError
 	if from == "model" {
 		res, err := model.Predict(inst, hw, model.Options{})
-		if err != nil {
+		if errors.As(err, &dl) {
+			// The cost model has no timeline of a deadlock: the CPU
+			// backend's logical steps show the call up to it.
+			fmt.Fprintf(d.stderr, "mscclgo: note: %s: the cost model finds a deadlock: the timeline is the CPU backend's, in logical steps, up to it\n", in.name)
+			from = "cpu"
+		} else if err != nil {
 			return nil, nil, atSize(in.name, size, err)
+		} else {
+			tl = res.Timeline
 		}
-		tl = res.Timeline
-	} else {
+	}
+	if from == "cpu" {
 		if err := executor.CheckLaunch(inst, layout, false); err != nil {
 			return nil, nil, atSize(in.name, size, err)
 		}
@@ -124,6 +133,15 @@ func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *exe
 			return nil, nil, err
 		}
 		tl, err = cpu.Record(c.Context, inst, executor.Options{DType: dt}, layout.Alloc())
+		if errors.As(err, &dl) && tl != nil {
+			// A timeline up to the deadlock, and the deadlock: view draws
+			// the first, trace reports the second.
+			if tl.Plan == "" {
+				tl.Plan = in.name
+			}
+			tl.Size = size
+			return tl, inst, atSize(in.name, size, err)
+		}
 		if err != nil {
 			return nil, nil, atSize(in.name, size, err)
 		}

@@ -5,6 +5,7 @@ package cli
 // busbw-versus-size curve.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -46,7 +47,9 @@ func runView(c *cli.Context, d *deps) error {
 	}
 	arg := c.Args().First()
 	tl, inst, err := planTimeline(c, d, arg)
-	if err != nil {
+	var dl *executor.DeadlockError
+	deadlock := errors.As(err, &dl) && tl != nil
+	if err != nil && !deadlock {
 		return err
 	}
 	p := view.Page{
@@ -55,7 +58,7 @@ func runView(c *cli.Context, d *deps) error {
 		Timeline: tl,
 		Channels: view.ChannelsOf(inst),
 	}
-	if maxSize > 0 {
+	if maxSize > 0 && !deadlock {
 		hw, err := model.LoadProfile(c.String("hw"))
 		if err != nil {
 			return usageErr("--hw: %v", err)
@@ -69,10 +72,20 @@ func runView(c *cli.Context, d *deps) error {
 		if err != nil {
 			return namePlan(arg, err)
 		}
+		var skips []uint64
 		for _, s := range sizes {
-			if e := skipped[s]; e != nil {
-				fmt.Fprintf(d.stderr, "mscclgo: note: busbw curve: size %d skipped: %v\n", s, e)
+			if skipped[s] != nil {
+				skips = append(skips, s)
 			}
+		}
+		switch {
+		case len(skips) == 1:
+			fmt.Fprintf(d.stderr, "mscclgo: note: busbw curve: size %d skipped: %v\n", skips[0], skipped[skips[0]])
+		case len(skips) > 1:
+			// One line: the sizes a plan cannot run are usually a range
+			// (above its max_message_size), with one reason.
+			fmt.Fprintf(d.stderr, "mscclgo: note: busbw curve: %d sizes skipped, %s to %s; the first because %v\n",
+				len(skips), executor.FormatBytes(skips[0]), executor.FormatBytes(skips[len(skips)-1]), skipped[skips[0]])
 		}
 		if len(pts) > 0 {
 			s := view.Series{Name: fmt.Sprintf("%s on %s", filepath.Base(arg), hw.Name)}
@@ -82,8 +95,18 @@ func runView(c *cli.Context, d *deps) error {
 			p.Curves = []view.Series{s}
 		}
 	}
-	if out := c.String("output"); out != "" {
-		return writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
+	if deadlock {
+		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
 	}
-	return view.Write(d.stdout, p)
+	if out := c.String("output"); out != "" {
+		err = writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
+	} else {
+		err = view.Write(d.stdout, p)
+	}
+	if err != nil || !deadlock {
+		return err
+	}
+	// The page is written; the deadlock is the command's outcome.
+	fmt.Fprintf(d.stderr, "mscclgo: %s: size %d: %v\n", arg, tl.Size, dl)
+	return &reportedError{code: ExitDeadlock}
 }

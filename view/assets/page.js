@@ -16,9 +16,10 @@
   }
 
   // Lanes: one per named thread, grouped by process (rank).
-  var procs = {}, threads = [], slices = [], starts = {}, finishes = {};
+  var procs = {}, threads = [], slices = [], starts = {}, finishes = {}, blocked = [];
   events.forEach(function (e) {
-    if (e.ph === "M" && e.name === "process_name") { procs[e.pid] = e.args.name; }
+    if (e.ph === "i" && e.cat === "blocked") { blocked.push(e); }
+    else if (e.ph === "M" && e.name === "process_name") { procs[e.pid] = e.args.name; }
     else if (e.ph === "M" && e.name === "thread_name") { threads.push({pid: e.pid, tid: e.tid, name: e.args.name}); }
     else if (e.ph === "X") { slices.push(e); }
     else if (e.ph === "s") { starts[e.id] = e; }
@@ -29,6 +30,9 @@
   var laneH = 16, gap = 3, rankGap = 14, left = 110, width = 1100;
   var total = 0;
   slices.forEach(function (s) { total = Math.max(total, s.ts + s.dur); });
+  // A blocked op is drawn at the time its thread block reached it, with
+  // room for its mark.
+  blocked.forEach(function (b) { total = Math.max(total, b.ts * 1.05 + 1); });
   var scale = total > 0 ? width / total : 1;
   var laneY = {}, y = 4, lastPid = null;
   threads.forEach(function (t) {
@@ -37,7 +41,8 @@
     t.y = y;
     y += laneH + gap;
   });
-  var svg = el("svg", {width: left + width + 20, height: y + 24, id: "lanesvg"}, document.getElementById("lanes"));
+  var axisY = y + 4;
+  var svg = el("svg", {width: left + width + 20, height: axisY + 30, id: "lanesvg"}, document.getElementById("lanes"));
   var defs = el("defs", {}, svg);
   var marker = el("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto"}, defs);
   el("path", {d: "M0,0 L10,5 L0,10 z", fill: "#c33"}, marker);
@@ -92,6 +97,42 @@
     r.addEventListener("mouseleave", function () { tip.style.display = "none"; });
     boxes++;
   });
+
+  // Blocked ops (a deadlock): a red mark where the thread block stopped,
+  // labelled with the op and its .star line; the hover shows its wait.
+  var blockedMarks = 0, blockedLabels = [];
+  blocked.forEach(function (b) {
+    var ly = laneY[b.pid + ":" + b.tid];
+    if (ly === undefined) { throw new Error("blocked op on an unnamed thread: pid " + b.pid + " tid " + b.tid); }
+    var a = b.args || {}, x = left + b.ts * scale;
+    var m = el("rect", {"class": "blocked", x: x, y: ly, width: 8, height: laneH, "data-pid": b.pid, "data-tid": b.tid}, svg);
+    var label = "BLOCKED " + (a.op || "") + " " + b.name + (a.source ? " (" + a.source.join("; ") + ")" : "");
+    var tt = el("title", {}, m);
+    tt.textContent = label + ": " + (a.waiting || "");
+    // The label goes on the side of the mark with more room.
+    var right = x < left + width / 2;
+    var tx = el("text", {"class": "blockedlabel", x: right ? x + 11 : x - 3, y: ly + laneH - 4, "text-anchor": right ? "start" : "end"}, svg);
+    tx.textContent = label + ": " + (a.waiting || "");
+    blockedLabels.push(tx.textContent);
+    blockedMarks++;
+  });
+
+  // The time axis under the lanes: about eight ticks at round values.
+  var ticks = 0;
+  (function () {
+    el("line", {"class": "axis", x1: left, y1: axisY, x2: left + width, y2: axisY}, svg);
+    var span = total > 0 ? total : 1, raw = span / 8, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (k) { return k * p10; }).filter(function (v) { return v >= raw; })[0];
+    for (var t = 0; t <= span + 1e-9; t += step) {
+      var x = left + t * scale;
+      el("line", {"class": "tick", x1: x, y1: axisY, x2: x, y2: axisY + 5}, svg);
+      var lab = el("text", {x: x, y: axisY + 16, "text-anchor": "middle"}, svg);
+      lab.textContent = Number(t.toPrecision(6));
+      ticks++;
+    }
+    var unit = el("text", {x: left + width + 4, y: axisY + 16}, svg);
+    unit.textContent = data.clock;
+  })();
 
   // Flows: an arrow from the end of the releasing op to the start of the
   // released one.
@@ -153,6 +194,7 @@
     lanes: document.querySelectorAll("#lanesvg .lane").length,
     ops: document.querySelectorAll("#lanesvg .op").length,
     boxes: boxes, flows: flows, unmatchedFlows: unmatched, channels: chans,
+    blocked: blockedMarks, blockedLabels: blockedLabels, ticks: ticks,
     errors: window.viewErrors
   });
 })();

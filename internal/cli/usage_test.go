@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"testing"
+)
+
+// TestUsageWording checks the wording of command-line mistakes: the flag
+// as it was typed, every missing flag at once, a suggestion for a
+// mistyped command, and the version command.
+func TestUsageWording(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // the whole standard output
+		stderr string // the whole standard error
+	}{
+		{name: "two forms", args: []string{"run", "x.star", "-s", "1K", "--size", "2K"}, code: ExitUsage,
+			stderr: "mscclgo: flag --size given twice (as -s and --size): give it once (see mscclgo run --help)\n"},
+		{name: "unknown flag, two dashes", args: []string{"eval", "--bogus", "x.star"}, code: ExitUsage,
+			stderr: "mscclgo: unknown flag --bogus (see mscclgo eval --help)\n"},
+		{name: "unknown flag, one dash", args: []string{"eval", "x.star", "-bogus"}, code: ExitUsage,
+			stderr: "mscclgo: unknown flag -bogus (see mscclgo eval --help)\n"},
+		{name: "invalid value", args: []string{"run", "x.star", "-s", "1K", "--iters", "x"}, code: ExitUsage,
+			stderr: "mscclgo: flag --iters: invalid value \"x\" (see mscclgo run --help)\n"},
+		{name: "select missing all", args: []string{"select"}, code: ExitUsage,
+			stderr: "mscclgo: select: missing --collective (-c) NAME, --world-size (-n) N, --size SIZE (see mscclgo select --help)\n"},
+		{name: "select missing two", args: []string{"select", "-c", "allreduce"}, code: ExitUsage,
+			stderr: "mscclgo: select: missing --world-size (-n) N, --size SIZE (see mscclgo select --help)\n"},
+		{name: "select alltoallv needs no size", args: []string{"select", "-c", "AllToAllV"}, code: ExitUsage,
+			stderr: "mscclgo: select: missing --world-size (-n) N (see mscclgo select --help)\n"},
+		{name: "did you mean", args: []string{"evl"}, code: ExitUsage,
+			stderr: "mscclgo: unknown command \"evl\"; did you mean \"eval\"? (run mscclgo --help for the list)\n"},
+		{name: "nothing near", args: []string{"frobnicate"}, code: ExitUsage,
+			stderr: "mscclgo: unknown command \"frobnicate\" (run mscclgo --help for the list)\n"},
+		{name: "version", args: []string{"version"}, stdout: "mscclgo version " + Version + "\n"},
+		{name: "--version", args: []string{"--version"}, stdout: "mscclgo version " + Version + "\n"},
+		{name: "version with an argument", args: []string{"version", "x"}, code: ExitUsage,
+			stderr: "mscclgo: version: want no arguments, got 1\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, dir, tt.args...)
+			if code != tt.code || stdout != tt.stdout || stderr != tt.stderr {
+				t.Errorf("exit %d, stdout %q, stderr %q\nwant exit %d, stdout %q, stderr %q", code, stdout, stderr, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"evl", "eval", 1}, {"slect", "select", 1}, {"rnu", "run", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
+		if d := editDistance(tt.a, tt.b); d != tt.d || editDistance(tt.b, tt.a) != tt.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+)
+
+// defaultWidth is the width of output that is not a terminal.
+const defaultWidth = 80
+
+// termWidth returns the width of w when it is a terminal, else
+// defaultWidth.
+func termWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 20 {
+			return width
+		}
+	}
+	return defaultWidth
+}
+
+// fit shortens s to at most n characters, ending it with "..." when cut.
+func fit(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	if n <= 3 {
+		return string([]rune(s)[:max(n, 0)])
+	}
+	return string([]rune(s)[:n-3]) + "..."
+}
+
+// wrapWriter wraps the flag and command lists of the help text urfave/cli
+// prints through it to width: their explanation column has no width limit. A line is
+// written once complete; flush writes the rest.
+type wrapWriter struct {
+	w       io.Writer
+	width   int
+	buf     []byte
+	section string // the heading above the current line ("OPTIONS:")
+}
+
+func (ww *wrapWriter) Write(p []byte) (int, error) {
+	ww.buf = append(ww.buf, p...)
+	for {
+		i := bytes.IndexByte(ww.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(ww.buf[:i])
+		ww.buf = ww.buf[i+1:]
+		if line != "" && line[0] != ' ' && strings.HasSuffix(line, ":") {
+			ww.section = line
+		}
+		if ww.wraps() {
+			line = wrapLine(line, ww.width)
+		}
+		if _, err := io.WriteString(ww.w, line+"\n"); err != nil {
+			return len(p), err
+		}
+	}
+}
+
+// wraps reports whether the current section is wrapped: the flag and
+// command lists, whose lines urfave/cli builds from the flags' and
+// commands' usage strings. The descriptions are broken by hand.
+func (ww *wrapWriter) wraps() bool {
+	return strings.HasSuffix(ww.section, "OPTIONS:") || ww.section == "COMMANDS:"
+}
+
+// flush writes what is left of an unfinished line.
+func (ww *wrapWriter) flush() {
+	if len(ww.buf) > 0 {
+		_, _ = io.WriteString(ww.w, wrapLine(string(ww.buf), ww.width))
+		ww.buf = nil
+	}
+}
+
+// wrapLine breaks line at spaces into lines of at most width characters
+// (a word longer than a line stays whole). Continuation lines are
+// indented as the line's text is, or, for a flag line ("   --size value, -s
+// value   message SIZE ..."), to the column of its explanation.
+func wrapLine(line string, width int) string {
+	if utf8.RuneCountInString(line) <= width {
+		return line
+	}
+	text := strings.TrimLeft(line, " ")
+	indent := len(line) - len(text)
+	hang := indent
+	if strings.HasPrefix(text, "-") {
+		if i := strings.Index(text, "  "); i > 0 {
+			j := i + len(text[i:]) - len(strings.TrimLeft(text[i:], " "))
+			if indent+j > width/2 {
+				// A wide names column: the explanation goes below the
+				// names, indented by 6.
+				below := strings.Repeat(" ", indent+6) + text[j:]
+				return line[:indent] + text[:i] + "\n" + wrapLine(below, width)
+			}
+			hang = indent + j
+		}
+	}
+	var b strings.Builder
+	b.WriteString(line[:indent])
+	col := indent
+	first := true
+	// Keep the runs of spaces of the first line (the column alignment);
+	// words after a break are separated by one space.
+	for _, word := range strings.SplitAfter(text, " ") {
+		w := strings.TrimRight(word, " ")
+		if w == "" {
+			if !first {
+				continue
+			}
+			b.WriteString(word)
+			col += len(word)
+			continue
+		}
+		n := utf8.RuneCountInString(w)
+		if col+n > width && col > hang {
+			b.WriteString("\n" + strings.Repeat(" ", hang))
+			col = hang
+			first = false
+		}
+		b.WriteString(w)
+		col += n
+		if sp := len(word) - len(w); sp > 0 {
+			if !first {
+				sp = 1
+			}
+			b.WriteString(strings.Repeat(" ", sp))
+			col += sp
+		}
+	}
+	out := b.String()
+	// No trailing spaces at the ends of the lines.
+	lines := strings.Split(out, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return strings.Join(lines, "\n")
+}
