@@ -7,7 +7,7 @@ type Contribution struct {
 }
 
 // Contributions returns the input elements whose values make up rank's
-// output element at byte off (§5.3): every rank's element at the same
+// output element at byte off (docs/semantics.md §5.3): every rank's element at the same
 // offset of the whole vector for allreduce and reducescatter, one rank's
 // element for allgather and alltoall. It returns nil for sendrecv (any
 // rank of the sending group holds the value) and for collectives without
