@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // joined is a connection handed from the accept loop to rank 0's set-up:
@@ -223,6 +225,11 @@ func (b *Bootstrap) setupJoin(ctx context.Context, w World, self Peer) error {
 		addr := w.Master
 		if addr == "" {
 			a, err := readRendezvous(w.RendezvousFile)
+			if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+				// Rank 0 writes a regular file of one line: this
+				// is not its file, and waiting would not change it.
+				return b.errorf("reading the rendezvous file", err)
+			}
 			if err != nil {
 				lastErr = err
 			} else {
@@ -501,9 +508,12 @@ func writeRendezvous(file, addr string) error {
 	return err
 }
 
+// maxRendezvousBytes bounds the rendezvous file: one host:port line.
+const maxRendezvousBytes = 4 << 10
+
 // readRendezvous reads rank 0's address from file.
 func readRendezvous(file string) (string, error) {
-	data, err := os.ReadFile(file)
+	data, err := infile.Read(file, "a rendezvous file (host:port)", maxRendezvousBytes)
 	if err != nil {
 		return "", err
 	}

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // This file holds the per-call arguments of an alltoallv (the counts and
@@ -318,6 +319,10 @@ func IsGeneratorSpec(spec string) bool {
 	return false
 }
 
+// MaxCountsBytes bounds the size of a counts file: a 4096-rank matrix
+// of six-digit counts is about 117 MB.
+const MaxCountsBytes = 256 << 20
+
 // CountsFor returns the counts of spec for n ranks: a generator spec
 // (IsGeneratorSpec) or the name of a counts file.
 //
@@ -333,7 +338,10 @@ func IsGeneratorSpec(spec string) bool {
 //     (default 64).
 func CountsFor(spec string, n int) (*Counts, error) {
 	if !IsGeneratorSpec(spec) {
-		data, err := os.ReadFile(spec)
+		data, err := infile.Read(spec, "a counts file", MaxCountsBytes)
+		if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+			return nil, &CountsError{Source: spec, Err: ErrCountsSyntax, Msg: err.Error()}
+		}
 		if err != nil {
 			return nil, &CountsError{Source: spec, Err: ErrCountsSyntax, Msg: fmt.Sprintf("not a generator (%s) and not a readable file: %v", strings.Join(GeneratorNames(), ", "), err)}
 		}

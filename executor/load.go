@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -114,7 +115,7 @@ func Load(data []byte) (*Plan, error) {
 // map (PLAN.json.map) when one is there and belongs to it (see
 // LoadSourceMap; Plan.SourceNote says why one was not used).
 func LoadFile(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadPlanFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +125,16 @@ func LoadFile(path string) (*Plan, error) {
 	}
 	p.SourceNote = LoadSourceMap(p, path, data)
 	return p, nil
+}
+
+// MaxPlanBytes bounds the size of a plan file (a 128-rank allreduce plan
+// has about 56 MB).
+const MaxPlanBytes = 1 << 30
+
+// ReadPlanFile reads a plan file through the checked opener: a FIFO, a
+// device or a file above MaxPlanBytes is refused with a named error.
+func ReadPlanFile(path string) ([]byte, error) {
+	return infile.Read(path, "a plan (.json)", MaxPlanBytes)
 }
 
 // Check validates a plan and returns every problem found, errors and

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -41,7 +41,11 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 	full := filepath.Join(d.root, filepath.FromSlash(name))
 	real, err := filepath.EvalSymlinks(full)
 	if err != nil {
-		return nil, err
+		// The opener names a link loop or a missing file as such.
+		if cerr := infile.Check(full, "a .star script", MaxScriptBytes); cerr != nil {
+			err = cerr
+		}
+		return nil, named(name, err)
 	}
 	rootReal, err := filepath.EvalSymlinks(d.root)
 	if err != nil {
@@ -51,37 +55,22 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("%s resolves outside the root %s", name, d.root)
 	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return nil, err
+	data, err := infile.Read(real, "a .star script", MaxScriptBytes)
+	return data, named(name, err)
+}
+
+// named names the file of an opener's error as the script did, not by
+// where its links lead.
+func named(name string, err error) error {
+	var ie *infile.Error
+	if errors.As(err, &ie) {
+		ie.Path = name
 	}
-	if !st.Mode().IsRegular() {
-		// Reading a device or FIFO could block or never end.
-		return nil, fmt.Errorf("%s is %s, not a regular file", name, fileKind(st.Mode()))
-	}
-	if st.Size() > MaxScriptBytes {
-		return nil, fmt.Errorf("%s has %d bytes: a script may have at most %d", name, st.Size(), MaxScriptBytes)
-	}
-	return os.ReadFile(real)
+	return err
 }
 
 // MaxScriptBytes bounds the size of a script or loaded file.
 const MaxScriptBytes = 16 << 20
-
-// fileKind names what a non-regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
-}
 
 func (d dirSource) Display(name string) string {
 	if d.root == "." || d.root == "" {
@@ -188,6 +177,16 @@ type module struct {
 // exec runs the root-relative file name with __name__ set to modName.
 func (l *loader) exec(thread *starlark.Thread, name, modName string) (starlark.StringDict, error) {
 	data, err := l.src.ReadFile(name)
+	var ie *infile.Error
+	if errors.As(err, &ie) {
+		if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+			// The opener's error names the file and what is wrong
+			// with it.
+			ie.Path = l.src.Display(name)
+			return nil, err
+		}
+		err = ie.Err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %w", l.src.Display(name), unwrapPathError(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -43,11 +45,19 @@ func evalCommand(d *deps) *cli.Command {
 
 // resolveScript finds FILE on disk or among the bundled algorithms.
 func resolveScript(arg string) (starlib.Source, string, error) {
-	if st, err := os.Stat(arg); err == nil {
+	st, err := os.Stat(arg)
+	if err == nil {
 		if st.IsDir() {
 			return nil, "", fmt.Errorf("%s is a directory, want a .star file", arg)
 		}
 		return starlib.DirSource(filepath.Dir(arg)), filepath.Base(arg), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		// A symbolic link loop, a directory without permission: the
+		// opener names it.
+		if err := infile.Check(arg, "a .star script", starlib.MaxScriptBytes); err != nil {
+			return nil, "", err
+		}
 	}
 	if !strings.ContainsAny(arg, `/\`) {
 		name := strings.TrimSuffix(arg, ".star") + ".star"
