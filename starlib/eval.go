@@ -47,6 +47,9 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 		}
 		return nil, named(name, err)
 	}
+	if err := infile.Check(real, "a .star script", MaxScriptBytes); err != nil {
+		return nil, named(name, err)
+	}
 	rootReal, err := filepath.EvalSymlinks(d.root)
 	if err != nil {
 		return nil, err
