@@ -142,6 +142,11 @@ func runEval(c *cli.Context, d *deps) error {
 		if out == "" {
 			return usageErr("--source-map needs -o: the map is written beside the plan file")
 		}
+		if st, err := os.Stat(out); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+			// OUT.map beside a device or FIFO would be a stray file
+			// in /dev or wherever the stream lives.
+			return usageErr("--source-map: -o %s is %s, not a file: the map is written beside a plan file", out, infile.Kind(st.Mode()))
+		}
 		return writeWithSourceMaps(c.Context, d, src, out, progs)
 	}
 	if out == "" {
