@@ -407,7 +407,7 @@ func CountsFor(spec string, n int) (*Counts, error) {
 	if !IsGeneratorSpec(spec) {
 		data, err := infile.Read(spec, "a counts file", MaxCountsBytes)
 		if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
-			return nil, &CountsError{Source: spec, Err: ErrCountsSyntax, Msg: err.Error()}
+			return nil, err // it names the file and what is wrong
 		}
 		if err != nil {
 			return nil, &CountsError{Source: spec, Err: ErrCountsSyntax, Msg: fmt.Sprintf("not a generator (%s) and not a readable file: %v", strings.Join(GeneratorNames(), ", "), err)}
