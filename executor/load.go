@@ -551,6 +551,10 @@ func (l *loader) parsePlan(top node) {
 		l.errf("", ErrStructure, "gpus: empty: a plan has at least one rank")
 		return
 	}
+	if len(gpus) > MaxRanks {
+		l.errf("", ErrLimit, "gpus: %d ranks: a plan has at most %d", len(gpus), MaxRanks)
+		return
+	}
 	p.GPUs = make([]GPU, len(gpus))
 	l.gpus = make([]*gpuState, len(gpus))
 	for r, v := range gpus {
@@ -808,6 +812,10 @@ func (l *loader) parseThreadBlocks(r int) {
 	}
 	arr, ok := g.obj.m["threadblocks"].([]any)
 	if !ok {
+		return
+	}
+	if len(arr) > MaxThreadBlocks {
+		l.errf(joinPath(g.path, "threadblocks"), ErrLimit, "%d thread blocks: a rank has at most %d (more cannot all be resident on a GPU)", len(arr), MaxThreadBlocks)
 		return
 	}
 	gpu := &l.plan.GPUs[r]

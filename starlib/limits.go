@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.starlark.net/starlark"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // Defaults of the limits an evaluation runs under, far above what any
@@ -33,7 +35,7 @@ const (
 // Fixed limits: values past them are mistakes, never algorithms.
 const (
 	// MaxRanks bounds num_ranks.
-	MaxRanks = 1 << 16
+	MaxRanks = executor.MaxRanks
 	// MaxChunks bounds the chunks of a collective's buffer.
 	MaxChunks = 1 << 24
 	// MaxInstances bounds a program's instances.

@@ -50,6 +50,8 @@ func TestLimitsStopHostileScripts(t *testing.T) {
 		{"runaway loop", "def f():\n    x = 0\n    while True:\n        x += 1\nf()", 4, "step limit"},
 		{"many ranks", "c = AllReduce(1 << 40, 1, False)", 1, "num_ranks 1099511627776 exceeds the limit of 65536 ranks"},
 		{"many chunks", "c = AllReduce(8, 1 << 40, False)", 1, "over the limit of 16777216 chunks"},
+		{"thread block id", "c = AllGather(2, 1, False)\np = CollectiveProgram('x', c, 2)\nr = Rank(0)\nb = r.get_output_buffer()\nr.copy(b[1:2], b[0:1], tb = 65535)", 5, "65535 is not below the executor's limit of 8192 thread blocks per rank"},
+		{"many operands", "c = AllReduce(2, 2, True)\np = CollectiveProgram('x', c, 2)\nr = Rank(0)\nb = r.get_input_buffer()\nr.reduce(b[0:1], [b[1:2]] * 2000, tb = 0)", 5, "other_chunks: 2000 chunks: an op takes at most 1024"},
 		{"many instances", "c = AllGather(2, 1, False)\np = CollectiveProgram('x', c, 2, instances = 100000)", 2, "instances 100000 exceeds the limit of 4096"},
 		{"many ops", "c = AllGather(2, 1, False)\np = CollectiveProgram('x', c, 2)\nr = Rank(0)\nb = r.get_output_buffer()\nfor i in range(100000):\n    r.copy(b[1:2], b[0:1], tb = 0)", 6, "records more than 10000 ops (--max-ops raises the limit)"},
 		{"ops times instances", "c = AllGather(2, 1, False)\np = CollectiveProgram('x', c, 2, instances = 100)\nr = Rank(0)\nb = r.get_output_buffer()\nfor i in range(1000):\n    r.copy(b[1:2], b[0:1], tb = 0)", 6, "× 100 instances pass the limit of 10000 ops"},
