@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"crypto/subtle"
 	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
@@ -288,7 +289,7 @@ func (b *Bootstrap) tryJoin(ctx context.Context, addr string, self Peer, start t
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	c.SetDeadline(b.deadline)
-	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr}
+	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr, token: b.token}
 	if _, err := writeFrame(c, header{kind: kindHello}, hl.encode(), 0); err != nil {
 		c.Close()
 		return err
@@ -407,7 +408,12 @@ func (b *Bootstrap) serveConn(c net.Conn) {
 	b.mu.Unlock()
 	if err == nil && h.kind == kindHello && b.rank == 0 {
 		var hl hello
-		if hl, err = decodeHello(p); err == nil {
+		if hl, err = decodeHello(p); err == nil && subtle.ConstantTimeCompare([]byte(hl.token), []byte(b.token)) != 1 {
+			// Not one of this job's ranks: refused without
+			// failing the set-up, and never sent the rank table.
+			err = fmt.Errorf("%w: a hello without this job's token (%s)", ErrBadFrame, EnvJobToken)
+		}
+		if err == nil {
 			c.SetReadDeadline(time.Time{})
 			b.join(joined{conn: c, hello: hl, remote: remote})
 			return
