@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"go.starlark.net/resolve"
@@ -149,7 +150,30 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	}
 	l := &loader{src: src, predeclared: Predeclared(), modules: map[string]*module{}, names: map[string]string{}}
 	thread.Load = l.load
-	if _, err := l.exec(thread, name, "__main__"); err != nil {
+	// The interpreter runs on its own goroutine, so that a builtin of
+	// the interpreter that never checks for cancellation (== of two huge
+	// lists, int() of a long string) cannot hold the evaluation past a
+	// limit or a signal: abandonGrace after the stop, it is abandoned
+	// (the command then exits, which ends it).
+	ran := make(chan error, 1)
+	go func() {
+		_, err := l.exec(thread, name, "__main__")
+		ran <- err
+	}()
+	var err error
+	select {
+	case err = <-ran:
+	case <-m.halted:
+		select {
+		case err = <-ran:
+		case <-time.After(abandonGrace):
+			// Stop it at its next instruction, should the builtin
+			// ever return.
+			thread.Cancel("abandoned")
+			return nil, &Error{File: src.Display(name), Msg: m.stopped().Error() + " (inside a builtin call that does not stop by itself: abandoned)"}
+		}
+	}
+	if err != nil {
 		return nil, toError(err, src.Display(name))
 	}
 	if err := m.stopped(); err != nil {
@@ -162,6 +186,10 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	res := &Result{Programs: st.programs, Params: st.params.declared}
 	return res, nil
 }
+
+// abandonGrace is how long a stopped evaluation may take to reach a
+// point where the interpreter checks for cancellation.
+const abandonGrace = time.Second
 
 // loader executes files and serves load().
 type loader struct {

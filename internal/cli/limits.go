@@ -50,10 +50,11 @@ func evalLimits(c *cli.Context) (starlib.Limits, error) {
 		}
 		lim.MaxMemory = n
 	}
-	budget := lim.MaxMemory
-	if budget == 0 {
-		budget = starlib.DefaultMaxMemory
+	if lim.MaxMemory == 0 {
+		// Computed here once, so that the soft limit below matches.
+		lim.MaxMemory, lim.MemorySource = starlib.DefaultMemory()
 	}
+	budget := lim.MaxMemory
 	if budget < math.MaxInt64/2 {
 		debug.SetMemoryLimit(int64(budget + budget/4 + 256<<20))
 	}
