@@ -164,9 +164,7 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	select {
 	case err = <-ran:
 	case <-m.halted:
-		select {
-		case err = <-ran:
-		case <-time.After(abandonGrace):
+		if err = m.awaitStop(ran); errors.Is(err, errAbandoned) {
 			// Stop it at its next instruction, should the builtin
 			// ever return.
 			thread.Cancel("abandoned")
@@ -187,9 +185,33 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// abandonGrace is how long a stopped evaluation may take to reach a
-// point where the interpreter checks for cancellation.
-const abandonGrace = time.Second
+// abandonGrace is how long a stopped evaluation may go without the
+// interpreter calling the meter back before it is abandoned.
+const abandonGrace = 2 * time.Second
+
+// errAbandoned says the interpreter did not stop after a halt.
+var errAbandoned = errors.New("abandoned")
+
+// awaitStop waits, after a halt, for the interpreter to return on ran;
+// it returns errAbandoned when the interpreter went abandonGrace without
+// a step callback (it sits in one builtin call).
+func (m *meter) awaitStop(ran <-chan error) error {
+	last := m.callbacks.Load()
+	t := time.NewTicker(abandonGrace)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-ran:
+			return err
+		case <-t.C:
+			now := m.callbacks.Load()
+			if now == last {
+				return errAbandoned
+			}
+			last = now
+		}
+	}
+}
 
 // loader executes files and serves load().
 type loader struct {

@@ -162,6 +162,9 @@ type meter struct {
 	// waited counts the steps the callback waited for such a position.
 	waited int
 	done   chan struct{}
+	// callbacks counts the interpreter's step callbacks: a stopped
+	// evaluation still calling back is about to stop by itself.
+	callbacks atomic.Uint64
 	// halted is closed when the first reason to stop is recorded.
 	halted   chan struct{}
 	haltOnce sync.Once
@@ -224,6 +227,7 @@ func (m *meter) haltNow(reason string) {
 // interpreter reports the position of the instruction before the one it
 // stops at, and at the top of a loop body that is the enclosing def.
 func (m *meter) onSteps(th *starlark.Thread) {
+	m.callbacks.Add(1)
 	if m.pending == "" {
 		if th.Steps >= m.lim.MaxSteps {
 			m.halt(stepsMsg(m.lim.MaxSteps))
