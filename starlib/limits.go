@@ -327,6 +327,13 @@ func (m *meter) reserve(n uint64, what string) error {
 		return err
 	}
 	used := m.grown(m.heap.Load())
+	if n <= m.lim.MaxMemory && used+n > m.lim.MaxMemory {
+		// The sample counts garbage until it is swept: collect first.
+		runtime.GC()
+		h := readHeap()
+		m.heap.Store(h)
+		used = m.grown(h)
+	}
 	if n > m.lim.MaxMemory || used+n > m.lim.MaxMemory {
 		return fmt.Errorf("%s would need about %s, over what is left of %s",
 			what, bytesText(n), budgetText(m.lim))

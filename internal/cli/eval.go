@@ -101,6 +101,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
+	defer evalGC()()
 	res, err := starlib.Eval(src, name, starlib.Options{
 		Defines: defines,
 		Limits:  lim,
