@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/internal/infile"
+	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -134,8 +135,39 @@ const MaxPlanBytes = 1 << 30
 // ReadPlanFile reads a plan file through the checked opener: a FIFO, a
 // device or a file above MaxPlanBytes is refused with a named error.
 func ReadPlanFile(path string) ([]byte, error) {
-	return infile.Read(path, "a plan (.json)", MaxPlanBytes)
+	return ReadPlan(path, "a plan (.json)")
 }
+
+// ReadPlan is ReadPlanFile with what the file is wanted as named in its
+// errors. A plan whose loading would need more memory than this process
+// may still use (memlimit) is refused before it is read.
+func ReadPlan(path, what string) ([]byte, error) {
+	f, err := infile.Open(path, what, MaxPlanBytes)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if h := memlimit.Now(); h.What != "" {
+		need := uint64(st.Size()) * loadFactor
+		if left := h.Bytes - min(h.Bytes, loadReserve); need > left {
+			return nil, fmt.Errorf("%s has %d bytes: loading a plan takes about %d times its size, %s, more than the %s this process may still use less %s for the rest (bounded by %s)",
+				path, st.Size(), loadFactor, FormatBytes(need), FormatBytes(h.Bytes), FormatBytes(loadReserve), h.What)
+		}
+	}
+	return infile.Read(path, what, MaxPlanBytes)
+}
+
+// loadFactor bounds the memory the loader takes per byte of plan: the
+// bytes read, the strings and numbers decoded from them, and the parsed
+// plan.
+const loadFactor = 4
+
+// loadReserve is the memory left aside for everything but the load.
+const loadReserve = 512 << 20
 
 // Check validates a plan and returns every problem found, errors and
 // warnings (see IsWarning) alike, in document order followed by the

@@ -20,7 +20,6 @@ import (
 
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -59,7 +58,7 @@ func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if isScriptArg(arg) {
 		return evalPlanInput(c, d, arg)
 	}
-	data, err := infile.Read(arg, "a plan (.json) or a .star script", executor.MaxPlanBytes)
+	data, err := executor.ReadPlan(arg, "a plan (.json) or a .star script")
 	if err != nil {
 		return nil, err
 	}

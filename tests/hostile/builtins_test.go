@@ -5,9 +5,16 @@
 package hostile
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // hugeEquality compares two distinct lists of 10^12 elements each.
@@ -55,4 +62,55 @@ func TestTimeLimitInLongBuiltin(t *testing.T) {
 	if got := entries(t, dir); strings.Join(got, " ") != "eq.star" {
 		t.Errorf("left behind: %v", got)
 	}
+}
+
+// TestDefaultBudgetUnderAddressLimit: under an 8 GB address-space cap
+// (ulimit -v), whose headroom is far below the 4 GiB default budget once
+// the process has reserved its start-up address space, the default budget
+// follows the cap: values too large for it are named errors, not the Go
+// runtime's fatal out of memory.
+func TestDefaultBudgetUnderAddressLimit(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, script, want string }{
+		{"list doubling", "x = [1]\nfor i in range(40):\n    x = x + x\n", "list + list of"},
+		{"format doubling", "s = 'ab'\nfor i in range(40):\n    s = '{}{}'.format(s, s)\n", "format would need"},
+		{"percent doubling", "s = 'ab'\nfor i in range(40):\n    s = '%s%s' % (s, s)\n", "string % formatting would need"},
+		{"split", "s = 'a ' * (1 << 28)\nx = s.split()\n", "split of a string of 536870912 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFile(t, dir, "s.star", c.script)
+			r := mscclgoLimited(t, dir, 8000000, "eval", "s.star", "-o", "out.json")
+			r.wantError(t, 1, 0, c.want, "by default a third of what this process may still use, bounded by the address-space limit (ulimit -v)", "--max-memory sets the budget")
+			if got := entries(t, dir); strings.Join(got, " ") != "s.star" {
+				t.Errorf("left behind: %v", got)
+			}
+		})
+	}
+}
+
+// mscclgoLimited is mscclgo under an address-space limit of kb kilobytes
+// (a shell's ulimit -v before it starts the command).
+func mscclgoLimited(t *testing.T, dir string, kb int, args ...string) result {
+	t.Helper()
+	full := append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, kb), os.Args[0]}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", full...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), mainEnv+"=1", "MSCCLGO_CACHE_DIR="+dir+"/.cache")
+	cmd.WaitDelay = 10 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("mscclgo %s: still running after %v (a hang)", strings.Join(args, " "), hangBound)
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("mscclgo %s: %v", strings.Join(args, " "), err)
+	}
+	return finished(cmd, out.String(), errb.String())
 }
