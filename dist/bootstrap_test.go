@@ -344,7 +344,7 @@ func TestSetupTimeouts(t *testing.T) {
 	// Nor its rendezvous file.
 	file = rdzv(t)
 	_, err = Connect(context.Background(), world(1, 2, file), opts)
-	if want := "bootstrap: rank 1: waiting for rank 0's address in " + file + ": open " + file + ": no such file or directory after "; err == nil || !strings.HasPrefix(err.Error(), want) {
+	if want := "bootstrap: rank 1: waiting for rank 0's address in " + file + ": " + file + ": no such file or directory after "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("no rendezvous file: %v\nwant %s...", err, want)
 	}
 }
