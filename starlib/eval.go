@@ -187,7 +187,7 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 
 // abandonGrace is how long a stopped evaluation may go without the
 // interpreter calling the meter back before it is abandoned.
-const abandonGrace = 2 * time.Second
+const abandonGrace = 3 * time.Second
 
 // errAbandoned says the interpreter did not stop after a halt.
 var errAbandoned = errors.New("abandoned")
