@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -60,9 +61,12 @@ type Entry struct {
 	Predicted *Prediction `json:"predicted,omitempty"`
 }
 
+// MaxIndexBytes bounds the size of an index.json.
+const MaxIndexBytes = 64 << 20
+
 // ReadIndex reads the index of the plan directory dir.
 func ReadIndex(dir string) (*Index, error) {
-	data, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	data, err := infile.Read(filepath.Join(dir, IndexFile), "a plan index", MaxIndexBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w (run mscclgo install)", dir, ErrNoIndex)
 	}

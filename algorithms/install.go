@@ -221,6 +221,11 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Refuse a file at the plan directory (--dir /dev/null) before the
+	// lock file is created beside it; checked again under the lock.
+	if err := ps.checkReplaceable(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(ps.parent, 0o755); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ package algorithms
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -80,7 +79,7 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 		if e.Collective == "alltoallv" || (e.NVLS && !o.Hardware.NVLS) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.File))
+		data, err := executor.ReadPlanFile(filepath.Join(dir, e.File))
 		if err != nil {
 			return nil, nil, err
 		}

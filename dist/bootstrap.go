@@ -126,6 +126,7 @@ type Bootstrap struct {
 	session    uint64
 	ln         net.Listener // nil in a world of one
 	rdzvFile   string       // rank 0: the rendezvous file to remove
+	token      string       // the job token every hello must carry
 	deadline   time.Time    // end of the set-up
 
 	// set-up of rank 0: the accept loop hands hellos over joinCh until
@@ -202,7 +203,7 @@ func Connect(ctx context.Context, w World, opts Options) (*Bootstrap, error) {
 		return nil, &Error{Rank: w.Rank, Step: "set-up", Err: fmt.Errorf("host name of %d bytes, limit %d", len(host), maxString)}
 	}
 	b := &Bootstrap{
-		rank: w.Rank, size: w.Size, opts: opts,
+		rank: w.Rank, size: w.Size, opts: opts, token: w.Token,
 		coll:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		changed:    make(chan struct{}),
@@ -438,17 +439,26 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-// rankList formats ranks as "rank 3" or "ranks 2, 5, 7".
+// rankList formats ranks as "rank 3" or "ranks 2, 5, 7"; a long list
+// names its first maxListed ranks and counts the others, so that an
+// error line stays readable in a job of thousands.
 func rankList(ranks []int) string {
-	s := make([]string, len(ranks))
-	for i, r := range ranks {
-		s[i] = fmt.Sprint(r)
-	}
 	if len(ranks) == 1 {
-		return "rank " + s[0]
+		return fmt.Sprint("rank ", ranks[0])
 	}
-	return "ranks " + strings.Join(s, ", ")
+	s := make([]string, 0, min(len(ranks), maxListed))
+	for _, r := range ranks[:min(len(ranks), maxListed)] {
+		s = append(s, fmt.Sprint(r))
+	}
+	text := "ranks " + strings.Join(s, ", ")
+	if len(ranks) > maxListed {
+		text += fmt.Sprintf(" and %d more", len(ranks)-maxListed)
+	}
+	return text
 }
+
+// maxListed is how many ranks an error names before it counts the rest.
+const maxListed = 16
 
 // shortNetErr drops the "dial tcp A->B:" prefix of a network error,
 // keeping the system's reason ("connect: connection refused").

@@ -344,7 +344,7 @@ func TestSetupTimeouts(t *testing.T) {
 	// Nor its rendezvous file.
 	file = rdzv(t)
 	_, err = Connect(context.Background(), world(1, 2, file), opts)
-	if want := "bootstrap: rank 1: waiting for rank 0's address in " + file + ": open " + file + ": no such file or directory after "; err == nil || !strings.HasPrefix(err.Error(), want) {
+	if want := "bootstrap: rank 1: waiting for rank 0's address in " + file + ": " + file + ": no such file or directory after "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("no rendezvous file: %v\nwant %s...", err, want)
 	}
 }
@@ -570,5 +570,87 @@ func TestCloseWithSilentConnection(t *testing.T) {
 	case <-done:
 	case <-time.After(hang / 2):
 		t.Fatal("Close waits for a silent connection")
+	}
+}
+
+// TestJobToken: with a job token, forged hellos (a rank already taken, a
+// rank outside the job, a right hello without the token) are refused
+// without failing the set-up and never receive the rank table; the ranks
+// holding the token join.
+func TestJobToken(t *testing.T) {
+	const n = 3
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := ln.Addr().String()
+	logs := &logSink{}
+	var forged []net.Conn
+	for _, h := range []hello{
+		{rank: 1, size: n, host: "evil", addr: "127.0.0.1:1"},                  // no token
+		{rank: 7, size: n, host: "evil", addr: "127.0.0.1:1", token: "guess"},  // would abort the set-up
+		{rank: 2, size: 99, host: "evil", addr: "127.0.0.1:1", token: "guess"}, // likewise
+	} {
+		c, err := net.Dial("tcp", master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := writeFrame(c, header{kind: kindHello}, h.encode(), 0); err != nil {
+			t.Fatal(err)
+		}
+		forged = append(forged, c)
+	}
+	opts := func(r int) Options {
+		o := testOptions(logs)
+		if r == 0 {
+			o.Listener = ln
+		}
+		return o
+	}
+	worlds := func(r int) World { return World{Rank: r, Size: n, Master: master, Token: "s3cret"} }
+	_, errs := connectAll(t, n, opts, worlds, func(r int) time.Duration { return time.Duration(r) * 100 * time.Millisecond })
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for i, c := range forged {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		h, p, err := readFrame(c, 1<<16)
+		if err != nil || h.kind != kindFail || !strings.Contains(string(p), "without this job's token (MSCCLGO_JOB_TOKEN)") {
+			t.Errorf("forged hello %d: answered %v %q %v, want a refusal naming the token", i, h.kind, p, err)
+		}
+	}
+}
+
+// TestWorldSizeBound: a world size beyond MaxWorldSize is refused before
+// anything is allocated for it, from the environment and by Connect.
+func TestWorldSizeBound(t *testing.T) {
+	env := map[string]string{EnvRank: "0", EnvWorldSize: "100000000"}
+	_, _, err := FromEnv(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "a job has at most 65536 ranks") {
+		t.Errorf("FromEnv: %v, want the bound named", err)
+	}
+	_, err = Connect(context.Background(), World{Rank: 0, Size: 100_000_000, Master: "127.0.0.1:1"}, testOptions(nil))
+	if err == nil || !strings.Contains(err.Error(), "world size 100000000: a job has at most 65536 ranks") {
+		t.Errorf("Connect: %v, want the bound named", err)
+	}
+}
+
+// TestRankListClipped: an error naming many ranks names the first few
+// and counts the rest.
+func TestRankListClipped(t *testing.T) {
+	ranks := make([]int, 60000)
+	for i := range ranks {
+		ranks[i] = i + 1
+	}
+	got := rankList(ranks)
+	want := "ranks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 and 59984 more"
+	if got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if got := rankList([]int{4}); got != "rank 4" {
+		t.Errorf("one rank: %q", got)
 	}
 }

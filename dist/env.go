@@ -47,6 +47,12 @@ type World struct {
 	// IPv4 address, or 127.0.0.1 if it has none).
 	RendezvousHost string
 
+	// Token, when not empty, is a secret every rank of the job shares
+	// (MSCCLGO_JOB_TOKEN): rank 0 refuses a hello without it, so that
+	// another process can neither join nor abort the set-up, nor learn
+	// the rank table.
+	Token string
+
 	// Launcher names the source of Rank and Size: "mscclgo", "Open MPI",
 	// "MPICH/PMI" or "torchrun"; empty for a World built by hand.
 	Launcher string
@@ -64,7 +70,15 @@ const (
 	EnvRendezvousDir = "MSCCLGO_RENDEZVOUS_DIR" // directory of the rendezvous file
 	EnvJobID         = "MSCCLGO_JOB_ID"         // names the rendezvous file
 	EnvHost          = "MSCCLGO_HOST"           // this rank's host in the rank table
+	EnvJobToken      = "MSCCLGO_JOB_TOKEN"      // a secret every rank's hello must carry
 )
+
+// maxToken bounds the job token's length.
+const maxToken = 1024
+
+// MaxWorldSize bounds the ranks of a job: a plan has at most as many
+// (the plan loader's cap), and the bootstrap allocates per rank.
+const MaxWorldSize = 1 << 16
 
 // launcherVars are the variables one launcher sets.
 type launcherVars struct {
@@ -185,6 +199,10 @@ func FromEnv(getenv func(string) string) (World, bool, error) {
 	if w.Size, err = envInt(sizeVar, sizeVal, 1); err != nil {
 		return World{}, false, err
 	}
+	if w.Size > MaxWorldSize {
+		// Checked before anything is allocated per rank.
+		return World{}, false, &EnvError{sizeVar, sizeVal, fmt.Sprintf("a job has at most %d ranks (as a plan has)", MaxWorldSize)}
+	}
 	if w.Rank >= w.Size {
 		return World{}, false, &EnvError{rankVar, rankVal, fmt.Sprintf("the rank is not below the world size %s=%d", sizeVar, w.Size)}
 	}
@@ -208,6 +226,10 @@ func FromEnv(getenv func(string) string) (World, bool, error) {
 		}
 	}
 	w.Host = get(EnvHost)
+	w.Token = get(EnvJobToken)
+	if len(w.Token) > maxToken {
+		return World{}, false, &EnvError{EnvJobToken, "(hidden)", fmt.Sprintf("%d bytes: a token has at most %d", len(w.Token), maxToken)}
+	}
 
 	if m := get(EnvMaster); m != "" {
 		if err := checkHostPort(EnvMaster, m); err != nil {
@@ -300,6 +322,8 @@ func (w World) check(haveListener bool) error {
 	switch {
 	case w.Size < 1:
 		return fmt.Errorf("world size %d: must be at least 1", w.Size)
+	case w.Size > MaxWorldSize:
+		return fmt.Errorf("world size %d: a job has at most %d ranks", w.Size, MaxWorldSize)
 	case w.Rank < 0 || w.Rank >= w.Size:
 		return fmt.Errorf("rank %d is outside the world of %d ranks", w.Rank, w.Size)
 	case w.LocalSize < 0 || (w.LocalSize > 0 && (w.LocalRank < 0 || w.LocalRank >= w.LocalSize)):

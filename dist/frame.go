@@ -185,6 +185,7 @@ type hello struct {
 	rank, size           uint32
 	localRank, localSize int32
 	host, addr           string // host name, and the address this rank listens on
+	token                string // the job token (MSCCLGO_JOB_TOKEN), "" if none
 }
 
 // peerHello is the first frame of a data link.
@@ -265,12 +266,13 @@ func (h hello) encode() []byte {
 	e.u32(uint32(h.localSize))
 	e.str(h.host)
 	e.str(h.addr)
+	e.str(h.token)
 	return e
 }
 
 func decodeHello(p []byte) (hello, error) {
 	d := dec{b: p}
-	h := hello{rank: d.u32(), size: d.u32(), localRank: int32(d.u32()), localSize: int32(d.u32()), host: d.str(), addr: d.str()}
+	h := hello{rank: d.u32(), size: d.u32(), localRank: int32(d.u32()), localSize: int32(d.u32()), host: d.str(), addr: d.str(), token: d.str()}
 	return h, d.done()
 }
 

@@ -15,6 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"crypto/subtle"
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // joined is a connection handed from the accept loop to rank 0's set-up:
@@ -223,6 +226,11 @@ func (b *Bootstrap) setupJoin(ctx context.Context, w World, self Peer) error {
 		addr := w.Master
 		if addr == "" {
 			a, err := readRendezvous(w.RendezvousFile)
+			if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+				// Rank 0 writes a regular file of one line: this
+				// is not its file, and waiting would not change it.
+				return b.errorf("reading the rendezvous file", err)
+			}
 			if err != nil {
 				lastErr = err
 			} else {
@@ -281,7 +289,7 @@ func (b *Bootstrap) tryJoin(ctx context.Context, addr string, self Peer, start t
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	c.SetDeadline(b.deadline)
-	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr}
+	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr, token: b.token}
 	if _, err := writeFrame(c, header{kind: kindHello}, hl.encode(), 0); err != nil {
 		c.Close()
 		return err
@@ -400,7 +408,12 @@ func (b *Bootstrap) serveConn(c net.Conn) {
 	b.mu.Unlock()
 	if err == nil && h.kind == kindHello && b.rank == 0 {
 		var hl hello
-		if hl, err = decodeHello(p); err == nil {
+		if hl, err = decodeHello(p); err == nil && subtle.ConstantTimeCompare([]byte(hl.token), []byte(b.token)) != 1 {
+			// Not one of this job's ranks: refused without
+			// failing the set-up, and never sent the rank table.
+			err = fmt.Errorf("%w: a hello without this job's token (%s)", ErrBadFrame, EnvJobToken)
+		}
+		if err == nil {
 			c.SetReadDeadline(time.Time{})
 			b.join(joined{conn: c, hello: hl, remote: remote})
 			return
@@ -501,9 +514,12 @@ func writeRendezvous(file, addr string) error {
 	return err
 }
 
+// maxRendezvousBytes bounds the rendezvous file: one host:port line.
+const maxRendezvousBytes = 4 << 10
+
 // readRendezvous reads rank 0's address from file.
 func readRendezvous(file string) (string, error) {
-	data, err := os.ReadFile(file)
+	data, err := infile.Read(file, "a rendezvous file (host:port)", maxRendezvousBytes)
 	if err != nil {
 		return "", err
 	}

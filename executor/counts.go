@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // This file holds the per-call arguments of an alltoallv (the counts and
@@ -240,6 +241,9 @@ type countsFile struct {
 func ParseCounts(name string, data []byte) (*Counts, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
+		if key, ok := duplicateKey(trimmed); ok {
+			return nil, &CountsError{Source: name, Field: key, Err: ErrCountsSyntax, Msg: "the key is given twice"}
+		}
 		var f countsFile
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.DisallowUnknownFields()
@@ -249,12 +253,15 @@ func ParseCounts(name string, data []byte) (*Counts, error) {
 		if f.Counts == nil {
 			return nil, &CountsError{Source: name, Field: "counts", Err: ErrCountsSyntax, Msg: "missing: the object needs a \"counts\" matrix"}
 		}
-		c := MatrixCounts(f.Counts)
 		for r, row := range f.Counts {
 			if len(row) != len(f.Counts) {
 				return nil, &CountsError{Source: name, Field: fmt.Sprintf("counts[%d]", r), Err: ErrCountsShape, Msg: fmt.Sprintf("%d entries, want %d (a square matrix)", len(row), len(f.Counts))}
 			}
 		}
+		if err := checkSums(name, f.Counts); err != nil {
+			return nil, err
+		}
+		c := MatrixCounts(f.Counts)
 		if f.SendDispls != nil {
 			c.SendDispls = f.SendDispls
 		}
@@ -300,7 +307,68 @@ func ParseCounts(name string, data []byte) (*Counts, error) {
 	if len(m) != len(m[0]) {
 		return nil, &CountsError{Source: name, Err: ErrCountsShape, Msg: fmt.Sprintf("%d rows of %d entries: want a square matrix counts[src][dst]", len(m), len(m[0]))}
 	}
+	if err := checkSums(name, m); err != nil {
+		return nil, err
+	}
 	return MatrixCounts(m), nil
+}
+
+// checkSums refuses a square matrix whose rows or columns sum past what
+// an int64 holds: their packed displacements would overflow.
+func checkSums(name string, m [][]int64) error {
+	n := len(m)
+	for r := range n {
+		for _, col := range []bool{false, true} {
+			var s int64
+			for p := range n {
+				x := m[r][p]
+				if col {
+					x = m[p][r]
+				}
+				if x < 0 {
+					continue // Validate names it
+				}
+				if s > math.MaxInt64-x {
+					field := fmt.Sprintf("counts[%d]", r)
+					what := fmt.Sprintf("rank %d sends", r)
+					if col {
+						field = fmt.Sprintf("counts[*][%d]", r)
+						what = fmt.Sprintf("rank %d receives", r)
+					}
+					return &CountsError{Source: name, Field: field, Err: ErrCountsBounds, Msg: fmt.Sprintf("%s more than 2^63-1 elements in all: the counts' sum overflows", what)}
+				}
+				s += x
+			}
+		}
+	}
+	return nil
+}
+
+// duplicateKey finds a key given twice in the JSON object data (which
+// encoding/json would take the last value of). ok is false when there is
+// none or data does not parse (the decoder then says why).
+func duplicateKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // GeneratorNames are the counts generators of CountsFor.
@@ -318,6 +386,10 @@ func IsGeneratorSpec(spec string) bool {
 	return false
 }
 
+// MaxCountsBytes bounds the size of a counts file: a 4096-rank matrix
+// of six-digit counts is about 117 MB.
+const MaxCountsBytes = 256 << 20
+
 // CountsFor returns the counts of spec for n ranks: a generator spec
 // (IsGeneratorSpec) or the name of a counts file.
 //
@@ -333,7 +405,10 @@ func IsGeneratorSpec(spec string) bool {
 //     (default 64).
 func CountsFor(spec string, n int) (*Counts, error) {
 	if !IsGeneratorSpec(spec) {
-		data, err := os.ReadFile(spec)
+		data, err := infile.Read(spec, "a counts file", MaxCountsBytes)
+		if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+			return nil, err // it names the file and what is wrong
+		}
 		if err != nil {
 			return nil, &CountsError{Source: spec, Err: ErrCountsSyntax, Msg: fmt.Sprintf("not a generator (%s) and not a readable file: %v", strings.Join(GeneratorNames(), ", "), err)}
 		}

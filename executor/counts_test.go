@@ -69,6 +69,10 @@ func TestParseCounts(t *testing.T) {
 		{"1 x\n2 3\n", `f:1: column 2: "x" is not an integer count`},
 		{"1 2\n", "f: 1 rows of 2 entries: want a square matrix counts[src][dst]"},
 		{`{"counts": [[1]], "extra": 1}`, `f: json: unknown field "extra"`},
+		{`{"counts": [[1]], "counts": [[2]]}`, `f: counts: the key is given twice`},
+		{"9223372036854775807 1\n0 0\n", "f: counts[0]: rank 0 sends more than 2^63-1 elements in all: the counts' sum overflows"},
+		{`{"counts": [[0, 0], [9223372036854775807, 1]]}`, "f: counts[1]: rank 1 sends more than 2^63-1 elements in all: the counts' sum overflows"},
+		{"9223372036854775807 0\n1 0\n", "f: counts[*][0]: rank 0 receives more than 2^63-1 elements in all: the counts' sum overflows"},
 	} {
 		_, err := ParseCounts("f", []byte(bad.text))
 		if err == nil || err.Error() != bad.msg {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
+	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -114,7 +116,7 @@ func Load(data []byte) (*Plan, error) {
 // map (PLAN.json.map) when one is there and belongs to it (see
 // LoadSourceMap; Plan.SourceNote says why one was not used).
 func LoadFile(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadPlanFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +127,47 @@ func LoadFile(path string) (*Plan, error) {
 	p.SourceNote = LoadSourceMap(p, path, data)
 	return p, nil
 }
+
+// MaxPlanBytes bounds the size of a plan file (a 128-rank allreduce plan
+// has about 56 MB).
+const MaxPlanBytes = 1 << 30
+
+// ReadPlanFile reads a plan file through the checked opener: a FIFO, a
+// device or a file above MaxPlanBytes is refused with a named error.
+func ReadPlanFile(path string) ([]byte, error) {
+	return ReadPlan(path, "a plan (.json)")
+}
+
+// ReadPlan is ReadPlanFile with what the file is wanted as named in its
+// errors. A plan whose loading would need more memory than this process
+// may still use (memlimit) is refused before it is read.
+func ReadPlan(path, what string) ([]byte, error) {
+	f, err := infile.Open(path, what, MaxPlanBytes)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if h := memlimit.Now(); h.What != "" {
+		need := uint64(st.Size()) * loadFactor
+		if left := h.Bytes - min(h.Bytes, loadReserve); need > left {
+			return nil, fmt.Errorf("%s has %d bytes: loading a plan takes about %d times its size, %s, more than the %s this process may still use less %s for the rest (bounded by %s)",
+				path, st.Size(), loadFactor, FormatBytes(need), FormatBytes(h.Bytes), FormatBytes(loadReserve), h.What)
+		}
+	}
+	return infile.Read(path, what, MaxPlanBytes)
+}
+
+// loadFactor bounds the memory the loader takes per byte of plan: the
+// bytes read, the strings and numbers decoded from them, and the parsed
+// plan.
+const loadFactor = 4
+
+// loadReserve is the memory left aside for everything but the load.
+const loadReserve = 512 << 20
 
 // Check validates a plan and returns every problem found, errors and
 // warnings (see IsWarning) alike, in document order followed by the
@@ -540,6 +583,10 @@ func (l *loader) parsePlan(top node) {
 		l.errf("", ErrStructure, "gpus: empty: a plan has at least one rank")
 		return
 	}
+	if len(gpus) > MaxRanks {
+		l.errf("", ErrLimit, "gpus: %d ranks: a plan has at most %d", len(gpus), MaxRanks)
+		return
+	}
 	p.GPUs = make([]GPU, len(gpus))
 	l.gpus = make([]*gpuState, len(gpus))
 	for r, v := range gpus {
@@ -797,6 +844,10 @@ func (l *loader) parseThreadBlocks(r int) {
 	}
 	arr, ok := g.obj.m["threadblocks"].([]any)
 	if !ok {
+		return
+	}
+	if len(arr) > MaxThreadBlocks {
+		l.errf(joinPath(g.path, "threadblocks"), ErrLimit, "%d thread blocks: a rank has at most %d (more cannot all be resident on a GPU)", len(arr), MaxThreadBlocks)
 		return
 	}
 	gpu := &l.plan.GPUs[r]

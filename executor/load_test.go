@@ -213,6 +213,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "inplace not bool", mutate: func(m map[string]any) { m["inplace"] = "yes" }, class: ErrType, msg: `inplace: got "yes", want true or false`},
 		{name: "protocol", mutate: func(m map[string]any) { m["protocol"] = "ll" }, class: ErrValue, msg: `protocol = "ll": want "Simple" or "LL"`},
 		{name: "threads", mutate: func(m map[string]any) { m["num_threads_per_block"] = jnum(2048) }, class: ErrLimit, msg: "num_threads_per_block = 2048: a thread block has at most 1024 threads"},
+		{name: "too many ranks", mutate: func(m map[string]any) { m["gpus"] = make([]any, MaxRanks+1) }, class: ErrLimit, msg: "gpus: 65537 ranks: a plan has at most 65536"},
+		{name: "too many thread blocks", mutate: func(m map[string]any) { planGPU(m, 0)["threadblocks"] = make([]any, MaxThreadBlocks+1) }, class: ErrLimit, msg: "gpus[0].threadblocks: 8193 thread blocks: a rank has at most 8192 (more cannot all be resident on a GPU)"},
 		{name: "alignment zero", mutate: func(m map[string]any) { m["buffer_alignment"] = jnum(0) }, class: ErrOutOfRange, msg: "buffer_alignment = 0"},
 		{name: "max beyond 64 bits", mutate: func(m map[string]any) { m["max_message_size"] = json.Number("18446744073709551616") }, class: ErrOutOfRange, msg: "max_message_size: 18446744073709551616 does not fit in 64 bits"},
 		{name: "size as float", mutate: func(m map[string]any) { m["max_message_size"] = json.Number("1.8446744073709552e19") }, class: ErrType, msg: "want a non-negative integer"},

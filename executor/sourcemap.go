@@ -31,10 +31,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 // SourceMapVersion is the format version written and read.
@@ -166,9 +169,12 @@ func LoadSourceMap(p *Plan, planPath string, plan []byte) (note string) {
 // note saying why a map that is there cannot be used.
 func ReadSourceMap(planPath string, plan []byte) (*SourceMap, string) {
 	path := SourceMapPath(planPath)
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := infile.Read(path, "a source map", MaxPlanBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, ""
+	case err != nil:
+		return nil, fmt.Sprintf("%v; positions are not shown", err)
 	}
 	m, err := ParseSourceMap(data)
 	switch {

@@ -106,6 +106,18 @@ const (
 	MaxThreadsPerBlock   = 1024
 )
 
+// Limits of the plan loader beyond the executor's own: no real plan comes
+// near them, and they bound what a hostile plan makes the loader and the
+// checks allocate.
+const (
+	// MaxRanks bounds a plan's gpus (as the DSL bounds num_ranks).
+	MaxRanks = 1 << 16
+	// MaxThreadBlocks bounds the thread blocks of a rank: more cannot
+	// all be resident on any GPU (an H100 holds 132 SMs × 32 blocks),
+	// and the executor's blocks wait on each other.
+	MaxThreadBlocks = 1 << 13
+)
+
 // ---------------------------------------------------------------------------
 // The parsed plan: a faithful, validated image of the JSON.
 

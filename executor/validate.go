@@ -580,32 +580,70 @@ func (l *loader) checkPairing() {
 
 // checkSwitchGroups checks that any two ranks declare the switch
 // channels they share in the same order: NVLS groups are set up
-// collectively, in each rank's flattened order.
+// collectively, in each rank's flattened order. Only pairs of ranks named
+// together in some group are compared, so the check is linear in the
+// groups' members, not quadratic in the ranks.
 func (l *loader) checkSwitchGroups() {
 	n := len(l.gpus)
-	shared := func(r, m int) [][]int {
-		var out [][]int
-		for _, sw := range switchGroups(&l.plan.GPUs[r]) {
-			if slices.Contains(sw.Ranks, m) {
-				s := slices.Clone(sw.Ranks)
-				slices.Sort(s)
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	for r := 0; r < n; r++ {
+	// sorted[r] are rank r's groups, members sorted; with[r][m] the
+	// indices into sorted[r] of the groups that hold rank m, in order.
+	sorted := make([][][]int, n)
+	with := make([]map[int][]int, n)
+	for r := range n {
 		if !l.gpus[r].channelsOK {
 			continue
 		}
-		for m := r + 1; m < n; m++ {
+		for _, sw := range switchGroups(&l.plan.GPUs[r]) {
+			s := slices.Clone(sw.Ranks)
+			slices.Sort(s)
+			gi := len(sorted[r])
+			sorted[r] = append(sorted[r], s)
+			for _, m := range s {
+				if m < 0 || m >= n || m == r {
+					continue
+				}
+				if with[r] == nil {
+					with[r] = map[int][]int{}
+				}
+				if gs := with[r][m]; len(gs) == 0 || gs[len(gs)-1] != gi {
+					with[r][m] = append(gs, gi)
+				}
+			}
+		}
+	}
+	shared := func(r, m int) [][]int {
+		var out [][]int
+		for _, gi := range with[r][m] {
+			out = append(out, sorted[r][gi])
+		}
+		return out
+	}
+	type pair struct{ r, m int }
+	var bad []pair
+	for r := range n {
+		for m := range with[r] {
 			if !l.gpus[m].channelsOK {
 				continue
 			}
-			a, b := shared(r, m), shared(m, r)
-			if !slices.EqualFunc(a, b, slices.Equal[[]int]) {
-				l.errf(l.gpus[r].path, ErrPairing, "switch channels shared with rank %d do not match rank %d's: rank %d declares groups %v, rank %d declares %v", m, m, r, a, m, b)
+			lo, hi := r, m
+			if m < r {
+				if _, seen := with[m][r]; seen {
+					continue // compared from rank m's side
+				}
+				lo, hi = m, r
+			}
+			if !slices.EqualFunc(shared(lo, hi), shared(hi, lo), slices.Equal[[]int]) {
+				bad = append(bad, pair{lo, hi})
 			}
 		}
+	}
+	slices.SortFunc(bad, func(a, b pair) int {
+		if a.r != b.r {
+			return a.r - b.r
+		}
+		return a.m - b.m
+	})
+	for _, p := range bad {
+		l.errf(l.gpus[p.r].path, ErrPairing, "switch channels shared with rank %d do not match rank %d's: rank %d declares groups %v, rank %d declares %v", p.m, p.m, p.r, shared(p.r, p.m), p.m, shared(p.m, p.r))
 	}
 }

@@ -12,11 +12,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path"
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 //go:embed profiles/*.json
@@ -258,6 +259,9 @@ func Profiles() []string {
 	return names
 }
 
+// MaxProfileBytes bounds the size of a hardware profile file.
+const MaxProfileBytes = 1 << 20
+
 // LoadProfile returns the bundled profile called nameOrPath, or reads the
 // profile file at nameOrPath (a name with a slash or a .json suffix is a
 // path).
@@ -269,7 +273,7 @@ func LoadProfile(nameOrPath string) (*Profile, error) {
 		}
 		return ParseProfile(nameOrPath, data)
 	}
-	data, err := os.ReadFile(nameOrPath)
+	data, err := infile.Read(nameOrPath, "a hardware profile (.json)", MaxProfileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("hardware profile: %w", err)
 	}

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -41,7 +42,14 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 	full := filepath.Join(d.root, filepath.FromSlash(name))
 	real, err := filepath.EvalSymlinks(full)
 	if err != nil {
-		return nil, err
+		// The opener names a link loop or a missing file as such.
+		if cerr := infile.Check(full, "a .star script", MaxScriptBytes); cerr != nil {
+			err = cerr
+		}
+		return nil, named(name, err)
+	}
+	if err := infile.Check(real, "a .star script", MaxScriptBytes); err != nil {
+		return nil, named(name, err)
 	}
 	rootReal, err := filepath.EvalSymlinks(d.root)
 	if err != nil {
@@ -51,37 +59,22 @@ func (d dirSource) ReadFile(name string) ([]byte, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("%s resolves outside the root %s", name, d.root)
 	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return nil, err
+	data, err := infile.Read(real, "a .star script", MaxScriptBytes)
+	return data, named(name, err)
+}
+
+// named names the file of an opener's error as the script did, not by
+// where its links lead.
+func named(name string, err error) error {
+	var ie *infile.Error
+	if errors.As(err, &ie) {
+		ie.Path = name
 	}
-	if !st.Mode().IsRegular() {
-		// Reading a device or FIFO could block or never end.
-		return nil, fmt.Errorf("%s is %s, not a regular file", name, fileKind(st.Mode()))
-	}
-	if st.Size() > MaxScriptBytes {
-		return nil, fmt.Errorf("%s has %d bytes: a script may have at most %d", name, st.Size(), MaxScriptBytes)
-	}
-	return os.ReadFile(real)
+	return err
 }
 
 // MaxScriptBytes bounds the size of a script or loaded file.
 const MaxScriptBytes = 16 << 20
-
-// fileKind names what a non-regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
-}
 
 func (d dirSource) Display(name string) string {
 	if d.root == "." || d.root == "" {
@@ -157,7 +150,28 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	}
 	l := &loader{src: src, predeclared: Predeclared(), modules: map[string]*module{}, names: map[string]string{}}
 	thread.Load = l.load
-	if _, err := l.exec(thread, name, "__main__"); err != nil {
+	// The interpreter runs on its own goroutine, so that a builtin of
+	// the interpreter that never checks for cancellation (== of two huge
+	// lists, int() of a long string) cannot hold the evaluation past a
+	// limit or a signal: abandonGrace after the stop, it is abandoned
+	// (the command then exits, which ends it).
+	ran := make(chan error, 1)
+	go func() {
+		_, err := l.exec(thread, name, "__main__")
+		ran <- err
+	}()
+	var err error
+	select {
+	case err = <-ran:
+	case <-m.halted:
+		if err = m.awaitStop(ran); errors.Is(err, errAbandoned) {
+			// Stop it at its next instruction, should the builtin
+			// ever return.
+			thread.Cancel("abandoned")
+			return nil, &Error{File: src.Display(name), Msg: m.stopped().Error() + " (inside a builtin call that does not stop by itself: abandoned)"}
+		}
+	}
+	if err != nil {
 		return nil, toError(err, src.Display(name))
 	}
 	if err := m.stopped(); err != nil {
@@ -169,6 +183,34 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	}
 	res := &Result{Programs: st.programs, Params: st.params.declared}
 	return res, nil
+}
+
+// abandonGrace is how long a stopped evaluation may go without the
+// interpreter calling the meter back before it is abandoned.
+const abandonGrace = 3 * time.Second
+
+// errAbandoned says the interpreter did not stop after a halt.
+var errAbandoned = errors.New("abandoned")
+
+// awaitStop waits, after a halt, for the interpreter to return on ran;
+// it returns errAbandoned when the interpreter went abandonGrace without
+// a step callback (it sits in one builtin call).
+func (m *meter) awaitStop(ran <-chan error) error {
+	last := m.callbacks.Load()
+	t := time.NewTicker(abandonGrace)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-ran:
+			return err
+		case <-t.C:
+			now := m.callbacks.Load()
+			if now == last {
+				return errAbandoned
+			}
+			last = now
+		}
+	}
 }
 
 // loader executes files and serves load().
@@ -188,6 +230,16 @@ type module struct {
 // exec runs the root-relative file name with __name__ set to modName.
 func (l *loader) exec(thread *starlark.Thread, name, modName string) (starlark.StringDict, error) {
 	data, err := l.src.ReadFile(name)
+	var ie *infile.Error
+	if errors.As(err, &ie) {
+		if errors.Is(err, infile.ErrNotRegular) || errors.Is(err, infile.ErrTooLarge) || errors.Is(err, infile.ErrLinkLoop) {
+			// The opener's error names the file and what is wrong
+			// with it.
+			ie.Path = l.src.Display(name)
+			return nil, err
+		}
+		err = ie.Err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %w", l.src.Display(name), unwrapPathError(err))
 	}

@@ -35,6 +35,7 @@ const (
 // iterate their arguments.
 var meteredMethods = map[string]bool{
 	"join": true, "replace": true, "format": true, "extend": true, "update": true,
+	"split": true, "rsplit": true, "splitlines": true,
 	"union": true, "intersection": true, "difference": true, "symmetric_difference": true,
 	"issubset": true, "issuperset": true,
 }
@@ -283,6 +284,16 @@ func checkStringMethod(m *meter, s starlark.String, name string, args starlark.T
 			n = satAdd(n, k)
 		}
 		return m.reserve(n, "format")
+	case "split", "rsplit", "splitlines":
+		// At most one part per separator found, each a string value
+		// in the list.
+		parts := uint64(len(s))/2 + 1
+		if len(args) > 0 {
+			if sep, ok := args[0].(starlark.String); ok && len(sep) > 0 {
+				parts = uint64(len(s))/uint64(len(sep)) + 1
+			}
+		}
+		return m.reserve(satMul(parts, 2*valueBytes), fmt.Sprintf("%s of a string of %d bytes (up to %d parts)", name, len(s), parts))
 	}
 	return nil
 }
@@ -376,12 +387,12 @@ func checkMaterialize(m *meter, name string, args starlark.Tuple) error {
 			}
 			continue
 		}
-		if a.Type() == "range" && s.Len() > bigRange {
+		if s.Len() > bigRange {
 			long = true
 		}
 		if n < 0 || (name == "zip" && s.Len() < n) {
 			n = s.Len()
-		} else if name != "zip" && a.Type() == "range" {
+		} else if name != "zip" {
 			n = max(n, s.Len())
 		}
 	}
@@ -402,6 +413,11 @@ func universeBuiltin(b *starlark.Builtin) builtinFn {
 		m := meterOf(th)
 		if m == nil {
 			return b.CallInternal(th, args, kwargs)
+		}
+		if name == "int" && len(args) > 0 {
+			if err := checkIntText(args[0]); err != nil {
+				return nil, err
+			}
 		}
 		if stringifies {
 			var n uint64
@@ -426,6 +442,21 @@ func universeBuiltin(b *starlark.Builtin) builtinFn {
 		}
 		return v, err
 	}
+}
+
+// maxIntDigits bounds the text int() converts: an integer of MaxIntBits
+// bits has 315,653 decimal digits, and the conversion takes time
+// quadratic in the length.
+const maxIntDigits = MaxIntBits*30103/100000 + 2
+
+// checkIntText refuses int() of a string longer than any integer the
+// limits allow.
+func checkIntText(v starlark.Value) error {
+	s, ok := v.(starlark.String)
+	if !ok || len(s) <= maxIntDigits {
+		return nil
+	}
+	return fmt.Errorf("int: a string of %d characters: an integer has at most %d digits (%d bits)", len(s), maxIntDigits, MaxIntBits)
 }
 
 // strSize estimates the length of str(v), failing when v nests deeper
@@ -457,7 +488,14 @@ func (s *sizer) size(v starlark.Value, depth int) (uint64, error) {
 	var n uint64 = 2
 	switch v := v.(type) {
 	case starlark.String:
-		return uint64(len(v)) + 2, nil
+		// repr writes a byte as up to 4 characters (\x00).
+		n := uint64(len(v)) + 2
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				n += 3
+			}
+		}
+		return n, nil
 	case starlark.Int:
 		if _, ok := v.Int64(); ok {
 			return 20, nil

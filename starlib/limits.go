@@ -10,10 +10,14 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.starlark.net/starlark"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
 // Defaults of the limits an evaluation runs under, far above what any
@@ -34,7 +38,7 @@ const (
 // Fixed limits: values past them are mistakes, never algorithms.
 const (
 	// MaxRanks bounds num_ranks.
-	MaxRanks = 1 << 16
+	MaxRanks = executor.MaxRanks
 	// MaxChunks bounds the chunks of a collective's buffer.
 	MaxChunks = 1 << 24
 	// MaxInstances bounds a program's instances.
@@ -54,6 +58,9 @@ type Limits struct {
 	MaxTime time.Duration
 	// MaxMemory bounds, in bytes, how far the heap may grow.
 	MaxMemory uint64
+	// MemorySource says what set a MaxMemory below DefaultMaxMemory by
+	// default (DefaultMemory); empty for a budget given or the default.
+	MemorySource string
 	// MaxOps bounds the ops of each program, instances included.
 	MaxOps int
 }
@@ -67,7 +74,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxTime = DefaultMaxTime
 	}
 	if l.MaxMemory == 0 {
-		l.MaxMemory = DefaultMaxMemory
+		l.MaxMemory, l.MemorySource = DefaultMemory()
 	}
 	if l.MaxOps <= 0 {
 		l.MaxOps = DefaultMaxOps
@@ -84,9 +91,44 @@ func timeMsg(d time.Duration) string {
 	return fmt.Sprintf("evaluation ran past the time limit of %v (--max-time raises it)", d)
 }
 
-func memoryMsg(budget uint64) string {
-	return fmt.Sprintf("evaluation grew past the memory budget of %s (--max-memory raises it)", bytesText(budget))
+func memoryMsg(l Limits) string {
+	return "evaluation grew past " + budgetText(l)
 }
+
+// budgetText names the memory budget of l, what set it, and the flag.
+func budgetText(l Limits) string {
+	if l.MemorySource == "" {
+		return fmt.Sprintf("the memory budget of %s (--max-memory raises it)", bytesText(l.MaxMemory))
+	}
+	return fmt.Sprintf("the memory budget of %s (by default a third of what this process may still use, bounded by %s; --max-memory sets the budget)", bytesText(l.MaxMemory), l.MemorySource)
+}
+
+// DefaultMemory returns the default memory budget of an evaluation:
+// DefaultMaxMemory, or less where this process may not use that much
+// (memlimit: the address-space limit less what is reserved, the cgroup's
+// limit, the available memory), with what bounds it then. The Go heap
+// grows past the budget (garbage not yet collected, the soft limit the
+// command sets a quarter above it, the runtime's own memory) and a value
+// that doubles (a dict's table, a list's array) needs its old and new
+// storage at once, so the budget is a third of the headroom less 512 MiB.
+func DefaultMemory() (uint64, string) {
+	h := memlimit.Now()
+	if h.What == "" {
+		return DefaultMaxMemory, ""
+	}
+	usable := uint64(0)
+	if h.Bytes > 512<<20 {
+		usable = (h.Bytes - 512<<20) / 3
+	}
+	if usable >= DefaultMaxMemory {
+		return DefaultMaxMemory, ""
+	}
+	return max(usable, minDefaultMemory), h.What
+}
+
+// minDefaultMemory is the least default budget: below it the evaluation
+// fails at once with the budget named.
+const minDefaultMemory = 16 << 20
 
 // bytesText writes n bytes in the largest binary unit that keeps it at
 // least 1.
@@ -121,6 +163,12 @@ type meter struct {
 	// waited counts the steps the callback waited for such a position.
 	waited int
 	done   chan struct{}
+	// callbacks counts the interpreter's step callbacks: a stopped
+	// evaluation still calling back is about to stop by itself.
+	callbacks atomic.Uint64
+	// halted is closed when the first reason to stop is recorded.
+	halted   chan struct{}
+	haltOnce sync.Once
 }
 
 // stepSlice is how many steps the interpreter runs between callbacks.
@@ -149,7 +197,7 @@ const watchEvery = 10 * time.Millisecond
 // startMeter sets thread's step callback and starts the watcher, which
 // runs until stopMeter.
 func startMeter(thread *starlark.Thread, lim Limits) *meter {
-	m := &meter{lim: lim.withDefaults(), thread: thread, done: make(chan struct{})}
+	m := &meter{lim: lim.withDefaults(), thread: thread, done: make(chan struct{}), halted: make(chan struct{})}
 	m.base = readHeap()
 	m.heap.Store(m.base)
 	thread.SetMaxExecutionSteps(min(stepSlice, m.lim.MaxSteps))
@@ -164,6 +212,7 @@ func (m *meter) stopMeter() { close(m.done) }
 // interpreter stops at its next callback, builtins at their next step.
 func (m *meter) halt(reason string) {
 	m.stop.CompareAndSwap(nil, &reason)
+	m.haltOnce.Do(func() { close(m.halted) })
 }
 
 // haltNow is halt from the evaluation's own goroutine (a builtin): the
@@ -179,6 +228,7 @@ func (m *meter) haltNow(reason string) {
 // interpreter reports the position of the instruction before the one it
 // stops at, and at the top of a loop body that is the enclosing def.
 func (m *meter) onSteps(th *starlark.Thread) {
+	m.callbacks.Add(1)
 	if m.pending == "" {
 		if th.Steps >= m.lim.MaxSteps {
 			m.halt(stepsMsg(m.lim.MaxSteps))
@@ -233,7 +283,7 @@ func (m *meter) watch(start time.Time) {
 				h = readHeap()
 				if m.grown(h) > m.lim.MaxMemory {
 					m.heap.Store(h)
-					m.halt(memoryMsg(m.lim.MaxMemory))
+					m.halt(memoryMsg(m.lim))
 					return
 				}
 			}
@@ -278,9 +328,16 @@ func (m *meter) reserve(n uint64, what string) error {
 		return err
 	}
 	used := m.grown(m.heap.Load())
+	if n <= m.lim.MaxMemory && used+n > m.lim.MaxMemory {
+		// The sample counts garbage until it is swept: collect first.
+		runtime.GC()
+		h := readHeap()
+		m.heap.Store(h)
+		used = m.grown(h)
+	}
 	if n > m.lim.MaxMemory || used+n > m.lim.MaxMemory {
-		return fmt.Errorf("%s would need about %s, over what is left of the memory budget of %s (--max-memory raises it)",
-			what, bytesText(n), bytesText(m.lim.MaxMemory))
+		return fmt.Errorf("%s would need about %s, over what is left of %s",
+			what, bytesText(n), budgetText(m.lim))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
+	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/ir"
 	"github.com/mscclgo/mscclgo/passes"
 )
@@ -290,6 +291,9 @@ func chunkList(fn, param string, v starlark.Value, p *Program, buf []*Chunk) ([]
 	default:
 		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of Chunk", fn, param, v.Type())
 	}
+	if seq.Len() > maxOperands {
+		return nil, fmt.Errorf("%s: for parameter %s: %d chunks: an op takes at most %d (the MSCCL++ executor reads %d per side)", fn, param, seq.Len(), maxOperands, executor.MaxOperandsPerSide)
+	}
 	out := buf[:0]
 	for i := range seq.Len() {
 		c, err := toChunk(fn, param, seq.Index(i), p)
@@ -493,15 +497,17 @@ func tbArg(fn string, v starlark.Value) (int, error) {
 	if tb < 0 {
 		return 0, fmt.Errorf("%s: for parameter tb: got %d, want a non-negative thread block id", fn, tb)
 	}
-	if tb >= maxTB {
-		return 0, fmt.Errorf("%s: for parameter tb: %d is not below the limit of %d thread blocks per rank", fn, tb, maxTB)
+	if tb >= executor.MaxThreadBlocks {
+		return 0, fmt.Errorf("%s: for parameter tb: %d is not below the executor's limit of %d thread blocks per rank (more cannot all be resident on a GPU)", fn, tb, executor.MaxThreadBlocks)
 	}
 	return tb, nil
 }
 
-// maxTB bounds thread block ids so that a typo cannot allocate millions of
-// empty blocks.
-const maxTB = 1 << 16
+// maxOperands bounds the chunks one op takes (other_chunks of reduce),
+// far above what the MSCCL++ executor reads (executor.MaxOperandsPerSide
+// per side, a warning beyond), so that a list of millions is refused
+// before anything is built for it.
+const maxOperands = 1 << 10
 
 // ThreadBlockGroup is an ordered list of thread blocks that share ops.
 type ThreadBlockGroup struct {

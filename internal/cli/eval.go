@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -43,11 +45,19 @@ func evalCommand(d *deps) *cli.Command {
 
 // resolveScript finds FILE on disk or among the bundled algorithms.
 func resolveScript(arg string) (starlib.Source, string, error) {
-	if st, err := os.Stat(arg); err == nil {
+	st, err := os.Stat(arg)
+	if err == nil {
 		if st.IsDir() {
 			return nil, "", fmt.Errorf("%s is a directory, want a .star file", arg)
 		}
 		return starlib.DirSource(filepath.Dir(arg)), filepath.Base(arg), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		// A symbolic link loop, a directory without permission: the
+		// opener names it.
+		if err := infile.Check(arg, "a .star script", starlib.MaxScriptBytes); err != nil {
+			return nil, "", err
+		}
 	}
 	if !strings.ContainsAny(arg, `/\`) {
 		name := strings.TrimSuffix(arg, ".star") + ".star"
@@ -91,6 +101,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
+	defer evalGC()()
 	res, err := starlib.Eval(src, name, starlib.Options{
 		Defines: defines,
 		Limits:  lim,
@@ -131,6 +142,11 @@ func runEval(c *cli.Context, d *deps) error {
 	if c.Bool("source-map") {
 		if out == "" {
 			return usageErr("--source-map needs -o: the map is written beside the plan file")
+		}
+		if st, err := os.Stat(out); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+			// OUT.map beside a device or FIFO would be a stray file
+			// in /dev or wherever the stream lives.
+			return usageErr("--source-map: -o %s is %s, not a file: the map is written beside a plan file", out, infile.Kind(st.Mode()))
 		}
 		return writeWithSourceMaps(c.Context, d, src, out, progs)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
 // fallbackBudget is the budget when the machine's memory cannot be read.
@@ -36,10 +37,17 @@ func runBudget(flag string, set bool) (memoryBudget, error) {
 		return memoryBudget{bytes: n, why: "--max-memory"}, nil
 	}
 	total, src := machineMemory(os.DirFS("/"))
+	b := memoryBudget{bytes: total / 2, why: "half of " + src}
 	if total == 0 {
-		return memoryBudget{bytes: fallbackBudget, why: "the default when the machine's memory cannot be read"}, nil
+		b = memoryBudget{bytes: fallbackBudget, why: "the default when the machine's memory cannot be read"}
 	}
-	return memoryBudget{bytes: total / 2, why: "half of " + src}, nil
+	// What the process may really still use (an address-space limit,
+	// the cgroup's usage, the free memory) may be less; a quarter of it
+	// is left to the Go runtime and what the estimate does not count.
+	if h := memlimit.Now(); h.What != "" && h.Bytes-h.Bytes/4 < b.bytes {
+		b = memoryBudget{bytes: h.Bytes - h.Bytes/4, why: "three quarters of what this process may still use, bounded by " + h.What}
+	}
+	return b, nil
 }
 
 // machineMemory returns the memory this process may use, read under

@@ -8,12 +8,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
+	"bytes"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
 )
 
@@ -181,18 +182,20 @@ func isDeadlock(err error) bool {
 	return ok || strings.Contains(err.Error(), "deadlock:")
 }
 
+// maxResultsBytes bounds the size of a --fit results file.
+const maxResultsBytes = 64 << 20
+
 // runFit is mscclgo model --fit.
 func runFit(c *cli.Context, d *deps, path string, plan *executor.Plan, o *modelOptions) error {
 	if c.IsSet("size") || c.IsSet("minbytes") || c.IsSet("maxbytes") {
 		return usageErr("--fit takes its sizes from the results file: no --size or -b/-e")
 	}
 	rpath := c.String("fit")
-	f, err := os.Open(rpath)
+	results, err := infile.Read(rpath, "a results file", maxResultsBytes)
 	if err != nil {
 		return fmt.Errorf("--fit: %w", err)
 	}
-	meas, err := model.ParseResults(rpath, f, o.inPlace)
-	f.Close()
+	meas, err := model.ParseResults(rpath, bytes.NewReader(results), o.inPlace)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // pendingFile is an output written to a temporary file beside its final
@@ -77,11 +79,52 @@ func createPending(ctx context.Context, final string) (*pendingFile, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(target)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".tmp*")
+	removeStaleTemps(dir, filepath.Base(target))
+	tmp, err := os.CreateTemp(dir, tempPrefix(filepath.Base(target))+"*")
 	if err != nil {
 		return nil, err
 	}
+	if err := lockTemp(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
 	return &pendingFile{ctx: ctx, tmp: tmp, final: target}, nil
+}
+
+// tempPrefix is how the temporary files of the output base begin.
+func tempPrefix(base string) string { return "." + base + ".tmp" }
+
+// staleAge is how old a temporary file must be before it is taken as
+// stale: a writer locks its file just after creating it.
+const staleAge = 2 * time.Second
+
+// removeStaleTemps removes the temporary files of the output base in dir
+// that no live writer holds (left by a process killed with SIGKILL).
+// Failures are ignored: the new output does not depend on them.
+func removeStaleTemps(dir, base string) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	prefix := tempPrefix(base)
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasPrefix(name, prefix) || !de.Type().IsRegular() {
+			continue
+		}
+		rest := name[len(prefix):]
+		if rest == "" || strings.Trim(rest, "0123456789") != "" {
+			continue // not a name CreateTemp gave
+		}
+		p := filepath.Join(dir, name)
+		if info, err := de.Info(); err != nil || time.Since(info.ModTime()) < staleAge {
+			continue
+		}
+		if writerGone(p) {
+			os.Remove(p)
+		}
+	}
 }
 
 // Write writes to the temporary file (or the stream's buffer), or fails
@@ -117,10 +160,7 @@ func (p *pendingFile) commit() error {
 	if err := p.tmp.Sync(); err != nil {
 		return err
 	}
-	if err := p.tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(p.tmp.Name(), p.final); err != nil {
+	if err := renameTemp(p.tmp, p.final); err != nil {
 		return err
 	}
 	if d, err := os.Open(filepath.Dir(p.final)); err == nil {

@@ -58,7 +58,7 @@ func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if isScriptArg(arg) {
 		return evalPlanInput(c, d, arg)
 	}
-	data, err := readRegular(arg)
+	data, err := executor.ReadPlan(arg, "a plan (.json) or a .star script")
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,9 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
+	restoreGC := evalGC()
 	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Limits: lim, Stderr: d.stderr, Context: c.Context})
+	restoreGC()
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}
@@ -198,28 +200,3 @@ func (in *planInput) locate(err error) error {
 	}
 	return err
 }
-
-// readRegular reads a regular file; a device, FIFO or directory is an
-// error (opening or reading one could block or never end).
-func readRegular(name string) ([]byte, error) {
-	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
-		kind := "not a regular file"
-		switch m := st.Mode(); {
-		case m.IsDir():
-			kind = "a directory"
-		case m&os.ModeNamedPipe != 0:
-			kind = "a FIFO"
-		case m&os.ModeDevice != 0:
-			kind = "a device"
-		case m&os.ModeSocket != 0:
-			kind = "a socket"
-		}
-		return nil, fmt.Errorf("%s is %s, want a plan (.json) or a .star script", name, kind)
-	} else if err == nil && st.Size() > maxPlanBytes {
-		return nil, fmt.Errorf("%s has %d bytes: a plan may have at most %d (a 128-rank allreduce plan has about 56 MB)", name, st.Size(), maxPlanBytes)
-	}
-	return os.ReadFile(name)
-}
-
-// maxPlanBytes bounds the size of a plan file check and run read.
-const maxPlanBytes = 1 << 30

@@ -84,6 +84,9 @@ type runOptions struct {
 	opts      executor.Options
 	fill      executor.FillMode
 	budget    memoryBudget
+	// digest is the plan's SHA-256, which the ranks of a launched run
+	// compare.
+	digest string
 }
 
 // parseRunFlags parses the flags of run for plan, read from path.
@@ -269,6 +272,7 @@ func runRun(c *cli.Context, d *deps) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
+		o.digest = executor.PlanHash(in.data)
 		return runLaunched(ctx, c, d, path, plan, o, world) // runmp.go
 	}
 	// Let the collector work harder near the budget rather than let

@@ -40,6 +40,77 @@ func launchedWorld(c *cli.Context) (dist.World, bool, error) {
 	return w, ok, nil
 }
 
+// runParams are what every rank of a launched run must agree on: each
+// field's name as the user gives it and its value as text.
+type runParams [][2]string
+
+// paramsOf returns the run parameters of o.
+func paramsOf(o *runOptions, ll8 bool) runParams {
+	sizes := make([]string, len(o.sizes))
+	for i, s := range o.sizes {
+		sizes[i] = fmt.Sprint(s)
+	}
+	fill := "reference"
+	if o.fill == executor.IntegerFill {
+		fill = "integer"
+	}
+	return runParams{
+		{"the plan (SHA-256)", o.digest},
+		{"the sizes (--size, -b/-e/-f/-i)", strings.Join(sizes, " ")},
+		{"--iters", fmt.Sprint(o.iters)},
+		{"--warmup_iters", fmt.Sprint(o.warmup)},
+		{"--dtype", o.dtype.Name()},
+		{"--in-place", fmt.Sprint(o.inPlace)},
+		{"--backend", o.backend.name},
+		{"--ll8", fmt.Sprint(ll8)},
+		{"--split-mask", fmt.Sprint(o.splitMask)},
+		{"--integer-fill", fill},
+		{"--timeout", o.opts.DeadlockTimeout.String()},
+	}
+}
+
+// agreeOnParams all-gathers every rank's run parameters and refuses, on
+// every rank alike, a job whose ranks were started with different ones
+// (which would otherwise run different launches and hang or end with
+// different statuses).
+func agreeOnParams(ctx context.Context, b *dist.Bootstrap, mine runParams) error {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return err
+	}
+	parts, err := b.AllGather(ctx, data)
+	if err != nil {
+		return fmt.Errorf("exchanging the run parameters: %w", err)
+	}
+	var ref runParams
+	for r, p := range parts {
+		var theirs runParams
+		if err := json.Unmarshal(p, &theirs); err != nil || len(theirs) != len(mine) {
+			return fmt.Errorf("rank %d sent run parameters of another format (another mscclgo version?)", r)
+		}
+		if r == 0 {
+			ref = theirs
+			continue
+		}
+		for i, f := range theirs {
+			if f != ref[i] {
+				return usageErr("the ranks were started with different run parameters: %s is %s on rank %d but %s on rank 0: start every rank with the same plan and flags",
+					ref[i][0], clipText(f[1]), r, clipText(ref[i][1]))
+			}
+		}
+	}
+	return nil
+}
+
+// clipText shortens a value for an error message.
+func clipText(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + fmt.Sprintf("... (%d bytes more)", len(s)-max)
+}
+
 // launchOutcome is what each rank tells the others after a launch.
 type launchOutcome struct {
 	Err      string   `json:"err,omitempty"`
@@ -88,6 +159,9 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	}
 	defer b.Close()
 	rank := b.Rank()
+	if err := agreeOnParams(ctx, b, paramsOf(o, c.Bool("ll8"))); err != nil {
+		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	}
 	if n := len(plan.GPUs); n != b.Size() {
 		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
 	}

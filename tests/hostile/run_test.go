@@ -141,7 +141,7 @@ func TestRunErrorsNamePlan(t *testing.T) {
 		want string
 	}{
 		{"a plan that does not load", []string{"run", "typo.json", "--size", "4K"}, 1, `mscclgo: typo.json: gpus[0].threadblocks[0].ops[0].ops[0]: name = "cpy": invalid operation type`},
-		{"a missing file", []string{"run", "none.json", "--size", "4K"}, 1, "mscclgo: none.json: open none.json: no such file"},
+		{"a missing file", []string{"run", "none.json", "--size", "4K"}, 1, "mscclgo: none.json: no such file"},
 		{"not a plan", []string{"run", "notaplan.json", "--size", "4K"}, 1, "mscclgo: notaplan.json is not an execution plan"},
 		{"a size the plan cannot take", []string{"run", "limited.json", "--size", "1K"}, 1, "mscclgo: limited.json: message size 1024 (the input size): below min_message_size 2048"},
 		{"an indivisible size", []string{"run", "limited.json", "--size", "4097"}, 1, "mscclgo: limited.json: size 4097 is not a whole number of 2-byte half elements"},
