@@ -2,6 +2,7 @@
 // (list equality, which recursion makes as long as one likes): a signal
 // or a limit ends the command anyway, with a named error, no traceback
 // of Go's, and no output left behind.
+
 package hostile
 
 import (
