@@ -10,6 +10,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 )
@@ -87,7 +88,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app.Writer = help
 	args, err := interspersed(app, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+		printError(stderr, err.Error())
 		return ExitUsage
 	}
 	err = app.Run(args)
@@ -106,15 +107,55 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if ee.code == ExitUsage {
 			err = errors.New(reword(err.Error(), args))
 		}
-		fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+		printError(stderr, err.Error())
 		return ee.code
 	}
 	if isUsage(err) {
-		fmt.Fprintf(stderr, "mscclgo: %v\n", reword(err.Error(), args))
+		printError(stderr, reword(err.Error(), args))
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "mscclgo: %v\n", err)
+	printError(stderr, err.Error())
 	return ExitError
+}
+
+// Bounds of a printed error: a line longer than maxErrorLine bytes, or a
+// message of more than maxErrorLines lines, is cut with a note of what
+// was left out (a rank table of a million entries must not print
+// megabytes).
+const (
+	maxErrorLine  = 4096
+	maxErrorLines = 500
+)
+
+// printError prints msg as mscclgo's error, within the bounds above.
+func printError(w io.Writer, msg string) {
+	fmt.Fprintf(w, "mscclgo: %s\n", capMessage(msg, maxErrorLine, maxErrorLines))
+}
+
+// capMessage cuts every line of msg to maxLine bytes (at a rune
+// boundary) and keeps its first maxLines lines, saying how much it left
+// out.
+func capMessage(msg string, maxLine, maxLines int) string {
+	lines := strings.Split(msg, "\n")
+	more := 0
+	if len(lines) > maxLines {
+		more = len(lines) - maxLines
+		lines = lines[:maxLines]
+	}
+	for i, l := range lines {
+		if len(l) <= maxLine {
+			continue
+		}
+		cut := maxLine
+		for cut > 0 && !utf8.RuneStart(l[cut]) {
+			cut--
+		}
+		lines[i] = fmt.Sprintf("%s... (%d bytes more)", l[:cut], len(l)-cut)
+	}
+	if more > 0 {
+		lines = append(lines, fmt.Sprintf("... (%d lines more)", more))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Parser wordings of urfave/cli and Go's flag package, reworded by reword.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +61,40 @@ func TestEditDistance(t *testing.T) {
 		if d := editDistance(tt.a, tt.b); d != tt.d || editDistance(tt.b, tt.a) != tt.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
 		}
+	}
+}
+
+func TestCapMessage(t *testing.T) {
+	long := strings.Repeat("x", 50)
+	tests := []struct {
+		name, msg, want string
+	}{
+		{"short", "a\nb", "a\nb"},
+		{"long line", long, strings.Repeat("x", 10) + "... (40 bytes more)"},
+		{"rune boundary", "aéééééé", "aéééé... (4 bytes more)"},
+		{"many lines", "1\n2\n3\n4\n5", "1\n2\n3\n... (2 lines more)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := capMessage(tt.msg, 10, 3); got != tt.want {
+				t.Errorf("capMessage(%q) = %q, want %q", tt.msg, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLongErrorCapped runs a command whose error would repeat a huge
+// value: the printed line is bounded.
+func TestLongErrorCapped(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Run([]string{"mscclgo", "eval", strings.Repeat("y", 100000) + ".star"}, nil, &stdout, &stderr)
+	if code == ExitOK {
+		t.Fatalf("eval of a missing file succeeded")
+	}
+	if n := stderr.Len(); n > maxErrorLine+200 {
+		t.Errorf("error of %d bytes printed, want at most about %d:\n%.300s", n, maxErrorLine, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "bytes more)") {
+		t.Errorf("the cut is not said: %.300s", stderr.String())
 	}
 }
