@@ -17,11 +17,37 @@ struct mg_dim3 {
   unsigned x, y, z;
 };
 
+// mg_host_probe counts, per block of one launch, the kernel's accesses
+// to host-mapped memory (addresses in [lo[i], hi[i])) and the ops it
+// executed. Its owner (gpu/emu) fills the ranges before the launch and
+// reads the counts after it; the kernel's threads only add.
+struct mg_host_probe {
+  const uint64_t* lo;
+  const uint64_t* hi;
+  unsigned n_ranges;
+  unsigned n_blocks;
+  uint64_t* host_access;  // [n_blocks]
+  uint64_t* ops;          // [n_blocks]
+
+  void touch(uint64_t a, unsigned block) {
+    for (unsigned i = 0; i < n_ranges; i++) {
+      if (a >= lo[i] && a < hi[i]) {
+        if (block < n_blocks) __atomic_fetch_add(&host_access[block], 1, __ATOMIC_RELAXED);
+        return;
+      }
+    }
+  }
+  void op(unsigned block) {
+    if (block < n_blocks) __atomic_fetch_add(&ops[block], 1, __ATOMIC_RELAXED);
+  }
+};
+
 // mg_host_thread is what a host thread knows of its CUDA position.
 struct mg_host_thread {
   mg_dim3 thread_idx, block_idx, block_dim, grid_dim;
   std::barrier<>* bar;
   unsigned char* shmem;
+  mg_host_probe* probe;  // NULL: nothing counted
 };
 
 // mg_host_self returns the calling thread's position (thread-local).
