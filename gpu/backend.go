@@ -361,7 +361,7 @@ func (s *session) place(threads int) error {
 			Sems: base + sl.sems, Barriers: base + sl.bars, Switches: base + sl.sws,
 			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
 			ReuseSlot: inst.ScratchSlot(r), FifoTail: base + sl.tail,
-			NMem:      uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
+			NMem: uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
 		}
 	}
 	if s.mp != nil {
