@@ -644,3 +644,39 @@ func (s *session) fetchBuffers(bufs []executor.RankBuffers) error {
 	}
 	return nil
 }
+
+// Relauncher is implemented by the sessions of the GPU backends.
+type Relauncher interface {
+	// Relaunch runs the collective n more times back to back on the
+	// device buffers of the last Launch, copying nothing in or out (the
+	// results are not meaningful: reductions accumulate), and returns the
+	// mean wall time per launch and the last launch's kernel time. It
+	// measures the host path between launches (benchmarks).
+	Relaunch(ctx context.Context, n int) (wall, kernel time.Duration, err error)
+}
+
+var _ Relauncher = (*session)(nil)
+
+// Relaunch runs n launches on the device buffers as they are.
+func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, 0, ErrClosed
+	}
+	if s.broken != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	}
+	if s.bufs == nil || n <= 0 {
+		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
+	}
+	start := time.Now()
+	for range n {
+		s.flag++
+		if err := s.run(ctx); err != nil {
+			s.broken = err
+			return 0, 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(n), s.kernelTime, nil
+}

@@ -41,10 +41,38 @@ struct CUctx_st {
   int refs;
 };
 
-// A stream remembers its launch not yet joined.
+struct CUgraph_st;
+
+// A stream remembers its launch not yet joined, and the graph it is
+// capturing into (NULL when its work runs).
 struct CUstream_st {
   void* pending;
   void (*wait)(void*);
+  struct CUgraph_st* capture;
+};
+
+// A captured node: a host-to-device copy (reads src when it runs), a
+// memset of 8- or 32-bit values, or a kernel launch.
+enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL };
+struct node {
+  int kind;
+  uintptr_t dst;
+  const void* src;
+  size_t n;
+  unsigned value;
+  struct CUfunc_st* fn;
+  unsigned grid, block, shmem;
+  void* arg;
+};
+
+// A graph (and its instantiation: the same nodes) is the list of its
+// nodes in capture order.
+struct CUgraph_st {
+  struct node* nodes;
+  size_t n, cap;
+};
+struct CUgraphExec_st {
+  struct CUgraph_st g;
 };
 
 typedef void* (*host_launch_fn)(unsigned grid, unsigned block, unsigned shmem, const void* args);
@@ -402,6 +430,144 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CUDA_SUCCESS;
 }
 
+// ---- stream-ordered work and capture ------------------------------------------
+
+static CUresult add_node(struct CUgraph_st* g, struct node nd) {
+  if (g->n == g->cap) {
+    size_t cap = g->cap == 0 ? 8 : 2 * g->cap;
+    struct node* m = realloc(g->nodes, cap * sizeof *m);
+    if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->nodes = m;
+    g->cap = cap;
+  }
+  g->nodes[g->n++] = nd;
+  return CUDA_SUCCESS;
+}
+
+static void set32(uintptr_t dst, unsigned v, size_t n) {
+  uint32_t* d = (uint32_t*)dst;
+  for (size_t i = 0; i < n; i++) __atomic_store_n(d + i, v, __ATOMIC_RELAXED);
+}
+
+// run_node runs one node on stream s: after the stream's pending kernel
+// (work on one stream runs in order), a kernel asynchronously.
+static CUresult run_node(CUstream s, const struct node* nd) {
+  join(s);
+  switch (nd->kind) {
+    case NODE_COPY:
+      copy_words(nd->dst, (uintptr_t)nd->src, nd->n);
+      return CUDA_SUCCESS;
+    case NODE_SET8:
+      memset((void*)nd->dst, (int)nd->value, nd->n);
+      return CUDA_SUCCESS;
+    case NODE_SET32:
+      set32(nd->dst, nd->value, nd->n);
+      return CUDA_SUCCESS;
+    default: {
+      void* h = nd->fn->launch(nd->grid, nd->block, nd->shmem, nd->arg);
+      if (h == NULL) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+      s->wait = nd->fn->wait;
+      __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
+      return CUDA_SUCCESS;
+    }
+  }
+}
+
+// submit records nd while s captures, else runs it.
+static CUresult submit(CUstream s, struct node nd) {
+  s = stream_of(s);
+  if (s->capture != NULL) return add_node(s->capture, nd);
+  return run_node(s, &nd);
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  NEED_CTX();
+  struct node nd = {.kind = NODE_COPY, .dst = (uintptr_t)dst, .src = src, .n = n};
+  return submit(s, nd);
+}
+
+// cuMemcpyDtoHAsync: the watchdog's read while the kernel runs on
+// another stream: 8-byte atomic words.
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  NEED_CTX();
+  s = stream_of(s);
+  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  join(s);
+  copy_words((uintptr_t)dst, (uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  NEED_CTX();
+  struct node nd = {.kind = NODE_SET8, .dst = (uintptr_t)dst, .n = n, .value = v};
+  return submit(s, nd);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  NEED_CTX();
+  if (dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct node nd = {.kind = NODE_SET32, .dst = (uintptr_t)dst, .n = n, .value = v};
+  return submit(s, nd);
+}
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  NEED_CTX();
+  (void)mode;
+  if (s == NULL || s->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
+  s->capture = calloc(1, sizeof(struct CUgraph_st));
+  return s->capture == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+  NEED_CTX();
+  if (s == NULL || s->capture == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *g = s->capture;
+  s->capture = NULL;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long flags) {
+  NEED_CTX();
+  if (g == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct CUgraphExec_st* x = calloc(1, sizeof *x);
+  if (x == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  x->g.nodes = malloc((g->n == 0 ? 1 : g->n) * sizeof(struct node));
+  if (x->g.nodes == NULL) {
+    free(x);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (g->n > 0) memcpy(x->g.nodes, g->nodes, g->n * sizeof(struct node));
+  x->g.n = x->g.cap = g->n;
+  *e = x;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  NEED_CTX();
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  s = stream_of(s);
+  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  for (size_t i = 0; i < e->g.n; i++) {
+    CUresult r = run_node(s, &e->g.nodes[i]);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec e) {
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  free(e->g.nodes);
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g) {
+  if (g == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  free(g->nodes);
+  free(g);
+  return CUDA_SUCCESS;
+}
+
 // ---- streams ----------------------------------------------------------------
 
 CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
@@ -522,11 +688,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
       extra != NULL || shmem > (unsigned)f->max_dynamic_shared) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  s = stream_of(s);
-  join(s);  // launches on one stream run in order
-  void* h = f->launch(gx, bx, shmem, *(void**)params[0]);
-  if (h == NULL) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  s->wait = f->wait;
-  __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
-  return CUDA_SUCCESS;
+  // The argument is copied at the launch (a graph keeps the copy).
+  struct node nd = {.kind = NODE_KERNEL, .fn = f, .grid = gx, .block = bx, .shmem = shmem, .arg = *(void**)params[0]};
+  return submit(s, nd);
 }
