@@ -83,7 +83,7 @@ struct Wait {
 // block as MG_WAITING. It returns false when the host aborts the launch.
 // ready() and got() read device memory only.
 template <class Ready, class Got>
-MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
+MG_DEV bool poll(Ctx& c, const Wait& w, const void* addr, Ready ready, Got got) {
   if (c.dead) return false;
   uint32_t spins = 0;
   while (!ready()) {
@@ -98,7 +98,7 @@ MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
       put_u64(&c.prog->wait_got, got());
       put_u32(&c.prog->state, MG_WAITING);
     }
-    pause(spins);
+    wait_for(addr, spins, ready);
   }
   if (spins >= kReport) put_u32(&c.prog->state, MG_RUNNING);
   return true;
@@ -277,7 +277,7 @@ static MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, 
   if (try_packet(c, base, w, p, &seen)) return true;
   Wait wt{MG_WAIT_PACKET, buf, 0, c.a->flag, at + w * PKT};
   return poll(
-      c, wt, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
+      c, wt, base + PKT * w, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
 }
 
 static MG_DEV Payload load_payload(const unsigned char* raw, uint64_t w) {
@@ -354,7 +354,7 @@ static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, u
     if (p >= c.tail + MG_FIFO_DEPTH) {
       Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
       if (!poll(
-              c, w, [&] { return p < (c.tail = load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
+              c, w, tail, [&] { return p < (c.tail = load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
               [&] { return load_relaxed_sys(tail); })) {
         return ~uint64_t(0);
       }
@@ -377,7 +377,7 @@ static MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
   if (c.tail > p) return true;
   Wait w{MG_WAIT_PROXY, ch, MG_CH_PORT, p + 1, 0};
   return poll(
-      c, w, [&] { return (c.tail = load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
+      c, w, tail, [&] { return (c.tail = load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
 }
 
 // ---- ops ---------------------------------------------------------------------
@@ -420,7 +420,7 @@ static MG_DEV void op_wait(Ctx& c, const mg_op* op) {
     Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
     // Relaxed waits acquire too, like relaxed signals release.
     if (!poll(
-            c, w, [&] { return load_acquire_sys(inb) >= e; }, [&] { return load_relaxed_sys(inb); })) {
+            c, w, inb, [&] { return load_acquire_sys(inb) >= e; }, [&] { return load_relaxed_sys(inb); })) {
       return;
     }
   }
@@ -451,7 +451,7 @@ static MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
     if (old > 0) continue;
     Wait w{MG_WAIT_SEM, ids[i], 0, uint64_t(old), 0};
     if (!poll(
-            c, w, [&] { return int64_t(load_acquire_gpu(sem)) >= old; }, [&] { return load_acquire_gpu(sem); })) {
+            c, w, sem, [&] { return int64_t(load_acquire_gpu(sem)) >= old; }, [&] { return load_acquire_gpu(sem); })) {
       return;
     }
   }
@@ -469,7 +469,8 @@ static MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
     } else {
       Wait w{MG_WAIT_BARRIER, op->barrier_id, 0, n, 0};
       poll(
-          c, w, [&] { return load_acquire_gpu32(&b->gen) != gen; }, [&] { return uint64_t(get_u32(&b->count)); });
+          c, w, &b->gen, [&] { return load_acquire_gpu32(&b->gen) != gen; },
+          [&] { return uint64_t(get_u32(&b->count)); });
     }
   }
   block_sync();

@@ -116,6 +116,8 @@ MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uin
 
 // count_op counts an executed op for the host build's probe (no-op here).
 MG_DEV void count_op() {}
+// notify tells the host build's parked waiters that p changed (no-op).
+MG_DEV void notify(const void*) {}
 
 // LL packets: one volatile vector store / load per packet (§3.1).
 MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
@@ -159,6 +161,14 @@ MG_DEV void pause(uint32_t spins) {
 #if __CUDA_ARCH__ >= 700
   if (spins > 64) __nanosleep(spins > 4096 ? 1024 : (spins > 512 ? 256 : 32));
 #endif
+}
+
+// wait_for is one step of a spin loop on the word at p.
+template <class Ready>
+MG_DEV void wait_for(const void* p, uint32_t spins, Ready ready) {
+  (void)p;
+  (void)ready;
+  pause(spins);
 }
 
 #if defined(MSCCLGO_MULTIMEM) && __CUDA_ARCH__ >= 900
@@ -227,6 +237,13 @@ MG_DEV void count_op() {
   if (pr != nullptr) pr->op(mg_host_self().block_idx.x);
 }
 
+// notify wakes the threads parked on p's bucket (after a store to p that
+// may release them).
+MG_DEV void notify(const void* p) {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr != nullptr && pr->park != nullptr) pr->park->notify(reinterpret_cast<uintptr_t>(p));
+}
+
 template <class T>
 inline std::atomic_ref<T> aref(const T* p) {
   touch(p);
@@ -244,15 +261,24 @@ MG_DEV uint64_t load_acquire_sys(const uint64_t* p) { return aref(p).load(std::m
 MG_DEV uint64_t load_relaxed_sys(const uint64_t* p) { return aref(p).load(std::memory_order_relaxed); }
 MG_DEV void store_release_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_release); }
 MG_DEV void store_relaxed_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_relaxed); }
-MG_DEV void add_release_sys(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_release); }
+MG_DEV void add_release_sys(uint64_t* p, uint64_t v) {
+  aref(p).fetch_add(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV uint64_t fetch_add_gpu(uint64_t* p, uint64_t v) { return aref(p).fetch_add(v, std::memory_order_relaxed); }
 MG_DEV uint64_t fetch_add_acq_rel_gpu(uint64_t* p, uint64_t v) {
   return aref(p).fetch_add(v, std::memory_order_acq_rel);
 }
-MG_DEV void add_release_gpu(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_release); }
+MG_DEV void add_release_gpu(uint64_t* p, uint64_t v) {
+  aref(p).fetch_add(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV uint64_t load_acquire_gpu(const uint64_t* p) { return aref(p).load(std::memory_order_acquire); }
 MG_DEV uint32_t load_acquire_gpu32(const uint32_t* p) { return aref(p).load(std::memory_order_acquire); }
-MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) { aref(p).store(v, std::memory_order_release); }
+MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) {
+  aref(p).store(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV void store_relaxed_gpu32(uint32_t* p, uint32_t v) { aref(p).store(v, std::memory_order_relaxed); }
 MG_DEV uint32_t fetch_add_acq_rel_gpu32(uint32_t* p, uint32_t v) {
   return aref(p).fetch_add(v, std::memory_order_acq_rel);
@@ -275,6 +301,7 @@ MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
   uint64_t* w = static_cast<uint64_t*>(p);
   aref(w).store(uint64_t(lo) | uint64_t(flag) << 32, std::memory_order_release);
   aref(w + 1).store(uint64_t(hi) | uint64_t(flag) << 32, std::memory_order_release);
+  notify(p);
 }
 MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, uint32_t* f1) {
   const uint64_t* w = static_cast<const uint64_t*>(p);
@@ -287,6 +314,7 @@ MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, 
 }
 MG_DEV void store_pkt8(void* p, uint32_t v, uint32_t flag) {
   aref(static_cast<uint64_t*>(p)).store(uint64_t(v) | uint64_t(flag) << 32, std::memory_order_release);
+  notify(p);
 }
 MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
   uint64_t a = aref(static_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
@@ -336,10 +364,11 @@ MG_DEV void store8(void* p, unsigned char v) {
 
 // On the host a spin is a host thread that a few cores share with
 // thousands of others: the abort word is read and the wait published
-// after fewer spins, and pause backs off exponentially, from yields to
-// sleeps of up to 4 ms.
-constexpr uint32_t kAbortEvery = 8;
-constexpr uint32_t kReport = 32;
+// after fewer spins; pause backs off exponentially, from yields to
+// sleeps of up to 4 ms, and wait_for parks the thread until the word
+// changes (emulated device) with timeouts growing to 100 ms.
+constexpr uint32_t kAbortEvery = 1;
+constexpr uint32_t kReport = 8;
 
 MG_DEV void pause(uint32_t spins) {
   if (spins < 8) {
@@ -349,6 +378,21 @@ MG_DEV void pause(uint32_t spins) {
   uint32_t step = (spins - 8) / 8;
   uint32_t us = step >= 7 ? 4000 : 32u << step;
   std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+template <class Ready>
+MG_DEV void wait_for(const void* p, uint32_t spins, Ready ready) {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr == nullptr || pr->park == nullptr) {
+    pause(spins * 8);  // about the same sleeps per timer as with kAbortEvery 8
+    return;
+  }
+  if (spins < 4) {
+    std::this_thread::yield();
+    return;
+  }
+  uint32_t step = (spins - 4) / 2;
+  pr->park->wait(reinterpret_cast<uintptr_t>(p), step >= 7 ? 100u : 1u << step, ready);
 }
 
 #endif

@@ -87,6 +87,7 @@ struct Dev {
   std::vector<uint64_t> lo, hi;
   std::vector<uint64_t> host_access, ops;
   mg_host_probe probe;
+  mg_host_park park;  // zeroed by new Dev()
 };
 }  // namespace
 
@@ -226,12 +227,15 @@ uint64_t mg_emu_add(uint64_t addr, uint64_t v) {
 }
 
 // mg_emu_copy is the proxy's copy engine: packets move in 8-byte atomic
-// words, since their readers poll them while they arrive.
-void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
+// words, since their readers poll them while they arrive (and may be
+// parked on them: d, if not NULL, wakes them).
+void mg_emu_copy(void* d, uint64_t dst, uint64_t src, uint64_t n, int packets) {
   GoCall order;
   if (packets) {
+    mg_host_park* park = d != nullptr ? &static_cast<Dev*>(d)->park : nullptr;
     for (uint64_t i = 0; i + 8 <= n; i += 8) {
       word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_acquire), std::memory_order_release);
+      if (park != nullptr) park->notify(dst + i);
     }
     return;
   }
@@ -245,7 +249,7 @@ void mg_emu_fence(void) {}
 
 void* mg_emu_dev_new(void) {
   GoCall order;
-  return new (std::nothrow) Dev;
+  return new (std::nothrow) Dev();
 }
 
 void mg_emu_dev_free(void* d) {
@@ -291,7 +295,7 @@ uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsign
   dev->host_access.assign(grid, 0);
   dev->ops.assign(grid, 0);
   dev->probe = mg_host_probe{dev->lo.data(), dev->hi.data(), unsigned(dev->lo.size()), grid, dev->host_access.data(),
-                             dev->ops.data()};
+                             dev->ops.data(), &dev->park};
   return reinterpret_cast<uint64_t>(
       entries[entry].fn(grid, block, shmem, reinterpret_cast<const void*>(args), &dev->probe));
 }
@@ -306,6 +310,13 @@ unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n
     ops[i] = __atomic_load_n(&dev->ops[i], __ATOMIC_RELAXED);
   }
   return m;
+}
+
+// mg_emu_post stores a word the kernel may be parked on.
+void mg_emu_post(void* d, uint64_t addr, uint64_t v) {
+  GoCall order;
+  word<uint64_t>(addr).store(v, std::memory_order_release);
+  static_cast<Dev*>(d)->park.notify(addr);
 }
 
 void mg_emu_store32(uint64_t addr, uint32_t v) {

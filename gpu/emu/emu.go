@@ -20,7 +20,8 @@ void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
 uint64_t mg_emu_load(uint64_t addr);
 void mg_emu_store(uint64_t addr, uint64_t v);
 uint64_t mg_emu_add(uint64_t addr, uint64_t v);
-void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets);
+void mg_emu_copy(void* d, uint64_t dst, uint64_t src, uint64_t n, int packets);
+void mg_emu_post(void* d, uint64_t addr, uint64_t v);
 void mg_emu_fence(void);
 void* mg_emu_dev_new(void);
 void mg_emu_dev_free(void* d);
@@ -229,7 +230,7 @@ func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
 	src := h.Dev() + gpu.DevPtr(off)
 	return d.stream("copy", func() error {
 		if n > 0 {
-			C.mg_emu_copy(C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
+			C.mg_emu_copy(nil, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
 		}
 		return nil
 	})
@@ -302,7 +303,7 @@ func (d *driver) Poke(dst gpu.DevPtr, v uint32) error {
 // Post writes a 64-bit word after the earlier copies (which are done
 // when Copy returns).
 func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
-	C.mg_emu_store(C.uint64_t(dst), C.uint64_t(v))
+	C.mg_emu_post(d.dev, C.uint64_t(dst), C.uint64_t(v))
 	return nil
 }
 
@@ -320,7 +321,7 @@ func (d *driver) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
 	if packets {
 		p = 1
 	}
-	C.mg_emu_copy(C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), p)
+	C.mg_emu_copy(d.dev, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), p)
 	return nil
 }
 

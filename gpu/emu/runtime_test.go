@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,8 +181,16 @@ func TestGraphCapture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			be := gpu.New(gpu.Config{Name: "gpu-emu", Open: Open, Threads: 4, Graph: true})
-			for _, size := range executor.CheckSizes(plan, executor.Float32, 1<<14, 2) {
+			var calls counting
+			be := gpu.New(gpu.Config{Name: "gpu-emu", Threads: 4, Graph: true, Open: func() (gpu.Driver, error) {
+				d, err := Open()
+				return &countingDriver{Driver: d, c: &calls}, err
+			}})
+			sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 2)
+			if len(sizes) == 0 {
+				t.Fatal("no valid size")
+			}
+			for _, size := range sizes {
 				for _, ll8 := range []bool{false, true} {
 					c := gputest.Case{Plan: plan, Size: size, DType: executor.Float32, InPlace: plan.Inplace, LL8: ll8,
 						Launches: 3, Timeout: 2 * time.Second}
@@ -194,6 +203,31 @@ func TestGraphCapture(t *testing.T) {
 					}
 				}
 			}
+			// One capture per session (one kernel launch recorded), a
+			// replay per launch.
+			sessions := 2 * len(sizes)
+			if calls.launches.Load() != int64(sessions) || calls.replays.Load() != int64(3*sessions) {
+				t.Errorf("%d launches and %d replays for %d sessions of 3 launches: want one captured launch per session",
+					calls.launches.Load(), calls.replays.Load(), sessions)
+			}
 		})
 	}
+}
+
+type counting struct{ launches, replays atomic.Int64 }
+
+// countingDriver counts the kernel launches and graph replays.
+type countingDriver struct {
+	gpu.Driver
+	c *counting
+}
+
+func (d *countingDriver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
+	d.c.launches.Add(1)
+	return d.Driver.Launch(grid, block, shmem, args)
+}
+
+func (d *countingDriver) Replay(g gpu.Graph) error {
+	d.c.replays.Add(1)
+	return d.Driver.Replay(g)
 }
