@@ -212,6 +212,15 @@ func TestHostAccessesIndependentOfWaiting(t *testing.T) {
 			total += n
 		}
 	}
+	for i, c := range fast.counts {
+		var h, o, most uint64
+		for b := range c.HostMapped {
+			h, o = h+c.HostMapped[b], o+c.Ops[b]
+			most = max(most, c.HostMapped[b])
+		}
+		t.Logf("launch %d: %d host-mapped accesses, %d ops executed, %d blocks, at most %d accesses in a block",
+			i+1, h, o, len(c.HostMapped), most)
+	}
 	if total == 0 {
 		t.Fatalf("the port-channel plan pushed no trigger: the probe counts nothing: %+v", fast.counts)
 	}
