@@ -4,9 +4,12 @@
 // host memory (aligned, zeroed), so a device address is a host address.
 // cuModuleLoadData ignores the image and loads the g++-built interpreter
 // (csrc/host/kernel.cc) named by $MSCCLGO_FAKE_KERNEL_LIB; cuLaunchKernel
-// starts it on host threads and a stream's synchronize joins them. Async
-// copies are done at once, in 8-byte atomic words where aligned, so that a
-// kernel polling LL packets never sees a torn word. Calls that need a
+// starts it on host threads and a stream's synchronize joins them. Other
+// stream work (async copies, memsets) runs at once, after the stream's
+// pending kernel, in 8-byte (memsets: 4-byte) atomic words where aligned,
+// so that a kernel polling LL packets never sees a torn word. Stream
+// capture records a stream's copies, memsets and launches into a graph
+// instead of running them, and cuGraphLaunch replays them in order. Calls that need a
 // context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
 // calling thread, which checks the driver's context handling.
 //
