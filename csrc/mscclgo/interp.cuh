@@ -57,7 +57,7 @@ MG_DEV bool aborted(Ctx& c) {
 // block: called by waiting threads every kAbortEvery spins.
 MG_DEV bool check_abort(Ctx& c) {
   if (aborted(c)) return true;
-  if (load_acquire_gpu32(&c.ctl->abort) != 0) {
+  if (load_acquire_sys32(&c.ctl->abort) != 0) {
     put_shared(&c.sh->dead, 1);
     c.dead = true;
   }

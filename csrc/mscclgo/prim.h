@@ -95,6 +95,13 @@ MG_DEV uint32_t load_acquire_gpu32(const uint32_t* p) {
 MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+// load_acquire_sys32 reads a word another engine (a copy or memset on a
+// host stream) writes: the host's abort word.
+MG_DEV uint32_t load_acquire_sys32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 MG_DEV void store_relaxed_gpu32(uint32_t* p, uint32_t v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -275,6 +282,7 @@ MG_DEV void add_release_gpu(uint64_t* p, uint64_t v) {
 }
 MG_DEV uint64_t load_acquire_gpu(const uint64_t* p) { return aref(p).load(std::memory_order_acquire); }
 MG_DEV uint32_t load_acquire_gpu32(const uint32_t* p) { return aref(p).load(std::memory_order_acquire); }
+MG_DEV uint32_t load_acquire_sys32(const uint32_t* p) { return aref(p).load(std::memory_order_acquire); }
 MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) {
   aref(p).store(v, std::memory_order_release);
   notify(p);
