@@ -650,8 +650,8 @@ type Relauncher interface {
 	// Relaunch runs the collective n more times back to back on the
 	// device buffers of the last Launch, copying nothing in or out (the
 	// results are not meaningful: reductions accumulate), and returns the
-	// mean wall time per launch and the last launch's kernel time. It
-	// measures the host path between launches (benchmarks).
+	// mean wall time and the mean kernel time per launch. It measures the
+	// host path between launches (benchmarks).
 	Relaunch(ctx context.Context, n int) (wall, kernel time.Duration, err error)
 }
 
@@ -671,12 +671,14 @@ func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Dura
 		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
 	}
 	start := time.Now()
+	var kernel time.Duration
 	for range n {
 		s.flag++
 		if err := s.run(ctx); err != nil {
 			s.broken = err
 			return 0, 0, err
 		}
+		kernel += s.kernelTime
 	}
-	return time.Since(start) / time.Duration(n), s.kernelTime, nil
+	return time.Since(start) / time.Duration(n), kernel / time.Duration(n), nil
 }

@@ -17,7 +17,7 @@ import (
 
 // BackToBack launches plan at size (float16, the plan's buffer mode) once
 // on be, then b.N times back to back with gpu.Relauncher. ns/op is the
-// wall time per launch; it also reports kernel-us, the last kernel time,
+// wall time per launch; it also reports kernel-us, the mean kernel time,
 // and wall-kernel-us, their difference (the host path's cost per call).
 func BackToBack(b *testing.B, be executor.Backend, plan *executor.Plan, size uint64) {
 	l, err := executor.PlanLayout(plan, size, executor.Float16, plan.Inplace)
