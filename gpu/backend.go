@@ -485,6 +485,10 @@ func (s *session) release() {
 		_ = s.host.Free()
 		s.host = nil
 	}
+	if s.v != nil && s.v.stage != nil {
+		_ = s.v.stage.Free()
+		s.v.stage = nil
+	}
 	_ = s.d.Close()
 }
 
