@@ -197,8 +197,11 @@ gpu-tsan:
 	CGO_CXXFLAGS="-fsanitize=thread -g -O1" CGO_LDFLAGS="-fsanitize=thread" \
 		$(GO) test -count=1 -timeout 60m ./gpu/emu -run 'TestDifferential|TestUnseenPlans'
 
-# The GPU benchmark, for a machine with a GPU: device copy bandwidth, then
-# 8-rank allreduce and allgather from 1 KiB to 1 GiB as a ratio of it.
-# Build bin/ where Go and the toolkit are (make build gpu) and carry it.
+# The GPU benchmark, for a machine with a GPU: device copy bandwidth, the
+# PyTorch equivalents, the kernel time of 8-rank allreduce and allgather
+# plans at 1024/256/128/64 threads per block, back-to-back launches with
+# and without a graph, then the cuda-tagged tests (gpu/bench/run.sh). Build
+# bin/ where Go and the toolkit are (make build gpu, and
+# go test -c -tags cuda -o bin/cuda.test ./gpu/cuda) and carry it.
 gpu-bench:
 	bash gpu/bench/run.sh

@@ -8,6 +8,7 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -75,7 +76,7 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err != nil {
 		return nil, err
 	}
-	s := &session{name: b.cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt}
+	s := &session{name: b.cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, useGraph: b.cfg.Graph}
 	if err := s.place(b.cfg.Threads); err != nil {
 		s.release()
 		return nil, err
@@ -126,12 +127,24 @@ type session struct {
 	closed bool
 	broken error
 	flag   uint32
-	// kernel is the time of the last launch from the kernel launch to its
-	// end (DeviceTime).
-	kernel time.Duration
+	// kernelTime is the time of the last launch from the kernel launch to
+	// its end (DeviceTime).
+	kernelTime time.Duration
+	// ranksImg is the rank table last enqueued (rewritten when a buffer
+	// moves); graph the captured launch (Config.Graph), for ranksImg.
+	ranksImg []byte
+	graph    Graph
+	useGraph bool
+
+	// portMu guards ports: the values of the port inbound counters of
+	// the local ranks (the proxies and receivers write them with Post).
+	portMu sync.Mutex
+	ports  [][]uint64
 
 	allocs []DevPtr // everything to free
-	host   HostMem  // control, progress, FIFOs, port inbound counters
+	host   HostMem  // staging of the per-launch records, then the FIFOs
+	ctl    DevPtr   // mg_control, then every block's mg_progress
+	kernel string   // the interpreter entry (KernelName)
 	tblDev struct{ blocks, ops, regions, ids DevPtr }
 	ranks  []*rankDev
 	ranksT DevPtr      // mg_rank[n]
@@ -170,7 +183,6 @@ type rankDev struct {
 	state   DevPtr // counters, semaphores, barriers, switches, FIFO head
 	rec     mgRank
 	fifoOff uint64 // offset of its mg_fifo in host
-	portOff uint64 // offset of its port inbound counters in host
 	tail    uint64 // FIFO positions the proxy has handled
 }
 
@@ -184,11 +196,46 @@ type devBufs struct {
 	inAt, outAt   uint64 // offsets in the allocation
 }
 
-// Host-mapped memory layout: control, progress records, then per rank
-// its FIFO and port inbound counters.
-const progressOff = sizeControl
+// Host-mapped memory layout: the staging of the launch arguments and of
+// the rank table, then per local rank its FIFO. The control word and the
+// progress records are in device memory (ctl): progressOff is where the
+// records start there.
+const (
+	progressOff = sizeControl
+	argsAt      = 0
+	ranksAt     = (sizeArgs + 63) &^ 63
+)
 
-func (s *session) progressAt(b int) uint64 { return progressOff + uint64(b)*sizeProgress }
+// abort raises the kernel's abort word (a write on the watch stream).
+func (s *session) abort() error {
+	if err := s.d.Poke(s.ctl, 1); err != nil {
+		return fmt.Errorf("%s: raising abort: %w", s.name, err)
+	}
+	return nil
+}
+
+// raisePort adds one to port inbound counter idx of local rank r and
+// posts the new value on the proxy's stream, after the copies before it.
+func (s *session) raisePort(r, idx int) error {
+	s.portMu.Lock()
+	defer s.portMu.Unlock()
+	c := s.ports[r]
+	if idx < 0 || idx >= len(c) {
+		return fmt.Errorf("%s: port inbound counter %d of rank %d, which has %d", s.name, idx, r, len(c))
+	}
+	c[idx]++
+	if err := s.d.Post(DevPtr(s.ranks[r].rec.PortInbound+8*uint64(idx)), c[idx]); err != nil {
+		return fmt.Errorf("%s: raising rank %d's port inbound counter %d: %w", s.name, r, idx, err)
+	}
+	return nil
+}
+
+// stage writes b (a multiple of 8 bytes) into the host staging at off.
+func (s *session) stage(off uint64, b []byte) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		s.host.Store(off+uint64(i), binary.LittleEndian.Uint64(b[i:]))
+	}
+}
 
 func (s *session) alloc(n uint64) (DevPtr, error) {
 	if n == 0 {
@@ -240,6 +287,18 @@ func (s *session) place(threads int) error {
 		return fmt.Errorf("%s: a thread block's ops need %d bytes of shared memory, the device allows %d",
 			s.name, s.tabs.shmem, info.MaxSharedPerBlock)
 	}
+	s.packet = 16
+	if s.opts.LL8 {
+		s.packet = 8
+	}
+	name, err := KernelName(s.dtype, s.packet)
+	if err != nil {
+		return err
+	}
+	if err := s.d.UseKernel(name); err != nil {
+		return fmt.Errorf("%s: kernel %s: %w", s.name, name, err)
+	}
+	s.kernel = name
 	if grid > 0 {
 		resident, err := s.d.Occupancy(s.threads, int(s.tabs.shmem))
 		if err != nil {
@@ -261,18 +320,14 @@ func (s *session) place(threads int) error {
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
 	}
-	s.packet = 16
-	if s.opts.LL8 {
-		s.packet = 8
-	}
 	s.half = inst.ScratchBytes
 	if inst.Plan != nil && inst.Plan.UseDoubleScratch {
 		s.double, s.half = true, inst.ScratchBytes/2
 	}
 
-	// Host-mapped memory.
-	hostLen := uint64(progressOff) + uint64(grid)*sizeProgress
-	hostLen = (hostLen + 63) &^ 63
+	// Host-mapped memory: staging, then the FIFOs.
+	hostLen := uint64(ranksAt) + (sizeRank*uint64(len(inst.Ranks))+63)&^63
+	s.ports = make([][]uint64, len(inst.Ranks))
 	for r := range inst.Ranks {
 		ri := &inst.Ranks[r]
 		rd := &rankDev{ri: ri, fifoOff: hostLen}
@@ -280,15 +335,18 @@ func (s *session) place(threads int) error {
 		if !s.local(r) {
 			continue
 		}
+		s.ports[r] = make([]uint64, len(ri.PortChannels))
 		hostLen += sizeFifo
-		rd.portOff = hostLen
-		hostLen += align8(8 * uint64(len(ri.PortChannels)))
 	}
 	h, err := s.d.AllocHost(hostLen)
 	if err != nil {
 		return fmt.Errorf("%s: allocating %d bytes of host-mapped memory: %w", s.name, hostLen, err)
 	}
 	s.host = h
+	// Device memory for the control word and the progress records.
+	if s.ctl, err = s.alloc(sizeControl + uint64(grid)*sizeProgress); err != nil {
+		return err
+	}
 
 	// Static tables.
 	t := s.tabs
@@ -324,11 +382,11 @@ func (s *session) place(threads int) error {
 		nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
 		rd.rec = mgRank{
 			MemInbound: base + sl.memIn, MemExpected: base + sl.memExp, MemPeer: base + sl.memPeer,
-			PortInbound: uint64(h.Dev()) + rd.portOff, PortExpected: base + sl.portExp,
+			PortInbound: base + sl.portIn, PortExpected: base + sl.portExp,
 			Sems: base + sl.sems, Barriers: base + sl.bars, Switches: base + sl.sws,
 			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
-			ReuseSlot: inst.ScratchSlot(r),
-			NMem:      uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
+			ReuseSlot: inst.ScratchSlot(r), FifoTail: base + sl.tail,
+			NMem: uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
 		}
 	}
 	if s.mp != nil {
@@ -360,7 +418,8 @@ func (s *session) place(threads int) error {
 			}
 		}
 		put(encode(peers))
-		put(make([]byte, 8*len(ri.PortChannels)))
+		put(make([]byte, 8*len(ri.PortChannels))) // port inbound
+		put(make([]byte, 8*len(ri.PortChannels))) // port expected
 		put(encode(ri.Semaphores))
 		put(make([]byte, sizeBarrier*numBarriers))
 		memberBase := rd.rec.Switches + align8(sizeSwitch*uint64(len(ri.Switches)))
@@ -378,6 +437,7 @@ func (s *session) place(threads int) error {
 			put(encode(m))
 		}
 		put(make([]byte, 8)) // FIFO head
+		put(make([]byte, 8)) // FIFO tail replica
 		if err := s.d.HtoD(rd.state, img); err != nil {
 			return fmt.Errorf("%s: initialising rank %d: %w", s.name, ri.Rank, err)
 		}
@@ -395,10 +455,11 @@ func (s *session) place(threads int) error {
 }
 
 // stateLayout is where a rank's state block keeps each object: mem
-// inbound, mem expected, mem peer pointers, port expected, semaphores,
-// barriers, switches and their members, FIFO head.
+// inbound, mem expected, mem peer pointers, port inbound, port expected,
+// semaphores, barriers, switches and their members, FIFO head, the FIFO
+// tail's replica.
 type stateLayout struct {
-	memIn, memExp, memPeer, portExp, sems, bars, sws, head, size uint64
+	memIn, memExp, memPeer, portIn, portExp, sems, bars, sws, head, tail, size uint64
 }
 
 func layoutState(ri *executor.RankInstance) stateLayout {
@@ -407,7 +468,7 @@ func layoutState(ri *executor.RankInstance) stateLayout {
 	off := uint64(0)
 	at := func(n uint64) uint64 { o := off; off += align8(n); return o }
 	sl.memIn, sl.memExp, sl.memPeer = at(8*nm), at(8*nm), at(8*nm)
-	sl.portExp = at(8 * np)
+	sl.portIn, sl.portExp = at(8*np), at(8*np)
 	sl.sems = at(8 * uint64(len(ri.Semaphores)))
 	sl.bars = at(sizeBarrier * numBarriers)
 	sl.sws = at(sizeSwitch * uint64(len(ri.Switches)))
@@ -415,6 +476,7 @@ func layoutState(ri *executor.RankInstance) stateLayout {
 		at(4 * uint64(len(g.Ranks)))
 	}
 	sl.head = at(8)
+	sl.tail = at(8)
 	sl.size = off
 	return sl
 }
@@ -434,6 +496,10 @@ func (s *session) release() {
 		s.held()
 		s.held = nil
 	}
+	if s.graph != nil {
+		_ = s.graph.Release()
+		s.graph = nil
+	}
 	for _, p := range s.allocs {
 		_ = s.d.Free(p)
 	}
@@ -448,6 +514,10 @@ func (s *session) release() {
 		_ = s.host.Free()
 		s.host = nil
 	}
+	if s.v != nil && s.v.stage != nil {
+		_ = s.v.stage.Free()
+		s.v.stage = nil
+	}
 	_ = s.d.Close()
 }
 
@@ -458,7 +528,7 @@ func (s *session) release() {
 func (s *session) DeviceTime() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.kernel
+	return s.kernelTime
 }
 
 // Close releases the session; later launches fail with ErrClosed.
@@ -606,4 +676,42 @@ func (s *session) fetchBuffers(bufs []executor.RankBuffers) error {
 		}
 	}
 	return nil
+}
+
+// Relauncher is implemented by the sessions of the GPU backends.
+type Relauncher interface {
+	// Relaunch runs the collective n more times back to back on the
+	// device buffers of the last Launch, copying nothing in or out (the
+	// results are not meaningful: reductions accumulate), and returns the
+	// mean wall time and the mean kernel time per launch. It measures the
+	// host path between launches (benchmarks).
+	Relaunch(ctx context.Context, n int) (wall, kernel time.Duration, err error)
+}
+
+var _ Relauncher = (*session)(nil)
+
+// Relaunch runs n launches on the device buffers as they are.
+func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, 0, ErrClosed
+	}
+	if s.broken != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	}
+	if s.bufs == nil || n <= 0 {
+		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
+	}
+	start := time.Now()
+	var kernel time.Duration
+	for range n {
+		s.flag++
+		if err := s.run(ctx); err != nil {
+			s.broken = err
+			return 0, 0, err
+		}
+		kernel += s.kernelTime
+	}
+	return time.Since(start) / time.Duration(n), kernel / time.Duration(n), nil
 }

@@ -1,6 +1,9 @@
 package gpu
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // DevPtr is a device address. Host-mapped memory has one too.
 type DevPtr uint64
@@ -76,6 +79,58 @@ type Driver interface {
 	IpcClose(p DevPtr) error
 	// Close releases the driver.
 	Close() error
+
+	// The streams of a launch (docs/gpu.md §3): the kernel's stream
+	// carries the per-launch table updates and the launch, in order; the
+	// proxy's stream (Copy, Post) carries the port channels' transfers and
+	// the words that report them to the kernel; the watch stream (Peek,
+	// Poke) reads and writes device memory while the kernel runs. Nothing
+	// the kernel waits for is in host-mapped memory.
+
+	// UseKernel selects the interpreter entry (KernelName) of later
+	// Launch and Occupancy calls; a session selects it once, at Open.
+	UseKernel(name string) error
+	// Enqueue copies n bytes of host-mapped memory h at off to dst on the
+	// kernel's stream, after the work enqueued there before it. It
+	// returns at once; the copy reads h when it runs (a replayed graph
+	// reads it at every replay).
+	Enqueue(dst DevPtr, h HostMem, off, n uint64) error
+	// Zero clears n bytes at dst on the kernel's stream, like Enqueue.
+	Zero(dst DevPtr, n uint64) error
+	// Peek copies device memory at src into dst on the watch stream and
+	// waits for that copy only (the kernel may be running); 8-byte words.
+	Peek(dst []byte, src DevPtr) error
+	// Poke writes the 32-bit word v at dst on the watch stream and waits
+	// for that write only.
+	Poke(dst DevPtr, v uint32) error
+	// Post writes the 64-bit word v at dst on the proxy's stream, after
+	// every earlier Copy: the word is seen after the data. v is taken at
+	// the call; the write may be done after Post returns (Fence waits).
+	Post(dst DevPtr, v uint64) error
+	// BeginCapture makes the kernel stream's work (Enqueue, Zero, Launch)
+	// recorded into a graph instead of run, until EndCapture, which
+	// returns the graph for Replay.
+	BeginCapture() error
+	EndCapture() (Graph, error)
+	// Replay runs a captured graph on the kernel's stream; Wait waits
+	// for it as for a Launch.
+	Replay(g Graph) error
+}
+
+// Graph is a captured sequence of the kernel stream's work.
+type Graph interface {
+	// Release frees the graph.
+	Release() error
+}
+
+// KernelName is the interpreter entry for element type dtype (MG_F16,
+// MG_BF16, MG_F32, MG_I32) and LL packets of packet bytes (16 or 8).
+func KernelName(dtype uint32, packet uint64) (string, error) {
+	names := [...]string{"f16", "bf16", "f32", "i32"}
+	if int(dtype) >= len(names) || (packet != 16 && packet != 8) {
+		return "", fmt.Errorf("gpu: no kernel for element type %d with %d-byte packets", dtype, packet)
+	}
+	return fmt.Sprintf("mscclgo_interp_%s_ll%d", names[dtype], packet), nil
 }
 
 // IpcHandle names an exported allocation for IpcOpen in another process
@@ -124,4 +179,8 @@ type Config struct {
 	// all-gathers of handles and outcomes, the room on its device); 0
 	// means two minutes.
 	SetupTimeout time.Duration
+	// Graph captures each session's launch (its per-launch table updates
+	// and the kernel) into a graph at its first launch and replays it at
+	// the next ones, recapturing when the buffers move.
+	Graph bool
 }

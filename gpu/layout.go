@@ -86,6 +86,7 @@ type mgRank struct {
 	PortInbound, PortExpected        uint64
 	Sems, Barriers, Switches         uint64
 	Fifo, FifoHead, ReuseSlot        uint64
+	FifoTail                         uint64
 	NMem, NPort, NSwitch, NSems      uint32
 }
 
@@ -111,6 +112,7 @@ type mgArgs struct {
 type mgShared struct {
 	Blk               mgBlock
 	Ops, Regions, IDs uint64
+	Dead, Pad         uint32
 }
 
 // Record sizes in bytes (the layout test checks them against binary.Size
@@ -122,11 +124,11 @@ const (
 	sizeSwitch   = 24
 	sizeBarrier  = 8
 	sizeFifo     = 32 + fifoDepth*32
-	sizeRank     = 128
+	sizeRank     = 136
 	sizeProgress = 56
 	sizeControl  = 64
 	sizeArgs     = 104
-	sizeShared   = 56
+	sizeShared   = 64
 )
 
 // encode appends the little-endian image of records (all fixed-size).

@@ -603,6 +603,8 @@ func (w rankWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
 	defer m.mu.Unlock()
 	if m.active && m.launches == launch && m.verdict == nil {
 		m.verdict = &executor.DeadlockError{Blocked: blocked}
-		w.s.host.Store(0, 1) // abort: every spin loop of the kernel sees it
+		if err := w.s.abort(); err != nil && m.failure == nil { // every spin loop of the kernel sees it
+			m.failure = err
+		}
 	}
 }

@@ -7,6 +7,7 @@ package gpu
 // that makes no progress, with a report of every unfinished block.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -19,17 +20,13 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// run launches the kernel once with the session's current buffers.
+// run launches the kernel once with the session's current buffers. On
+// the kernel's stream, without waiting: the rank table when a buffer has
+// moved, the launch arguments (from the host staging), the progress
+// records and abort word cleared, the kernel; with Config.Graph the last
+// three are a captured graph, replayed.
 func (s *session) run(ctx context.Context) error {
 	grid := len(s.tabs.blocks)
-	// Reset the progress records and the abort word.
-	s.host.Store(0, 0)
-	for b := 0; b < grid; b++ {
-		at := s.progressAt(b)
-		for w := uint64(0); w < sizeProgress; w += 8 {
-			s.host.Store(at+w, 0)
-		}
-	}
 	if s.mp == nil {
 		// A rank session wrote its table once, at Open (rank.go).
 		ranks := make([]mgRank, len(s.ranks))
@@ -37,8 +34,13 @@ func (s *session) run(ctx context.Context) error {
 			ranks[r] = rd.rec
 			ranks[r].Buf = [3]uint64{uint64(s.bufs[r].in), uint64(s.bufs[r].out), uint64(rd.scratch)}
 		}
-		if err := s.d.HtoD(s.ranksT, encode(ranks)); err != nil {
-			return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+		img := encode(ranks)
+		if !bytes.Equal(img, s.ranksImg) {
+			s.stage(ranksAt, img)
+			if err := s.d.Enqueue(s.ranksT, s.host, ranksAt, uint64(len(img))); err != nil {
+				return fmt.Errorf("%s: writing the rank table: %w", s.name, err)
+			}
+			s.ranksImg = img
 		}
 	}
 	var so uint64
@@ -47,15 +49,13 @@ func (s *session) run(ctx context.Context) error {
 	}
 	args := mgArgs{
 		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
-		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.host.Dev()) + progressOff,
-		Control: uint64(s.host.Dev()), ScratchOffset: so,
+		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.ctl) + progressOff,
+		Control: uint64(s.ctl), ScratchOffset: so,
 		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
 		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
 	}
 	args.VTerms, args.VTable = s.varArgs()
-	if err := s.d.HtoD(s.args, encode(args)); err != nil {
-		return fmt.Errorf("%s: writing the launch arguments: %w", s.name, err)
-	}
+	s.stage(argsAt, encode(args))
 	if grid == 0 {
 		return nil
 	}
@@ -66,7 +66,7 @@ func (s *session) run(ctx context.Context) error {
 	}
 	defer release()
 	start := time.Now()
-	if err := s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args); err != nil {
+	if err := s.launch(grid); err != nil {
 		return fmt.Errorf("%s: launch of %d blocks of %d threads: %w", s.name, grid, s.threads, err)
 	}
 
@@ -86,7 +86,9 @@ func (s *session) run(ctx context.Context) error {
 			defer wg.Done()
 			if err := p.serve(kernelDone); err != nil {
 				perr.add(err)
-				s.host.Store(0, 1) // abort: the kernel may wait for this proxy
+				if aerr := s.abort(); aerr != nil { // the kernel may wait for this proxy
+					perr.add(aerr)
+				}
 			}
 		}()
 	}
@@ -102,7 +104,7 @@ func (s *session) run(ctx context.Context) error {
 
 	werr := s.d.Wait()
 	release()
-	s.kernel = time.Since(start)
+	s.kernelTime = time.Since(start)
 	close(kernelDone)
 	<-wdDone
 	// Drain: every trigger pushed before the kernel ended is served.
@@ -190,6 +192,15 @@ func (p *proxy) serve(kernelDone <-chan struct{}) error {
 			p.rd.tail++
 			h.Store(p.rd.fifoOff, p.rd.tail)
 			idle = 0
+			// The kernel reads the tail's device replica: post it once
+			// no further trigger is ready (or every 64), after the
+			// transfers on the proxy's stream.
+			next := p.rd.fifoOff + 32 + (p.rd.tail%fifoDepth)*32 + 24
+			if p.rd.tail%64 == 0 || h.Load(next)>>63 != ((p.rd.tail/fifoDepth)&1)^1 {
+				if err := p.s.d.Post(DevPtr(p.rd.rec.FifoTail), p.rd.tail); err != nil {
+					return fmt.Errorf("%s: proxy of rank %d: posting the FIFO tail: %w", p.s.name, p.rank, err)
+				}
+			}
 			continue
 		}
 		select {
@@ -224,7 +235,9 @@ func (p *proxy) handle(dst, src, size, w3 uint64) error {
 			return fmt.Errorf("%s: proxy of rank %d: copy of %d bytes: %w", p.s.name, p.rank, size, err)
 		}
 	}
-	if kind&(trigFlag|trigSync) != 0 {
+	// A FLAG is posted on the proxy's stream after the copies before it,
+	// which orders it after them; a SYNC waits for them.
+	if kind&trigSync != 0 {
 		if err := d.Fence(); err != nil {
 			return fmt.Errorf("%s: proxy of rank %d: %w", p.s.name, p.rank, err)
 		}
@@ -235,8 +248,9 @@ func (p *proxy) handle(dst, src, size, w3 uint64) error {
 			return fmt.Errorf("%s: proxy of rank %d: trigger on port channel %d of %d", p.s.name, p.rank, ch, len(ri.PortChannels))
 		}
 		if end := ri.PortChannels[ch]; end.PeerIndex >= 0 {
-			peer := p.s.ranks[end.Peer]
-			p.s.host.Add(peer.portOff+8*uint64(end.PeerIndex), 1)
+			if err := p.s.raisePort(end.Peer, end.PeerIndex); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -254,6 +268,7 @@ type watchdog struct {
 	proxies  []*proxy
 	reason   error
 	snapshot []mgProgress
+	readErr  error // the last failed read of the progress records
 }
 
 // progress returns the launch's progress counters and whether anything is
@@ -274,16 +289,24 @@ func (w *watchdog) progress(ps []mgProgress) (marks []uint64, running bool) {
 	return marks, running
 }
 
+// read copies the progress records out of device memory (on the watch
+// stream: the kernel runs meanwhile). A failed copy reads as no record
+// and is kept as the watchdog's error.
 func (w *watchdog) read() []mgProgress {
-	h := w.s.host
 	out := make([]mgProgress, w.grid)
+	buf := make([]byte, w.grid*sizeProgress)
+	if err := w.s.d.Peek(buf, w.s.ctl+progressOff); err != nil {
+		w.readErr = fmt.Errorf("%s: reading the progress records: %w", w.s.name, err)
+		return out
+	}
 	for b := range out {
-		at := w.s.progressAt(b)
-		w0, w1, w2, w3 := h.Load(at), h.Load(at+8), h.Load(at+16), h.Load(at+24)
+		at := buf[b*sizeProgress:]
+		u32 := func(i int) uint32 { return binary.LittleEndian.Uint32(at[i:]) }
 		out[b] = mgProgress{
-			Op: uint32(w0), Iter: int32(uint32(w0 >> 32)), State: uint32(w1), Beat: uint32(w1 >> 32),
-			WaitKind: uint32(w2), WaitA: uint32(w2 >> 32), WaitCt: uint32(w3),
-			WaitExpect: h.Load(at + 32), WaitGot: h.Load(at + 40), WaitAt: h.Load(at + 48),
+			Op: u32(0), Iter: int32(u32(4)), State: u32(8), Beat: u32(12),
+			WaitKind: u32(16), WaitA: u32(20), WaitCt: u32(24),
+			WaitExpect: binary.LittleEndian.Uint64(at[32:]), WaitGot: binary.LittleEndian.Uint64(at[40:]),
+			WaitAt: binary.LittleEndian.Uint64(at[48:]),
 		}
 	}
 	return out
@@ -302,8 +325,7 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 		case <-ctx.Done():
 			w.snapshot = w.read()
 			w.reason = fmt.Errorf("%s: launch canceled: %w", w.s.name, context.Cause(ctx))
-			w.s.host.Store(0, 1)
-			<-kernelDone
+			w.raise(kernelDone)
 			return
 		case now := <-tk.C:
 			cur := w.read()
@@ -328,14 +350,68 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 			}
 			w.snapshot = cur
 			w.reason = w.deadlock(cur)
-			w.s.host.Store(0, 1)
-			<-kernelDone
+			w.raise(kernelDone)
 			return
 		}
 	}
 }
 
-func (w *watchdog) result() error { return w.reason }
+// raise aborts the kernel and waits for its end, saying so if it does
+// not end within the timeout after the abort.
+func (w *watchdog) raise(kernelDone <-chan struct{}) {
+	if err := w.s.abort(); err != nil {
+		w.reason = errors.Join(w.reason, err)
+	}
+	select {
+	case <-kernelDone:
+	case <-time.After(w.s.timeout + 5*time.Second):
+		w.reason = errors.Join(w.reason, fmt.Errorf("%s: the kernel has not ended %v after the abort", w.s.name, w.s.timeout+5*time.Second))
+		<-kernelDone
+	}
+}
+
+func (w *watchdog) result() error {
+	if w.reason == nil && w.readErr != nil {
+		return w.readErr
+	}
+	return w.reason
+}
+
+// launch puts the launch's work on the kernel's stream: the arguments
+// from the staging, the cleared control word and progress records, the
+// kernel; captured once and replayed with Config.Graph.
+func (s *session) launch(grid int) error {
+	enqueue := func() error {
+		if err := s.d.Enqueue(s.args, s.host, argsAt, sizeArgs); err != nil {
+			return fmt.Errorf("writing the launch arguments: %w", err)
+		}
+		if err := s.d.Zero(s.ctl, sizeControl+uint64(grid)*sizeProgress); err != nil {
+			return fmt.Errorf("clearing the progress records: %w", err)
+		}
+		return s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args)
+	}
+	if !s.useGraph {
+		return enqueue()
+	}
+	if s.graph == nil {
+		if err := s.d.BeginCapture(); err != nil {
+			return fmt.Errorf("beginning the capture: %w", err)
+		}
+		err := enqueue()
+		g, eerr := s.d.EndCapture()
+		if err != nil {
+			if g != nil {
+				_ = g.Release()
+			}
+			return err
+		}
+		if eerr != nil {
+			return fmt.Errorf("ending the capture: %w", eerr)
+		}
+		s.graph = g
+	}
+	return s.d.Replay(s.graph)
+}
 
 // deadlock describes every unfinished block of a snapshot.
 func (w *watchdog) deadlock(ps []mgProgress) *executor.DeadlockError {

@@ -43,6 +43,9 @@ type varSession struct {
 	terms DevPtr // mg_vterm[len(tables.regions)]
 	table DevPtr // mg_vtable and 4 n×n arrays
 	img   []byte // the host image of the table, rewritten per call
+	// stage is pinned host memory the table is copied from, on the
+	// kernel's stream before the launch.
+	stage HostMem
 	// scratch is the scratch size the session allocated: a call whose
 	// Bind grew it needs a new session.
 	scratch uint64
@@ -140,13 +143,17 @@ func (s *session) openVar() error {
 	if v.table, err = s.alloc(uint64(len(v.img))); err != nil {
 		return err
 	}
+	if v.stage, err = s.d.AllocHost(uint64(len(v.img))); err != nil {
+		return fmt.Errorf("%s: allocating %d bytes of host-mapped memory for the alltoallv table: %w", s.name, len(v.img), err)
+	}
 	s.v = v
 	return nil
 }
 
 // prepareVar checks one call against the session (the counts of the
 // last Bind against the caller's buffers and the scratch allocated, the
-// operands' alignment) and writes the call's table to the device.
+// operands' alignment) and enqueues the call's table on the kernel's
+// stream.
 func (s *session) prepareVar(bufs []executor.RankBuffers) error {
 	v, inst := s.v, s.inst
 	c, elem, _ := v.vp.Bound()
@@ -176,7 +183,12 @@ func (s *session) prepareVar(bufs []executor.RankBuffers) error {
 			}
 		}
 	}
-	if err := s.d.HtoD(v.table, b); err != nil {
+	// Staged and copied on the kernel's stream, before the launch: the
+	// previous launch has ended, so the staging is free.
+	for i := 0; i+8 <= len(b); i += 8 {
+		v.stage.Store(uint64(i), binary.LittleEndian.Uint64(b[i:]))
+	}
+	if err := s.d.Enqueue(v.table, v.stage, 0, uint64(len(b))); err != nil {
 		return fmt.Errorf("%s: writing the alltoallv table: %w", s.name, err)
 	}
 	return nil

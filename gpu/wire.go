@@ -9,6 +9,7 @@ package gpu
 // (docs/multiprocess.md).
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -72,7 +73,9 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 		switch {
 		case end.PeerIndex < 0:
 		case end.Peer == m.rank:
-			s.host.Add(s.ranks[m.rank].portOff+8*uint64(end.PeerIndex), 1)
+			if err := s.raisePort(m.rank, end.PeerIndex); err != nil {
+				return err
+			}
 		default:
 			if err := m.send.SendFlag(m.ctx, end.Peer, end.PeerIndex); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: flag to rank %d: %w", s.name, m.rank, end.Peer, err)
@@ -140,7 +143,9 @@ func (m *multi) fail(s *session, err error) {
 	defer m.mu.Unlock()
 	if m.active && m.failure == nil {
 		m.failure = err
-		s.host.Store(0, 1)
+		if aerr := s.abort(); aerr != nil {
+			m.failure = errors.Join(err, aerr)
+		}
 	}
 }
 
@@ -184,7 +189,7 @@ func (rc *receiver) apply(msg portwire.Msg) error {
 		if msg.Channel >= len(rd.ri.PortChannels) {
 			return fmt.Errorf("FLAG for port channel %d of %d", msg.Channel, len(rd.ri.PortChannels))
 		}
-		s.host.Add(rd.portOff+8*uint64(msg.Channel), 1)
+		return s.raisePort(m.rank, msg.Channel)
 	}
 	return nil
 }

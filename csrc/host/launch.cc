@@ -29,7 +29,8 @@ struct HostLaunch {
   std::thread coordinator;
 };
 
-void run_grid(HostLaunch* l, mg_host_kernel kernel, unsigned grid, unsigned block, const void* arg) {
+void run_grid(HostLaunch* l, mg_host_kernel kernel, unsigned grid, unsigned block, const void* arg,
+              mg_host_probe* probe) {
   for (unsigned b = 0; b < grid; b++) {
     for (unsigned t = 0; t < block; t++) {
       HostBlock* hb = &l->blocks[b];
@@ -41,6 +42,7 @@ void run_grid(HostLaunch* l, mg_host_kernel kernel, unsigned grid, unsigned bloc
         self.grid_dim = mg_dim3{grid, 1, 1};
         self.bar = hb->bar.get();
         self.shmem = reinterpret_cast<unsigned char*>(hb->shmem.data());
+        self.probe = probe;
         kernel(arg);
       });
     }
@@ -51,7 +53,7 @@ void run_grid(HostLaunch* l, mg_host_kernel kernel, unsigned grid, unsigned bloc
 }  // namespace
 
 extern "C" void* mg_host_launch_async(mg_host_kernel kernel, unsigned grid, unsigned block, unsigned shmem,
-                                      const void* arg) {
+                                      const void* arg, mg_host_probe* probe) {
   if (block == 0) return nullptr;
   HostLaunch* l = new (std::nothrow) HostLaunch;
   if (l == nullptr) return nullptr;
@@ -62,7 +64,7 @@ extern "C" void* mg_host_launch_async(mg_host_kernel kernel, unsigned grid, unsi
       b.shmem.assign((shmem + 7) / 8 + 2, 0);
     }
     l->threads.reserve(size_t(grid) * block);
-    l->coordinator = std::thread(run_grid, l, kernel, grid, block, arg);
+    l->coordinator = std::thread(run_grid, l, kernel, grid, block, arg, probe);
   } catch (const std::exception&) {
     delete l;
     return nullptr;

@@ -1,20 +1,27 @@
-// interp.cuh holds the plan interpreter: the kernel mscclgo_interp runs
-// one CUDA block per plan thread block, every rank's blocks in one launch,
-// with the semantics of docs/semantics.md §2-§4 as the
-// CPU reference backend (executor/cpu) implements them. It is included by
+// interp.cuh holds the plan interpreter: the kernels mscclgo_interp_*
+// run one CUDA block per plan thread block, every rank's blocks in one
+// launch, with the semantics of docs/semantics.md §2-§4 as the CPU
+// reference backend (executor/cpu) implements them. It is included by
 // interp.cu (nvcc) and by host/kernel.cc (g++), unchanged.
+// Section numbers (§) in this file refer to docs/semantics.md.
+//
+// One kernel per element type and LL packet size (Interp<DT, PKT>): the
+// host picks the entry once per session, so nothing inside the data loops
+// switches on either. Waits follow one discipline: the thread that needs
+// a value polls device memory, reads the host's abort word (device
+// memory) every kAbortEvery spins and publishes its wait after kReport
+// spins; the other threads of the block wait at the block's barriers. No
+// wait reads host-mapped memory: the only host-mapped accesses are the
+// stores of port-channel triggers into the FIFO slots.
 #ifndef MSCCLGO_INTERP_CUH
 #define MSCCLGO_INTERP_CUH
 
+#include "mscclgo/arith.h"
 #include "mscclgo/layout.h"
 #include "mscclgo/prim.h"
 #include "mscclgo/varsize.cuh"
 
 namespace mg {
-
-// kReport is the spin count after which a waiting thread publishes what
-// it waits for in its block's progress record.
-constexpr uint32_t kReport = 256;
 
 // kNoUnit is the unit of ops outside pipelines (no clamping).
 constexpr uint64_t kNoUnit = ~uint64_t(0);
@@ -30,17 +37,31 @@ struct Ctx {
   const uint32_t* ids;
   mg_progress* prog;
   const mg_control* ctl;
+  mg_shared* sh;
   int32_t rank;
   uint32_t tid, nt;
   uint32_t beat;
-  uint64_t payload, packet;  // LL payload and packet bytes
-  bool dead;                 // the host aborted the launch
+  uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
+  bool dead;      // the host aborted the launch
 };
 
 MG_DEV unsigned char* ptr(uint64_t p) { return reinterpret_cast<unsigned char*>(p); }
 
+// aborted reports whether a thread of the block saw the host's abort
+// (shared memory: no global access).
 MG_DEV bool aborted(Ctx& c) {
-  if (!c.dead && get_u32(&c.ctl->abort) != 0) c.dead = true;
+  if (!c.dead && get_shared(&c.sh->dead) != 0) c.dead = true;
+  return c.dead;
+}
+
+// check_abort reads the host's abort word (device memory) and tells the
+// block: called by waiting threads every kAbortEvery spins.
+MG_DEV bool check_abort(Ctx& c) {
+  if (aborted(c)) return true;
+  if (load_acquire_sys32(&c.ctl->abort) != 0) {
+    put_shared(&c.sh->dead, 1);
+    c.dead = true;
+  }
   return c.dead;
 }
 
@@ -55,18 +76,21 @@ struct Wait {
   uint64_t expect, at;
 };
 
-// poll spins until ready() holds, publishing w (with got()) and the
-// block state MG_WAITING once it has spun kReport times and again every
-// kReport spins after (another thread of the block may have set
-// MG_RUNNING meanwhile), and MG_RUNNING when the wait ends. The host's
-// watchdog sees a stuck block as MG_WAITING. It returns false when the
-// host aborts the launch.
+// poll spins until ready() holds, reading the abort word every
+// kAbortEvery spins, publishing w (with got()) and the block state
+// MG_WAITING once it has spun kReport times and again every kReport spins
+// after (another thread of the block may have set MG_RUNNING meanwhile),
+// and MG_RUNNING when the wait ends. The host's watchdog sees a stuck
+// block as MG_WAITING. It returns false when the host aborts the launch.
+// ready() and got() read device memory only.
 template <class Ready, class Got>
-MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
+MG_DEV bool poll(Ctx& c, const Wait& w, const void* addr, Ready ready, Got got) {
+  if (c.dead) return false;
   uint32_t spins = 0;
   while (!ready()) {
-    if (aborted(c)) return false;
-    if (++spins % kReport == 0) {
+    ++spins;
+    if (spins % kAbortEvery == 0 && check_abort(c)) return false;
+    if (spins % kReport == 0) {
       put_u32(&c.prog->wait_kind, w.kind);
       put_u32(&c.prog->wait_a, w.a);
       put_u32(&c.prog->wait_ct, w.ct);
@@ -75,13 +99,13 @@ MG_DEV bool poll(Ctx& c, const Wait& w, Ready ready, Got got) {
       put_u64(&c.prog->wait_got, got());
       put_u32(&c.prog->state, MG_WAITING);
     }
-    pause(spins);
+    wait_for(addr, spins, ready);
   }
   if (spins >= kReport) put_u32(&c.prog->state, MG_RUNNING);
   return true;
 }
 
-// ---- addressing (docs/semantics.md §2.4, mirroring executor/cpu/resolve.go) ---
+// ---- addressing (§2.4, mirroring executor/cpu/resolve.go) -----------------
 
 MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
 
@@ -122,91 +146,109 @@ MG_DEV unsigned char* raw(const Ctx& c, const mg_region& r) {
 
 // ---- data movement ---------------------------------------------------------
 
+// kUnroll is how many 16-byte vectors a thread has in flight per round
+// of the data loops: its loads are issued before its stores (or adds).
+constexpr int kUnroll = 4;
+
 // copy_bytes copies n bytes with every thread of the block: 16-byte
-// vectors when both ends are 16-byte aligned, 4-byte words when both are
-// 4-byte aligned, bytes otherwise, and the tail in bytes.
+// vectors when both ends are 16-byte aligned (kUnroll per thread and
+// round, a warp's accesses adjacent), 4-byte words when both are 4-byte
+// aligned, bytes otherwise, and the tail in bytes.
 MG_DEV void copy_bytes(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
   uint64_t done = 0;
   uintptr_t mis = reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s);
   if ((mis & 15) == 0) {
-    uint64_t nv = n / 16;
-    for (uint64_t i = c.tid; i < nv; i += c.nt) {
-      store16(d + 16 * i, load16(s + 16 * i));
-      if (c.tid == 0 && (i & 0xffff) == 0) heartbeat(c);
+    uint64_t nv = n / 16, nt = c.nt;
+    uint64_t stride = nt * kUnroll, full = nv / stride * stride;
+    uint32_t rounds = 0;
+    for (uint64_t i = c.tid; i < full; i += stride) {
+      v16 v[kUnroll];
+MG_UNROLL
+      for (int u = 0; u < kUnroll; u++) v[u] = load16(s + 16 * (i + u * nt));
+MG_UNROLL
+      for (int u = 0; u < kUnroll; u++) store16(d + 16 * (i + u * nt), v[u]);
+      if (c.tid == 0 && (rounds++ & 0x3fff) == 0) heartbeat(c);
     }
+    for (uint64_t i = full + c.tid; i < nv; i += nt) store16(d + 16 * i, load16(s + 16 * i));
     done = nv * 16;
   } else if ((mis & 3) == 0) {
     uint64_t nw = n / 4;
-    for (uint64_t i = c.tid; i < nw; i += c.nt) {
-      *reinterpret_cast<uint32_t*>(d + 4 * i) = *reinterpret_cast<const uint32_t*>(s + 4 * i);
-    }
+    for (uint64_t i = c.tid; i < nw; i += c.nt) store32(d + 4 * i, load32(s + 4 * i));
     done = nw * 4;
   }
-  for (uint64_t i = done + c.tid; i < n; i += c.nt) d[i] = s[i];
+  for (uint64_t i = done + c.tid; i < n; i += c.nt) store8(d + i, load8(s + i));
 }
 
 // kMaxOperands bounds the operands of one side (executor.MaxOperandsPerSide).
 constexpr int kMaxOperands = 10;
 
-// reduce_bytes computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (docs/semantics.md §2.6) and
-// stores the result to every destination.
+// reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element
+// type DT and stores the result to every destination: 16-byte vectors
+// (kUnroll per thread and round, each source's loads issued together)
+// when every operand and n are 16-byte aligned, elements otherwise. The
+// order of the additions is the CPU backend's for every element.
 template <int DT>
 MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
   uintptr_t mis = n;
   for (int k = 0; k < ns; k++) mis |= reinterpret_cast<uintptr_t>(s[k]);
   for (int k = 0; k < nd; k++) mis |= reinterpret_cast<uintptr_t>(d[k]);
   if ((mis & 15) == 0) {
-    for (uint64_t i = c.tid; i < n / 16; i += c.nt) {
+    uint64_t nv = n / 16, nt = c.nt;
+    uint64_t stride = nt * kUnroll, full = nv / stride * stride;
+    uint32_t rounds = 0;
+    for (uint64_t i = c.tid; i < full; i += stride) {
+      v16 acc[kUnroll];
+MG_UNROLL
+      for (int u = 0; u < kUnroll; u++) acc[u] = load16(s[0] + 16 * (i + u * nt));
+      for (int k = 1; k < ns; k++) {
+        v16 x[kUnroll];
+MG_UNROLL
+        for (int u = 0; u < kUnroll; u++) x[u] = load16(s[k] + 16 * (i + u * nt));
+MG_UNROLL
+        for (int u = 0; u < kUnroll; u++) acc[u] = add_v16<DT>(acc[u], x[u]);
+      }
+      for (int k = 0; k < nd; k++) {
+MG_UNROLL
+        for (int u = 0; u < kUnroll; u++) store16(d[k] + 16 * (i + u * nt), acc[u]);
+      }
+      if (c.tid == 0 && (rounds++ & 0x3fff) == 0) heartbeat(c);
+    }
+    for (uint64_t i = full + c.tid; i < nv; i += nt) {
       v16 acc = load16(s[0] + 16 * i);
       for (int k = 1; k < ns; k++) acc = add_v16<DT>(acc, load16(s[k] + 16 * i));
       for (int k = 0; k < nd; k++) store16(d[k] + 16 * i, acc);
-      if (c.tid == 0 && (i & 0xffff) == 0) heartbeat(c);
     }
     return;
   }
   constexpr uint64_t es = (DT == MG_F16 || DT == MG_BF16) ? 2 : 4;
   for (uint64_t i = c.tid; i < n / es; i += c.nt) {
     if (es == 2) {
-      uint16_t acc = *reinterpret_cast<const uint16_t*>(s[0] + 2 * i);
-      for (int k = 1; k < ns; k++) {
-        uint16_t x = *reinterpret_cast<const uint16_t*>(s[k] + 2 * i);
-        acc = DT == MG_F16 ? add_f16(acc, x) : add_bf16(acc, x);
-      }
-      for (int k = 0; k < nd; k++) *reinterpret_cast<uint16_t*>(d[k] + 2 * i) = acc;
+      uint32_t acc = load16b(s[0] + 2 * i);
+      for (int k = 1; k < ns; k++) acc = add_elem<DT>(acc, load16b(s[k] + 2 * i));
+      for (int k = 0; k < nd; k++) store16b(d[k] + 2 * i, acc);
     } else {
-      uint32_t acc = *reinterpret_cast<const uint32_t*>(s[0] + 4 * i);
-      for (int k = 1; k < ns; k++) acc = add_word<DT>(acc, *reinterpret_cast<const uint32_t*>(s[k] + 4 * i));
-      for (int k = 0; k < nd; k++) *reinterpret_cast<uint32_t*>(d[k] + 4 * i) = acc;
+      uint32_t acc = load32(s[0] + 4 * i);
+      for (int k = 1; k < ns; k++) acc = add_elem<DT>(acc, load32(s[k] + 4 * i));
+      for (int k = 0; k < nd; k++) store32(d[k] + 4 * i, acc);
     }
   }
 }
 
-MG_DEV void reduce_bytes(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
-  switch (c.a->dtype) {
-    case MG_F16:
-      reduce_t<MG_F16>(c, d, nd, s, ns, n);
-      break;
-    case MG_BF16:
-      reduce_t<MG_BF16>(c, d, nd, s, ns, n);
-      break;
-    case MG_F32:
-      reduce_t<MG_F32>(c, d, nd, s, ns, n);
-      break;
-    default:
-      reduce_t<MG_I32>(c, d, nd, s, ns, n);
-      break;
-  }
-}
+// Interp is the interpreter for element type DT and LL packets of PKT
+// bytes (16 or 8): every op, and run, the body of one block.
+template <int DT, int PKT>
+struct Interp {
+static_assert(PKT == 16 || PKT == 8, "LL packets are 16 or 8 bytes");
 
-// ---- LL packets (docs/semantics.md §3) -------------------------------------
+// ---- LL packets (§3) ---------------------------------------------------------
 
 // Payload is one packet's payload: lo (and hi for LL16).
 struct Payload {
   uint32_t lo, hi;
 };
 
-MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload p) {
-  if (c.packet == 16) {
+static MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload p) {
+  if (PKT == 16) {
     store_pkt16(base + 16 * w, p.lo, p.hi, c.a->flag);
   } else {
     store_pkt8(base + 8 * w, p.lo, c.a->flag);
@@ -214,9 +256,9 @@ MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload 
 }
 
 // try_packet reads packet w and reports whether it carries the flag.
-MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payload* p, uint32_t* seen) {
+static MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payload* p, uint32_t* seen) {
   uint32_t f = c.a->flag;
-  if (c.packet == 16) {
+  if (PKT == 16) {
     uint32_t f0, f1;
     load_pkt16(base + 16 * w, &p->lo, &f0, &p->hi, &f1);
     *seen = f0 != f ? f0 : f1;
@@ -231,51 +273,37 @@ MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payl
 
 // read_packet spins until packet w of the region at base (buffer buf, at
 // byte offset at of it, for reports) carries the flag.
-MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, uint64_t at, uint64_t w, Payload* p) {
+static MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, uint64_t at, uint64_t w, Payload* p) {
   uint32_t seen = 0;
   if (try_packet(c, base, w, p, &seen)) return true;
-  Wait wt{MG_WAIT_PACKET, buf, 0, c.a->flag, at + w * c.packet};
+  Wait wt{MG_WAIT_PACKET, buf, 0, c.a->flag, at + w * PKT};
   return poll(
-      c, wt, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
+      c, wt, base + PKT * w, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
 }
 
-MG_DEV Payload load_payload(const Ctx& c, const unsigned char* raw, uint64_t w) {
+static MG_DEV Payload load_payload(const unsigned char* raw, uint64_t w) {
   Payload p;
-  if (c.packet == 16) {
-    p.lo = *reinterpret_cast<const uint32_t*>(raw + 8 * w);
-    p.hi = *reinterpret_cast<const uint32_t*>(raw + 8 * w + 4);
+  if (PKT == 16) {
+    p.lo = load32(raw + 8 * w);
+    p.hi = load32(raw + 8 * w + 4);
   } else {
-    p.lo = *reinterpret_cast<const uint32_t*>(raw + 4 * w);
+    p.lo = load32(raw + 4 * w);
     p.hi = 0;
   }
   return p;
 }
 
-MG_DEV void store_payload(const Ctx& c, unsigned char* raw, uint64_t w, Payload p) {
-  if (c.packet == 16) {
-    *reinterpret_cast<uint32_t*>(raw + 8 * w) = p.lo;
-    *reinterpret_cast<uint32_t*>(raw + 8 * w + 4) = p.hi;
+static MG_DEV void store_payload(unsigned char* raw, uint64_t w, Payload p) {
+  if (PKT == 16) {
+    store32(raw + 8 * w, p.lo);
+    store32(raw + 8 * w + 4, p.hi);
   } else {
-    *reinterpret_cast<uint32_t*>(raw + 4 * w) = p.lo;
+    store32(raw + 4 * w, p.lo);
   }
 }
 
-template <int DT>
-MG_DEV Payload add_payload(Payload a, Payload b) {
+static MG_DEV Payload add_payload(Payload a, Payload b) {
   return Payload{add_word<DT>(a.lo, b.lo), add_word<DT>(a.hi, b.hi)};
-}
-
-MG_DEV Payload add_payload_dt(const Ctx& c, Payload a, Payload b) {
-  switch (c.a->dtype) {
-    case MG_F16:
-      return add_payload<MG_F16>(a, b);
-    case MG_BF16:
-      return add_payload<MG_BF16>(a, b);
-    case MG_F32:
-      return add_payload<MG_F32>(a, b);
-    default:
-      return add_payload<MG_I32>(a, b);
-  }
 }
 
 // PktIn is a packet source: its packets and, for reports, where they are.
@@ -285,11 +313,11 @@ struct PktIn {
   uint64_t at;
 };
 
-// packet_op is the common shape of the packet ops (docs/semantics.md §2.6): for each of np
+// packet_op is the common shape of the packet ops (§2.6): for each of np
 // packets, with every thread: read the raw source and/or wait for the
 // packet sources, reduce if asked (0 ⊕ pkt1 ⊕ … ⊕ raw), store the raw
 // destination and write the packet destinations.
-MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const PktIn* pin, int npin,
+static MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const PktIn* pin, int npin,
                       unsigned char* raw_out, unsigned char* const* pout, int npout, bool reduce) {
   for (uint64_t w = c.tid; w < np; w += c.nt) {
     Payload acc{0, 0};
@@ -297,33 +325,40 @@ MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const Pk
       for (int k = 0; k < npin; k++) {
         Payload x;
         if (!read_packet(c, pin[k].p, pin[k].buf, pin[k].at, w, &x)) return;
-        acc = add_payload_dt(c, acc, x);
+        acc = add_payload(acc, x);
       }
-      acc = add_payload_dt(c, acc, load_payload(c, raw_in, w));
+      acc = add_payload(acc, load_payload(raw_in, w));
     } else if (raw_in != nullptr) {
-      acc = load_payload(c, raw_in, w);
+      acc = load_payload(raw_in, w);
     } else if (!read_packet(c, pin[0].p, pin[0].buf, pin[0].at, w, &acc)) {
       return;
     }
-    if (raw_out != nullptr) store_payload(c, raw_out, w, acc);
+    if (raw_out != nullptr) store_payload(raw_out, w, acc);
     for (int k = 0; k < npout; k++) write_packet(c, pout[k], w, acc);
     if (c.tid == 0 && (w & 0xffff) == 0) heartbeat(c);
   }
 }
 
-// ---- port channels: the FIFO (docs/semantics.md §4.3) ----------------------
+// ---- port channels: the FIFO (§4.3) -----------------------------------------
 
 // push hands a trigger to the rank's proxy and returns its FIFO position,
-// or ~0 when the launch was aborted while the FIFO was full.
-MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, uint32_t kind, uint32_t ch) {
+// or ~0 when the launch was aborted while the FIFO was full. The tail is
+// read (from its device replica) only when the FIFO looks full by the
+// last tail this thread saw; the trigger is four stores into the
+// host-mapped slot.
+static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, uint32_t kind, uint32_t ch) {
   mg_fifo* f = reinterpret_cast<mg_fifo*>(c.me->fifo);
+  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me->fifo_tail);
   uint64_t p = fetch_add_gpu(reinterpret_cast<uint64_t*>(c.me->fifo_head), 1);
-  if (p >= load_acquire_sys(&f->tail) + MG_FIFO_DEPTH) {
-    Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
-    if (!poll(
-            c, w, [&] { return p < load_acquire_sys(&f->tail) + MG_FIFO_DEPTH; },
-            [&] { return load_relaxed_sys(&f->tail); })) {
-      return ~uint64_t(0);
+  if (p >= c.tail + MG_FIFO_DEPTH) {
+    c.tail = load_acquire_sys(tail);
+    if (p >= c.tail + MG_FIFO_DEPTH) {
+      Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
+      if (!poll(
+              c, w, tail, [&] { return p < (c.tail = load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
+              [&] { return load_relaxed_sys(tail); })) {
+        return ~uint64_t(0);
+      }
     }
   }
   mg_trigger* t = &f->slots[p % MG_FIFO_DEPTH];
@@ -335,21 +370,24 @@ MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, uint32_t
   return p;
 }
 
-// await_proxy spins until the proxy has completed FIFO position p.
-MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
-  const mg_fifo* f = reinterpret_cast<const mg_fifo*>(c.me->fifo);
+// await_proxy spins until the proxy has completed FIFO position p (the
+// tail's device replica, which the proxy's copy stream writes after the
+// transfers it completes).
+static MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
+  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me->fifo_tail);
+  if (c.tail > p) return true;
   Wait w{MG_WAIT_PROXY, ch, MG_CH_PORT, p + 1, 0};
   return poll(
-      c, w, [&] { return load_acquire_sys(&f->tail) > p; }, [&] { return load_relaxed_sys(&f->tail); });
+      c, w, tail, [&] { return (c.tail = load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
 }
 
 // ---- ops ---------------------------------------------------------------------
 
-MG_DEV const uint32_t* op_ids(const Ctx& c, const mg_op* op) { return c.ids + op->first_id; }
-MG_DEV const mg_region* op_src(const Ctx& c, const mg_op* op) { return c.regions + op->first_region; }
-MG_DEV const mg_region* op_dst(const Ctx& c, const mg_op* op) { return c.regions + op->first_region + op->n_src; }
+static MG_DEV const uint32_t* op_ids(const Ctx& c, const mg_op* op) { return c.ids + op->first_id; }
+static MG_DEV const mg_region* op_src(const Ctx& c, const mg_op* op) { return c.regions + op->first_region; }
+static MG_DEV const mg_region* op_dst(const Ctx& c, const mg_op* op) { return c.regions + op->first_region + op->n_src; }
 
-MG_DEV void op_signal(Ctx& c, const mg_op* op) {
+static MG_DEV void op_signal(Ctx& c, const mg_op* op) {
   const uint32_t* ids = op_ids(c, op);
   for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
     uint32_t ch = ids[i];
@@ -358,19 +396,24 @@ MG_DEV void op_signal(Ctx& c, const mg_op* op) {
     } else if (op->chan_type == MG_CH_MEMORY) {
       uint64_t peer = reinterpret_cast<const uint64_t*>(c.me->mem_peer)[ch];
       if (peer == 0) continue;  // unpaired: the signal is lost
-      // Relaxed signals are as strong as the others (item 3 of
-      // docs/semantics.md §2.9 allows it): the CPU oracle orders data by them, and the
+      // Relaxed signals are as strong as the others (docs/semantics.md
+      // §2.9, item 3, allows it): the CPU oracle orders data by them, and the
       // shipped NVLS plans rely on relaxed pairs around their stores.
       add_release_sys(reinterpret_cast<uint64_t*>(peer), 1);
     }
   }
 }
 
-MG_DEV void op_wait(Ctx& c, const mg_op* op) {
+// The waiting ops (wait, flush, semaphore acquire, put-with-signal-and-
+// flush on port channels) poll with thread 0 alone; exec ends them with a
+// block barrier, so the block's other threads wait there, off the memory
+// system, and see an abort in shared memory after it.
+static MG_DEV void op_wait(Ctx& c, const mg_op* op) {
   if (op->chan_type != MG_CH_MEMORY && op->chan_type != MG_CH_PORT) return;
+  if (c.tid != 0) return;
   const uint32_t* ids = op_ids(c, op);
   bool mem = op->chan_type == MG_CH_MEMORY;
-  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+  for (uint32_t i = 0; i < op->n_ids; i++) {
     uint32_t ch = ids[i];
     uint64_t* inb = reinterpret_cast<uint64_t*>(mem ? c.me->mem_inbound : c.me->port_inbound) + ch;
     uint64_t* exp = reinterpret_cast<uint64_t*>(mem ? c.me->mem_expected : c.me->port_expected) + ch;
@@ -378,43 +421,44 @@ MG_DEV void op_wait(Ctx& c, const mg_op* op) {
     Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
     // Relaxed waits acquire too, like relaxed signals release.
     if (!poll(
-            c, w, [&] { return load_acquire_sys(inb) >= e; }, [&] { return load_relaxed_sys(inb); })) {
+            c, w, inb, [&] { return load_acquire_sys(inb) >= e; }, [&] { return load_relaxed_sys(inb); })) {
       return;
     }
   }
 }
 
-MG_DEV void op_flush(Ctx& c, const mg_op* op) {
-  if (op->chan_type != MG_CH_PORT) return;
+static MG_DEV void op_flush(Ctx& c, const mg_op* op) {
+  if (op->chan_type != MG_CH_PORT || c.tid != 0) return;
   const uint32_t* ids = op_ids(c, op);
-  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+  for (uint32_t i = 0; i < op->n_ids; i++) {
     uint64_t p = push(c, 0, 0, 0, MG_TRIG_SYNC, ids[i]);
     if (p == ~uint64_t(0) || !await_proxy(c, p, ids[i])) return;
   }
 }
 
-MG_DEV void op_sem_release(Ctx& c, const mg_op* op) {
+static MG_DEV void op_sem_release(Ctx& c, const mg_op* op) {
   const uint32_t* ids = op_ids(c, op);
   for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
     add_release_gpu(reinterpret_cast<uint64_t*>(c.me->sems) + ids[i], 1);
   }
 }
 
-MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
+static MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
+  if (c.tid != 0) return;
   const uint32_t* ids = op_ids(c, op);
-  for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
+  for (uint32_t i = 0; i < op->n_ids; i++) {
     uint64_t* sem = reinterpret_cast<uint64_t*>(c.me->sems) + ids[i];
     int64_t old = int64_t(fetch_add_acq_rel_gpu(sem, ~uint64_t(0)));
     if (old > 0) continue;
     Wait w{MG_WAIT_SEM, ids[i], 0, uint64_t(old), 0};
     if (!poll(
-            c, w, [&] { return int64_t(load_acquire_gpu(sem)) >= old; }, [&] { return load_acquire_gpu(sem); })) {
+            c, w, sem, [&] { return int64_t(load_acquire_gpu(sem)) >= old; }, [&] { return load_acquire_gpu(sem); })) {
       return;
     }
   }
 }
 
-MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
+static MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
   block_sync();
   if (op->n_threadblocks > 1 && c.tid == 0 && !aborted(c)) {
     mg_barrier* b = reinterpret_cast<mg_barrier*>(c.me->barriers) + op->barrier_id;
@@ -426,15 +470,17 @@ MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
     } else {
       Wait w{MG_WAIT_BARRIER, op->barrier_id, 0, n, 0};
       poll(
-          c, w, [&] { return load_acquire_gpu32(&b->gen) != gen; }, [&] { return uint64_t(get_u32(&b->count)); });
+          c, w, &b->gen, [&] { return load_acquire_gpu32(&b->gen) != gen; },
+          [&] { return uint64_t(get_u32(&b->count)); });
     }
   }
   block_sync();
 }
 
 // put family: memory channels copy, port channels push one trigger per
-// destination (thread i pushes destination i).
-MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+// destination (thread 0 pushes them all, in order, and for the flush
+// form waits for the last).
+static MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   if (op->chan_type != MG_CH_PORT) {
@@ -447,8 +493,9 @@ MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   uint32_t kind = MG_TRIG_DATA;
   if (op->type == MG_PWS) kind |= MG_TRIG_FLAG;
   if (op->type == MG_PWSF) kind |= MG_TRIG_FLAG | MG_TRIG_SYNC;
+  if (c.tid != 0) return;
   const uint32_t* ids = op_ids(c, op);
-  for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+  for (uint32_t i = 0; i < op->n_dst; i++) {
     uint64_t n = clamp(dst[i].size, o, u);
     // Port transfers read the source through its registration at the
     // buffer's base: no double-buffer shift.
@@ -460,7 +507,7 @@ MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   }
 }
 
-MG_DEV void op_get(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV void op_get(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   for (int i = 0; i < op->n_src && !c.dead; i++) {
@@ -469,7 +516,7 @@ MG_DEV void op_get(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   }
 }
 
-MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   uint64_t n = clamp(src[0].size, o, u);
@@ -477,33 +524,32 @@ MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   unsigned char* d[kMaxOperands];
   for (int k = 0; k < op->n_src; k++) s[k] = src[k].kind == MG_REMOTE ? remote(c, src[k], o) : local(c, src[k], o);
   for (int k = 0; k < op->n_dst; k++) d[k] = dst[k].kind == MG_REMOTE ? remote(c, dst[k], o) : local(c, dst[k], o);
-  reduce_bytes(c, d, op->n_dst, s, op->n_src, n);
+  reduce_t<DT>(c, d, op->n_dst, s, op->n_src, n);
 }
 
-MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
+static MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
   return reinterpret_cast<const mg_switch*>(c.me->switches)[r.sw];
 }
 
 // member_ptr is the bound buffer of switch member m at r's offset (no
 // double-buffer shift, quirk Q8 as mirrored by the CPU backend).
-MG_DEV unsigned char* member_ptr(const Ctx& c, const mg_switch& sw, int32_t m, const mg_region& r, uint64_t o) {
+static MG_DEV unsigned char* member_ptr(const Ctx& c, const mg_switch& sw, int32_t m, const mg_region& r, uint64_t o) {
   return ptr(base(c, m, sw.buf) + r.offset + adj(c, sw.buf, o));
 }
 
-MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<const int32_t*>(sw.members); }
+static MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<const int32_t*>(sw.members); }
 
 // glres: the sum over every member of its bound buffer, in ascending
 // rank order, stored to every member. This is the unicast fallback; with
 // a multicast pointer and a toolkit that assembles multimem (sm_90) the
 // switch does it (see mc_* in prim.h).
 #if defined(MG_HAVE_MULTIMEM)
-template <int DT>
-MG_DEV void glres_mc(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
+static MG_DEV void glres_mc(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
   for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, mc_ld_reduce16<DT>(s + 16 * i));
 }
 #endif
 
-MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ss = switch_of(c, sr);
@@ -511,23 +557,10 @@ MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   uint64_t n = clamp(sr.size, o, u);
 #if defined(MG_HAVE_MULTIMEM)
   if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0) {
-    // The switch reduces: hardware order, element-type precision (docs/semantics.md §4.4).
+    // The switch reduces: hardware order, element-type precision (§4.4).
     unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
     const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
-    switch (c.a->dtype) {
-      case MG_F16:
-        glres_mc<MG_F16>(c, d, s, n);
-        break;
-      case MG_BF16:
-        glres_mc<MG_BF16>(c, d, s, n);
-        break;
-      case MG_F32:
-        glres_mc<MG_F32>(c, d, s, n);
-        break;
-      default:
-        glres_mc<MG_I32>(c, d, s, n);
-        break;
-    }
+    glres_mc(c, d, s, n);
     return;
   }
 #endif
@@ -537,10 +570,10 @@ MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
   for (int k = 0; k < ns; k++) s[k] = member_ptr(c, ss, members(ss)[k], sr, o);
   for (int k = 0; k < nd; k++) d[k] = member_ptr(c, ds, members(ds)[k], dr, o);
-  reduce_bytes(c, d, nd, s, ns, n);
+  reduce_t<DT>(c, d, nd, s, ns, n);
 }
 
-MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ds = switch_of(c, dr);
@@ -556,11 +589,11 @@ MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   for (uint32_t k = 0; k < ds.n_members && !c.dead; k++) copy_bytes(c, member_ptr(c, ds, members(ds)[k], dr, o), s, n);
 }
 
-MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
+static MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ds = switch_of(c, dr);
-  uint64_t np = sr.size / c.payload;
+  uint64_t np = sr.size / (PKT / 2);
   PktIn in{packets(c, c.rank, sr.buf, sr.offset), sr.buf, 2 * sr.offset};
   unsigned char* out[32];
   int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
@@ -568,31 +601,31 @@ MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
   packet_op(c, np, nullptr, &in, 1, nullptr, out, nd, false);
 }
 
-MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
+static MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   if (op->chan_type == MG_CH_PORT) {
-    // The source is already in packet form: forward it (docs/semantics.md §2.5).
+    // The source is already in packet form: forward it (§2.5).
     const uint32_t* ids = op_ids(c, op);
     for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
-      uint64_t np = src[i].size / c.payload;
+      uint64_t np = src[i].size / (PKT / 2);
       uint64_t s = reinterpret_cast<uint64_t>(packets(c, c.rank, src[i].buf, src[i].offset));
       uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
-      if (push(c, d, s, np * c.packet, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) == ~uint64_t(0)) return;
+      if (push(c, d, s, np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) == ~uint64_t(0)) return;
     }
     return;
   }
   for (int i = 0; i < op->n_dst && !c.dead; i++) {
-    uint64_t np = src[i].size / c.payload;
+    uint64_t np = src[i].size / (PKT / 2);
     unsigned char* out = packets(c, dst[i].rank, dst[i].buf, dst[i].offset);
     packet_op(c, np, raw(c, src[i]), nullptr, 0, nullptr, &out, 1, false);
   }
 }
 
-MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
+static MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
   const mg_region& s0 = op_src(c, op)[0];
   const mg_region* dst = op_dst(c, op);
-  uint64_t np = s0.size / c.payload;
+  uint64_t np = s0.size / (PKT / 2);
   PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
   if (op->chan_type == MG_CH_PORT) {
     // Every thread waits for its packets, then thread i pushes the whole
@@ -607,7 +640,7 @@ MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
     const uint32_t* ids = op_ids(c, op);
     for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
       uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
-      if (push(c, d, reinterpret_cast<uint64_t>(in.p), np * c.packet, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) ==
+      if (push(c, d, reinterpret_cast<uint64_t>(in.p), np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) ==
           ~uint64_t(0)) {
         return;
       }
@@ -619,18 +652,18 @@ MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
   packet_op(c, np, nullptr, &in, 1, nullptr, out, op->n_dst, false);
 }
 
-MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
+static MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
   const mg_region& s0 = op_src(c, op)[0];
   const mg_region& d0 = op_dst(c, op)[0];
-  uint64_t np = s0.size / c.payload;
+  uint64_t np = s0.size / (PKT / 2);
   unsigned char* out = packets(c, c.rank, d0.buf, d0.offset);
   packet_op(c, np, raw(c, s0), nullptr, 0, nullptr, &out, 1, false);
 }
 
-MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
+static MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
   const mg_region& s0 = op_src(c, op)[0];
   const mg_region& d0 = op_dst(c, op)[0];
-  uint64_t np = s0.size / c.payload;
+  uint64_t np = s0.size / (PKT / 2);
   // The source is always local scratch, whatever its declared type.
   PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
   packet_op(c, np, nullptr, &in, 1, raw(c, d0), nullptr, 0, false);
@@ -638,10 +671,10 @@ MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
 
 // The packet reductions: src0 raw, src1.. local scratch packets; dst0 raw,
 // then (copy forms) a local packet copy, then (send forms) remote packets.
-MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
+static MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
-  uint64_t np = src[0].size / c.payload;
+  uint64_t np = src[0].size / (PKT / 2);
   PktIn in[kMaxOperands];
   int npin = 0;
   for (int k = 1; k < op->n_src; k++) {
@@ -657,7 +690,7 @@ MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
 }
 
 // exec runs one op at pipeline offset o with unit u.
-MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   if (op->type == MG_NOP) {
     block_sync();
     return;
@@ -668,25 +701,37 @@ MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   }
   // Ops with a block barrier inside run even after an abort (their waits
   // return at once), so that every thread meets the same barriers.
-  if (op->type == MG_RPPKT && op->chan_type == MG_CH_PORT) {
-    op_rppkt(c, op);
-    return;
+  switch (op->type) {
+    case MG_RPPKT:
+      if (op->chan_type != MG_CH_PORT) break;
+      op_rppkt(c, op);
+      return;
+    case MG_WAIT:
+    case MG_RLXWAIT:
+      op_wait(c, op);
+      block_sync();
+      return;
+    case MG_FLUSH:
+      op_flush(c, op);
+      block_sync();
+      return;
+    case MG_SEM_ACQUIRE:
+      op_sem_acquire(c, op);
+      block_sync();
+      return;
+    case MG_PWSF:
+      if (op->chan_type != MG_CH_PORT) break;
+      if (!aborted(c)) op_put(c, op, o, u);
+      block_sync();
+      return;
+    default:
+      break;
   }
   if (aborted(c)) return;
   switch (op->type) {
     case MG_SIGNAL:
     case MG_RLXSIGNAL:
       op_signal(c, op);
-      break;
-    case MG_WAIT:
-    case MG_RLXWAIT:
-      op_wait(c, op);
-      break;
-    case MG_FLUSH:
-      op_flush(c, op);
-      break;
-    case MG_SEM_ACQUIRE:
-      op_sem_acquire(c, op);
       break;
     case MG_SEM_RELEASE:
       op_sem_release(c, op);
@@ -743,8 +788,9 @@ MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
 }
 
 // mark publishes the op about to run (thread 0 only).
-MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
+static MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
   if (c.tid != 0) return;
+  count_op();
   put_u32(&c.prog->op, i + 1);
   put_i32(&c.prog->iter, iter);
   put_u32(&c.prog->state, MG_RUNNING);
@@ -752,14 +798,14 @@ MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
 }
 
 // copy_words copies n bytes (a multiple of 8) with every thread.
-MG_DEV void copy_words(uint64_t* d, const uint64_t* s, uint64_t n) {
+static MG_DEV void copy_words(uint64_t* d, const uint64_t* s, uint64_t n) {
   for (uint64_t i = tid(); i < n / 8; i += nthreads()) d[i] = s[i];
 }
 
-MG_DEV uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
+static MG_DEV uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
 
 // run is the body of the kernel for one block.
-MG_DEV void run(const mg_args* a) {
+static MG_DEV void run(const mg_args* a) {
   unsigned char* sm = dyn_shmem();
   mg_shared* sh = reinterpret_cast<mg_shared*>(sm);
   const mg_block* blk = reinterpret_cast<const mg_block*>(a->blocks) + block_id();
@@ -768,6 +814,7 @@ MG_DEV void run(const mg_args* a) {
   uint64_t regions_at = ops_at + align8(uint64_t(blk->n_ops) * sizeof(mg_op));
   uint64_t ids_at = regions_at + align8(uint64_t(blk->n_regions) * sizeof(mg_region));
   if (tid() == 0) {
+    put_shared(&sh->dead, 0);
     sh->blk = *blk;
     sh->ops = reinterpret_cast<uint64_t>(sm + ops_at);
     sh->regions = reinterpret_cast<uint64_t>(sm + regions_at);
@@ -801,8 +848,8 @@ MG_DEV void run(const mg_args* a) {
   c.tid = tid();
   c.nt = nthreads();
   c.beat = 0;
-  c.packet = a->packet;
-  c.payload = a->packet / 2;
+  c.sh = sh;
+  c.tail = 0;
   c.dead = false;
   if (c.tid == 0) c.beat = get_u32(&c.prog->beat);
 
@@ -828,12 +875,25 @@ MG_DEV void run(const mg_args* a) {
   if (c.tid == 0) put_u32(&c.prog->state, aborted(c) ? MG_ABORTED : MG_DONE);
 }
 
+};  // struct Interp
+
 }  // namespace mg
 
-// mscclgo_interp is the kernel: grid = every block of every rank, one
-// argument (a device pointer to mg_args), dynamic shared memory
-// mg_args.shmem bytes, at most 1024 threads per block (the register
-// budget is set for that).
-extern "C" __global__ void MG_LAUNCH_BOUNDS mscclgo_interp(const mg_args* a) { mg::run(a); }
+// The kernels, one per element type and packet size: grid = every block
+// of every rank, one argument (a device pointer to mg_args), dynamic
+// shared memory mg_args.shmem bytes, at most 1024 threads per block (the
+// register budget is set for that). The host (gpu.KernelName) names the
+// entry by mg_args.dtype and mg_args.packet.
+#define MG_ENTRY(name, dt, pkt) \
+  extern "C" __global__ void MG_LAUNCH_BOUNDS name(const mg_args* a) { mg::Interp<dt, pkt>::run(a); }
+MG_ENTRY(mscclgo_interp_f16_ll16, MG_F16, 16)
+MG_ENTRY(mscclgo_interp_bf16_ll16, MG_BF16, 16)
+MG_ENTRY(mscclgo_interp_f32_ll16, MG_F32, 16)
+MG_ENTRY(mscclgo_interp_i32_ll16, MG_I32, 16)
+MG_ENTRY(mscclgo_interp_f16_ll8, MG_F16, 8)
+MG_ENTRY(mscclgo_interp_bf16_ll8, MG_BF16, 8)
+MG_ENTRY(mscclgo_interp_f32_ll8, MG_F32, 8)
+MG_ENTRY(mscclgo_interp_i32_ll8, MG_I32, 8)
+#undef MG_ENTRY
 
 #endif  // MSCCLGO_INTERP_CUH

@@ -117,7 +117,9 @@ typedef struct mg_barrier {
 } mg_barrier;
 
 // Port-channel FIFO: MG_FIFO_DEPTH slots of four words in host-mapped
-// memory, pushed by the device, served in order by the rank's proxy.
+// memory, pushed by the device, served in order by the rank's proxy. The
+// kernel only stores into the slots: the proxy's progress (the tail)
+// reaches it through a replica in device memory (mg_rank.fifo_tail).
 #define MG_FIFO_DEPTH 512
 
 // Trigger kinds (or-able), in word 3 bits 0-7.
@@ -131,8 +133,8 @@ typedef struct mg_trigger {
   uint64_t w[4];
 } mg_trigger;
 
-// mg_fifo is a rank's host-mapped FIFO: the proxy advances tail after it
-// has handled a trigger (and, for SYNC, completed every earlier transfer).
+// mg_fifo is a rank's host-mapped FIFO. tail is the proxy's own record
+// of the positions it has handled; the kernel never reads it.
 typedef struct mg_fifo {
   uint64_t tail;
   uint64_t pad[3];
@@ -140,13 +142,13 @@ typedef struct mg_fifo {
 } mg_fifo;
 
 // mg_rank is the per-rank state of a session; every pointer is a device
-// address (host-mapped ones are marked).
+// address, of device memory unless marked host-mapped.
 typedef struct mg_rank {
   uint64_t buf[3];         // input, output, scratch base
   uint64_t mem_inbound;    // uint64_t[n_mem]: signals received per memory channel
   uint64_t mem_expected;   // uint64_t[n_mem]: waits issued per memory channel
   uint64_t mem_peer;       // uint64_t[n_mem]: the paired inbound counter of the peer, 0 if unpaired
-  uint64_t port_inbound;   // uint64_t[n_port], host-mapped, written by the peer's proxy
+  uint64_t port_inbound;   // uint64_t[n_port]: written by the peer's proxy (copy stream)
   uint64_t port_expected;  // uint64_t[n_port]
   uint64_t sems;           // int64_t[n_sems]
   uint64_t barriers;       // mg_barrier[16]
@@ -154,6 +156,7 @@ typedef struct mg_rank {
   uint64_t fifo;           // mg_fifo, host-mapped
   uint64_t fifo_head;      // uint64_t in device memory: positions handed out
   uint64_t reuse_slot;     // scratch ring of reuse_resources pipelines, 0 if none
+  uint64_t fifo_tail;      // uint64_t: the proxy's tail, replicated by its copy stream
   uint32_t n_mem;
   uint32_t n_port;
   uint32_t n_switch;
@@ -174,8 +177,10 @@ enum {
   MG_WAIT_FIFO = 6      // FIFO full: expect: position, got: tail
 };
 
-// mg_progress is a block's host-mapped progress record, read by the
-// host's watchdog while the kernel runs.
+// mg_progress is a block's progress record, in device memory: thread 0
+// stores the op when it starts, a thread that has waited long stores
+// what it waits for; the host's watchdog copies the records out on a
+// side stream while the kernel runs.
 typedef struct mg_progress {
   uint32_t op;     // flat op index + 1 of the current op, 0 before the first
   int32_t iter;    // pipeline iteration, -1 outside pipelines
@@ -190,7 +195,9 @@ typedef struct mg_progress {
   uint64_t wait_at;
 } mg_progress;
 
-// mg_control is host-mapped: the host sets abort to stop every spin.
+// mg_control is in device memory: the host sets abort (a write on a side
+// stream) to stop every spin; waiting threads read it every few thousand
+// spins.
 typedef struct mg_control {
   uint32_t abort;
   uint32_t pad[15];
@@ -203,14 +210,14 @@ typedef struct mg_args {
   uint64_t regions;         // mg_region[]
   uint64_t ids;             // uint32_t[]
   uint64_t ranks;           // mg_rank[n_ranks]
-  uint64_t progress;        // mg_progress[n_blocks], host-mapped
-  uint64_t control;         // mg_control, host-mapped
+  uint64_t progress;        // mg_progress[n_blocks]
+  uint64_t control;         // mg_control
   uint64_t scratch_offset;  // double-buffer half of this launch (0 without)
   uint32_t n_blocks;
   uint32_t n_ranks;
   uint32_t flag;    // LL flag of this launch
-  uint32_t dtype;   // MG_F16...
-  uint32_t packet;  // LL packet bytes: 16 or 8
+  uint32_t dtype;   // MG_F16... (the kernel entry is chosen by it)
+  uint32_t packet;  // LL packet bytes: 16 or 8 (likewise)
   uint32_t shmem;   // dynamic shared memory bytes of every block
   uint64_t vterms;  // mg_vterm[], one per region, of an alltoallv plan; 0 otherwise
   uint64_t vtable;  // mg_vtable of this call (alltoallv plans); 0 otherwise
@@ -253,6 +260,8 @@ typedef struct mg_shared {
   uint64_t ops;  // shared-memory pointers of the copied arrays
   uint64_t regions;
   uint64_t ids;
+  uint32_t dead;  // set by the thread that saw the host's abort
+  uint32_t pad;
 } mg_shared;
 
 #ifdef __cplusplus

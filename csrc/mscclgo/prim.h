@@ -3,6 +3,7 @@
 // std::atomic_ref / std::barrier for the host build (csrc/host), so that
 // the kernel sources compile unchanged with both. Nothing outside this
 // file (and csrc/host) may use inline PTX, atomics or volatile accesses.
+// Section numbers (§) in this file refer to docs/semantics.md.
 #ifndef MSCCLGO_PRIM_H
 #define MSCCLGO_PRIM_H
 
@@ -14,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #define MG_DEV __device__ __forceinline__
+#define MG_UNROLL _Pragma("unroll")
 // The kernel must launch with 1024 threads per block: cap its registers.
 #define MG_LAUNCH_BOUNDS __launch_bounds__(1024, 1)
 #else
@@ -24,6 +26,7 @@
 
 #include "host/cuda_host.h"
 #define MG_DEV inline
+#define MG_UNROLL _Pragma("GCC unroll 4")
 #define MG_LAUNCH_BOUNDS
 #endif
 
@@ -93,6 +96,13 @@ MG_DEV uint32_t load_acquire_gpu32(const uint32_t* p) {
 MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+// load_acquire_sys32 reads a word another engine (a copy or memset on a
+// host stream) writes: the host's abort word.
+MG_DEV uint32_t load_acquire_sys32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 MG_DEV void store_relaxed_gpu32(uint32_t* p, uint32_t v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -108,7 +118,16 @@ MG_DEV void put_i32(int32_t* p, int32_t v) { *reinterpret_cast<volatile int32_t*
 MG_DEV void put_u64(uint64_t* p, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(p) = v; }
 MG_DEV uint32_t get_u32(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 
-// LL packets: one volatile vector store / load per packet (docs/semantics.md §3.1).
+// The block's shared-memory abort flag: volatile, read by every thread.
+MG_DEV uint32_t get_shared(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
+MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uint32_t*>(p) = v; }
+
+// count_op counts an executed op for the host build's probe (no-op here).
+MG_DEV void count_op() {}
+// notify tells the host build's parked waiters that p changed (no-op).
+MG_DEV void notify(const void*) {}
+
+// LL packets: one volatile vector store / load per packet (§3.1).
 MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(lo), "r"(flag), "r"(hi), "r"(flag)
                : "memory");
@@ -132,27 +151,33 @@ MG_DEV v16 load16(const void* p) {
   return v16{u.x, u.y, u.z, u.w};
 }
 MG_DEV void store16(void* p, v16 v) { *reinterpret_cast<uint4*>(p) = make_uint4(v.x, v.y, v.z, v.w); }
+MG_DEV uint32_t load32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
+MG_DEV void store32(void* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
+MG_DEV uint32_t load16b(const void* p) { return *reinterpret_cast<const uint16_t*>(p); }
+MG_DEV void store16b(void* p, uint32_t v) { *reinterpret_cast<uint16_t*>(p) = uint16_t(v); }
+MG_DEV unsigned char load8(const void* p) { return *reinterpret_cast<const unsigned char*>(p); }
+MG_DEV void store8(void* p, unsigned char v) { *reinterpret_cast<unsigned char*>(p) = v; }
 
-// pause is one step of a spin loop.
+// Spin discipline: a waiting thread reads the device abort word every
+// kAbortEvery spins and publishes its wait after kReport spins.
+constexpr uint32_t kAbortEvery = 1024;
+constexpr uint32_t kReport = 4096;
+
+// pause is one step of a spin loop: the first spins are free, then a
+// growing nanosleep (up to 1 us) yields the issue slots to data movers.
 MG_DEV void pause(uint32_t spins) {
 #if __CUDA_ARCH__ >= 700
-  if (spins > 64) __nanosleep(spins > 4096 ? 1024 : 64);
+  if (spins > 64) __nanosleep(spins > 4096 ? 1024 : (spins > 512 ? 256 : 32));
 #endif
 }
 
-// Element arithmetic, one IEEE rounding per addition (docs/semantics.md §2.7).
-MG_DEV uint16_t add_f16(uint16_t a, uint16_t b) {
-  return __half_as_ushort(__hadd(__ushort_as_half(a), __ushort_as_half(b)));
+// wait_for is one step of a spin loop on the word at p.
+template <class Ready>
+MG_DEV void wait_for(const void* p, uint32_t spins, Ready ready) {
+  (void)p;
+  (void)ready;
+  pause(spins);
 }
-MG_DEV uint16_t add_bf16(uint16_t a, uint16_t b) {
-#if __CUDA_ARCH__ >= 800
-  return __bfloat16_as_ushort(__hadd(__ushort_as_bfloat16(a), __ushort_as_bfloat16(b)));
-#else
-  return __bfloat16_as_ushort(
-      __float2bfloat16_rn(__bfloat162float(__ushort_as_bfloat16(a)) + __bfloat162float(__ushort_as_bfloat16(b))));
-#endif
-}
-MG_DEV uint32_t add_f32(uint32_t a, uint32_t b) { return __float_as_uint(__uint_as_float(a) + __uint_as_float(b)); }
 
 #if defined(MSCCLGO_MULTIMEM) && __CUDA_ARCH__ >= 900
 // NVLS multimem (PTX ISA 8.x, sm_90): CUDA 11.8's ptxas rejects these, so
@@ -207,24 +232,62 @@ MG_DEV uint32_t block_id() { return blockIdx.x; }
 MG_DEV void block_sync() { __syncthreads(); }
 MG_DEV unsigned char* dyn_shmem() { return mg_host_shmem(); }
 
+// touch reports one access to the launch's probe (csrc/host), which
+// counts, per block, the accesses that land in host-mapped memory. Every
+// primitive below that touches memory calls it once.
+MG_DEV void touch(const void* p) {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr != nullptr) pr->touch(reinterpret_cast<uintptr_t>(p), mg_host_self().block_idx.x);
+}
+
+MG_DEV void count_op() {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr != nullptr) pr->op(mg_host_self().block_idx.x);
+}
+
+// notify wakes the threads parked on p's bucket (after a store to p that
+// may release them).
+MG_DEV void notify(const void* p) {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr != nullptr && pr->park != nullptr) pr->park->notify(reinterpret_cast<uintptr_t>(p));
+}
+
 template <class T>
 inline std::atomic_ref<T> aref(const T* p) {
+  touch(p);
   return std::atomic_ref<T>(*const_cast<T*>(p));
+}
+
+MG_DEV uint32_t get_shared(const uint32_t* p) {
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+}
+MG_DEV void put_shared(uint32_t* p, uint32_t v) {
+  std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed);
 }
 
 MG_DEV uint64_t load_acquire_sys(const uint64_t* p) { return aref(p).load(std::memory_order_acquire); }
 MG_DEV uint64_t load_relaxed_sys(const uint64_t* p) { return aref(p).load(std::memory_order_relaxed); }
 MG_DEV void store_release_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_release); }
 MG_DEV void store_relaxed_sys(uint64_t* p, uint64_t v) { aref(p).store(v, std::memory_order_relaxed); }
-MG_DEV void add_release_sys(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_release); }
+MG_DEV void add_release_sys(uint64_t* p, uint64_t v) {
+  aref(p).fetch_add(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV uint64_t fetch_add_gpu(uint64_t* p, uint64_t v) { return aref(p).fetch_add(v, std::memory_order_relaxed); }
 MG_DEV uint64_t fetch_add_acq_rel_gpu(uint64_t* p, uint64_t v) {
   return aref(p).fetch_add(v, std::memory_order_acq_rel);
 }
-MG_DEV void add_release_gpu(uint64_t* p, uint64_t v) { aref(p).fetch_add(v, std::memory_order_release); }
+MG_DEV void add_release_gpu(uint64_t* p, uint64_t v) {
+  aref(p).fetch_add(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV uint64_t load_acquire_gpu(const uint64_t* p) { return aref(p).load(std::memory_order_acquire); }
 MG_DEV uint32_t load_acquire_gpu32(const uint32_t* p) { return aref(p).load(std::memory_order_acquire); }
-MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) { aref(p).store(v, std::memory_order_release); }
+MG_DEV uint32_t load_acquire_sys32(const uint32_t* p) { return aref(p).load(std::memory_order_acquire); }
+MG_DEV void store_release_gpu32(uint32_t* p, uint32_t v) {
+  aref(p).store(v, std::memory_order_release);
+  notify(p);
+}
 MG_DEV void store_relaxed_gpu32(uint32_t* p, uint32_t v) { aref(p).store(v, std::memory_order_relaxed); }
 MG_DEV uint32_t fetch_add_acq_rel_gpu32(uint32_t* p, uint32_t v) {
   return aref(p).fetch_add(v, std::memory_order_acq_rel);
@@ -247,6 +310,7 @@ MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
   uint64_t* w = static_cast<uint64_t*>(p);
   aref(w).store(uint64_t(lo) | uint64_t(flag) << 32, std::memory_order_release);
   aref(w + 1).store(uint64_t(hi) | uint64_t(flag) << 32, std::memory_order_release);
+  notify(p);
 }
 MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, uint32_t* f1) {
   const uint64_t* w = static_cast<const uint64_t*>(p);
@@ -259,6 +323,7 @@ MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, 
 }
 MG_DEV void store_pkt8(void* p, uint32_t v, uint32_t flag) {
   aref(static_cast<uint64_t*>(p)).store(uint64_t(v) | uint64_t(flag) << 32, std::memory_order_release);
+  notify(p);
 }
 MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
   uint64_t a = aref(static_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
@@ -267,97 +332,79 @@ MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
 }
 
 MG_DEV v16 load16(const void* p) {
+  touch(p);
   v16 v;
   std::memcpy(&v, p, 16);
   return v;
 }
-MG_DEV void store16(void* p, v16 v) { std::memcpy(p, &v, 16); }
+MG_DEV void store16(void* p, v16 v) {
+  touch(p);
+  std::memcpy(p, &v, 16);
+}
+MG_DEV uint32_t load32(const void* p) {
+  touch(p);
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+MG_DEV void store32(void* p, uint32_t v) {
+  touch(p);
+  std::memcpy(p, &v, 4);
+}
+MG_DEV uint32_t load16b(const void* p) {
+  touch(p);
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+MG_DEV void store16b(void* p, uint32_t v) {
+  touch(p);
+  uint16_t h = uint16_t(v);
+  std::memcpy(p, &h, 2);
+}
+MG_DEV unsigned char load8(const void* p) {
+  touch(p);
+  return *static_cast<const unsigned char*>(p);
+}
+MG_DEV void store8(void* p, unsigned char v) {
+  touch(p);
+  *static_cast<unsigned char*>(p) = v;
+}
 
-// pause yields, then sleeps: hundreds of host threads may spin at once.
+// On the host a spin is a host thread that a few cores share with
+// thousands of others: the abort word is read and the wait published
+// after fewer spins; pause backs off exponentially, from yields to
+// sleeps of up to 4 ms, and wait_for parks the thread until the word
+// changes (emulated device) with timeouts growing to 100 ms.
+constexpr uint32_t kAbortEvery = 1;
+constexpr uint32_t kReport = 8;
+
 MG_DEV void pause(uint32_t spins) {
-  if (spins < 16) {
+  if (spins < 8) {
     std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 256 ? 20 : 200));
+    return;
   }
+  uint32_t step = (spins - 8) / 8;
+  uint32_t us = step >= 7 ? 4000 : 32u << step;
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
-MG_DEV float bits_f32(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-MG_DEV uint32_t f32_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
-// f16_f32 widens fp16 bits exactly.
-MG_DEV float f16_f32(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  if (e == 0x1f) return bits_f32(sign | 0x7f800000 | m << 13);
-  if (e == 0) {
-    if (m == 0) return bits_f32(sign);
-    e = 113;
-    while ((m & 0x400) == 0) {
-      m <<= 1;
-      e--;
-    }
-    return bits_f32(sign | e << 23 | (m & 0x3ff) << 13);
+template <class Ready>
+MG_DEV void wait_for(const void* p, uint32_t spins, Ready ready) {
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr == nullptr || pr->park == nullptr) {
+    pause(spins * 8);  // about the same sleeps per timer as with kAbortEvery 8
+    return;
   }
-  return bits_f32(sign | (e + 112) << 23 | m << 13);
-}
-
-// f32_f16 rounds to fp16, to nearest even, as executor.F32ToF16.
-MG_DEV uint16_t f32_f16(float f) {
-  uint32_t x = f32_bits(f);
-  uint16_t sign = uint16_t(x >> 16) & 0x8000;
-  x &= 0x7fffffff;
-  if (x > 0x7f800000) return 0x7fff;
-  if (x >= 0x477ff000) return sign | 0x7c00;
-  if (x >= 0x38800000) {
-    x -= 112u << 23;
-    x += 0xfff + ((x >> 13) & 1);
-    return sign | uint16_t(x >> 13);
+  if (spins < 4) {
+    std::this_thread::yield();
+    return;
   }
-  if (x < 0x33000000) return sign;
-  uint32_t e = x >> 23, m = (x & 0x7fffff) | 0x800000, s = 126 - e;
-  uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-  if (rem > half || (rem == half && (r & 1))) r++;
-  return sign | uint16_t(r);
-}
-
-MG_DEV uint16_t add_f16(uint16_t a, uint16_t b) { return f32_f16(f16_f32(a) + f16_f32(b)); }
-MG_DEV uint16_t add_bf16(uint16_t a, uint16_t b) {
-  uint32_t x = f32_bits(bits_f32(uint32_t(a) << 16) + bits_f32(uint32_t(b) << 16));
-  if ((x & 0x7fffffff) > 0x7f800000) return 0x7fff;
-  return uint16_t((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-}
-MG_DEV uint32_t add_f32(uint32_t a, uint32_t b) {
-  float s = bits_f32(a) + bits_f32(b);
-  return s != s ? 0x7fffffffu : f32_bits(s);
+  uint32_t step = (spins - 4) / 2;
+  pr->park->wait(reinterpret_cast<uintptr_t>(p), step >= 7 ? 100u : 1u << step, ready);
 }
 
 #endif
-
-// ---- shared by both builds ------------------------------------------------
-
-// add_word adds two 32-bit words lane-wise in element type DT.
-template <int DT>
-MG_DEV uint32_t add_word(uint32_t a, uint32_t b) {
-  if (DT == MG_F16) return uint32_t(add_f16(uint16_t(a), uint16_t(b))) | uint32_t(add_f16(a >> 16, b >> 16)) << 16;
-  if (DT == MG_BF16) {
-    return uint32_t(add_bf16(uint16_t(a), uint16_t(b))) | uint32_t(add_bf16(a >> 16, b >> 16)) << 16;
-  }
-  if (DT == MG_F32) return add_f32(a, b);
-  return a + b;
-}
-
-template <int DT>
-MG_DEV v16 add_v16(v16 a, v16 b) {
-  return v16{add_word<DT>(a.x, b.x), add_word<DT>(a.y, b.y), add_word<DT>(a.z, b.z), add_word<DT>(a.w, b.w)};
-}
 
 }  // namespace mg
 

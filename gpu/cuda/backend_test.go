@@ -115,3 +115,33 @@ func runCase(t *testing.T, c gputest.Case, what string) bool {
 	}
 	return true
 }
+
+// TestGraphCapture runs plans through sessions that capture their launch
+// (the staged arguments' copy, the cleared progress records, the kernel)
+// into a CUDA graph at the first launch and replay it at the next ones,
+// against the CPU backend: on the fake driver, its capture records the
+// stream's work and cuGraphLaunch replays it.
+func TestGraphCapture(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(filepath.Join(sharedGolden, "MANIFEST.tsv")); err != nil {
+		t.Skipf("reference plans not found at %s (they come with the project's shared/ directory)", sharedGolden)
+	}
+	be := gpu.New(gpu.Config{Name: "gpu", Threads: testThreads(), Graph: true, Open: func() (gpu.Driver, error) { return Open(0) }})
+	for _, name := range []string{"allreduce_naivy__ngpus-2", "put_with_signal_and_flush_test", "allreduce__ngpus-2"} {
+		plan, err := executor.LoadFile(filepath.Join(sharedGolden, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range executor.CheckSizes(plan, executor.Float32, 1<<14, 2) {
+			c := gputest.Case{Plan: plan, Size: size, DType: executor.Float32, InPlace: plan.Inplace, Launches: 3,
+				Timeout: 5 * time.Second}
+			out, err := gputest.Run(context.Background(), be, c)
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, c, err)
+			}
+			if out != gputest.Same && plan.Collective != "test" {
+				t.Fatalf("%s %s: outcome %v, want identical buffers", name, c, out)
+			}
+		}
+	}
+}

@@ -65,6 +65,42 @@ static CUresult mg_ipc_open(CUdeviceptr* p, const void* h) {
 
 static CUresult mg_ipc_close(CUdeviceptr p) { return cuIpcCloseMemHandle(p); }
 
+// Graph capture of a stream (relaxed mode) and the graph's executable.
+static CUresult mg_begin_capture(void* s) {
+	return cuStreamBeginCapture((CUstream)s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+typedef struct {
+	CUresult res;
+	const char* call;
+	CUgraph graph;
+	CUgraphExec exec;
+} mg_captured;
+
+static mg_captured mg_end_capture(void* s) {
+	mg_captured r = {CUDA_SUCCESS, NULL, NULL, NULL};
+	r.res = cuStreamEndCapture((CUstream)s, &r.graph);
+	if (r.res != CUDA_SUCCESS) {
+		r.call = "cuStreamEndCapture";
+		return r;
+	}
+	r.res = cuGraphInstantiateWithFlags(&r.exec, r.graph, 0);
+	if (r.res != CUDA_SUCCESS) {
+		r.call = "cuGraphInstantiateWithFlags";
+		cuGraphDestroy(r.graph);
+		r.graph = NULL;
+	}
+	return r;
+}
+
+static CUresult mg_graph_launch(CUgraphExec e, void* s) { return cuGraphLaunch(e, (CUstream)s); }
+
+static CUresult mg_graph_free(CUgraph g, CUgraphExec e) {
+	CUresult r = cuGraphExecDestroy(e);
+	CUresult r2 = cuGraphDestroy(g);
+	return r != CUDA_SUCCESS ? r : r2;
+}
+
 // mg_error_name returns the driver's name of a result code, or NULL.
 static const char* mg_error_name(int code) {
 	const char* s = NULL;
@@ -158,4 +194,53 @@ func functionHandle(fn cu.Function) (unsafe.Pointer, error) {
 			unsafe.Sizeof(fn))
 	}
 	return *(*unsafe.Pointer)(unsafe.Pointer(&fn)), nil
+}
+
+// graph is a captured launch: the graph and its executable.
+type graph struct {
+	d    *driver
+	g    C.CUgraph
+	exec C.CUgraphExec
+}
+
+// streamHandle returns the CUstream inside a cu.Stream (its only field).
+func streamHandle(s cu.Stream) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&s))
+}
+
+func beginCapture(s cu.Stream) error {
+	if r := C.mg_begin_capture(streamHandle(s)); r != C.CUDA_SUCCESS {
+		return &Error{Call: "cuStreamBeginCapture", Code: int(r)}
+	}
+	return nil
+}
+
+func endCapture(s cu.Stream) (*graph, error) {
+	r := C.mg_end_capture(streamHandle(s))
+	if r.res != C.CUDA_SUCCESS {
+		return nil, &Error{Call: C.GoString(r.call), Code: int(r.res)}
+	}
+	return &graph{g: r.graph, exec: r.exec}, nil
+}
+
+func graphLaunch(g *graph, s cu.Stream) error {
+	if r := C.mg_graph_launch(g.exec, streamHandle(s)); r != C.CUDA_SUCCESS {
+		return &Error{Call: "cuGraphLaunch", Code: int(r)}
+	}
+	return nil
+}
+
+// Release destroys the graph and its executable.
+func (g *graph) Release() error {
+	if g.exec == nil {
+		return nil
+	}
+	err := g.d.do("releasing a graph", func() error {
+		if r := C.mg_graph_free(g.g, g.exec); r != C.CUDA_SUCCESS {
+			return &Error{Call: "cuGraphExecDestroy", Code: int(r)}
+		}
+		return nil
+	})
+	g.g, g.exec = nil, nil
+	return err
 }

@@ -16,14 +16,18 @@
 //   - Open (driver.go): the driver of one device. It retains the device's
 //     primary context, loads the interpreter from the embedded kernel
 //     image that suits the device (kernels.go), raises the kernel's
-//     dynamic shared-memory limit, and creates two non-blocking streams,
-//     one for launches and one for the proxy's copies, so that a copy
-//     proceeds while the kernel runs.
+//     dynamic shared-memory limit, and creates three non-blocking
+//     streams: the launch stream (the per-launch table copies from pinned
+//     memory, memsets and the kernel; graph capture and replay), the
+//     proxy's copy stream (its copies and the words it posts after them)
+//     and the watch stream (the watchdog's reads of the progress records
+//     and its abort write), so that copies and reads proceed while the
+//     kernel runs. UseKernel picks the interpreter entry of a session.
 //   - hostMem (hostmem.go): pinned, device-mapped host memory whose words
 //     the host reads and writes with sync/atomic while the kernel runs.
 //   - capi.go: cgo wrappers of the driver calls cu lacks
-//     (cuMemHostAlloc, cuMemHostGetDevicePointer, cuFuncSetAttribute) and
-//     Error, a failed driver call.
+//     (cuMemHostAlloc, cuMemHostGetDevicePointer, cuFuncSetAttribute,
+//     IPC, stream capture and graphs) and Error, a failed driver call.
 //
 // Every driver call runs with the OS thread locked and the context pushed
 // current for the call (driver.do), so that any goroutine may use the

@@ -28,19 +28,25 @@ type driver struct {
 	ctx    cu.CUContext // the device's primary context, retained
 	mod    cu.Module
 	fn     cu.Function
-	launch cu.Stream // the interpreter's launches
-	copies cu.Stream // the proxy's copies
+	launch cu.Stream // the interpreter's launches and their table updates
+	copies cu.Stream // the proxy's copies and posted words
+	watch  cu.Stream // the watchdog's reads and the abort write
 	info   gpu.DeviceInfo
 	image  string // the kernel image loaded (kernels.go)
+	shared int    // the dynamic shared memory every entry is allowed
 
 	// The device as the process shares it (node.go).
 	ordinal int
 	uuid    string
 	adm     *gpu.Admission
 
-	mu       sync.Mutex // guards launched, closed, vmm and mcMaps
-	launched bool       // a launch not yet waited for
-	closed   bool
+	mu        sync.Mutex // guards launched, capturing, closed, peek, vmm and mcMaps
+	launched  bool       // a launch not yet waited for
+	capturing bool       // the launch stream records into a graph
+	closed    bool
+	// peek is pinned host memory for Peek's copies, grown as needed.
+	peek    unsafe.Pointer
+	peekLen uint64
 
 	// NVLS multicast (multicast.go): the driver's calls, memory from
 	// AllocBindable and multicast objects mapped here.
@@ -150,6 +156,10 @@ func (d *driver) setup() (err error) {
 	if d.copies, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("creating the copy stream: %w", err)
 	}
+	if d.watch, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("creating the watch stream: %w", err)
+	}
+	d.shared = shared
 	return nil
 }
 
@@ -157,7 +167,13 @@ func (d *driver) setup() (err error) {
 // returning the first error. The context is current.
 func (d *driver) teardown() error {
 	var errs []error
-	for _, s := range []*cu.Stream{&d.launch, &d.copies} {
+	if d.peek != nil {
+		if err := cu.MemFreeHost(d.peek); err != nil {
+			errs = append(errs, fmt.Errorf("freeing the watch buffer: %w", err))
+		}
+		d.peek, d.peekLen = nil, 0
+	}
+	for _, s := range []*cu.Stream{&d.launch, &d.copies, &d.watch} {
 		if *s == (cu.Stream{}) {
 			continue
 		}
@@ -396,16 +412,197 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	if grid <= 0 || block <= 0 || shmem < 0 {
 		return fmt.Errorf("cuda: launch: bad shape: %d blocks of %d threads, %d bytes of shared memory", grid, block, shmem)
 	}
+	// Alloc and HtoD finish their legacy-stream work before they return,
+	// so the launch needs no synchronisation first.
 	err := d.do("launch", func() error {
-		// Work on the legacy stream (allocations' memsets) comes first.
-		if err := cu.NoStream.Synchronize(); err != nil {
-			return err
-		}
 		arg := uint64(args)
 		return d.fn.Launch(grid, 1, 1, block, 1, 1, shmem, d.launch, []unsafe.Pointer{unsafe.Pointer(&arg)})
 	})
 	if err != nil {
 		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
+	}
+	if !d.capturing {
+		d.launched = true
+	}
+	return nil
+}
+
+// UseKernel loads the entry name of the module for later launches.
+func (d *driver) UseKernel(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return d.do("selecting the kernel "+name, func() error {
+		fn, err := d.mod.Function(name)
+		if err != nil {
+			return fmt.Errorf("finding %s in %s: %w", name, d.image, err)
+		}
+		if err := setMaxDynamicShared(fn, d.shared); err != nil {
+			return fmt.Errorf("allowing %d bytes of dynamic shared memory: %w", d.shared, err)
+		}
+		d.fn = fn
+		return nil
+	})
+}
+
+// Enqueue copies pinned host memory to the device on the launch stream.
+func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
+	hm, ok := h.(*hostMem)
+	if !ok || hm.d != d {
+		return fmt.Errorf("cuda: enqueue from %T, not this driver's host memory", h)
+	}
+	if off+n > hm.n || off+n < off {
+		return fmt.Errorf("cuda: enqueue of %d bytes at %d of %d bytes of host memory", n, off, hm.n)
+	}
+	if err := d.open(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return d.do("enqueueing a copy", func() error {
+		return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Add(hm.p, off), int64(n), d.launch)
+	})
+}
+
+// Zero clears device memory on the launch stream.
+func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return d.do("enqueueing a memset", func() error { return cu.MemsetD8Async(cu.DevicePtr(dst), 0, int64(n), d.launch) })
+}
+
+// Peek copies device memory out on the watch stream through pinned
+// memory and waits for that stream only.
+func (d *driver) Peek(dst []byte, src gpu.DevPtr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	n := uint64(len(dst))
+	if n == 0 {
+		return nil
+	}
+	return d.do("reading device memory on the watch stream", func() error {
+		if d.peekLen < n {
+			if d.peek != nil {
+				if err := cu.MemFreeHost(d.peek); err != nil {
+					return err
+				}
+				d.peek, d.peekLen = nil, 0
+			}
+			p, _, err := hostAlloc(n)
+			if err != nil {
+				return fmt.Errorf("pinning %d bytes: %w", n, err)
+			}
+			d.peek, d.peekLen = p, n
+		}
+		if err := cu.MemcpyDtoHAsync(d.peek, cu.DevicePtr(src), int64(n), d.watch); err != nil {
+			return err
+		}
+		if err := d.watch.Synchronize(); err != nil {
+			return err
+		}
+		copy(dst, unsafe.Slice((*byte)(d.peek), n))
+		return nil
+	})
+}
+
+// Poke writes a 32-bit word on the watch stream and waits for it.
+func (d *driver) Poke(dst gpu.DevPtr, v uint32) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	return d.do("writing device memory on the watch stream", func() error {
+		if err := cu.MemsetD32Async(cu.DevicePtr(dst), uint(v), 1, d.watch); err != nil {
+			return err
+		}
+		return d.watch.Synchronize()
+	})
+}
+
+// Post writes a 64-bit word on the copy stream, after the copies before
+// it: two 32-bit memsets, the low word first (the value is taken now).
+// A reader between the two sees the old value, or, when the high word
+// changes, a smaller one: the words it guards only grow, so a waiter
+// just waits on.
+func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if dst%8 != 0 {
+		return fmt.Errorf("cuda: post to %#x, not an 8-byte word", uint64(dst))
+	}
+	return d.do("posting a word on the copy stream", func() error {
+		if err := cu.MemsetD32Async(cu.DevicePtr(dst), uint(uint32(v)), 1, d.copies); err != nil {
+			return err
+		}
+		return cu.MemsetD32Async(cu.DevicePtr(dst+4), uint(uint32(v>>32)), 1, d.copies)
+	})
+}
+
+// BeginCapture starts capturing the launch stream (relaxed mode: the
+// other streams go on).
+func (d *driver) BeginCapture() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.capturing || d.launched {
+		return errors.New("cuda: capture: a capture or a launch is in progress")
+	}
+	err := d.do("beginning a capture", func() error { return beginCapture(d.launch) })
+	if err == nil {
+		d.capturing = true
+	}
+	return err
+}
+
+// EndCapture ends the capture and instantiates the graph.
+func (d *driver) EndCapture() (gpu.Graph, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.capturing {
+		return nil, errors.New("cuda: no capture is on")
+	}
+	d.capturing = false
+	var g *graph
+	err := d.do("ending a capture", func() error {
+		var err error
+		g, err = endCapture(d.launch)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.d = d
+	return g, nil
+}
+
+// Replay launches a captured graph on the launch stream.
+func (d *driver) Replay(g gpu.Graph) error {
+	gg, ok := g.(*graph)
+	if !ok || gg.d != d {
+		return fmt.Errorf("cuda: replay of %T, not a graph of this driver", g)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.launched || d.capturing {
+		return errors.New("cuda: replay: the previous launch was not waited for")
+	}
+	if err := d.do("replaying a graph", func() error { return graphLaunch(gg, d.launch) }); err != nil {
+		return err
 	}
 	d.launched = true
 	return nil

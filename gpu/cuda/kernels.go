@@ -24,8 +24,9 @@ import (
 //go:embed kernels
 var kernelFS embed.FS
 
-// kernelName is the interpreter kernel's symbol.
-const kernelName = "mscclgo_interp"
+// kernelName is the interpreter entry loaded at Open (float32, LL16);
+// a session selects its own with UseKernel (gpu.KernelName).
+const kernelName = "mscclgo_interp_f32_ll16"
 
 // The kernel images of kernels/.
 const (

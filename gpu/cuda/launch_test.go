@@ -38,7 +38,7 @@ type (
 	}
 	tRank struct {
 		Buf                         [3]uint64
-		Ptrs                        [11]uint64 // counters, semaphores, barriers, switches, FIFO: unused here
+		Ptrs                        [12]uint64 // counters, semaphores, barriers, switches, FIFO: unused here
 		NMem, NPort, NSwitch, NSems uint32
 	}
 	tArgs struct {
@@ -61,7 +61,7 @@ const (
 	mgOutput      = 1
 	mgDone        = 3 // MG_DONE
 	mgF32         = 2
-	sizeShared    = 56 // mg_shared
+	sizeShared    = 64 // mg_shared
 	sizeControl   = 64 // mg_control
 	sizeProgress  = 56 // mg_progress
 	mgLocalRegion = 0

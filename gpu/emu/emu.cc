@@ -3,11 +3,13 @@
 // and the memory primitives the Go driver calls. Device memory is host
 // memory; every access the kernel races with goes through atomics here,
 // so that ThreadSanitizer sees the synchronisation.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #if defined(__linux__)
 #include <fcntl.h>
@@ -59,6 +61,34 @@ template <class T>
 std::atomic_ref<T> word(uint64_t addr) {
   return std::atomic_ref<T>(*reinterpret_cast<T*>(addr));
 }
+
+typedef void* (*probe_entry)(unsigned grid, unsigned block, unsigned shmem, const void* args, mg_host_probe* probe);
+
+// The kernel entries by name, as gpu.KernelName writes them.
+struct Entry {
+  const char* name;
+  probe_entry fn;
+};
+const Entry entries[] = {
+    {"mscclgo_interp_f16_ll16", mscclgo_host_probe_interp_f16_ll16},
+    {"mscclgo_interp_bf16_ll16", mscclgo_host_probe_interp_bf16_ll16},
+    {"mscclgo_interp_f32_ll16", mscclgo_host_probe_interp_f32_ll16},
+    {"mscclgo_interp_i32_ll16", mscclgo_host_probe_interp_i32_ll16},
+    {"mscclgo_interp_f16_ll8", mscclgo_host_probe_interp_f16_ll8},
+    {"mscclgo_interp_bf16_ll8", mscclgo_host_probe_interp_bf16_ll8},
+    {"mscclgo_interp_f32_ll8", mscclgo_host_probe_interp_f32_ll8},
+    {"mscclgo_interp_i32_ll8", mscclgo_host_probe_interp_i32_ll8},
+};
+
+// Dev is one emulated device's probe state: its host-mapped ranges and
+// the counts of its last launch. The Go driver owns it; the ranges change
+// only between launches.
+struct Dev {
+  std::vector<uint64_t> lo, hi;
+  std::vector<uint64_t> host_access, ops;
+  mg_host_probe probe;
+  mg_host_park park;  // zeroed by new Dev()
+};
 }  // namespace
 
 extern "C" {
@@ -197,12 +227,15 @@ uint64_t mg_emu_add(uint64_t addr, uint64_t v) {
 }
 
 // mg_emu_copy is the proxy's copy engine: packets move in 8-byte atomic
-// words, since their readers poll them while they arrive.
-void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
+// words, since their readers poll them while they arrive (and may be
+// parked on them: d, if not NULL, wakes them).
+void mg_emu_copy(void* d, uint64_t dst, uint64_t src, uint64_t n, int packets) {
   GoCall order;
   if (packets) {
+    mg_host_park* park = d != nullptr ? &static_cast<Dev*>(d)->park : nullptr;
     for (uint64_t i = 0; i + 8 <= n; i += 8) {
       word<uint64_t>(dst + i).store(word<uint64_t>(src + i).load(std::memory_order_acquire), std::memory_order_release);
+      if (park != nullptr) park->notify(dst + i);
     }
     return;
   }
@@ -214,9 +247,81 @@ void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets) {
 // release that orders them.
 void mg_emu_fence(void) {}
 
-uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t args) {
+void* mg_emu_dev_new(void) {
   GoCall order;
-  return reinterpret_cast<uint64_t>(mscclgo_host_interp(grid, block, shmem, reinterpret_cast<const void*>(args)));
+  return new (std::nothrow) Dev();
+}
+
+void mg_emu_dev_free(void* d) {
+  GoCall order;
+  delete static_cast<Dev*>(d);
+}
+
+// mg_emu_dev_map registers [p, p+n) as host-mapped memory of the device.
+void mg_emu_dev_map(void* d, uint64_t p, uint64_t n) {
+  GoCall order;
+  Dev* dev = static_cast<Dev*>(d);
+  dev->lo.push_back(p);
+  dev->hi.push_back(p + n);
+}
+
+void mg_emu_dev_unmap(void* d, uint64_t p) {
+  GoCall order;
+  Dev* dev = static_cast<Dev*>(d);
+  for (size_t i = 0; i < dev->lo.size(); i++) {
+    if (dev->lo[i] == p) {
+      dev->lo.erase(dev->lo.begin() + long(i));
+      dev->hi.erase(dev->hi.begin() + long(i));
+      return;
+    }
+  }
+}
+
+// mg_emu_entry returns the index of the kernel entry called name, or -1.
+int mg_emu_entry(const char* name) {
+  GoCall order;
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    if (std::strcmp(entries[i].name, name) == 0) return int(i);
+  }
+  return -1;
+}
+
+// mg_emu_launch starts kernel entry on the device d, with its probe
+// counting afresh.
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args) {
+  GoCall order;
+  Dev* dev = static_cast<Dev*>(d);
+  if (entry < 0 || size_t(entry) >= sizeof entries / sizeof entries[0]) return 0;
+  dev->host_access.assign(grid, 0);
+  dev->ops.assign(grid, 0);
+  dev->probe = mg_host_probe{dev->lo.data(), dev->hi.data(), unsigned(dev->lo.size()), grid, dev->host_access.data(),
+                             dev->ops.data(), &dev->park};
+  return reinterpret_cast<uint64_t>(
+      entries[entry].fn(grid, block, shmem, reinterpret_cast<const void*>(args), &dev->probe));
+}
+
+// mg_emu_counts copies the last launch's per-block counts (n at most).
+unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n) {
+  GoCall order;
+  Dev* dev = static_cast<Dev*>(d);
+  unsigned m = std::min<unsigned>(n, unsigned(dev->host_access.size()));
+  for (unsigned i = 0; i < m; i++) {
+    host_access[i] = __atomic_load_n(&dev->host_access[i], __ATOMIC_RELAXED);
+    ops[i] = __atomic_load_n(&dev->ops[i], __ATOMIC_RELAXED);
+  }
+  return m;
+}
+
+// mg_emu_post stores a word the kernel may be parked on.
+void mg_emu_post(void* d, uint64_t addr, uint64_t v) {
+  GoCall order;
+  word<uint64_t>(addr).store(v, std::memory_order_release);
+  static_cast<Dev*>(d)->park.notify(addr);
+}
+
+void mg_emu_store32(uint64_t addr, uint32_t v) {
+  GoCall order;
+  word<uint32_t>(addr).store(v, std::memory_order_release);
 }
 
 void mg_emu_wait(uint64_t h) {

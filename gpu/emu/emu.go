@@ -21,9 +21,17 @@ void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
 uint64_t mg_emu_load(uint64_t addr);
 void mg_emu_store(uint64_t addr, uint64_t v);
 uint64_t mg_emu_add(uint64_t addr, uint64_t v);
-void mg_emu_copy(uint64_t dst, uint64_t src, uint64_t n, int packets);
+void mg_emu_copy(void* d, uint64_t dst, uint64_t src, uint64_t n, int packets);
+void mg_emu_post(void* d, uint64_t addr, uint64_t v);
 void mg_emu_fence(void);
-uint64_t mg_emu_launch(unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+void* mg_emu_dev_new(void);
+void mg_emu_dev_free(void* d);
+void mg_emu_dev_map(void* d, uint64_t p, uint64_t n);
+void mg_emu_dev_unmap(void* d, uint64_t p);
+int mg_emu_entry(const char* name);
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n);
+void mg_emu_store32(uint64_t addr, uint32_t v);
 void mg_emu_wait(uint64_t h);
 int mg_emu_ipc_get(uint64_t p, uint64_t* n);
 uint64_t mg_emu_ipc_open(const char* path, uint64_t n);
@@ -54,17 +62,62 @@ const DefaultThreads = 8
 
 // Open returns a new emulated device. Its memory cannot be exported
 // (IpcGet fails): OpenIPC's can.
-func Open() (gpu.Driver, error) { return &driver{}, nil }
+func Open() (gpu.Driver, error) { return newDriver(false) }
 
 // OpenIPC returns a new emulated device whose every allocation is a
 // memory file that IpcGet exports to other processes of the host, as a
 // GPU's allocations are (the rank sessions of a multi-process run use
 // it). Allocations cost more than Open's (a file and a mapping each).
-func OpenIPC() (gpu.Driver, error) { return &driver{ipc: true}, nil }
+func OpenIPC() (gpu.Driver, error) { return newDriver(true) }
+
+func newDriver(ipc bool) (*driver, error) {
+	dev := C.mg_emu_dev_new()
+	if dev == nil {
+		return nil, errors.New("gpu-emu: out of memory for the device's probe")
+	}
+	return &driver{ipc: ipc, dev: dev, entry: -1}, nil
+}
 
 type driver struct {
 	launch C.uint64_t // the running launch, 0 if none
 	ipc    bool       // allocations are memory files (OpenIPC)
+	// dev is the C side's probe state: host-mapped ranges and the last
+	// launch's counts (HostAccesses).
+	dev    unsafe.Pointer
+	entry  C.int // the kernel entry of UseKernel, -1 before
+	closed bool
+	// capture holds the kernel stream's work while a capture is on.
+	capture *graph
+}
+
+// graph is a captured sequence of the kernel stream's work.
+type graph struct{ steps []func() error }
+
+func (g *graph) Release() error { return nil }
+
+// Counts are one emulated launch's per-block counts.
+type Counts struct {
+	// HostMapped counts each block's accesses to host-mapped memory
+	// (AllocHost), as the kernel's memory primitives report them.
+	HostMapped []uint64
+	// Ops counts each block's executed ops, pipeline iterations counted.
+	Ops []uint64
+}
+
+// HostAccesses returns the per-block counts of the last launch of d, a
+// driver from Open or OpenIPC.
+func HostAccesses(d gpu.Driver) (Counts, error) {
+	dd, ok := d.(*driver)
+	if !ok {
+		return Counts{}, fmt.Errorf("gpu-emu: %T is not an emulated device", d)
+	}
+	if dd.launch != 0 {
+		return Counts{}, errors.New("gpu-emu: a launch is running")
+	}
+	const most = 1 << 16
+	h, o := make([]uint64, most), make([]uint64, most)
+	n := C.mg_emu_counts(dd.dev, (*C.uint64_t)(unsafe.Pointer(&h[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])), most)
+	return Counts{HostMapped: h[:n], Ops: o[:n]}, nil
 }
 
 // shared is the ipc flag as the C side takes it.
@@ -93,6 +146,7 @@ func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
 	if err != nil {
 		return nil, err
 	}
+	C.mg_emu_dev_map(d.dev, C.uint64_t(p), C.uint64_t(n))
 	return &hostMem{d: d, p: p, n: n}, nil
 }
 
@@ -123,18 +177,134 @@ func (d *driver) Occupancy(block, shmem int) (int, error) {
 	return max(MaxThreads/block, 1), nil
 }
 
-func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
-	if d.launch != 0 {
-		return errors.New("a launch is already running")
+// UseKernel selects the kernel entry of later launches.
+func (d *driver) UseKernel(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	e := C.mg_emu_entry(cname)
+	if e < 0 {
+		return fmt.Errorf("gpu-emu: no kernel entry %q", name)
 	}
+	d.entry = e
+	return nil
+}
+
+// stream runs step now, or records it while a capture is on: the
+// emulated kernel stream has no queue, since a launch is waited for
+// before the session's next work.
+func (d *driver) stream(what string, step func() error) error {
+	if d.capture != nil {
+		d.capture.steps = append(d.capture.steps, step)
+		return nil
+	}
+	if d.launch != 0 {
+		return fmt.Errorf("gpu-emu: %s while a launch is running", what)
+	}
+	return step()
+}
+
+func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	if grid*block > MaxThreads {
 		return fmt.Errorf("%d blocks of %d threads: the emulation runs at most %d host threads", grid, block, MaxThreads)
 	}
-	h := C.mg_emu_launch(C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
-	if h == 0 {
-		return fmt.Errorf("could not start %d host threads", grid*block)
+	if d.entry < 0 {
+		return errors.New("gpu-emu: launch before UseKernel")
 	}
-	d.launch = h
+	return d.stream("launch", func() error {
+		if d.launch != 0 {
+			return errors.New("a launch is already running")
+		}
+		h := C.mg_emu_launch(d.dev, d.entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+		if h == 0 {
+			return fmt.Errorf("could not start %d host threads", grid*block)
+		}
+		d.launch = h
+		return nil
+	})
+}
+
+// Enqueue copies host memory to the device on the kernel's stream.
+func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
+	if off+n > h.Len() {
+		return fmt.Errorf("gpu-emu: enqueue of %d bytes at %d of %d bytes of host memory", n, off, h.Len())
+	}
+	src := h.Dev() + gpu.DevPtr(off)
+	return d.stream("copy", func() error {
+		if n > 0 {
+			C.mg_emu_copy(nil, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
+		}
+		return nil
+	})
+}
+
+// Zero clears device memory on the kernel's stream.
+func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
+	return d.stream("memset", func() error {
+		if n > 0 {
+			C.mg_emu_htod(C.uint64_t(dst), unsafe.Pointer(&make([]byte, n)[0]), C.uint64_t(n))
+		}
+		return nil
+	})
+}
+
+// BeginCapture records the kernel stream's work instead of running it.
+func (d *driver) BeginCapture() error {
+	if d.capture != nil {
+		return errors.New("gpu-emu: a capture is already on")
+	}
+	d.capture = &graph{}
+	return nil
+}
+
+// EndCapture returns the recorded work.
+func (d *driver) EndCapture() (gpu.Graph, error) {
+	if d.capture == nil {
+		return nil, errors.New("gpu-emu: no capture is on")
+	}
+	g := d.capture
+	d.capture = nil
+	return g, nil
+}
+
+// Replay runs a captured graph's work in order.
+func (d *driver) Replay(g gpu.Graph) error {
+	gg, ok := g.(*graph)
+	if !ok {
+		return fmt.Errorf("gpu-emu: %T is not a graph of the emulated device", g)
+	}
+	if d.capture != nil {
+		return errors.New("gpu-emu: replay during a capture")
+	}
+	for _, step := range gg.steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Peek reads device memory while the kernel may run: word by word,
+// atomically, as the side stream's copy engine would.
+func (d *driver) Peek(dst []byte, src gpu.DevPtr) error {
+	if len(dst)%8 != 0 || src%8 != 0 {
+		return fmt.Errorf("gpu-emu: peek of %d bytes at %#x is not in 8-byte words", len(dst), uint64(src))
+	}
+	for i := 0; i < len(dst); i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:], uint64(C.mg_emu_load(C.uint64_t(uint64(src)+uint64(i)))))
+	}
+	return nil
+}
+
+// Poke writes a 32-bit word while the kernel may run.
+func (d *driver) Poke(dst gpu.DevPtr, v uint32) error {
+	C.mg_emu_store32(C.uint64_t(dst), C.uint32_t(v))
+	return nil
+}
+
+// Post writes a 64-bit word after the earlier copies (which are done
+// when Copy returns).
+func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
+	C.mg_emu_post(d.dev, C.uint64_t(dst), C.uint64_t(v))
 	return nil
 }
 
@@ -152,7 +322,7 @@ func (d *driver) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
 	if packets {
 		p = 1
 	}
-	C.mg_emu_copy(C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), p)
+	C.mg_emu_copy(d.dev, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), p)
 	return nil
 }
 
@@ -209,10 +379,17 @@ func (d *driver) IpcClose(p gpu.DevPtr) error {
 }
 
 func (d *driver) Close() error {
-	if d.launch != 0 {
-		return d.Wait()
+	if d.closed {
+		return nil
 	}
-	return nil
+	var err error
+	if d.launch != 0 {
+		err = d.Wait()
+	}
+	d.closed = true
+	C.mg_emu_dev_free(d.dev)
+	d.dev = nil
+	return err
 }
 
 // hostMem is "host-mapped" memory: on the emulated device all memory is
@@ -233,6 +410,9 @@ func (h *hostMem) Add(off, v uint64) uint64 {
 	return uint64(C.mg_emu_add(C.uint64_t(uint64(h.p)+off), C.uint64_t(v)))
 }
 func (h *hostMem) Free() error {
+	if h.d.dev != nil {
+		C.mg_emu_dev_unmap(h.d.dev, C.uint64_t(h.p))
+	}
 	C.mg_emu_free(C.uint64_t(h.p), h.d.shared())
 	return nil
 }

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // deadlockPlan: rank 0 waits on a memory channel that rank 1 never
@@ -147,4 +151,83 @@ func TestBadBuffers(t *testing.T) {
 	if err := s.Launch(context.Background(), bufs[:1]); err == nil || !strings.Contains(err.Error(), "buffers for 1 ranks") {
 		t.Errorf("one rank's buffers: got %v", err)
 	}
+}
+
+// TestGraphCapture runs plans through sessions that capture their launch
+// into a graph at the first launch and replay it after (Config.Graph),
+// against the CPU backend: LL packets (the flag changes per launch and
+// reaches the replay through the staged arguments), memory channels,
+// port channels, double-buffered scratch; in-place and out-of-place
+// buffers that move between the session's launches change the rank table
+// outside the graph.
+func TestGraphCapture(t *testing.T) {
+	for _, name := range []string{"allreduce_packet", "allreduce_rsag", "allreduce_hier"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			defines := map[string]string{"world_size": "4", "min_message_size": "0"}
+			if name == "allreduce_hier" {
+				defines["ranks_per_node"] = "2"
+				defines["instances"] = "1"
+			}
+			res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), name+".star", starlib.Options{Defines: defines})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, err := res.Programs[0].Plan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := executor.Load(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls counting
+			be := gpu.New(gpu.Config{Name: "gpu-emu", Threads: 4, Graph: true, Open: func() (gpu.Driver, error) {
+				d, err := Open()
+				return &countingDriver{Driver: d, c: &calls}, err
+			}})
+			sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 2)
+			if len(sizes) == 0 {
+				t.Fatal("no valid size")
+			}
+			for _, size := range sizes {
+				for _, ll8 := range []bool{false, true} {
+					c := gputest.Case{Plan: plan, Size: size, DType: executor.Float32, InPlace: plan.Inplace, LL8: ll8,
+						Launches: 3, Timeout: 2 * time.Second}
+					out, err := gputest.Run(context.Background(), be, c)
+					if err != nil {
+						t.Fatalf("%s: %v", c, err)
+					}
+					if out != gputest.Same {
+						t.Fatalf("%s: outcome %v, want identical buffers", c, out)
+					}
+				}
+			}
+			// One capture per session (one kernel launch recorded), a
+			// replay per launch.
+			sessions := 2 * len(sizes)
+			if calls.launches.Load() != int64(sessions) || calls.replays.Load() != int64(3*sessions) {
+				t.Errorf("%d launches and %d replays for %d sessions of 3 launches: want one captured launch per session",
+					calls.launches.Load(), calls.replays.Load(), sessions)
+			}
+		})
+	}
+}
+
+type counting struct{ launches, replays atomic.Int64 }
+
+// countingDriver counts the kernel launches and graph replays.
+type countingDriver struct {
+	gpu.Driver
+	c *counting
+}
+
+func (d *countingDriver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
+	d.c.launches.Add(1)
+	return d.Driver.Launch(grid, block, shmem, args)
+}
+
+func (d *countingDriver) Replay(g gpu.Graph) error {
+	d.c.replays.Add(1)
+	return d.Driver.Replay(g)
 }

@@ -4,9 +4,12 @@
 // host memory (aligned, zeroed), so a device address is a host address.
 // cuModuleLoadData ignores the image and loads the g++-built interpreter
 // (csrc/host/kernel.cc) named by $MSCCLGO_FAKE_KERNEL_LIB; cuLaunchKernel
-// starts it on host threads and a stream's synchronize joins them. Async
-// copies are done at once, in 8-byte atomic words where aligned, so that a
-// kernel polling LL packets never sees a torn word. Calls that need a
+// starts it on host threads and a stream's synchronize joins them. Other
+// stream work (async copies, memsets) runs at once, after the stream's
+// pending kernel, in 8-byte (memsets: 4-byte) atomic words where aligned,
+// so that a kernel polling LL packets never sees a torn word. Stream
+// capture records a stream's copies, memsets and launches into a graph
+// instead of running them, and cuGraphLaunch replays them in order. Calls that need a
 // context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
 // calling thread, which checks the driver's context handling.
 //
@@ -74,13 +77,42 @@ struct CUctx_st {
   unsigned peers;  // bit d: peer access to device d's memory enabled
 };
 
+struct CUgraph_st;
+
 // A stream remembers its launch not yet joined and the residency it
-// holds on its device.
+// holds on its device, and the graph it is capturing into (NULL when its
+// work runs).
 struct CUstream_st {
   void* pending;
   void (*wait)(void*);
   int dev;
   long long units;
+  struct CUgraph_st* capture;
+};
+
+// A captured node: a host-to-device copy (reads src when it runs), a
+// memset of 8- or 32-bit values, or a kernel launch on device dev.
+enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL };
+struct node {
+  int kind;
+  uintptr_t dst;
+  const void* src;
+  size_t n;
+  unsigned value;
+  struct CUfunc_st* fn;
+  unsigned grid, block, shmem;
+  void* arg;
+  int dev;
+};
+
+// A graph (and its instantiation: the same nodes) is the list of its
+// nodes in capture order.
+struct CUgraph_st {
+  struct node* nodes;
+  size_t n, cap;
+};
+struct CUgraphExec_st {
+  struct CUgraph_st g;
 };
 
 typedef void* (*host_launch_fn)(unsigned grid, unsigned block, unsigned shmem, const void* args);
@@ -552,6 +584,177 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return CUDA_SUCCESS;
 }
 
+// ---- stream-ordered work and capture ------------------------------------------
+
+static CUresult add_node(struct CUgraph_st* g, struct node nd) {
+  if (g->n == g->cap) {
+    size_t cap = g->cap == 0 ? 8 : 2 * g->cap;
+    struct node* m = realloc(g->nodes, cap * sizeof *m);
+    if (m == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->nodes = m;
+    g->cap = cap;
+  }
+  g->nodes[g->n++] = nd;
+  return CUDA_SUCCESS;
+}
+
+static void set32(uintptr_t dst, unsigned v, size_t n) {
+  uint32_t* d = (uint32_t*)dst;
+  for (size_t i = 0; i < n; i++) __atomic_store_n(d + i, v, __ATOMIC_RELAXED);
+}
+
+static int per_sm(CUfunction f, int block, size_t shmem);
+
+// run_kernel starts a kernel node's host launcher on stream s once the
+// grid's residency is taken on its device: a grid that does not fit
+// beside the kernels running there is refused, where a GPU would queue
+// its blocks behind spinning kernels and hang.
+static CUresult run_kernel(CUstream s, const struct node* nd) {
+  int k = per_sm(nd->fn, (int)nd->block, nd->shmem);
+  if (k <= 0) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  long long cap = (long long)num_sms() * RES_UNIT;
+  long long units = (long long)nd->grid * ((RES_UNIT + k - 1) / k);
+  pthread_mutex_lock(&resident_mu);
+  long long used = resident[nd->dev];
+  int fits = used + units <= cap;
+  if (fits) resident[nd->dev] += units;
+  pthread_mutex_unlock(&resident_mu);
+  if (!fits) {
+    fprintf(stderr,
+            "fakecuda: launch of %u blocks of %u threads (%u bytes of shared memory) on device %d does not fit "
+            "beside the kernels running there (%lld of %lld residency units in use, it needs %lld): a GPU "
+            "would queue its blocks behind spinning kernels\n",
+            nd->grid, nd->block, nd->shmem, nd->dev, used, cap, units);
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
+  void* h = nd->fn->launch(nd->grid, nd->block, nd->shmem, nd->arg);
+  if (h == NULL) {
+    pthread_mutex_lock(&resident_mu);
+    resident[nd->dev] -= units;
+    pthread_mutex_unlock(&resident_mu);
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
+  s->wait = nd->fn->wait;
+  s->dev = nd->dev;
+  s->units = units;
+  __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
+  return CUDA_SUCCESS;
+}
+
+// run_node runs one node on stream s: after the stream's pending kernel
+// (work on one stream runs in order), a kernel asynchronously.
+static CUresult run_node(CUstream s, const struct node* nd) {
+  join(s);
+  switch (nd->kind) {
+    case NODE_COPY:
+      copy_words(nd->dst, (uintptr_t)nd->src, nd->n);
+      return CUDA_SUCCESS;
+    case NODE_SET8:
+      memset((void*)nd->dst, (int)nd->value, nd->n);
+      return CUDA_SUCCESS;
+    case NODE_SET32:
+      set32(nd->dst, nd->value, nd->n);
+      return CUDA_SUCCESS;
+    default:
+      return run_kernel(s, nd);
+  }
+}
+
+// submit records nd while s captures, else runs it.
+static CUresult submit(CUstream s, struct node nd) {
+  s = stream_of(s);
+  if (s->capture != NULL) return add_node(s->capture, nd);
+  return run_node(s, &nd);
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  NEED_CTX();
+  struct node nd = {.kind = NODE_COPY, .dst = (uintptr_t)dst, .src = src, .n = n};
+  return submit(s, nd);
+}
+
+// cuMemcpyDtoHAsync: the watchdog's read while the kernel runs on
+// another stream: 8-byte atomic words.
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  NEED_CTX();
+  s = stream_of(s);
+  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  join(s);
+  copy_words((uintptr_t)dst, (uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  NEED_CTX();
+  struct node nd = {.kind = NODE_SET8, .dst = (uintptr_t)dst, .n = n, .value = v};
+  return submit(s, nd);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  NEED_CTX();
+  if (dst % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct node nd = {.kind = NODE_SET32, .dst = (uintptr_t)dst, .n = n, .value = v};
+  return submit(s, nd);
+}
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  NEED_CTX();
+  (void)mode;
+  if (s == NULL || s->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
+  s->capture = calloc(1, sizeof(struct CUgraph_st));
+  return s->capture == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+  NEED_CTX();
+  if (s == NULL || s->capture == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *g = s->capture;
+  s->capture = NULL;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long flags) {
+  NEED_CTX();
+  if (g == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct CUgraphExec_st* x = calloc(1, sizeof *x);
+  if (x == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  x->g.nodes = malloc((g->n == 0 ? 1 : g->n) * sizeof(struct node));
+  if (x->g.nodes == NULL) {
+    free(x);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (g->n > 0) memcpy(x->g.nodes, g->nodes, g->n * sizeof(struct node));
+  x->g.n = x->g.cap = g->n;
+  *e = x;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  NEED_CTX();
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  s = stream_of(s);
+  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  for (size_t i = 0; i < e->g.n; i++) {
+    CUresult r = run_node(s, &e->g.nodes[i]);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec e) {
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  free(e->g.nodes);
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g) {
+  if (g == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  free(g->nodes);
+  free(g);
+  return CUDA_SUCCESS;
+}
+
 // ---- streams ----------------------------------------------------------------
 
 CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
@@ -686,33 +889,10 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
   long long cap = (long long)num_sms() * RES_UNIT;
   long long units = (long long)gx * ((RES_UNIT + k - 1) / k);
   if (cooperative && units > cap) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-  s = stream_of(s);
-  join(s);  // launches on one stream run in order
-  pthread_mutex_lock(&resident_mu);
-  long long used = resident[dev];
-  int fits = used + units <= cap;
-  if (fits) resident[dev] += units;
-  pthread_mutex_unlock(&resident_mu);
-  if (!fits) {
-    fprintf(stderr,
-            "fakecuda: launch of %u blocks of %u threads (%u bytes of shared memory) on device %d does not fit "
-            "beside the kernels running there (%lld of %lld residency units in use, it needs %lld): a GPU "
-            "would queue its blocks behind spinning kernels\n",
-            gx, bx, shmem, dev, used, cap, units);
-    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  }
-  void* h = f->launch(gx, bx, shmem, *(void**)params[0]);
-  if (h == NULL) {
-    pthread_mutex_lock(&resident_mu);
-    resident[dev] -= units;
-    pthread_mutex_unlock(&resident_mu);
-    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  }
-  s->wait = f->wait;
-  s->dev = dev;
-  s->units = units;
-  __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
-  return CUDA_SUCCESS;
+  // The argument is copied at the launch (a graph keeps the copy).
+  struct node nd = {
+      .kind = NODE_KERNEL, .fn = f, .grid = gx, .block = bx, .shmem = shmem, .arg = *(void**)params[0], .dev = dev};
+  return submit(s, nd);
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

@@ -1,0 +1,101 @@
+//go:build cgo
+
+package emu
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+// BenchmarkTwoNodeAllReduce runs the shape of MSCCL++'s default
+// two-node small-message allreduce on the emulated device: 16 ranks on
+// two logical nodes, 29 thread blocks per rank (464 blocks), LL packets
+// within a node and port channels across, 64 KiB of float16, at the
+// emulation's default 8 threads per block (3,712 host threads). One op
+// is one launch of a session opened once; the CPU backend runs the same
+// session beside it, so the ratio gpu-emu/cpu is measured in one run.
+func BenchmarkTwoNodeAllReduce(b *testing.B) {
+	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "allreduce_hier_packet.star", starlib.Options{
+		Defines: map[string]string{"world_size": "16", "ranks_per_node": "8", "nblocks": "28"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	text, err := res.Programs[0].Plan()
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan, err := executor.Load(text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := executor.PlanLayout(plan, 64<<10, executor.Float16, plan.Inplace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst, err := executor.Instantiate(plan, l.Sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	blocks := 0
+	for r := range inst.Ranks {
+		blocks += len(inst.Ranks[r].TBs)
+	}
+	if blocks != 464 {
+		b.Fatalf("%d blocks, want 464", blocks)
+	}
+	for _, be := range []executor.Backend{gpu.New(gpu.Config{Name: "gpu-emu", Open: Open}), cpu.New()} {
+		b.Run(be.Name(), func(b *testing.B) {
+			s, err := be.Open(inst, executor.Options{DType: executor.Float16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			bufs := l.Alloc()
+			b.ResetTimer()
+			for range b.N {
+				if err := s.Launch(context.Background(), bufs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBackToBack: launches of one session back to back on the
+// emulated device (an 8-rank LL allreduce at 1 KiB, or the plan of
+// MSCCLGO_BENCH_PLAN at MSCCLGO_BENCH_SIZE), with and without graph
+// capture.
+func BenchmarkBackToBack(b *testing.B) {
+	plan, size, threads, ok, err := gputest.BenchEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !ok {
+		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "allreduce_packet.star",
+			starlib.Options{Defines: map[string]string{"world_size": "8"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		text, err := res.Programs[0].Plan()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan, err = executor.Load(text); err != nil {
+			b.Fatal(err)
+		}
+		size = 1 << 10
+	}
+	for _, g := range []bool{false, true} {
+		b.Run(fmt.Sprintf("graph=%v", g), func(b *testing.B) {
+			gputest.BackToBack(b, gpu.New(gpu.Config{Name: "gpu-emu", Open: Open, Threads: threads, Graph: g}), plan, size)
+		})
+	}
+}
