@@ -6,13 +6,7 @@ package cli
 // run whose estimated memory use (executor.EstimateMemory) is above it.
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"io/fs"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/memlimit"
@@ -36,7 +30,7 @@ func runBudget(flag string, set bool) (memoryBudget, error) {
 		}
 		return memoryBudget{bytes: n, why: "--max-memory"}, nil
 	}
-	total, src := machineMemory(os.DirFS("/"))
+	total, src := memlimit.Machine()
 	b := memoryBudget{bytes: total / 2, why: "half of " + src}
 	if total == 0 {
 		b = memoryBudget{bytes: fallbackBudget, why: "the default when the machine's memory cannot be read"}
@@ -48,46 +42,6 @@ func runBudget(flag string, set bool) (memoryBudget, error) {
 		b = memoryBudget{bytes: h.Bytes - h.Bytes/4, why: "three quarters of what this process may still use, bounded by " + h.What}
 	}
 	return b, nil
-}
-
-// machineMemory returns the memory this process may use, read under
-// fsys (the root file system): MemTotal of /proc/meminfo, or the cgroup
-// limit (v2 memory.max, v1 memory.limit_in_bytes) when lower; 0 when
-// neither can be read. The string says which it is.
-func machineMemory(fsys fs.FS) (uint64, string) {
-	total, src := uint64(0), ""
-	if data, err := fs.ReadFile(fsys, "proc/meminfo"); err == nil {
-		if kb, ok := memTotalKB(data); ok && kb > 0 && kb < 1<<54 {
-			total, src = kb<<10, "this machine's "+executor.FormatBytes(kb<<10)
-		}
-	}
-	for _, p := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			continue
-		}
-		lim, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-		if err != nil || lim == 0 { // "max": no limit
-			continue
-		}
-		if total == 0 || lim < total {
-			total, src = lim, "the cgroup memory limit of "+executor.FormatBytes(lim)
-		}
-	}
-	return total, src
-}
-
-// memTotalKB reads the MemTotal line of /proc/meminfo, in kB.
-func memTotalKB(data []byte) (uint64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			n, err := strconv.ParseUint(f[1], 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // memoryError is a run refused for its memory: it ends a sweep.

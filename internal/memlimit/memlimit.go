@@ -76,6 +76,34 @@ func headroom(fsys fs.FS, as uint64) Headroom {
 	return best
 }
 
+// Machine returns the memory this process may use at most, whatever
+// else runs: MemTotal of /proc/meminfo, or the cgroup limit (v2
+// memory.max, v1 memory.limit_in_bytes) when lower; 0 when neither can
+// be read. The string says which it is ("this machine's 23.5 GiB").
+func Machine() (uint64, string) {
+	return machine(os.DirFS("/"))
+}
+
+// machine is Machine with the files under fsys.
+func machine(fsys fs.FS) (uint64, string) {
+	total, src := uint64(0), ""
+	if data, err := fs.ReadFile(fsys, "proc/meminfo"); err == nil {
+		if kb, ok := field(data, "MemTotal:"); ok && kb > 0 {
+			total, src = kb<<10, "this machine's "+text(kb<<10)
+		}
+	}
+	for _, p := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		lim, ok := number(fsys, p)
+		if !ok || lim == 0 { // "max": no limit
+			continue
+		}
+		if total == 0 || lim < total {
+			total, src = lim, "the cgroup memory limit of "+text(lim)
+		}
+	}
+	return total, src
+}
+
 // field reads the number after name in a /proc file of "Name: N kB"
 // lines.
 func field(data []byte, name string) (uint64, bool) {
