@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-tsan gpu-bench
+.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -187,6 +187,13 @@ gpu-check: gpu fakecuda
 	@LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so MSCCLGO_GPU_CHECK=all \
 		$(GO) test -count=1 -timeout 60m -tags cuda ./gpu/cuda -run '^TestGPUCheck$$' -v > $(FAKECUDA)/gpu-check.log 2>&1; st=$$?; \
 		grep -E '^gpu-check|^(ok|FAIL)|--- FAIL|^ +check_test' $(FAKECUDA)/gpu-check.log; exit $$st
+
+# The host-mapped access bound of the emulated device (gpu/emu
+# TestHostAccesses) for every plan at 1, 4, 32 and 1024 threads per
+# block; go test ./... runs the wide block sizes on every 16th plan only.
+# About four minutes on two cores.
+gpu-hostaccess:
+	MSCCLGO_HOSTACCESS=all $(GO) test -count=1 -timeout 30m ./gpu/emu -run '^TestHostAccesses$$'
 
 # The differential test of the emulated device with the kernel, the
 # runtime's C side and the proxy's copies built under ThreadSanitizer
