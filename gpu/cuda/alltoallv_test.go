@@ -13,10 +13,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
-	"github.com/mscclgo/mscclgo/starlib"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
 )
 
 func TestAllToAllV(t *testing.T) {
@@ -30,18 +29,7 @@ func TestAllToAllV(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), tc.name+".star", starlib.Options{Defines: tc.defines})
-			if err != nil {
-				t.Fatal(err)
-			}
-			text, err := res.Programs[0].Plan()
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := executor.Load(text)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := gputest.AlgorithmPlan(t, tc.name, tc.defines)
 			n := len(plan.GPUs)
 			vp, err := executor.NewVarPlan(plan)
 			if err != nil {

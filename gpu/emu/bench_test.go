@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
-	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // BenchmarkTwoNodeAllReduce runs the shape of MSCCL++'s default
@@ -23,19 +21,7 @@ import (
 // is one launch of a session opened once; the CPU backend runs the same
 // session beside it, so the ratio gpu-emu/cpu is measured in one run.
 func BenchmarkTwoNodeAllReduce(b *testing.B) {
-	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "allreduce_hier_packet.star", starlib.Options{
-		Defines: map[string]string{"world_size": "16", "ranks_per_node": "8", "nblocks": "28"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	text, err := res.Programs[0].Plan()
-	if err != nil {
-		b.Fatal(err)
-	}
-	plan, err := executor.Load(text)
-	if err != nil {
-		b.Fatal(err)
-	}
+	plan := gputest.AlgorithmPlan(b, "allreduce_hier_packet", map[string]string{"world_size": "16", "ranks_per_node": "8", "nblocks": "28"})
 	l, err := executor.PlanLayout(plan, 64<<10, executor.Float16, plan.Inplace)
 	if err != nil {
 		b.Fatal(err)
@@ -79,18 +65,7 @@ func BenchmarkBackToBack(b *testing.B) {
 		b.Fatal(err)
 	}
 	if !ok {
-		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "allreduce_packet.star",
-			starlib.Options{Defines: map[string]string{"world_size": "8"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		text, err := res.Programs[0].Plan()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if plan, err = executor.Load(text); err != nil {
-			b.Fatal(err)
-		}
+		plan = gputest.AlgorithmPlan(b, "allreduce_packet", map[string]string{"world_size": "8"})
 		size = 1 << 10
 	}
 	for _, g := range []bool{false, true} {

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
-	"github.com/mscclgo/mscclgo/starlib"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
 )
 
 // hostThreads are the block sizes of TestHostAccesses: a plan runs at
@@ -195,19 +194,7 @@ func (d slowCopies) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
 func TestHostAccessesIndependentOfWaiting(t *testing.T) {
 	// Two nodes of two ranks: port channels between the nodes (puts,
 	// signals, flushes, waits).
-	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "allreduce_hier.star", starlib.Options{
-		Defines: map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "1", "min_message_size": "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := res.Programs[0].Plan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := executor.Load(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "1", "min_message_size": "0"})
 	l, err := executor.PlanLayout(plan, executor.CheckSizes(plan, executor.Float16, 1<<15, 1)[0], executor.Float16, plan.Inplace)
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
-	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // deadlockPlan: rank 0 waits on a memory channel that rank 1 never
@@ -169,18 +167,7 @@ func TestGraphCapture(t *testing.T) {
 				defines["ranks_per_node"] = "2"
 				defines["instances"] = "1"
 			}
-			res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), name+".star", starlib.Options{Defines: defines})
-			if err != nil {
-				t.Fatal(err)
-			}
-			text, err := res.Programs[0].Plan()
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := executor.Load(text)
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := gputest.AlgorithmPlan(t, name, defines)
 			var calls counting
 			be := gpu.New(gpu.Config{Name: "gpu-emu", Threads: 4, Graph: true, Open: func() (gpu.Driver, error) {
 				d, err := Open()
