@@ -542,21 +542,31 @@ func (s *session) Close() error {
 	return nil
 }
 
-// Launch runs one execute() on every rank; see executor.Session.
-func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// launchGuard is what a session of this package checks before a launch:
+// not closed, not broken by an earlier launch, the context live, and
+// buffers for each of its ranks.
+func launchGuard(ctx context.Context, name string, closed bool, broken error, got, want int) error {
+	if closed {
 		return ErrClosed
 	}
-	if s.broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	if broken != nil {
+		return fmt.Errorf("%w: %w", ErrUnusable, broken)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if len(bufs) != len(s.ranks) {
-		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", s.name, len(bufs), len(s.ranks))
+	if got != want {
+		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", name, got, want)
+	}
+	return nil
+}
+
+// Launch runs one execute() on every rank; see executor.Session.
+func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := launchGuard(ctx, s.name, s.closed, s.broken, len(bufs), len(s.ranks)); err != nil {
+		return err
 	}
 	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
 		if err := cpu.Check(s.inst, executor.Options{DType: s.opts.DType, LL8: s.opts.LL8}, bufs); err != nil {

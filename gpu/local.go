@@ -234,17 +234,8 @@ func (ls *localSession) fits(bufs []executor.RankBuffers) bool {
 func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.closed {
-		return ErrClosed
-	}
-	if ls.broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, ls.broken)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := launchGuard(ctx, ls.cfg.Name, ls.closed, ls.broken, len(bufs), len(ls.inst.Ranks)); err != nil {
 		return err
-	}
-	if len(bufs) != len(ls.inst.Ranks) {
-		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", ls.cfg.Name, len(bufs), len(ls.inst.Ranks))
 	}
 	if !ls.fits(bufs) {
 		// Other buffers than the layout opened for: reopen for theirs.
