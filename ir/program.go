@@ -51,12 +51,9 @@ type PairKey struct {
 	Kind     ChannelType
 }
 
-// PairCount is a signal or wait count with the position of every call
-// that counted, in call order, for error messages.
+// PairCount is a signal or wait count: the position of every call that
+// counted, in call order (the count is their number), for error messages.
 type PairCount struct {
-	N     int
-	First syntax.Position
-	// Calls holds the position of each call, in the order they were made.
 	Calls []syntax.Position
 }
 
@@ -166,10 +163,6 @@ func Count(m map[PairKey]*PairCount, k PairKey, pos syntax.Position) *PairCount 
 
 // Add records one more call at pos.
 func (c *PairCount) Add(pos syntax.Position) {
-	if c.N == 0 {
-		c.First = pos
-	}
-	c.N++
 	c.Calls = append(c.Calls, pos)
 }
 

@@ -48,10 +48,10 @@ func ValidatePairing(p *ir.Program) error {
 				"but rank %d performs %d wait(s) for rank %d; every signal must be matched by a "+
 				"corresponding wait on the peer rank over a channel of the same type",
 				k.Kind, k.Src, ns, k.Dst, k.Dst, nw, k.Src) + pairingDetail(k, calls(sig), calls(wait))}
-		if sig != nil {
-			e.Pos = sig.First
-		} else if wait != nil {
-			e.Pos = wait.First
+		if ns > 0 {
+			e.Pos = sig.Calls[0]
+		} else if nw > 0 {
+			e.Pos = wait.Calls[0]
 		}
 		return e
 	}
@@ -153,5 +153,5 @@ func count(c *ir.PairCount) int {
 	if c == nil {
 		return 0
 	}
-	return c.N
+	return len(c.Calls)
 }
