@@ -6,16 +6,12 @@
 package hostile
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // hugeEquality compares two distinct lists of 10^12 elements each.
@@ -99,22 +95,12 @@ func TestDefaultBudgetUnderAddressLimit(t *testing.T) {
 // (a shell's ulimit -v before it starts the command).
 func mscclgoLimited(t *testing.T, dir string, kb int, args ...string) result {
 	t.Helper()
-	full := append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, kb), os.Args[0]}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", full...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), mainEnv+"=1", "MSCCLGO_CACHE_DIR="+dir+"/.cache")
-	cmd.WaitDelay = 10 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("mscclgo %s: still running after %v (a hang)", strings.Join(args, " "), hangBound)
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("mscclgo %s: %v", strings.Join(args, " "), err)
-	}
-	return finished(cmd, out.String(), errb.String())
+	// The same process as mscclgo's, started through a shell that sets
+	// the limit and then becomes it.
+	cmd := command(ctx, dir, args...)
+	cmd.Path = "/bin/sh"
+	cmd.Args = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, kb), os.Args[0]}, args...)
+	return runToEnd(t, ctx, cmd, args)
 }

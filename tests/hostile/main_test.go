@@ -64,7 +64,13 @@ func mscclgo(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
-	cmd := command(ctx, dir, args...)
+	return runToEnd(t, ctx, command(ctx, dir, args...), args)
+}
+
+// runToEnd runs cmd, made with ctx (bounded by hangBound), for the
+// mscclgo arguments args and returns how it ended.
+func runToEnd(t *testing.T, ctx context.Context, cmd *exec.Cmd, args []string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
