@@ -168,7 +168,8 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 			// Stop it at its next instruction, should the builtin
 			// ever return.
 			thread.Cancel("abandoned")
-			return nil, &Error{File: src.Display(name), Msg: m.stopped().Error() + " (inside a builtin call that does not stop by itself: abandoned)"}
+			pos, stack := stuckAt(thread)
+			return nil, &Error{File: src.Display(name), Pos: pos, Stack: stack, Msg: m.stopped().Error() + " (inside a builtin call that does not stop by itself: abandoned)"}
 		}
 	}
 	if err != nil {
@@ -183,6 +184,26 @@ func Eval(src Source, name string, opts Options) (*Result, error) {
 	}
 	res := &Result{Programs: st.programs, Params: st.params.declared}
 	return res, nil
+}
+
+// stuckAt returns the position and the script's frames of the call an
+// abandoned evaluation sits in. It reads the interpreter's frames from
+// another goroutine: that goroutine has gone abandonGrace inside one call
+// and does not move its frames while it stays there. Should the call
+// return during the read, the read may fail; then there is no position.
+func stuckAt(thread *starlark.Thread) (pos syntax.Position, stack starlark.CallStack) {
+	defer func() {
+		if recover() != nil {
+			pos, stack = syntax.Position{}, nil
+		}
+	}()
+	for _, fr := range thread.CallStack() {
+		if fr.Pos.IsValid() && fr.Pos.Filename() != "<builtin>" {
+			stack = append(stack, fr)
+			pos = fr.Pos
+		}
+	}
+	return pos, stack
 }
 
 // abandonGrace is how long a stopped evaluation may go without the

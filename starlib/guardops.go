@@ -12,6 +12,7 @@ package starlib
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"go.starlark.net/starlark"
@@ -58,6 +59,10 @@ func operatorBuiltins() map[string]builtinFn {
 func binaryOp(op syntax.Token) builtinFn {
 	return func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
 		x, y := args[0], args[1]
+		if smallInts(x, y) {
+			// The common case, an index or a count: nothing to check.
+			return starlark.Binary(op, x, y)
+		}
 		if err := checkBinary(meterOf(th), op, x, y); err != nil {
 			return nil, err
 		}
@@ -74,6 +79,20 @@ func augmentedCheck(op syntax.Token) builtinFn {
 		}
 		return args[1], nil
 	}
+}
+
+// smallInts reports whether x and y are both integers below 2^31 in
+// magnitude, whose sum, product and remainder fit in 63 bits.
+func smallInts(x, y starlark.Value) bool {
+	xi, ok1 := x.(starlark.Int)
+	yi, ok2 := y.(starlark.Int)
+	if !ok1 || !ok2 {
+		return false
+	}
+	a, ok1 := xi.Int64()
+	b, ok2 := yi.Int64()
+	const lim = 1 << 31
+	return ok1 && ok2 && a > -lim && a < lim && b > -lim && b < lim
 }
 
 // valueBytes is what one element of a list or tuple costs.
@@ -149,13 +168,9 @@ func seqSize(v starlark.Value) (n, per uint64, ok bool) {
 func intBits(i starlark.Int) int {
 	if v, ok := i.Int64(); ok {
 		if v < 0 {
-			v = -v
+			return bits.Len64(uint64(-v))
 		}
-		n := 0
-		for ; v != 0; v >>= 1 {
-			n++
-		}
-		return n
+		return bits.Len64(uint64(v))
 	}
 	return i.BigInt().BitLen()
 }

@@ -24,8 +24,9 @@ const tupleWalk = 1 << 14
 // tupleBuiltin builds a tuple literal, refusing one that would nest
 // tuples deeper than MaxNesting (hashing it would recurse that deep).
 func tupleBuiltin(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	t := make(starlark.Tuple, len(args))
-	copy(t, args)
+	// The interpreter hands a builtin a fresh copy of its positional
+	// arguments, so they can be the tuple itself.
+	t := args
 	budget := tupleWalk
 	if d := tupleDepth(t, 0, &budget); d > MaxNesting {
 		return nil, fmt.Errorf("the tuple would nest deeper than %d levels", MaxNesting)

@@ -55,7 +55,7 @@ func TestTimeLimitInLongBuiltin(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "eq.star", hugeEquality)
 	r := mscclgo(t, dir, "eval", "eq.star", "--max-time", "1s", "-o", "out.json")
-	r.wantError(t, 1, 0, "eq.star: error: evaluation ran past the time limit of 1s (--max-time raises it)", "abandoned")
+	r.wantError(t, 1, 0, "eq.star:7:7: error: evaluation ran past the time limit of 1s (--max-time raises it)", "abandoned")
 	if got := entries(t, dir); strings.Join(got, " ") != "eq.star" {
 		t.Errorf("left behind: %v", got)
 	}
