@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.starlark.net/syntax"
 )
 
 // TestLimitsStopHostileScripts: each script is stopped on its line with
@@ -134,6 +136,36 @@ if (1 << 200) * 3 != 3 << 200 or 2 * [1] != [1, 1] or "%d%%" % 5 != "5%":
 		_, err := Eval(memSource{"p.star": c.script + "\n"}, "p.star", Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.script, err, c.want)
+		}
+	}
+}
+
+// TestRewriteLeavesBoundedOperators: only the operators that can build a
+// value much larger than their operands become metered calls.
+func TestRewriteLeavesBoundedOperators(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		expr    string
+		metered bool
+	}{
+		{"a + 1", false},
+		{"1 + a", false},
+		{"a % 8", false},
+		{"a + b", true},
+		{"a * 2", true},
+		{"2 * a", true},
+		{"'%s%s' % a", true},
+		{"a % b", true},
+		{"a + 1.5", true},
+	} {
+		f, err := syntax.Parse("e.star", "x = "+c.expr+"\n", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewriteSlices(f)
+		_, isCall := f.Stmts[0].(*syntax.AssignStmt).RHS.(*syntax.CallExpr)
+		if isCall != c.metered {
+			t.Errorf("%s: rewritten into a metered call = %v, want %v", c.expr, isCall, c.metered)
 		}
 	}
 }

@@ -112,7 +112,7 @@ func rw(e syntax.Expr) syntax.Expr {
 	case *syntax.BinaryExpr:
 		e.X = rw(e.X)
 		e.Y = rw(e.Y)
-		if fn, ok := meteredOps[e.Op]; ok {
+		if fn, ok := meteredOps[e.Op]; ok && !boundedOp(e) {
 			return call(fn, e.OpPos, e.X, e.Y)
 		}
 	case *syntax.CallExpr:
@@ -168,6 +168,25 @@ func rw(e syntax.Expr) syntax.Expr {
 		}
 	}
 	return e
+}
+
+// boundedOp reports whether e cannot build a value much larger than its
+// operands, so that it needs no check: x + k and k + x with an integer
+// literal k (an integer grows by a bit, anything else fails), and x % k
+// (an integer, or a string formatted with one integer).
+func boundedOp(e *syntax.BinaryExpr) bool {
+	switch e.Op {
+	case syntax.PLUS:
+		return isIntLiteral(e.X) || isIntLiteral(e.Y)
+	case syntax.PERCENT:
+		return isIntLiteral(e.Y)
+	}
+	return false
+}
+
+func isIntLiteral(e syntax.Expr) bool {
+	l, ok := e.(*syntax.Literal)
+	return ok && l.Token == syntax.INT
 }
 
 // meteredOps are the binary operators rewritten into calls of the metered
