@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 // tune.go sets an installed plan set's size ranges from the cost model
 // (install --hw): every plan is predicted at the powers of two of its

@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 // planset.go holds the on-disk layout of an installed plan set: the
 // symbolic link that Install swaps in one rename, the lock that serialises

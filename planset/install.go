@@ -1,12 +1,10 @@
-package algorithms
+package planset
 
 // install.go generates, validates and installs a plan set: the default
 // set's jobs, the concurrent validation under a memory budget, and the
 // installation itself (its on-disk layout and recovery are in planset.go).
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,80 +13,14 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/starlib"
 )
-
-// Job is one entry of a plan set: a bundled algorithm and the -D
-// parameters of one shape.
-type Job struct {
-	Algorithm string // file name without .star
-	Params    map[string]string
-}
-
-// String returns "algorithm (k=v k=v)".
-func (j Job) String() string {
-	keys := make([]string, 0, len(j.Params))
-	for k := range j.Params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(j.Algorithm)
-	if len(keys) > 0 {
-		b.WriteString(" (")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "%s=%s", k, j.Params[k])
-		}
-		b.WriteByte(')')
-	}
-	return b.String()
-}
-
-// defaultSetPrefix marks the shapes of the default set in an algorithm's
-// header comment: "# default-set: world_size=8 ranks_per_node=8".
-const defaultSetPrefix = "# default-set:"
-
-// DefaultSet returns the default plan set: one job per "# default-set:"
-// line of every bundled algorithm, in file order.
-func DefaultSet() ([]Job, error) {
-	names, err := fs.Glob(FS, "*.star")
-	if err != nil {
-		return nil, err
-	}
-	var jobs []Job
-	for _, name := range names {
-		data, err := fs.ReadFile(FS, name)
-		if err != nil {
-			return nil, err
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for line := 1; sc.Scan(); line++ {
-			text := strings.TrimSpace(sc.Text())
-			if !strings.HasPrefix(text, defaultSetPrefix) {
-				continue
-			}
-			job := Job{Algorithm: strings.TrimSuffix(name, ".star"), Params: map[string]string{}}
-			for _, kv := range strings.Fields(strings.TrimPrefix(text, defaultSetPrefix)) {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return nil, fmt.Errorf("algorithms/%s:%d: %q in %s is not name=value", name, line, kv, defaultSetPrefix)
-				}
-				job.Params[k] = v
-			}
-			jobs = append(jobs, job)
-		}
-	}
-	return jobs, nil
-}
 
 // InstallOptions configure Install.
 type InstallOptions struct {
@@ -140,7 +72,7 @@ type InstallOptions struct {
 	// memory budget, so that large plans run one at a time.
 	Workers int
 	// Algorithms holds the algorithm files jobs name (NAME.star) and the
-	// libraries they load (default: FS, the bundled algorithms).
+	// libraries they load (default: algorithms.FS, the bundled algorithms).
 	Algorithms fs.FS
 }
 
@@ -189,7 +121,7 @@ const installBudget = 160 << 20
 // after an interrupted install (see RecoverPlanSet). When opts.Context is
 // cancelled, Install removes its partial plan set and returns an error
 // that wraps context.Cause(opts.Context) and names what it removed.
-func Install(jobs []Job, opts InstallOptions) (*Index, error) {
+func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
@@ -200,7 +132,7 @@ func Install(jobs []Job, opts InstallOptions) (*Index, error) {
 		opts.MaxCheckBytes = 1 << 20
 	}
 	if opts.Algorithms == nil {
-		opts.Algorithms = FS
+		opts.Algorithms = algorithms.FS
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
@@ -388,7 +320,7 @@ type installer struct {
 
 // job evaluates one job, validates each of its programs (or finds it in
 // the validation cache) and writes their plans into in.dir.
-func (in *installer) job(job Job) ([]Entry, []PlanStatus, error) {
+func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
 	opts := in.opts
 	file := job.Algorithm + ".star"
 	res, err := starlib.Eval(starlib.FSSource(opts.Algorithms, "algorithms"), file, starlib.Options{Defines: job.Params, Context: in.ctx})
@@ -535,7 +467,7 @@ func errorDetail(err error) error {
 }
 
 // entryOf builds the index entry of a validated plan.
-func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job Job) Entry {
+func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) Entry {
 	e := Entry{
 		Name: plan.Name, Algorithm: path.Base(job.Algorithm), Params: job.Params,
 		Collective: plan.Collective, WorldSize: spec.WorldSize, RanksPerNode: spec.RanksPerNode,

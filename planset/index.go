@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/starlib"
@@ -112,7 +113,7 @@ func ScanDir(dir string) (*Index, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		spec := &starlib.SpecInfo{WorldSize: len(plan.GPUs), RanksPerNode: len(plan.GPUs), InPlace: plan.Inplace}
-		e := entryOf(plan, spec, Job{})
+		e := entryOf(plan, spec, algorithms.Job{})
 		e.File = filepath.Base(f)
 		e.Algorithm = ""
 		idx.Plans = append(idx.Plans, e)

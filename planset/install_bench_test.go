@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 import (
 	"path/filepath"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mscclgo/mscclgo/algorithms"
 )
 
 // BenchmarkInstallDefaultSet installs the whole default set, as `mscclgo
@@ -15,9 +17,9 @@ import (
 // the Go runtime held from the OS (heap, stacks and runtime structures,
 // less what it returned) during the installs, sampled every 5 ms.
 //
-//	go test ./algorithms -run '^$' -bench InstallDefaultSet -benchtime 3x
+//	go test ./planset -run '^$' -bench InstallDefaultSet -benchtime 3x
 func BenchmarkInstallDefaultSet(b *testing.B) {
-	jobs, err := DefaultSet()
+	jobs, err := algorithms.DefaultSet()
 	if err != nil {
 		b.Fatal(err)
 	}

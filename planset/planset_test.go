@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 // planset_test.go tests the installed plan set's layout: the recovery from
 // every state a killed install can leave (built by hand), Install over
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mscclgo/mscclgo/algorithms"
 )
 
 // fakeSet makes a complete plan set at path: an index.json, and a file
@@ -225,7 +227,7 @@ func TestRecoverPlanSetNothing(t *testing.T) {
 	}
 }
 
-var smallJob = []Job{{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}}
+var smallJob = []algorithms.Job{{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}}
 
 // umask returns the process's umask (from /proc; 022 if unknown).
 func umask() os.FileMode {
@@ -340,7 +342,7 @@ func TestInstallCancelled(t *testing.T) {
 	before, _ := os.Readlink(dir)
 	cause := errors.New("test stop")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	jobs := append(slices.Clone(smallJob), Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2"}})
+	jobs := append(slices.Clone(smallJob), algorithms.Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2"}})
 	_, err := Install(jobs, InstallOptions{Dir: dir, Context: ctx, Workers: 1, Progress: func(InstallEvent) { cancel(cause) }})
 	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "removed the partial plan set "+p+"/.plans.new-") {
 		t.Errorf("got %v", err)

@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 import (
 	"bytes"
@@ -13,41 +13,16 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
-func TestDefaultSetCoversEveryAlgorithm(t *testing.T) {
-	t.Parallel()
-	jobs, err := DefaultSet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		seen[j.Algorithm] = true
-	}
-	names, _ := filepathGlob()
-	for _, n := range names {
-		if !seen[n] {
-			t.Errorf("algorithms/%s.star has no %q line", n, defaultSetPrefix)
-		}
-	}
-}
-
-func filepathGlob() ([]string, error) {
-	matches, err := filepath.Glob("*.star")
-	for i, m := range matches {
-		matches[i] = m[:len(m)-len(".star")]
-	}
-	return matches, err
-}
-
 func TestInstallIsAtomic(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "plans")
-	good := []Job{{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}}
+	good := []algorithms.Job{{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}}
 	idx, err := Install(good, InstallOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +38,7 @@ func TestInstallIsAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A failing job names itself and leaves the installed set as it was.
-	bad := append(good, Job{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "3"}})
+	bad := append(good, algorithms.Job{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "3"}})
 	_, err = Install(bad, InstallOptions{Dir: dir})
 	if !errors.Is(err, ErrInstall) {
 		t.Fatalf("got %v, want ErrInstall", err)
@@ -87,7 +62,7 @@ func TestInstallDefaultSet(t *testing.T) {
 		t.Skip("the full default set takes a while; run without -short")
 	}
 	t.Parallel()
-	jobs, err := DefaultSet()
+	jobs, err := algorithms.DefaultSet()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +91,7 @@ func TestInstallDefaultSet(t *testing.T) {
 // evalPlan evaluates a bundled algorithm and loads its one plan.
 func evalPlan(t *testing.T, algo string, params map[string]string) *executor.Plan {
 	t.Helper()
-	res, err := starlib.Eval(starlib.FSSource(FS, "algorithms"), algo+".star", starlib.Options{Defines: params})
+	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), algo+".star", starlib.Options{Defines: params})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +184,7 @@ func TestCheckSizes(t *testing.T) {
 // range starts above it, in which case they stay below twice its start.
 func TestCheckSizesDefaultSet(t *testing.T) {
 	t.Parallel()
-	jobs, err := DefaultSet()
+	jobs, err := algorithms.DefaultSet()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +215,10 @@ func TestCheckSizesDefaultSet(t *testing.T) {
 }
 
 // cacheJob is a small job for the validation cache tests.
-var cacheJob = Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}
+var cacheJob = algorithms.Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}
 
 // installRecording installs jobs and returns the plans' statuses.
-func installRecording(t *testing.T, jobs []Job, opts InstallOptions) ([]PlanStatus, error) {
+func installRecording(t *testing.T, jobs []algorithms.Job, opts InstallOptions) ([]PlanStatus, error) {
 	t.Helper()
 	var got []PlanStatus
 	var events int
@@ -275,7 +250,7 @@ func TestInstallValidationCache(t *testing.T) {
 		}
 		return out
 	}
-	step := func(what string, jobs []Job, opts InstallOptions, want ...bool) {
+	step := func(what string, jobs []algorithms.Job, opts InstallOptions, want ...bool) {
 		t.Helper()
 		st, err := installRecording(t, jobs, opts)
 		if err != nil {
@@ -285,38 +260,38 @@ func TestInstallValidationCache(t *testing.T) {
 			t.Fatalf("%s: cached = %v, want %v", what, cached(st), want)
 		}
 	}
-	step("first install", []Job{cacheJob}, opts, false)
+	step("first install", []algorithms.Job{cacheJob}, opts, false)
 	entries, err := os.ReadDir(cache)
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("cache directory after one validation: %v, %v", entries, err)
 	}
-	step("same plan again", []Job{cacheJob}, opts, true)
+	step("same plan again", []algorithms.Job{cacheJob}, opts, true)
 
 	noCache := opts
 	noCache.NoCache = true
-	step("--no-cache", []Job{cacheJob}, noCache, false)
+	step("--no-cache", []algorithms.Job{cacheJob}, noCache, false)
 
 	// A different plan (another thread count) misses, then hits.
-	changed := Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2", "ranks_per_node": "2", "num_threads_per_block": "512"}}
-	step("changed plan", []Job{changed}, opts, false)
-	step("changed plan again", []Job{changed}, opts, true)
-	step("first plan still cached", []Job{cacheJob}, opts, true)
+	changed := algorithms.Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2", "ranks_per_node": "2", "num_threads_per_block": "512"}}
+	step("changed plan", []algorithms.Job{changed}, opts, false)
+	step("changed plan again", []algorithms.Job{changed}, opts, true)
+	step("first plan still cached", []algorithms.Job{cacheJob}, opts, true)
 
 	// Another build, element type or size cap validates again.
 	other := opts
 	other.Version = "test-2"
-	step("another version", []Job{cacheJob}, other, false)
+	step("another version", []algorithms.Job{cacheJob}, other, false)
 	other = opts
 	other.DType = executor.Float32
-	step("another dtype", []Job{cacheJob}, other, false)
+	step("another dtype", []algorithms.Job{cacheJob}, other, false)
 	other = opts
 	other.MaxCheckBytes = 64 << 10
-	step("another size cap", []Job{cacheJob}, other, false)
+	step("another size cap", []algorithms.Job{cacheJob}, other, false)
 
 	// Without a cache directory nothing is cached.
 	none := opts
 	none.CacheDir = ""
-	step("no cache directory", []Job{cacheJob}, none, false)
+	step("no cache directory", []algorithms.Job{cacheJob}, none, false)
 }
 
 // brokenAlgorithms returns the bundled algorithms with allgather.star
@@ -325,11 +300,11 @@ func TestInstallValidationCache(t *testing.T) {
 func brokenAlgorithms(t *testing.T) fstest.MapFS {
 	t.Helper()
 	m := fstest.MapFS{}
-	err := fs.WalkDir(FS, ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(algorithms.FS, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		data, err := fs.ReadFile(FS, p)
+		data, err := fs.ReadFile(algorithms.FS, p)
 		m[p] = &fstest.MapFile{Data: data}
 		return err
 	})
@@ -353,10 +328,10 @@ func TestInstallRejectsBrokenPlanWithCache(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	opts := InstallOptions{Dir: filepath.Join(tmp, "plans"), CacheDir: filepath.Join(tmp, "validated"), Version: "test"}
-	if _, err := Install([]Job{cacheJob}, opts); err != nil {
+	if _, err := Install([]algorithms.Job{cacheJob}, opts); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := installRecording(t, []Job{cacheJob}, opts); err != nil || len(st) != 1 || !st[0].Cached {
+	if st, err := installRecording(t, []algorithms.Job{cacheJob}, opts); err != nil || len(st) != 1 || !st[0].Cached {
 		t.Fatalf("the good plan is not cached: %+v, %v", st, err)
 	}
 	before, err := os.ReadFile(filepath.Join(opts.Dir, "allgather_2gpu.json"))
@@ -365,7 +340,7 @@ func TestInstallRejectsBrokenPlanWithCache(t *testing.T) {
 	}
 	broken := opts
 	broken.Algorithms = brokenAlgorithms(t)
-	_, err = Install([]Job{cacheJob}, broken)
+	_, err = Install([]algorithms.Job{cacheJob}, broken)
 	if !errors.Is(err, ErrInstall) || !strings.Contains(err.Error(), "wrong elements") {
 		t.Fatalf("broken plan: got %v, want ErrInstall with wrong elements", err)
 	}
@@ -374,7 +349,7 @@ func TestInstallRejectsBrokenPlanWithCache(t *testing.T) {
 		t.Fatalf("the installed plan changed after a failed install (%v)", err)
 	}
 	// Still rejected the second time: a failure is never recorded.
-	if _, err := Install([]Job{cacheJob}, broken); !errors.Is(err, ErrInstall) {
+	if _, err := Install([]algorithms.Job{cacheJob}, broken); !errors.Is(err, ErrInstall) {
 		t.Fatalf("broken plan, again: got %v, want ErrInstall", err)
 	}
 }
@@ -386,7 +361,7 @@ func TestInstallConcurrentFailure(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "plans")
-	jobs := []Job{
+	jobs := []algorithms.Job{
 		cacheJob,
 		{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}},
 		{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "3"}},

@@ -1,4 +1,4 @@
-package algorithms
+package planset
 
 // tune_test.go tests the size ranges set from predicted curves, and
 // SelectBy's ranking by predicted time.
