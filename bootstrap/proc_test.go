@@ -4,7 +4,7 @@
 // rendezvous directory, as under mpirun; one child is killed with SIGKILL
 // in the second test.
 
-package dist
+package bootstrap
 
 import (
 	"bufio"
@@ -134,7 +134,7 @@ func startChildren(t *testing.T, n int, scenario string) []*child {
 		c.cmd.Env = append(env, childEnv+"="+scenario,
 			EnvRank+"="+strconv.Itoa(r), EnvWorldSize+"="+strconv.Itoa(n),
 			EnvLocalRank+"="+strconv.Itoa(r), EnvLocalSize+"="+strconv.Itoa(n),
-			EnvRendezvousDir+"="+dir, EnvJobID+"=dist-test")
+			EnvRendezvousDir+"="+dir, EnvJobID+"=bootstrap-test")
 		c.cmd.Stderr = &c.stderr
 		out, err := c.cmd.StdoutPipe()
 		if err != nil {

@@ -3,7 +3,7 @@
 // size mismatch, timeouts, garbage), AllGather, Barrier, Send and Recv,
 // and oversized frames.
 
-package dist
+package bootstrap
 
 import (
 	"bytes"

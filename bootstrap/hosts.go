@@ -1,6 +1,6 @@
 // This file holds Host and the grouping of the rank table per host.
 
-package dist
+package bootstrap
 
 import (
 	"fmt"

@@ -2,7 +2,7 @@
 // writing frames, and the payload encodings of the handshake messages
 // (hello, rank table, peer hello).
 
-package dist
+package bootstrap
 
 import (
 	"encoding/binary"

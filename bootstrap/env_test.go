@@ -1,7 +1,7 @@
 // This file tests FromEnv: every launcher, the overrides, the rendezvous
 // rule and every refusal.
 
-package dist
+package bootstrap
 
 import (
 	"errors"

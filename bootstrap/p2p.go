@@ -3,7 +3,7 @@
 // peer sends per (peer, tag), and the reader of the reverse direction
 // (goodbyes and refusals).
 
-package dist
+package bootstrap
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // from the variables a launcher (mpirun, mpiexec, torchrun) or the user
 // sets, and the rendezvous rule for jobs that name no master address.
 
-package dist
+package bootstrap
 
 import (
 	"fmt"

@@ -2,7 +2,7 @@
 // (rank 0 <-> every rank), the heartbeats, and how a loss or a goodbye is
 // recorded, relayed by rank 0 to every other rank, and turned into errors.
 
-package dist
+package bootstrap
 
 import (
 	"errors"

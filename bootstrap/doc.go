@@ -1,4 +1,4 @@
-// Package dist is the bootstrap of a job run as one process per rank
+// Package bootstrap is the rendezvous of a job run as one process per rank
 // (mpirun -np 8, torchrun --nproc-per-node 8, or processes started by
 // hand): it reads the job's shape from the environment (FromEnv),
 // connects the ranks over TCP (Connect), and gives them what a runtime
@@ -7,9 +7,9 @@
 // rank when another one dies (Lost, Context). It uses the standard
 // library only.
 //
-//	w, ok, err := dist.FromEnv(os.Getenv) // ok: a launcher started this process
+//	w, ok, err := bootstrap.FromEnv(os.Getenv) // ok: a launcher started this process
 //	...
-//	b, err := dist.Connect(ctx, w, dist.Options{})
+//	b, err := bootstrap.Connect(ctx, w, bootstrap.Options{})
 //	...
 //	defer b.Close()
 //	parts, err := b.AllGather(ctx, mine)
@@ -97,4 +97,4 @@
 // and waits (Options.CloseTimeout) for the peer to close its side, so a
 // clean shutdown is never reported as a loss; operations that need a
 // closed rank fail with ErrPeerClosed.
-package dist
+package bootstrap

@@ -2,7 +2,7 @@
 // connections close abruptly mid-operation (rank 0 or another), a rank
 // that goes silent, and a clean shutdown, which must not be a loss.
 
-package dist
+package bootstrap
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 // goodbye of a clean close, and the reader that keeps the liveness
 // deadline moving.
 
-package dist
+package bootstrap
 
 import (
 	"bufio"

@@ -3,7 +3,7 @@
 // table; the other ranks finding rank 0, retrying with backoff, and
 // joining; and the accept loop that serves peer connections afterwards.
 
-package dist
+package bootstrap
 
 import (
 	"context"

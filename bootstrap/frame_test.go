@@ -1,7 +1,7 @@
 // This file tests the wire format: header round trips, every refusal of
 // readFrame, and the handshake payload encodings.
 
-package dist
+package bootstrap
 
 import (
 	"bytes"

@@ -2,7 +2,7 @@
 // test with errors.Is, Error (which rank, which step), PeerLostError and
 // PeerClosedError (which peer), and EnvError (which variable, which value).
 
-package dist
+package bootstrap
 
 import (
 	"errors"
@@ -99,7 +99,7 @@ type EnvError struct {
 	Reason string // what is wrong with it
 }
 
-// Error formats the error as `dist: environment: VAR="VALUE": REASON`.
+// Error formats the error as `bootstrap: environment: VAR="VALUE": REASON`.
 func (e *EnvError) Error() string {
-	return fmt.Sprintf("dist: environment: %s=%q: %s", e.Var, e.Value, e.Reason)
+	return fmt.Sprintf("bootstrap: environment: %s=%q: %s", e.Var, e.Value, e.Reason)
 }

@@ -2,7 +2,7 @@
 // accessors of the rank table, Close and the shared state every other
 // file works on.
 
-package dist
+package bootstrap
 
 import (
 	"context"

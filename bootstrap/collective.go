@@ -2,7 +2,7 @@
 // its contribution to rank 0 on its control link, rank 0 checks that all
 // called the same collective and sends the result back.
 
-package dist
+package bootstrap
 
 import (
 	"context"

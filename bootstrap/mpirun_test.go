@@ -3,7 +3,7 @@
 // through the rendezvous file, with no master address given. It is
 // skipped, with a message, where mpirun is not installed (.ci/run installs
 // Debian's openmpi-bin).
-package dist
+package bootstrap
 
 import (
 	"context"

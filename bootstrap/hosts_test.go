@@ -1,6 +1,6 @@
 // This file tests the grouping of ranks per host.
 
-package dist
+package bootstrap
 
 import (
 	"testing"

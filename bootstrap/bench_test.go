@@ -2,7 +2,7 @@
 // against a plain net.Conn copy of the same bytes, measured in the same
 // run.
 
-package dist
+package bootstrap
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // bytes over a plain loopback net.Conn: into a buffer reused every time
 // (tcp, the best case) and into a fresh buffer (tcp-alloc, what Recv
 // does, since it returns a new slice). It reports the throughput of each
-// and the ratio dist/tcp.
+// and the ratio bootstrap/tcp.
 func BenchmarkSendRecv64MiB(b *testing.B) {
 	const size = 64 << 20
 	bs := startWorld(b, 2, Options{Timeout: 30 * time.Second})
@@ -85,19 +85,19 @@ func BenchmarkSendRecv64MiB(b *testing.B) {
 	sendRecv() // open the data link outside the measurement
 	copyTCP(buf)
 
-	var dist, tcp, tcpAlloc time.Duration
+	var boot, tcp, tcpAlloc time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		dist += sendRecv()
+		boot += sendRecv()
 		tcp += copyTCP(buf)
 		tcpAlloc += copyTCP(make([]byte, size))
 	}
 	b.StopTimer()
 	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
-	b.ReportMetric(mbps(dist), "dist-MB/s")
+	b.ReportMetric(mbps(boot), "bootstrap-MB/s")
 	b.ReportMetric(mbps(tcp), "tcp-MB/s")
 	b.ReportMetric(mbps(tcpAlloc), "tcp-alloc-MB/s")
-	b.ReportMetric(tcp.Seconds()/dist.Seconds(), "dist/tcp")
-	b.ReportMetric(tcpAlloc.Seconds()/dist.Seconds(), "dist/tcp-alloc")
+	b.ReportMetric(tcp.Seconds()/boot.Seconds(), "bootstrap/tcp")
+	b.ReportMetric(tcpAlloc.Seconds()/boot.Seconds(), "bootstrap/tcp-alloc")
 	b.ReportMetric(0, "ns/op") // the three are in one iteration: see the metrics
 }
