@@ -121,92 +121,98 @@ const installBudget = 160 << 20
 // after an interrupted install (see RecoverPlanSet). When opts.Context is
 // cancelled, Install removes its partial plan set and returns an error
 // that wraps context.Cause(opts.Context) and names what it removed.
+//
+// The steps: take the lock (planSet.lockForInstall), stage an empty
+// candidate set beside opts.Dir (planSet.stage), fill it with the
+// validated plans (validateJobs) and their index (writeIndex), and only
+// then swap it in (planSet.swap).
 func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
-	if opts.Context == nil {
-		opts.Context = context.Background()
-	}
-	if opts.DType == 0 {
-		opts.DType = executor.Float16
-	}
-	if opts.MaxCheckBytes == 0 {
-		opts.MaxCheckBytes = 1 << 20
-	}
-	if opts.Algorithms == nil {
-		opts.Algorithms = algorithms.FS
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
-		if opts.Backend != nil {
-			opts.Workers = 1
-		}
-	}
-	opts.Workers = max(1, min(opts.Workers, len(jobs)))
-	if opts.Version == "" && opts.CacheDir != "" && opts.Backend == nil {
-		opts.Version = ExecutableVersion()
-	}
-	note := func(format string, args ...any) {
-		if opts.Note != nil {
-			opts.Note(fmt.Sprintf(format, args...))
-		}
-	}
+	opts = opts.withDefaults(len(jobs))
 	ps, err := newPlanSet(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	// Refuse a file at the plan directory (--dir /dev/null) before the
-	// lock file is created beside it; checked again under the lock.
-	if err := ps.checkReplaceable(); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(ps.parent, 0o755); err != nil {
-		return nil, err
-	}
-	unlock, err := ps.lock(opts.Context, func() {
-		note("waiting for another install into %s to finish (it holds %s)", ps.dir, ps.lockPath())
-	})
+	unlock, err := ps.lockForInstall(opts.Context, opts.note)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	// A failure to clean up is only noted: the leftovers are removed
-	// again next time, and the install itself does not need them gone.
-	if rec := ps.recoverLocked(); !rec.Empty() {
-		note("%s", rec)
-	}
-	if err := ps.checkReplaceable(); err != nil {
+	cand, err := ps.stage()
+	if err != nil {
 		return nil, err
 	}
-	id := newID()
-	tmp := ps.path("new", id)
-	// Mkdir, not MkdirTemp: the set gets the usual permissions (0755 less
-	// the umask), not MkdirTemp's 0700.
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return nil, err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			os.RemoveAll(tmp)
-		}
-	}()
-	// interrupted removes the partial set now, so that the error can say
-	// so, and returns the error for cause.
-	interrupted := func(cause error) error {
-		committed = true // removed here, not by the deferred cleanup
-		if err := os.RemoveAll(tmp); err != nil {
-			return fmt.Errorf("%w: could not remove the partial plan set %s: %v", cause, tmp, err)
-		}
-		return fmt.Errorf("%w: removed the partial plan set %s", cause, tmp)
-	}
+	defer cand.discard()
 
-	ctx, cancel := context.WithCancel(opts.Context)
+	results, err := validateJobs(jobs, opts, cand.dir)
+	if opts.Context.Err() != nil {
+		return nil, cand.interrupted(context.Cause(opts.Context))
+	}
+	if err != nil {
+		return nil, err
+	}
+	idx, err := writeIndex(jobs, results, opts, cand.dir)
+	if err != nil {
+		return nil, err
+	}
+	// The last point where a cancellation stops the install: publishing
+	// is a few renames, not worth leaving half done.
+	if opts.Context.Err() != nil {
+		return nil, cand.interrupted(context.Cause(opts.Context))
+	}
+	if err := ps.swap(cand, opts.note); err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
+// withDefaults fills in what the caller of Install left zero, for an
+// install of njobs jobs.
+func (o InstallOptions) withDefaults(njobs int) InstallOptions {
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
+	if o.DType == 0 {
+		o.DType = executor.Float16
+	}
+	if o.MaxCheckBytes == 0 {
+		o.MaxCheckBytes = 1 << 20
+	}
+	if o.Algorithms == nil {
+		o.Algorithms = algorithms.FS
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+		if o.Backend != nil {
+			o.Workers = 1
+		}
+	}
+	o.Workers = max(1, min(o.Workers, njobs))
+	if o.Version == "" && o.CacheDir != "" && o.Backend == nil {
+		o.Version = ExecutableVersion()
+	}
+	return o
+}
+
+// note passes a formatted note to o.Note, if set.
+func (o InstallOptions) note(format string, args ...any) {
+	if o.Note != nil {
+		o.Note(fmt.Sprintf(format, args...))
+	}
+}
+
+// validateJobs generates and validates every job's plans on o.Workers
+// workers, writing the plans into dir, and returns each job's index
+// entries, in job order. The first job to fail stops the others; its
+// error, wrapping ErrInstall, names it.
+func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entry, error) {
+	ctx, cancel := context.WithCancel(o.Context)
 	defer cancel()
 	in := &installer{
-		opts: opts, dir: tmp, ctx: ctx, checker: executor.NewChecker(),
+		opts: o, dir: dir, ctx: ctx, checker: executor.NewChecker(),
 		budget: newBudget(installBudget),
 	}
-	if opts.Backend == nil && opts.Version != "" {
-		in.cache = validationCache{dir: opts.CacheDir}
+	if o.Backend == nil && o.Version != "" {
+		in.cache = validationCache{dir: o.CacheDir}
 	}
 	results := make([][]Entry, len(jobs))
 	var (
@@ -215,13 +221,13 @@ func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 		done     int
 	)
 	progress := func(ev InstallEvent) {
-		if opts.Progress != nil {
-			opts.Progress(ev)
+		if o.Progress != nil {
+			o.Progress(ev)
 		}
 	}
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range opts.Workers {
+	for range o.Workers {
 		wg.Go(func() {
 			for i := range next {
 				job := jobs[i]
@@ -252,13 +258,14 @@ func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 	}
 	close(next)
 	wg.Wait()
-	if opts.Context.Err() != nil {
-		return nil, interrupted(context.Cause(opts.Context))
-	}
-	if firstErr != nil {
-		return nil, firstErr
-	}
+	return results, firstErr
+}
 
+// writeIndex completes the candidate set in dir: the index of the
+// validated plans (results, per job), which refuses two jobs writing the
+// same plan file, tuned when o.Tune is set (removing the plans fastest
+// nowhere), written to dir's IndexFile.
+func writeIndex(jobs []algorithms.Job, results [][]Entry, o InstallOptions, dir string) (*Index, error) {
 	idx := &Index{Version: IndexVersion}
 	files := map[string]string{}
 	for i, entries := range results {
@@ -270,14 +277,14 @@ func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 			idx.Plans = append(idx.Plans, e)
 		}
 	}
-	if opts.Tune != nil {
-		tuned, dropped, err := Tune(idx, tmp, *opts.Tune)
+	if o.Tune != nil {
+		tuned, dropped, err := Tune(idx, dir, *o.Tune)
 		if err != nil {
 			return nil, fmt.Errorf("%w: predicting the plans: %v", ErrInstall, err)
 		}
 		for _, f := range dropped {
-			note("%s: predicted fastest at no size on %s: not installed", f, opts.Tune.Hardware.Name)
-			if err := os.Remove(filepath.Join(tmp, f)); err != nil {
+			o.note("%s: predicted fastest at no size on %s: not installed", f, o.Tune.Hardware.Name)
+			if err := os.Remove(filepath.Join(dir, f)); err != nil {
 				return nil, err
 			}
 		}
@@ -287,28 +294,13 @@ func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, IndexFile), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), data, 0o644); err != nil {
 		return nil, err
-	}
-	// The last point where a cancellation stops the install: publishing
-	// is a few renames, not worth leaving half done.
-	if opts.Context.Err() != nil {
-		return nil, interrupted(context.Cause(opts.Context))
-	}
-	committed = true // publish removes what it made if it fails
-	old, err := ps.publish(tmp, id)
-	if err != nil {
-		return nil, err
-	}
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			note("could not remove the previous plan set %s (the next install removes it): %v", old, err)
-		}
 	}
 	return idx, nil
 }
 
-// installer is the state Install's workers share.
+// installer is the state validateJobs's workers share.
 type installer struct {
 	opts    InstallOptions
 	dir     string // the temporary directory receiving the plans
@@ -348,46 +340,9 @@ func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		var sizes []uint64
-		if plan.AllToAllV == nil {
-			sizes = validationSizes(plan, opts.DType, opts.MaxCheckBytes)
-		}
-		if len(sizes) == 0 && plan.AllToAllV == nil {
-			return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), errNoSize(plan))
-		}
-		st := PlanStatus{Name: prog.Name(), Sizes: sizes}
-		key := ""
-		if in.cache.dir != "" {
-			key = validationKey(opts.Version, text, opts.DType, sizes)
-			st.Cached = !opts.NoCache && in.cache.has(key)
-		}
-		if !st.Cached && plan.AllToAllV != nil {
-			// Variable-size plans run on the CPU backend, with the
-			// counts of executor.VarValidationCases (sizes in KiB).
-			err := executor.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
-			if err != nil {
-				return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), err)
-			}
-			_ = in.cache.put(key, validationRecord{
-				Format: validationFormat, Plan: prog.Name(), Job: job.String(),
-				DType: opts.DType.Name(), Version: opts.Version,
-			})
-		} else if !st.Cached {
-			need := footprint(plan, sizes[len(sizes)-1], opts.DType)
-			if err := in.budget.acquire(in.ctx, need); err != nil {
-				return nil, nil, err
-			}
-			err := validateAt(in.ctx, opts.Backend, in.checker, plan, sizes, opts.DType)
-			in.budget.release(need)
-			if err != nil {
-				return nil, nil, fmt.Errorf("program %q: %v", prog.Name(), err)
-			}
-			// The cache only saves time: a failure to record is not an
-			// installation failure.
-			_ = in.cache.put(key, validationRecord{
-				Format: validationFormat, Plan: prog.Name(), Job: job.String(),
-				DType: opts.DType.Name(), Sizes: sizes, Version: opts.Version,
-			})
+		st, err := in.validate(job, prog.Name(), plan, text)
+		if err != nil {
+			return nil, nil, err
 		}
 		e := entryOf(plan, spec, job)
 		e.File = prog.Name() + ".json"
@@ -398,6 +353,56 @@ func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
 		status = append(status, st)
 	}
 	return entries, status, nil
+}
+
+// validate runs one plan of job, compiled to text (or finds it in the
+// validation cache): at its validation sizes, within the memory budget,
+// or, for a variable-size plan, at executor.VarValidationCases. It
+// records a successful run in the cache.
+func (in *installer) validate(job algorithms.Job, name string, plan *executor.Plan, text []byte) (PlanStatus, error) {
+	opts := in.opts
+	var sizes []uint64
+	if plan.AllToAllV == nil {
+		sizes = validationSizes(plan, opts.DType, opts.MaxCheckBytes)
+	}
+	if len(sizes) == 0 && plan.AllToAllV == nil {
+		return PlanStatus{}, fmt.Errorf("program %q: %v", name, errNoSize(plan))
+	}
+	st := PlanStatus{Name: name, Sizes: sizes}
+	key := ""
+	if in.cache.dir != "" {
+		key = validationKey(opts.Version, text, opts.DType, sizes)
+		st.Cached = !opts.NoCache && in.cache.has(key)
+	}
+	if !st.Cached && plan.AllToAllV != nil {
+		// Variable-size plans run on the CPU backend, with the
+		// counts of executor.VarValidationCases (sizes in KiB).
+		err := executor.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
+		if err != nil {
+			return PlanStatus{}, fmt.Errorf("program %q: %v", name, err)
+		}
+		_ = in.cache.put(key, validationRecord{
+			Format: validationFormat, Plan: name, Job: job.String(),
+			DType: opts.DType.Name(), Version: opts.Version,
+		})
+	} else if !st.Cached {
+		need := footprint(plan, sizes[len(sizes)-1], opts.DType)
+		if err := in.budget.acquire(in.ctx, need); err != nil {
+			return PlanStatus{}, err
+		}
+		err := validateAt(in.ctx, opts.Backend, in.checker, plan, sizes, opts.DType)
+		in.budget.release(need)
+		if err != nil {
+			return PlanStatus{}, fmt.Errorf("program %q: %v", name, err)
+		}
+		// The cache only saves time: a failure to record is not an
+		// installation failure.
+		_ = in.cache.put(key, validationRecord{
+			Format: validationFormat, Plan: name, Job: job.String(),
+			DType: opts.DType.Name(), Sizes: sizes, Version: opts.Version,
+		})
+	}
+	return st, nil
 }
 
 // footprint estimates the bytes a validation of plan at size allocates,

@@ -11,7 +11,7 @@ package planset
 //	P/.NAME.set-ID/    the plans and index.json
 //	P/.NAME.lock       locked (flock) while an install or a recovery runs
 //
-// Install writes the new set into P/.NAME.new-ID, renames it to
+// Install writes the new set into P/.NAME.new-ID (stage), renames it to
 // P/.NAME.set-ID, creates the link P/.NAME.link-ID to it, and renames that
 // link over P/NAME: one rename(2), so that a reader sees the old set or the
 // new one and never a mix or nothing. Only then is the old .NAME.set-ID
@@ -395,6 +395,89 @@ func (ps planSet) checkReplaceable() error {
 	}
 	if len(des) > 0 {
 		return fmt.Errorf("%s is not a plan set written by install (no %s): refusing to replace it; remove it or install elsewhere (--dir)", ps.dir, IndexFile)
+	}
+	return nil
+}
+
+// lockForInstall takes the lock of the plan set for an install and
+// cleans up after an interrupted one, noting what it removed. It refuses
+// a plan directory that cannot be replaced (--dir /dev/null) before it
+// creates the lock file beside it, and again under the lock.
+func (ps planSet) lockForInstall(ctx context.Context, note func(format string, args ...any)) (unlock func(), err error) {
+	if err := ps.checkReplaceable(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(ps.parent, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err = ps.lock(ctx, func() {
+		note("waiting for another install into %s to finish (it holds %s)", ps.dir, ps.lockPath())
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A failure to clean up is only noted: the leftovers are removed
+	// again next time, and the install itself does not need them gone.
+	if rec := ps.recoverLocked(); !rec.Empty() {
+		note("%s", rec)
+	}
+	if err := ps.checkReplaceable(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// candidate is a plan set being written, P/.NAME.new-ID, before it is
+// swapped in.
+type candidate struct {
+	dir, id string
+	// settled is set once the directory is removed (interrupted) or
+	// handed to publish, which removes it if it fails.
+	settled bool
+}
+
+// stage creates the empty directory of a candidate set.
+func (ps planSet) stage() (*candidate, error) {
+	id := newID()
+	c := &candidate{dir: ps.path("new", id), id: id}
+	// Mkdir, not MkdirTemp: the set gets the usual permissions (0755 less
+	// the umask), not MkdirTemp's 0700.
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// discard removes the candidate set unless it was settled.
+func (c *candidate) discard() {
+	if !c.settled {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// interrupted removes the candidate set now, so that the error can say
+// so, and returns the error for cause.
+func (c *candidate) interrupted(cause error) error {
+	c.settled = true
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("%w: could not remove the partial plan set %s: %v", cause, c.dir, err)
+	}
+	return fmt.Errorf("%w: removed the partial plan set %s", cause, c.dir)
+}
+
+// swap publishes the complete candidate set at NAME and removes the set
+// it replaced; a failure to remove that is only noted.
+func (ps planSet) swap(c *candidate, note func(format string, args ...any)) error {
+	c.settled = true // publish removes what it made if it fails
+	old, err := ps.publish(c.dir, c.id)
+	if err != nil {
+		return err
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			note("could not remove the previous plan set %s (the next install removes it): %v", old, err)
+		}
 	}
 	return nil
 }
