@@ -1,12 +1,10 @@
 // Package algorithms holds the bundled .star algorithms, embedded in the
 // binary so that `mscclgo eval NAME` and `mscclgo install` work from any
-// directory, and the plan sets made from them. List and Names tell what is
-// bundled; DefaultSet gives the jobs of the default plan set, Install
-// compiles and checks a set of jobs into a plan directory with its Index,
-// Tune records the cost model's prediction for each plan and narrows its
-// size range, and Select (or SelectBy) picks the plan for a Request from
-// one or more plan sets. docs/algorithms.md describes the algorithms and
-// docs/design.md §11 the plan set.
+// directory. Start with FS, the scripts and their lib/ files, which
+// starlib.FSSource evaluates; Names and List tell what is bundled, and
+// DefaultSet reads the shapes of the default plan set from the scripts'
+// "# default-set:" lines. Installing, indexing and selecting plans is
+// package planset's. docs/algorithms.md describes the algorithms.
 package algorithms
 
 import "embed"

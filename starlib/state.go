@@ -204,3 +204,98 @@ func callerPos(thread *starlark.Thread) syntax.Position {
 	}
 	return thread.CallFrame(1).Pos
 }
+
+// record appends op to (rank, tb), or to the open loop context.
+func (p *Program) record(rank, tb int, op *ir.Op) {
+	p.countOp()
+	if op.Stack == nil && op.Pos.IsValid() {
+		op.Stack = p.callStack()
+	}
+	if p.loop != nil {
+		p.loop.add(rank, tb, op)
+		return
+	}
+	p.appendOp(rank, tb, op)
+}
+
+// recordBuf is record for an op built in p.buf: the op is cloned where it
+// is kept, and fused away without a copy where it is not.
+func (p *Program) recordBuf(rank, tb int, op *ir.Op) {
+	op.Stack = p.callStack()
+	if p.loop != nil || !p.IR.InstrFusion {
+		p.record(rank, tb, op.Clone())
+		return
+	}
+	p.countOp()
+	t := p.IR.GPUs[rank].TB(tb)
+	t.Ops = p.appender(rank, tb).AppendCopy(t.Ops, op)
+}
+
+// countOp counts one recorded op and stops the evaluation once the ops,
+// times the instances they will be replicated into, pass the limit.
+func (p *Program) countOp() {
+	p.recorded++
+	m := p.st.meter
+	if m == nil || p.recorded*p.IR.Instances <= m.lim.MaxOps {
+		return
+	}
+	if p.IR.Instances > 1 {
+		m.haltNow(fmt.Sprintf("program %q: %d ops × %d instances pass the limit of %d ops (--max-ops raises it)", p.IR.Name, p.recorded, p.IR.Instances, m.lim.MaxOps))
+	} else {
+		m.haltNow(fmt.Sprintf("program %q records more than %d ops (--max-ops raises the limit)", p.IR.Name, m.lim.MaxOps))
+	}
+}
+
+// appendOp appends op to the op list of (rank, tb). With instruction
+// fusion on, ops are fused as they arrive (passes.Appender), which gives
+// the fuse pass's result without ever holding the unfused list.
+func (p *Program) appendOp(rank, tb int, op *ir.Op) {
+	t := p.IR.GPUs[rank].TB(tb)
+	if !p.IR.InstrFusion {
+		t.Ops = append(t.Ops, op)
+		return
+	}
+	t.Ops = p.appender(rank, tb).Append(t.Ops, op)
+}
+
+// extendSync extends the signal, wait or flush chain that ends (rank,
+// tb)'s fused list where it would take this op (passes.Appender.ExtendSync)
+// and reports whether it did; if not, the caller records the op.
+func (p *Program) extendSync(rank, tb int, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
+	if p.loop != nil || !p.IR.InstrFusion {
+		return false
+	}
+	return p.appender(rank, tb).ExtendSync(p.IR.GPUs[rank].TB(tb).Ops, kind, ch, ct, ds, pos)
+}
+
+// appender returns the fusing Appender of (rank, tb).
+func (p *Program) appender(rank, tb int) *passes.Appender {
+	if p.appenders == nil {
+		p.appenders = make([][]*passes.Appender, p.IR.NumRanks)
+	}
+	as := p.appenders[rank]
+	for len(as) <= tb {
+		as = append(as, nil)
+	}
+	if as[tb] == nil {
+		as[tb] = new(passes.Appender)
+	}
+	p.appenders[rank] = as
+	return as[tb]
+}
+
+// finishRecording completes the fused op lists before the passes run.
+func (p *Program) finishRecording() {
+	if !p.IR.InstrFusion {
+		return
+	}
+	for rank, as := range p.appenders {
+		for tb, a := range as {
+			if a != nil {
+				a.Finish(p.IR.GPUs[rank].ThreadBlocks[tb].Ops)
+			}
+		}
+	}
+	p.appenders = nil
+	p.IR.Fused = true
+}

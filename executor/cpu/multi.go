@@ -22,7 +22,7 @@ import (
 )
 
 // Net is what a multi-process session needs from the job's bootstrap;
-// package dist's *Bootstrap is one. Messages between two ranks with one
+// package bootstrap's *Bootstrap is one. Messages between two ranks with one
 // tag arrive in order.
 type Net interface {
 	Rank() int

@@ -1,7 +1,7 @@
 package cpu_test
 
 // multi_test.go runs plans with one rank session per rank, connected by
-// package dist over loopback TCP in this test process (each rank with its
+// package bootstrap over loopback TCP in this test process (each rank with its
 // own session, instance and shared mappings, as separate processes would
 // have), and compares every rank's output with the single-process run.
 // The real multi-process runs (mpirun, torchrun variables, network
@@ -19,22 +19,22 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 )
 
 // connectWorld connects n ranks in this process.
-func connectWorld(t *testing.T, n int) []*dist.Bootstrap {
+func connectWorld(t *testing.T, n int) []*bootstrap.Bootstrap {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "rank0.addr")
-	bs := make([]*dist.Bootstrap, n)
+	bs := make([]*bootstrap.Bootstrap, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			w := dist.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "testhost"}
-			bs[r], errs[r] = dist.Connect(context.Background(), w, dist.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
+			w := bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "testhost"}
+			bs[r], errs[r] = bootstrap.Connect(context.Background(), w, bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
 		})
 	}
 	wg.Wait()
@@ -56,7 +56,7 @@ func connectWorld(t *testing.T, n int) []*dist.Bootstrap {
 // runRanks runs plan with one rank session per rank for launches
 // launches and returns each rank's output after the last one, or each
 // rank's error.
-func runRanks(t *testing.T, bs []*dist.Bootstrap, plan *executor.Plan, lay *executor.BufferLayout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
+func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay *executor.BufferLayout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
 	n := len(bs)
 	outs := make([][]byte, n)
 	errs := make([]error, n)
@@ -94,7 +94,7 @@ func runRanks(t *testing.T, bs []*dist.Bootstrap, plan *executor.Plan, lay *exec
 
 // exchangeResult all-gathers each rank's launch result and returns the
 // first failure of any rank (this rank's own error as is).
-func exchangeResult(ctx context.Context, b *dist.Bootstrap, err error) error {
+func exchangeResult(ctx context.Context, b *bootstrap.Bootstrap, err error) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()

@@ -1,7 +1,7 @@
 package cpu
 
 // transport_bench_test.go measures the port-channel transport between
-// rank sessions (two logical hosts, loopback TCP through package dist)
+// rank sessions (two logical hosts, loopback TCP through package bootstrap)
 // against a plain TCP copy of the same bytes in the same run:
 //
 //	go test ./executor/cpu -run XXX -bench 'PortTransport|PlainTCP' -benchtime 20x
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 )
 
@@ -39,13 +39,13 @@ func BenchmarkPortTransport(b *testing.B) {
 	}
 	file := filepath.Join(b.TempDir(), "rank0.addr")
 	sess := make([]*RankSession, 2)
-	bs := make([]*dist.Bootstrap, 2)
+	bs := make([]*bootstrap.Bootstrap, 2)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for r := range 2 {
 		wg.Go(func() {
-			w := dist.World{Rank: r, Size: 2, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "h"}
-			if bs[r], errs[r] = dist.Connect(context.Background(), w, dist.Options{Timeout: 20 * time.Second}); errs[r] != nil {
+			w := bootstrap.World{Rank: r, Size: 2, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "h"}
+			if bs[r], errs[r] = bootstrap.Connect(context.Background(), w, bootstrap.Options{Timeout: 20 * time.Second}); errs[r] != nil {
 				return
 			}
 			sess[r], errs[r] = OpenRank(context.Background(), bd.inst, lay, executor.Options{DType: f32{}, DeadlockTimeout: 10 * time.Second},

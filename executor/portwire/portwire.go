@@ -42,7 +42,7 @@ const (
 	Fence = 3
 )
 
-// Net is what the transport needs of the job's bootstrap (package dist's
+// Net is what the transport needs of the job's bootstrap (package bootstrap's
 // *Bootstrap is one): ordered messages per (sender, receiver, tag).
 type Net interface {
 	Send(ctx context.Context, peer int, tag uint32, data []byte) error

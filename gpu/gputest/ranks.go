@@ -1,7 +1,7 @@
 package gputest
 
 // ranks.go runs a plan with one GPU rank session per rank (gpu.OpenRank),
-// connected by package dist over loopback TCP inside the test process:
+// connected by package bootstrap over loopback TCP inside the test process:
 // each rank has its own driver, device memory and IPC handles, as
 // separate processes would. The drivers' tests compare the outputs with
 // the CPU backend's single-process run byte for byte.
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
@@ -52,8 +52,8 @@ func RunRanks(ctx context.Context, cfg gpu.Config, c RankCase) ([][]byte, []erro
 		go func() {
 			defer wg.Done()
 			errs[r] = func() error {
-				w := dist.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: fmt.Sprintf("host%d", hosts[r])}
-				b, err := dist.Connect(ctx, w, dist.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
+				w := bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: fmt.Sprintf("host%d", hosts[r])}
+				b, err := bootstrap.Connect(ctx, w, bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
 				if err != nil {
 					return fmt.Errorf("connect: %w", err)
 				}
@@ -90,7 +90,7 @@ func RunRanks(ctx context.Context, cfg gpu.Config, c RankCase) ([][]byte, []erro
 
 // exchange all-gathers each rank's launch result and returns this rank's
 // error, else the first failure of another rank.
-func exchange(ctx context.Context, b *dist.Bootstrap, err error) error {
+func exchange(ctx context.Context, b *bootstrap.Bootstrap, err error) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()

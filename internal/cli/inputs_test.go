@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 )
 
 // inputCase feeds one input of the command line a hostile file.
@@ -100,15 +100,15 @@ func TestEveryInput(t *testing.T) {
 	}
 	// The rendezvous file rank 1 of a two-rank job reads.
 	rdzvEnv := map[string]string{
-		dist.EnvRank: "1", dist.EnvWorldSize: "2", dist.EnvJobID: "inputs-test",
-		dist.EnvRendezvousDir: dir,
+		bootstrap.EnvRank: "1", bootstrap.EnvWorldSize: "2", bootstrap.EnvJobID: "inputs-test",
+		bootstrap.EnvRendezvousDir: dir,
 	}
-	w, _, err := dist.FromEnv(func(k string) string { return rdzvEnv[k] })
+	w, _, err := bootstrap.FromEnv(func(k string) string { return rdzvEnv[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdzvCase := maps.Clone(rdzvEnv)
-	rdzvCase[dist.EnvRendezvousDir] = "$IN"
+	rdzvCase[bootstrap.EnvRendezvousDir] = "$IN"
 	// select searches the --plans directories first; the default set
 	// (--dir) is not installed.
 	selectArgs := []string{"select", "-c", "allreduce", "-n", "2", "--size", "1K", "--dir", filepath.Join(dir, "none")}
@@ -134,7 +134,7 @@ func TestEveryInput(t *testing.T) {
 		{input: "$MSCCLGO_PLAN_PATH", args: selectArgs, env: map[string]string{"MSCCLGO_PLAN_PATH": "$IN"}, dir: "index.json"},
 		{input: "$MSCCLGO_CACHE_DIR", args: []string{"select", "-c", "allreduce", "-n", "2", "--size", "1K"},
 			env: map[string]string{"MSCCLGO_CACHE_DIR": "$IN"}, dir: "default/index.json"},
-		{input: "$" + dist.EnvRendezvousDir, args: []string{"run", ar, "--size", "1K", "--join-timeout", "1m"},
+		{input: "$" + bootstrap.EnvRendezvousDir, args: []string{"run", ar, "--size", "1K", "--join-timeout", "1m"},
 			env: rdzvCase, dir: filepath.Base(w.RendezvousFile)},
 	}
 

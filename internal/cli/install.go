@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 func installCommand(d *deps) *cli.Command {
@@ -72,7 +73,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	if c.Int("jobs") < 0 {
 		return usageErr("--jobs: %d is negative", c.Int("jobs"))
 	}
-	opts := algorithms.InstallOptions{
+	opts := planset.InstallOptions{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
 		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
 		Note: func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
@@ -86,7 +87,7 @@ func runInstall(c *cli.Context, d *deps) error {
 		if err != nil {
 			return err
 		}
-		opts.Tune = &algorithms.TuneOptions{Hardware: hw, Model: mo, DType: dt}
+		opts.Tune = &planset.TuneOptions{Hardware: hw, Model: mo, DType: dt}
 	} else if c.IsSet("launch") {
 		return usageErr("--launch applies to --hw")
 	}
@@ -111,7 +112,7 @@ func runInstall(c *cli.Context, d *deps) error {
 		// The description is what varies in width (long shape names):
 		// the bar, the count and the rate take about 50 columns.
 		descWidth := max(termWidth(d.stderr)-50, 10)
-		opts.Progress = func(ev algorithms.InstallEvent) {
+		opts.Progress = func(ev planset.InstallEvent) {
 			if !ev.Finished {
 				bar.Describe(fit(ev.Job, descWidth))
 			}
@@ -119,13 +120,13 @@ func runInstall(c *cli.Context, d *deps) error {
 		}
 		defer bar.Finish()
 	} else {
-		opts.Progress = func(ev algorithms.InstallEvent) {
+		opts.Progress = func(ev planset.InstallEvent) {
 			if ev.Finished {
 				fmt.Fprintln(d.stderr, installProgressLine(ev))
 			}
 		}
 	}
-	idx, err := algorithms.Install(jobs, opts)
+	idx, err := planset.Install(jobs, opts)
 	if err != nil {
 		return fmt.Errorf("%w\nthe installed plan set in %s was left unchanged", err, dir)
 	}
@@ -141,19 +142,19 @@ func runInstall(c *cli.Context, d *deps) error {
 // cache) when neither can be found.
 func validationCacheDir() string {
 	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		return filepath.Join(d, algorithms.ValidationCacheDir)
+		return filepath.Join(d, planset.ValidationCacheDir)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(home, ".cache", "mscclgo", algorithms.ValidationCacheDir)
+	return filepath.Join(home, ".cache", "mscclgo", planset.ValidationCacheDir)
 }
 
 // installProgressLine is the line printed for a finished job when standard error
 // is not a terminal: "install: [12/34] JOB: validated at 128, 16K, 1M"
 // (or "cached"); a job with several plans names each.
-func installProgressLine(ev algorithms.InstallEvent) string {
+func installProgressLine(ev planset.InstallEvent) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "install: [%d/%d] %s:", ev.Done, ev.Total, ev.Job)
 	for i, p := range ev.Plans {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 const nvlsPort = "../../tests/ports/single_node/allreduce_nvls_zero_copy.plan.json"
@@ -101,7 +101,7 @@ func TestSelectHW(t *testing.T) {
 		}
 		writeFile(t, filepath.Join(plans, f), string(data))
 	}
-	idx := &algorithms.Index{Version: algorithms.IndexVersion, Plans: []algorithms.Entry{
+	idx := &planset.Index{Version: planset.IndexVersion, Plans: []planset.Entry{
 		{File: "allreduce.plan.json", Name: "allreduce", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
 			InPlace: true, MaxMessageSize: 1 << 30, InputChunks: 64, OutputChunks: 64, BufferAlignment: 16},
 		{File: "allreduce_nvls_zero_copy.plan.json", Name: "allreduce_nvls_zero_copy", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
@@ -111,7 +111,7 @@ func TestSelectHW(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(plans, algorithms.IndexFile), string(data))
+	writeFile(t, filepath.Join(plans, planset.IndexFile), string(data))
 	t.Setenv("MSCCLGO_PLAN_PATH", "")
 	base := []string{"select", "--plans", "$DIR/plans", "--dir", "$DIR/none", "-c", "allreduce", "-n", "8", "--in-place"}
 	// Without --hw: the narrower range; with it, the faster plan.

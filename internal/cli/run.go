@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 )
 
@@ -56,8 +56,8 @@ func runCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "max-memory", Usage: "refuse a size whose run needs more than `SIZE` of memory (0: no limit); also bounds a .star evaluation", DefaultText: "half the machine's memory"},
 			countsFlag(),
 			&cli.BoolFlag{Name: "one-process", Usage: "run every rank in this process even when launcher variables (mpirun, torchrun) are set"},
-			&cli.DurationFlag{Name: "join-timeout", Value: dist.DefaultTimeout, Usage: "one process per rank: wait `D` for every rank to join"},
-			&cli.DurationFlag{Name: "peer-timeout", Value: dist.DefaultHeartbeatTimeout, Usage: "one process per rank: a rank silent for `D` is lost"},
+			&cli.DurationFlag{Name: "join-timeout", Value: bootstrap.DefaultTimeout, Usage: "one process per rank: wait `D` for every rank to join"},
+			&cli.DurationFlag{Name: "peer-timeout", Value: bootstrap.DefaultHeartbeatTimeout, Usage: "one process per rank: a rank silent for `D` is lost"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,

@@ -2,7 +2,7 @@ package cli
 
 // runmp.go is `mscclgo run` started as one process per rank (mpirun,
 // torchrun, or by hand with MSCCLGO_* variables): the process finds its
-// rank in the environment, connects to the others (package dist), runs
+// rank in the environment, connects to the others (package bootstrap), runs
 // only its own rank (a rank session of the cpu backend, or of gpu-emu /
 // gpu: gpu.OpenRank), checks its own output, and exchanges each launch's outcome with every rank, so that
 // every rank stops at the same launch and exits with the worst status;
@@ -21,7 +21,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
@@ -29,11 +29,11 @@ import (
 
 // launchedWorld returns the job this process belongs to, if a launcher
 // (or MSCCLGO_RANK/MSCCLGO_WORLD_SIZE) says it is one rank of several.
-func launchedWorld(c *cli.Context) (dist.World, bool, error) {
+func launchedWorld(c *cli.Context) (bootstrap.World, bool, error) {
 	if c.Bool("one-process") {
-		return dist.World{}, false, nil
+		return bootstrap.World{}, false, nil
 	}
-	w, ok, err := dist.FromEnv(os.Getenv)
+	w, ok, err := bootstrap.FromEnv(os.Getenv)
 	if err != nil {
 		return w, false, usageErr("%v", err)
 	}
@@ -73,7 +73,7 @@ func paramsOf(o *runOptions, ll8 bool) runParams {
 // every rank alike, a job whose ranks were started with different ones
 // (which would otherwise run different launches and hang or end with
 // different statuses).
-func agreeOnParams(ctx context.Context, b *dist.Bootstrap, mine runParams) error {
+func agreeOnParams(ctx context.Context, b *bootstrap.Bootstrap, mine runParams) error {
 	data, err := json.Marshal(mine)
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func openRank(ctx context.Context, o *runOptions, threads, device int, setup tim
 }
 
 // runLaunched runs plan as rank world.Rank of a multi-process job.
-func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan *executor.Plan, o *runOptions, world dist.World) error {
+func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan *executor.Plan, o *runOptions, world bootstrap.World) error {
 	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
 		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
@@ -153,7 +153,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
 	}
 	timeout := c.Duration("join-timeout")
-	b, err := dist.Connect(ctx, world, dist.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
+	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
 	if err != nil {
 		return fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
 	}
@@ -230,7 +230,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 // this rank; after each, every rank learns every rank's outcome. It
 // returns the exit status every rank agrees on when a launch failed
 // somewhere (reported by rank 0), or an error of this rank's own.
-func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs rankSession, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, path string, w, stderr io.Writer) (runResult, int, error) {
+func runLaunchedSize(ctx context.Context, b *bootstrap.Bootstrap, rs rankSession, inst *executor.Instance, layout *executor.BufferLayout, o *runOptions, path string, w, stderr io.Writer) (runResult, int, error) {
 	res := runResult{checked: layout.Checked()}
 	rank := b.Rank()
 	bufs := rs.Buffers()
@@ -296,7 +296,7 @@ func runLaunchedSize(ctx context.Context, b *dist.Bootstrap, rs rankSession, ins
 }
 
 // exchangeOutcomes all-gathers each rank's launch outcome.
-func exchangeOutcomes(ctx context.Context, b *dist.Bootstrap, mine launchOutcome) ([]launchOutcome, error) {
+func exchangeOutcomes(ctx context.Context, b *bootstrap.Bootstrap, mine launchOutcome) ([]launchOutcome, error) {
 	data, err := json.Marshal(mine)
 	if err != nil {
 		return nil, err
@@ -357,7 +357,7 @@ func wrongReport(inst *executor.Instance, l *executor.BufferLayout, mine executo
 }
 
 // launcherName says where the job's shape came from.
-func launcherName(w dist.World) string {
+func launcherName(w bootstrap.World) string {
 	if w.Launcher == "" {
 		return "MSCCLGO_* variables"
 	}

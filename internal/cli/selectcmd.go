@@ -15,9 +15,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // defaultPlanDir is where `mscclgo install` writes the default plan set:
@@ -37,7 +37,7 @@ func defaultPlanDir() (string, error) {
 // directories, then $MSCCLGO_PLAN_PATH, then the default set (or --dir).
 // The default set is first recovered from an interrupted install, with a
 // note on stderr, unless an install is running.
-func planSources(c *cli.Context, stderr io.Writer) ([]algorithms.Source, error) {
+func planSources(c *cli.Context, stderr io.Writer) ([]planset.Source, error) {
 	dirs := append([]string(nil), c.StringSlice("plans")...)
 	if env := os.Getenv("MSCCLGO_PLAN_PATH"); env != "" {
 		dirs = append(dirs, filepath.SplitList(env)...)
@@ -51,13 +51,13 @@ func planSources(c *cli.Context, stderr io.Writer) ([]algorithms.Source, error) 
 	}
 	dirs = append(dirs, def)
 	recoverDefault(def, stderr)
-	var sources []algorithms.Source
+	var sources []planset.Source
 	for _, d := range dirs {
-		idx, err := algorithms.ReadIndex(d)
-		if errors.Is(err, algorithms.ErrNoIndex) {
+		idx, err := planset.ReadIndex(d)
+		if errors.Is(err, planset.ErrNoIndex) {
 			if d != def {
 				// A user directory without an index: scan its plans.
-				idx, err = algorithms.ScanDir(d)
+				idx, err = planset.ScanDir(d)
 			} else if len(sources) > 0 {
 				// No default set installed: the user directories
 				// alone are searched.
@@ -67,7 +67,7 @@ func planSources(c *cli.Context, stderr io.Writer) ([]algorithms.Source, error) 
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, algorithms.Source{Dir: d, Index: idx})
+		sources = append(sources, planset.Source{Dir: d, Index: idx})
 	}
 	return sources, nil
 }
@@ -77,9 +77,9 @@ func planSources(c *cli.Context, stderr io.Writer) ([]algorithms.Source, error) 
 // leaves everything alone (the running install's files are not leftovers),
 // and a failure to clean up is only noted.
 func recoverDefault(dir string, stderr io.Writer) {
-	rec, err := algorithms.RecoverPlanSet(dir)
+	rec, err := planset.RecoverPlanSet(dir)
 	switch {
-	case errors.Is(err, algorithms.ErrInstallRunning):
+	case errors.Is(err, planset.ErrInstallRunning):
 	case err != nil:
 		fmt.Fprintf(stderr, "mscclgo: note: could not check %s for the leftovers of an interrupted install: %v\n", dir, err)
 	case !rec.Empty():
@@ -159,7 +159,7 @@ func runSelect(c *cli.Context, d *deps) error {
 	if err != nil {
 		return usageErr("--dtype: %v", err)
 	}
-	req := algorithms.Request{
+	req := planset.Request{
 		Collective:   coll,
 		WorldSize:    c.Int("world-size"),
 		RanksPerNode: c.Int("ranks-per-node"),
@@ -175,7 +175,7 @@ func runSelect(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	var predict algorithms.Predictor
+	var predict planset.Predictor
 	if c.IsSet("hw") {
 		if predict, err = selectPredictor(c, &req, dt); err != nil {
 			return err
@@ -183,7 +183,7 @@ func runSelect(c *cli.Context, d *deps) error {
 	} else if c.IsSet("launch") {
 		return usageErr("--launch applies to --hw")
 	}
-	choice, err := algorithms.SelectBy(sources, req, predict)
+	choice, err := planset.SelectBy(sources, req, predict)
 	if err == nil {
 		fmt.Fprintf(d.stdout, "%s\n  plan: %s\n  why: %s\n", filepath.Join(choice.Dir, choice.Entry.File), choice.Entry.Name, choice.Why)
 		for i, r := range choice.Ranking {
@@ -203,7 +203,7 @@ func runSelect(c *cli.Context, d *deps) error {
 
 // selectPredictor returns the predictor of select --hw, and makes req ask
 // for NVLS when the profile has it.
-func selectPredictor(c *cli.Context, req *algorithms.Request, dt executor.ElemType) (algorithms.Predictor, error) {
+func selectPredictor(c *cli.Context, req *planset.Request, dt executor.ElemType) (planset.Predictor, error) {
 	hw, err := model.LoadProfile(c.String("hw"))
 	if err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func selectPredictor(c *cli.Context, req *algorithms.Request, dt executor.ElemTy
 	}
 	mo.NoTimeline = true
 	req.NVLS = req.NVLS || hw.NVLS
-	return func(dir string, e algorithms.Entry) (float64, error) {
+	return func(dir string, e planset.Entry) (float64, error) {
 		plan, err := executor.LoadFile(filepath.Join(dir, e.File))
 		if err != nil {
 			return 0, err
@@ -232,7 +232,7 @@ func selectPredictor(c *cli.Context, req *algorithms.Request, dt executor.ElemTy
 // printRejected lists the rejected plans: those of the asked collective,
 // or all of them when all is set. The plans whose only mismatch is their
 // in-place mode come first, one line each saying so.
-func printRejected(w io.Writer, rejected []algorithms.Candidate, req algorithms.Request, all bool) {
+func printRejected(w io.Writer, rejected []planset.Candidate, req planset.Request, all bool) {
 	for _, r := range rejected {
 		if r.PlaceOnly {
 			fmt.Fprintf(w, "  %s: %s plan, the call is %s (it fits otherwise: %s)\n",

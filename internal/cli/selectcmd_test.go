@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // writeSelectIndex writes a plan index (no plan files: select reads only
 // the index) into dir/plans.
 func writeSelectIndex(t *testing.T, dir string) {
 	t.Helper()
-	idx := &algorithms.Index{Version: algorithms.IndexVersion, Plans: []algorithms.Entry{
+	idx := &planset.Index{Version: planset.IndexVersion, Plans: []planset.Entry{
 		{File: "ar_pkt_8.json", Name: "allreduce_packet_8", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "LL",
 			InPlace: true, MaxMessageSize: 1 << 20, InputChunks: 8, OutputChunks: 8, BufferAlignment: 16},
 		{File: "ar_rsag_8.json", Name: "allreduce_rsag_8", Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Protocol: "Simple",
@@ -32,7 +32,7 @@ func writeSelectIndex(t *testing.T, dir string) {
 	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "plans", algorithms.IndexFile), string(data))
+	writeFile(t, filepath.Join(dir, "plans", planset.IndexFile), string(data))
 }
 
 func TestSelect(t *testing.T) {
