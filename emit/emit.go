@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // ErrInvalid is wrapped by the errors of Write and Marshal when the program
@@ -189,19 +190,11 @@ func (e *encoder) program(p *ir.Program) {
 	e.bigInt(p.MinMessageSize, DefaultMinMessageSize)
 	e.key(kMaxMessageSize)
 	e.bigInt(p.MaxMessageSize, DefaultMaxMessageSize)
-	if p.Collective == AllToAllVCollective {
+	if p.Collective == plan.AllToAllVCollective {
 		e.allToAllV(p)
 	}
 	e.close('}')
 }
-
-// AllToAllVCollective is the plan "collective" of AllToAllV programs,
-// whose plans carry the "alltoallv" extension object
-// (docs/language.md §5.1, docs/executor.md §14).
-const AllToAllVCollective = "alltoallv"
-
-// AllToAllVVersion is the version of the "alltoallv" extension object.
-const AllToAllVVersion = 1
 
 // allToAllV writes the "alltoallv" extension object: one block per rank
 // in the input and output buffers, each of chunks_per_block chunks.
@@ -213,7 +206,7 @@ func (e *encoder) allToAllV(p *ir.Program) {
 	e.key(kAllToAllV)
 	e.open('{')
 	e.key(kVersion)
-	e.int(AllToAllVVersion)
+	e.int(plan.AllToAllVVersion)
 	e.key(kBlocks)
 	e.int(len(p.GPUs))
 	e.key(kChunksPerBlock)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/internal/memlimit"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -464,32 +465,6 @@ func Collectives() []string {
 
 func knownCollective(c string) bool { return slices.Contains(Collectives(), c) }
 
-func parseChannelType(s string) (ChannelType, bool) {
-	switch s {
-	case "memory":
-		return Memory, true
-	case "port":
-		return Port, true
-	case "switch":
-		return Switch, true
-	case "none":
-		return NoChannel, true
-	}
-	return 0, false
-}
-
-func parseBufferType(s string) (BufferType, bool) {
-	switch s {
-	case "i":
-		return Input, true
-	case "o":
-		return Output, true
-	case "s":
-		return Scratch, true
-	}
-	return 0, false
-}
-
 // channelType reads a channel type string; ok is false when absent or
 // invalid.
 func (n node) channelType(key string, required bool) (ChannelType, bool) {
@@ -497,7 +472,7 @@ func (n node) channelType(key string, required bool) (ChannelType, bool) {
 	if !ok {
 		return NoChannel, false
 	}
-	ct, ok := parseChannelType(s)
+	ct, ok := plan.ParseChannelType(s)
 	if !ok {
 		n.l.errf(n.path, ErrValue, "%s = %s: want \"memory\", \"port\", \"switch\" or \"none\"", key, describe(s))
 	}
@@ -509,7 +484,7 @@ func (n node) bufferType(key string, required bool) (BufferType, bool) {
 	if !ok {
 		return Input, false
 	}
-	bt, ok := parseBufferType(s)
+	bt, ok := plan.ParseBufferType(s)
 	if !ok {
 		n.l.errf(n.path, ErrValue, "%s = %s: want \"i\", \"o\" or \"s\"", key, describe(s))
 	}
@@ -528,7 +503,7 @@ func (l *loader) parsePlan(top node) {
 	l.plan = p
 	p.Name, _ = top.str("name", true)
 	if c, ok := top.str("collective", true); ok {
-		if !knownCollective(c) && c != AllToAllVCollective {
+		if !knownCollective(c) && c != plan.AllToAllVCollective {
 			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
 		}
 		p.Collective = c
@@ -768,7 +743,7 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 		rb.Access = make([]ChannelType, 0, len(access))
 		for k, av := range access {
 			s, isStr := av.(string)
-			ct, known := parseChannelType(s)
+			ct, known := plan.ParseChannelType(s)
 			if !isStr || !known || (ct != Memory && ct != Port) {
 				l.errf(path, ErrValue, "access_channel_types[%d] = %s: want \"memory\" or \"port\"", k, describe(av))
 				allOK = false
@@ -1009,11 +984,11 @@ func (l *loader) parseOp(t *tbState, v any, path string, nested bool) (Op, int) 
 	if !ok {
 		return Op{}, 1
 	}
-	typ, ok := ParseOpType(name)
+	typ, ok := plan.ParseOpType(name)
 	if !ok {
 		hint := ""
 		switch name {
-		case "glre":
+		case plan.GroupLoadReduceName:
 			hint = " (glre is DSL-internal: MSCCL++ loads only its fusion with gstore, glres)"
 		case "start":
 			hint = " (start is never emitted: MSCCL++ rejects it)"

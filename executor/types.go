@@ -6,116 +6,82 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
-// BufferType is one of a rank's three buffers; the plan vocabulary is
-// shared with the compiler's IR.
-type BufferType = ir.BufferType
+// The plan vocabulary is package plan's. These aliases keep the names
+// that the backends (executor/cpu, gpu) and the tools written against
+// this package use; new code may name either.
+
+// BufferType is one of a rank's three buffers (plan.BufferType).
+type BufferType = plan.BufferType
 
 // The buffer types.
 const (
-	Input   = ir.Input
-	Output  = ir.Output
-	Scratch = ir.Scratch
+	Input   = plan.Input
+	Output  = plan.Output
+	Scratch = plan.Scratch
 )
 
-// ChannelType is the kind of a channel.
-type ChannelType = ir.ChannelType
+// ChannelType is the kind of a channel (plan.ChannelType).
+type ChannelType = plan.ChannelType
 
 // The channel kinds; NoChannel is an op without channel_type.
 const (
-	NoChannel = ir.NoChannel
-	Memory    = ir.Memory
-	Port      = ir.Port
-	Switch    = ir.Switch
+	NoChannel = plan.NoChannel
+	Memory    = plan.Memory
+	Port      = plan.Port
+	Switch    = plan.Switch
 )
 
-// OpType is an op of the plan format (docs/plan-format.md §6).
-type OpType uint8
+// OpType is an op of the plan format (plan.OpType).
+type OpType = plan.OpType
 
 // The op types the MSCCL++ loader accepts.
 const (
-	OpNop OpType = iota
-	OpBarrier
-	OpSignal
-	OpRelaxedSignal
-	OpWait
-	OpRelaxedWait
-	OpFlush
-	OpSemAcquire
-	OpSemRelease
-	OpCopy
-	OpCopyPacket
-	OpUnpackPacket
-	OpGet
-	OpPut
-	OpPutWithSignal
-	OpPutWithSignalAndFlush
-	OpPutPacket
-	OpReadPutPacket
-	OpReduce
-	OpReduceSend
-	OpReadReduce
-	OpReadReduceSend
-	OpReducePacket
-	OpReduceSendPacket
-	OpReduceCopyPacket
-	OpReduceCopySendPacket
-	OpMultiLoadReduceStore
-	OpMultiStore
-	OpMultiStorePacket
-	OpPipeline
-	numOpTypes
+	OpNop                   = plan.OpNop
+	OpBarrier               = plan.OpBarrier
+	OpSignal                = plan.OpSignal
+	OpRelaxedSignal         = plan.OpRelaxedSignal
+	OpWait                  = plan.OpWait
+	OpRelaxedWait           = plan.OpRelaxedWait
+	OpFlush                 = plan.OpFlush
+	OpSemAcquire            = plan.OpSemAcquire
+	OpSemRelease            = plan.OpSemRelease
+	OpCopy                  = plan.OpCopy
+	OpCopyPacket            = plan.OpCopyPacket
+	OpUnpackPacket          = plan.OpUnpackPacket
+	OpGet                   = plan.OpGet
+	OpPut                   = plan.OpPut
+	OpPutWithSignal         = plan.OpPutWithSignal
+	OpPutWithSignalAndFlush = plan.OpPutWithSignalAndFlush
+	OpPutPacket             = plan.OpPutPacket
+	OpReadPutPacket         = plan.OpReadPutPacket
+	OpReduce                = plan.OpReduce
+	OpReduceSend            = plan.OpReduceSend
+	OpReadReduce            = plan.OpReadReduce
+	OpReadReduceSend        = plan.OpReadReduceSend
+	OpReducePacket          = plan.OpReducePacket
+	OpReduceSendPacket      = plan.OpReduceSendPacket
+	OpReduceCopyPacket      = plan.OpReduceCopyPacket
+	OpReduceCopySendPacket  = plan.OpReduceCopySendPacket
+	OpMultiLoadReduceStore  = plan.OpMultiLoadReduceStore
+	OpMultiStore            = plan.OpMultiStore
+	OpMultiStorePacket      = plan.OpMultiStorePacket
+	OpPipeline              = plan.OpPipeline
 )
 
-// opNames are the plan names, indexed by OpType.
-var opNames = [numOpTypes]string{
-	"nop", "barrier", "signal", "rlxsignal", "wait", "rlxwait", "flush", "sem_acquire", "sem_release",
-	"copy", "cpkt", "upkt", "get", "put", "pws", "pwsf", "ppkt", "rppkt",
-	"re", "res", "rre", "rres", "repkt", "respkt", "recpkt", "recspkt",
-	"glres", "gstore", "gstorepkt", "pipeline",
-}
-
-// String returns the plan name.
-func (o OpType) String() string {
-	if o < numOpTypes {
-		return opNames[o]
-	}
-	return fmt.Sprintf("OpType(%d)", uint8(o))
-}
-
-// ParseOpType returns the op type of a plan name.
-func ParseOpType(name string) (OpType, bool) {
-	for i, n := range opNames {
-		if n == name {
-			return OpType(i), true
-		}
-	}
-	return 0, false
-}
-
-// The hard limits of the MSCCL++ executor (docs/semantics.md §1.16).
+// The limits a plan must keep (package plan's).
 const (
-	MaxOpsPerTB          = 64 // pipeline records and their nested ops count
-	MaxChannelsPerTB     = 16 // per channel type
-	MaxChannelIDsPerOp   = 8
-	MaxOperandsPerSide   = 10
-	MaxSemaphoreIDsPerOp = 16
-	MaxBarrierID         = 15
-	MaxThreadsPerBlock   = 1024
-)
-
-// Limits of the plan loader beyond the executor's own: no real plan comes
-// near them, and they bound what a hostile plan makes the loader and the
-// checks allocate.
-const (
-	// MaxRanks bounds a plan's gpus (as the DSL bounds num_ranks).
-	MaxRanks = 1 << 16
-	// MaxThreadBlocks bounds the thread blocks of a rank: more cannot
-	// all be resident on any GPU (an H100 holds 132 SMs × 32 blocks),
-	// and the executor's blocks wait on each other.
-	MaxThreadBlocks = 1 << 13
+	MaxOpsPerTB          = plan.MaxOpsPerTB
+	MaxChannelsPerTB     = plan.MaxChannelsPerTB
+	MaxChannelIDsPerOp   = plan.MaxChannelIDsPerOp
+	MaxOperandsPerSide   = plan.MaxOperandsPerSide
+	MaxSemaphoreIDsPerOp = plan.MaxSemaphoreIDsPerOp
+	MaxBarrierID         = plan.MaxBarrierID
+	MaxThreadsPerBlock   = plan.MaxThreadsPerBlock
+	MaxRanks             = plan.MaxRanks
+	MaxThreadBlocks      = plan.MaxThreadBlocks
 )
 
 // ---------------------------------------------------------------------------
