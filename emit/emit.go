@@ -254,7 +254,7 @@ func (e *encoder) gpu(g *ir.GPU) {
 		e.member()
 		e.open('{')
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kBufferType)
 		e.lit(s.Buffer.String())
 		e.key(kRankGroups)
@@ -285,11 +285,11 @@ func (e *encoder) gpu(g *ir.GPU) {
 		e.open('[')
 		if rb.Memory {
 			e.member()
-			e.lit("memory")
+			e.lit(ir.Memory.String())
 		}
 		if rb.Port {
 			e.member()
-			e.lit("port")
+			e.lit(ir.Port.String())
 		}
 		e.close(']')
 		e.close('}')
@@ -456,7 +456,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.key(kChannelIDs)
 		e.ints(op.ChannelIDs)
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kReduceOp)
 		e.lit(op.ReduceOp.String())
 
@@ -472,7 +472,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.switchRef(op.ChannelIDs[0], op.BufferOffset, op.Size)
 		e.close(']')
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 
 	case ir.GroupLoadReduceStore:
 		// Both sides print the reduce (source) offsets: quirk Q1 of the
@@ -487,7 +487,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 			e.close(']')
 		}
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kReduceOp)
 		e.lit(op.ReduceOp.String())
 	}
