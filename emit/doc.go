@@ -3,9 +3,10 @@
 // print(json.dumps(plan, indent=2)): Write streams it to an io.Writer and
 // Marshal returns it. Both check the program first (ErrInvalid), so an
 // invalid program writes nothing. SourceMap relates each op of the plan to
-// the .star line that recorded it, and Plan, with Decode and Encode, is an
-// independent, struct-based view of plan files that the tests use to check
-// that every plan is a fixed point of decoding and re-encoding.
+// the .star line that recorded it (package plan's source map), and Plan,
+// with Decode and Encode, is an independent, struct-based view of plan
+// files that the tests use to check that every plan is a fixed point of
+// decoding and re-encoding.
 //
 // The writer never iterates maps and never reorders: every list is written
 // in the order the IR holds it. It does not modify the program. The format

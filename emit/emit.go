@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // ErrInvalid is wrapped by the errors of Write and Marshal when the program
@@ -189,19 +190,11 @@ func (e *encoder) program(p *ir.Program) {
 	e.bigInt(p.MinMessageSize, DefaultMinMessageSize)
 	e.key(kMaxMessageSize)
 	e.bigInt(p.MaxMessageSize, DefaultMaxMessageSize)
-	if p.Collective == AllToAllVCollective {
+	if p.Collective == plan.AllToAllVCollective {
 		e.allToAllV(p)
 	}
 	e.close('}')
 }
-
-// AllToAllVCollective is the plan "collective" of AllToAllV programs,
-// whose plans carry the "alltoallv" extension object
-// (docs/language.md §5.1, docs/executor.md §14).
-const AllToAllVCollective = "alltoallv"
-
-// AllToAllVVersion is the version of the "alltoallv" extension object.
-const AllToAllVVersion = 1
 
 // allToAllV writes the "alltoallv" extension object: one block per rank
 // in the input and output buffers, each of chunks_per_block chunks.
@@ -213,7 +206,7 @@ func (e *encoder) allToAllV(p *ir.Program) {
 	e.key(kAllToAllV)
 	e.open('{')
 	e.key(kVersion)
-	e.int(AllToAllVVersion)
+	e.int(plan.AllToAllVVersion)
 	e.key(kBlocks)
 	e.int(len(p.GPUs))
 	e.key(kChunksPerBlock)
@@ -261,7 +254,7 @@ func (e *encoder) gpu(g *ir.GPU) {
 		e.member()
 		e.open('{')
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kBufferType)
 		e.lit(s.Buffer.String())
 		e.key(kRankGroups)
@@ -292,11 +285,11 @@ func (e *encoder) gpu(g *ir.GPU) {
 		e.open('[')
 		if rb.Memory {
 			e.member()
-			e.lit("memory")
+			e.lit(ir.Memory.String())
 		}
 		if rb.Port {
 			e.member()
-			e.lit("port")
+			e.lit(ir.Port.String())
 		}
 		e.close(']')
 		e.close('}')
@@ -463,7 +456,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.key(kChannelIDs)
 		e.ints(op.ChannelIDs)
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kReduceOp)
 		e.lit(op.ReduceOp.String())
 
@@ -479,7 +472,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.switchRef(op.ChannelIDs[0], op.BufferOffset, op.Size)
 		e.close(']')
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 
 	case ir.GroupLoadReduceStore:
 		// Both sides print the reduce (source) offsets: quirk Q1 of the
@@ -494,7 +487,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 			e.close(']')
 		}
 		e.key(kChannelType)
-		e.lit("switch")
+		e.lit(ir.Switch.String())
 		e.key(kReduceOp)
 		e.lit(op.ReduceOp.String())
 	}

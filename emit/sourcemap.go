@@ -1,7 +1,7 @@
 package emit
 
 // sourcemap.go builds the source map of a compiled program (the format
-// is executor.SourceMap's): the call sites of every op, walked in the
+// is plan.SourceMap's): the call sites of every op, walked in the
 // order Write emits the ops.
 
 import (
@@ -12,16 +12,16 @@ import (
 
 	"go.starlark.net/syntax"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // SourceMap returns the source map of p, a program whose passes have run,
-// for its plan bytes. display turns a Starlark file name into the name
+// for its plan bytes data. display turns a Starlark file name into the name
 // the map records (nil keeps it).
-func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executor.SourceMap {
-	m := &executor.SourceMap{Version: executor.SourceMapVersion, Plan: p.Name, SHA256: executor.PlanHash(plan),
-		Files: []string{}, Ops: []executor.SourceOps{}}
+func SourceMap(p *ir.Program, data []byte, display func(string) string) *plan.SourceMap {
+	m := &plan.SourceMap{Version: plan.SourceMapVersion, Plan: p.Name, SHA256: plan.Hash(data),
+		Files: []string{}, Ops: []plan.SourceOps{}}
 	files := map[string]int{}
 	// at is a position as [file, line, column].
 	at := func(q syntax.Position) [3]int {
@@ -66,11 +66,11 @@ func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executo
 		for t, tb := range g.ThreadBlocks {
 			for k, op := range tb.Ops {
 				if ps := pos(op); len(ps) > 0 {
-					m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k), Pos: ps, Stack: stack(op)})
+					m.Ops = append(m.Ops, plan.SourceOps{Rank: r, TB: t, Op: itoa(k), Pos: ps, Stack: stack(op)})
 				}
 				for j, b := range op.Body {
 					if ps := pos(b); len(ps) > 0 {
-						m.Ops = append(m.Ops, executor.SourceOps{Rank: r, TB: t, Op: itoa(k) + "." + itoa(j), Pos: ps, Stack: stack(b)})
+						m.Ops = append(m.Ops, plan.SourceOps{Rank: r, TB: t, Op: itoa(k) + "." + itoa(j), Pos: ps, Stack: stack(b)})
 					}
 				}
 			}
@@ -80,8 +80,8 @@ func SourceMap(p *ir.Program, plan []byte, display func(string) string) *executo
 }
 
 // MarshalSourceMap is SourceMap as JSON, one op per line.
-func MarshalSourceMap(p *ir.Program, plan []byte, display func(string) string) ([]byte, error) {
-	m := SourceMap(p, plan, display)
+func MarshalSourceMap(p *ir.Program, data []byte, display func(string) string) ([]byte, error) {
+	m := SourceMap(p, data, display)
 	head, err := json.Marshal(struct {
 		Version int      `json:"version"`
 		Plan    string   `json:"plan"`

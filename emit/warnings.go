@@ -13,16 +13,12 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
-// The MSCCL++ executor's limits the warnings check.
-const (
-	maxOpsPerTB      = 64
-	maxChannelIDs    = 8
-	maxChannelsPerTB = 16
-	maxOperands      = 10
-	unitAlignment    = 16
-)
+// unitAlignment is the pipeline unit size, in bytes, whose multiples
+// MSCCL++ reduces correctly.
+const unitAlignment = 16
 
 // Warning is one problem of a compiled program, at the .star position of
 // the op (or of the program for a thread block without ops). Where names
@@ -63,25 +59,25 @@ func Warnings(p *ir.Program) []Warning {
 				perType[t.Type] += len(t.IDs)
 			}
 			for _, ct := range []ir.ChannelType{ir.Memory, ir.Port, ir.Switch} {
-				if n := perType[ct]; n > maxChannelsPerTB {
+				if n := perType[ct]; n > plan.MaxChannelsPerTB {
 					pos := syntax.Position{}
 					if len(tb.Ops) > 0 {
 						pos = tb.Ops[0].Pos
 					}
-					add(pos, where, "the thread block uses %d %s channels: the MSCCL++ executor holds at most %d of a type per thread block", n, ct, maxChannelsPerTB)
+					add(pos, where, "the thread block uses %d %s channels: the MSCCL++ executor holds at most %d of a type per thread block", n, ct, plan.MaxChannelsPerTB)
 				}
 			}
 			count := 0
 			for k, op := range tb.Ops {
 				count++
-				if count == maxOpsPerTB+1 {
-					add(op.Pos, fmt.Sprintf("%s op %d", where, k), "%s is the thread block's op number %d (pipeline bodies included): the MSCCL++ executor holds at most %d", op.Kind, count, maxOpsPerTB)
+				if count == plan.MaxOpsPerTB+1 {
+					add(op.Pos, fmt.Sprintf("%s op %d", where, k), "%s is the thread block's op number %d (pipeline bodies included): the MSCCL++ executor holds at most %d", op.Kind, count, plan.MaxOpsPerTB)
 				}
 				opWarnings(add, fmt.Sprintf("%s op %d", where, k), op)
 				for j, b := range op.Body {
 					count++
-					if count == maxOpsPerTB+1 {
-						add(b.Pos, fmt.Sprintf("%s op %d.%d", where, k, j), "%s is the thread block's op number %d (pipeline bodies included): the MSCCL++ executor holds at most %d", b.Kind, count, maxOpsPerTB)
+					if count == plan.MaxOpsPerTB+1 {
+						add(b.Pos, fmt.Sprintf("%s op %d.%d", where, k, j), "%s is the thread block's op number %d (pipeline bodies included): the MSCCL++ executor holds at most %d", b.Kind, count, plan.MaxOpsPerTB)
 					}
 					opWarnings(add, fmt.Sprintf("%s op %d.%d", where, k, j), b)
 				}
@@ -97,16 +93,16 @@ func opWarnings(add func(syntax.Position, string, string, ...any), where string,
 	if op.IDSet != nil {
 		ids = op.IDSet.Len()
 	}
-	if ids > maxChannelIDs {
-		add(op.Pos, where, "%s has %d channel ids: the MSCCL++ executor reads at most %d per op", op.Kind, ids, maxChannelIDs)
+	if ids > plan.MaxChannelIDsPerOp {
+		add(op.Pos, where, "%s has %d channel ids: the MSCCL++ executor reads at most %d per op", op.Kind, ids, plan.MaxChannelIDsPerOp)
 	}
 	src, dst := len(op.Src), len(op.Dst)
 	if op.Kind.Family() == ir.FamReduce {
 		src = len(op.LocalSrc) + len(op.RemoteSrc)
 		dst = len(op.LocalDst) + len(op.LocalPktDst) + len(op.RemoteDst)
 	}
-	if src > maxOperands || dst > maxOperands {
-		add(op.Pos, where, "%s has %d sources and %d destinations: the MSCCL++ executor holds at most %d on a side", op.Kind, src, dst, maxOperands)
+	if src > plan.MaxOperandsPerSide || dst > plan.MaxOperandsPerSide {
+		add(op.Pos, where, "%s has %d sources and %d destinations: the MSCCL++ executor holds at most %d on a side", op.Kind, src, dst, plan.MaxOperandsPerSide)
 	}
 	if op.Kind == ir.Pipeline && op.UnitSize%unitAlignment != 0 {
 		add(op.Pos, where, "pipeline unit size %d is not a multiple of %d bytes: MSCCL++ mis-handles the tails of its reductions", op.UnitSize, unitAlignment)

@@ -17,5 +17,8 @@
 // (Fill), launches it with race detection, and compares every launch's
 // outputs with the expected results (BufferLayout.Expected). The
 // semantics a backend implements are in docs/semantics.md; loading,
-// instantiation and the backends are described in docs/executor.md.
+// instantiation and the backends are described in docs/executor.md. The
+// plan vocabulary the executor shares with the compiler (buffer, channel
+// and op types, limits, source maps) is package plan's; the types are
+// aliased here.
 package executor

@@ -500,9 +500,5 @@ func (z *resolver) checkRegion(reg Region, packet, inPipeline bool, path, where 
 	if packet {
 		start *= 2
 	}
-	return sizeErr(path, "%s: bytes [%d, %d)%s beyond %s %s buffer of %d bytes", where, start, end, kind, owner, bufferName(reg.Buffer), have)
-}
-
-func bufferName(b BufferType) string {
-	return [...]string{"input", "output", "scratch"}[b]
+	return sizeErr(path, "%s: bytes [%d, %d)%s beyond %s %s buffer of %d bytes", where, start, end, kind, owner, reg.Buffer.Name(), have)
 }

@@ -234,7 +234,7 @@ func (c *launchCheck) packets(ri *RankInstance, op *OpInstance, path string) err
 		base := c.l.baseOffset(s.rank, s.buffer)
 		why := fmt.Sprintf("twice the data offset %d", s.off)
 		if base != 0 {
-			why += fmt.Sprintf(", plus %d, where this in-place %s starts in the buffer it shares", base, bufferName(s.buffer))
+			why += fmt.Sprintf(", plus %d, where this in-place %s starts in the buffer it shares", base, s.buffer.Name())
 		}
 		at := base + 2*s.off
 		if at%packetAlign == 0 && s.buffer == Scratch && c.half%packetAlign != 0 {
@@ -245,7 +245,7 @@ func (c *launchCheck) packets(ri *RankInstance, op *OpInstance, path string) err
 		}
 		if at%packetAlign != 0 {
 			return c.errf(path, "%s[%d]: LL packets at byte %d of rank %d's %s are not %d-byte aligned (%s): a packet word is accessed atomically",
-				s.what, s.i, at, s.rank, bufferName(s.buffer), packetAlign, why)
+				s.what, s.i, at, s.rank, s.buffer.Name(), packetAlign, why)
 		}
 	}
 	return nil

@@ -3,20 +3,14 @@ package executor
 import (
 	"fmt"
 	"math"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file holds the loader's part of variable-size plans: the
 // "alltoallv" extension object and the rules an alltoallv plan's operands
 // follow so that every chunk names a part of one block (docs/executor.md,
 // "Variable-size plans").
-
-// AllToAllVCollective is the plan "collective" of variable-size
-// all-to-all plans, which MSCCL++ does not know.
-const AllToAllVCollective = "alltoallv"
-
-// AllToAllVVersion is the version of the "alltoallv" extension object
-// this loader reads.
-const AllToAllVVersion = 1
 
 // VarLayout is the "alltoallv" extension object of a plan: every rank's
 // input and output are Blocks blocks (one per peer) of ChunksPerBlock
@@ -31,7 +25,7 @@ type VarLayout struct {
 // plan is an alltoallv plan (so that the min > max marker is expected).
 func (l *loader) parseAllToAllV(top node) bool {
 	p := l.plan
-	isV := p.Collective == AllToAllVCollective
+	isV := p.Collective == plan.AllToAllVCollective
 	if !top.has("alltoallv") {
 		if isV {
 			l.errf("", ErrMissing, "collective = \"alltoallv\" without the required \"alltoallv\" object: a variable-size plan states its block layout (docs/executor.md, Variable-size plans)")
@@ -46,8 +40,8 @@ func (l *loader) parseAllToAllV(top node) bool {
 	if !ok {
 		return true
 	}
-	if v, ok := obj.int("version", true); ok && v != AllToAllVVersion {
-		l.errf(obj.path, ErrValue, "version = %d: this loader reads version %d", v, AllToAllVVersion)
+	if v, ok := obj.int("version", true); ok && v != plan.AllToAllVVersion {
+		l.errf(obj.path, ErrValue, "version = %d: this loader reads version %d", v, plan.AllToAllVVersion)
 	}
 	blocks, okB := obj.int("blocks", true)
 	per, okP := obj.int("chunks_per_block", true)
@@ -118,12 +112,12 @@ func (l *loader) checkVarOp(g *GPU, tb *ThreadBlock, op *Op, path string) {
 			}
 			where := fmt.Sprintf("%s[%d]", key, i)
 			if s.at(i).packet || (op.Type == OpPutPacket && op.ChannelType == Port && key == "src_buff") {
-				l.errf(path, ErrStructure, "%s: %s %s addressed as LL packets in an alltoallv plan: packets of a block would spill into the next; stage packets in scratch", where, op.Type, bufferName(bt))
+				l.errf(path, ErrStructure, "%s: %s %s addressed as LL packets in an alltoallv plan: packets of a block would spill into the next; stage packets in scratch", where, op.Type, bt.Name())
 				continue
 			}
 			per := uint64(l.plan.AllToAllV.ChunksPerBlock)
 			if opd.Size > 0 && opd.Index/per != (opd.Index+opd.Size-1)/per {
-				l.errf(path, ErrStructure, "%s: chunks [%d, %d) of %s span blocks %d to %d: in an alltoallv plan an operand lies inside one block (blocks of one rank need not be adjacent)", where, opd.Index, opd.Index+opd.Size, bufferName(bt), opd.Index/per, (opd.Index+opd.Size-1)/per)
+				l.errf(path, ErrStructure, "%s: chunks [%d, %d) of %s span blocks %d to %d: in an alltoallv plan an operand lies inside one block (blocks of one rank need not be adjacent)", where, opd.Index, opd.Index+opd.Size, bt.Name(), opd.Index/per, (opd.Index+opd.Size-1)/per)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file holds the semantic checks of Load: what each op needs
@@ -92,7 +94,7 @@ func sideMany(r role) side            { return side{rest: r, min: 1} }
 func sideThen(r role, rest role) side { return side{fixed: []role{r}, rest: rest, min: 1} }
 
 // opSpecs is indexed by OpType.
-var opSpecs = [numOpTypes]opSpec{
+var opSpecs = [plan.NumOpTypes]opSpec{
 	OpNop:           {},
 	OpBarrier:       {barrier: true},
 	OpSignal:        {channel: memPort, needIDs: true},
@@ -516,7 +518,7 @@ func (l *loader) checkBounds(path, where, name string, opd Operand, packet bool,
 			if double {
 				why = fmt.Sprintf(" (LL packets take twice the space: %d chunks)", need)
 			}
-			l.errf(path, ErrOutOfRange, "%s: chunks [%d, %d)%s beyond rank %d's %s buffer (%s = %d)", where, opd.Index, end, why, m, bufferName(buf.typ), key, have)
+			l.errf(path, ErrOutOfRange, "%s: chunks [%d, %d)%s beyond rank %d's %s buffer (%s = %d)", where, opd.Index, end, why, m, buf.typ.Name(), key, have)
 			return
 		}
 	}

@@ -10,5 +10,6 @@
 //
 // All sizes and indices are in chunks. The model and the passes are
 // described in docs/design.md §3 and §4, the ops' plan spellings in
-// docs/plan-format.md.
+// docs/plan-format.md. Buffer and channel types are package plan's, and
+// the op table takes its names from there.
 package ir

@@ -2,6 +2,8 @@ package ir
 
 import (
 	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Kind is an op's instruction; its String is the plan's "name".
@@ -60,7 +62,7 @@ const (
 
 // OpInfo is the metadata of one Kind, as in ssa's opcodeTable.
 type OpInfo struct {
-	Name   string // the plan "name"
+	Name   string // the plan "name", as package plan spells it
 	Family Family
 	// TouchesMemory is true for ops that read or write buffer data.
 	TouchesMemory bool
@@ -68,37 +70,37 @@ type OpInfo struct {
 
 // Ops is the metadata table, indexed by Kind.
 var Ops = [numKinds]OpInfo{
-	Nop:                   {"nop", FamSync, false},
-	Barrier:               {"barrier", FamSync, false},
-	Signal:                {"signal", FamDataSync, false},
-	RelaxedSignal:         {"rlxsignal", FamDataSync, false},
-	Wait:                  {"wait", FamDataSync, false},
-	RelaxedWait:           {"rlxwait", FamDataSync, false},
-	Flush:                 {"flush", FamDataSync, false},
-	SemAcquire:            {"sem_acquire", FamDataSync, false},
-	SemRelease:            {"sem_release", FamDataSync, false},
-	Copy:                  {"copy", FamCopy, true},
-	CopyPacket:            {"cpkt", FamCopy, true},
-	UnpackPacket:          {"upkt", FamCopy, true},
-	Get:                   {"get", FamGet, true},
-	Put:                   {"put", FamPut, true},
-	PutPacket:             {"ppkt", FamPut, true},
-	ReadPutPacket:         {"rppkt", FamPut, true},
-	PutWithSignal:         {"pws", FamPut, true},
-	PutWithSignalAndFlush: {"pwsf", FamPut, true},
-	Reduce:                {"re", FamReduce, true},
-	ReducePacket:          {"repkt", FamReduce, true},
-	ReadReduce:            {"rre", FamReduce, true},
-	ReduceSend:            {"res", FamReduce, true},
-	ReadReduceSend:        {"rres", FamReduce, true},
-	ReduceSendPacket:      {"respkt", FamReduce, true},
-	ReduceCopyPacket:      {"recpkt", FamReduce, true},
-	ReduceCopySendPacket:  {"recspkt", FamReduce, true},
-	GroupLoadReduce:       {"glre", FamSwitch, true},
-	GroupStore:            {"gstore", FamSwitch, true},
-	GroupStorePacket:      {"gstorepkt", FamSwitch, true},
-	GroupLoadReduceStore:  {"glres", FamSwitch, true},
-	Pipeline:              {"pipeline", FamPipeline, true},
+	Nop:                   {plan.OpNop.String(), FamSync, false},
+	Barrier:               {plan.OpBarrier.String(), FamSync, false},
+	Signal:                {plan.OpSignal.String(), FamDataSync, false},
+	RelaxedSignal:         {plan.OpRelaxedSignal.String(), FamDataSync, false},
+	Wait:                  {plan.OpWait.String(), FamDataSync, false},
+	RelaxedWait:           {plan.OpRelaxedWait.String(), FamDataSync, false},
+	Flush:                 {plan.OpFlush.String(), FamDataSync, false},
+	SemAcquire:            {plan.OpSemAcquire.String(), FamDataSync, false},
+	SemRelease:            {plan.OpSemRelease.String(), FamDataSync, false},
+	Copy:                  {plan.OpCopy.String(), FamCopy, true},
+	CopyPacket:            {plan.OpCopyPacket.String(), FamCopy, true},
+	UnpackPacket:          {plan.OpUnpackPacket.String(), FamCopy, true},
+	Get:                   {plan.OpGet.String(), FamGet, true},
+	Put:                   {plan.OpPut.String(), FamPut, true},
+	PutPacket:             {plan.OpPutPacket.String(), FamPut, true},
+	ReadPutPacket:         {plan.OpReadPutPacket.String(), FamPut, true},
+	PutWithSignal:         {plan.OpPutWithSignal.String(), FamPut, true},
+	PutWithSignalAndFlush: {plan.OpPutWithSignalAndFlush.String(), FamPut, true},
+	Reduce:                {plan.OpReduce.String(), FamReduce, true},
+	ReducePacket:          {plan.OpReducePacket.String(), FamReduce, true},
+	ReadReduce:            {plan.OpReadReduce.String(), FamReduce, true},
+	ReduceSend:            {plan.OpReduceSend.String(), FamReduce, true},
+	ReadReduceSend:        {plan.OpReadReduceSend.String(), FamReduce, true},
+	ReduceSendPacket:      {plan.OpReduceSendPacket.String(), FamReduce, true},
+	ReduceCopyPacket:      {plan.OpReduceCopyPacket.String(), FamReduce, true},
+	ReduceCopySendPacket:  {plan.OpReduceCopySendPacket.String(), FamReduce, true},
+	GroupLoadReduce:       {plan.GroupLoadReduceName, FamSwitch, true},
+	GroupStore:            {plan.OpMultiStore.String(), FamSwitch, true},
+	GroupStorePacket:      {plan.OpMultiStorePacket.String(), FamSwitch, true},
+	GroupLoadReduceStore:  {plan.OpMultiLoadReduceStore.String(), FamSwitch, true},
+	Pipeline:              {plan.OpPipeline.String(), FamPipeline, true},
 }
 
 // String returns the plan name of k.

@@ -1,73 +1,38 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
 
-// BufferType names one of a rank's three buffers.
-type BufferType uint8
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+// BufferType names one of a rank's three buffers. It is package plan's
+// type, so a buffer type of the IR is the plan's without conversion.
+type BufferType = plan.BufferType
 
 // The buffer types, in the order MSCCL++ declares them.
 const (
-	Input BufferType = iota
-	Output
-	Scratch
+	Input   = plan.Input
+	Output  = plan.Output
+	Scratch = plan.Scratch
 
-	numBufferTypes = 3
+	numBufferTypes = plan.NumBufferTypes
 )
 
-// String returns the plan spelling: "i", "o" or "s".
-func (b BufferType) String() string {
-	switch b {
-	case Input:
-		return "i"
-	case Output:
-		return "o"
-	case Scratch:
-		return "s"
-	}
-	return fmt.Sprintf("BufferType(%d)", uint8(b))
-}
-
-// Name returns the DSL attribute name: "input", "output" or "scratch".
-func (b BufferType) Name() string {
-	switch b {
-	case Input:
-		return "input"
-	case Output:
-		return "output"
-	case Scratch:
-		return "scratch"
-	}
-	return b.String()
-}
-
-// ChannelType is the kind of a channel: memory (NVLink load/store), port
-// (proxy-driven), switch (NVLS multicast), or none for purely local ops.
-type ChannelType uint8
+// ChannelType is the kind of a channel (package plan's type): memory
+// (NVLink load/store), port (proxy-driven), switch (NVLS multicast), or
+// none for purely local ops.
+type ChannelType = plan.ChannelType
 
 // The channel kinds.
 const (
-	NoChannel ChannelType = iota
-	Memory
-	Port
-	Switch
+	NoChannel = plan.NoChannel
+	Memory    = plan.Memory
+	Port      = plan.Port
+	Switch    = plan.Switch
 
-	numChannelTypes = 4
+	numChannelTypes = plan.NumChannelTypes
 )
-
-// String returns the plan spelling.
-func (c ChannelType) String() string {
-	switch c {
-	case NoChannel:
-		return "none"
-	case Memory:
-		return "memory"
-	case Port:
-		return "port"
-	case Switch:
-		return "switch"
-	}
-	return fmt.Sprintf("ChannelType(%d)", uint8(c))
-}
 
 // SyncType is the two-bit data_sync set of a data-sync op: which sides of the
 // op need a __syncthreads (nop).

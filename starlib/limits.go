@@ -16,8 +16,8 @@ import (
 
 	"go.starlark.net/starlark"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/memlimit"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Defaults of the limits an evaluation runs under, far above what any
@@ -38,7 +38,7 @@ const (
 // Fixed limits: values past them are mistakes, never algorithms.
 const (
 	// MaxRanks bounds num_ranks.
-	MaxRanks = executor.MaxRanks
+	MaxRanks = plan.MaxRanks
 	// MaxChunks bounds the chunks of a collective's buffer.
 	MaxChunks = 1 << 24
 	// MaxInstances bounds a program's instances.

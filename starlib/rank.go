@@ -6,8 +6,8 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Rank is a rank of the current program: Rank(r).
@@ -291,7 +291,7 @@ func chunkList(fn, param string, v starlark.Value, p *Program, buf []*Chunk) ([]
 		return nil, fmt.Errorf("%s: for parameter %s: got %s, want list of Chunk", fn, param, v.Type())
 	}
 	if seq.Len() > maxOperands {
-		return nil, fmt.Errorf("%s: for parameter %s: %d chunks: an op takes at most %d (the MSCCL++ executor reads %d per side)", fn, param, seq.Len(), maxOperands, executor.MaxOperandsPerSide)
+		return nil, fmt.Errorf("%s: for parameter %s: %d chunks: an op takes at most %d (the MSCCL++ executor reads %d per side)", fn, param, seq.Len(), maxOperands, plan.MaxOperandsPerSide)
 	}
 	out := buf[:0]
 	for i := range seq.Len() {
@@ -401,14 +401,14 @@ func tbArg(fn string, v starlark.Value) (int, error) {
 	if tb < 0 {
 		return 0, fmt.Errorf("%s: for parameter tb: got %d, want a non-negative thread block id", fn, tb)
 	}
-	if tb >= executor.MaxThreadBlocks {
-		return 0, fmt.Errorf("%s: for parameter tb: %d is not below the executor's limit of %d thread blocks per rank (more cannot all be resident on a GPU)", fn, tb, executor.MaxThreadBlocks)
+	if tb >= plan.MaxThreadBlocks {
+		return 0, fmt.Errorf("%s: for parameter tb: %d is not below the executor's limit of %d thread blocks per rank (more cannot all be resident on a GPU)", fn, tb, plan.MaxThreadBlocks)
 	}
 	return tb, nil
 }
 
 // maxOperands bounds the chunks one op takes (other_chunks of reduce),
-// far above what the MSCCL++ executor reads (executor.MaxOperandsPerSide
+// far above what the MSCCL++ executor reads (plan.MaxOperandsPerSide
 // per side, a warning beyond), so that a list of millions is refused
 // before anything is built for it.
 const maxOperands = 1 << 10

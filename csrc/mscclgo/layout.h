@@ -25,7 +25,9 @@ enum { MG_CH_NONE = 0, MG_CH_MEMORY = 1, MG_CH_PORT = 2, MG_CH_SWITCH = 3 };
 // Element types of a launch.
 enum { MG_F16 = 0, MG_BF16 = 1, MG_F32 = 2, MG_I32 = 3 };
 
-// Op types, in the order of executor.OpType.
+// Op types, in the order of plan.OpType. TestKernelLayoutNumbering
+// (plan/plan_test.go) checks this enum, the buffer types' and the channel
+// types' against package plan.
 enum {
   MG_NOP = 0,
   MG_BARRIER,

@@ -181,7 +181,7 @@ func (l *launch) describeStale(sp span, i uint64) string {
 	} else {
 		got = atomic.LoadUint64(&w[i]) >> 32
 	}
-	return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", bufName(sp.bt), sp.off+i*l.s.packet, got, l.flag)
+	return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", sp.bt.Name(), sp.off+i*l.s.packet, got, l.flag)
 }
 
 // packetOp runs a packet op block by block: wait for the block's source

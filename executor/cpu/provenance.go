@@ -185,7 +185,7 @@ type Place struct {
 }
 
 func (p Place) String() string {
-	return fmt.Sprintf("rank %d %s[%d]", p.Rank, bufName(p.Buffer), p.Offset)
+	return fmt.Sprintf("rank %d %s[%d]", p.Rank, p.Buffer.Name(), p.Offset)
 }
 
 // Step is one logged movement: the op (with its thread block and

@@ -51,18 +51,6 @@ type pktPlan struct {
 	reduce bool
 }
 
-func bufName(bt executor.BufferType) string {
-	switch bt {
-	case executor.Input:
-		return "input"
-	case executor.Output:
-		return "output"
-	case executor.Scratch:
-		return "scratch"
-	}
-	return bt.String()
-}
-
 // window returns the part of a rank's buffer an access sees and its
 // absolute start. shifted selects the current double-buffer half of
 // scratch (local scratch and packet accesses, docs/semantics.md §1.12); unshifted scratch
@@ -94,7 +82,7 @@ func (l *launch) span(rank int, bt executor.BufferType, shifted bool, off, n uin
 		if off+n >= off {
 			hi = fmt.Sprint(base + off + n)
 		}
-		return span{}, fmt.Errorf("%s[%d:%s] of rank %d out of range: %s", bufName(bt), base+off, hi, rank, lim)
+		return span{}, fmt.Errorf("%s[%d:%s] of rank %d out of range: %s", bt.Name(), base+off, hi, rank, lim)
 	}
 	return span{rank: rank, bt: bt, off: base + off, b: w[off : off+n : off+n]}, nil
 }
@@ -137,7 +125,7 @@ func (t *tbRun) packets(rank int, bt executor.BufferType, off, np uint64) (span,
 		return sp, err
 	}
 	if len(sp.b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(sp.b)))%8 != 0 {
-		return sp, fmt.Errorf("packets at %s[%d] of rank %d are not 8-byte aligned in memory", bufName(bt), sp.off, rank)
+		return sp, fmt.Errorf("packets at %s[%d] of rank %d are not 8-byte aligned in memory", bt.Name(), sp.off, rank)
 	}
 	return sp, nil
 }

@@ -186,19 +186,7 @@ func Receive(ctx context.Context, net Net, tag uint32, peer int) (Msg, error) {
 // InRange checks that n bytes at off fit a buffer of size bytes.
 func InRange(bt executor.BufferType, off, n, size uint64) error {
 	if off > size || n > size-off {
-		return fmt.Errorf("DATA into %s[%d:%d] past its %d bytes", bufferName(bt), off, off+n, size)
+		return fmt.Errorf("DATA into %s[%d:%d] past its %d bytes", bt.Name(), off, off+n, size)
 	}
 	return nil
-}
-
-func bufferName(bt executor.BufferType) string {
-	switch bt {
-	case executor.Input:
-		return "input"
-	case executor.Output:
-		return "output"
-	case executor.Scratch:
-		return "scratch"
-	}
-	return fmt.Sprintf("buffer %d", bt)
 }

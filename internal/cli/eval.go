@@ -16,8 +16,8 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/infile"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -271,7 +271,7 @@ func writeWithSourceMaps(ctx context.Context, d *deps, src starlib.Source, out s
 			return err
 		}
 		texts = append(texts, m)
-		all = append(all, executor.SourceMapPath(paths[i]))
+		all = append(all, plan.SourceMapPath(paths[i]))
 	}
 	return writeAll(ctx, all, func(i int, w io.Writer) error {
 		_, err := w.Write(texts[i])

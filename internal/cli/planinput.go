@@ -20,6 +20,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -35,9 +36,9 @@ func scriptFlags() []cli.Flag {
 type planInput struct {
 	name string // as given
 	data []byte // the plan text
-	smap *executor.SourceMap
-	byOp map[opKey]*executor.SourceOps // smap's ops, indexed on first use
-	note string                        // why a source map beside the file was not used
+	smap *plan.SourceMap
+	byOp map[opKey]*plan.SourceOps // smap's ops, indexed on first use
+	note string                    // why a source map beside the file was not used
 }
 
 // isScriptArg reports whether arg names a Starlark script (or a bundled
@@ -174,7 +175,7 @@ func (in *planInput) where(err error) string {
 		op += "." + m[4]
 	}
 	if in.byOp == nil {
-		in.byOp = map[opKey]*executor.SourceOps{}
+		in.byOp = map[opKey]*plan.SourceOps{}
 		for i := range in.smap.Ops {
 			o := &in.smap.Ops[i]
 			in.byOp[opKey{o.Rank, o.TB, o.Op}] = o

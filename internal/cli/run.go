@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
+	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
 func runCommand(d *deps) *cli.Command {
@@ -272,7 +273,7 @@ func runRun(c *cli.Context, d *deps) error {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		o.digest = executor.PlanHash(in.data)
+		o.digest = planfmt.Hash(in.data)
 		return runLaunched(ctx, c, d, path, plan, o, world) // runmp.go
 	}
 	// Let the collector work harder near the budget rather than let

@@ -31,6 +31,7 @@ import (
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	planfmt "github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -423,7 +424,7 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 	if err != nil {
 		failf(t, in, "program %q: MarshalSourceMap: %v", p.Name(), err)
 	}
-	sm, err := executor.ParseSourceMap(m)
+	sm, err := planfmt.ParseSourceMap(m)
 	if err != nil {
 		failf(t, in, "program %q: ParseSourceMap of MarshalSourceMap's map: %v", p.Name(), err)
 	}

@@ -1,0 +1,18 @@
+package plan_test
+
+import (
+	"fmt"
+
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+func Example() {
+	bt, _ := plan.ParseBufferType("s")
+	op, ok := plan.ParseOpType("rres")
+	fmt.Println(bt, bt.Name(), op, ok)
+	_, ok = plan.ParseOpType(plan.GroupLoadReduceName)
+	fmt.Println(plan.GroupLoadReduceName, ok)
+	// Output:
+	// s scratch rres true
+	// glre false
+}
