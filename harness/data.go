@@ -1,4 +1,4 @@
-package executor
+package harness
 
 import (
 	"bytes"
@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"sync"
-	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // This file reproduces the data side of MSCCL++'s python/test/
-// executor_test.py (docs/semantics.md §5): the buffers of each
-// collective, the fill generator, the expected results and their
-// tolerance, and the bus-bandwidth factors.
+// executor_test.py (docs/semantics.md §5): the fill generator, the
+// expected results and their tolerance. The buffers themselves are
+// executor.BufferLayout's.
 
-// ErrNoCheck is returned by BufferLayout.Check for collectives without a
+// ErrNoCheck is returned by Layout.Check for collectives without a
 // defined result (the "test" plans of MSCCL++'s unit tests): they can
 // only be run for deadlocks and races.
 var ErrNoCheck = errors.New("no check: the collective has no defined result")
@@ -48,13 +48,15 @@ const fillThreads = 64 * 1024
 // stores T(seed mod 1024) / T(1024). For bf16 the integer is rounded to
 // bf16 before the (exact) division. rank is the seed rank: the rank
 // divided by split_mask+1.
-func Fill(dst []byte, dt Numeric, rank, seq int) { FillWith(dst, dt, rank, seq, ReferenceFill) }
+func Fill(dst []byte, dt executor.Numeric, rank, seq int) {
+	FillWith(dst, dt, rank, seq, ReferenceFill)
+}
 
 // FillWith is Fill with a choice of FillMode.
-func FillWith(dst []byte, dt Numeric, rank, seq int, mode FillMode) {
+func FillWith(dst []byte, dt executor.Numeric, rank, seq int, mode FillMode) {
 	size := dt.Size()
 	if size != 2 && size != 4 {
-		panic(fmt.Sprintf("executor: fill of %d-byte elements", size))
+		panic(fmt.Sprintf("harness: fill of %d-byte elements", size))
 	}
 	// tab[k] is the element for seed mod 1024 == k. Dividing the rounded
 	// integer by 1024 is exact and commutes with rounding, so
@@ -112,229 +114,47 @@ func FillWith(dst []byte, dt Numeric, rank, seq int, mode FillMode) {
 	wg.Wait()
 }
 
-// collective is a collective with a defined result.
-type collective uint8
-
-const (
-	noResult collective = iota
-	allReduce
-	allGather
-	reduceScatter
-	allToAll
-	sendRecv
-)
-
-// collectiveOf matches the plan's collective name as executor_test.py
-// does, by substring.
-func collectiveOf(name string) collective {
-	for _, c := range []struct {
-		sub string
-		c   collective
-	}{{"allgather", allGather}, {"allreduce", allReduce}, {"reducescatter", reduceScatter}, {"alltoall", allToAll}, {"sendrecv", sendRecv}} {
-		if strings.Contains(name, c.sub) {
-			return c.c
-		}
-	}
-	return noResult
-}
-
-// BufferLayout is the buffers of one run of a collective at one message
-// size, laid out as executor_test.py lays them out (docs/semantics.md §5.1), and what they
-// must hold afterwards (docs/semantics.md §5.3).
-type BufferLayout struct {
-	// Collective is the plan's collective name. allreduce, allgather,
-	// reducescatter, alltoall and sendrecv have a checked result; any
-	// other (test) only runs.
-	Collective string
-	NRanks     int
-	// Size is the message size in bytes, as --size gives it: the
-	// output of allgather, the input of every other collective.
-	Size  uint64
-	DType Numeric
-	// InPlace aliases the buffers: allreduce and alltoall (and
-	// equal-sized test buffers) use one buffer as input and output;
-	// allgather's input is the rank's slice of its output; reducescatter's
-	// output is the rank's slice of its input. sendrecv is never in place.
-	InPlace bool
-	Fill    FillMode
+// Layout is a buffer layout with the data of a run: what the inputs are
+// filled with and what the outputs must hold afterwards
+// (docs/semantics.md §5.3).
+type Layout struct {
+	*executor.BufferLayout
+	Fill FillMode
 	// SplitMask groups sendrecv ranks by SplitMask+1: the seed rank of
 	// rank r is r/(SplitMask+1), and each group receives from the group
 	// before it.
 	SplitMask int
-	// Sizes are the per-rank byte sizes to instantiate the plan for.
-	Sizes Sizes
-
-	c collective
 }
 
-// Layout returns the layout of collective on nranks ranks for a message
-// of size bytes of dt (docs/semantics.md §5.1): allreduce, alltoall and sendrecv have size
-// bytes of input and output, allgather size/nranks bytes of input,
-// reducescatter size/nranks bytes of output; any other collective (test
-// plans) size bytes of each. The element count must divide among the
-// ranks where the layout splits it.
-func Layout(collective string, nranks int, size uint64, dt Numeric, inPlace bool) (*BufferLayout, error) {
-	if nranks < 1 {
-		return nil, fmt.Errorf("layout: %d ranks", nranks)
-	}
-	es := uint64(dt.Size())
-	if size%es != 0 {
-		return nil, fmt.Errorf("size %d is not a whole number of %d-byte %s elements", size, es, dt.Name())
-	}
-	l := &BufferLayout{Collective: collective, NRanks: nranks, Size: size, DType: dt, InPlace: inPlace, c: collectiveOf(collective)}
-	l.Sizes = Sizes{Input: size, Output: size}
-	switch l.c {
-	case allGather, reduceScatter, allToAll:
-		if (size/es)%uint64(nranks) != 0 {
-			return nil, fmt.Errorf("size %d: %d elements do not divide among %d ranks", size, size/es, nranks)
-		}
-		switch l.c {
-		case allGather:
-			l.Sizes.Input = size / uint64(nranks)
-		case reduceScatter:
-			l.Sizes.Output = size / uint64(nranks)
-		}
-	case sendRecv:
-		l.InPlace = false
-	}
-	return l, nil
-}
-
-// PlanLayout is Layout for plan. A plan without a defined result gets an
-// output sized to keep rank 0's chunk size (size/input_chunks ×
-// output_chunks, when input_chunks divides size), so that any message
-// size the input chunking divides is valid.
-func PlanLayout(plan *Plan, size uint64, dt Numeric, inPlace bool) (*BufferLayout, error) {
-	l, err := Layout(plan.Collective, len(plan.GPUs), size, dt, inPlace)
+// PlanLayout is executor.PlanLayout with the reference fill.
+func PlanLayout(plan *executor.Plan, size uint64, dt executor.Numeric, inPlace bool) (*Layout, error) {
+	l, err := executor.PlanLayout(plan, size, dt, inPlace)
 	if err != nil {
 		return nil, err
 	}
-	if l.c == noResult && len(plan.GPUs) > 0 {
-		g := plan.GPUs[0]
-		if in := uint64(g.InputChunks); in > 0 && g.OutputChunks > 0 && size%in == 0 {
-			l.Sizes.Output = size / in * uint64(g.OutputChunks)
-		}
-	}
-	return l, nil
+	return &Layout{BufferLayout: l}, nil
 }
 
-// Checked reports whether the collective has a defined result.
-func (l *BufferLayout) Checked() bool { return l.c != noResult }
-
-// Reduces reports whether the collective sums (allreduce, reducescatter).
-func (l *BufferLayout) Reduces() bool { return l.c == allReduce || l.c == reduceScatter }
-
-// BusFactor is the nccl-tests bus-bandwidth factor (docs/semantics.md §5.5): 2(n−1)/n for
-// allreduce, (n−1)/n for allgather, reducescatter and alltoall, 1 for
-// sendrecv and test plans.
-func (l *BufferLayout) BusFactor() float64 {
-	n := float64(l.NRanks)
-	switch l.c {
-	case allReduce:
-		return 2 * (n - 1) / n
-	case allGather, reduceScatter, allToAll:
-		return (n - 1) / n
+// NewLayout is executor.Layout with the reference fill.
+func NewLayout(collective string, nranks int, size uint64, dt executor.Numeric, inPlace bool) (*Layout, error) {
+	l, err := executor.Layout(collective, nranks, size, dt, inPlace)
+	if err != nil {
+		return nil, err
 	}
-	return 1
+	return &Layout{BufferLayout: l}, nil
 }
-
-// Slots is the number of buffer sets executor_test.py alternates: 2 for
-// sendrecv (iteration i uses set i mod 2), 1 otherwise.
-func (l *BufferLayout) Slots() int {
-	if l.c == sendRecv {
-		return 2
-	}
-	return 1
-}
-
-// Alloc returns one zeroed buffer set: every rank's input and output,
-// aliased as InPlace says. Every allocation starts 8-byte aligned, as
-// device allocations are (LL packet words are accessed atomically), so
-// that the alignment of an access depends on its offset only (see
-// CheckLaunch).
-func (l *BufferLayout) Alloc() []RankBuffers {
-	bufs := make([]RankBuffers, l.NRanks)
-	in, out := l.Sizes.Input, l.Sizes.Output
-	for r := range bufs {
-		b := &bufs[r]
-		switch {
-		case !l.InPlace:
-			b.Input, b.Output = alignedBytes(in), alignedBytes(out)
-		case l.c == allGather:
-			b.Output = alignedBytes(out)
-			lo := uint64(r) * in
-			b.Input = b.Output[lo : lo+in : lo+in]
-		case l.c == reduceScatter:
-			b.Input = alignedBytes(in)
-			lo := uint64(r) * out
-			b.Output = b.Input[lo : lo+out : lo+out]
-		case in == out:
-			b.Input = alignedBytes(in)
-			b.Output = b.Input
-		default:
-			b.Input, b.Output = alignedBytes(in), alignedBytes(out)
-		}
-	}
-	return bufs
-}
-
-// RankBytes is the size of one memory region that holds rank r's input
-// and output as Place lays them out (the two are aliased as Alloc
-// aliases them).
-func (l *BufferLayout) RankBytes(r int) uint64 {
-	in, out := l.Sizes.Input, l.Sizes.Output
-	switch {
-	case !l.InPlace:
-		return align8(in) + out
-	case l.c == allGather:
-		return out
-	case l.c == reduceScatter:
-		return in
-	case in == out:
-		return in
-	}
-	return align8(in) + out
-}
-
-// Place lays out rank r's input and output in mem (RankBytes(r) bytes,
-// 8-byte aligned, e.g. a shared mapping), aliased as Alloc aliases them.
-func (l *BufferLayout) Place(r int, mem []byte) (RankBuffers, error) {
-	if need := l.RankBytes(r); uint64(len(mem)) < need {
-		return RankBuffers{}, fmt.Errorf("layout: rank %d needs %d bytes, the region has %d", r, need, len(mem))
-	}
-	in, out := l.Sizes.Input, l.Sizes.Output
-	sep := func() RankBuffers {
-		o := align8(in)
-		return RankBuffers{Input: mem[:in:in], Output: mem[o : o+out : o+out]}
-	}
-	switch {
-	case !l.InPlace:
-		return sep(), nil
-	case l.c == allGather:
-		lo := uint64(r) * in
-		return RankBuffers{Input: mem[lo : lo+in : lo+in], Output: mem[:out:out]}, nil
-	case l.c == reduceScatter:
-		lo := uint64(r) * out
-		return RankBuffers{Input: mem[:in:in], Output: mem[lo : lo+out : lo+out]}, nil
-	case in == out:
-		return RankBuffers{Input: mem[:in:in], Output: mem[:in:in]}, nil
-	}
-	return sep(), nil
-}
-
-func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 
 // CheckRank is Check for one rank's output only (a process that holds
 // one rank of a multi-process run): the number of wrong elements of
 // rank's output after iteration seq, ErrNoCheck without a defined result.
-func (l *BufferLayout) CheckRank(out []byte, rank, seq int) (uint64, error) {
-	if l.c == noResult {
+func (l *Layout) CheckRank(out []byte, rank, seq int) (uint64, error) {
+	if l.Kind() == executor.TestCollective {
 		return 0, ErrNoCheck
 	}
 	if rank < 0 || rank >= l.NRanks {
 		return 0, fmt.Errorf("check: rank %d of %d", rank, l.NRanks)
 	}
-	if l.c == sendRecv && (l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0) {
+	if l.Kind() == executor.SendRecv && (l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0) {
 		return 0, fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
 	}
 	want := l.Expected(rank, seq)
@@ -347,32 +167,23 @@ func (l *BufferLayout) CheckRank(out []byte, rank, seq int) (uint64, error) {
 	return l.exact(out, want), nil
 }
 
-// alignedBytes returns n zeroed bytes starting at an 8-byte boundary.
-func alignedBytes(n uint64) []byte {
-	if n == 0 {
-		return []byte{}
-	}
-	words := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
-}
-
 // seedRank is the generator rank of rank r.
-func (l *BufferLayout) seedRank(r int) int { return r / (l.SplitMask + 1) }
+func (l *Layout) seedRank(r int) int { return r / (l.SplitMask + 1) }
 
 // FillInputs fills every rank's input for iteration seq.
-func (l *BufferLayout) FillInputs(bufs []RankBuffers, seq int) {
+func (l *Layout) FillInputs(bufs []executor.RankBuffers, seq int) {
 	for r := range bufs {
 		FillWith(bufs[r].Input, l.DType, l.seedRank(r), seq, l.Fill)
 	}
 }
 
 // FillRank fills rank r's input (one process's share of FillInputs).
-func (l *BufferLayout) FillRank(in []byte, r, seq int) {
+func (l *Layout) FillRank(in []byte, r, seq int) {
 	FillWith(in, l.DType, l.seedRank(r), seq, l.Fill)
 }
 
 // input returns the fill of seed rank r for iteration seq.
-func (l *BufferLayout) input(r, seq int) []byte {
+func (l *Layout) input(r, seq int) []byte {
 	b := make([]byte, l.Sizes.Input)
 	FillWith(b, l.DType, r, seq, l.Fill)
 	return b
@@ -380,7 +191,7 @@ func (l *BufferLayout) input(r, seq int) []byte {
 
 // sum is the reference reduction: the fills of ranks 0..n-1 added in
 // rank order, in T (docs/semantics.md §5.3).
-func (l *BufferLayout) sum(seq int) []byte {
+func (l *Layout) sum(seq int) []byte {
 	acc := l.input(0, seq)
 	for r := 1; r < l.NRanks; r++ {
 		l.DType.Add(acc, acc, l.input(l.seedRank(r), seq))
@@ -390,36 +201,36 @@ func (l *BufferLayout) sum(seq int) []byte {
 
 // Expected returns what rank's output must hold after iteration seq
 // (docs/semantics.md §5.3), or nil for a collective without a defined result.
-func (l *BufferLayout) Expected(rank, seq int) []byte {
+func (l *Layout) Expected(rank, seq int) []byte {
 	in, out := l.Sizes.Input, l.Sizes.Output
 	n := uint64(l.NRanks)
 	me := uint64(rank)
-	switch l.c {
-	case allReduce:
+	switch l.Kind() {
+	case executor.AllReduce:
 		return l.sum(seq)
-	case reduceScatter:
+	case executor.ReduceScatter:
 		return l.sum(seq)[me*out : (me+1)*out]
-	case allGather:
+	case executor.AllGather:
 		e := make([]byte, 0, out)
 		for r := 0; r < l.NRanks; r++ {
 			e = append(e, l.input(r, seq)...)
 		}
 		return e
-	case allToAll:
+	case executor.AllToAll:
 		m := in / n
 		e := make([]byte, 0, out)
 		for r := 0; r < l.NRanks; r++ {
 			e = append(e, l.input(r, seq)[me*m:(me+1)*m]...)
 		}
 		return e
-	case sendRecv:
+	case executor.SendRecv:
 		return l.input(l.prevGroup(rank), seq)
 	}
 	return nil
 }
 
 // prevGroup is the sendrecv group rank receives from.
-func (l *BufferLayout) prevGroup(rank int) int {
+func (l *Layout) prevGroup(rank int) int {
 	groups := l.NRanks / (l.SplitMask + 1)
 	return (l.seedRank(rank) - 1 + groups) % groups
 }
@@ -429,7 +240,7 @@ func (l *BufferLayout) prevGroup(rank int) int {
 // Data movement must be bit-exact; sums pass when
 // |out − E| ≤ eps·n·(1 + |E|) with Numeric.Epsilon (exact for int32).
 // For a collective without a defined result it returns ErrNoCheck.
-func (l *BufferLayout) Check(bufs []RankBuffers, seq int) ([]uint64, error) {
+func (l *Layout) Check(bufs []executor.RankBuffers, seq int) ([]uint64, error) {
 	if len(bufs) != l.NRanks {
 		return nil, fmt.Errorf("check: %d buffer sets for %d ranks", len(bufs), l.NRanks)
 	}
@@ -443,25 +254,25 @@ func (l *BufferLayout) Check(bufs []RankBuffers, seq int) ([]uint64, error) {
 		}
 		wg.Wait()
 	}
-	switch l.c {
-	case noResult:
+	switch l.Kind() {
+	case executor.TestCollective:
 		return nil, ErrNoCheck
-	case allReduce, reduceScatter:
+	case executor.AllReduce, executor.ReduceScatter:
 		e := l.sum(seq)
 		forRanks(func(me int) {
 			want := e
-			if l.c == reduceScatter {
+			if l.Kind() == executor.ReduceScatter {
 				want = e[uint64(me)*out : uint64(me+1)*out]
 			}
 			wrong[me] = l.near(bufs[me].Output, want)
 		})
-	case allGather:
+	case executor.AllGather:
 		for r := 0; r < l.NRanks; r++ {
 			f := l.input(r, seq)
 			lo := uint64(r) * in
 			forRanks(func(me int) { wrong[me] += l.exact(bufs[me].Output[lo:lo+in], f) })
 		}
-	case allToAll:
+	case executor.AllToAll:
 		m := in / n
 		for r := 0; r < l.NRanks; r++ {
 			f := l.input(r, seq)
@@ -469,7 +280,7 @@ func (l *BufferLayout) Check(bufs []RankBuffers, seq int) ([]uint64, error) {
 				wrong[me] += l.exact(bufs[me].Output[uint64(r)*m:uint64(r+1)*m], f[uint64(me)*m:uint64(me+1)*m])
 			})
 		}
-	case sendRecv:
+	case executor.SendRecv:
 		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
 			return nil, fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
 		}
@@ -484,7 +295,7 @@ func (l *BufferLayout) Check(bufs []RankBuffers, seq int) ([]uint64, error) {
 }
 
 // exact counts the elements of got that differ from want in any bit.
-func (l *BufferLayout) exact(got, want []byte) uint64 {
+func (l *Layout) exact(got, want []byte) uint64 {
 	if bytes.Equal(got, want) {
 		return 0
 	}
@@ -500,7 +311,7 @@ func (l *BufferLayout) exact(got, want []byte) uint64 {
 
 // near counts the elements of got farther from want than the reduction
 // tolerance.
-func (l *BufferLayout) near(got, want []byte) uint64 {
+func (l *Layout) near(got, want []byte) uint64 {
 	if bytes.Equal(got, want) {
 		return 0
 	}
@@ -511,10 +322,10 @@ func (l *BufferLayout) near(got, want []byte) uint64 {
 	// Bit-identical elements pass without conversion; the element types
 	// get loops of their own.
 	switch dt {
-	case Float16, BFloat16:
-		conv := F16ToF32
-		if dt == BFloat16 {
-			conv = BF16ToF32
+	case executor.Float16, executor.BFloat16:
+		conv := executor.F16ToF32
+		if dt == executor.BFloat16 {
+			conv = executor.BF16ToF32
 		}
 		for i := 0; i+1 < len(want); i += 2 {
 			g, w := binary.LittleEndian.Uint16(got[i:]), binary.LittleEndian.Uint16(want[i:])
@@ -522,7 +333,7 @@ func (l *BufferLayout) near(got, want []byte) uint64 {
 				wrong++
 			}
 		}
-	case Float32:
+	case executor.Float32:
 		for i := 0; i+3 < len(want); i += 4 {
 			g, w := binary.LittleEndian.Uint32(got[i:]), binary.LittleEndian.Uint32(want[i:])
 			if g != w && far(float64(math.Float32frombits(g)), float64(math.Float32frombits(w))) {
@@ -551,7 +362,7 @@ type WrongElement struct {
 
 // Wrong returns up to max elements of rank's output that Check counts as
 // wrong after iteration seq, in offset order.
-func (l *BufferLayout) Wrong(bufs []RankBuffers, seq, rank, max int) []WrongElement {
+func (l *Layout) Wrong(bufs []executor.RankBuffers, seq, rank, max int) []WrongElement {
 	want := l.Expected(rank, seq)
 	if want == nil || rank < 0 || rank >= len(bufs) {
 		return nil
@@ -573,28 +384,4 @@ func (l *BufferLayout) Wrong(bufs []RankBuffers, seq, rank, max int) []WrongElem
 		out = append(out, WrongElement{Rank: rank, Offset: uint64(i * size), Want: wv, Got: gv})
 	}
 	return out
-}
-
-// OutputInInput maps a byte offset of rank's output to the same byte of
-// its input when the layout is in place and the two share it (allreduce:
-// the same buffer; allgather: the input is the rank's slice of the
-// output; reduce-scatter: the output is the rank's slice of the input).
-func (l *BufferLayout) OutputInInput(rank int, off uint64) (uint64, bool) {
-	if !l.InPlace {
-		return 0, false
-	}
-	in, out := l.Sizes.Input, l.Sizes.Output
-	switch l.c {
-	case allGather:
-		lo := uint64(rank) * in
-		if off >= lo && off < lo+in {
-			return off - lo, true
-		}
-		return 0, false
-	case reduceScatter:
-		return off + uint64(rank)*out, true
-	case sendRecv:
-		return 0, false
-	}
-	return off, in == out
 }

@@ -1,9 +1,10 @@
-package executor
+package harness
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/mscclgo/mscclgo/executor"
 	"math"
 	"slices"
 	"sync"
@@ -27,7 +28,7 @@ const maxSizeTries = 64
 // unit, fill up to n: a plan whose range starts at 2 MiB + 1 is validated
 // at the three smallest valid sizes above 2 MiB, never above its
 // MaxMessageSize.
-func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
+func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
 	if n <= 0 {
 		return nil
 	}
@@ -41,8 +42,8 @@ func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
 		if err != nil {
 			return false
 		}
-		inst, err := Instantiate(plan, l.Sizes)
-		return err == nil && CheckLaunch(inst, l, false) == nil
+		inst, err := executor.Instantiate(plan, l.Sizes)
+		return err == nil && executor.CheckLaunch(inst, l.BufferLayout, false) == nil
 	}
 	// The smallest valid size: the first valid multiple of unit in range.
 	lo := max(plan.MinMessageSize, unit)
@@ -102,7 +103,7 @@ func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
 
 // sizeUnit is the smallest message size worth trying: the alignment times
 // the chunk counts and the rank count, so that every buffer divides.
-func sizeUnit(plan *Plan, dt ElemType) uint64 {
+func sizeUnit(plan *executor.Plan, dt executor.ElemType) uint64 {
 	a := plan.BufferAlignment
 	if a == 0 {
 		a = 16
@@ -130,7 +131,7 @@ func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
 // RunChecked runs plan at one message size for iters launches on backend,
 // with race detection, checking the results of every launch (plans
 // without a defined result only run).
-func RunChecked(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
+func RunChecked(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
 	return NewChecker().Run(ctx, backend, plan, size, dt, inPlace, iters)
 }
 
@@ -208,7 +209,7 @@ func rowsFor(n int) int { return (n + fillThreads - 1) / fillThreads }
 
 // gen returns the generator table of dt and mode serving n elements at
 // shifts up to shift (c.mu held).
-func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error) {
+func (c *Checker) gen(dt executor.Numeric, mode FillMode, n, shift int) (*genTable, error) {
 	k := genKey{dt.Name(), mode}
 	t := c.gens[k]
 	if t.covers(n, shift) {
@@ -231,7 +232,7 @@ func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error
 
 // buildGen computes rows × width generator values, as FillWith does for
 // its fillThreads threads.
-func buildGen(dt Numeric, mode FillMode, rows, width int) (*genTable, error) {
+func buildGen(dt executor.Numeric, mode FillMode, rows, width int) (*genTable, error) {
 	es := dt.Size()
 	if es != 2 && es != 4 {
 		return nil, fmt.Errorf("checker: fill of %d-byte %s elements", es, dt.Name())
@@ -269,7 +270,7 @@ func buildGen(dt Numeric, mode FillMode, rows, width int) (*genTable, error) {
 // rank count and split mask serving n elements at shifts (iterations) up
 // to shift: column t of a row is the sum, in rank order, of the generator
 // values at t + seedRank(r) (c.mu held).
-func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
+func (c *Checker) sum(l *Layout, n, shift int) (*genTable, error) {
 	k := sumKey{genKey{l.DType.Name(), l.Fill}, l.NRanks, l.SplitMask}
 	t := c.sums[k]
 	if t.covers(n, shift) {
@@ -304,7 +305,7 @@ func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
 
 // FillInputs fills every rank's input for iteration seq, as
 // l.FillInputs does, from the Checker's data.
-func (c *Checker) FillInputs(l *BufferLayout, bufs []RankBuffers, seq int) error {
+func (c *Checker) FillInputs(l *Layout, bufs []executor.RankBuffers, seq int) error {
 	if len(bufs) == 0 {
 		return nil
 	}
@@ -331,7 +332,7 @@ func (c *Checker) FillInputs(l *BufferLayout, bufs []RankBuffers, seq int) error
 // Check compares every rank's output after iteration seq with the
 // expected result and returns the number of wrong elements per rank, as
 // l.Check does, from the Checker's data.
-func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64, error) {
+func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint64, error) {
 	if len(bufs) != l.NRanks {
 		return nil, fmt.Errorf("check: %d buffer sets for %d ranks", len(bufs), l.NRanks)
 	}
@@ -363,14 +364,14 @@ func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64,
 	c.mu.Lock()
 	var t *genTable
 	var err error
-	switch l.c {
-	case noResult:
+	switch l.Kind() {
+	case executor.TestCollective:
 		err = ErrNoCheck
-	case allReduce, reduceScatter:
+	case executor.AllReduce, executor.ReduceScatter:
 		t, err = c.sum(l, max(inE, outE), seq)
-	case allGather, allToAll:
+	case executor.AllGather, executor.AllToAll:
 		t, err = c.gen(l.DType, l.Fill, inE, n-1+seq)
-	case sendRecv:
+	case executor.SendRecv:
 		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
 			err = fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
 			break
@@ -381,25 +382,25 @@ func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64,
 	if err != nil {
 		return nil, err
 	}
-	switch l.c {
-	case allReduce:
+	switch l.Kind() {
+	case executor.AllReduce:
 		forRanks(func(me int) { wrong[me] = compare(t, seq, 0, outE, bufs[me].Output, true) })
-	case reduceScatter:
+	case executor.ReduceScatter:
 		forRanks(func(me int) { wrong[me] = compare(t, seq, me*outE, (me+1)*outE, bufs[me].Output, true) })
-	case allGather:
+	case executor.AllGather:
 		forRanks(func(me int) {
 			for r := 0; r < n; r++ {
 				wrong[me] += compare(t, r+seq, 0, inE, bufs[me].Output[r*inE*es:], false)
 			}
 		})
-	case allToAll:
+	case executor.AllToAll:
 		m := inE / n
 		forRanks(func(me int) {
 			for r := 0; r < n; r++ {
 				wrong[me] += compare(t, r+seq, me*m, (me+1)*m, bufs[me].Output[r*m*es:], false)
 			}
 		})
-	case sendRecv:
+	case executor.SendRecv:
 		forRanks(func(me int) { wrong[me] = compare(t, l.prevGroup(me)+seq, 0, outE, bufs[me].Output, false) })
 	}
 	return wrong, nil
@@ -409,9 +410,9 @@ func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64,
 // viewed as element slices (on a little-endian host, for aligned
 // buffers): bit-identical elements are skipped without conversion, the
 // others compared in float64 as l.near compares them.
-func nearCount(l *BufferLayout, got, want []byte) uint64 {
-	dt, ok := l.DType.(ElemType)
-	if !ok || (dt != Float16 && dt != BFloat16) || !nativeLE || len(want) < 2 || len(got) < len(want) ||
+func nearCount(l *Layout, got, want []byte) uint64 {
+	dt, ok := l.DType.(executor.ElemType)
+	if !ok || (dt != executor.Float16 && dt != executor.BFloat16) || !nativeLE || len(want) < 2 || len(got) < len(want) ||
 		(uintptr(unsafe.Pointer(&got[0]))|uintptr(unsafe.Pointer(&want[0])))&1 != 0 {
 		return l.near(got, want)
 	}
@@ -424,8 +425,8 @@ func nearCount(l *BufferLayout, got, want []byte) uint64 {
 			continue
 		}
 		var o, e float64
-		if dt == Float16 {
-			o, e = float64(math.Float32frombits(f16ToF32Table[y])), float64(math.Float32frombits(f16ToF32Table[x]))
+		if dt == executor.Float16 {
+			o, e = float64(executor.F16ToF32(y)), float64(executor.F16ToF32(x))
 		} else {
 			o, e = float64(math.Float32frombits(uint32(y)<<16)), float64(math.Float32frombits(uint32(x)<<16))
 		}
@@ -436,20 +437,27 @@ func nearCount(l *BufferLayout, got, want []byte) uint64 {
 	return wrong
 }
 
+// nativeLE reports a little-endian host, where nearCount views the bytes
+// as elements.
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// view16 views b, 2-byte aligned, as 16-bit elements.
+func view16(b []byte) []uint16 { return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2) }
+
 // Run is RunChecked with the Checker's data.
-func (c *Checker) Run(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
+func (c *Checker) Run(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
 	l, err := PlanLayout(plan, size, dt, inPlace)
 	if err != nil {
 		return err
 	}
-	inst, err := Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(plan, l.Sizes)
 	if err != nil {
 		return err
 	}
-	if err := CheckLaunch(inst, l, false); err != nil {
+	if err := executor.CheckLaunch(inst, l.BufferLayout, false); err != nil {
 		return err
 	}
-	sess, err := backend.Open(inst, Options{DType: dt, Race: true})
+	sess, err := backend.Open(inst, executor.Options{DType: dt, Race: true})
 	if err != nil {
 		return err
 	}

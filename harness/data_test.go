@@ -1,9 +1,10 @@
-package executor
+package harness
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mscclgo/mscclgo/executor"
 	"math"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // kernelFill is the fill_data kernel of executor_test_verifier.cu written
 // out literally: one loop per generator thread, arithmetic in T.
-func kernelFill(dst []byte, dt ElemType, rank, seq int, mode FillMode) {
+func kernelFill(dst []byte, dt executor.ElemType, rank, seq int, mode FillMode) {
 	n := len(dst) / dt.Size()
 	for g := 0; g < 65536; g++ {
 		seed := uint32(g + rank + seq)
@@ -19,13 +20,13 @@ func kernelFill(dst []byte, dt ElemType, rank, seq int, mode FillMode) {
 			seed = seed*1664525 + 1013904223
 			k := seed % 1024
 			switch dt {
-			case Float16:
-				binary.LittleEndian.PutUint16(dst[2*idx:], F32ToF16(F16ToF32(F32ToF16(float32(k)))/F16ToF32(F32ToF16(1024))))
-			case BFloat16:
-				binary.LittleEndian.PutUint16(dst[2*idx:], F32ToBF16(BF16ToF32(F32ToBF16(float32(k)))/BF16ToF32(F32ToBF16(1024))))
-			case Float32:
+			case executor.Float16:
+				binary.LittleEndian.PutUint16(dst[2*idx:], executor.F32ToF16(executor.F16ToF32(executor.F32ToF16(float32(k)))/executor.F16ToF32(executor.F32ToF16(1024))))
+			case executor.BFloat16:
+				binary.LittleEndian.PutUint16(dst[2*idx:], executor.F32ToBF16(executor.BF16ToF32(executor.F32ToBF16(float32(k)))/executor.BF16ToF32(executor.F32ToBF16(1024))))
+			case executor.Float32:
 				binary.LittleEndian.PutUint32(dst[4*idx:], math.Float32bits(float32(k)/float32(1024)))
-			case Int32:
+			case executor.Int32:
 				v := int32(k) / int32(1024)
 				if mode == IntegerFill {
 					v = int32(k)
@@ -36,7 +37,7 @@ func kernelFill(dst []byte, dt ElemType, rank, seq int, mode FillMode) {
 	}
 }
 
-var allTypes = []ElemType{Float16, BFloat16, Float32, Int32}
+var allTypes = []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32}
 
 func TestFillKnownValues(t *testing.T) {
 	t.Parallel()
@@ -44,22 +45,22 @@ func TestFillKnownValues(t *testing.T) {
 	// threads 0 and 1 and 306, 475 for their second elements; rank 1,
 	// seq 2 gives 390, 915, 416.
 	b := make([]byte, 4*65538)
-	Fill(b, Float32, 0, 0)
+	Fill(b, executor.Float32, 0, 0)
 	for i, k := range map[int]float32{0: 863, 1: 364, 65536: 306, 65537: 475} {
-		if got := Float32.Float64(b, i); got != float64(k/1024) {
+		if got := executor.Float32.Float64(b, i); got != float64(k/1024) {
 			t.Errorf("rank 0 seq 0 element %d = %g, want %g", i, got, k/1024)
 		}
 	}
 	b = make([]byte, 4*3)
-	FillWith(b, Int32, 1, 2, IntegerFill)
+	FillWith(b, executor.Int32, 1, 2, IntegerFill)
 	for i, k := range []float64{390, 915, 416} {
-		if got := Int32.Float64(b, i); got != k {
+		if got := executor.Int32.Float64(b, i); got != k {
 			t.Errorf("int rank 1 seq 2 element %d = %g, want %g", i, got, k)
 		}
 	}
-	Fill(b, Int32, 1, 2)
+	Fill(b, executor.Int32, 1, 2)
 	for i := 0; i < 3; i++ {
-		if got := Int32.Float64(b, i); got != 0 {
+		if got := executor.Int32.Float64(b, i); got != 0 {
 			t.Errorf("reference int32 fill element %d = %g, want 0", i, got)
 		}
 	}
@@ -95,9 +96,9 @@ func TestFillMatchesKernel(t *testing.T) {
 func TestFillBFloat16Rounds(t *testing.T) {
 	t.Parallel()
 	b := make([]byte, 2*4096)
-	Fill(b, BFloat16, 0, 0)
+	Fill(b, executor.BFloat16, 0, 0)
 	for i := 0; i < 4096; i++ {
-		k := BFloat16.Float64(b, i) * 1024
+		k := executor.BFloat16.Float64(b, i) * 1024
 		if k != math.Trunc(k) || k > 1024 {
 			t.Fatalf("element %d = %g·1024, not an integer", i, k)
 		}
@@ -122,27 +123,27 @@ func TestLayout(t *testing.T) {
 		collective string
 		nranks     int
 		size       uint64
-		dt         ElemType
+		dt         executor.ElemType
 		inPlace    bool
 		in, out    uint64
 		err        string
 		bus        float64
 		slots      int
 	}{
-		{name: "allreduce", collective: "allreduce", nranks: 8, size: 1 << 20, dt: Float16, in: 1 << 20, out: 1 << 20, bus: 1.75, slots: 1},
-		{name: "allgather", collective: "allgather", nranks: 4, size: 4096, dt: Float32, in: 1024, out: 4096, bus: 0.75, slots: 1},
-		{name: "reducescatter", collective: "reducescatter", nranks: 4, size: 4096, dt: Float16, in: 4096, out: 1024, bus: 0.75, slots: 1},
-		{name: "alltoall", collective: "alltoall", nranks: 2, size: 64, dt: Int32, in: 64, out: 64, bus: 0.5, slots: 1},
-		{name: "sendrecv", collective: "sendrecv", nranks: 2, size: 64, dt: Int32, in: 64, out: 64, bus: 1, slots: 2},
-		{name: "substring", collective: "my_allgather_v2", nranks: 2, size: 64, dt: Int32, in: 32, out: 64, bus: 0.5, slots: 1},
-		{name: "test", collective: "test", nranks: 3, size: 96, dt: Float16, in: 96, out: 96, bus: 1, slots: 1},
-		{name: "odd bytes", collective: "allreduce", nranks: 2, size: 3, dt: Float16, err: "not a whole number"},
-		{name: "indivisible", collective: "allgather", nranks: 3, size: 64, dt: Float32, err: "do not divide among 3 ranks"},
+		{name: "allreduce", collective: "allreduce", nranks: 8, size: 1 << 20, dt: executor.Float16, in: 1 << 20, out: 1 << 20, bus: 1.75, slots: 1},
+		{name: "allgather", collective: "allgather", nranks: 4, size: 4096, dt: executor.Float32, in: 1024, out: 4096, bus: 0.75, slots: 1},
+		{name: "reducescatter", collective: "reducescatter", nranks: 4, size: 4096, dt: executor.Float16, in: 4096, out: 1024, bus: 0.75, slots: 1},
+		{name: "alltoall", collective: "alltoall", nranks: 2, size: 64, dt: executor.Int32, in: 64, out: 64, bus: 0.5, slots: 1},
+		{name: "sendrecv", collective: "sendrecv", nranks: 2, size: 64, dt: executor.Int32, in: 64, out: 64, bus: 1, slots: 2},
+		{name: "substring", collective: "my_allgather_v2", nranks: 2, size: 64, dt: executor.Int32, in: 32, out: 64, bus: 0.5, slots: 1},
+		{name: "test", collective: "test", nranks: 3, size: 96, dt: executor.Float16, in: 96, out: 96, bus: 1, slots: 1},
+		{name: "odd bytes", collective: "allreduce", nranks: 2, size: 3, dt: executor.Float16, err: "not a whole number"},
+		{name: "indivisible", collective: "allgather", nranks: 3, size: 64, dt: executor.Float32, err: "do not divide among 3 ranks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			l, err := Layout(tt.collective, tt.nranks, tt.size, tt.dt, tt.inPlace)
+			l, err := NewLayout(tt.collective, tt.nranks, tt.size, tt.dt, tt.inPlace)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)
@@ -152,7 +153,7 @@ func TestLayout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Sizes != (Sizes{tt.in, tt.out}) || l.BusFactor() != tt.bus || l.Slots() != tt.slots {
+			if l.Sizes != (executor.Sizes{Input: tt.in, Output: tt.out}) || l.BusFactor() != tt.bus || l.Slots() != tt.slots {
 				t.Errorf("sizes %+v bus %g slots %d, want {%d %d} %g %d", l.Sizes, l.BusFactor(), l.Slots(), tt.in, tt.out, tt.bus, tt.slots)
 			}
 		})
@@ -161,16 +162,16 @@ func TestLayout(t *testing.T) {
 
 func TestPlanLayout(t *testing.T) {
 	t.Parallel()
-	p := &Plan{Collective: "test", GPUs: []GPU{{InputChunks: 3, OutputChunks: 2}, {InputChunks: 3, OutputChunks: 2}}}
-	l, err := PlanLayout(p, 3*64, Float32, false)
+	p := &executor.Plan{Collective: "test", GPUs: []executor.GPU{{InputChunks: 3, OutputChunks: 2}, {InputChunks: 3, OutputChunks: 2}}}
+	l, err := PlanLayout(p, 3*64, executor.Float32, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Sizes != (Sizes{192, 128}) || l.Checked() {
+	if l.Sizes != (executor.Sizes{Input: 192, Output: 128}) || l.Checked() {
 		t.Errorf("test plan layout %+v checked %v", l.Sizes, l.Checked())
 	}
 	p.Collective = "allreduce"
-	if l, _ := PlanLayout(p, 192, Float32, false); l.Sizes != (Sizes{192, 192}) || !l.Checked() || !l.Reduces() {
+	if l, _ := PlanLayout(p, 192, executor.Float32, false); l.Sizes != (executor.Sizes{Input: 192, Output: 192}) || !l.Checked() || !l.Reduces() {
 		t.Errorf("allreduce plan layout %+v", l.Sizes)
 	}
 }
@@ -194,7 +195,7 @@ func TestAllocAliasing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/inplace=%v", tt.collective, tt.inPlace), func(t *testing.T) {
 			t.Parallel()
-			l, err := Layout(tt.collective, 4, 256, Float32, tt.inPlace)
+			l, err := NewLayout(tt.collective, 4, 256, executor.Float32, tt.inPlace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +231,7 @@ func TestAllocAliasing(t *testing.T) {
 
 // simulate performs the collective directly on filled buffers, summing in
 // reverse rank order so that float results differ from Check's order.
-func simulate(l *BufferLayout, bufs []RankBuffers) {
+func simulate(l *Layout, bufs []executor.RankBuffers) {
 	n := l.NRanks
 	ins := make([][]byte, n)
 	for r := range bufs {
@@ -281,29 +282,29 @@ func TestCheck(t *testing.T) {
 	tests := []struct {
 		collective string
 		nranks     int
-		dt         ElemType
+		dt         executor.ElemType
 		inPlace    bool
 		split      int
 		mode       FillMode
 		corrupt    []corrupt
 		want       []uint64
 	}{
-		{collective: "allreduce", nranks: 8, dt: Float16, want: make([]uint64, 8)},
-		{collective: "allreduce", nranks: 8, dt: BFloat16, inPlace: true, want: make([]uint64, 8)},
-		{collective: "allreduce", nranks: 4, dt: Float32, corrupt: []corrupt{{1, 5, 1e-3}, {1, 6, 1e-7}, {3, 0, -1}}, want: []uint64{0, 1, 0, 1}},
-		{collective: "allreduce", nranks: 4, dt: Int32, mode: IntegerFill, corrupt: []corrupt{{2, 9, 1}}, want: []uint64{0, 0, 1, 0}},
-		{collective: "allreduce", nranks: 4, dt: Float16, corrupt: []corrupt{{0, 3, 0.25}, {0, 4, 0.001}}, want: []uint64{1, 0, 0, 0}},
-		{collective: "reducescatter", nranks: 4, dt: Float16, inPlace: true, corrupt: []corrupt{{3, 1, 1}}, want: []uint64{0, 0, 0, 1}},
-		{collective: "allgather", nranks: 4, dt: Float32, inPlace: true, corrupt: []corrupt{{2, 700, 1e-6}, {2, 0, 1}}, want: []uint64{0, 0, 2, 0}},
-		{collective: "allgather", nranks: 2, dt: Float16, want: []uint64{0, 0}},
-		{collective: "alltoall", nranks: 4, dt: BFloat16, corrupt: []corrupt{{0, 1023, 1}}, want: []uint64{1, 0, 0, 0}},
-		{collective: "sendrecv", nranks: 4, dt: Float32, want: make([]uint64, 4)},
-		{collective: "sendrecv", nranks: 4, dt: Float32, split: 1, corrupt: []corrupt{{1, 2, 1}}, want: []uint64{0, 1, 0, 0}},
+		{collective: "allreduce", nranks: 8, dt: executor.Float16, want: make([]uint64, 8)},
+		{collective: "allreduce", nranks: 8, dt: executor.BFloat16, inPlace: true, want: make([]uint64, 8)},
+		{collective: "allreduce", nranks: 4, dt: executor.Float32, corrupt: []corrupt{{1, 5, 1e-3}, {1, 6, 1e-7}, {3, 0, -1}}, want: []uint64{0, 1, 0, 1}},
+		{collective: "allreduce", nranks: 4, dt: executor.Int32, mode: IntegerFill, corrupt: []corrupt{{2, 9, 1}}, want: []uint64{0, 0, 1, 0}},
+		{collective: "allreduce", nranks: 4, dt: executor.Float16, corrupt: []corrupt{{0, 3, 0.25}, {0, 4, 0.001}}, want: []uint64{1, 0, 0, 0}},
+		{collective: "reducescatter", nranks: 4, dt: executor.Float16, inPlace: true, corrupt: []corrupt{{3, 1, 1}}, want: []uint64{0, 0, 0, 1}},
+		{collective: "allgather", nranks: 4, dt: executor.Float32, inPlace: true, corrupt: []corrupt{{2, 700, 1e-6}, {2, 0, 1}}, want: []uint64{0, 0, 2, 0}},
+		{collective: "allgather", nranks: 2, dt: executor.Float16, want: []uint64{0, 0}},
+		{collective: "alltoall", nranks: 4, dt: executor.BFloat16, corrupt: []corrupt{{0, 1023, 1}}, want: []uint64{1, 0, 0, 0}},
+		{collective: "sendrecv", nranks: 4, dt: executor.Float32, want: make([]uint64, 4)},
+		{collective: "sendrecv", nranks: 4, dt: executor.Float32, split: 1, corrupt: []corrupt{{1, 2, 1}}, want: []uint64{0, 1, 0, 0}},
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprintf("%d/%s/%s", i, tt.collective, tt.dt), func(t *testing.T) {
 			t.Parallel()
-			l, err := Layout(tt.collective, tt.nranks, 4096*uint64(tt.dt.Size()), tt.dt, tt.inPlace)
+			l, err := NewLayout(tt.collective, tt.nranks, 4096*uint64(tt.dt.Size()), tt.dt, tt.inPlace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +346,7 @@ func TestCheck(t *testing.T) {
 
 func TestCheckNoResult(t *testing.T) {
 	t.Parallel()
-	l, err := Layout("test", 2, 64, Float16, false)
+	l, err := NewLayout("test", 2, 64, executor.Float16, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func TestCheckNoResult(t *testing.T) {
 // and eight ranks it is not the float64 sum rounded once.
 func TestExpectedSumInT(t *testing.T) {
 	t.Parallel()
-	l, err := Layout("allreduce", 8, 2*65536, Float16, false)
+	l, err := NewLayout("allreduce", 8, 2*65536, executor.Float16, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,20 +371,20 @@ func TestExpectedSumInT(t *testing.T) {
 	fills := make([][]byte, 8)
 	for r := range fills {
 		fills[r] = make([]byte, 2*65536)
-		Fill(fills[r], Float16, r, 3)
+		Fill(fills[r], executor.Float16, r, 3)
 	}
 	for i := 0; i < 65536; i++ {
 		acc := uint16(0)
 		exact := 0.0
 		for r := 0; r < 8; r++ {
 			x := binary.LittleEndian.Uint16(fills[r][2*i:])
-			acc = F32ToF16(F16ToF32(acc) + F16ToF32(x))
-			exact += float64(F16ToF32(x))
+			acc = executor.F32ToF16(executor.F16ToF32(acc) + executor.F16ToF32(x))
+			exact += float64(executor.F16ToF32(x))
 		}
 		if got := binary.LittleEndian.Uint16(e[2*i:]); got != acc {
 			t.Fatalf("element %d = %#04x, want %#04x", i, got, acc)
 		}
-		if F64ToF16(exact) != acc {
+		if executor.F64ToF16(exact) != acc {
 			differs++
 		}
 	}
@@ -393,7 +394,7 @@ func TestExpectedSumInT(t *testing.T) {
 }
 
 func BenchmarkFill(b *testing.B) {
-	for _, dt := range []ElemType{Float16, Float32} {
+	for _, dt := range []executor.ElemType{executor.Float16, executor.Float32} {
 		b.Run(dt.Name(), func(b *testing.B) {
 			buf := make([]byte, 64<<20)
 			b.SetBytes(int64(len(buf)))
@@ -405,7 +406,7 @@ func BenchmarkFill(b *testing.B) {
 }
 
 func BenchmarkCheckAllreduce(b *testing.B) {
-	l, err := Layout("allreduce", 8, 16<<20, Float16, true)
+	l, err := NewLayout("allreduce", 8, 16<<20, executor.Float16, true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package executor
+package harness
 
 import (
 	"context"
 	"fmt"
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // This file runs alltoallv plans for validation: a plan resolved once,
@@ -13,7 +14,7 @@ import (
 // with.
 type VarCase struct {
 	Name   string
-	Counts *Counts
+	Counts *executor.Counts
 }
 
 // VarValidationCases are the counts an alltoallv plan of n ranks is
@@ -21,31 +22,31 @@ type VarCase struct {
 // very skewed, sizes that are multiples of neither the alignment nor the
 // element's pairs, uniform and mixture-of-experts routing.
 func VarValidationCases(n int) []VarCase {
-	zeros := UniformMatrix(n, 0)
-	onePeer := UniformMatrix(n, 0)
-	self := UniformMatrix(n, 0)
-	skewed := UniformMatrix(n, 1)
+	zeros := executor.UniformMatrix(n, 0)
+	onePeer := executor.UniformMatrix(n, 0)
+	self := executor.UniformMatrix(n, 0)
+	skewed := executor.UniformMatrix(n, 1)
 	for r := range n {
 		onePeer[r][(r+1)%n] = 1000 + int64(r)
 		self[r][r] = 333
 	}
 	skewed[0][n-1] = 100000
-	moe, _ := MoE{Experts: 2 * n, TopK: min(2, 2*n), Tokens: 64, Hidden: 16, Seed: 1, Skew: 1}.Matrix(n)
+	moe, _ := executor.MoE{Experts: 2 * n, TopK: min(2, 2*n), Tokens: 64, Hidden: 16, Seed: 1, Skew: 1}.Matrix(n)
 	return []VarCase{
-		{"zeros", MatrixCounts(zeros)},
-		{"one peer", MatrixCounts(onePeer)},
-		{"self only", MatrixCounts(self)},
-		{"skewed", MatrixCounts(skewed)},
-		{"odd sizes", MatrixCounts(RandomMatrix(n, 7, 13, 0))},
-		{"uniform", MatrixCounts(UniformMatrix(n, 257))},
-		{"moe", MatrixCounts(moe)},
+		{"zeros", executor.MatrixCounts(zeros)},
+		{"one peer", executor.MatrixCounts(onePeer)},
+		{"self only", executor.MatrixCounts(self)},
+		{"skewed", executor.MatrixCounts(skewed)},
+		{"odd sizes", executor.MatrixCounts(executor.RandomMatrix(n, 7, 13, 0))},
+		{"uniform", executor.MatrixCounts(executor.UniformMatrix(n, 257))},
+		{"moe", executor.MatrixCounts(moe)},
 	}
 }
 
 // RunVar binds vp to c, runs launches launches of it on backend (one
 // session) with elements of opts.DType and checks every output byte
 // against the direct all-to-all-v.
-func RunVar(ctx context.Context, backend Backend, vp *VarPlan, c *Counts, opts Options, launches int) error {
+func RunVar(ctx context.Context, backend executor.Backend, vp *executor.VarPlan, c *executor.Counts, opts executor.Options, launches int) error {
 	elem := opts.DType.Size()
 	inst, err := vp.Bind(c, elem)
 	if err != nil {
@@ -71,8 +72,8 @@ func RunVar(ctx context.Context, backend Backend, vp *VarPlan, c *Counts, opts O
 
 // ValidateVar runs plan, an alltoallv plan, with every case of
 // VarValidationCases, launches launches each.
-func ValidateVar(ctx context.Context, backend Backend, plan *Plan, opts Options, launches int) error {
-	vp, err := NewVarPlan(plan)
+func ValidateVar(ctx context.Context, backend executor.Backend, plan *executor.Plan, opts executor.Options, launches int) error {
+	vp, err := executor.NewVarPlan(plan)
 	if err != nil {
 		return err
 	}
