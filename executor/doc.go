@@ -10,7 +10,7 @@
 //
 //	plan, err := executor.LoadFile("allreduce.json")
 //	...
-//	err = executor.RunChecked(ctx, cpu.New(), plan, 1<<20, executor.Float16, true, 10)
+//	err = harness.RunChecked(ctx, cpu.New(), plan, 1<<20, executor.Float16, true, 10)
 //
 // RunChecked is the shortest way to try a plan: it instantiates it for one
 // message size, fills the inputs as MSCCL++'s executor_test.py does

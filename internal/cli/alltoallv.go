@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // countsFlag is run's --counts flag.
@@ -103,7 +104,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	bufs := executor.VarBuffers(counts, elem)
+	bufs := harness.VarBuffers(counts, elem)
 	total := uint64(counts.Total()) * uint64(elem)
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
@@ -115,7 +116,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	races := false
 	for i := range warmup + iters {
 		seq := i
-		executor.FillVar(bufs, seq)
+		harness.FillVar(bufs, seq)
 		start := time.Now()
 		err := sess.Launch(ctx, bufs)
 		took := time.Since(start)
@@ -141,7 +142,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 			continue
 		}
 		elapsed += took
-		k, err := executor.CheckVar(bufs, counts, elem, seq)
+		k, err := harness.CheckVar(bufs, counts, elem, seq)
 		wrong += k
 		if err != nil && firstWrong == nil {
 			firstWrong = err
@@ -176,7 +177,7 @@ func largestBlock(c *executor.Counts) int64 {
 }
 
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will
-// not run it, and binds it to the counts of executor.VarValidationCases
+// not run it, and binds it to the counts of harness.VarValidationCases
 // (message sizes do not apply).
 func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.ElemType) bool {
 	fmt.Fprintf(w, "%s: note: an alltoallv plan (an mscclgo extension, docs/executor.md): MSCCL++ refuses it: its collective \"alltoallv\" matches no MSCCL++ collective and its min_message_size %d > max_message_size %d admits no message size, so MSCCL++'s executor rejects every call instead of reading its chunks as equal slices; mscclgo runs it with run --counts\n",
@@ -186,7 +187,7 @@ func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.Ele
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	for _, vc := range executor.VarValidationCases(len(plan.GPUs)) {
+	for _, vc := range harness.VarValidationCases(len(plan.GPUs)) {
 		if _, err := vp.Bind(vc.Counts, dt.Size()); err != nil {
 			fmt.Fprintf(w, "%s: counts %q: %v\n", path, vc.Name, err)
 			return false

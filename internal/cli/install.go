@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 )
 
@@ -168,7 +169,7 @@ func installProgressLine(ev algorithms.InstallEvent) string {
 			continue
 		}
 		if len(p.Sizes) == 0 {
-			b.WriteString(" validated with the counts matrices of executor.VarValidationCases")
+			b.WriteString(" validated with the counts matrices of harness.VarValidationCases")
 			continue
 		}
 		b.WriteString(" validated at ")

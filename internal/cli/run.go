@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/dist"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func runCommand(d *deps) *cli.Command {
@@ -82,7 +83,7 @@ type runOptions struct {
 	inPlace   bool
 	backend   runBackend
 	opts      executor.Options
-	fill      executor.FillMode
+	fill      harness.FillMode
 	budget    memoryBudget
 	// digest is the plan's SHA-256, which the ranks of a launched run
 	// compare.
@@ -106,7 +107,7 @@ func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOption
 		if o.dtype != executor.Int32 {
 			return nil, usageErr("--integer-fill applies to --dtype int32 only")
 		}
-		o.fill = executor.IntegerFill
+		o.fill = harness.IntegerFill
 	}
 	if o.backend, err = pickBackend(c.String("backend")); err != nil {
 		return nil, err
@@ -283,7 +284,7 @@ func runRun(c *cli.Context, d *deps) error {
 		limit = int64(min(o.budget.bytes, math.MaxInt64))
 	}
 	debug.SetMemoryLimit(limit)
-	checker := executor.NewChecker()
+	checker := harness.NewChecker()
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -391,7 +392,7 @@ func prepareSize(path string, plan *executor.Plan, size uint64, o *runOptions) (
 	if err != nil {
 		return nil, nil, err
 	}
-	use := executor.EstimateMemory(inst, layout, executor.MemoryOptions{
+	use := harness.EstimateMemory(inst, layout, harness.MemoryOptions{
 		Iters:        o.iters + o.warmup,
 		Race:         o.opts.Race,
 		Tables:       true,
@@ -410,7 +411,7 @@ func prepareSize(path string, plan *executor.Plan, size uint64, o *runOptions) (
 // runSize runs the iterations of one size: fill, launch, check. The
 // inputs and the expected results come from checker's tables, which are
 // built once for the largest size and reused.
-func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, checker *executor.Checker, o *runOptions, path string, stderr io.Writer) (res runResult, err error) {
+func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, checker *harness.Checker, o *runOptions, path string, stderr io.Writer) (res runResult, err error) {
 	sess, err := backend.Open(inst, o.opts)
 	if err != nil {
 		return res, err
@@ -503,7 +504,7 @@ func runSize(ctx context.Context, backend executor.Backend, inst *executor.Insta
 // fillInputs fills the inputs of launch seq: from checker's generator
 // table when the outputs are checked (the table serves the checks too),
 // in place otherwise (no table to keep).
-func fillInputs(checker *executor.Checker, l *executor.BufferLayout, bufs []executor.RankBuffers, seq int) error {
+func fillInputs(checker *harness.Checker, l *executor.BufferLayout, bufs []executor.RankBuffers, seq int) error {
 	if l.Checked() {
 		return checker.FillInputs(l, bufs, seq)
 	}

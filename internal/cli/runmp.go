@@ -25,6 +25,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // launchedWorld returns the job this process belongs to, if a launcher
@@ -51,7 +52,7 @@ func paramsOf(o *runOptions, ll8 bool) runParams {
 		sizes[i] = fmt.Sprint(s)
 	}
 	fill := "reference"
-	if o.fill == executor.IntegerFill {
+	if o.fill == harness.IntegerFill {
 		fill = "integer"
 	}
 	return runParams{
