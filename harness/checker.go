@@ -361,24 +361,7 @@ func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint
 		}
 		wg.Wait()
 	}
-	c.mu.Lock()
-	var t *genTable
-	var err error
-	switch l.Kind() {
-	case executor.TestCollective:
-		err = ErrNoCheck
-	case executor.AllReduce, executor.ReduceScatter:
-		t, err = c.sum(l, max(inE, outE), seq)
-	case executor.AllGather, executor.AllToAll:
-		t, err = c.gen(l.DType, l.Fill, inE, n-1+seq)
-	case executor.SendRecv:
-		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
-			err = fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
-			break
-		}
-		t, err = c.gen(l.DType, l.Fill, inE, l.NRanks/(l.SplitMask+1)-1+seq)
-	}
-	c.mu.Unlock()
+	t, err := c.table(l, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -404,6 +387,85 @@ func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint
 		forRanks(func(me int) { wrong[me] = compare(t, l.prevGroup(me)+seq, 0, outE, bufs[me].Output, false) })
 	}
 	return wrong, nil
+}
+
+// table returns the table the expected results of l after iteration seq
+// are windows of: the reference sums for reductions, the generator
+// otherwise.
+func (c *Checker) table(l *Layout, seq int) (*genTable, error) {
+	es := l.DType.Size()
+	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch l.Kind() {
+	case executor.AllReduce, executor.ReduceScatter:
+		return c.sum(l, max(inE, outE), seq)
+	case executor.AllGather, executor.AllToAll:
+		return c.gen(l.DType, l.Fill, inE, l.NRanks-1+seq)
+	case executor.SendRecv:
+		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
+			return nil, fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
+		}
+		return c.gen(l.DType, l.Fill, inE, l.NRanks/(l.SplitMask+1)-1+seq)
+	}
+	return nil, ErrNoCheck
+}
+
+// Expected is l.Expected from the Checker's data: what rank's output
+// must hold after iteration seq, ErrNoCheck without a defined result.
+func (c *Checker) Expected(l *Layout, rank, seq int) ([]byte, error) {
+	if rank < 0 || rank >= l.NRanks {
+		return nil, fmt.Errorf("check: rank %d of %d", rank, l.NRanks)
+	}
+	t, err := c.table(l, seq)
+	if err != nil {
+		return nil, err
+	}
+	es := l.DType.Size()
+	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
+	n := l.NRanks
+	// copyOut copies elements [lo, hi) of the table at shift to dst.
+	copyOut := func(shift, lo, hi int, dst []byte) {
+		t.each(shift, lo, hi, func(piece []byte, at int) { copy(dst[at*es:], piece) })
+	}
+	var out []byte
+	switch l.Kind() {
+	case executor.AllReduce:
+		out = make([]byte, outE*es)
+		copyOut(seq, 0, outE, out)
+	case executor.ReduceScatter:
+		out = make([]byte, outE*es)
+		copyOut(seq, rank*outE, (rank+1)*outE, out)
+	case executor.AllGather:
+		out = make([]byte, n*inE*es)
+		for r := range n {
+			copyOut(r+seq, 0, inE, out[r*inE*es:])
+		}
+	case executor.AllToAll:
+		m := inE / n
+		out = make([]byte, n*m*es)
+		for r := range n {
+			copyOut(r+seq, rank*m, (rank+1)*m, out[r*m*es:])
+		}
+	case executor.SendRecv:
+		out = make([]byte, outE*es)
+		copyOut(l.prevGroup(rank)+seq, 0, outE, out)
+	}
+	return out, nil
+}
+
+// Wrong is l.Wrong from the Checker's data: up to max elements of rank's
+// output that Check counts as wrong after iteration seq, in offset
+// order. It builds the expected output of that rank alone.
+func (c *Checker) Wrong(l *Layout, bufs []executor.RankBuffers, seq, rank, max int) ([]WrongElement, error) {
+	if rank < 0 || rank >= len(bufs) {
+		return nil, fmt.Errorf("check: rank %d of %d buffer sets", rank, len(bufs))
+	}
+	want, err := c.Expected(l, rank, seq)
+	if err != nil {
+		return nil, err
+	}
+	return l.wrongIn(bufs[rank].Output, want, rank, max), nil
 }
 
 // nearCount is l.near(got, want) with the 16-bit floating-point types

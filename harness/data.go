@@ -358,6 +358,9 @@ type WrongElement struct {
 	// Offset is the element's byte offset in the rank's output.
 	Offset    uint64
 	Want, Got float64
+	// Writers are the ops that write the element's byte (Writers), in
+	// the reports of Run and RunRank; Wrong leaves them empty.
+	Writers []string
 }
 
 // Wrong returns up to max elements of rank's output that Check counts as
@@ -367,7 +370,12 @@ func (l *Layout) Wrong(bufs []executor.RankBuffers, seq, rank, max int) []WrongE
 	if want == nil || rank < 0 || rank >= len(bufs) {
 		return nil
 	}
-	got := bufs[rank].Output
+	return l.wrongIn(bufs[rank].Output, want, rank, max)
+}
+
+// wrongIn returns up to max elements of got, rank's output, that differ
+// from want by more than Check allows, in offset order.
+func (l *Layout) wrongIn(got, want []byte, rank, max int) []WrongElement {
 	dt := l.DType
 	size := dt.Size()
 	tol := dt.Epsilon() * float64(l.NRanks)

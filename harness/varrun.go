@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/mscclgo/mscclgo/executor"
+	"time"
 )
 
 // This file runs alltoallv plans for validation: a plan resolved once,
@@ -83,4 +85,84 @@ func ValidateVar(ctx context.Context, backend executor.Backend, plan *executor.P
 		}
 	}
 	return nil
+}
+
+// CountsConfig is a run of an alltoallv plan bound to one counts matrix.
+type CountsConfig struct {
+	Backend executor.Backend
+	// Instance is the plan bound to Counts (executor.VarPlan.Bind) for
+	// elements of Options.DType.
+	Instance *executor.Instance
+	Counts   *executor.Counts
+	Options  executor.Options
+	// Iters launches are timed and checked after Warmup launches that
+	// are neither.
+	Iters, Warmup int
+	// Opened, if set, is called once the session is open, before the
+	// first launch.
+	Opened func()
+}
+
+// CountsResult is what happened in a run of an alltoallv plan.
+type CountsResult struct {
+	// Elapsed is the time of the timed launches together (the device's
+	// own time where the session measures it).
+	Elapsed time.Duration
+	// Wrong counts the wrong bytes over every rank and timed launch;
+	// FirstWrong is the first mismatch (a *VarMismatch).
+	Wrong      uint64
+	FirstWrong error
+	// Race is the first launch's race error (the launches go on);
+	// Deadlock the launch's deadlock error (the run ends there).
+	Race, Deadlock error
+}
+
+// RunCounts runs cfg's instance on cfg.Backend, each launch filled by
+// FillVar and, after the warm-up, checked byte by byte against the
+// direct all-to-all-v. The error is the session's, or a launch's other
+// than a race or a deadlock.
+func RunCounts(ctx context.Context, cfg CountsConfig) (CountsResult, error) {
+	var res CountsResult
+	elem := cfg.Options.DType.Size()
+	sess, err := cfg.Backend.Open(cfg.Instance, cfg.Options)
+	if err != nil {
+		return res, err
+	}
+	defer sess.Close()
+	if cfg.Opened != nil {
+		cfg.Opened()
+	}
+	bufs := VarBuffers(cfg.Counts, elem)
+	for seq := range cfg.Warmup + cfg.Iters {
+		FillVar(bufs, seq)
+		start := time.Now()
+		err := sess.Launch(ctx, bufs)
+		took := time.Since(start)
+		if dt, ok := sess.(deviceTimer); ok {
+			took = dt.DeviceTime()
+		}
+		var re *executor.RaceError
+		var de *executor.DeadlockError
+		switch {
+		case errors.As(err, &de):
+			res.Deadlock = err
+			return res, nil
+		case errors.As(err, &re):
+			if res.Race == nil {
+				res.Race = err
+			}
+		case err != nil:
+			return res, err
+		}
+		if seq < cfg.Warmup {
+			continue
+		}
+		res.Elapsed += took
+		k, err := CheckVar(bufs, cfg.Counts, elem, seq)
+		res.Wrong += k
+		if err != nil && res.FirstWrong == nil {
+			res.FirstWrong = err
+		}
+	}
+	return res, nil
 }

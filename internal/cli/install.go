@@ -16,7 +16,6 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 )
 

@@ -5,7 +5,6 @@ package cli
 import (
 	"testing"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
 )
 
