@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/mscclgo/mscclgo/executor"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -418,5 +420,62 @@ func BenchmarkCheckAllreduce(b *testing.B) {
 		if _, err := l.Check(bufs, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCheckerExpected checks that the Checker's expected outputs and
+// wrong elements, built from its tables, are the Layout's.
+func TestCheckerExpected(t *testing.T) {
+	t.Parallel()
+	c := NewChecker()
+	for _, tt := range []struct {
+		collective string
+		dt         executor.ElemType
+		split      int
+	}{
+		{"allreduce", executor.Float16, 0},
+		{"reducescatter", executor.BFloat16, 0},
+		{"allgather", executor.Float32, 0},
+		{"alltoall", executor.Int32, 0},
+		{"sendrecv", executor.Float16, 1},
+	} {
+		l, err := NewLayout(tt.collective, 4, 4096*uint64(tt.dt.Size()), tt.dt, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SplitMask, l.Fill = tt.split, IntegerFill
+		for seq := range 3 {
+			bufs := l.Alloc()
+			for r := range bufs {
+				copy(bufs[r].Output, l.Expected(r, seq))
+				// Two wrong elements on rank r: the first and the last.
+				bufs[r].Output[0] ^= 0x40
+				bufs[r].Output[len(bufs[r].Output)-1] ^= 0x40
+			}
+			for r := range bufs {
+				got, err := c.Expected(l, r, seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, l.Expected(r, seq)) {
+					t.Errorf("%s seq %d rank %d: Checker.Expected differs from Layout.Expected", tt.collective, seq, r)
+				}
+				w, err := c.Wrong(l, bufs, seq, r, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := l.Wrong(bufs, seq, r, 3)
+				if len(want) != 2 || !slices.EqualFunc(w, want, func(a, b WrongElement) bool { return a.Offset == b.Offset && a.Rank == b.Rank }) {
+					t.Errorf("%s seq %d rank %d: Checker.Wrong = %+v, Layout.Wrong = %+v, want the first and last elements", tt.collective, seq, r, w, want)
+				}
+			}
+		}
+	}
+	l, err := NewLayout("test", 2, 64, executor.Float16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Expected(l, 0, 0); !errors.Is(err, ErrNoCheck) {
+		t.Errorf("Checker.Expected of a test collective: %v, want ErrNoCheck", err)
 	}
 }
