@@ -199,7 +199,7 @@ func TestRankSessionsDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lay, err := executor.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
+			lay, err := harness.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
 			if err != nil {
 				t.Fatal(err)
 			}
