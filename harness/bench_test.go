@@ -52,7 +52,7 @@ func allreducePlan(b *testing.B) *executor.Plan {
 // refilled before every launch with the timer stopped; every launch is
 // checked once at the end.
 //
-//	go test ./executor -run '^$' -bench Allreduce8 -benchtime 3x
+//	go test ./harness -run '^$' -bench Allreduce8 -benchtime 3x
 func BenchmarkAllreduce8(b *testing.B) {
 	plan := allreducePlan(b)
 	layout, err := harness.PlanLayout(plan, benchBytes, executor.Float32, plan.Inplace)
