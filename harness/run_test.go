@@ -14,10 +14,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/dist"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // portPlan loads a plan of tests/ports.
@@ -331,6 +333,57 @@ func TestAgree(t *testing.T) {
 		var pe *harness.ParamsError
 		if !errors.As(err, &pe) || *pe != (harness.ParamsError{Name: "--dtype", Value: "float32", Ref: "float16", Rank: 2}) {
 			t.Errorf("rank %d: %v, want a *ParamsError for --dtype on rank 2", r, err)
+		}
+	}
+}
+
+// TestRunCounts runs the bundled alltoallv algorithm bound to a counts
+// matrix, then with a backend that corrupts an output byte from the
+// second launch on and one that deadlocks.
+func TestRunCounts(t *testing.T) {
+	t.Parallel()
+	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "alltoallv.star", starlib.Options{Defines: map[string]string{"world_size": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := res.Programs[0].Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := executor.Load(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vp, err := executor.NewVarPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := executor.MatrixCounts(executor.UniformMatrix(2, 100))
+	inst, err := vp.Bind(counts, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name           string
+		backend        executor.Backend
+		wrong          uint64
+		race, deadlock bool
+	}{
+		{name: "clean", backend: cpu.New()},
+		{name: "wrong from launch 2", backend: corrupt{Backend: cpu.New(), rank: 1, off: 8, launch: 2}, wrong: 2},
+		{name: "deadlock", backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 2}, deadlock: true},
+	} {
+		opened := false
+		got, err := harness.RunCounts(context.Background(), harness.CountsConfig{
+			Backend: tt.backend, Instance: inst, Counts: counts, Options: executor.Options{DType: executor.Float32, Race: true},
+			Iters: 3, Warmup: 1, Opened: func() { opened = true },
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var mm *harness.VarMismatch
+		if got.Wrong != tt.wrong || (tt.wrong > 0) != errors.As(got.FirstWrong, &mm) || (got.Deadlock != nil) != tt.deadlock || got.Race != nil || !opened {
+			t.Errorf("%s: %+v (opened %v), want %d wrong bytes, deadlock %v", tt.name, got, opened, tt.wrong, tt.deadlock)
 		}
 	}
 }
