@@ -4,8 +4,8 @@ package cli
 // counts come from a file or a generator, the plan is resolved once
 // (executor.NewVarPlan) and bound to the counts, run on the CPU backend
 // or a GPU backend (whose kernel resolves the operands from a per-call
-// table, docs/gpu.md §10), and every byte of every output is compared
-// with a direct all-to-all-v computed in Go.
+// table, docs/gpu.md §10) by harness.RunCounts, which compares every
+// byte of every output with a direct all-to-all-v computed in Go.
 
 import (
 	"context"

@@ -2,11 +2,12 @@ package cli
 
 // runmp.go is `mscclgo run` started as one process per rank (mpirun,
 // torchrun, or by hand with MSCCLGO_* variables): the process finds its
-// rank in the environment, connects to the others (package dist), runs
-// only its own rank (a rank session of the cpu backend, or of gpu-emu /
-// gpu: gpu.OpenRank), checks its own output, and exchanges each launch's outcome with every rank, so that
-// every rank stops at the same launch and exits with the worst status;
-// rank 0 prints the table and the reports.
+// rank in the environment, connects to the others (package dist), and
+// runs only its own rank (a rank session of the cpu backend, or of
+// gpu-emu / gpu: gpu.OpenRank) with harness.RunRank, which checks the
+// rank's own output and exchanges each launch's outcome with every rank,
+// so that every rank stops at the same launch and exits with the worst
+// status; rank 0 prints the table and the reports.
 
 import (
 	"context"
