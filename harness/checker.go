@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/mscclgo/mscclgo/executor"
 	"math"
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // maxSizeTries bounds the consecutive multiples of a plan's size unit

@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/mscclgo/mscclgo/executor"
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // kernelFill is the fill_data kernel of executor_test_verifier.cu written

@@ -3,6 +3,7 @@ package harness
 import (
 	"encoding/binary"
 	"fmt"
+
 	"github.com/mscclgo/mscclgo/executor"
 )
 

@@ -8,9 +8,10 @@ package harness
 
 import (
 	"fmt"
-	"github.com/mscclgo/mscclgo/executor"
 	"strings"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // MemoryOptions say what a run allocates besides the buffers and scratch.

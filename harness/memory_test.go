@@ -3,13 +3,14 @@
 package harness
 
 import (
-	"github.com/mscclgo/mscclgo/executor"
 	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // allocated returns the bytes of the distinct allocations of the buffer

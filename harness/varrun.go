@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mscclgo/mscclgo/executor"
 	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // This file runs alltoallv plans for validation: a plan resolved once,
