@@ -9,9 +9,10 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// This file runs alltoallv plans for validation: a plan resolved once,
-// bound to each counts matrix of a list, launched and checked byte by
-// byte.
+// This file runs alltoallv plans: bound to one counts matrix and timed
+// (RunCounts, `mscclgo run --counts`), or for validation, resolved once
+// and bound to each counts matrix of a list (ValidateVar); every launch
+// is checked byte by byte.
 
 // VarCase is a named counts matrix a variable-size plan is validated
 // with.
