@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/emu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // emuBackend is the emulated GPU with threads threads per block.
@@ -27,12 +28,12 @@ func emuBackend(threads int) executor.Backend {
 // varRun launches sess on fresh buffers of c (fill seq) and checks them
 // against the direct all-to-all-v.
 func varRun(sess executor.Session, c *executor.Counts, elem, seq int) ([]executor.RankBuffers, error) {
-	bufs := executor.VarBuffers(c, elem)
-	executor.FillVar(bufs, seq)
+	bufs := harness.VarBuffers(c, elem)
+	harness.FillVar(bufs, seq)
 	if err := sess.Launch(context.Background(), bufs); err != nil {
 		return nil, err
 	}
-	if _, err := executor.CheckVar(bufs, c, elem, seq); err != nil {
+	if _, err := harness.CheckVar(bufs, c, elem, seq); err != nil {
 		return nil, err
 	}
 	return bufs, nil

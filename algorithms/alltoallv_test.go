@@ -15,6 +15,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -146,7 +147,7 @@ func TestAllToAllVRuns(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/%s", pl.name, c.name, dt.Name()), func(t *testing.T) {
 					counts := executor.MatrixCounts(c.m(len(plan.GPUs)))
 					opts := executor.Options{DType: dt, Race: true}
-					if err := executor.RunVar(context.Background(), cpu.New(), vp, counts, opts, 2); err != nil {
+					if err := harness.RunVar(context.Background(), cpu.New(), vp, counts, opts, 2); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -172,10 +173,10 @@ for r in range(2):
 		t.Fatal(err)
 	}
 	counts := executor.MatrixCounts(executor.UniformMatrix(2, 8))
-	err = executor.RunVar(context.Background(), cpu.New(), vp, counts, executor.Options{DType: executor.Float16}, 1)
-	var mm *executor.VarMismatch
+	err = harness.RunVar(context.Background(), cpu.New(), vp, counts, executor.Options{DType: executor.Float16}, 1)
+	var mm *harness.VarMismatch
 	if !errors.As(err, &mm) {
-		t.Fatalf("got %v, want a *executor.VarMismatch", err)
+		t.Fatalf("got %v, want a *harness.VarMismatch", err)
 	}
 }
 
@@ -195,8 +196,8 @@ func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan
 		b.Fatal(err)
 	}
 	defer sess.Close()
-	bufs := executor.VarBuffers(counts, 4)
-	executor.FillVar(bufs, 0)
+	bufs := harness.VarBuffers(counts, 4)
+	harness.FillVar(bufs, 0)
 	b.SetBytes(counts.Total() * 4)
 	b.ResetTimer()
 	for range b.N {
@@ -208,7 +209,7 @@ func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan
 		}
 	}
 	b.StopTimer()
-	if _, err := executor.CheckVar(bufs, counts, 4, 0); err != nil {
+	if _, err := harness.CheckVar(bufs, counts, 4, 0); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -228,8 +229,8 @@ func BenchmarkAllToAllV(b *testing.B) {
 	uniform := executor.MatrixCounts(executor.UniformMatrix(n, total/4/(n*n)))
 	b.Run("cpu/moe", func(b *testing.B) { benchVarBackend(b, cpu.New(), plan, moe) })
 	b.Run("direct/moe", func(b *testing.B) {
-		bufs := executor.VarBuffers(moe, 4)
-		executor.FillVar(bufs, 0)
+		bufs := harness.VarBuffers(moe, 4)
+		harness.FillVar(bufs, 0)
 		in, out := make([][]byte, n), make([][]byte, n)
 		for r := range bufs {
 			in[r], out[r] = bufs[r].Input, bufs[r].Output
@@ -237,7 +238,7 @@ func BenchmarkAllToAllV(b *testing.B) {
 		b.SetBytes(moe.Total() * 4)
 		b.ResetTimer()
 		for range b.N {
-			executor.DirectAllToAllV(in, out, moe, 4)
+			harness.DirectAllToAllV(in, out, moe, 4)
 		}
 	})
 	b.Run("cpu/uniform", func(b *testing.B) { benchVarBackend(b, cpu.New(), plan, uniform) })

@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
-// TestCheckerMatchesLayout checks that executor.Checker, which draws the
+// TestCheckerMatchesLayout checks that harness.Checker, which draws the
 // inputs and expected results of validation runs from tables it builds
 // once, fills and checks exactly as executor.BufferLayout does: the same
 // input bytes, and the same wrong-element counts for correct and for
@@ -18,7 +19,7 @@ import (
 // serving them all (so tables grow and are reused).
 func TestCheckerMatchesLayout(t *testing.T) {
 	t.Parallel()
-	c := executor.NewChecker()
+	c := harness.NewChecker()
 	type collective struct {
 		name  string
 		split int
@@ -26,13 +27,13 @@ func TestCheckerMatchesLayout(t *testing.T) {
 	colls := []collective{{"allreduce", 0}, {"reducescatter", 0}, {"allgather", 0}, {"alltoall", 0}, {"sendrecv", 0}, {"sendrecv", 1}, {"test", 0}}
 	type numeric struct {
 		dt   executor.ElemType
-		mode executor.FillMode
+		mode harness.FillMode
 	}
 	// IntegerFill only differs from ReferenceFill for int32.
 	types := []numeric{
-		{executor.Float16, executor.ReferenceFill}, {executor.BFloat16, executor.ReferenceFill},
-		{executor.Float32, executor.ReferenceFill}, {executor.Int32, executor.ReferenceFill},
-		{executor.Int32, executor.IntegerFill}, {executor.Float16, executor.IntegerFill},
+		{executor.Float16, harness.ReferenceFill}, {executor.BFloat16, harness.ReferenceFill},
+		{executor.Float32, harness.ReferenceFill}, {executor.Int32, harness.ReferenceFill},
+		{executor.Int32, harness.IntegerFill}, {executor.Float16, harness.IntegerFill},
 	}
 	for _, ty := range types {
 		for _, coll := range colls {
@@ -50,9 +51,9 @@ func TestCheckerMatchesLayout(t *testing.T) {
 	}
 }
 
-func checkerCase(t *testing.T, c *executor.Checker, name, coll string, split, nranks int, size uint64, dt executor.ElemType, mode executor.FillMode, inPlace bool) {
+func checkerCase(t *testing.T, c *harness.Checker, name, coll string, split, nranks int, size uint64, dt executor.ElemType, mode harness.FillMode, inPlace bool) {
 	t.Helper()
-	l, err := executor.Layout(coll, nranks, size, dt, inPlace)
+	l, err := harness.NewLayout(coll, nranks, size, dt, inPlace)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

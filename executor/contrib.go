@@ -20,17 +20,17 @@ func (l *BufferLayout) Contributions(rank int, off uint64) []Contribution {
 	n := uint64(l.NRanks)
 	var cs []Contribution
 	switch l.c {
-	case allReduce, reduceScatter:
+	case AllReduce, ReduceScatter:
 		at := off
-		if l.c == reduceScatter {
+		if l.c == ReduceScatter {
 			at += uint64(rank) * out
 		}
 		for r := range l.NRanks {
 			cs = append(cs, Contribution{Rank: r, Offset: at})
 		}
-	case allGather:
+	case AllGather:
 		cs = append(cs, Contribution{Rank: int(off / in), Offset: off % in})
-	case allToAll:
+	case AllToAll:
 		m := in / n
 		cs = append(cs, Contribution{Rank: int(off / m), Offset: uint64(rank)*m + off%m})
 	}

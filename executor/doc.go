@@ -6,19 +6,21 @@
 // regions, paired channels, pipeline iteration counts); a Backend opens a
 // Session on an Instance and launches it on the caller's buffers. The CPU
 // reference backend is package executor/cpu; the GPU backend is package
-// gpu.
+// gpu. BufferLayout lays out the buffers of a collective at one message size,
+// as MSCCL++'s executor_test.py does.
 //
 //	plan, err := executor.LoadFile("allreduce.json")
 //	...
-//	err = executor.RunChecked(ctx, cpu.New(), plan, 1<<20, executor.Float16, true, 10)
+//	l, err := executor.PlanLayout(plan, 1<<20, executor.Float16, plan.Inplace)
+//	inst, err := executor.Instantiate(plan, l.Sizes)
+//	sess, err := cpu.New().Open(inst, executor.Options{DType: executor.Float16})
+//	err = sess.Launch(ctx, l.Alloc())
 //
-// RunChecked is the shortest way to try a plan: it instantiates it for one
-// message size, fills the inputs as MSCCL++'s executor_test.py does
-// (Fill), launches it with race detection, and compares every launch's
-// outputs with the expected results (BufferLayout.Expected). The
-// semantics a backend implements are in docs/semantics.md; loading,
-// instantiation and the backends are described in docs/executor.md. The
-// plan vocabulary the executor shares with the compiler (buffer, channel
-// and op types, limits, source maps) is package plan's; the types are
-// aliased here.
+// Package harness fills the inputs, checks the outputs and runs plans at
+// a sweep of sizes (harness.RunChecked is the shortest way to try a
+// plan). The semantics a backend implements are in docs/semantics.md;
+// loading, instantiation and the backends are described in
+// docs/executor.md. The plan vocabulary the executor shares with the
+// compiler (buffer, channel and op types, limits, source maps) is package
+// plan's; the types are aliased here.
 package executor

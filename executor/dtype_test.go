@@ -288,6 +288,9 @@ func TestFloat64RoundTrip(t *testing.T) {
 	}
 }
 
+// allTypes are the element types.
+var allTypes = []ElemType{Float16, BFloat16, Float32, Int32}
+
 // BenchmarkAdd measures Add on 64 KiB operands, the backend's block size
 // order of magnitude.
 func BenchmarkAdd(b *testing.B) {
@@ -295,8 +298,10 @@ func BenchmarkAdd(b *testing.B) {
 		b.Run(dt.Name(), func(b *testing.B) {
 			const n = 64 << 10
 			x, y, z := make([]byte, n), make([]byte, n), make([]byte, n)
-			Fill(x, dt, 0, 0)
-			Fill(y, dt, 1, 0)
+			for i := range n / dt.Size() {
+				dt.SetFloat64(x, i, float64(i%1024)/1024)
+				dt.SetFloat64(y, i, float64((i*7)%1024)/1024)
+			}
 			b.SetBytes(n)
 			for b.Loop() {
 				dt.Add(z, x, y)

@@ -458,10 +458,17 @@ func (l *BufferLayout) baseOffset(rank int, bt BufferType) uint64 {
 		return 0
 	}
 	switch {
-	case l.c == allGather && bt == Input:
+	case l.c == AllGather && bt == Input:
 		return uint64(rank) * l.Sizes.Input
-	case l.c == reduceScatter && bt == Output:
+	case l.c == ReduceScatter && bt == Output:
 		return uint64(rank) * l.Sizes.Output
 	}
 	return 0
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

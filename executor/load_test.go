@@ -679,14 +679,12 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("Instantiate(%+v) = %v, want ErrSize or ErrLimit", s, err)
 			}
 		}
-		// The launch checks and the memory estimate of a run.
+		// The launch checks of a run (harness's FuzzEstimateMemory adds
+		// the memory estimate).
 		if l, err := PlanLayout(p, unit*(size%8+1), Float16, p.Inplace); err == nil {
 			if inst, err := Instantiate(p, l.Sizes); err == nil {
 				if err := CheckLaunch(inst, l, size%2 == 1); err != nil && !errors.Is(err, ErrSize) {
 					t.Fatalf("CheckLaunch = %v, want ErrSize", err)
-				}
-				if m := EstimateMemory(inst, l, MemoryOptions{Iters: 3, Race: true, Tables: true}); m.Total() < m.Buffers {
-					t.Fatalf("EstimateMemory = %+v: total below the buffers", m)
 				}
 			}
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -202,7 +203,7 @@ func TestStandInPlans(t *testing.T) {
 			plan := testdataPlan(name)(t)
 			for _, size := range []uint64{1 * kib, 64 * kib} {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				err := executor.RunChecked(ctx, cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
+				err := harness.RunChecked(ctx, cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
 				cancel()
 				if err != nil {
 					t.Errorf("%d bytes: %v", size, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -45,7 +46,7 @@ type InstallOptions struct {
 	// the executor_test.py default).
 	DType executor.ElemType
 	// MaxCheckBytes is the message size up to which the validation sizes
-	// are preferred (default 1 MiB); see executor.CheckSizes.
+	// are preferred (default 1 MiB); see harness.CheckSizes.
 	MaxCheckBytes uint64
 	// Backend runs the validation (default: the CPU backend, with race
 	// detection). Any executor backend works: `install --backend gpu`
@@ -208,7 +209,7 @@ func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entr
 	ctx, cancel := context.WithCancel(o.Context)
 	defer cancel()
 	in := &installer{
-		opts: o, dir: dir, ctx: ctx, checker: executor.NewChecker(),
+		opts: o, dir: dir, ctx: ctx, checker: harness.NewChecker(),
 		budget: newBudget(installBudget),
 	}
 	if o.Backend == nil && o.Version != "" {
@@ -305,7 +306,7 @@ type installer struct {
 	opts    InstallOptions
 	dir     string // the temporary directory receiving the plans
 	ctx     context.Context
-	checker *executor.Checker
+	checker *harness.Checker
 	budget  *budget
 	cache   validationCache
 }
@@ -357,7 +358,7 @@ func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
 
 // validate runs one plan of job, compiled to text (or finds it in the
 // validation cache): at its validation sizes, within the memory budget,
-// or, for a variable-size plan, at executor.VarValidationCases. It
+// or, for a variable-size plan, at harness.VarValidationCases. It
 // records a successful run in the cache.
 func (in *installer) validate(job algorithms.Job, name string, plan *executor.Plan, text []byte) (PlanStatus, error) {
 	opts := in.opts
@@ -376,8 +377,8 @@ func (in *installer) validate(job algorithms.Job, name string, plan *executor.Pl
 	}
 	if !st.Cached && plan.AllToAllV != nil {
 		// Variable-size plans run on the CPU backend, with the
-		// counts of executor.VarValidationCases (sizes in KiB).
-		err := executor.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
+		// counts of harness.VarValidationCases (sizes in KiB).
+		err := harness.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
 		if err != nil {
 			return PlanStatus{}, fmt.Errorf("program %q: %v", name, err)
 		}
@@ -410,7 +411,7 @@ func (in *installer) validate(job algorithms.Job, name string, plan *executor.Pl
 // rank's buffers and scratch, the checker's tables, the race detector's
 // shadow and the per-op tables.
 func footprint(plan *executor.Plan, size uint64, dt executor.ElemType) uint64 {
-	m, err := executor.Footprint(plan, size, dt, executor.MemoryOptions{Iters: validationLaunches, Race: true, Tables: true})
+	m, err := harness.Footprint(plan, size, dt, harness.MemoryOptions{Iters: validationLaunches, Race: true, Tables: true})
 	if err != nil {
 		return 0
 	}
@@ -493,14 +494,14 @@ func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) En
 
 // Validate runs plan on backend (nil: the CPU backend, with race
 // detection) at three message sizes of its range (preferably at most
-// maxBytes, see executor.CheckSizes), two launches each, and checks the
+// maxBytes, see harness.CheckSizes), two launches each, and checks the
 // results.
 func Validate(ctx context.Context, backend executor.Backend, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
-	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
+	sizes := harness.CheckSizes(plan, dt, maxBytes, 3)
 	if len(sizes) == 0 {
 		return errNoSize(plan)
 	}
-	return validateAt(ctx, backend, executor.NewChecker(), plan, sizes, dt)
+	return validateAt(ctx, backend, harness.NewChecker(), plan, sizes, dt)
 }
 
 func errNoSize(plan *executor.Plan) error {
@@ -516,13 +517,13 @@ func errNoSize(plan *executor.Plan) error {
 const maxValidationBytes = 320 << 20
 
 // validationSizes returns the sizes plan is validated at: three inside
-// its range up to maxBytes (executor.CheckSizes), with maxBytes halved
+// its range up to maxBytes (harness.CheckSizes), with maxBytes halved
 // while the largest would need more than maxValidationBytes.
 func validationSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64) []uint64 {
-	sizes := executor.CheckSizes(plan, dt, maxBytes, 3)
+	sizes := harness.CheckSizes(plan, dt, maxBytes, 3)
 	for len(sizes) > 1 && footprint(plan, sizes[len(sizes)-1], dt) > maxValidationBytes {
 		maxBytes = sizes[len(sizes)-1] / 2
-		smaller := executor.CheckSizes(plan, dt, maxBytes, 3)
+		smaller := harness.CheckSizes(plan, dt, maxBytes, 3)
 		if len(smaller) == 0 || smaller[len(smaller)-1] >= sizes[len(sizes)-1] {
 			break
 		}
@@ -532,7 +533,7 @@ func validationSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64)
 }
 
 // validateAt runs plan at each size (ascending), two launches each.
-func validateAt(ctx context.Context, backend executor.Backend, checker *executor.Checker, plan *executor.Plan, sizes []uint64, dt executor.ElemType) error {
+func validateAt(ctx context.Context, backend executor.Backend, checker *harness.Checker, plan *executor.Plan, sizes []uint64, dt executor.ElemType) error {
 	if backend == nil {
 		backend = cpu.New()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -80,8 +81,8 @@ func TestInstallDefaultSet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", e.File, err)
 		}
-		for _, size := range executor.CheckSizes(plan, executor.Float32, 1<<20, 3) {
-			if err := executor.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float32, plan.Inplace, 1); err != nil {
+		for _, size := range harness.CheckSizes(plan, executor.Float32, 1<<20, 3) {
+			if err := harness.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float32, plan.Inplace, 1); err != nil {
 				t.Errorf("%s at %d bytes (float32): %v", e.File, size, err)
 			}
 		}
@@ -150,7 +151,7 @@ func TestCheckSizes(t *testing.T) {
 			plan := evalPlan(t, "allreduce_packet", map[string]string{
 				"world_size": "2", "ranks_per_node": "2", "min_message_size": tt.min, "max_message_size": tt.max,
 			})
-			sizes := executor.CheckSizes(plan, dt, cap, 3)
+			sizes := harness.CheckSizes(plan, dt, cap, 3)
 			for i, s := range sizes {
 				if s < plan.MinMessageSize || s > plan.MaxMessageSize {
 					t.Errorf("size %d outside the plan's range [%d, %d]", s, plan.MinMessageSize, plan.MaxMessageSize)
@@ -192,10 +193,10 @@ func TestCheckSizesDefaultSet(t *testing.T) {
 	for _, job := range jobs {
 		plan := evalPlan(t, job.Algorithm, job.Params)
 		if plan.AllToAllV != nil {
-			// Sized per call: validated with executor.VarValidationCases.
+			// Sized per call: validated with harness.VarValidationCases.
 			continue
 		}
-		sizes := executor.CheckSizes(plan, executor.Float16, cap, 3)
+		sizes := harness.CheckSizes(plan, executor.Float16, cap, 3)
 		if len(sizes) != 3 {
 			t.Errorf("%s: sizes %v, want 3", job, sizes)
 			continue
@@ -386,7 +387,7 @@ func TestValidationSizesFitMemory(t *testing.T) {
 		"world_size": "32", "ranks_per_node": "8", "instances": "2", "nblocks": "4",
 		"min_message_size": "131072", "max_message_size": "2097152",
 	})
-	if full := executor.CheckSizes(big, executor.Float16, 1<<20, 3); footprint(big, full[len(full)-1], executor.Float16) <= maxValidationBytes {
+	if full := harness.CheckSizes(big, executor.Float16, 1<<20, 3); footprint(big, full[len(full)-1], executor.Float16) <= maxValidationBytes {
 		t.Fatalf("the 4x8 LL allreduce at %d bytes fits in %d bytes: the test needs a bigger plan", full[len(full)-1], maxValidationBytes)
 	}
 	sizes := validationSizes(big, executor.Float16, 1<<20)
@@ -402,7 +403,7 @@ func TestValidationSizesFitMemory(t *testing.T) {
 		t.Errorf("top size %d still needs %d bytes", top, footprint(big, top, executor.Float16))
 	}
 	small := evalPlan(t, "allreduce_packet", map[string]string{"world_size": "2"})
-	if diff := cmp.Diff(executor.CheckSizes(small, executor.Float16, 1<<20, 3), validationSizes(small, executor.Float16, 1<<20)); diff != "" {
+	if diff := cmp.Diff(harness.CheckSizes(small, executor.Float16, 1<<20, 3), validationSizes(small, executor.Float16, 1<<20)); diff != "" {
 		t.Errorf("a small plan's sizes changed (-cap +got):\n%s", diff)
 	}
 }

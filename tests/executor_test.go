@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // TestReferencePlansRun runs every reference plan that the MSCCL++ loader
@@ -35,12 +36,12 @@ func TestReferencePlansRun(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			sizes := executor.CheckSizes(plan, executor.Float16, 1<<20, 3)
+			sizes := harness.CheckSizes(plan, executor.Float16, 1<<20, 3)
 			if len(sizes) == 0 {
 				t.Fatalf("no valid message size in [%d, %d]", plan.MinMessageSize, plan.MaxMessageSize)
 			}
 			for _, size := range sizes {
-				err := executor.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
+				err := harness.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
 				var race *executor.RaceError
 				var dead *executor.DeadlockError
 				switch {

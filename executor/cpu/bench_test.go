@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // BenchmarkPackets moves 16 MiB through LL packets: rank 0 packs into rank
@@ -90,7 +91,7 @@ func BenchmarkAllreducePort(b *testing.B) {
 		b.Skip(err)
 	}
 	const size = 64 << 20
-	lay, err := executor.PlanLayout(plan, size, executor.Float32, true)
+	lay, err := harness.PlanLayout(plan, size, executor.Float32, true)
 	if err != nil {
 		b.Fatal(err)
 	}

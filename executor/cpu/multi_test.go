@@ -22,6 +22,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // connectWorld connects n ranks in this process.
@@ -56,7 +57,7 @@ func connectWorld(t *testing.T, n int) []*bootstrap.Bootstrap {
 // runRanks runs plan with one rank session per rank for launches
 // launches and returns each rank's output after the last one, or each
 // rank's error.
-func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay *executor.BufferLayout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
+func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay *harness.Layout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
 	n := len(bs)
 	outs := make([][]byte, n)
 	errs := make([]error, n)
@@ -70,7 +71,7 @@ func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay 
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				rs, err := cpu.OpenRank(ctx, inst, lay, o, cpu.World{Net: bs[r], Host: hosts, Tag: tag})
+				rs, err := cpu.OpenRank(ctx, inst, lay.BufferLayout, o, cpu.World{Net: bs[r], Host: hosts, Tag: tag})
 				if err != nil {
 					return err
 				}
@@ -115,7 +116,7 @@ func exchangeResult(ctx context.Context, b *bootstrap.Bootstrap, err error) erro
 }
 
 // singleProcess runs plan on the ordinary session for launches launches.
-func singleProcess(t *testing.T, plan *executor.Plan, lay *executor.BufferLayout, o executor.Options, launches int) [][]byte {
+func singleProcess(t *testing.T, plan *executor.Plan, lay *harness.Layout, o executor.Options, launches int) [][]byte {
 	inst, err := executor.Instantiate(plan, lay.Sizes)
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestRankSessionsRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cpu.OpenRank(context.Background(), inst, lay, executor.Options{DType: dt}, cpu.World{Net: small[0], Host: make([]int, n-1)})
+	_, err = cpu.OpenRank(context.Background(), inst, lay.BufferLayout, executor.Options{DType: dt}, cpu.World{Net: small[0], Host: make([]int, n-1)})
 	want := fmt.Sprintf("the plan has %d ranks and the job %d processes", n, n-1)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)

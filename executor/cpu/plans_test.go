@@ -12,6 +12,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // portPlans are the project's plans: the ports of MSCCL++'s DSL examples
@@ -35,10 +36,10 @@ func portPlans(t *testing.T) []string {
 }
 
 // instantiate picks the smallest of a few message sizes the plan accepts.
-func instantiate(plan *executor.Plan, dt executor.Numeric) (*executor.BufferLayout, *executor.Instance, error) {
+func instantiate(plan *executor.Plan, dt executor.Numeric) (*harness.Layout, *executor.Instance, error) {
 	var last error
 	for _, size := range []uint64{1 << 14, 1 << 16, 1 << 18, 1 << 20, 3 << 20} {
-		lay, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+		lay, err := harness.PlanLayout(plan, size, dt, plan.Inplace)
 		if err != nil {
 			last = err
 			continue

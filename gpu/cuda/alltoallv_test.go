@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func TestAllToAllV(t *testing.T) {
@@ -62,16 +63,16 @@ func TestAllToAllV(t *testing.T) {
 					}
 					opened = inst.ScratchBytes
 				}
-				got := executor.VarBuffers(c, 4)
-				executor.FillVar(got, i)
+				got := harness.VarBuffers(c, 4)
+				harness.FillVar(got, i)
 				if err := sess.Launch(context.Background(), got); err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
-				if _, err := executor.CheckVar(got, c, 4, i); err != nil {
+				if _, err := harness.CheckVar(got, c, 4, i); err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
-				want := executor.VarBuffers(c, 4)
-				executor.FillVar(want, i)
+				want := harness.VarBuffers(c, 4)
+				harness.FillVar(want, i)
 				cs, err := cpu.New().Open(inst, opts)
 				if err != nil {
 					t.Fatal(err)

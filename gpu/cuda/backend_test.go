@@ -19,6 +19,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // sharedGolden holds the MSCCL++ reference plans, beside the checkout.
@@ -81,7 +82,7 @@ func TestDifferentialProjectPlan(t *testing.T) {
 
 func run(t *testing.T, plan *executor.Plan, what string) {
 	t.Helper()
-	sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 3)
+	sizes := harness.CheckSizes(plan, executor.Float32, 1<<14, 3)
 	if len(sizes) == 0 {
 		t.Fatalf("no valid float32 size in [%d, %d]", plan.MinMessageSize, plan.MaxMessageSize)
 	}
@@ -132,7 +133,7 @@ func TestGraphCapture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, size := range executor.CheckSizes(plan, executor.Float32, 1<<14, 2) {
+		for _, size := range harness.CheckSizes(plan, executor.Float32, 1<<14, 2) {
 			c := gputest.Case{Plan: plan, Size: size, DType: executor.Float32, InPlace: plan.Inplace, Launches: 3,
 				Timeout: 5 * time.Second}
 			out, err := gputest.Run(context.Background(), be, c)

@@ -28,6 +28,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -87,7 +88,7 @@ func checkOne(b executor.Backend, p checkPlan) (string, string) {
 	}
 	var ran, notes []string
 	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16, executor.BFloat16} {
-		sizes := executor.CheckSizes(p.plan, dt, 1<<16, 1)
+		sizes := harness.CheckSizes(p.plan, dt, 1<<16, 1)
 		if len(sizes) == 0 {
 			notes = append(notes, fmt.Sprintf("%s: no valid size up to 64 KiB", dt.Name()))
 			continue

@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // countingOpen opens devices from testNode and counts the opens per
@@ -85,7 +86,7 @@ func TestOneProcessDevices(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 1)
+				sizes := harness.CheckSizes(plan, executor.Float32, 1<<14, 1)
 				if len(sizes) == 0 {
 					t.Fatalf("%s: no float32 size up to 16 KiB", f)
 				}
@@ -226,7 +227,7 @@ func TestMulticast(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 1)
+				sizes := harness.CheckSizes(plan, executor.Float32, 1<<14, 1)
 				if len(sizes) == 0 {
 					t.Fatalf("%s: no float32 size up to 16 KiB", f)
 				}

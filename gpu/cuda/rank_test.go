@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func TestRankSessions(t *testing.T) {
@@ -38,7 +39,7 @@ func TestRankSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lay, err := executor.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
+			lay, err := harness.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // childEnv marks the child process of rerun.
@@ -146,7 +147,7 @@ func TestConcurrentSessions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			plan := plans[g%len(plans)]
-			size := executor.CheckSizes(plan, executor.Float32, 1<<13, 1)
+			size := harness.CheckSizes(plan, executor.Float32, 1<<13, 1)
 			if len(size) == 0 {
 				errs[g] = fmt.Errorf("plan %s: no float32 size up to 8 KiB", plan.Name)
 				return
@@ -198,7 +199,7 @@ func TestRankSessionsDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lay, err := executor.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
+			lay, err := harness.PlanLayout(plan, 1<<14, executor.Float32, plan.Inplace)
 			if err != nil {
 				t.Fatal(err)
 			}

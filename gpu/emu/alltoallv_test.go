@@ -22,6 +22,7 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -169,12 +170,12 @@ func TestAllToAllVSameTables(t *testing.T) {
 				if _, err := vp.Bind(c, 4); err != nil {
 					t.Fatal(err)
 				}
-				bufs := executor.VarBuffers(c, 4)
-				executor.FillVar(bufs, i)
+				bufs := harness.VarBuffers(c, 4)
+				harness.FillVar(bufs, i)
 				if err := sess.Launch(context.Background(), bufs); err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
-				if _, err := executor.CheckVar(bufs, c, 4, i); err != nil {
+				if _, err := harness.CheckVar(bufs, c, 4, i); err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
 				var addrs []gpu.DevPtr
@@ -247,7 +248,7 @@ func TestAllToAllVRefusals(t *testing.T) {
 				return err
 			}
 			defer sess.Close()
-			bufs := executor.VarBuffers(small, 4)
+			bufs := harness.VarBuffers(small, 4)
 			if err := sess.Launch(context.Background(), bufs); err != nil {
 				return err
 			}
@@ -275,7 +276,7 @@ func TestAllToAllVRefusals(t *testing.T) {
 			if _, err := vp.Bind(big, 4); err != nil {
 				return err
 			}
-			return sess.Launch(context.Background(), executor.VarBuffers(big, 4))
+			return sess.Launch(context.Background(), harness.VarBuffers(big, 4))
 		}, "open a new session"},
 	} {
 		err := tc.run()

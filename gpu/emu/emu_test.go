@@ -18,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/testnote"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -116,7 +117,7 @@ func matrix(plan *executor.Plan) []gputest.Case {
 		nsizes = 1
 	}
 	for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32} {
-		for i, size := range executor.CheckSizes(plan, dt, 1<<15, nsizes) {
+		for i, size := range harness.CheckSizes(plan, dt, 1<<15, nsizes) {
 			add(size, dt, false, plan.Inplace)
 			if packets || (dt == executor.Float16 && i == 0) {
 				add(size, dt, true, plan.Inplace)
@@ -125,8 +126,8 @@ func matrix(plan *executor.Plan) []gputest.Case {
 	}
 	// The other buffer mode, where the plan allows it: a collective whose
 	// results are right in that mode on the CPU backend, without races.
-	if sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 1); len(sizes) > 0 && plan.Collective != "test" && !tsan {
-		err := executor.RunChecked(context.Background(), cpu.New(), plan, sizes[0], executor.Float16, !plan.Inplace, 1)
+	if sizes := harness.CheckSizes(plan, executor.Float16, 1<<15, 1); len(sizes) > 0 && plan.Collective != "test" && !tsan {
+		err := harness.RunChecked(context.Background(), cpu.New(), plan, sizes[0], executor.Float16, !plan.Inplace, 1)
 		if err == nil {
 			add(sizes[0], executor.Float16, false, !plan.Inplace)
 		}

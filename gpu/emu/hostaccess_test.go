@@ -15,6 +15,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // hostThreads are the block sizes of TestHostAccesses: a plan runs at
@@ -137,7 +138,7 @@ func TestHostAccesses(t *testing.T) {
 			if err != nil {
 				t.Skipf("not loadable: %v", err)
 			}
-			sizes := executor.CheckSizes(plan, executor.Float16, 1<<15, 1)
+			sizes := harness.CheckSizes(plan, executor.Float16, 1<<15, 1)
 			if len(sizes) == 0 {
 				t.Skip("no valid size")
 			}
@@ -195,7 +196,7 @@ func TestHostAccessesIndependentOfWaiting(t *testing.T) {
 	// Two nodes of two ranks: port channels between the nodes (puts,
 	// signals, flushes, waits).
 	plan := gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "1", "min_message_size": "0"})
-	l, err := executor.PlanLayout(plan, executor.CheckSizes(plan, executor.Float16, 1<<15, 1)[0], executor.Float16, plan.Inplace)
+	l, err := executor.PlanLayout(plan, harness.CheckSizes(plan, executor.Float16, 1<<15, 1)[0], executor.Float16, plan.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func rankConfig() gpu.Config { return gpu.Config{Name: "gpu-emu", Open: OpenIPC, Threads: 2} }
@@ -34,7 +35,7 @@ func rankCase(t *testing.T, file string, dt executor.Numeric) gputest.RankCase {
 	}
 	var last error
 	for _, size := range []uint64{1 << 14, 1 << 16, 1 << 18} {
-		lay, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+		lay, err := harness.PlanLayout(plan, size, dt, plan.Inplace)
 		if err == nil {
 			if _, err = executor.Instantiate(plan, lay.Sizes); err == nil {
 				return gputest.RankCase{Plan: plan, Layout: lay, Opts: executor.Options{DType: dt}, Launches: 3, Dir: t.TempDir()}

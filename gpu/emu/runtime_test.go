@@ -14,6 +14,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // deadlockPlan: rank 0 waits on a memory channel that rank 1 never
@@ -173,7 +174,7 @@ func TestGraphCapture(t *testing.T) {
 				d, err := Open()
 				return &countingDriver{Driver: d, c: &calls}, err
 			}})
-			sizes := executor.CheckSizes(plan, executor.Float32, 1<<14, 2)
+			sizes := harness.CheckSizes(plan, executor.Float32, 1<<14, 2)
 			if len(sizes) == 0 {
 				t.Fatal("no valid size")
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // Case is one differential run.
@@ -60,7 +61,7 @@ const (
 // returns Same, Deadlock or Racy, or an error describing the first
 // difference.
 func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
-	l, err := executor.PlanLayout(c.Plan, c.Size, c.DType, c.InPlace)
+	l, err := harness.PlanLayout(c.Plan, c.Size, c.DType, c.InPlace)
 	if err != nil {
 		return 0, err
 	}
@@ -116,7 +117,7 @@ func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
 
 // raceRun runs the first launch of c on the CPU backend with race
 // detection and returns its error.
-func raceRun(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) error {
+func raceRun(ctx context.Context, c Case, l *harness.Layout, inst *executor.Instance) error {
 	s, err := cpu.New().Open(inst, executor.Options{DType: c.DType, LL8: c.LL8, Race: true, DeadlockTimeout: c.Timeout})
 	if err != nil {
 		return err
@@ -129,13 +130,13 @@ func raceRun(ctx context.Context, c Case, l *executor.BufferLayout, inst *execut
 
 // clean reports whether the first launch of c completes on the CPU
 // backend with race detection and no error.
-func clean(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) bool {
+func clean(ctx context.Context, c Case, l *harness.Layout, inst *executor.Instance) bool {
 	return raceRun(ctx, c, l, inst) == nil
 }
 
 // racy reports whether the CPU backend's race detection finds a race in
 // the first launch of c.
-func racy(ctx context.Context, c Case, l *executor.BufferLayout, inst *executor.Instance) bool {
+func racy(ctx context.Context, c Case, l *harness.Layout, inst *executor.Instance) bool {
 	var re *executor.RaceError
 	return errors.As(raceRun(ctx, c, l, inst), &re)
 }

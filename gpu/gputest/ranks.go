@@ -17,12 +17,13 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // RankCase is one run of rank sessions.
 type RankCase struct {
 	Plan   *executor.Plan
-	Layout *executor.BufferLayout
+	Layout *harness.Layout
 	Opts   executor.Options
 	// Hosts[r] numbers rank r's host (nil: one host).
 	Hosts    []int
@@ -66,7 +67,7 @@ func RunRanks(ctx context.Context, cfg gpu.Config, c RankCase) ([][]byte, []erro
 				if c.Configs != nil {
 					rcfg = c.Configs[r]
 				}
-				rs, err := gpu.OpenRank(ctx, rcfg, inst, c.Layout, c.Opts, cpu.World{Net: b, Host: hosts, Tag: 1000})
+				rs, err := gpu.OpenRank(ctx, rcfg, inst, c.Layout.BufferLayout, c.Opts, cpu.World{Net: b, Host: hosts, Tag: 1000})
 				if err != nil {
 					return err
 				}

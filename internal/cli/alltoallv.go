@@ -4,19 +4,18 @@ package cli
 // counts come from a file or a generator, the plan is resolved once
 // (executor.NewVarPlan) and bound to the counts, run on the CPU backend
 // or a GPU backend (whose kernel resolves the operands from a per-call
-// table, docs/gpu.md §10), and every byte of every output is compared
-// with a direct all-to-all-v computed in Go.
+// table, docs/gpu.md §10) by harness.RunCounts, which compares every
+// byte of every output with a direct all-to-all-v computed in Go.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // countsFlag is run's --counts flag.
@@ -94,71 +93,42 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	}
 	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
 	backend := rb.new(c.Int("threads"))
-	sess, err := backend.Open(inst, opts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	defer sess.Close()
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	bufs := executor.VarBuffers(counts, elem)
 	total := uint64(counts.Total()) * uint64(elem)
 	w := d.stdout
-	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
-	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
-	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
-	var elapsed time.Duration
-	var wrong uint64
-	var firstWrong error
-	races := false
-	for i := range warmup + iters {
-		seq := i
-		executor.FillVar(bufs, seq)
-		start := time.Now()
-		err := sess.Launch(ctx, bufs)
-		took := time.Since(start)
-		if dt, ok := sess.(deviceTimer); ok {
-			// The kernel alone, as run reports for the GPU backends.
-			took = dt.DeviceTime()
-		}
-		var re *executor.RaceError
-		var de *executor.DeadlockError
-		switch {
-		case errors.As(err, &de):
-			fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, err)
-			return &reportedError{code: ExitDeadlock}
-		case errors.As(err, &re):
-			if !races {
-				fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, err)
-			}
-			races = true
-		case err != nil:
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if i < warmup {
-			continue
-		}
-		elapsed += took
-		k, err := executor.CheckVar(bufs, counts, elem, seq)
-		wrong += k
-		if err != nil && firstWrong == nil {
-			firstWrong = err
-		}
+	res, err := harness.RunCounts(ctx, harness.CountsConfig{
+		Backend: backend, Instance: inst, Counts: counts, Options: opts, Iters: iters, Warmup: warmup,
+		Opened: func() {
+			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
+			fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
+			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	us := float64(elapsed.Microseconds()) / float64(iters)
+	if res.Race != nil {
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Race)
+	}
+	if res.Deadlock != nil {
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Deadlock)
+		return &reportedError{code: ExitDeadlock}
+	}
+	us := float64(res.Elapsed.Microseconds()) / float64(iters)
 	algbw := 0.0
 	if us > 0 {
 		algbw = float64(total) / 1e3 / us
 	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, dt.Name(), formatTime(us), algbw, wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, dt.Name(), formatTime(us), algbw, res.Wrong)
 	switch {
-	case races:
+	case res.Race != nil:
 		return &reportedError{code: ExitRace}
-	case firstWrong != nil:
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %v\n", path, wrong, firstWrong)
+	case res.FirstWrong != nil:
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %v\n", path, res.Wrong, res.FirstWrong)
 		return &reportedError{code: ExitError}
 	}
 	return nil
@@ -176,7 +146,7 @@ func largestBlock(c *executor.Counts) int64 {
 }
 
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will
-// not run it, and binds it to the counts of executor.VarValidationCases
+// not run it, and binds it to the counts of harness.VarValidationCases
 // (message sizes do not apply).
 func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.ElemType) bool {
 	fmt.Fprintf(w, "%s: note: an alltoallv plan (an mscclgo extension, docs/executor.md): MSCCL++ refuses it: its collective \"alltoallv\" matches no MSCCL++ collective and its min_message_size %d > max_message_size %d admits no message size, so MSCCL++'s executor rejects every call instead of reading its chunks as equal slices; mscclgo runs it with run --counts\n",
@@ -186,7 +156,7 @@ func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.Ele
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	for _, vc := range executor.VarValidationCases(len(plan.GPUs)) {
+	for _, vc := range harness.VarValidationCases(len(plan.GPUs)) {
 		if _, err := vp.Bind(vc.Counts, dt.Size()); err != nil {
 			fmt.Fprintf(w, "%s: counts %q: %v\n", path, vc.Name, err)
 			return false

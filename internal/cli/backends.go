@@ -20,16 +20,20 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/emu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // runBackend is a backend this binary can run plans on; threads is the
 // --threads flag (threads per block of the GPU backends, 0: default).
 // gpuConfig, for the GPU backends, is the configuration of a rank session
-// of a multi-process run (runmp.go) on device number device.
+// of a multi-process run (runmp.go) on device number device. memory says
+// what the backend allocates in host memory besides the buffers, for the
+// memory estimate of a run (DeviceCopies, LaunchCheck).
 type runBackend struct {
 	name      string
 	new       func(threads int) executor.Backend
 	gpuConfig func(threads, device int) gpu.Config
+	memory    harness.MemoryOptions
 }
 
 // workerName is the cuda-tagged binary that runs --backend gpu.
@@ -52,7 +56,10 @@ func runBackends() []runBackend {
 		cfg := func(threads, _ int) gpu.Config {
 			return gpu.Config{Name: "gpu-emu", Open: emu.OpenIPC, Threads: threads}
 		}
-		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, new: func(threads int) executor.Backend {
+		// The device memory is host memory, and the launches are
+		// checked with the CPU backend.
+		mem := harness.MemoryOptions{DeviceCopies: true, LaunchCheck: true}
+		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, memory: mem, new: func(threads int) executor.Backend {
 			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
 		}})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 // maxExplained bounds the (rank, chunk) groups of wrong elements whose
@@ -25,7 +26,7 @@ const maxPathShown = 4
 type wrongGroup struct {
 	rank  int
 	chunk uint64
-	first executor.WrongElement
+	first harness.WrongElement
 	n     uint64
 }
 
@@ -33,7 +34,7 @@ type wrongGroup struct {
 type pattern struct {
 	key    string
 	x      *cpu.Explanation
-	first  executor.WrongElement
+	first  harness.WrongElement
 	n      uint64
 	groups []wrongGroup
 }
@@ -47,7 +48,7 @@ type pattern struct {
 // when it cannot explain (a collective whose elements have no defined
 // contributions, or a re-run without wrong data), and the caller falls
 // back to the last writers.
-func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *executor.BufferLayout, checker *executor.Checker, opts executor.Options) bool {
+func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *harness.Layout, checker *harness.Checker, opts executor.Options) bool {
 	if l.Contributions(0, 0) == nil {
 		return false
 	}
@@ -122,7 +123,7 @@ func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *
 	}
 	for i, p := range pats[:min(len(pats), maxPatterns)] {
 		fmt.Fprintf(w, "  pattern %d, first element: rank %d output[%d]%s: want %g, got %g\n", i+1, p.first.Rank, p.first.Offset, chunkOf(inst, p.first.Offset), p.first.Want, p.first.Got)
-		printExplanation(w, inst, l, p.x)
+		printExplanation(w, inst, l.BufferLayout, p.x)
 	}
 	return true
 }

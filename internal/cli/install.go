@@ -169,7 +169,7 @@ func installProgressLine(ev planset.InstallEvent) string {
 			continue
 		}
 		if len(p.Sizes) == 0 {
-			b.WriteString(" validated with the counts matrices of executor.VarValidationCases")
+			b.WriteString(" validated with the counts matrices of harness.VarValidationCases")
 			continue
 		}
 		b.WriteString(" validated at ")

@@ -3,12 +3,13 @@ package cli
 // membudget.go holds the memory budget of `mscclgo run`: by default half
 // of the machine's memory (MemTotal of /proc/meminfo, or the cgroup's
 // limit when lower), which --max-memory replaces, and the refusal of a
-// run whose estimated memory use (executor.EstimateMemory) is above it.
+// run whose estimated memory use (harness.EstimateMemory) is above it.
 
 import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
@@ -50,7 +51,7 @@ type memoryError struct{ msg string }
 func (e *memoryError) Error() string { return e.msg }
 
 // checkBudget refuses a run of size whose estimated use is above b.
-func checkBudget(path string, size uint64, use executor.MemoryUse, b memoryBudget) error {
+func checkBudget(path string, size uint64, use harness.MemoryUse, b memoryBudget) error {
 	if b.bytes == 0 || use.Total() <= b.bytes {
 		return nil
 	}

@@ -5,7 +5,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func TestRunBudget(t *testing.T) {
@@ -27,7 +27,7 @@ func TestRunBudget(t *testing.T) {
 
 func TestCheckBudget(t *testing.T) {
 	t.Parallel()
-	use := executor.MemoryUse{Ranks: 8, Buffers: 32 << 30, Tables: 8 << 30}
+	use := harness.MemoryUse{Ranks: 8, Buffers: 32 << 30, Tables: 8 << 30}
 	err := checkBudget("plan.json", 4<<30, use, memoryBudget{bytes: 12 << 30, why: "half of this machine's 24.0 GiB"})
 	want := "plan.json: size 4294967296: a run needs about 40.0 GiB (8 ranks × 4.0 GiB of buffers + 8.0 GiB of generator and expected-result tables), " +
 		"above the memory budget of 12.0 GiB (half of this machine's 24.0 GiB); --max-memory raises it"

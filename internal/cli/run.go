@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	planfmt "github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/harness"
 )
 
 func runCommand(d *deps) *cli.Command {
@@ -65,12 +66,6 @@ func runCommand(d *deps) *cli.Command {
 	}
 }
 
-// deviceTimer is a session that times its last launch on the device
-// (the GPU backends), excluding its copies of the caller's buffers.
-type deviceTimer interface {
-	DeviceTime() time.Duration
-}
-
 // runOptions are the parsed flags of mscclgo run.
 type runOptions struct {
 	nvlsSaid  bool // the NVLS branch was reported (once per run)
@@ -83,7 +78,7 @@ type runOptions struct {
 	inPlace   bool
 	backend   runBackend
 	opts      executor.Options
-	fill      executor.FillMode
+	fill      harness.FillMode
 	budget    memoryBudget
 	// digest is the plan's SHA-256, which the ranks of a launched run
 	// compare.
@@ -107,7 +102,7 @@ func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOption
 		if o.dtype != executor.Int32 {
 			return nil, usageErr("--integer-fill applies to --dtype int32 only")
 		}
-		o.fill = executor.IntegerFill
+		o.fill = harness.IntegerFill
 	}
 	if o.backend, err = pickBackend(c.String("backend")); err != nil {
 		return nil, err
@@ -226,13 +221,12 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	return sizes, true, nil
 }
 
-// runResult is the outcome of one size.
+// runResult is a row of the table: the mean time per launch, and the
+// wrong elements when checked.
 type runResult struct {
-	timeUS   float64
-	wrong    uint64
-	checked  bool
-	race     bool
-	deadlock bool
+	timeUS  float64
+	wrong   uint64
+	checked bool
 }
 
 func runRun(c *cli.Context, d *deps) error {
@@ -284,7 +278,6 @@ func runRun(c *cli.Context, d *deps) error {
 		limit = int64(min(o.budget.bytes, math.MaxInt64))
 	}
 	debug.SetMemoryLimit(limit)
-	checker := executor.NewChecker()
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -294,40 +287,61 @@ func runRun(c *cli.Context, d *deps) error {
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)
 	table := newRunTable(w, o.dtype)
-
+	cfg := o.config(plan)
+	cfg.Backend = backend
+	cfg.KeepGoing = c.Bool("keep-going")
 	var (
-		ran   int
-		races bool
+		ran      int
+		races    bool
+		deadlock bool
 	)
-	for _, size := range o.sizes {
-		layout, inst, err := prepareSize(path, plan, size, o)
-		if err != nil {
-			var me *memoryError
-			if errors.As(err, &me) {
-				return err // it names the plan and the size; larger sizes need more
-			}
-			err = in.locate(err)
-			if !o.sweep {
-				return atSize(path, size, err)
-			}
-			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
-			continue
+	cfg.Done = func(res harness.SizeResult) {
+		if res.Skipped != nil {
+			fmt.Fprintf(w, "# skipped size %d: %v\n", res.Size, in.locate(res.Skipped))
+			return
 		}
-		res, err := runSize(ctx, backend, inst, layout, checker, o, path, d.stderr)
-		if err != nil {
-			return atSize(path, size, err)
+		if res.NVLS != "" && !o.nvlsSaid {
+			fmt.Fprintf(d.stderr, "mscclgo: %s: NVLS: %s\n", path, res.NVLS)
+			o.nvlsSaid = true
 		}
-		if res.deadlock {
-			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", size)
-			return &reportedError{code: ExitDeadlock}
+		// The race and the wrong data in the order of their launches (a
+		// launch's race is found before its outputs are checked).
+		race, wrong := res.Race, res.FirstWrong
+		if race != nil && (wrong == nil || race.Launch <= wrong.Launch) {
+			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
+			race = nil
+		}
+		if wrong != nil {
+			explain := func(w io.Writer) bool {
+				return explainWrong(ctx, w, res.Instance, res.Layout, cfg.Checker, o.opts)
+			}
+			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain)
+		}
+		if race != nil {
+			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
+		}
+		if dl := res.Deadlock; dl != nil {
+			launch := fmt.Sprintf("launch %d", dl.Launch)
+			if dl.Warmup {
+				launch = "warm-up " + launch
+			}
+			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, %s: %v\n", path, res.Size, launch, dl.Err)
+			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", res.Size)
+			deadlock = true
+			return
 		}
 		ran++
-		races = races || res.race
-		table.row(layout, res)
-		if res.wrong > 0 && !c.Bool("keep-going") && size != o.sizes[len(o.sizes)-1] {
-			fmt.Fprintf(w, "# stopped after size %d, which has wrong data (--keep-going runs the remaining sizes)\n", size)
-			break
+		races = races || res.Race != nil
+		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		if res.Stopped {
+			fmt.Fprintf(w, "# stopped after size %d, which has wrong data (--keep-going runs the remaining sizes)\n", res.Size)
 		}
+	}
+	if _, err := harness.Run(ctx, cfg); err != nil {
+		return o.runError(path, err, in.locate)
+	}
+	if deadlock {
+		return &reportedError{code: ExitDeadlock}
 	}
 	table.end()
 	switch {
@@ -340,6 +354,49 @@ func runRun(c *cli.Context, d *deps) error {
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
 	}
 	return nil
+}
+
+// config is the harness run of o for plan, without its backend.
+func (o *runOptions) config(plan *executor.Plan) harness.Config {
+	return harness.Config{
+		Plan:      plan,
+		Sizes:     o.sizes,
+		Sweep:     o.sweep,
+		DType:     o.dtype,
+		InPlace:   o.inPlace,
+		Iters:     o.iters,
+		Warmup:    o.warmup,
+		Fill:      o.fill,
+		SplitMask: o.splitMask,
+		Options:   o.opts,
+		Memory:    o.backend.memory,
+		Budget:    o.budget.bytes,
+		Checker:   harness.NewChecker(),
+	}
+}
+
+// rowOf is the table row of res.
+func (o *runOptions) rowOf(res harness.SizeResult) runResult {
+	us := max(float64(res.Elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
+	return runResult{timeUS: us, wrong: res.Wrong, checked: res.Checked}
+}
+
+// runError names the plan and the size of err, an error of harness.Run
+// or harness.RunRank; locate, if set, points a size the plan rejects
+// at the source of a .star input.
+func (o *runOptions) runError(path string, err error, locate func(error) error) error {
+	var be *harness.BudgetError
+	if errors.As(err, &be) {
+		return checkBudget(path, be.Size, be.Use, o.budget) // it names the plan and the size
+	}
+	var se *harness.SizeError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if se.Prepare && locate != nil {
+		return atSize(path, se.Size, locate(se.Err))
+	}
+	return atSize(path, se.Size, se.Err)
 }
 
 // atSize names the plan and the message size of err, the size once: not
@@ -377,223 +434,29 @@ func formatTime(us float64) string {
 	return fmt.Sprintf("%7.2f", us)
 }
 
-// prepareSize lays out the buffers for size, instantiates the plan, makes
-// the checks of a launch (executor.CheckLaunch) and refuses a run above
-// the memory budget (a *memoryError), all before anything is allocated
-// for the size.
-func prepareSize(path string, plan *executor.Plan, size uint64, o *runOptions) (*executor.BufferLayout, *executor.Instance, error) {
-	layout, err := executor.PlanLayout(plan, size, o.dtype, o.inPlace)
-	if err != nil {
-		return nil, nil, err
-	}
-	layout.Fill = o.fill
-	layout.SplitMask = o.splitMask
-	inst, err := executor.Instantiate(plan, layout.Sizes)
-	if err != nil {
-		return nil, nil, err
-	}
-	use := executor.EstimateMemory(inst, layout, executor.MemoryOptions{
-		Iters:        o.iters + o.warmup,
-		Race:         o.opts.Race,
-		Tables:       true,
-		DeviceCopies: o.backend.name == "gpu-emu",
-		LaunchCheck:  o.backend.name != "cpu",
-	})
-	if err := checkBudget(path, size, use, o.budget); err != nil {
-		return nil, nil, err
-	}
-	if err := executor.CheckLaunch(inst, layout, o.opts.LL8); err != nil {
-		return nil, nil, err
-	}
-	return layout, inst, nil
-}
-
-// runSize runs the iterations of one size: fill, launch, check. The
-// inputs and the expected results come from checker's tables, which are
-// built once for the largest size and reused.
-func runSize(ctx context.Context, backend executor.Backend, inst *executor.Instance, layout *executor.BufferLayout, checker *executor.Checker, o *runOptions, path string, stderr io.Writer) (res runResult, err error) {
-	sess, err := backend.Open(inst, o.opts)
-	if err != nil {
-		return res, err
-	}
-	if n, ok := sess.(interface{ NVLS() string }); ok && n.NVLS() != "" && !o.nvlsSaid {
-		fmt.Fprintf(stderr, "mscclgo: %s: NVLS: %s\n", path, n.NVLS())
-		o.nvlsSaid = true
-	}
-	defer func() {
-		if cerr := sess.Close(); err == nil && !res.deadlock {
-			err = cerr
-		}
-	}()
-	slots := make([][]executor.RankBuffers, layout.Slots())
-	for i := range slots {
-		slots[i] = layout.Alloc()
-	}
-	for it := 0; it < o.warmup; it++ {
-		// Warm-up launches: filled as the first timed one, neither timed
-		// nor checked (nccl-tests -w).
-		bufs := slots[it%len(slots)]
-		if err := fillInputs(checker, layout, bufs, 0); err != nil {
-			return res, err
-		}
-		if err := sess.Launch(ctx, bufs); err != nil {
-			var dl *executor.DeadlockError
-			if errors.As(err, &dl) {
-				fmt.Fprintf(stderr, "mscclgo: %s: size %d, warm-up launch %d: %v\n", path, layout.Size, it, err)
-				res.deadlock = true
-				return res, nil
-			}
-			var race *executor.RaceError
-			if !errors.As(err, &race) {
-				return res, fmt.Errorf("warm-up launch %d: %w", it, err)
-			}
-		}
-	}
-	var elapsed time.Duration
-	reportedWrong := false
-	res.checked = layout.Checked()
-	for it := 0; it < o.iters; it++ {
-		bufs := slots[it%len(slots)]
-		if err := fillInputs(checker, layout, bufs, it); err != nil {
-			return res, err
-		}
-		start := time.Now()
-		lerr := sess.Launch(ctx, bufs)
-		if dt, ok := sess.(deviceTimer); ok {
-			// The kernel alone, without the copies to and from the device.
-			elapsed += dt.DeviceTime()
-		} else {
-			elapsed += time.Since(start)
-		}
-		var dl *executor.DeadlockError
-		var race *executor.RaceError
-		switch {
-		case errors.As(lerr, &dl):
-			fmt.Fprintf(stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, layout.Size, it, lerr)
-			res.deadlock = true
-			return res, nil
-		case errors.As(lerr, &race):
-			if !res.race {
-				fmt.Fprintf(stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, layout.Size, it, lerr)
-			}
-			res.race = true
-		case lerr != nil:
-			return res, lerr
-		}
-		if !res.checked {
-			continue
-		}
-		wrong, err := checker.Check(layout, bufs, it)
-		if err != nil {
-			return res, err
-		}
-		for _, n := range wrong {
-			if n > 0 && res.wrong == 0 && !reportedWrong {
-				// The first launch with wrong data: where, per rank.
-				reportedWrong = true
-				explain := func(w io.Writer) bool { return explainWrong(ctx, w, inst, layout, checker, o.opts) }
-				reportWrong(stderr, path, inst, layout, bufs, it, wrong, explain)
-			}
-			res.wrong += n
-		}
-	}
-	res.timeUS = max(float64(elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
-	return res, nil
-}
-
-// fillInputs fills the inputs of launch seq: from checker's generator
-// table when the outputs are checked (the table serves the checks too),
-// in place otherwise (no table to keep).
-func fillInputs(checker *executor.Checker, l *executor.BufferLayout, bufs []executor.RankBuffers, seq int) error {
-	if l.Checked() {
-		return checker.FillInputs(l, bufs, seq)
-	}
-	l.FillInputs(bufs, seq)
-	return nil
-}
-
-// maxWrongShown is how many wrong elements reportWrong shows per rank.
-const maxWrongShown = 3
-
-// reportWrong reports the wrong data of launch it: explained by explain
+// reportWrong reports the wrong data of a launch: explained by explain
 // (explainWrong) when it can, or else, for each rank with wrong data, its
 // first wrong elements: byte offset, chunk, expected and actual values,
 // and the ops that write that byte (with their .star positions).
-func reportWrong(w io.Writer, path string, inst *executor.Instance, l *executor.BufferLayout, bufs []executor.RankBuffers, it int, wrong []uint64, explain func(io.Writer) bool) {
-	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, it)
+func reportWrong(w io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool) {
+	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, rep.Launch)
 	if explain != nil && explain(w) {
 		return
 	}
-	for r, n := range wrong {
-		if n == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "  rank %d: %d wrong element(s)\n", r, n)
-		for _, e := range l.Wrong(bufs, it, r, maxWrongShown) {
+	for _, rw := range rep.Ranks {
+		fmt.Fprintf(w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
+		for _, e := range rw.Elements {
 			chunk := ""
 			if inst.ChunkBytes > 0 {
 				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
 			}
 			fmt.Fprintf(w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
-			ws := writers(inst, r, executor.Output, e.Offset)
-			if in, ok := l.OutputInInput(r, e.Offset); ok {
-				ws = append(ws, writers(inst, r, executor.Input, in)...)
-			}
-			switch {
-			case len(ws) == 0:
+			if len(e.Writers) == 0 {
 				fmt.Fprintf(w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
-			default:
-				for _, s := range ws {
-					fmt.Fprintf(w, "      written by %s\n", s)
-				}
+			}
+			for _, s := range e.Writers {
+				fmt.Fprintf(w, "      written by %s\n", s)
 			}
 		}
 	}
-}
-
-// maxWriters bounds the ops writers lists.
-const maxWriters = 4
-
-// writers lists the ops of inst whose destinations cover byte off of
-// rank's buffer bt: local destinations of the rank's own ops, remote ones
-// of its peers', and switch destinations whose group it is in.
-func writers(inst *executor.Instance, rank int, bt executor.BufferType, off uint64) []string {
-	var out []string
-	covers := func(r executor.Region, owner int) bool {
-		return owner == rank && r.Buffer == bt && off >= r.Offset && off-r.Offset < r.Size
-	}
-	var visit func(r int, tb int, op *executor.OpInstance)
-	visit = func(r, tb int, op *executor.OpInstance) {
-		for i := range op.Body {
-			visit(r, tb, &op.Body[i])
-		}
-		for i, d := range op.Dst {
-			hit := false
-			switch executor.DstKind(op.Type, i) {
-			case executor.SwitchOperand:
-				if d.Switch >= 0 && d.Switch < len(inst.Ranks[r].Switches) {
-					g := inst.Ranks[r].Switches[d.Switch]
-					for _, m := range g.Ranks {
-						hit = hit || (m == rank && g.Buffer == bt && off >= d.Offset && off-d.Offset < d.Size)
-					}
-				}
-			case executor.RemoteOperand:
-				hit = covers(d, d.Rank)
-			default:
-				hit = covers(d, r)
-			}
-			if hit && len(out) < maxWriters {
-				out = append(out, fmt.Sprintf("rank %d tb %d %s", r, tb, op.Describe()))
-				return
-			}
-		}
-	}
-	for r := range inst.Ranks {
-		for _, tb := range inst.Ranks[r].TBs {
-			for i := range tb.Ops {
-				visit(r, tb.ID, &tb.Ops[i])
-			}
-		}
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/timeline"
 	"github.com/mscclgo/mscclgo/trace"
@@ -129,7 +130,7 @@ func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *exe
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := checkBudget(in.name, size, executor.EstimateMemory(inst, layout, executor.MemoryOptions{Iters: 1}), budget); err != nil {
+		if err := checkBudget(in.name, size, harness.EstimateMemory(inst, layout, harness.MemoryOptions{Iters: 1}), budget); err != nil {
 			return nil, nil, err
 		}
 		tl, err = cpu.Record(c.Context, inst, executor.Options{DType: dt}, layout.Alloc())

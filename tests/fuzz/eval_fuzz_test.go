@@ -32,6 +32,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	planfmt "github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -122,7 +123,7 @@ func FuzzEval(f *testing.F) {
 	}
 	// The inputs and expected results of every run come from one Checker,
 	// which generates them once for all inputs.
-	checker := executor.NewChecker()
+	checker := harness.NewChecker()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := generate(data)
 		in.checker = checker
@@ -150,7 +151,7 @@ type input struct {
 	fusionSafe bool
 	defines    map[string]string // -D name=value
 	dtype      executor.ElemType
-	checker    *executor.Checker // fills inputs and checks results
+	checker    *harness.Checker // fills inputs and checks results
 }
 
 // generate turns fuzz data into a script.
@@ -358,7 +359,7 @@ func checkFusionVariant(t *testing.T, in input, orig *evalOutcome, runs []*sessi
 		if err != nil {
 			continue // an unfused glre, say
 		}
-		layout, err := executor.PlanLayout(plan, r.size, in.dtype, plan.Inplace)
+		layout, err := harness.PlanLayout(plan, r.size, in.dtype, plan.Inplace)
 		if err != nil {
 			failf(t, vin, "program %q: size %d fits the original plan, not this one: %v", p.Name(), r.size, err)
 		}
@@ -431,7 +432,7 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 	if err := plan.AttachSources(sm, data); err != nil {
 		failf(t, in, "program %q: AttachSources: %v", p.Name(), err)
 	}
-	sizes := executor.CheckSizes(plan, in.dtype, 1<<16, 3)
+	sizes := harness.CheckSizes(plan, in.dtype, 1<<16, 3)
 	if len(sizes) == 0 {
 		if in.correct {
 			failf(t, in, "template program %q: CheckSizes finds no valid message size", p.Name())
@@ -448,7 +449,7 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 	// At the other sizes, check --size and the CPU backend's checks
 	// before a launch agree.
 	for _, size := range sizes[1:] {
-		layout, err := executor.PlanLayout(plan, size, in.dtype, plan.Inplace)
+		layout, err := harness.PlanLayout(plan, size, in.dtype, plan.Inplace)
 		if err != nil {
 			failf(t, in, "program %q: size %d from CheckSizes: PlanLayout: %v", p.Name(), size, err)
 		}
@@ -468,9 +469,9 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 // Instantiate) and the CPU backend (cpu.Check: what Open and a launch
 // check before anything runs) accept inst with the buffers of layout
 // alike, with LL packets of 8 bytes or 16, and reports whether they do.
-func launchChecksAgree(t *testing.T, in input, name string, inst *executor.Instance, layout *executor.BufferLayout, ll8 bool) bool {
+func launchChecksAgree(t *testing.T, in input, name string, inst *executor.Instance, layout *harness.Layout, ll8 bool) bool {
 	t.Helper()
-	checkErr := executor.CheckLaunch(inst, layout, ll8)
+	checkErr := executor.CheckLaunch(inst, layout.BufferLayout, ll8)
 	runErr := cpu.Check(inst, executor.Options{DType: in.dtype, Race: true, LL8: ll8}, layout.Alloc())
 	switch {
 	case checkErr == nil && runErr != nil:
@@ -487,7 +488,7 @@ func launchChecksAgree(t *testing.T, in input, name string, inst *executor.Insta
 // session: two runs free of races compute the same bytes (see
 // comparable).
 func runPlan(t *testing.T, in input, name string, plan *executor.Plan, size uint64) *session {
-	layout, err := executor.PlanLayout(plan, size, in.dtype, plan.Inplace)
+	layout, err := harness.PlanLayout(plan, size, in.dtype, plan.Inplace)
 	if err != nil {
 		failf(t, in, "program %q: size %d from CheckSizes: PlanLayout: %v", name, size, err)
 	}
@@ -610,12 +611,12 @@ type session struct {
 // iters times, filling and checking as mscclgo run does; snaps are every
 // rank's input and output after each launch. Errors of the backend other
 // than a deadlock or a race, and a hang, fail the test.
-func runSession(t *testing.T, in input, name string, inst *executor.Instance, layout *executor.BufferLayout, opts executor.Options) *session {
+func runSession(t *testing.T, in input, name string, inst *executor.Instance, layout *harness.Layout, opts executor.Options) *session {
 	t.Helper()
 	out := &session{size: layout.Size, portOverlap: portWritesOverlap(inst)}
 	checker := in.checker
 	if checker == nil {
-		checker = executor.NewChecker()
+		checker = harness.NewChecker()
 	}
 	var fail error
 	bufs := layout.Alloc()

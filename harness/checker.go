@@ -1,4 +1,4 @@
-package executor
+package harness
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // maxSizeTries bounds the consecutive multiples of a plan's size unit
@@ -27,7 +29,7 @@ const maxSizeTries = 64
 // unit, fill up to n: a plan whose range starts at 2 MiB + 1 is validated
 // at the three smallest valid sizes above 2 MiB, never above its
 // MaxMessageSize.
-func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
+func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
 	if n <= 0 {
 		return nil
 	}
@@ -41,8 +43,8 @@ func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
 		if err != nil {
 			return false
 		}
-		inst, err := Instantiate(plan, l.Sizes)
-		return err == nil && CheckLaunch(inst, l, false) == nil
+		inst, err := executor.Instantiate(plan, l.Sizes)
+		return err == nil && executor.CheckLaunch(inst, l.BufferLayout, false) == nil
 	}
 	// The smallest valid size: the first valid multiple of unit in range.
 	lo := max(plan.MinMessageSize, unit)
@@ -102,7 +104,7 @@ func CheckSizes(plan *Plan, dt ElemType, maxBytes uint64, n int) []uint64 {
 
 // sizeUnit is the smallest message size worth trying: the alignment times
 // the chunk counts and the rank count, so that every buffer divides.
-func sizeUnit(plan *Plan, dt ElemType) uint64 {
+func sizeUnit(plan *executor.Plan, dt executor.ElemType) uint64 {
 	a := plan.BufferAlignment
 	if a == 0 {
 		a = 16
@@ -130,7 +132,7 @@ func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
 // RunChecked runs plan at one message size for iters launches on backend,
 // with race detection, checking the results of every launch (plans
 // without a defined result only run).
-func RunChecked(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
+func RunChecked(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
 	return NewChecker().Run(ctx, backend, plan, size, dt, inPlace, iters)
 }
 
@@ -208,7 +210,7 @@ func rowsFor(n int) int { return (n + fillThreads - 1) / fillThreads }
 
 // gen returns the generator table of dt and mode serving n elements at
 // shifts up to shift (c.mu held).
-func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error) {
+func (c *Checker) gen(dt executor.Numeric, mode FillMode, n, shift int) (*genTable, error) {
 	k := genKey{dt.Name(), mode}
 	t := c.gens[k]
 	if t.covers(n, shift) {
@@ -231,7 +233,7 @@ func (c *Checker) gen(dt Numeric, mode FillMode, n, shift int) (*genTable, error
 
 // buildGen computes rows × width generator values, as FillWith does for
 // its fillThreads threads.
-func buildGen(dt Numeric, mode FillMode, rows, width int) (*genTable, error) {
+func buildGen(dt executor.Numeric, mode FillMode, rows, width int) (*genTable, error) {
 	es := dt.Size()
 	if es != 2 && es != 4 {
 		return nil, fmt.Errorf("checker: fill of %d-byte %s elements", es, dt.Name())
@@ -269,7 +271,7 @@ func buildGen(dt Numeric, mode FillMode, rows, width int) (*genTable, error) {
 // rank count and split mask serving n elements at shifts (iterations) up
 // to shift: column t of a row is the sum, in rank order, of the generator
 // values at t + seedRank(r) (c.mu held).
-func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
+func (c *Checker) sum(l *Layout, n, shift int) (*genTable, error) {
 	k := sumKey{genKey{l.DType.Name(), l.Fill}, l.NRanks, l.SplitMask}
 	t := c.sums[k]
 	if t.covers(n, shift) {
@@ -304,7 +306,7 @@ func (c *Checker) sum(l *BufferLayout, n, shift int) (*genTable, error) {
 
 // FillInputs fills every rank's input for iteration seq, as
 // l.FillInputs does, from the Checker's data.
-func (c *Checker) FillInputs(l *BufferLayout, bufs []RankBuffers, seq int) error {
+func (c *Checker) FillInputs(l *Layout, bufs []executor.RankBuffers, seq int) error {
 	if len(bufs) == 0 {
 		return nil
 	}
@@ -331,7 +333,7 @@ func (c *Checker) FillInputs(l *BufferLayout, bufs []RankBuffers, seq int) error
 // Check compares every rank's output after iteration seq with the
 // expected result and returns the number of wrong elements per rank, as
 // l.Check does, from the Checker's data.
-func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64, error) {
+func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint64, error) {
 	if len(bufs) != l.NRanks {
 		return nil, fmt.Errorf("check: %d buffer sets for %d ranks", len(bufs), l.NRanks)
 	}
@@ -360,58 +362,120 @@ func (c *Checker) Check(l *BufferLayout, bufs []RankBuffers, seq int) ([]uint64,
 		}
 		wg.Wait()
 	}
-	c.mu.Lock()
-	var t *genTable
-	var err error
-	switch l.c {
-	case noResult:
-		err = ErrNoCheck
-	case allReduce, reduceScatter:
-		t, err = c.sum(l, max(inE, outE), seq)
-	case allGather, allToAll:
-		t, err = c.gen(l.DType, l.Fill, inE, n-1+seq)
-	case sendRecv:
-		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
-			err = fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
-			break
-		}
-		t, err = c.gen(l.DType, l.Fill, inE, l.NRanks/(l.SplitMask+1)-1+seq)
-	}
-	c.mu.Unlock()
+	t, err := c.table(l, seq)
 	if err != nil {
 		return nil, err
 	}
-	switch l.c {
-	case allReduce:
+	switch l.Kind() {
+	case executor.AllReduce:
 		forRanks(func(me int) { wrong[me] = compare(t, seq, 0, outE, bufs[me].Output, true) })
-	case reduceScatter:
+	case executor.ReduceScatter:
 		forRanks(func(me int) { wrong[me] = compare(t, seq, me*outE, (me+1)*outE, bufs[me].Output, true) })
-	case allGather:
+	case executor.AllGather:
 		forRanks(func(me int) {
 			for r := 0; r < n; r++ {
 				wrong[me] += compare(t, r+seq, 0, inE, bufs[me].Output[r*inE*es:], false)
 			}
 		})
-	case allToAll:
+	case executor.AllToAll:
 		m := inE / n
 		forRanks(func(me int) {
 			for r := 0; r < n; r++ {
 				wrong[me] += compare(t, r+seq, me*m, (me+1)*m, bufs[me].Output[r*m*es:], false)
 			}
 		})
-	case sendRecv:
+	case executor.SendRecv:
 		forRanks(func(me int) { wrong[me] = compare(t, l.prevGroup(me)+seq, 0, outE, bufs[me].Output, false) })
 	}
 	return wrong, nil
+}
+
+// table returns the table the expected results of l after iteration seq
+// are windows of: the reference sums for reductions, the generator
+// otherwise.
+func (c *Checker) table(l *Layout, seq int) (*genTable, error) {
+	es := l.DType.Size()
+	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch l.Kind() {
+	case executor.AllReduce, executor.ReduceScatter:
+		return c.sum(l, max(inE, outE), seq)
+	case executor.AllGather, executor.AllToAll:
+		return c.gen(l.DType, l.Fill, inE, l.NRanks-1+seq)
+	case executor.SendRecv:
+		if l.SplitMask < 0 || l.NRanks%(l.SplitMask+1) != 0 {
+			return nil, fmt.Errorf("check: split mask %d does not group %d ranks evenly", l.SplitMask, l.NRanks)
+		}
+		return c.gen(l.DType, l.Fill, inE, l.NRanks/(l.SplitMask+1)-1+seq)
+	}
+	return nil, ErrNoCheck
+}
+
+// Expected is l.Expected from the Checker's data: what rank's output
+// must hold after iteration seq, ErrNoCheck without a defined result.
+func (c *Checker) Expected(l *Layout, rank, seq int) ([]byte, error) {
+	if rank < 0 || rank >= l.NRanks {
+		return nil, fmt.Errorf("check: rank %d of %d", rank, l.NRanks)
+	}
+	t, err := c.table(l, seq)
+	if err != nil {
+		return nil, err
+	}
+	es := l.DType.Size()
+	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
+	n := l.NRanks
+	// copyOut copies elements [lo, hi) of the table at shift to dst.
+	copyOut := func(shift, lo, hi int, dst []byte) {
+		t.each(shift, lo, hi, func(piece []byte, at int) { copy(dst[at*es:], piece) })
+	}
+	var out []byte
+	switch l.Kind() {
+	case executor.AllReduce:
+		out = make([]byte, outE*es)
+		copyOut(seq, 0, outE, out)
+	case executor.ReduceScatter:
+		out = make([]byte, outE*es)
+		copyOut(seq, rank*outE, (rank+1)*outE, out)
+	case executor.AllGather:
+		out = make([]byte, n*inE*es)
+		for r := range n {
+			copyOut(r+seq, 0, inE, out[r*inE*es:])
+		}
+	case executor.AllToAll:
+		m := inE / n
+		out = make([]byte, n*m*es)
+		for r := range n {
+			copyOut(r+seq, rank*m, (rank+1)*m, out[r*m*es:])
+		}
+	case executor.SendRecv:
+		out = make([]byte, outE*es)
+		copyOut(l.prevGroup(rank)+seq, 0, outE, out)
+	}
+	return out, nil
+}
+
+// Wrong is l.Wrong from the Checker's data: up to max elements of rank's
+// output that Check counts as wrong after iteration seq, in offset
+// order. It builds the expected output of that rank alone.
+func (c *Checker) Wrong(l *Layout, bufs []executor.RankBuffers, seq, rank, max int) ([]WrongElement, error) {
+	if rank < 0 || rank >= len(bufs) {
+		return nil, fmt.Errorf("check: rank %d of %d buffer sets", rank, len(bufs))
+	}
+	want, err := c.Expected(l, rank, seq)
+	if err != nil {
+		return nil, err
+	}
+	return l.wrongIn(bufs[rank].Output, want, rank, max), nil
 }
 
 // nearCount is l.near(got, want) with the 16-bit floating-point types
 // viewed as element slices (on a little-endian host, for aligned
 // buffers): bit-identical elements are skipped without conversion, the
 // others compared in float64 as l.near compares them.
-func nearCount(l *BufferLayout, got, want []byte) uint64 {
-	dt, ok := l.DType.(ElemType)
-	if !ok || (dt != Float16 && dt != BFloat16) || !nativeLE || len(want) < 2 || len(got) < len(want) ||
+func nearCount(l *Layout, got, want []byte) uint64 {
+	dt, ok := l.DType.(executor.ElemType)
+	if !ok || (dt != executor.Float16 && dt != executor.BFloat16) || !nativeLE || len(want) < 2 || len(got) < len(want) ||
 		(uintptr(unsafe.Pointer(&got[0]))|uintptr(unsafe.Pointer(&want[0])))&1 != 0 {
 		return l.near(got, want)
 	}
@@ -424,8 +488,8 @@ func nearCount(l *BufferLayout, got, want []byte) uint64 {
 			continue
 		}
 		var o, e float64
-		if dt == Float16 {
-			o, e = float64(math.Float32frombits(f16ToF32Table[y])), float64(math.Float32frombits(f16ToF32Table[x]))
+		if dt == executor.Float16 {
+			o, e = float64(executor.F16ToF32(y)), float64(executor.F16ToF32(x))
 		} else {
 			o, e = float64(math.Float32frombits(uint32(y)<<16)), float64(math.Float32frombits(uint32(x)<<16))
 		}
@@ -436,20 +500,27 @@ func nearCount(l *BufferLayout, got, want []byte) uint64 {
 	return wrong
 }
 
+// nativeLE reports a little-endian host, where nearCount views the bytes
+// as elements.
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// view16 views b, 2-byte aligned, as 16-bit elements.
+func view16(b []byte) []uint16 { return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2) }
+
 // Run is RunChecked with the Checker's data.
-func (c *Checker) Run(ctx context.Context, backend Backend, plan *Plan, size uint64, dt ElemType, inPlace bool, iters int) error {
+func (c *Checker) Run(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
 	l, err := PlanLayout(plan, size, dt, inPlace)
 	if err != nil {
 		return err
 	}
-	inst, err := Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(plan, l.Sizes)
 	if err != nil {
 		return err
 	}
-	if err := CheckLaunch(inst, l, false); err != nil {
+	if err := executor.CheckLaunch(inst, l.BufferLayout, false); err != nil {
 		return err
 	}
-	sess, err := backend.Open(inst, Options{DType: dt, Race: true})
+	sess, err := backend.Open(inst, executor.Options{DType: dt, Race: true})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package executor
+package harness
 
 // memory.go holds the estimate of the memory a run of an instance
 // allocates (EstimateMemory, Footprint), computed from the instance and
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // MemoryOptions say what a run allocates besides the buffers and scratch.
@@ -73,9 +75,9 @@ func (m MemoryUse) String() string {
 	if m.Ranks == 1 {
 		ranks = "rank"
 	}
-	fmt.Fprintf(&b, "%d %s × %s", m.Ranks, ranks, FormatBytes((m.Buffers+m.Scratch)/n))
+	fmt.Fprintf(&b, "%d %s × %s", m.Ranks, ranks, executor.FormatBytes((m.Buffers+m.Scratch)/n))
 	if m.Scratch > 0 {
-		fmt.Fprintf(&b, " (%s of buffers, %s of scratch)", FormatBytes(m.Buffers/n), FormatBytes(m.Scratch/n))
+		fmt.Fprintf(&b, " (%s of buffers, %s of scratch)", executor.FormatBytes(m.Buffers/n), executor.FormatBytes(m.Scratch/n))
 	} else {
 		b.WriteString(" of buffers")
 	}
@@ -89,25 +91,10 @@ func (m MemoryUse) String() string {
 		{m.Instance, "op tables and runtime"},
 	} {
 		if p.n >= 1<<20 {
-			fmt.Fprintf(&b, " + %s of %s", FormatBytes(p.n), p.what)
+			fmt.Fprintf(&b, " + %s of %s", executor.FormatBytes(p.n), p.what)
 		}
 	}
 	return b.String()
-}
-
-// FormatBytes prints a byte count in binary units with one decimal
-// ("11.7 GiB", "512.0 KiB"), or in bytes below 1 KiB.
-func FormatBytes(n uint64) string {
-	const units = "KMGTPE"
-	if n < 1<<10 {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	v, u := float64(n)/1024, 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, units[u])
 }
 
 // Per-item costs of the estimate, in bytes: a race detector access (its
@@ -126,7 +113,7 @@ const (
 // allocates: the buffers Alloc makes (every buffer set), every rank's
 // scratch, and what o adds. It allocates nothing, so a caller can refuse a
 // run before it allocates.
-func EstimateMemory(inst *Instance, l *BufferLayout, o MemoryOptions) MemoryUse {
+func EstimateMemory(inst *executor.Instance, l *executor.BufferLayout, o MemoryOptions) MemoryUse {
 	m := MemoryUse{Ranks: l.NRanks}
 	set := uint64(0)
 	in, out := round8(l.Sizes.Input), round8(l.Sizes.Output)
@@ -134,9 +121,9 @@ func EstimateMemory(inst *Instance, l *BufferLayout, o MemoryOptions) MemoryUse 
 		switch {
 		case !l.InPlace:
 			set += in + out
-		case l.c == allGather:
+		case l.Kind() == executor.AllGather:
 			set += out
-		case l.c == reduceScatter:
+		case l.Kind() == executor.ReduceScatter:
 			set += in
 		case l.Sizes.Input == l.Sizes.Output:
 			set += in
@@ -165,7 +152,7 @@ func EstimateMemory(inst *Instance, l *BufferLayout, o MemoryOptions) MemoryUse 
 				op := &tb.Ops[i]
 				ops++
 				regions += len(op.Src) + len(op.Dst)
-				if op.Type != OpPipeline {
+				if op.Type != executor.OpPipeline {
 					accesses += opAccesses(&inst.Ranks[r], op, payload)
 					continue
 				}
@@ -178,7 +165,7 @@ func EstimateMemory(inst *Instance, l *BufferLayout, o MemoryOptions) MemoryUse 
 			}
 		}
 	}
-	m.Instance = uint64(ops)*uint64(unsafe.Sizeof(OpInstance{})) + uint64(regions)*uint64(unsafe.Sizeof(Region{})) +
+	m.Instance = uint64(ops)*uint64(unsafe.Sizeof(executor.OpInstance{})) + uint64(regions)*uint64(unsafe.Sizeof(executor.Region{})) +
 		uint64(tbs)*tbWorkBytes + runtimeBytes
 	if o.Race {
 		// Every access leaves a record and a shadow segment; packet
@@ -197,23 +184,23 @@ func EstimateMemory(inst *Instance, l *BufferLayout, o MemoryOptions) MemoryUse 
 // opAccesses counts the race detector accesses of one execution of op:
 // one per operand (per member for switch operands), and for packet ops
 // one per operand and block of racePacketBlock packets.
-func opAccesses(ri *RankInstance, op *OpInstance, payload uint64) uint64 {
+func opAccesses(ri *executor.RankInstance, op *executor.OpInstance, payload uint64) uint64 {
 	n := uint64(0)
-	members := func(r Region) uint64 {
+	members := func(r executor.Region) uint64 {
 		if r.Switch >= 0 && r.Switch < len(ri.Switches) {
 			return uint64(len(ri.Switches[r.Switch].Ranks))
 		}
 		return 1
 	}
 	for i, r := range op.Src {
-		if SrcKind(op.Type, i) == SwitchOperand {
+		if executor.SrcKind(op.Type, i) == executor.SwitchOperand {
 			n += members(r)
 		} else {
 			n++
 		}
 	}
 	for i, r := range op.Dst {
-		if DstKind(op.Type, i) == SwitchOperand {
+		if executor.DstKind(op.Type, i) == executor.SwitchOperand {
 			n += members(r)
 		} else {
 			n++
@@ -227,10 +214,10 @@ func opAccesses(ri *RankInstance, op *OpInstance, payload uint64) uint64 {
 }
 
 // isPacketOp reports whether an op reads or writes LL packets.
-func isPacketOp(t OpType) bool {
+func isPacketOp(t executor.OpType) bool {
 	switch t {
-	case OpCopyPacket, OpUnpackPacket, OpPutPacket, OpReadPutPacket, OpReducePacket, OpReduceSendPacket,
-		OpReduceCopyPacket, OpReduceCopySendPacket, OpMultiStorePacket:
+	case executor.OpCopyPacket, executor.OpUnpackPacket, executor.OpPutPacket, executor.OpReadPutPacket, executor.OpReducePacket, executor.OpReduceSendPacket,
+		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
 		return true
 	}
 	return false
@@ -243,7 +230,7 @@ func isPacketOp(t OpType) bool {
 // of the same shape. A table
 // that grows is rebuilt beside the old one, so the generator table is
 // counted twice when the shifts outgrow its first headroom.
-func tableBytes(l *BufferLayout, iters int) uint64 {
+func tableBytes(l *executor.BufferLayout, iters int) uint64 {
 	if !l.Checked() {
 		return 0 // nothing to check: filled in place, without a table
 	}
@@ -272,12 +259,12 @@ func round8(n uint64) uint64 { return (n + 7) &^ 7 }
 // Footprint is EstimateMemory for plan at message size bytes of dt, laid
 // out as the plan's inplace field says: PlanLayout and Instantiate
 // (which allocates per op, never per byte) followed by the estimate.
-func Footprint(plan *Plan, size uint64, dt ElemType, o MemoryOptions) (MemoryUse, error) {
-	l, err := PlanLayout(plan, size, dt, plan.Inplace)
+func Footprint(plan *executor.Plan, size uint64, dt executor.ElemType, o MemoryOptions) (MemoryUse, error) {
+	l, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
 	if err != nil {
 		return MemoryUse{}, err
 	}
-	inst, err := Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(plan, l.Sizes)
 	if err != nil {
 		return MemoryUse{}, err
 	}

@@ -1,18 +1,22 @@
 // Tests of the memory estimate of a run (memory.go) against what the
 // buffers and the Checker really allocate.
-package executor
+package harness
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // allocated returns the bytes of the distinct allocations of the buffer
 // sets a run uses: a rank's input and output are one allocation when one
 // is a slice of the other.
-func allocated(l *BufferLayout) uint64 {
+func allocated(l *Layout) uint64 {
 	total := uint64(0)
 	for range l.Slots() {
 		for _, b := range l.Alloc() {
@@ -55,12 +59,12 @@ func TestEstimateMemoryBuffers(t *testing.T) {
 		{"test", 2, 1000, true},
 	}
 	for _, tt := range tests {
-		l, err := Layout(tt.collective, tt.nranks, tt.size, Float16, tt.inPlace)
+		l, err := NewLayout(tt.collective, tt.nranks, tt.size, executor.Float16, tt.inPlace)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst := &Instance{ScratchBytes: 100, Ranks: make([]RankInstance, tt.nranks)}
-		m := EstimateMemory(inst, l, MemoryOptions{})
+		inst := &executor.Instance{ScratchBytes: 100, Ranks: make([]executor.RankInstance, tt.nranks)}
+		m := EstimateMemory(inst, l.BufferLayout, MemoryOptions{})
 		type parts struct{ Buffers, Scratch uint64 }
 		if d := cmp.Diff(parts{allocated(l), 104 * uint64(tt.nranks)}, parts{m.Buffers, m.Scratch}); d != "" {
 			t.Errorf("%s on %d ranks, %d bytes, in place %v (-allocated +estimated):\n%s", tt.collective, tt.nranks, tt.size, tt.inPlace, d)
@@ -85,7 +89,7 @@ func TestEstimateMemoryTables(t *testing.T) {
 		{"alltoall", 2, 1 << 20, 2},
 		{"sendrecv", 4, 256 << 10, 70},
 	} {
-		l, err := Layout(tt.collective, tt.nranks, tt.size, Float16, true)
+		l, err := NewLayout(tt.collective, tt.nranks, tt.size, executor.Float16, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +110,7 @@ func TestEstimateMemoryTables(t *testing.T) {
 		for _, s := range c.sums {
 			have += uint64(len(s.data))
 		}
-		est := EstimateMemory(&Instance{Ranks: make([]RankInstance, tt.nranks)}, l, MemoryOptions{Iters: tt.iters, Tables: true}).Tables
+		est := EstimateMemory(&executor.Instance{Ranks: make([]executor.RankInstance, tt.nranks)}, l.BufferLayout, MemoryOptions{Iters: tt.iters, Tables: true}).Tables
 		if est < have || est > 2*have+(1<<20) {
 			t.Errorf("%s, %d ranks, %d bytes, %d launches: tables of %d bytes, estimate %d", tt.collective, tt.nranks, tt.size, tt.iters, have, est)
 		}
@@ -115,15 +119,15 @@ func TestEstimateMemoryTables(t *testing.T) {
 
 func TestEstimateMemoryParts(t *testing.T) {
 	t.Parallel()
-	p, err := Load([]byte(basePlan))
+	p, err := executor.LoadFile(filepath.Join("testdata", "base.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := Footprint(p, 1<<20, Float16, MemoryOptions{})
+	plain, err := Footprint(p, 1<<20, executor.Float16, MemoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := Footprint(p, 1<<20, Float16, MemoryOptions{Iters: 10, Race: true, Tables: true, DeviceCopies: true, LaunchCheck: true})
+	all, err := Footprint(p, 1<<20, executor.Float16, MemoryOptions{Iters: 10, Race: true, Tables: true, DeviceCopies: true, LaunchCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,7 @@ func TestEstimateMemoryParts(t *testing.T) {
 		all.Device != all.Buffers+2*all.Scratch || all.Total() <= plain.Total() {
 		t.Errorf("estimate with every option %+v, without %+v", all, plain)
 	}
-	if _, err := Footprint(p, 1000, Float16, MemoryOptions{}); err == nil {
+	if _, err := Footprint(p, 1000, executor.Float16, MemoryOptions{}); err == nil {
 		t.Error("Footprint of an invalid size: no error")
 	}
 }
@@ -165,14 +169,42 @@ func TestMemoryUseString(t *testing.T) {
 	}
 }
 
-func TestFormatBytes(t *testing.T) {
-	t.Parallel()
-	for n, want := range map[uint64]string{
-		0: "0 bytes", 1023: "1023 bytes", 1024: "1.0 KiB", 1536: "1.5 KiB", 12566 << 20: "12.3 GiB",
-		1 << 40: "1.0 TiB", 1<<64 - 1: "16.0 EiB",
-	} {
-		if got := FormatBytes(n); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+// FuzzEstimateMemory checks that the estimate of a run of any plan Load
+// accepts, at a size its chunking likely divides, counts at least the
+// buffers (package executor's FuzzLoad fuzzes the loading itself).
+func FuzzEstimateMemory(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "executor", "testdata", "*.json"))
+	files = append(files, filepath.Join("testdata", "base.json"))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(data, uint64(1<<20))
 	}
+	f.Fuzz(func(t *testing.T, data []byte, size uint64) {
+		p, err := executor.Load(data)
+		if err != nil {
+			return
+		}
+		unit := p.BufferAlignment
+		for _, g := range p.GPUs {
+			for _, c := range []int{g.InputChunks, g.OutputChunks} {
+				if c > 0 && unit < 1<<40 {
+					unit = lcm(unit, uint64(c)*p.BufferAlignment)
+				}
+			}
+		}
+		l, err := executor.PlanLayout(p, unit*(size%8+1), executor.Float16, p.Inplace)
+		if err != nil {
+			return
+		}
+		inst, err := executor.Instantiate(p, l.Sizes)
+		if err != nil {
+			return
+		}
+		if m := EstimateMemory(inst, l, MemoryOptions{Iters: 3, Race: true, Tables: true}); m.Total() < m.Buffers {
+			t.Fatalf("EstimateMemory = %+v: total below the buffers", m)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package executor_test
+package harness_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -51,10 +52,10 @@ func allreducePlan(b *testing.B) *executor.Plan {
 // refilled before every launch with the timer stopped; every launch is
 // checked once at the end.
 //
-//	go test ./executor -run '^$' -bench Allreduce8 -benchtime 3x
+//	go test ./harness -run '^$' -bench Allreduce8 -benchtime 3x
 func BenchmarkAllreduce8(b *testing.B) {
 	plan := allreducePlan(b)
-	layout, err := executor.PlanLayout(plan, benchBytes, executor.Float32, plan.Inplace)
+	layout, err := harness.PlanLayout(plan, benchBytes, executor.Float32, plan.Inplace)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func BenchmarkAllreduce8(b *testing.B) {
 }
 
 // checkBench fails b when the outputs of iteration seq are wrong.
-func checkBench(b *testing.B, layout *executor.BufferLayout, bufs []executor.RankBuffers, seq int) {
+func checkBench(b *testing.B, layout *harness.Layout, bufs []executor.RankBuffers, seq int) {
 	b.Helper()
 	wrong, err := layout.Check(bufs, seq)
 	if err != nil {

@@ -1,8 +1,10 @@
-package executor
+package harness
 
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/mscclgo/mscclgo/executor"
 )
 
 // This file holds the data side of alltoallv runs: buffers sized by the
@@ -16,11 +18,11 @@ const VarSentinel = 0xA5
 
 // VarBuffers allocates every rank's input and output for counts c with
 // elements of elem bytes (8-byte aligned, as LL packets need).
-func VarBuffers(c *Counts, elem int) []RankBuffers {
-	bufs := make([]RankBuffers, c.Ranks())
+func VarBuffers(c *executor.Counts, elem int) []executor.RankBuffers {
+	bufs := make([]executor.RankBuffers, c.Ranks())
 	for r := range bufs {
 		in, out := c.Extents(r)
-		bufs[r] = RankBuffers{Input: alignedBytes(uint64(in) * uint64(elem)), Output: alignedBytes(uint64(out) * uint64(elem))}
+		bufs[r] = executor.RankBuffers{Input: executor.AlignedBytes(uint64(in) * uint64(elem)), Output: executor.AlignedBytes(uint64(out) * uint64(elem))}
 	}
 	return bufs
 }
@@ -28,7 +30,7 @@ func VarBuffers(c *Counts, elem int) []RankBuffers {
 // FillVar fills every rank's input for iteration seq with bytes that
 // differ between ranks, offsets and iterations, and every output with
 // VarSentinel.
-func FillVar(bufs []RankBuffers, seq int) {
+func FillVar(bufs []executor.RankBuffers, seq int) {
 	for r := range bufs {
 		fillVarInput(bufs[r].Input, r, seq)
 		out := bufs[r].Output
@@ -60,7 +62,7 @@ func mix(z uint64) uint64 {
 
 // DirectAllToAllV computes the alltoallv of inputs into outputs in Go:
 // rank r's block from p is rank p's block to r.
-func DirectAllToAllV(inputs, outputs [][]byte, c *Counts, elem int) {
+func DirectAllToAllV(inputs, outputs [][]byte, c *executor.Counts, elem int) {
 	e := int64(elem)
 	for r := range outputs {
 		for p := range inputs {
@@ -96,7 +98,7 @@ func (m *VarMismatch) Error() string {
 // CheckVar compares every byte of every rank's output with the direct
 // alltoallv of the inputs (filled by FillVar for seq) and VarSentinel
 // elsewhere. It returns the number of wrong bytes and the first mismatch.
-func CheckVar(bufs []RankBuffers, c *Counts, elem, seq int) (uint64, error) {
+func CheckVar(bufs []executor.RankBuffers, c *executor.Counts, elem, seq int) (uint64, error) {
 	inputs := make([][]byte, len(bufs))
 	want := make([][]byte, len(bufs))
 	for r := range bufs {
@@ -136,7 +138,7 @@ func CheckVar(bufs []RankBuffers, c *Counts, elem, seq int) (uint64, error) {
 
 // blockAt returns the sender whose receive block of rank r holds byte
 // off, or -1.
-func blockAt(c *Counts, r int, off, e int64) int {
+func blockAt(c *executor.Counts, r int, off, e int64) int {
 	for p := range c.Recv[r] {
 		lo := c.RecvDispls[r][p] * e
 		if off >= lo && off < lo+c.Recv[r][p]*e {

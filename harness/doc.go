@@ -1,0 +1,37 @@
+// Package harness runs execution plans and checks their results: it
+// chooses what a run's inputs are and what its outputs must hold, runs a
+// plan on a backend at one message size or a sweep of them, and returns
+// what happened (times, wrong data, races, deadlocks) as values for the
+// caller to print. `mscclgo run`, `mscclgo install`'s validation, the
+// tests of the backends and the runtime library use it; package
+// executor below it loads plans, lays out their buffers and defines the
+// backends.
+//
+// RunChecked is the shortest way to try a plan: it instantiates it for
+// one message size, fills the inputs as MSCCL++'s executor_test.py does
+// (Fill), launches it with race detection, and compares every launch's
+// outputs with the expected results:
+//
+//	plan, err := executor.LoadFile("allreduce.json")
+//	...
+//	err = harness.RunChecked(ctx, cpu.New(), plan, 1<<20, executor.Float16, true, 10)
+//
+// Run is the loop of `mscclgo run`: a Config names the backend, the plan,
+// the sizes and the launches per size, and Run returns a SizeResult per
+// size (the time, the wrong elements with a WrongReport that locates the
+// first ones and the ops that write them, the first race, a deadlock),
+// or a *BudgetError for a size whose estimated memory (EstimateMemory)
+// is above the budget:
+//
+//	res, err := harness.Run(ctx, harness.Config{
+//		Backend: cpu.New(), Plan: plan, Sizes: []uint64{1 << 10, 1 << 20},
+//		DType: executor.Float16, InPlace: plan.Inplace, Iters: 10,
+//	})
+//
+// RunRank is the same loop for one rank of a run of one process per
+// rank: the rank's own session, and the outcome of every launch
+// exchanged with the other ranks over a Group. RunCounts and RunVar run
+// alltoallv plans bound to a counts matrix. Layout and Checker are the
+// data: the reference fill of each rank and iteration, the expected
+// results and their tolerance, docs/semantics.md §5.
+package harness

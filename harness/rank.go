@@ -1,0 +1,298 @@
+package harness
+
+// rank.go is the run loop of one rank of a run of one process per rank:
+// the process runs only its own rank, checks its own output, and after
+// each launch exchanges the launch's outcome with every rank, so that
+// every rank stops at the same launch with the same results.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// Group is the ranks of a job as the run loop of one rank needs them: an
+// all-gather of one message per rank, in rank order (package dist's
+// Bootstrap is one).
+type Group interface {
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+}
+
+// RankSession is one rank's session of a run of one process per rank
+// (cpu.RankSession, gpu.RankSession): its own buffers, launched together
+// with the other ranks' sessions.
+type RankSession interface {
+	Buffers() executor.RankBuffers
+	Launch(ctx context.Context) error
+	Close() error
+}
+
+// RankConfig is one rank's share of a run of one process per rank.
+type RankConfig struct {
+	// Config is the run every rank makes alike; its Backend and Checker
+	// are not used: Open opens the rank's session, and the rank fills
+	// and checks its own buffers only.
+	Config
+	// Rank is this process's rank in Group.
+	Rank  int
+	Group Group
+	// Open opens this rank's session for the size Sizes[index].
+	Open func(ctx context.Context, index int, inst *executor.Instance, l *executor.BufferLayout) (RankSession, error)
+}
+
+// RankFailure is a rank whose launch failed, as every rank learns it.
+type RankFailure struct {
+	Rank     int
+	Launch   int
+	Warmup   bool
+	Deadlock bool
+	// Err is the rank's error text (a deadlock's is the job-wide report).
+	Err string
+}
+
+// outcome is what each rank tells the others after a launch.
+type outcome struct {
+	Err      string     `json:"err,omitempty"`
+	Deadlock bool       `json:"deadlock,omitempty"`
+	Wrong    uint64     `json:"wrong,omitempty"`
+	Report   *wireWrong `json:"report,omitempty"` // where the wrong data is
+	Nanos    int64      `json:"ns"`
+}
+
+// wireWrong is a RankWrong as it travels: values as text, since JSON has
+// no NaN or infinities.
+type wireWrong struct {
+	Wrong    uint64        `json:"wrong"`
+	Elements []wireElement `json:"elements,omitempty"`
+}
+
+type wireElement struct {
+	Offset    uint64   `json:"offset"`
+	Want, Got string   `json:",omitempty"`
+	Writers   []string `json:"writers,omitempty"`
+}
+
+// RunRank runs cfg.Rank's share of the run: for each size, the rank's
+// session (cfg.Open), its fill, launch and check, and after each launch
+// the exchange of every rank's outcome. Every rank returns the same
+// results: the time is the slowest rank's per launch, the wrong elements
+// every rank's, FirstWrong the report of the lowest rank with wrong data
+// at the first launch that had any. A launch that failed on any rank ends
+// the run on every rank (SizeResult.Failures). The error is a *SizeError
+// (a size the plan rejects outside a sweep, a session that would not
+// open, an exchange that failed), a *BudgetError, or a configuration
+// error; it is this rank's own.
+func RunRank(ctx context.Context, cfg RankConfig) ([]SizeResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Group == nil || cfg.Open == nil {
+		return nil, errors.New("harness: a rank run needs a group and a way to open the rank's session")
+	}
+	var out []SizeResult
+	for i, size := range cfg.Sizes {
+		l, inst, err := cfg.prepare(size)
+		if err != nil {
+			var be *BudgetError
+			if errors.As(err, &be) {
+				return out, err
+			}
+			if !cfg.Sweep {
+				return out, &SizeError{Size: size, Prepare: true, Err: err}
+			}
+			out = cfg.done(out, SizeResult{Size: size, Skipped: err})
+			continue
+		}
+		rs, err := cfg.Open(ctx, i, inst, l.BufferLayout)
+		if err != nil {
+			return out, &SizeError{Size: size, Err: err}
+		}
+		res, err := cfg.runRankSize(ctx, rs, l, inst)
+		rs.Close()
+		if err != nil {
+			return out, &SizeError{Size: size, Err: err}
+		}
+		out = cfg.done(out, res)
+		if len(res.Failures) > 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// runRankSize runs the warm-up and checked launches of one size on this
+// rank; after each, every rank learns every rank's outcome.
+func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layout, inst *executor.Instance) (SizeResult, error) {
+	res := SizeResult{Size: l.Size, Layout: l, Instance: inst, Checked: l.Checked()}
+	rank := cfg.Rank
+	bufs := rs.Buffers()
+	for it := -cfg.Warmup; it < cfg.Iters; it++ {
+		seq := max(it, 0)
+		l.FillRank(bufs.Input, rank, seq)
+		start := time.Now()
+		lerr := rs.Launch(ctx)
+		mine := outcome{Nanos: int64(time.Since(start))}
+		if dt, ok := rs.(deviceTimer); ok && lerr == nil {
+			mine.Nanos = int64(dt.DeviceTime())
+		}
+		var dl *executor.DeadlockError
+		switch {
+		case errors.As(lerr, &dl):
+			mine.Deadlock, mine.Err = true, lerr.Error()
+		case lerr != nil:
+			mine.Err = lerr.Error()
+		case it >= 0 && res.Checked:
+			n, err := l.CheckRank(bufs.Output, rank, seq)
+			if err != nil {
+				return res, err
+			}
+			mine.Wrong = n
+			if n > 0 {
+				mine.Report = rankReport(inst, l, bufs, rank, seq, n, cfg.ShowWrong)
+			}
+		}
+		all, err := exchange(ctx, cfg.Group, mine)
+		if err != nil {
+			if lerr != nil {
+				// This rank's own failure says more (a lost peer, a
+				// deadlock seen before the exchange failed).
+				return res, fmt.Errorf("rank %d, launch %d: %w", rank, it, lerr)
+			}
+			return res, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", rank, it, err)
+		}
+		launch, warm := it, it < 0
+		if warm {
+			launch = it + cfg.Warmup
+		}
+		for r, a := range all {
+			if a.Err != "" {
+				res.Failures = append(res.Failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
+			}
+		}
+		if len(res.Failures) > 0 {
+			return res, nil
+		}
+		if warm {
+			continue
+		}
+		var worst time.Duration
+		for r, a := range all {
+			worst = max(worst, time.Duration(a.Nanos))
+			if a.Report != nil && res.FirstWrong == nil {
+				res.FirstWrong = &WrongReport{Launch: it, Ranks: []RankWrong{a.Report.rankWrong(r)}}
+			}
+			res.Wrong += a.Wrong
+		}
+		res.Elapsed += worst
+	}
+	return res, nil
+}
+
+// rankReport locates this rank's wrong data for the others.
+func rankReport(inst *executor.Instance, l *Layout, mine executor.RankBuffers, rank, seq int, n uint64, show int) *wireWrong {
+	bufs := make([]executor.RankBuffers, l.NRanks)
+	bufs[rank] = mine
+	w := &wireWrong{Wrong: n}
+	for _, e := range withWriters(inst, l, l.Wrong(bufs, seq, rank, show)) {
+		w.Elements = append(w.Elements, wireElement{
+			Offset:  e.Offset,
+			Want:    strconv.FormatFloat(e.Want, 'g', -1, 64),
+			Got:     strconv.FormatFloat(e.Got, 'g', -1, 64),
+			Writers: e.Writers,
+		})
+	}
+	return w
+}
+
+// rankWrong is w, rank's report, as a RankWrong.
+func (w *wireWrong) rankWrong(rank int) RankWrong {
+	rw := RankWrong{Rank: rank, Wrong: w.Wrong}
+	for _, e := range w.Elements {
+		want, _ := strconv.ParseFloat(e.Want, 64)
+		got, _ := strconv.ParseFloat(e.Got, 64)
+		rw.Elements = append(rw.Elements, WrongElement{Rank: rank, Offset: e.Offset, Want: want, Got: got, Writers: e.Writers})
+	}
+	return rw
+}
+
+// exchange all-gathers each rank's launch outcome.
+func exchange(ctx context.Context, g Group, mine outcome) ([]outcome, error) {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := g.AllGather(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]outcome, len(parts))
+	for r, p := range parts {
+		if err := json.Unmarshal(p, &all[r]); err != nil {
+			return nil, fmt.Errorf("rank %d sent an outcome that is not one: %v", r, err)
+		}
+	}
+	return all, nil
+}
+
+// Params are the run parameters every rank of a job must agree on: each
+// one's name as the user gives it and its value as text.
+type Params [][2]string
+
+// ParamsError is a job whose ranks were started with different run
+// parameters.
+type ParamsError struct {
+	// Name is the parameter; Value is rank Rank's, Ref rank 0's.
+	Name, Value, Ref string
+	Rank             int
+}
+
+func (e *ParamsError) Error() string {
+	return fmt.Sprintf("the ranks were started with different run parameters: %s is %s on rank %d but %s on rank 0: start every rank with the same plan and flags",
+		e.Name, clipText(e.Value), e.Rank, clipText(e.Ref))
+}
+
+// Agree all-gathers every rank's run parameters and refuses, on every
+// rank alike, a job whose ranks were started with different ones (which
+// would otherwise run different launches and hang or end with different
+// results): a *ParamsError.
+func Agree(ctx context.Context, g Group, mine Params) error {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return err
+	}
+	parts, err := g.AllGather(ctx, data)
+	if err != nil {
+		return fmt.Errorf("exchanging the run parameters: %w", err)
+	}
+	var ref Params
+	for r, p := range parts {
+		var theirs Params
+		if err := json.Unmarshal(p, &theirs); err != nil || len(theirs) != len(mine) {
+			return fmt.Errorf("rank %d sent run parameters of another format (another mscclgo version?)", r)
+		}
+		if r == 0 {
+			ref = theirs
+			continue
+		}
+		for i, f := range theirs {
+			if f != ref[i] {
+				return &ParamsError{Name: ref[i][0], Value: f[1], Ref: ref[i][1], Rank: r}
+			}
+		}
+	}
+	return nil
+}
+
+// clipText shortens a value for an error message.
+func clipText(s string) string {
+	const max = 200
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + fmt.Sprintf("... (%d bytes more)", len(s)-max)
+}

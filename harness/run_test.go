@@ -1,0 +1,389 @@
+package harness_test
+
+// Tests of the run loops (Run, RunRank) on the CPU backend: a size sweep,
+// wrong data reported as values, the memory budget, deadlocks, and one
+// rank per session over a loopback bootstrap.
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+// portPlan loads a plan of tests/ports.
+func portPlan(t *testing.T, file string) *executor.Plan {
+	t.Helper()
+	plan, err := executor.LoadFile(filepath.Join("..", "tests", "ports", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// corrupt is a backend whose sessions flip a bit of rank's output element
+// at byte off after launches from launch on: an exponent bit of a
+// 16-bit float, far outside any tolerance.
+type corrupt struct {
+	executor.Backend
+	rank   int
+	off    uint64
+	launch int
+	// deadlock, if positive, makes launch number deadlock-1 report a
+	// deadlock instead.
+	deadlock int
+}
+
+func (c corrupt) Open(inst *executor.Instance, o executor.Options) (executor.Session, error) {
+	s, err := c.Backend.Open(inst, o)
+	if err != nil {
+		return nil, err
+	}
+	return &corruptSession{Session: s, c: c}, nil
+}
+
+type corruptSession struct {
+	executor.Session
+	c corrupt
+	n int
+}
+
+func (s *corruptSession) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
+	s.n++
+	if s.n == s.c.deadlock {
+		return &executor.DeadlockError{}
+	}
+	if err := s.Session.Launch(ctx, bufs); err != nil {
+		return err
+	}
+	if s.n > s.c.launch && s.c.rank >= 0 {
+		bufs[s.c.rank].Output[s.c.off+1] ^= 0x40
+	}
+	return nil
+}
+
+// summary is what the tests compare of a SizeResult.
+type summary struct {
+	Size             uint64
+	Skipped, Checked bool
+	Wrong            uint64
+	Stopped          bool
+	Deadlock         bool
+}
+
+func summarize(rs []harness.SizeResult) []summary {
+	var out []summary
+	for _, r := range rs {
+		out = append(out, summary{Size: r.Size, Skipped: r.Skipped != nil, Checked: r.Checked, Wrong: r.Wrong, Stopped: r.Stopped, Deadlock: r.Deadlock != nil})
+	}
+	return out
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	allreduce := portPlan(t, "single_node/allreduce.plan.json")
+	// 8 ranks, float16: 1000 bytes is no whole number of chunks.
+	tests := []struct {
+		name    string
+		backend executor.Backend
+		cfg     harness.Config
+		want    []summary
+		wantErr string // a *SizeError at this stage ("prepare", "run"), or "budget"
+	}{
+		{
+			name:    "sweep",
+			backend: cpu.New(),
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1000, 1 << 14}, Sweep: true, Iters: 2, Warmup: 1},
+			want:    []summary{{Size: 1 << 12, Checked: true}, {Size: 1000, Skipped: true}, {Size: 1 << 14, Checked: true}},
+		},
+		{
+			name:    "a size the plan rejects ends a run that is no sweep",
+			backend: cpu.New(),
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1000}, Iters: 1},
+			want:    []summary{{Size: 1 << 12, Checked: true}},
+			wantErr: "prepare",
+		},
+		{
+			name:    "wrong data stops the run",
+			backend: corrupt{Backend: cpu.New(), rank: 3, off: 96, launch: 1},
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1 << 13}, Iters: 3},
+			want:    []summary{{Size: 1 << 12, Checked: true, Wrong: 2, Stopped: true}},
+		},
+		{
+			name:    "wrong data with keep-going",
+			backend: corrupt{Backend: cpu.New(), rank: 3, off: 96, launch: 1},
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1 << 13}, Iters: 3, KeepGoing: true},
+			want:    []summary{{Size: 1 << 12, Checked: true, Wrong: 2}, {Size: 1 << 13, Checked: true, Wrong: 2}},
+		},
+		{
+			name:    "a deadlock ends the run",
+			backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 3},
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1 << 13}, Iters: 3, Warmup: 1},
+			want:    []summary{{Size: 1 << 12, Checked: true, Deadlock: true}},
+		},
+		{
+			name:    "memory budget",
+			backend: cpu.New(),
+			cfg:     harness.Config{Sizes: []uint64{1 << 12, 1 << 24}, Sweep: true, Iters: 1, Budget: 64 << 20},
+			want:    []summary{{Size: 1 << 12, Checked: true}},
+			wantErr: "budget",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tt.cfg
+			cfg.Backend, cfg.Plan, cfg.DType, cfg.InPlace = tt.backend, allreduce, executor.Float16, true
+			var streamed []harness.SizeResult
+			cfg.Done = func(r harness.SizeResult) { streamed = append(streamed, r) }
+			got, err := harness.Run(context.Background(), cfg)
+			if d := cmp.Diff(tt.want, summarize(got)); d != "" {
+				t.Errorf("results (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(summarize(got), summarize(streamed)); d != "" {
+				t.Errorf("Done saw other results than Run returned (-returned +seen):\n%s", d)
+			}
+			var se *harness.SizeError
+			var be *harness.BudgetError
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Run: %v", err)
+			case tt.wantErr == "prepare" && !(errors.As(err, &se) && se.Prepare && se.Size == 1000):
+				t.Fatalf("Run: %v, want a *SizeError at the preparation of size 1000", err)
+			case tt.wantErr == "budget":
+				if !errors.As(err, &be) || be.Size != 1<<24 || be.Use.Total() <= be.Budget || be.Budget != 64<<20 {
+					t.Fatalf("Run: %v, want a *BudgetError for size %d", err, 1<<24)
+				}
+			}
+			for _, r := range got {
+				if r.Skipped == nil && r.Elapsed <= 0 && r.Deadlock == nil {
+					t.Errorf("size %d: elapsed %v", r.Size, r.Elapsed)
+				}
+			}
+		})
+	}
+}
+
+// TestRunWrongReport checks the report of the first launch with wrong
+// data: the launch, the rank, the element and the ops that write it.
+func TestRunWrongReport(t *testing.T) {
+	t.Parallel()
+	plan := portPlan(t, "single_node/allreduce.plan.json")
+	// The plan is an in-place one (out of place, its outputs stay
+	// empty); test out of place, the report also names the writers of
+	// the input byte the output element shares.
+	for _, inPlace := range []bool{true} {
+		cfg := harness.Config{
+			Backend: corrupt{Backend: cpu.New(), rank: 5, off: 200, launch: 1},
+			Plan:    plan, Sizes: []uint64{1 << 12}, DType: executor.Float16, InPlace: inPlace, Iters: 3,
+		}
+		got, err := harness.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := got[0].FirstWrong
+		if rep == nil || rep.Launch != 1 || len(rep.Ranks) != 1 {
+			t.Fatalf("in place %v: report %+v, want one rank at launch 1", inPlace, rep)
+		}
+		rw := rep.Ranks[0]
+		if rw.Rank != 5 || rw.Wrong != 1 || len(rw.Elements) != 1 {
+			t.Fatalf("in place %v: %+v, want rank 5 with one wrong element", inPlace, rw)
+		}
+		e := rw.Elements[0]
+		if e.Rank != 5 || e.Offset != 200 || e.Want == e.Got || len(e.Writers) == 0 {
+			t.Errorf("in place %v: element %+v, want rank 5 offset 200 with its writers", inPlace, e)
+		}
+		// The writers are the ops Writers finds for the byte.
+		want := harness.Writers(got[0].Instance, 5, executor.Output, 200)
+		if in, ok := got[0].Layout.OutputInInput(5, 200); ok {
+			want = append(want, harness.Writers(got[0].Instance, 5, executor.Input, in)...)
+		}
+		if d := cmp.Diff(want, e.Writers); d != "" || len(want) == 0 {
+			t.Errorf("in place %v: writers (-Writers +report):\n%s", inPlace, d)
+		}
+	}
+}
+
+// connect starts a loopback bootstrap of n ranks.
+func connect(t *testing.T, n int) []*bootstrap.Bootstrap {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "rank0.addr")
+	bs := make([]*bootstrap.Bootstrap, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			w := bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "testhost"}
+			bs[r], errs[r] = bootstrap.Connect(context.Background(), w, bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: connect: %v", r, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, b := range bs {
+			wg.Go(func() { b.Close() })
+		}
+		wg.Wait()
+	})
+	return bs
+}
+
+// corruptRank flips a bit of its output after every launch.
+type corruptRank struct {
+	*cpu.RankSession
+	off uint64
+}
+
+func (s corruptRank) Launch(ctx context.Context) error {
+	if err := s.RankSession.Launch(ctx); err != nil {
+		return err
+	}
+	s.Buffers().Output[s.off+1] ^= 0x40
+	return nil
+}
+
+// TestRunRank runs every rank's share on a rank session of the CPU
+// backend: every rank returns the same results, with the wrong data of
+// the one rank that has some.
+func TestRunRank(t *testing.T) {
+	t.Parallel()
+	plan := portPlan(t, "single_node/allgather.plan.json")
+	n := len(plan.GPUs)
+	for _, bad := range []int{-1, 1} {
+		bs := connect(t, n)
+		results := make([][]harness.SizeResult, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				cfg := harness.RankConfig{
+					Config: harness.Config{Plan: plan, Sizes: []uint64{1 << 12, 1000, 1 << 13}, Sweep: true, DType: executor.Float32, InPlace: plan.Inplace, Iters: 2, Warmup: 1},
+					Rank:   r, Group: bs[r],
+				}
+				cfg.Open = func(ctx context.Context, i int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, cpu.World{Net: bs[r], Host: make([]int, n), Tag: 1000 + uint32(i)*cpu.TagsPerSession})
+					if err != nil || r != bad {
+						return rs, err
+					}
+					return corruptRank{RankSession: rs, off: 40}, nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				results[r], errs[r] = harness.RunRank(ctx, cfg)
+			})
+		}
+		wg.Wait()
+		var wrong uint64
+		if bad >= 0 {
+			wrong = 2
+		}
+		want := []summary{{Size: 1 << 12, Checked: true, Wrong: wrong}, {Size: 1000, Skipped: true}, {Size: 1 << 13, Checked: true, Wrong: wrong}}
+		for r := range n {
+			if errs[r] != nil {
+				t.Fatalf("bad rank %d: rank %d: %v", bad, r, errs[r])
+			}
+			if d := cmp.Diff(want, summarize(results[r])); d != "" {
+				t.Errorf("bad rank %d: rank %d (-want +got):\n%s", bad, r, d)
+			}
+			rep := results[r][0].FirstWrong
+			switch {
+			case bad < 0 && rep != nil:
+				t.Errorf("rank %d: report %+v of a run without wrong data", r, rep)
+			case bad >= 0 && (rep == nil || rep.Launch != 0 || len(rep.Ranks) != 1 || rep.Ranks[0].Rank != bad ||
+				len(rep.Ranks[0].Elements) != 1 || rep.Ranks[0].Elements[0].Offset != 40 || len(rep.Ranks[0].Elements[0].Writers) == 0):
+				t.Errorf("rank %d: report %+v, want rank %d's element at offset 40 with its writers", r, rep, bad)
+			}
+		}
+	}
+}
+
+// TestAgree checks that ranks started with different parameters are
+// refused alike, naming the first parameter that differs.
+func TestAgree(t *testing.T) {
+	t.Parallel()
+	bs := connect(t, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Go(func() {
+			p := harness.Params{{"--iters", "10"}, {"--dtype", "float16"}}
+			if r == 2 {
+				p[1][1] = "float32"
+			}
+			errs[r] = harness.Agree(context.Background(), bs[r], p)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		var pe *harness.ParamsError
+		if !errors.As(err, &pe) || *pe != (harness.ParamsError{Name: "--dtype", Value: "float32", Ref: "float16", Rank: 2}) {
+			t.Errorf("rank %d: %v, want a *ParamsError for --dtype on rank 2", r, err)
+		}
+	}
+}
+
+// TestRunCounts runs the bundled alltoallv algorithm bound to a counts
+// matrix, then with a backend that corrupts an output byte from the
+// second launch on and one that deadlocks.
+func TestRunCounts(t *testing.T) {
+	t.Parallel()
+	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "alltoallv.star", starlib.Options{Defines: map[string]string{"world_size": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := res.Programs[0].Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := executor.Load(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vp, err := executor.NewVarPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := executor.MatrixCounts(executor.UniformMatrix(2, 100))
+	inst, err := vp.Bind(counts, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name           string
+		backend        executor.Backend
+		wrong          uint64
+		race, deadlock bool
+	}{
+		{name: "clean", backend: cpu.New()},
+		{name: "wrong from launch 2", backend: corrupt{Backend: cpu.New(), rank: 1, off: 8, launch: 2}, wrong: 2},
+		{name: "deadlock", backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 2}, deadlock: true},
+	} {
+		opened := false
+		got, err := harness.RunCounts(context.Background(), harness.CountsConfig{
+			Backend: tt.backend, Instance: inst, Counts: counts, Options: executor.Options{DType: executor.Float32, Race: true},
+			Iters: 3, Warmup: 1, Opened: func() { opened = true },
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var mm *harness.VarMismatch
+		if got.Wrong != tt.wrong || (tt.wrong > 0) != errors.As(got.FirstWrong, &mm) || (got.Deadlock != nil) != tt.deadlock || got.Race != nil || !opened {
+			t.Errorf("%s: %+v (opened %v), want %d wrong bytes, deadlock %v", tt.name, got, opened, tt.wrong, tt.deadlock)
+		}
+	}
+}
