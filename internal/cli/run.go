@@ -16,8 +16,8 @@ import (
 
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
-	planfmt "github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/harness"
+	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
 func runCommand(d *deps) *cli.Command {

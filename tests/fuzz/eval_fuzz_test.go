@@ -31,8 +31,8 @@ import (
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
-	planfmt "github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/harness"
+	planfmt "github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
