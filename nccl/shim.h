@@ -1,0 +1,67 @@
+/*
+ * shim.h: the interface between the C layer of the NCCL library (shim.c:
+ * the exact NCCL prototypes, the fallback NCCL, errors, logging) and its
+ * Go side (communicators, plan choice). Declarations only: cgo includes it
+ * in a file that exports Go functions.
+ */
+#ifndef MSCCLGO_NCCL_SHIM_H
+#define MSCCLGO_NCCL_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MSCCLGO_NCCL_NO_CUDA_RUNTIME 1
+#include "include/nccl.h"
+
+/* The collective of a call, as the Go side names it. */
+enum mscclgo_coll {
+  MSCCLGO_ALLREDUCE = 0,
+  MSCCLGO_ALLGATHER = 1,
+  MSCCLGO_REDUCESCATTER = 2,
+  MSCCLGO_BROADCAST = 3,
+  MSCCLGO_REDUCE = 4,
+  MSCCLGO_SEND = 5,
+  MSCCLGO_RECV = 6
+};
+
+/* One collective or point-to-point call, handed to mscclgoDecide. */
+struct mscclgo_call {
+  const char *fn;     /* the NCCL function, e.g. "ncclAllReduce" */
+  int coll;           /* enum mscclgo_coll */
+  uintptr_t send;     /* device pointers, as given */
+  uintptr_t recv;
+  size_t count;       /* elements, as NCCL counts them for fn */
+  int dtype;          /* ncclDataType_t */
+  int op;             /* ncclRedOp_t, or -1 where fn has none */
+  int peer;           /* root or peer, or -1 */
+  uintptr_t stream;   /* cudaStream_t */
+  int has_fallback;   /* the communicator has a fallback communicator */
+  int group_depth;    /* ncclGroupStart depth of the calling thread */
+};
+
+/* What mscclgoDecide answers. */
+enum mscclgo_decision {
+  MSCCLGO_FORWARD = 0, /* forward the call to the fallback NCCL */
+  MSCCLGO_DONE = 1     /* the call is answered: its result is in *res */
+};
+
+/* The Go side (the Go files beside this one). Every one returns an ncclResult_t value and, on
+ * failure, has set the last error. */
+extern int mscclgoUniqueID(char *id);
+extern int mscclgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
+extern int mscclgoCommInitAll(int ndev, int *devs, uintptr_t *out);
+extern int mscclgoCommSplit(uintptr_t parent, int color, int key, int dev, uintptr_t *out, int *rank, int *size);
+extern int mscclgoCommFinalize(uintptr_t h);
+extern int mscclgoCommDestroy(uintptr_t h);
+extern int mscclgoCommAbort(uintptr_t h);
+extern int mscclgoCommAsyncError(uintptr_t h, int *res);
+extern int mscclgoDecide(uintptr_t h, struct mscclgo_call *call, int *res);
+
+/* The C side, for Go. */
+void mscclgo_set_error(const char *msg);
+int mscclgo_log_enabled(void);
+void mscclgo_log(const char *msg);
+const char *mscclgo_fallback_why(void);
+
+#endif
