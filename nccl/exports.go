@@ -33,11 +33,19 @@ func cResult(r result) C.int {
 	return C.ncclInternalError
 }
 
-// setError makes msg the last error (ncclGetLastError).
-func setError(msg string) {
+// setError makes msg the last error (ncclGetLastError), logged at INFO.
+func setError(msg string) { setErrorLogged(msg, true) }
+
+// setErrorLogged is setError, logging msg only if log is set (for an
+// error whose call was logged already).
+func setErrorLogged(msg string, log bool) {
 	cs := C.CString(msg)
 	defer C.free(unsafe.Pointer(cs))
-	C.mscclgo_set_error(cs)
+	l := C.int(0)
+	if log {
+		l = 1
+	}
+	C.mscclgo_set_error(cs, l)
 }
 
 // logInfo writes one line to the INFO log (MSCCLGO_NCCL_DEBUG=INFO).
@@ -208,8 +216,9 @@ func mscclgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.i
 	d := c.decide(kc)
 	if !kc.hasFallback {
 		logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), d.why)
-		*out = answer(fn, errorf(resultInvalidUsage, "rank %d of %d: %s, and there is no fallback NCCL: %s",
-			c.rank, c.size, d.why, C.GoString(C.mscclgo_fallback_why())))
+		setErrorLogged(fmt.Sprintf("mscclgo: %s: rank %d of %d: %s, and there is no fallback NCCL: %s",
+			fn, c.rank, c.size, d.why, C.GoString(C.mscclgo_fallback_why())), false)
+		*out = C.ncclInvalidUsage
 		return C.MSCCLGO_DONE
 	}
 	logInfo("%s: fallback: %s", c.describe(kc), d.why)

@@ -81,12 +81,14 @@ static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[2048];
 static int last_error_is_real; /* the last failure was the fallback's */
 
-void mscclgo_set_error(const char *msg) {
+void mscclgo_set_error(const char *msg, int log) {
   pthread_mutex_lock(&error_mu);
   snprintf(last_error, sizeof last_error, "%s", msg);
   last_error_is_real = 0;
   pthread_mutex_unlock(&error_mu);
-  logf_("error: %s", msg);
+  if (log) {
+    logf_("error: %s", msg);
+  }
 }
 
 static ncclResult_t fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -96,7 +98,7 @@ static ncclResult_t fail(ncclResult_t r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  mscclgo_set_error(buf);
+  mscclgo_set_error(buf, 1);
   return r;
 }
 
@@ -890,8 +892,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   if (group_depth == 0) {
     return fail(ncclInvalidUsage, "mscclgo: ncclGroupSimulateEnd without a matching ncclGroupStart");
   }
+  group_depth--;
   if (have_real() && real.GroupSimulateEnd != NULL) {
-    group_depth--;
     return forwarded(real.GroupSimulateEnd(simInfo));
   }
   return no_fallback("ncclGroupSimulateEnd", "mscclgo does not simulate groups");

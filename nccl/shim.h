@@ -59,7 +59,8 @@ extern int mscclgoCommAsyncError(uintptr_t h, int *res);
 extern int mscclgoDecide(uintptr_t h, struct mscclgo_call *call, int *res);
 
 /* The C side, for Go. */
-void mscclgo_set_error(const char *msg);
+/* mscclgo_set_error sets the last error, and logs it if log is set. */
+void mscclgo_set_error(const char *msg, int log);
 int mscclgo_log_enabled(void);
 void mscclgo_log(const char *msg);
 const char *mscclgo_fallback_why(void);

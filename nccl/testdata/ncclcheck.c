@@ -1,0 +1,343 @@
+/*
+ * ncclcheck: a program written against nccl.h the way nccl-tests and
+ * frameworks use NCCL, linked against libnccl.so.2 (mscclgo's library in
+ * the tests). It prints one line per call, "rank R: CALL -> CODE", and for
+ * a failure the last error, "rank R: CALL error: TEXT"; the Go test reads
+ * them (and the stub NCCL's log). Buffers are host memory standing in for
+ * device pointers: nothing here reads or writes them.
+ *
+ *   ncclcheck threads N     N ranks as threads of this process (ncclCommInitAll)
+ *   ncclcheck procs         one rank of a job: RANK, WORLD_SIZE, and the unique
+ *                           id through the file NCCLCHECK_ID_FILE
+ *   ncclcheck single        one rank alone (ncclGetUniqueId, ncclCommInitRank)
+ *   ncclcheck afterdestroy  calls on a destroyed communicator
+ *   ncclcheck badargs       invalid arguments
+ *   ncclcheck mismatch      two threads that disagree on the rank count
+ */
+#define _GNU_SOURCE
+#include "nccl.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COUNT 1024
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static ncclResult_t report(int rank, const char *what, ncclResult_t r) {
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: %s -> %d\n", rank, what, (int)r);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    printf("rank %d: %s error: %s\n", rank, what, ncclGetLastError(NULL));
+  }
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+  return r;
+}
+
+/* calls runs every collective and point-to-point call once or more on
+ * comm, as rank of n. */
+static void calls(ncclComm_t comm, int rank, int n) {
+  float *send = calloc((size_t)n * COUNT, sizeof *send);
+  float *recv = calloc((size_t)n * COUNT, sizeof *recv);
+  cudaStream_t stream = (cudaStream_t)(uintptr_t)(0x1000 + rank);
+  int count = -1, user = -1, dev = -1;
+  report(rank, "ncclCommCount", ncclCommCount(comm, &count));
+  report(rank, "ncclCommUserRank", ncclCommUserRank(comm, &user));
+  report(rank, "ncclCommCuDevice", ncclCommCuDevice(comm, &dev));
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: count %d user rank %d device %d\n", rank, count, user, dev);
+  pthread_mutex_unlock(&out_mu);
+
+  report(rank, "ncclAllReduce out-of-place", ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce in-place", ncclAllReduce(recv, recv, COUNT, ncclFloat, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce float64", ncclAllReduce(recv, recv, COUNT, ncclFloat64, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce max", ncclAllReduce(recv, recv, COUNT, ncclFloat, ncclMax, comm, stream));
+  report(rank, "ncclAllGather in-place", ncclAllGather(recv + (size_t)rank * COUNT, recv, COUNT, ncclFloat, comm, stream));
+  report(rank, "ncclAllGather out-of-place", ncclAllGather(send, recv, COUNT, ncclFloat, comm, stream));
+  report(rank, "ncclReduceScatter", ncclReduceScatter(send, recv, COUNT, ncclBfloat16, ncclSum, comm, stream));
+  report(rank, "ncclBroadcast", ncclBroadcast(send, recv, COUNT, ncclInt32, 0, comm, stream));
+  report(rank, "ncclBcast", ncclBcast(recv, COUNT, ncclInt32, 0, comm, stream));
+  report(rank, "ncclReduce", ncclReduce(send, recv, COUNT, ncclFloat16, ncclSum, 0, comm, stream));
+  report(rank, "ncclGroupStart", ncclGroupStart());
+  report(rank, "ncclSend", ncclSend(send, COUNT, ncclFloat, (rank + 1) % n, comm, stream));
+  report(rank, "ncclRecv", ncclRecv(recv, COUNT, ncclFloat, (rank + n - 1) % n, comm, stream));
+  report(rank, "ncclGroupEnd", ncclGroupEnd());
+
+  ncclRedOp_t op = ncclSum;
+  float scalar = 0.5f;
+  if (report(rank, "ncclRedOpCreatePreMulSum",
+             ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm)) == ncclSuccess) {
+    report(rank, "ncclAllReduce premulsum", ncclAllReduce(send, recv, COUNT, ncclFloat, op, comm, stream));
+    report(rank, "ncclRedOpDestroy", ncclRedOpDestroy(op, comm));
+  }
+  void *handle = NULL;
+  if (report(rank, "ncclCommRegister", ncclCommRegister(comm, send, COUNT * sizeof *send, &handle)) == ncclSuccess) {
+    report(rank, "ncclCommDeregister", ncclCommDeregister(comm, handle));
+  }
+  ncclResult_t async = ncclInternalError;
+  report(rank, "ncclCommGetAsyncError", ncclCommGetAsyncError(comm, &async));
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: async error %d\n", rank, (int)async);
+  pthread_mutex_unlock(&out_mu);
+  free(send);
+  free(recv);
+}
+
+/* split splits comm in two colors (parity of the rank); the last rank of
+ * more than two takes no color. */
+static void split(ncclComm_t comm, int rank, int n) {
+  int color = (n > 2 && rank == n - 1) ? NCCL_SPLIT_NOCOLOR : rank % 2;
+  ncclComm_t sub = NULL;
+  if (report(rank, "ncclCommSplit", ncclCommSplit(comm, color, rank, &sub, NULL)) != ncclSuccess) {
+    return;
+  }
+  if (sub == NULL) {
+    pthread_mutex_lock(&out_mu);
+    printf("rank %d: split color %d: no communicator\n", rank, color);
+    pthread_mutex_unlock(&out_mu);
+    return;
+  }
+  int count = -1, user = -1;
+  ncclCommCount(sub, &count);
+  ncclCommUserRank(sub, &user);
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: split color %d: rank %d of %d\n", rank, color, user, count);
+  pthread_mutex_unlock(&out_mu);
+  report(rank, "ncclAllReduce on split", ncclAllReduce(&count, &count, 1, ncclInt32, ncclSum, sub, NULL));
+  report(rank, "ncclCommDestroy split", ncclCommDestroy(sub));
+}
+
+static void finish(ncclComm_t comm, int rank) {
+  report(rank, "ncclCommFinalize", ncclCommFinalize(comm));
+  report(rank, "ncclCommDestroy", ncclCommDestroy(comm));
+}
+
+struct rank_arg {
+  ncclComm_t comm;
+  int rank, n;
+};
+
+static void *rank_main(void *p) {
+  struct rank_arg *a = p;
+  calls(a->comm, a->rank, a->n);
+  split(a->comm, a->rank, a->n);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+static int threads(int n) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct rank_arg){comms[r], r, n};
+    pthread_create(&ts[r], NULL, rank_main, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL) {
+    fprintf(stderr, "ncclcheck: %s is not set\n", name);
+    exit(2);
+  }
+  return atoi(v);
+}
+
+/* procs is one rank of a job; the unique id goes through a file, as a
+ * framework sends it through its own channel. */
+static int procs(void) {
+  int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
+  const char *file = getenv("NCCLCHECK_ID_FILE");
+  if (file == NULL) {
+    fprintf(stderr, "ncclcheck: NCCLCHECK_ID_FILE is not set\n");
+    return 2;
+  }
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (report(rank, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+      return 1;
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
+      perror("ncclcheck: writing the unique id");
+      return 2;
+    }
+  } else {
+    int waited = 0;
+    for (;;) {
+      FILE *f = fopen(file, "rb");
+      if (f != NULL) {
+        size_t got = fread(&id, sizeof id, 1, f);
+        fclose(f);
+        if (got == 1) {
+          break;
+        }
+      }
+      if (++waited > 3000) {
+        fprintf(stderr, "ncclcheck: rank %d: no unique id in %s after 30 s\n", rank, file);
+        return 2;
+      }
+      usleep(10000);
+    }
+  }
+  ncclComm_t comm = NULL;
+  if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
+    return 1;
+  }
+  calls(comm, rank, n);
+  split(comm, rank, n);
+  finish(comm, rank);
+  return 0;
+}
+
+static int single(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  int version = 0;
+  report(0, "ncclGetVersion", ncclGetVersion(&version));
+  printf("rank 0: version %d\n", version);
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  calls(comm, 0, 1);
+  void *mem = NULL;
+  if (report(0, "ncclMemAlloc", ncclMemAlloc(&mem, 4096)) == ncclSuccess) {
+    report(0, "ncclMemFree", ncclMemFree(mem));
+  }
+  finish(comm, 0);
+  return 0;
+}
+
+static int afterdestroy(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  report(0, "ncclCommDestroy", ncclCommDestroy(comm));
+  int count = 0;
+  report(0, "ncclCommCount after destroy", ncclCommCount(comm, &count));
+  float x = 0;
+  report(0, "ncclAllReduce after destroy", ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL));
+  report(0, "ncclCommDestroy after destroy", ncclCommDestroy(comm));
+
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  report(0, "ncclCommFinalize", ncclCommFinalize(comm));
+  report(0, "ncclAllReduce after finalize", ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL));
+  report(0, "ncclCommAbort", ncclCommAbort(comm));
+  report(0, "ncclCommUserRank after abort", ncclCommUserRank(comm, &count));
+  return 0;
+}
+
+static int badargs(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  report(0, "ncclGetUniqueId", ncclGetUniqueId(&id));
+  report(0, "ncclCommInitRank rank 2 of 2", ncclCommInitRank(&comm, 2, id, 2));
+  report(0, "ncclCommInitRank 0 ranks", ncclCommInitRank(&comm, 0, id, 0));
+  ncclUniqueId foreign;
+  memset(&foreign, 0x5a, sizeof foreign);
+  report(0, "ncclCommInitRank foreign id", ncclCommInitRank(&comm, 1, foreign, 0));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0;
+  report(0, "ncclCommInitRankConfig bad config", ncclCommInitRankConfig(&comm, 1, id, 0, &config));
+  report(0, "ncclGroupEnd without start", ncclGroupEnd());
+  report(0, "ncclGroupStart", ncclGroupStart());
+  report(0, "ncclCommInitRank in a group", ncclCommInitRank(&comm, 1, id, 0));
+  report(0, "ncclGroupEnd", ncclGroupEnd());
+  int x = 0;
+  report(0, "ncclCommCount of NULL", ncclCommCount(NULL, &x));
+  report(0, "ncclCommInitAll 0", ncclCommInitAll(&comm, 0, NULL));
+  printf("rank 0: error string %d: %s\n", (int)ncclInvalidUsage, ncclGetErrorString(ncclInvalidUsage));
+  return 0;
+}
+
+struct mismatch_arg {
+  ncclUniqueId id;
+  int rank, n;
+};
+
+static void *mismatch_main(void *p) {
+  struct mismatch_arg *a = p;
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRank(&comm, a->n, a->id, a->rank);
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: ncclCommInitRank of %d ranks -> %d\n", a->rank, a->n, (int)r);
+  pthread_mutex_unlock(&out_mu);
+  if (r == ncclSuccess) {
+    ncclCommDestroy(comm);
+  }
+  return NULL;
+}
+
+static int mismatch(void) {
+  struct mismatch_arg args[2];
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&args[0].id)) != ncclSuccess) {
+    return 1;
+  }
+  args[1].id = args[0].id;
+  args[0].rank = 0;
+  args[0].n = 2;
+  args[1].rank = 1;
+  args[1].n = 3;
+  pthread_t ts[2];
+  for (int i = 0; i < 2; i++) {
+    pthread_create(&ts[i], NULL, mismatch_main, &args[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(ts[i], NULL);
+  }
+  printf("rank -1: last error: %s\n", ncclGetLastError(NULL));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: ncclcheck threads N | procs | single | afterdestroy | badargs | mismatch\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "threads") == 0 && argc == 3) {
+    return threads(atoi(argv[2]));
+  }
+  if (strcmp(argv[1], "procs") == 0) {
+    return procs();
+  }
+  if (strcmp(argv[1], "single") == 0) {
+    return single();
+  }
+  if (strcmp(argv[1], "afterdestroy") == 0) {
+    return afterdestroy();
+  }
+  if (strcmp(argv[1], "badargs") == 0) {
+    return badargs();
+  }
+  if (strcmp(argv[1], "mismatch") == 0) {
+    return mismatch();
+  }
+  fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
+  return 2;
+}
