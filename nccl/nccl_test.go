@@ -1,0 +1,522 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The tests build, once per test binary, the library (go build
+// -buildmode=c-shared, soname libnccl.so.2), a copy of it, the stub NCCL
+// (testdata/stubnccl.c) and the ncclcheck driver (testdata/ncclcheck.c,
+// linked against the library as libnccl.so.2), all with -Wall -Wextra
+// -Werror, and run the driver with the stub as the fallback NCCL or with
+// none.
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// artifacts is the directory of the built library, stub and driver:
+// ours/libnccl.so.2, copy/libnccl.so.2, stub/libnccl.so.2, ncclcheck.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "mscclgo-nccl-test-")
+		if buildErr == nil {
+			buildErr = buildAll(buildDir)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building the library and its test programs: %v", buildErr)
+	}
+	return buildDir
+}
+
+func buildAll(dir string) error {
+	for _, d := range []string{"ours", "copy", "stub"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	cflags := []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-DMSCCLGO_NCCL_NO_CUDA_RUNTIME", "-Iinclude"}
+	steps := [][]string{
+		{goTool, "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "ours", "libnccl.so.2"), "."},
+		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c"),
+		append(append([]string{"gcc"}, cflags...), "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub", "libnccl.so.2"), "testdata/stubnccl.c"),
+		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
+			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread"),
+		{"cp", filepath.Join(dir, "ours", "libnccl.so.2"), filepath.Join(dir, "copy", "libnccl.so.2")},
+	}
+	for _, s := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput()
+		cancel()
+		if err != nil || (s[0] == "gcc" && len(out) > 0) {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// run is one run of the driver: its output, its INFO log, the stub's log.
+type run struct {
+	stdout, stderr string
+	stub           []string
+}
+
+// runCheck runs ncclcheck with args and env (added to a clean set of the
+// library's variables); it fails the test if the driver fails or runs
+// past a minute.
+func runCheck(t *testing.T, env []string, args ...string) run {
+	t.Helper()
+	return runCheckExit(t, 0, env, args...)
+}
+
+// runCheckExit is runCheck for a run that is to exit with status want.
+func runCheckExit(t *testing.T, want int, env []string, args ...string) run {
+	t.Helper()
+	dir := artifacts(t)
+	stubLog := filepath.Join(t.TempDir(), "stub.log")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "ncclcheck"), args...)
+	cmd.Env = append(cleanEnv(), "STUB_NCCL_LOG="+stubLog, "MSCCLGO_NCCL_DEBUG=INFO", "MSCCLGO_NCCL_TIMEOUT=20s",
+		"MSCCLGO_CACHE_DIR="+t.TempDir(), "NCCL_STUB_DIR="+filepath.Join(dir, "stub"))
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := run{stdout: stdout.String(), stderr: stderr.String(), stub: readLines(t, stubLog)}
+	if ctx.Err() != nil {
+		t.Fatalf("ncclcheck %v ran past a minute\nstdout:\n%s\nstderr:\n%s", args, r.stdout, r.stderr)
+	}
+	if got := cmd.ProcessState.ExitCode(); got != want {
+		t.Fatalf("ncclcheck %v: %v, want exit status %d\nstdout:\n%s\nstderr:\n%s", args, err, want, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// cleanEnv is the environment without the variables the library reads.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "MSCCLGO_") || strings.HasPrefix(kv, "STUB_NCCL_") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") ||
+			strings.HasPrefix(kv, "RANK=") || strings.HasPrefix(kv, "WORLD_SIZE=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func readLines(t *testing.T, path string) []string {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// results are the driver's "rank R: CALL -> CODE" lines, by "rank R: CALL".
+func (r run) results() map[string]string {
+	m := map[string]string{}
+	re := regexp.MustCompile(`^(rank -?\d+: .+) -> (-?\d+)$`)
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if s := re.FindStringSubmatch(l); s != nil {
+			m[s[1]] = s[2]
+		}
+	}
+	return m
+}
+
+func stubWith(dir string) string {
+	return "MSCCLGO_NCCL_FALLBACK=" + filepath.Join(dir, "stub", "libnccl.so.2")
+}
+
+// perRankStubCalls are the stub lines every rank's calls() must produce,
+// with %[1]s the stub communicator and %[2]s the stream.
+var perRankStubCalls = []string{
+	"ncclAllReduce %[1]s count=1024 dtype=7 op=0 inplace=0 stream=%[2]s",
+	"ncclAllReduce %[1]s count=1024 dtype=7 op=0 inplace=1 stream=%[2]s",
+	"ncclAllReduce %[1]s count=1024 dtype=8 op=0 inplace=1 stream=%[2]s",
+	"ncclAllReduce %[1]s count=1024 dtype=7 op=2 inplace=1 stream=%[2]s",
+	"ncclAllGather %[1]s count=1024 dtype=7 stream=%[2]s",
+	"ncclReduceScatter %[1]s count=1024 dtype=9 op=0 stream=%[2]s",
+	"ncclBroadcast %[1]s count=1024 dtype=2 root=0 stream=%[2]s",
+	"ncclBcast %[1]s count=1024 dtype=2 root=0 stream=%[2]s",
+	"ncclReduce %[1]s count=1024 dtype=6 op=0 root=0 stream=%[2]s",
+	"ncclRedOpCreatePreMulSum %[1]s dtype=7 residence=1",
+	"ncclAllReduce %[1]s count=1024 dtype=7 op=6 inplace=0 stream=%[2]s",
+	"ncclRedOpDestroy %[1]s op=6",
+	"ncclCommRegister %[1]s size=4096",
+	"ncclCommDeregister %[1]s",
+	"ncclCommGetAsyncError %[1]s",
+	"ncclCommFinalize %[1]s",
+	"ncclCommDestroy %[1]s",
+}
+
+// checkOrdered checks that want occur in lines in this order.
+func checkOrdered(t *testing.T, lines, want []string) {
+	t.Helper()
+	i := 0
+	for _, l := range lines {
+		if i < len(want) && l == "stub "+want[i] {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Errorf("stub log lacks %q (after %d of %d expected calls in order); log:\n%s", want[i], i, len(want), strings.Join(lines, "\n"))
+	}
+}
+
+func TestThreadsForwardToFallback(t *testing.T) {
+	dir := artifacts(t)
+	r := runCheck(t, []string{stubWith(dir)}, "threads", "4")
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0 (every call forwarded to the stub)", call, code)
+		}
+	}
+	if n := len(r.results()); n < 4*25 {
+		t.Errorf("%d results, want at least 100:\n%s", n, r.stdout)
+	}
+	checkOrdered(t, r.stub, []string{"ncclCommInitAll ndev=4 devlist=null"})
+	for rank := range 4 {
+		want := make([]string, len(perRankStubCalls))
+		for i, f := range perRankStubCalls {
+			want[i] = fmt.Sprintf(f, fmt.Sprintf("%d:%d/4", rank+1, rank), fmt.Sprintf("0x%x", 0x1000+rank))
+		}
+		// The group of the point-to-point calls, forwarded as a group.
+		want = append(want[:9:9], append([]string{"ncclGroupStart",
+			fmt.Sprintf("ncclSend %d:%d/4 count=1024 dtype=7 peer=%d stream=0x%x", rank+1, rank, (rank+1)%4, 0x1000+rank),
+			fmt.Sprintf("ncclRecv %d:%d/4 count=1024 dtype=7 peer=%d stream=0x%x", rank+1, rank, (rank+3)%4, 0x1000+rank),
+		}, want[9:]...)...)
+		checkOrdered(t, r.stub, want)
+		checkOrdered(t, r.stub, []string{fmt.Sprintf("ncclCommSplit %d:%d/4 color=%d key=%d", rank+1, rank, map[bool]int{true: -1, false: rank % 2}[rank == 3], rank)})
+		for _, l := range []string{
+			fmt.Sprintf("rank %d: count 4 user rank %d device %d", rank, rank, rank),
+			fmt.Sprintf("mscclgo-nccl INFO rank %d of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): fallback: no plan set installed", rank),
+			fmt.Sprintf("mscclgo-nccl INFO rank %d of 4: ncclAllGather count 1024 ncclFloat32 (in-place, 16384 bytes): fallback:", rank),
+			fmt.Sprintf("mscclgo-nccl INFO rank %d of 4: ncclAllReduce count 1024 ncclFloat32 ncclMax (in-place, 4096 bytes): fallback: ncclMax: plans reduce by sum only", rank),
+			fmt.Sprintf("mscclgo-nccl INFO rank %d of 4: ncclSend count 1024 ncclFloat32 peer %d in a group: fallback: mscclgo has no plans for ncclSend", rank, (rank+1)%4),
+		} {
+			if !strings.Contains(r.stdout+r.stderr, l) {
+				t.Errorf("output lacks %q", l)
+			}
+		}
+	}
+	// The split: ranks 0 and 2 (color 0), rank 1 alone (color 1), rank 3
+	// without a color.
+	for _, l := range []string{
+		"rank 0: split color 0: rank 0 of 2", "rank 2: split color 0: rank 1 of 2",
+		"rank 1: split color 1: rank 0 of 1", "rank 3: split color -1: no communicator",
+		"mscclgo-nccl INFO fallback NCCL: " + filepath.Join(dir, "stub", "libnccl.so.2") + " (MSCCLGO_NCCL_FALLBACK)",
+	} {
+		if !strings.Contains(r.stdout+r.stderr, l) {
+			t.Errorf("output lacks %q", l)
+		}
+	}
+	// Nothing of a communicator reaches the stub after its destroy.
+	destroyed := map[string]bool{}
+	for _, l := range r.stub {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		if destroyed[f[2]] {
+			t.Errorf("stub got %q after its communicator was destroyed", l)
+		}
+		if f[1] == "ncclCommDestroy" {
+			destroyed[f[2]] = true
+		}
+	}
+}
+
+func TestProcessesShareTheFallbackID(t *testing.T) {
+	dir := artifacts(t)
+	idFile := filepath.Join(t.TempDir(), "id")
+	stubLog := filepath.Join(t.TempDir(), "stub.log")
+	var wg sync.WaitGroup
+	runs := make([]run, 2)
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{stubWith(dir), fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2",
+				"NCCLCHECK_ID_FILE=" + idFile, "STUB_NCCL_LOG=" + stubLog}, "procs")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	lines := readLines(t, stubLog)
+	var stubID string
+	inits := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch f[1] {
+		case "ncclGetUniqueId":
+			if stubID != "" {
+				t.Errorf("stub made a second unique id: %q", l)
+			}
+			stubID = f[2]
+		case "ncclCommInitRankConfig":
+			inits++
+			if f[3] != "id="+stubID {
+				t.Errorf("%q: want the id rank 0 got from the stub, %s, handed over by mscclgo's bootstrap", l, stubID)
+			}
+		}
+	}
+	if stubID == "" || inits != 2 {
+		t.Errorf("stub log: unique id %q and %d inits, want one id and 2 inits:\n%s", stubID, inits, strings.Join(lines, "\n"))
+	}
+	for rank, r := range runs {
+		for call, code := range r.results() {
+			if code != "0" {
+				t.Errorf("rank %d: %s -> %s, want 0", rank, call, code)
+			}
+		}
+		for _, l := range []string{fmt.Sprintf("rank %d: count 2 user rank %d", rank, rank), fmt.Sprintf("rank %d: split color %d: rank 0 of 1", rank, rank)} {
+			if !strings.Contains(r.stdout, l) {
+				t.Errorf("rank %d: output lacks %q:\n%s", rank, l, r.stdout)
+			}
+		}
+	}
+}
+
+func TestNoFallback(t *testing.T) {
+	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none"}, "single")
+	res := r.results()
+	const none = "and there is no fallback NCCL: MSCCLGO_NCCL_FALLBACK=none turns the fallback off"
+	for _, c := range []struct {
+		call, code, err string
+	}{
+		{"ncclGetVersion", "0", ""},
+		{"ncclCommInitRank", "0", ""},
+		{"ncclCommCount", "0", ""},
+		{"ncclAllReduce out-of-place", "5", "mscclgo: ncclAllReduce: rank 0 of 1: no plan set installed"},
+		{"ncclAllReduce float64", "5", "ncclFloat64: plans compute float16, bfloat16, float32 and int32, " + none},
+		{"ncclAllReduce max", "5", "ncclMax: plans reduce by sum only, " + none},
+		{"ncclBroadcast", "5", "mscclgo has no plans for ncclBroadcast, " + none},
+		{"ncclSend", "5", "mscclgo has no plans for ncclSend, " + none},
+		{"ncclGroupStart", "0", ""},
+		{"ncclGroupEnd", "0", ""},
+		{"ncclRedOpCreatePreMulSum", "5", "user-defined reductions are the fallback's, " + none},
+		{"ncclCommRegister", "5", "buffer registration is the fallback's, " + none},
+		{"ncclMemAlloc", "5", "mscclgo does not allocate device memory itself, " + none},
+		{"ncclCommGetAsyncError", "0", ""},
+		{"ncclCommFinalize", "0", ""},
+		{"ncclCommDestroy", "0", ""},
+	} {
+		if got := res["rank 0: "+c.call]; got != c.code {
+			t.Errorf("%s -> %q, want %s", c.call, got, c.code)
+		}
+		if c.err != "" && !strings.Contains(r.stdout, "rank 0: "+c.call+" error: ") {
+			t.Errorf("%s: no ncclGetLastError text", c.call)
+		} else if c.err != "" {
+			line := lineWith(r.stdout, "rank 0: "+c.call+" error: ")
+			if !strings.Contains(line, c.err) {
+				t.Errorf("%s: ncclGetLastError gives %q, want it to contain %q", c.call, line, c.err)
+			}
+		}
+	}
+	if !strings.Contains(r.stdout, "rank 0: version 22203") {
+		t.Errorf("ncclGetVersion without a fallback: want this header's 22203:\n%s", r.stdout)
+	}
+}
+
+func lineWith(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestFallbackSearch(t *testing.T) {
+	dir := artifacts(t)
+	_, systemNCCL := os.Stat("/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+	type searchCase struct {
+		name string
+		env  []string
+		log  string // a line of the INFO log
+		ver  string // ncclGetVersion's answer
+	}
+	cases := []searchCase{
+		{"explicit stub", []string{stubWith(dir)}, "fallback NCCL: " + filepath.Join(dir, "stub", "libnccl.so.2") + " (MSCCLGO_NCCL_FALLBACK)", "22299"},
+		{"stub in LD_LIBRARY_PATH after ours", []string{"LD_LIBRARY_PATH=" + filepath.Join(dir, "ours") + ":" + filepath.Join(dir, "stub")},
+			"fallback NCCL: " + filepath.Join(dir, "stub", "libnccl.so.2") + " (LD_LIBRARY_PATH)", "22299"},
+		{"itself", []string{"MSCCLGO_NCCL_FALLBACK=" + filepath.Join(dir, "ours", "libnccl.so.2")},
+			"no fallback NCCL: MSCCLGO_NCCL_FALLBACK=" + filepath.Join(dir, "ours", "libnccl.so.2") + " cannot be used: " + filepath.Join(dir, "ours", "libnccl.so.2") + ": is mscclgo's own library", "22203"},
+		{"a copy of itself", []string{"MSCCLGO_NCCL_FALLBACK=" + filepath.Join(dir, "copy", "libnccl.so.2")},
+			filepath.Join(dir, "copy", "libnccl.so.2") + ": is mscclgo's own library", "22203"},
+		{"missing file", []string{"MSCCLGO_NCCL_FALLBACK=" + filepath.Join(dir, "nowhere", "libnccl.so.2")},
+			filepath.Join(dir, "nowhere", "libnccl.so.2") + ": No such file or directory", "22203"},
+		{"not NCCL", []string{"MSCCLGO_NCCL_FALLBACK=libm.so.6"}, "libm.so.6: not an NCCL library", "22203"},
+		{"off", []string{"MSCCLGO_NCCL_FALLBACK=off"}, "no fallback NCCL: MSCCLGO_NCCL_FALLBACK=off turns the fallback off", "22203"},
+	}
+	if systemNCCL != nil {
+		cases = append(cases, searchCase{name: "only ours in LD_LIBRARY_PATH", env: []string{"LD_LIBRARY_PATH=" + filepath.Join(dir, "copy")},
+			log: "no fallback NCCL: no fallback NCCL found (set MSCCLGO_NCCL_FALLBACK to the real libnccl.so.2); tried: " + filepath.Join(dir, "copy", "libnccl.so.2") + ": is mscclgo's own library", ver: "22203"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCheck(t, c.env, "single")
+			if !strings.Contains(r.stderr, "mscclgo-nccl INFO "+c.log) && !strings.Contains(r.stderr, c.log) {
+				t.Errorf("log lacks %q:\n%s", c.log, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "rank 0: version "+c.ver+"\n") {
+				t.Errorf("want version %s:\n%s", c.ver, lineWith(r.stdout, "rank 0: version"))
+			}
+		})
+	}
+}
+
+func TestForwardedFailures(t *testing.T) {
+	dir := artifacts(t)
+	for _, c := range []struct {
+		fail, call, code, err string
+		exit                  int // the driver stops when the init fails
+	}{
+		{"ncclAllReduce", "ncclAllReduce out-of-place", "2", "stub: injected failure in ncclAllReduce", 0},
+		{"ncclSend", "ncclSend", "2", "stub: injected failure in ncclSend", 0},
+		{"ncclCommInitRankConfig", "ncclCommInitRank", "2", "stub: injected failure in ncclCommInitRankConfig", 1},
+		{"ncclCommFinalize", "ncclCommFinalize", "2", "stub: injected failure in ncclCommFinalize", 0},
+	} {
+		t.Run(c.fail, func(t *testing.T) {
+			r := runCheckExit(t, c.exit, []string{stubWith(dir), "STUB_NCCL_FAIL=" + c.fail}, "single")
+			if got := r.results()["rank 0: "+c.call]; got != c.code {
+				t.Errorf("%s -> %q, want %s\n%s", c.call, got, c.code, r.stdout)
+			}
+			if line := lineWith(r.stdout, "rank 0: "+c.call+" error: "); !strings.HasSuffix(line, c.err) {
+				t.Errorf("ncclGetLastError after the fallback's failure: %q, want the fallback's %q", line, c.err)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		mode  string
+		want  map[string]string // call -> code
+		texts []string
+	}{
+		{"afterdestroy", map[string]string{
+			"ncclCommDestroy":               "0",
+			"ncclCommCount after destroy":   "5",
+			"ncclAllReduce after destroy":   "5",
+			"ncclCommDestroy after destroy": "5",
+			"ncclAllReduce after finalize":  "5",
+			"ncclCommAbort":                 "0",
+			"ncclCommUserRank after abort":  "5",
+		}, []string{
+			"ncclCommCount after destroy error: mscclgo: ncclCommCount: communicator 0x",
+			"(rank 0 of 1) was used after ncclCommDestroy",
+			"ncclAllReduce after finalize error: mscclgo: ncclAllReduce: rank 0 of 1: used after ncclCommFinalize",
+			"(rank 0 of 1) was used after ncclCommAbort",
+		}},
+		{"badargs", map[string]string{
+			"ncclCommInitRank rank 2 of 2":      "4",
+			"ncclCommInitRank 0 ranks":          "4",
+			"ncclCommInitRank foreign id":       "4",
+			"ncclCommInitRankConfig bad config": "4",
+			"ncclGroupEnd without start":        "5",
+			"ncclCommInitRank in a group":       "5",
+			"ncclCommCount of NULL":             "4",
+			"ncclCommInitAll 0":                 "4",
+		}, []string{
+			"rank 2 outside the 2 ranks of the communicator (0 to 1)",
+			"nranks 0: must be at least 1",
+			"was not made by this library's ncclGetUniqueId",
+			"initialise it with NCCL_CONFIG_INITIALIZER",
+			"ncclGroupEnd without a matching ncclGroupStart",
+			"ncclCommInitRank inside ncclGroupStart/ncclGroupEnd: not supported yet",
+			"ncclCommCount: the communicator is NULL",
+		}},
+		{"mismatch", map[string]string{}, []string{
+			"rank 0: ncclCommInitRank of 2 ranks -> 2",
+			"rank 1: ncclCommInitRank of 3 ranks -> 2",
+			"handshake: rank 1 reported world size 3, this rank has 2",
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_TIMEOUT=5s"}, c.mode)
+			res := r.results()
+			for call, code := range c.want {
+				if got := res["rank 0: "+call]; got != code {
+					t.Errorf("%s -> %q, want %s", call, got, code)
+				}
+			}
+			for _, s := range c.texts {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("output lacks %q:\n%s", s, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanChoice runs two ranks with a plan directory holding one 2-rank
+// in-place allgather plan: the in-place float32 allgather finds it (and,
+// with no launch on device buffers yet, falls back naming it); the
+// out-of-place one and the allreduce do not.
+func TestPlanChoice(t *testing.T) {
+	dir := artifacts(t)
+	plans := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "tests", "ports", "single_node", "allgather.plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plans, "allgather.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCheck(t, []string{stubWith(dir), "MSCCLGO_PLAN_PATH=" + plans}, "threads", "2")
+	for _, l := range []string{
+		"rank 0 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
+		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits",
+		"but this build cannot launch plans on the caller's device buffers yet",
+		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place",
+		"rank 0 of 2: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): fallback: no plan for allreduce of 4096 bytes on 2 ranks (2 per node), in-place",
+		"plan set of 1 plans in 1 directories",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+}
