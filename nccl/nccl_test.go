@@ -318,6 +318,35 @@ func TestProcessesShareTheFallbackID(t *testing.T) {
 	}
 }
 
+// TestPeerLoss: rank 1 of two processes exits without ncclCommDestroy;
+// rank 0's ncclCommGetAsyncError turns to ncclRemoteError naming it, and
+// ncclCommAbort ends the communicator.
+func TestPeerLoss(t *testing.T) {
+	idFile := filepath.Join(t.TempDir(), "id")
+	var wg sync.WaitGroup
+	runs := make([]run, 2)
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2",
+				"NCCLCHECK_ID_FILE=" + idFile}, "lost")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	line := lineWith(runs[0].stdout, "rank 0: async error ")
+	t.Log(line)
+	if !strings.HasPrefix(line, "rank 0: async error 6: mscclgo: rank 0 of 2: rank 1 lost: ") {
+		t.Errorf("after rank 1 died: %q, want ncclRemoteError (6) naming rank 1\n%s", line, runs[0].stdout)
+	}
+	if got := runs[0].results()["rank 0: ncclCommAbort"]; got != "0" {
+		t.Errorf("ncclCommAbort -> %q, want 0", got)
+	}
+}
+
 func TestNoFallback(t *testing.T) {
 	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none"}, "single")
 	res := r.results()

@@ -13,6 +13,9 @@
  *   ncclcheck afterdestroy  calls on a destroyed communicator
  *   ncclcheck badargs       invalid arguments
  *   ncclcheck mismatch      two threads that disagree on the rank count
+ *   ncclcheck lost          as procs, but rank 1 exits at once without
+ *                           ncclCommDestroy; rank 0 polls
+ *                           ncclCommGetAsyncError, then aborts
  */
 #define _GNU_SOURCE
 #include "nccl.h"
@@ -161,8 +164,9 @@ static int env_int(const char *name) {
 }
 
 /* procs is one rank of a job; the unique id goes through a file, as a
- * framework sends it through its own channel. */
-static int procs(void) {
+ * framework sends it through its own channel. With lose set, rank 1 dies
+ * after the init and rank 0 waits for the loss to show. */
+static int procs(int lose) {
   int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
   const char *file = getenv("NCCLCHECK_ID_FILE");
   if (file == NULL) {
@@ -202,6 +206,21 @@ static int procs(void) {
   ncclComm_t comm = NULL;
   if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
     return 1;
+  }
+  if (lose) {
+    if (rank == 1) {
+      _exit(0); /* no ncclCommDestroy: a crash, as the peers see it */
+    }
+    ncclResult_t async = ncclSuccess;
+    for (int i = 0; i < 3000 && async == ncclSuccess; i++) {
+      if (report(rank, "ncclCommGetAsyncError", ncclCommGetAsyncError(comm, &async)) != ncclSuccess) {
+        return 1;
+      }
+      usleep(10000);
+    }
+    printf("rank %d: async error %d: %s\n", rank, (int)async, ncclGetLastError(comm));
+    report(rank, "ncclCommAbort", ncclCommAbort(comm));
+    return 0;
   }
   calls(comm, rank, n);
   split(comm, rank, n);
@@ -317,14 +336,17 @@ static int mismatch(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | single | afterdestroy | badargs | mismatch\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
     return threads(atoi(argv[2]));
   }
   if (strcmp(argv[1], "procs") == 0) {
-    return procs();
+    return procs(0);
+  }
+  if (strcmp(argv[1], "lost") == 0) {
+    return procs(1);
   }
   if (strcmp(argv[1], "single") == 0) {
     return single();
