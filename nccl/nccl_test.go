@@ -318,6 +318,62 @@ func TestProcessesShareTheFallbackID(t *testing.T) {
 	}
 }
 
+// TestInitInGroup: one thread makes every rank between ncclGroupStart and
+// ncclGroupEnd (nccl-tests under mpirun); the communicators exist once the
+// group ends, the fallback's are made inside its own group, and a failed
+// init fails the group end and leaves the handles marked.
+func TestInitInGroup(t *testing.T) {
+	dir := artifacts(t)
+	r := runCheck(t, []string{stubWith(dir)}, "group", "3")
+	res := r.results()
+	for _, c := range []struct{ call, code string }{
+		{"rank 0: ncclCommInitRank 0 in a group", "0"},
+		{"rank 2: ncclCommInitRank 2 in a group", "0"},
+		{"rank 0: ncclCommCount before ncclGroupEnd", "5"},
+		{"rank -1: ncclGroupEnd", "0"},
+		{"rank 1: ncclAllReduce in-place", "0"},
+		{"rank 2: ncclCommDestroy", "0"},
+	} {
+		if got := res[c.call]; got != c.code {
+			t.Errorf("%s -> %q, want %s", c.call, got, c.code)
+		}
+	}
+	if !strings.Contains(r.stdout, "was used before the ncclGroupEnd that creates it") {
+		t.Errorf("use before ncclGroupEnd not named:\n%s", r.stdout)
+	}
+	// The stub's group: start, one id, three inits with it, end, in order.
+	var stubID string
+	for _, l := range r.stub {
+		if f := strings.Fields(l); len(f) > 2 && f[1] == "ncclGetUniqueId" {
+			stubID = f[2]
+		}
+	}
+	for rank := range 3 {
+		checkOrdered(t, r.stub, []string{"ncclGroupStart", "ncclGetUniqueId " + stubID,
+			"ncclCommInitRankConfig 1:0/3 id=" + stubID + " config=null",
+			"ncclCommInitRankConfig 2:1/3 id=" + stubID + " config=null",
+			"ncclCommInitRankConfig 3:2/3 id=" + stubID + " config=null",
+			"ncclGroupEnd",
+			fmt.Sprintf("ncclAllReduce %d:%d/3 count=1024 dtype=7 op=0 inplace=1 stream=0x%x", rank+1, rank, 0x1000+rank),
+			fmt.Sprintf("ncclCommDestroy %d:%d/3", rank+1, rank),
+		})
+	}
+	if stubID == "" {
+		t.Errorf("the stub made no unique id:\n%s", strings.Join(r.stub, "\n"))
+	}
+
+	bad := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_TIMEOUT=5s"}, "groupbad")
+	if got := bad.results()["rank -1: ncclGroupEnd"]; got != "2" {
+		t.Errorf("ncclGroupEnd of ranks that disagree -> %q, want 2\n%s", got, bad.stdout)
+	}
+	for _, s := range []string{"rank 1 reported world size 3",
+		"rank 0: ncclCommCount after a failed group error: mscclgo: ncclCommCount: communicator 0x"} {
+		if !strings.Contains(bad.stdout, s) {
+			t.Errorf("output lacks %q:\n%s", s, bad.stdout)
+		}
+	}
+}
+
 // TestPeerLoss: rank 1 of two processes exits without ncclCommDestroy;
 // rank 0's ncclCommGetAsyncError turns to ncclRemoteError naming it, and
 // ncclCommAbort ends the communicator.
@@ -485,7 +541,6 @@ func TestErrors(t *testing.T) {
 			"ncclCommInitRank foreign id":       "4",
 			"ncclCommInitRankConfig bad config": "4",
 			"ncclGroupEnd without start":        "5",
-			"ncclCommInitRank in a group":       "5",
 			"ncclCommCount of NULL":             "4",
 			"ncclCommInitAll 0":                 "4",
 		}, []string{
@@ -494,7 +549,6 @@ func TestErrors(t *testing.T) {
 			"was not made by this library's ncclGetUniqueId",
 			"initialise it with NCCL_CONFIG_INITIALIZER",
 			"ncclGroupEnd without a matching ncclGroupStart",
-			"ncclCommInitRank inside ncclGroupStart/ncclGroupEnd: not supported yet",
 			"ncclCommCount: the communicator is NULL",
 		}},
 		{"mismatch", map[string]string{}, []string{

@@ -29,6 +29,7 @@
 
 #define COMM_LIVE 0x6d7363636c676f31ULL /* "msccl go1" */
 #define COMM_DEAD 0x6d7363636c676f30ULL
+#define COMM_PENDING 0x6d7363636c676f32ULL
 
 struct ncclComm {
   uint64_t magic;
@@ -341,6 +342,10 @@ static ncclResult_t check_comm(const struct ncclComm *comm, const char *fn) {
     return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used after %s", fn, (const void *)comm,
                 comm->rank, comm->nranks, comm->ended_by);
   }
+  if (comm->magic == COMM_PENDING) {
+    return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used before the ncclGroupEnd that creates it",
+                fn, (const void *)comm, comm->rank, comm->nranks);
+  }
   if (comm->magic != COMM_LIVE) {
     return fail(ncclInvalidArgument, "mscclgo: %s: %p is not a communicator of this library", fn, (const void *)comm);
   }
@@ -398,6 +403,67 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   return (ncclResult_t)mscclgoUniqueID(uniqueId->internal);
 }
 
+/* One rank's ncclCommInitRank: done at once, or, inside a group, at the
+ * outermost ncclGroupEnd of the calling thread, all the group's ranks
+ * at once (one thread each, since each waits for its peers). */
+struct rank_init {
+  struct ncclComm *comm; /* the caller's handle: COMM_PENDING until done */
+  int nranks, rank, dev, fb;
+  ncclUniqueId id, realID;
+  ncclConfig_t *config; /* the caller's, which must live until the group ends */
+  uintptr_t ours;
+  ncclResult_t result;
+  struct rank_init *next;
+};
+
+static __thread struct rank_init *group_inits; /* this thread's, in call order */
+
+/* init_ours makes the mscclgo half of p (and, on rank 0 with a fallback,
+ * the fallback's unique id, which the bootstrap hands to the others). */
+static void *init_ours(void *arg) {
+  struct rank_init *p = arg;
+  if (p->fb && p->rank == 0) {
+    p->result = forwarded(real.GetUniqueId(&p->realID));
+    if (p->result != ncclSuccess) {
+      return NULL;
+    }
+  }
+  p->result = (ncclResult_t)mscclgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
+  return NULL;
+}
+
+/* init_theirs makes the fallback's communicator of p, once ours exists. */
+static ncclResult_t init_theirs(struct rank_init *p) {
+  if (!p->fb) {
+    return ncclSuccess;
+  }
+  if (real.CommInitRankConfig != NULL) {
+    return forwarded(real.CommInitRankConfig(&p->comm->real, p->nranks, p->realID, p->rank, p->config));
+  }
+  return forwarded(real.CommInitRank(&p->comm->real, p->nranks, p->realID, p->rank));
+}
+
+/* init_done makes p's communicator live, or, after a failure r, ends
+ * both halves and marks it. */
+static void init_done(struct rank_init *p, ncclResult_t r) {
+  if (r == ncclSuccess || r == ncclInProgress) {
+    p->comm->ours = p->ours;
+    p->comm->magic = COMM_LIVE;
+    logf_("rank %d of %d: communicator %p on device %d%s%s", p->rank, p->nranks, (void *)p->comm, p->dev,
+          p->fb ? ", fallback communicator from " : ", no fallback", p->fb ? real.path : "");
+    return;
+  }
+  if (p->ours != 0) {
+    mscclgoCommAbort(p->ours);
+  }
+  if (p->comm->real != NULL) {
+    real.CommAbort(p->comm->real);
+  }
+  p->comm->real = NULL;
+  p->comm->magic = COMM_DEAD;
+  p->comm->ended_by = "its failed ncclCommInitRank";
+}
+
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
   const char *fn = "ncclCommInitRank";
   if (comm == NULL) {
@@ -408,48 +474,89 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
   if (r != ncclSuccess) {
     return r;
   }
-  if (group_depth > 0) {
-    return fail(ncclInvalidUsage,
-                "mscclgo: %s inside ncclGroupStart/ncclGroupEnd: not supported yet; call it from one thread per rank, or use ncclCommInitAll",
-                fn);
-  }
-  int dev = current_device();
-  int fb = have_real();
-  ncclUniqueId realID;
-  memset(&realID, 0, sizeof realID);
-  if (fb && rank == 0) {
-    r = forwarded(real.GetUniqueId(&realID));
-    if (r != ncclSuccess) {
-      return r;
-    }
-  }
-  uintptr_t ours = 0;
-  r = (ncclResult_t)mscclgoCommInit(nranks, rank, commId.internal, dev, fb, realID.internal, &ours);
-  if (r != ncclSuccess) {
-    return r;
-  }
-  ncclComm_t theirs = NULL;
-  if (fb) {
-    if (real.CommInitRankConfig != NULL) {
-      r = forwarded(real.CommInitRankConfig(&theirs, nranks, realID, rank, config));
-    } else {
-      r = forwarded(real.CommInitRank(&theirs, nranks, realID, rank));
-    }
-    if (r != ncclSuccess && r != ncclInProgress) {
-      mscclgoCommAbort(ours);
-      return r;
-    }
-  }
-  *comm = new_comm(ours, theirs, rank, nranks, dev);
-  if (*comm == NULL) {
-    mscclgoCommAbort(ours);
-    if (theirs != NULL) {
-      real.CommAbort(theirs);
-    }
+  struct rank_init *p = calloc(1, sizeof *p);
+  struct ncclComm *c = calloc(1, sizeof *c);
+  if (p == NULL || c == NULL) {
+    free(p);
+    free(c);
     return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
   }
-  logf_("rank %d of %d: communicator %p on device %d%s%s", rank, nranks, (void *)*comm, dev,
-        fb ? ", fallback communicator from " : ", no fallback", fb ? real.path : "");
+  c->magic = COMM_PENDING;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->dev = current_device();
+  c->ended_by = "ncclGroupEnd";
+  *p = (struct rank_init){.comm = c, .nranks = nranks, .rank = rank, .dev = c->dev, .fb = have_real(), .id = commId, .config = config};
+  if (group_depth > 0) {
+    struct rank_init **tail = &group_inits;
+    while (*tail != NULL) {
+      tail = &(*tail)->next;
+    }
+    *tail = p;
+    *comm = c;
+    logf_("rank %d of %d: ncclCommInitRank deferred to ncclGroupEnd", rank, nranks);
+    return ncclSuccess;
+  }
+  init_ours(p);
+  r = p->result;
+  if (r == ncclSuccess) {
+    r = init_theirs(p);
+  }
+  init_done(p, r);
+  free(p);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    /* The handle was never the caller's: nothing refers to it. */
+    free(c);
+    return r;
+  }
+  *comm = c;
+  return r;
+}
+
+/* finish_inits does the ranks initialised in this thread's group: every
+ * mscclgo half at once, then, inside the fallback's group that is still
+ * open, the fallback halves. It returns the first failure. */
+static ncclResult_t finish_inits(struct rank_init *list) {
+  int n = 0;
+  for (struct rank_init *p = list; p != NULL; p = p->next) {
+    n++;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  int *started = calloc((size_t)n, sizeof *started);
+  if (ts == NULL || started == NULL) {
+    free(ts);
+    free(started);
+    for (struct rank_init *p = list; p != NULL; p = p->next) {
+      p->result = ncclSystemError;
+    }
+    return fail(ncclSystemError, "mscclgo: ncclGroupEnd: out of memory");
+  }
+  int i = 0;
+  for (struct rank_init *p = list; p != NULL; p = p->next, i++) {
+    started[i] = pthread_create(&ts[i], NULL, init_ours, p) == 0;
+    if (!started[i]) {
+      p->result = fail(ncclSystemError, "mscclgo: ncclGroupEnd: cannot start a thread for rank %d's init", p->rank);
+    }
+  }
+  for (i = 0; i < n; i++) {
+    if (started[i]) {
+      pthread_join(ts[i], NULL);
+    }
+  }
+  free(ts);
+  free(started);
+  ncclResult_t r = ncclSuccess;
+  for (struct rank_init *p = list; p != NULL; p = p->next) {
+    if (p->result != ncclSuccess && r == ncclSuccess) {
+      r = p->result;
+    }
+  }
+  for (struct rank_init *p = list; p != NULL && r == ncclSuccess; p = p->next) {
+    p->result = init_theirs(p);
+    if (p->result != ncclSuccess && p->result != ncclInProgress) {
+      r = p->result;
+    }
+  }
   return r;
 }
 
@@ -882,10 +989,26 @@ ncclResult_t ncclGroupEnd(void) {
     return fail(ncclInvalidUsage, "mscclgo: ncclGroupEnd without a matching ncclGroupStart");
   }
   group_depth--;
-  if (have_real() && real.GroupEnd != NULL) {
-    return forwarded(real.GroupEnd());
+  struct rank_init *inits = NULL;
+  ncclResult_t r = ncclSuccess;
+  if (group_depth == 0 && group_inits != NULL) {
+    inits = group_inits;
+    group_inits = NULL;
+    r = finish_inits(inits);
   }
-  return ncclSuccess;
+  if (have_real() && real.GroupEnd != NULL) {
+    ncclResult_t rr = forwarded(real.GroupEnd());
+    if (r == ncclSuccess) {
+      r = rr;
+    }
+  }
+  while (inits != NULL) {
+    struct rank_init *next = inits->next;
+    init_done(inits, r);
+    free(inits);
+    inits = next;
+  }
+  return r;
 }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {

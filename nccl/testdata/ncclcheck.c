@@ -13,6 +13,9 @@
  *   ncclcheck afterdestroy  calls on a destroyed communicator
  *   ncclcheck badargs       invalid arguments
  *   ncclcheck mismatch      two threads that disagree on the rank count
+ *   ncclcheck group N       N ranks made by one thread inside a group, as
+ *                           nccl-tests does under mpirun; then as threads
+ *   ncclcheck groupbad      the same with 2 ranks that disagree on the count
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
@@ -285,9 +288,6 @@ static int badargs(void) {
   config.magic = 0;
   report(0, "ncclCommInitRankConfig bad config", ncclCommInitRankConfig(&comm, 1, id, 0, &config));
   report(0, "ncclGroupEnd without start", ncclGroupEnd());
-  report(0, "ncclGroupStart", ncclGroupStart());
-  report(0, "ncclCommInitRank in a group", ncclCommInitRank(&comm, 1, id, 0));
-  report(0, "ncclGroupEnd", ncclGroupEnd());
   int x = 0;
   report(0, "ncclCommCount of NULL", ncclCommCount(NULL, &x));
   report(0, "ncclCommInitAll 0", ncclCommInitAll(&comm, 0, NULL));
@@ -334,9 +334,46 @@ static int mismatch(void) {
   return 0;
 }
 
+/* group makes n ranks from one thread between ncclGroupStart and
+ * ncclGroupEnd; with bad set, the last one says n + 1 ranks. */
+static int group(int n, int bad) {
+  ncclUniqueId id;
+  if (report(-1, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+    return 1;
+  }
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  report(-1, "ncclGroupStart", ncclGroupStart());
+  for (int r = 0; r < n; r++) {
+    char what[64];
+    snprintf(what, sizeof what, "ncclCommInitRank %d in a group", r);
+    report(r, what, ncclCommInitRank(&comms[r], (bad && r == n - 1) ? n + 1 : n, id, r));
+  }
+  int count = 0;
+  report(0, "ncclCommCount before ncclGroupEnd", ncclCommCount(comms[0], &count));
+  ncclResult_t r = report(-1, "ncclGroupEnd", ncclGroupEnd());
+  if (r != ncclSuccess) {
+    report(0, "ncclCommCount after a failed group", ncclCommCount(comms[0], &count));
+    free(comms);
+    return 0;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int k = 0; k < n; k++) {
+    args[k] = (struct rank_arg){comms[k], k, n};
+    pthread_create(&ts[k], NULL, rank_main, &args[k]);
+  }
+  for (int k = 0; k < n; k++) {
+    pthread_join(ts[k], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -359,6 +396,12 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "mismatch") == 0) {
     return mismatch();
+  }
+  if (strcmp(argv[1], "group") == 0 && argc == 3) {
+    return group(atoi(argv[2]), 0);
+  }
+  if (strcmp(argv[1], "groupbad") == 0) {
+    return group(2, 1);
   }
   fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
   return 2;
