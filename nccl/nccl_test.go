@@ -403,6 +403,52 @@ func TestPeerLoss(t *testing.T) {
 	}
 }
 
+// TestCtypes loads the library from Python with ctypes (as Python
+// frameworks load NCCL) and makes a communicator and an allreduce, with
+// the stub as the fallback and with none.
+func TestCtypes(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := artifacts(t)
+	for _, c := range []struct {
+		name      string
+		env       []string
+		allreduce string
+		texts     []string
+	}{
+		{"stub", []string{stubWith(dir)}, "0", []string{"version 22299", "user rank 0"}},
+		{"none", []string{"MSCCLGO_NCCL_FALLBACK=none"}, "5", []string{"version 22203", "user rank 0",
+			"ncclAllReduce error: mscclgo: ncclAllReduce: rank 0 of 1: no plan set installed",
+			"error string 5: invalid usage"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stubLog := filepath.Join(t.TempDir(), "stub.log")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "ctypes_check.py"), filepath.Join(dir, "ours", "libnccl.so.2"))
+			cmd.Env = append(append(cleanEnv(), "STUB_NCCL_LOG="+stubLog, "MSCCLGO_CACHE_DIR="+t.TempDir()), c.env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("ctypes_check.py: %v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "ncclAllReduce -> "+c.allreduce+"\n") {
+				t.Errorf("want ncclAllReduce -> %s:\n%s", c.allreduce, out)
+			}
+			for _, s := range c.texts {
+				if !strings.Contains(string(out), s) {
+					t.Errorf("output lacks %q:\n%s", s, out)
+				}
+			}
+			if c.name == "stub" {
+				checkOrdered(t, readLines(t, stubLog), []string{
+					"ncclAllReduce 1:0/1 count=1024 dtype=7 op=0 inplace=1 stream=0x2000", "ncclCommDestroy 1:0/1"})
+			}
+		})
+	}
+}
+
 func TestNoFallback(t *testing.T) {
 	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none"}, "single")
 	res := r.results()
