@@ -48,9 +48,12 @@ func setErrorLogged(msg string, log bool) {
 	C.mscclgo_set_error(cs, l)
 }
 
-// logInfo writes one line to the INFO log (MSCCLGO_NCCL_DEBUG=INFO).
+// logging reports whether the INFO log is on (MSCCLGO_NCCL_DEBUG=INFO).
+func logging() bool { return C.mscclgo_log_enabled() != 0 }
+
+// logInfo writes one line to the INFO log.
 func logInfo(format string, args ...any) {
-	if C.mscclgo_log_enabled() == 0 {
+	if !logging() {
 		return
 	}
 	cs := C.CString(fmt.Sprintf(format, args...))
@@ -215,12 +218,16 @@ func mscclgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.i
 	}
 	d := c.decide(kc)
 	if !kc.hasFallback {
-		logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), d.why)
+		if logging() {
+			logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), d.why)
+		}
 		setErrorLogged(fmt.Sprintf("mscclgo: %s: rank %d of %d: %s, and there is no fallback NCCL: %s",
 			fn, c.rank, c.size, d.why, C.GoString(C.mscclgo_fallback_why())), false)
 		*out = C.ncclInvalidUsage
 		return C.MSCCLGO_DONE
 	}
-	logInfo("%s: fallback: %s", c.describe(kc), d.why)
+	if logging() {
+		logInfo("%s: fallback: %s", c.describe(kc), d.why)
+	}
 	return C.MSCCLGO_FORWARD
 }
