@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -64,6 +66,10 @@ type comm struct {
 	boot            *dist.Bootstrap
 	plans           planSet
 	timeout         time.Duration
+
+	// hub is where this process's ranks meet for host-memory runs
+	// (hostrun.go); nil when they are off or a rank is elsewhere.
+	hub *hostHub
 
 	mu    sync.Mutex
 	state string // "" live, else the call that ended its use: "ncclCommFinalize"
@@ -129,7 +135,35 @@ func initRank(nranks, rank int, id []byte, dev int, hasReal bool, realID []byte)
 		c.boot.Close()
 		return nil, err
 	}
+	if hostMemEnabled() {
+		local, err := c.allInProcess()
+		if err != nil {
+			c.boot.Close()
+			return nil, err
+		}
+		if local {
+			c.hub = theLibrary.hostHub(u, nranks)
+		}
+	}
 	return c, nil
+}
+
+// allInProcess reports whether every rank of c is a thread of this
+// process.
+func (c *comm) allInProcess() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	pid := binary.BigEndian.AppendUint64(nil, uint64(os.Getpid()))
+	all, err := c.boot.AllGather(ctx, pid)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range all {
+		if !bytes.Equal(p, pid) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // shareFallbackID checks that every rank has a fallback NCCL, or none,
@@ -199,6 +233,12 @@ func initAll(devs []int) ([]*comm, error) {
 			}
 		}
 		return nil, err
+	}
+	if hostMemEnabled() {
+		h := newHostHub(len(comms))
+		for _, c := range comms {
+			c.hub = h
+		}
 	}
 	return comms, nil
 }

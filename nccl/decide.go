@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"unsafe"
 
 	"github.com/mscclgo/mscclgo/algorithms"
 )
@@ -38,7 +40,9 @@ func (c collective) planName() string {
 type call struct {
 	fn          string
 	coll        collective
-	send, recv  uintptr
+	send, recv  uintptr        // the buffers' addresses, for NCCL's in-place rule
+	sendPtr     unsafe.Pointer // the same, to read and write (host-memory runs)
+	recvPtr     unsafe.Pointer
 	count       uint64
 	dtype       int // ncclDataType_t
 	op          int // ncclRedOp_t; -1 where fn has none
@@ -86,11 +90,11 @@ func opName(op int) string {
 	return fmt.Sprintf("user-defined reduction %d", op)
 }
 
-// decision is what a call gets: a plan that runs it (none yet: see why),
-// or the fallback, with the reason.
+// decision is what a call gets: the plan that fits it, or none and why.
 type decision struct {
 	plan string // the plan that fits the call, "" for none
-	why  string // why the call goes to the fallback
+	path string // its file
+	why  string // why it fits, or why no plan does
 }
 
 // inPlace reports whether c is in place, as NCCL defines it per
@@ -117,11 +121,10 @@ func (c call) size(worldSize int) uint64 {
 	return bytes
 }
 
-// decide chooses, for one call, between a plan of the communicator's plan
-// set and the fallback. select's rules pick the plan (collective, size,
-// world size, ranks per node, in-place); the data type and the reduction
-// must be ones plans compute. No plan runs on the caller's device buffers
-// yet: a plan that fits is named, and the call still falls back.
+// decide chooses the plan of the communicator's plan set for one call, if
+// one fits. select's rules pick it (collective, size, world size, ranks
+// per node, in-place); the data type and the reduction must be ones plans
+// compute.
 func (c *comm) decide(k call) decision {
 	name := k.coll.planName()
 	switch {
@@ -151,7 +154,8 @@ func (c *comm) decide(k call) decision {
 	if err != nil {
 		return decision{why: err.Error()}
 	}
-	return decision{plan: choice.Entry.Name, why: fmt.Sprintf("plan %s fits (%s), but this build cannot launch plans on the caller's device buffers yet", choice.Entry.Name, choice.Why)}
+	return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
+		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why)}
 }
 
 // describe is the call as the log shows it.

@@ -212,22 +212,35 @@ func mscclgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.i
 		return C.MSCCLGO_DONE
 	}
 	kc := call{
-		fn: fn, coll: collective(k.coll), send: uintptr(k.send), recv: uintptr(k.recv), count: uint64(k.count),
+		fn: fn, coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
+		send: uintptr(unsafe.Pointer(k.send)), recv: uintptr(k.recv), count: uint64(k.count),
 		dtype: int(k.dtype), op: int(k.op), peer: int(k.peer), stream: uintptr(k.stream),
 		hasFallback: k.has_fallback != 0, groupDepth: int(k.group_depth),
 	}
 	d := c.decide(kc)
+	why := d.why
+	if d.plan != "" {
+		ran, err, reason := c.runOnHost(kc, d)
+		if ran {
+			if logging() {
+				logInfo("%s: plan %s on host memory (CPU backend)", c.describe(kc), d.plan)
+			}
+			*out = answer(fn, err)
+			return C.MSCCLGO_DONE
+		}
+		why += ", but " + reason
+	}
 	if !kc.hasFallback {
 		if logging() {
-			logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), d.why)
+			logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), why)
 		}
 		setErrorLogged(fmt.Sprintf("mscclgo: %s: rank %d of %d: %s, and there is no fallback NCCL: %s",
-			fn, c.rank, c.size, d.why, C.GoString(C.mscclgo_fallback_why())), false)
+			fn, c.rank, c.size, why, C.GoString(C.mscclgo_fallback_why())), false)
 		*out = C.ncclInvalidUsage
 		return C.MSCCLGO_DONE
 	}
 	if logging() {
-		logInfo("%s: fallback: %s", c.describe(kc), d.why)
+		logInfo("%s: fallback: %s", c.describe(kc), why)
 	}
 	return C.MSCCLGO_FORWARD
 }

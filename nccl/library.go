@@ -17,10 +17,23 @@ import (
 type library struct {
 	mu    sync.Mutex
 	roots map[string]net.Listener // by the id's token
+	hubs  map[string]*hostHub     // host-memory runs' meeting points, by the id's token
 }
 
 // theLibrary is the library's one instance (see library).
-var theLibrary = &library{roots: map[string]net.Listener{}}
+var theLibrary = &library{roots: map[string]net.Listener{}, hubs: map[string]*hostHub{}}
+
+// hostHub is the meeting point of the ranks of id u in this process.
+func (l *library) hostHub(u uniqueID, size int) *hostHub {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.hubs[u.tokenString()]
+	if h == nil {
+		h = newHostHub(size)
+		l.hubs[u.tokenString()] = h
+	}
+	return h
+}
 
 // keepRoot holds the listener of a new id until its rank 0 joins.
 func (l *library) keepRoot(u uniqueID, ln net.Listener) {

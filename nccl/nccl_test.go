@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // The tests build, once per test binary, the library (go build
@@ -371,6 +374,77 @@ func TestInitInGroup(t *testing.T) {
 		if !strings.Contains(bad.stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, bad.stdout)
 		}
+	}
+}
+
+// bundledPlans writes plans of the bundled algorithms, evaluated with
+// defines, into a new directory and returns it.
+func bundledPlans(t *testing.T, plans map[string]struct {
+	algorithm string
+	defines   map[string]string
+}) string {
+	t.Helper()
+	dir := t.TempDir()
+	for file, p := range plans {
+		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), p.algorithm+".star", starlib.Options{Defines: p.defines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := res.Programs[0].Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestHostMemoryRuns runs plans for real with MSCCLGO_NCCL_HOSTMEM=1: four
+// ranks as threads, buffers in host memory, the installed plans of the
+// bundled algorithms for four ranks, on the CPU backend; the driver
+// checks every result. No fallback: every call is mscclgo's.
+func TestHostMemoryRuns(t *testing.T) {
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{
+		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
+		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
+	})
+	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0", call, code)
+		}
+	}
+	const cases = 6
+	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
+	}
+	for _, l := range []string{
+		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on host memory (CPU backend)",
+		"rank 0 of 4: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, 16384 bytes): plan reducescatter_4gpu on host memory (CPU backend)",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+
+	// Ranks that call different things are told so, not left waiting.
+	plans2 := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	m := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans2, "MSCCLGO_NCCL_TIMEOUT=10s"}, "datamismatch")
+	for rank := range 2 {
+		if got := m.results()[fmt.Sprintf("rank %d: ncclAllReduce mismatched", rank)]; got != "5" {
+			t.Errorf("rank %d: mismatched allreduce -> %q, want 5\n%s", rank, got, m.stdout)
+		}
+	}
+	if !strings.Contains(m.stdout, "mismatched calls: rank ") || !strings.Contains(m.stdout, "ncclAllReduce count 2048 ncclFloat32 ncclSum (in-place) with plan allreduce_packet_2gpu") {
+		t.Errorf("the mismatch is not named:\n%s", m.stdout)
 	}
 }
 

@@ -886,8 +886,8 @@ static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
 #define CALL(fn_, coll_, send_, recv_, count_, dtype_, op_, peer_, stream_)                                            \
   struct mscclgo_call c = {.fn = fn_,                                                                                  \
                            .coll = coll_,                                                                              \
-                           .send = (uintptr_t)(send_),                                                                 \
-                           .recv = (uintptr_t)(recv_),                                                                 \
+                           .send = (send_),                                                                            \
+                           .recv = (recv_),                                                                            \
                            .count = count_,                                                                            \
                            .dtype = (int)(dtype_),                                                                     \
                            .op = (int)(op_),                                                                           \

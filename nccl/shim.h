@@ -29,8 +29,8 @@ enum mscclgo_coll {
 struct mscclgo_call {
   const char *fn;     /* the NCCL function, e.g. "ncclAllReduce" */
   int coll;           /* enum mscclgo_coll */
-  uintptr_t send;     /* device pointers, as given */
-  uintptr_t recv;
+  const void *send;   /* device pointers, as given */
+  void *recv;
   size_t count;       /* elements, as NCCL counts them for fn */
   int dtype;          /* ncclDataType_t */
   int op;             /* ncclRedOp_t, or -1 where fn has none */

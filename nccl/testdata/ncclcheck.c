@@ -16,6 +16,10 @@
  *   ncclcheck group N       N ranks made by one thread inside a group, as
  *                           nccl-tests does under mpirun; then as threads
  *   ncclcheck groupbad      the same with 2 ranks that disagree on the count
+ *   ncclcheck data N        N ranks as threads run collectives on host memory
+ *                           and check the results (MSCCLGO_NCCL_HOSTMEM=1)
+ *   ncclcheck datamismatch  2 ranks as threads call allreduce with different
+ *                           counts
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
@@ -371,9 +375,139 @@ static int group(int n, int bad) {
   return 0;
 }
 
+/* value is element i of rank r's input in the data checks. */
+static double value(int r, size_t i) { return (double)(r + 1) + (double)(i % 7); }
+
+struct data_case {
+  const char *name;
+  int coll; /* 0 allreduce, 1 allgather, 2 reducescatter */
+  ncclDataType_t dtype;
+  size_t count;
+  int inplace;
+};
+
+static const struct data_case data_cases[] = {
+    {"allreduce float32 in-place", 0, ncclFloat32, 1024, 1},
+    {"allreduce float32 out-of-place", 0, ncclFloat32, 1024, 0},
+    {"allreduce int32 in-place", 0, ncclInt32, 4096, 1},
+    {"allreduce float32 in-place large", 0, ncclFloat32, 65536, 1},
+    {"allgather float32 in-place", 1, ncclFloat32, 1024, 1},
+    {"reducescatter float32 in-place", 2, ncclFloat32, 1024, 1},
+};
+
+static double get(const void *b, ncclDataType_t dt, size_t i) {
+  return dt == ncclInt32 ? (double)((const int32_t *)b)[i] : (double)((const float *)b)[i];
+}
+
+static void set(void *b, ncclDataType_t dt, size_t i, double v) {
+  if (dt == ncclInt32) {
+    ((int32_t *)b)[i] = (int32_t)v;
+  } else {
+    ((float *)b)[i] = (float)v;
+  }
+}
+
+/* data_case_run runs one case on rank r of n and checks its result. */
+static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int n) {
+  size_t in = c->coll == 2 ? c->count * (size_t)n : c->count;  /* input elements */
+  size_t out = c->coll == 1 ? c->count * (size_t)n : c->count; /* output elements */
+  size_t total = in > out ? in : out;
+  char *mem = calloc(2 * total, 4);
+  void *outb = mem, *inb = mem + total * 4;
+  if (c->inplace) {
+    /* NCCL's in-place: allgather's input is the rank's slice of its
+     * output, reducescatter's output the rank's slice of its input. */
+    inb = c->coll == 1 ? mem + (size_t)r * c->count * 4 : mem;
+    outb = c->coll == 2 ? mem + (size_t)r * c->count * 4 : mem;
+  }
+  for (size_t i = 0; i < in; i++) {
+    set(inb, c->dtype, i, value(r, i));
+  }
+  ncclResult_t res;
+  switch (c->coll) {
+  case 0:
+    res = ncclAllReduce(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
+    break;
+  case 1:
+    res = ncclAllGather(inb, outb, c->count, c->dtype, comm, NULL);
+    break;
+  default:
+    res = ncclReduceScatter(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
+    break;
+  }
+  char what[128];
+  snprintf(what, sizeof what, "%s count %zu", c->name, c->count);
+  if (report(r, what, res) == ncclSuccess) {
+    size_t bad = out;
+    double got = 0, want = 0;
+    for (size_t i = 0; i < out && bad == out; i++) {
+      want = 0;
+      if (c->coll == 1) {
+        want = value((int)(i / c->count), i % c->count);
+      } else {
+        size_t at = c->coll == 2 ? (size_t)r * c->count + i : i;
+        for (int q = 0; q < n; q++) {
+          want += value(q, at);
+        }
+      }
+      got = get(outb, c->dtype, i);
+      if (got != want) {
+        bad = i;
+      }
+    }
+    pthread_mutex_lock(&out_mu);
+    if (bad == out) {
+      printf("rank %d: DATA %s ok\n", r, what);
+    } else {
+      printf("rank %d: DATA %s WRONG at %zu: got %g, want %g\n", r, what, bad, got, want);
+    }
+    pthread_mutex_unlock(&out_mu);
+  }
+  free(mem);
+}
+
+static void *data_main(void *p) {
+  struct rank_arg *a = p;
+  for (size_t k = 0; k < sizeof data_cases / sizeof data_cases[0]; k++) {
+    data_case_run(&data_cases[k], a->comm, a->rank, a->n);
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+static void *mismatch_data_main(void *p) {
+  struct rank_arg *a = p;
+  float *b = calloc(2048, sizeof *b);
+  report(a->rank, "ncclAllReduce mismatched", ncclAllReduce(b, b, a->rank == 0 ? 1024 : 2048, ncclFloat, ncclSum, a->comm, NULL));
+  free(b);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+/* data runs main_ on n ranks as threads of one ncclCommInitAll. */
+static int data(int n, void *(*main_)(void *)) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct rank_arg){comms[r], r, n};
+    pthread_create(&ts[r], NULL, main_, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -402,6 +536,12 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "groupbad") == 0) {
     return group(2, 1);
+  }
+  if (strcmp(argv[1], "data") == 0 && argc == 3) {
+    return data(atoi(argv[2]), data_main);
+  }
+  if (strcmp(argv[1], "datamismatch") == 0) {
+    return data(2, mismatch_data_main);
   }
   fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
   return 2;
