@@ -62,6 +62,9 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	case k.groupDepth > 0:
 		return false, nil, "host-memory runs take no calls inside a group (they run synchronously)"
 	}
+	if k.sendPtr == nil || k.recvPtr == nil {
+		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %p, receive %p)", k.fn, k.sendPtr, k.recvPtr), ""
+	}
 	dt := planDType(k.dtype)
 	size := k.size(c.size)
 	inPlace := k.inPlace(c.rank)
@@ -76,7 +79,11 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		Input:  unsafe.Slice((*byte)(k.sendPtr), in),
 		Output: unsafe.Slice((*byte)(k.recvPtr), out),
 	}
-	sig := fmt.Sprintf("%s count %d %s %s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), opName(max(k.op, 0)), placeName(inPlace), d.plan)
+	op := ""
+	if k.op >= 0 {
+		op = " " + opName(k.op)
+	}
+	sig := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(inPlace), d.plan)
 	err = c.hub.meet(c.rank, sig, mine, c.timeout, func(all []executor.RankBuffers) error {
 		return c.hub.execute(d.path, size, dt, inPlace, all)
 	})
