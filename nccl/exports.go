@@ -168,17 +168,13 @@ func mscclgoCommFinalize(h C.uintptr_t) (res C.int) {
 }
 
 //export mscclgoCommDestroy
-func mscclgoCommDestroy(h C.uintptr_t) (res C.int) {
-	const fn = "ncclCommDestroy"
-	defer guard(fn, &res)
-	commOf(h).end()
-	cgo.Handle(h).Delete()
-	return C.ncclSuccess
-}
+func mscclgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") }
 
 //export mscclgoCommAbort
-func mscclgoCommAbort(h C.uintptr_t) (res C.int) {
-	const fn = "ncclCommAbort"
+func mscclgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
+
+// endComm ends the communicator of h and frees the handle.
+func endComm(h C.uintptr_t, fn string) (res C.int) {
 	defer guard(fn, &res)
 	commOf(h).end()
 	cgo.Handle(h).Delete()
