@@ -307,7 +307,20 @@ func (c *comm) split(color, key int) (*comm, error) {
 	if _, err := fmt.Sscan(string(offers[group[0].rank]), &token, &addr); err != nil {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
-	return connect(dist.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
+	nc, err := connect(dist.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
+	if err != nil || c.hub == nil {
+		return nc, err
+	}
+	// The parent's ranks are all here, so the new one's are.
+	tok, err := hex.DecodeString(token)
+	if err != nil || len(tok) != 16 {
+		nc.boot.Close()
+		return nil, errorf(resultInternal, "split: rank %d offered the token %q", group[0].rank, token)
+	}
+	var u uniqueID
+	copy(u.token[:], tok)
+	nc.hub = theLibrary.hostHub(u, len(group))
+	return nc, nil
 }
 
 // use checks that the communicator may still run collectives.

@@ -403,8 +403,9 @@ func bundledPlans(t *testing.T, plans map[string]struct {
 
 // TestHostMemoryRuns runs plans for real with MSCCLGO_NCCL_HOSTMEM=1: four
 // ranks as threads, buffers in host memory, the installed plans of the
-// bundled algorithms for four ranks, on the CPU backend; the driver
-// checks every result. No fallback: every call is mscclgo's.
+// bundled algorithms for four ranks (and two, for the halves of a split),
+// on the CPU backend; the driver checks every result. No fallback: every
+// call is mscclgo's.
 func TestHostMemoryRuns(t *testing.T) {
 	type def = struct {
 		algorithm string
@@ -415,6 +416,7 @@ func TestHostMemoryRuns(t *testing.T) {
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
 		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
 		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
+		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
 	})
 	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
 	for call, code := range r.results() {
@@ -422,7 +424,7 @@ func TestHostMemoryRuns(t *testing.T) {
 			t.Errorf("%s -> %s, want 0", call, code)
 		}
 	}
-	const cases = 6
+	const cases = 7 // six on the four ranks, one on each half of a split
 	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
 		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
 	}

@@ -471,6 +471,16 @@ static void *data_main(void *p) {
   for (size_t k = 0; k < sizeof data_cases / sizeof data_cases[0]; k++) {
     data_case_run(&data_cases[k], a->comm, a->rank, a->n);
   }
+  /* The same on the halves of a split by parity. */
+  ncclComm_t sub = NULL;
+  if (report(a->rank, "ncclCommSplit", ncclCommSplit(a->comm, a->rank % 2, a->rank, &sub, NULL)) == ncclSuccess) {
+    int subRank = -1, subN = 0;
+    ncclCommUserRank(sub, &subRank);
+    ncclCommCount(sub, &subN);
+    static const struct data_case split_case = {"split allreduce float32 in-place", 0, ncclFloat32, 2048, 1};
+    data_case_run(&split_case, sub, subRank, subN);
+    report(a->rank, "ncclCommDestroy split", ncclCommDestroy(sub));
+  }
   finish(a->comm, a->rank);
   return NULL;
 }
