@@ -71,6 +71,10 @@ type comm struct {
 	// (hostrun.go); nil when they are off or a rank is elsewhere.
 	hub *hostHub
 
+	// custom is the state of a communicator of mscclgo.h (custom.go); nil
+	// for an NCCL communicator. Guarded by mu.
+	custom *customState
+
 	mu    sync.Mutex
 	state string // "" live, else the call that ended its use: "ncclCommFinalize"
 }
@@ -348,6 +352,12 @@ func (c *comm) finalize() error {
 // learn that this rank left, not that it was lost.
 func (c *comm) end() {
 	c.boot.Close()
+	c.mu.Lock()
+	cs := c.custom
+	c.mu.Unlock()
+	if cs != nil {
+		cs.close()
+	}
 }
 
 // asyncError is ncclCommGetAsyncError's mscclgo half: a lost peer is a

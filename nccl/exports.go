@@ -82,8 +82,8 @@ func commOf(h C.uintptr_t) *comm { return cgo.Handle(h).Value().(*comm) }
 
 func newHandle(c *comm) C.uintptr_t { return C.uintptr_t(cgo.NewHandle(c)) }
 
-//export mscclgoUniqueID
-func mscclgoUniqueID(id *C.char) (res C.int) {
+//export mgoUniqueID
+func mgoUniqueID(id *C.char) (res C.int) {
 	const fn = "ncclGetUniqueId"
 	defer guard(fn, &res)
 	u, ln, err := newID(bootstrapHost())
@@ -101,8 +101,8 @@ func mscclgoUniqueID(id *C.char) (res C.int) {
 	return C.ncclSuccess
 }
 
-//export mscclgoCommInit
-func mscclgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
+//export mgoCommInit
+func mgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitRank"
 	defer guard(fn, &res)
 	ids := unsafe.Slice((*byte)(unsafe.Pointer(id)), idBytes)
@@ -116,8 +116,8 @@ func mscclgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID 
 	return C.ncclSuccess
 }
 
-//export mscclgoCommInitAll
-func mscclgoCommInitAll(ndev C.int, devs *C.int, out *C.uintptr_t) (res C.int) {
+//export mgoCommInitAll
+func mgoCommInitAll(ndev C.int, devs *C.int, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitAll"
 	defer guard(fn, &res)
 	if err := checkRanks(int(ndev), 0); err != nil {
@@ -139,8 +139,8 @@ func mscclgoCommInitAll(ndev C.int, devs *C.int, out *C.uintptr_t) (res C.int) {
 	return C.ncclSuccess
 }
 
-//export mscclgoCommSplit
-func mscclgoCommSplit(parent C.uintptr_t, color, key, dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int) {
+//export mgoCommSplit
+func mgoCommSplit(parent C.uintptr_t, color, key, dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int) {
 	const fn = "ncclCommSplit"
 	defer guard(fn, &res)
 	p := commOf(parent)
@@ -160,18 +160,18 @@ func mscclgoCommSplit(parent C.uintptr_t, color, key, dev C.int, out *C.uintptr_
 	return C.ncclSuccess
 }
 
-//export mscclgoCommFinalize
-func mscclgoCommFinalize(h C.uintptr_t) (res C.int) {
+//export mgoCommFinalize
+func mgoCommFinalize(h C.uintptr_t) (res C.int) {
 	const fn = "ncclCommFinalize"
 	defer guard(fn, &res)
 	return answer(fn, commOf(h).finalize())
 }
 
-//export mscclgoCommDestroy
-func mscclgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") }
+//export mgoCommDestroy
+func mgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") }
 
-//export mscclgoCommAbort
-func mscclgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
+//export mgoCommAbort
+func mgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
 
 // endComm ends the communicator of h and frees the handle.
 func endComm(h C.uintptr_t, fn string) (res C.int) {
@@ -181,8 +181,8 @@ func endComm(h C.uintptr_t, fn string) (res C.int) {
 	return C.ncclSuccess
 }
 
-//export mscclgoCommAsyncError
-func mscclgoCommAsyncError(h C.uintptr_t, out *C.int) (res C.int) {
+//export mgoCommAsyncError
+func mgoCommAsyncError(h C.uintptr_t, out *C.int) (res C.int) {
 	const fn = "ncclCommGetAsyncError"
 	defer guard(fn, &res)
 	err := commOf(h).asyncError()
@@ -193,8 +193,8 @@ func mscclgoCommAsyncError(h C.uintptr_t, out *C.int) (res C.int) {
 	return C.ncclSuccess
 }
 
-//export mscclgoDecide
-func mscclgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
+//export mgoDecide
+func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
 	fn := C.GoString(k.fn)
 	defer func() {
 		if p := recover(); p != nil {

@@ -68,7 +68,7 @@ func buildAll(dir string) error {
 	cflags := []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-DMSCCLGO_NCCL_NO_CUDA_RUNTIME", "-Iinclude"}
 	steps := [][]string{
 		{goTool, "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "ours", "libnccl.so.2"), "."},
-		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c"),
+		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c", "custom.c"),
 		append(append([]string{"gcc"}, cflags...), "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub", "libnccl.so.2"), "testdata/stubnccl.c"),
 		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
 			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread"),
@@ -447,6 +447,35 @@ func TestHostMemoryRuns(t *testing.T) {
 	}
 	if !strings.Contains(m.stdout, "mismatched calls: rank ") || !strings.Contains(m.stdout, "ncclAllReduce count 2048 ncclFloat32 ncclSum (in-place) with plan allreduce_packet_2gpu") {
 		t.Errorf("the mismatch is not named:\n%s", m.stdout)
+	}
+}
+
+// TestPythonPackage runs python/tests/test_mscclgo.py: the package
+// python/mscclgo over the library, driven with stand-in tensors on host
+// memory by two ranks as threads.
+func TestPythonPackage(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	dir := artifacts(t)
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "python", "tests", "test_mscclgo.py"))
+	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_TEST_PLANS="+plans,
+		"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("test_mscclgo.py: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Ran 4 tests") {
+		t.Errorf("want 4 tests run:\n%s", out)
 	}
 }
 

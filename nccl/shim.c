@@ -366,9 +366,9 @@ static ncclComm_t new_comm(uintptr_t ours, ncclComm_t theirs, int rank, int nran
   return c;
 }
 
-/* current_device is the CUDA runtime's current device when the process has
- * the runtime loaded (PyTorch has), else 0. */
-static int current_device(void) {
+/* mscclgo_current_device is the CUDA runtime's current device when the
+ * process has the runtime loaded (PyTorch has), else 0. */
+int mscclgo_current_device(void) {
   int (*get)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDevice");
   int dev = 0;
   if (get == NULL || get(&dev) != 0) {
@@ -400,7 +400,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (uniqueId == NULL) {
     return fail(ncclInvalidArgument, "mscclgo: ncclGetUniqueId: uniqueId is NULL");
   }
-  return (ncclResult_t)mscclgoUniqueID(uniqueId->internal);
+  return (ncclResult_t)mgoUniqueID(uniqueId->internal);
 }
 
 /* One rank's ncclCommInitRank: done at once, or, inside a group, at the
@@ -428,7 +428,7 @@ static void *init_ours(void *arg) {
       return NULL;
     }
   }
-  p->result = (ncclResult_t)mscclgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
+  p->result = (ncclResult_t)mgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
   return NULL;
 }
 
@@ -454,7 +454,7 @@ static void init_done(struct rank_init *p, ncclResult_t r) {
     return;
   }
   if (p->ours != 0) {
-    mscclgoCommAbort(p->ours);
+    mgoCommAbort(p->ours);
   }
   if (p->comm->real != NULL) {
     real.CommAbort(p->comm->real);
@@ -484,7 +484,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
   c->magic = COMM_PENDING;
   c->rank = rank;
   c->nranks = nranks;
-  c->dev = current_device();
+  c->dev = mscclgo_current_device();
   c->ended_by = "ncclGroupEnd";
   *p = (struct rank_init){.comm = c, .nranks = nranks, .rank = rank, .dev = c->dev, .fb = have_real(), .id = commId, .config = config};
   if (group_depth > 0) {
@@ -583,7 +583,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   for (int i = 0; i < ndev; i++) {
     devs[i] = devlist != NULL ? devlist[i] : i;
   }
-  r = (ncclResult_t)mscclgoCommInitAll(ndev, devs, ours);
+  r = (ncclResult_t)mgoCommInitAll(ndev, devs, ours);
   if (r != ncclSuccess) {
     goto out;
   }
@@ -596,7 +596,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
     }
     if (r != ncclSuccess) {
       for (int i = 0; i < ndev; i++) {
-        mscclgoCommAbort(ours[i]);
+        mgoCommAbort(ours[i]);
       }
       goto out;
     }
@@ -635,7 +635,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   }
   uintptr_t ours = 0;
   int rank = -1, size = 0;
-  r = (ncclResult_t)mscclgoCommSplit(comm->ours, color, key, comm->dev, &ours, &rank, &size);
+  r = (ncclResult_t)mgoCommSplit(comm->ours, color, key, comm->dev, &ours, &rank, &size);
   if (r != ncclSuccess) {
     return r;
   }
@@ -648,7 +648,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     }
     if (r != ncclSuccess && r != ncclInProgress) {
       if (ours != 0) {
-        mscclgoCommAbort(ours);
+        mgoCommAbort(ours);
       }
       return r;
     }
@@ -658,7 +658,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   }
   *newcomm = new_comm(ours, theirs, rank, size, comm->dev);
   if (*newcomm == NULL) {
-    mscclgoCommAbort(ours);
+    mgoCommAbort(ours);
     return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
   }
   logf_("split of %p (color %d, key %d): rank %d of %d, communicator %p", (void *)comm, color, key, rank, size,
@@ -671,7 +671,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (r != ncclSuccess) {
     return r;
   }
-  r = (ncclResult_t)mscclgoCommFinalize(comm->ours);
+  r = (ncclResult_t)mgoCommFinalize(comm->ours);
   if (r != ncclSuccess) {
     return r;
   }
@@ -688,7 +688,7 @@ static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
   if (r != ncclSuccess) {
     return r;
   }
-  r = (ncclResult_t)(abort ? mscclgoCommAbort(comm->ours) : mscclgoCommDestroy(comm->ours));
+  r = (ncclResult_t)(abort ? mgoCommAbort(comm->ours) : mgoCommDestroy(comm->ours));
   if (comm->real != NULL) {
     ncclResult_t rr = forwarded(abort ? real.CommAbort(comm->real) : real.CommDestroy(comm->real));
     if (r == ncclSuccess) {
@@ -716,7 +716,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     return fail(ncclInvalidArgument, "mscclgo: ncclCommGetAsyncError: asyncError is NULL");
   }
   int ours = ncclSuccess;
-  r = (ncclResult_t)mscclgoCommAsyncError(comm->ours, &ours);
+  r = (ncclResult_t)mgoCommAsyncError(comm->ours, &ours);
   if (r != ncclSuccess) {
     return r;
   }
@@ -876,7 +876,7 @@ static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
   c->has_fallback = comm->real != NULL;
   c->group_depth = group_depth;
   int out = ncclSuccess;
-  if (mscclgoDecide(comm->ours, c, &out) == MSCCLGO_DONE) {
+  if (mgoDecide(comm->ours, c, &out) == MSCCLGO_DONE) {
     *res = (ncclResult_t)out;
     return 1;
   }

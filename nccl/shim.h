@@ -13,6 +13,7 @@
 
 #define MSCCLGO_NCCL_NO_CUDA_RUNTIME 1
 #include "include/nccl.h"
+#include "include/mscclgo.h"
 
 /* The collective of a call, as the Go side names it. */
 enum mscclgo_coll {
@@ -25,7 +26,7 @@ enum mscclgo_coll {
   MSCCLGO_RECV = 6
 };
 
-/* One collective or point-to-point call, handed to mscclgoDecide. */
+/* One collective or point-to-point call, handed to mgoDecide. */
 struct mscclgo_call {
   const char *fn;     /* the NCCL function, e.g. "ncclAllReduce" */
   int coll;           /* enum mscclgo_coll */
@@ -40,7 +41,7 @@ struct mscclgo_call {
   int group_depth;    /* ncclGroupStart depth of the calling thread */
 };
 
-/* What mscclgoDecide answers. */
+/* What mgoDecide answers. */
 enum mscclgo_decision {
   MSCCLGO_FORWARD = 0, /* forward the call to the fallback NCCL */
   MSCCLGO_DONE = 1     /* the call is answered: its result is in *res */
@@ -48,17 +49,28 @@ enum mscclgo_decision {
 
 /* The Go side (the Go files beside this one). Every one returns an ncclResult_t value and, on
  * failure, has set the last error. */
-extern int mscclgoUniqueID(char *id);
-extern int mscclgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
-extern int mscclgoCommInitAll(int ndev, int *devs, uintptr_t *out);
-extern int mscclgoCommSplit(uintptr_t parent, int color, int key, int dev, uintptr_t *out, int *rank, int *size);
-extern int mscclgoCommFinalize(uintptr_t h);
-extern int mscclgoCommDestroy(uintptr_t h);
-extern int mscclgoCommAbort(uintptr_t h);
-extern int mscclgoCommAsyncError(uintptr_t h, int *res);
-extern int mscclgoDecide(uintptr_t h, struct mscclgo_call *call, int *res);
+extern int mgoUniqueID(char *id);
+extern int mgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
+extern int mgoCommInitAll(int ndev, int *devs, uintptr_t *out);
+extern int mgoCommSplit(uintptr_t parent, int color, int key, int dev, uintptr_t *out, int *rank, int *size);
+extern int mgoCommFinalize(uintptr_t h);
+extern int mgoCommDestroy(uintptr_t h);
+extern int mgoCommAbort(uintptr_t h);
+extern int mgoCommAsyncError(uintptr_t h, int *res);
+extern int mgoDecide(uintptr_t h, struct mscclgo_call *call, int *res);
+
+/* The custom communicator's (mscclgo.h) Go side. */
+extern int mgoCustomInitEnv(int dev, uintptr_t *out, int *rank, int *size);
+extern int mgoCustomRegister(uintptr_t h, char *path, int *count);
+extern int mgoCustomSetSelector(uintptr_t h, mscclgoSelector_t selector, void *user);
+extern int mgoCustomSelect(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
+                               char *name, size_t cap);
+extern int mgoCustomExecute(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
+                                uintptr_t stream);
 
 /* The C side, for Go. */
+const char *mscclgo_call_selector(mscclgoSelector_t selector, const mscclgoRequest_t *req, void *user);
+int mscclgo_current_device(void);
 /* mscclgo_set_error sets the last error, and logs it if log is set. */
 void mscclgo_set_error(const char *msg, int log);
 int mscclgo_log_enabled(void);
