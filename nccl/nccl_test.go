@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,12 +124,17 @@ func runCheckExit(t *testing.T, want int, env []string, args ...string) run {
 	return r
 }
 
-// cleanEnv is the environment without the variables the library reads.
+// cleanEnv is the environment without the variables the library and the
+// launchers' environment readers look at.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "MSCCLGO_") || strings.HasPrefix(kv, "STUB_NCCL_") || strings.HasPrefix(kv, "LD_LIBRARY_PATH=") ||
-			strings.HasPrefix(kv, "RANK=") || strings.HasPrefix(kv, "WORLD_SIZE=") {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "MSCCLGO_"), strings.HasPrefix(name, "STUB_NCCL_"), strings.HasPrefix(name, "OMPI_"),
+			strings.HasPrefix(name, "PMI"), strings.HasPrefix(name, "MPI_"), name == "LD_LIBRARY_PATH",
+			name == "RANK", name == "WORLD_SIZE", name == "LOCAL_RANK", name == "LOCAL_WORLD_SIZE",
+			name == "MASTER_ADDR", name == "MASTER_PORT":
 			continue
 		}
 		env = append(env, kv)
@@ -476,6 +482,59 @@ func TestPythonPackage(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "Ran 4 tests") {
 		t.Errorf("want 4 tests run:\n%s", out)
+	}
+}
+
+// TestCustomFromEnv: two processes make mscclgo.h communicators from
+// torchrun's variables, register a plan directory and select from it;
+// execution is refused (processes, not threads: no launch path for them).
+func TestCustomFromEnv(t *testing.T) {
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	var wg sync.WaitGroup
+	runs := make([]run, 2)
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2", "LOCAL_RANK=" + fmt.Sprint(rank), "LOCAL_WORLD_SIZE=2",
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans, "MSCCLGO_NCCL_HOSTMEM=1"}, "custom")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for rank, r := range runs {
+		res := r.results()
+		for call, code := range map[string]string{
+			"mscclgoCommSize": "0", "mscclgoRegisterPlan missing": "4", "mscclgoRegisterPlan": "0", "mscclgoSelect": "0",
+			"mscclgoExecute": "5", "mscclgoExecute broadcast": "4", "mscclgoCommDestroy": "0", "mscclgoCommRank after destroy": "5",
+		} {
+			if got := res[fmt.Sprintf("rank %d: %s", rank, call)]; got != code {
+				t.Errorf("rank %d: %s -> %q, want %s\n%s", rank, call, got, code, r.stdout)
+			}
+		}
+		for _, s := range []string{
+			fmt.Sprintf("rank %d: size 2, 1 plans registered, selected allreduce_packet_2gpu", rank),
+			"/nonexistent/plans: no such file or directory",
+			"plan allreduce_packet_2gpu: this build cannot launch plans on the caller's device buffers yet",
+			`collective "broadcast": mscclgo runs allreduce, allgather and reducescatter`,
+			"was used after mscclgoCommDestroy",
+		} {
+			if !strings.Contains(r.stdout, s) {
+				t.Errorf("rank %d: output lacks %q:\n%s", rank, s, r.stdout)
+			}
+		}
 	}
 }
 

@@ -20,11 +20,15 @@
  *                           and check the results (MSCCLGO_NCCL_HOSTMEM=1)
  *   ncclcheck datamismatch  2 ranks as threads call allreduce with different
  *                           counts
+ *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
+ *                           the launcher's environment (torchrun's variables),
+ *                           with the plans of NCCLCHECK_PLANS
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
  */
 #define _GNU_SOURCE
+#include "mscclgo.h"
 #include "nccl.h"
 
 #include <pthread.h>
@@ -515,9 +519,33 @@ static int data(int n, void *(*main_)(void *)) {
   return 0;
 }
 
+static int custom(void) {
+  mscclgoComm_t comm = NULL;
+  if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
+    return 1;
+  }
+  int rank = -1, size = 0;
+  report(-1, "mscclgoCommRank", mscclgoCommRank(comm, &rank));
+  report(rank, "mscclgoCommSize", mscclgoCommSize(comm, &size));
+  int n = 0;
+  report(rank, "mscclgoRegisterPlan missing", mscclgoRegisterPlan(comm, "/nonexistent/plans", &n));
+  const char *plans = getenv("NCCLCHECK_PLANS");
+  report(rank, "mscclgoRegisterPlan", mscclgoRegisterPlan(comm, plans ? plans : ".", &n));
+  float *buf = calloc(1024, sizeof *buf);
+  char name[128] = "";
+  report(rank, "mscclgoSelect", mscclgoSelect(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, name, sizeof name));
+  printf("rank %d: size %d, %d plans registered, selected %s\n", rank, size, n, name);
+  report(rank, "mscclgoExecute", mscclgoExecute(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  report(rank, "mscclgoExecute broadcast", mscclgoExecute(comm, "broadcast", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  report(rank, "mscclgoCommDestroy", mscclgoCommDestroy(comm));
+  report(rank, "mscclgoCommRank after destroy", mscclgoCommRank(comm, &rank));
+  free(buf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | custom\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -552,6 +580,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);
+  }
+  if (strcmp(argv[1], "custom") == 0) {
+    return custom();
   }
   fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
   return 2;
