@@ -19,7 +19,7 @@ bench:
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for
-# LD_LIBRARY_PATH use, and nccl.h. Go decides what to rebuild.
+# LD_LIBRARY_PATH use, nccl.h and mscclgo.h. Go decides what to rebuild.
 NCCL_DIR := build/nccl
 
 nccl:
@@ -27,7 +27,7 @@ nccl:
 	$(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
 	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
 	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
-	cp nccl/include/nccl.h $(NCCL_DIR)/nccl.h
+	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
 
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
