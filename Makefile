@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench
+.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -16,6 +16,18 @@ golden:
 
 bench:
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
+
+# The NCCL-compatible library (docs/integration.md): build/nccl/ holds
+# libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for
+# LD_LIBRARY_PATH use, nccl.h and mscclgo.h. Go decides what to rebuild.
+NCCL_DIR := build/nccl
+
+nccl:
+	@mkdir -p $(NCCL_DIR)
+	$(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
+	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
+	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
+	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
 
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+)
+
+// collective is enum mscclgo_coll of shim.h.
+type collective int
+
+const (
+	collAllReduce collective = iota
+	collAllGather
+	collReduceScatter
+	collBroadcast
+	collReduce
+	collSend
+	collRecv
+)
+
+// planName is the collective's name in a plan set; "" where mscclgo has
+// no plans for it.
+func (c collective) planName() string {
+	switch c {
+	case collAllReduce:
+		return "allreduce"
+	case collAllGather:
+		return "allgather"
+	case collReduceScatter:
+		return "reducescatter"
+	}
+	return ""
+}
+
+// call is one collective or point-to-point call (struct mscclgo_call).
+type call struct {
+	fn          string
+	coll        collective
+	send, recv  uintptr        // the buffers' addresses, for NCCL's in-place rule
+	sendPtr     unsafe.Pointer // the same, to read and write (host-memory runs)
+	recvPtr     unsafe.Pointer
+	count       uint64
+	dtype       int // ncclDataType_t
+	op          int // ncclRedOp_t; -1 where fn has none
+	peer        int
+	stream      uintptr
+	hasFallback bool
+	groupDepth  int
+}
+
+// dtypeNames are ncclDataType_t's names; elemSize their sizes.
+var dtypeNames = [...]string{"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"}
+
+func dtypeName(d int) string {
+	if d >= 0 && d < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("data type %d", d)
+}
+
+// elemSize is the size of an element of d in bytes; 0 for an unknown type.
+func elemSize(d int) uint64 {
+	switch d {
+	case 0, 1:
+		return 1
+	case 6, 9:
+		return 2
+	case 2, 3, 7:
+		return 4
+	case 4, 5, 8:
+		return 8
+	}
+	return 0
+}
+
+// planElem reports whether plans run elements of d (float16, float32,
+// int32, bfloat16: the executor's element types).
+func planElem(d int) bool { return d == 6 || d == 7 || d == 2 || d == 9 }
+
+var opNames = [...]string{"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"}
+
+func opName(op int) string {
+	if op >= 0 && op < len(opNames) {
+		return opNames[op]
+	}
+	return fmt.Sprintf("user-defined reduction %d", op)
+}
+
+// decision is what a call gets: the plan that fits it, or none and why.
+type decision struct {
+	plan string // the plan that fits the call, "" for none
+	path string // its file
+	why  string // why it fits, or why no plan does
+}
+
+// inPlace reports whether c is in place, as NCCL defines it per
+// collective: allgather's input is the rank's slice of its output,
+// reducescatter's output the rank's slice of its input.
+func (c call) inPlace(rank int) bool {
+	bytes := c.count * elemSize(c.dtype)
+	switch c.coll {
+	case collAllGather:
+		return c.send == c.recv+uintptr(uint64(rank)*bytes)
+	case collReduceScatter:
+		return c.recv == c.send+uintptr(uint64(rank)*bytes)
+	}
+	return c.send == c.recv
+}
+
+// size is the call's message size as plans count it: the output for
+// allgather, the input otherwise.
+func (c call) size(worldSize int) uint64 {
+	bytes := c.count * elemSize(c.dtype)
+	if c.coll == collAllGather || c.coll == collReduceScatter {
+		return bytes * uint64(worldSize)
+	}
+	return bytes
+}
+
+// decide chooses the plan of the communicator's plan set for one call, if
+// one fits. select's rules pick it (collective, size, world size, ranks
+// per node, in-place); the data type and the reduction must be ones plans
+// compute.
+func (c *comm) decide(k call) decision {
+	name := k.coll.planName()
+	switch {
+	case name == "":
+		return decision{why: fmt.Sprintf("mscclgo has no plans for %s", k.fn)}
+	case elemSize(k.dtype) == 0:
+		return decision{why: fmt.Sprintf("unknown data type %d", k.dtype)}
+	case !planElem(k.dtype):
+		return decision{why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype))}
+	case k.op >= 0 && k.op != 0:
+		return decision{why: fmt.Sprintf("%s: plans reduce by sum only", opName(k.op))}
+	case c.plans.err != nil:
+		return decision{why: c.plans.err.Error()}
+	}
+	req := algorithms.Request{
+		Collective:   name,
+		WorldSize:    c.size,
+		RanksPerNode: c.ranksPerNode,
+		Size:         k.size(c.size),
+		InPlace:      k.inPlace(c.rank),
+		ElementSize:  int(elemSize(k.dtype)),
+	}
+	choice, err := algorithms.Select(c.plans.sources, req)
+	if errors.Is(err, algorithms.ErrNoPlan) && len(c.plans.sources) == 0 {
+		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs)}
+	}
+	if err != nil {
+		return decision{why: err.Error()}
+	}
+	return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
+		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why)}
+}
+
+// describe is the call as the log shows it.
+func (c *comm) describe(k call) string {
+	s := fmt.Sprintf("rank %d of %d: %s count %d %s", c.rank, c.size, k.fn, k.count, dtypeName(k.dtype))
+	if k.op >= 0 {
+		s += " " + opName(k.op)
+	}
+	if k.peer >= 0 {
+		if k.coll == collSend || k.coll == collRecv {
+			s += fmt.Sprintf(" peer %d", k.peer)
+		} else {
+			s += fmt.Sprintf(" root %d", k.peer)
+		}
+	}
+	if name := k.coll.planName(); name != "" && elemSize(k.dtype) > 0 {
+		place := "out-of-place"
+		if k.inPlace(c.rank) {
+			place = "in-place"
+		}
+		s += fmt.Sprintf(" (%s, %d bytes)", place, k.size(c.size))
+	}
+	if k.groupDepth > 0 {
+		s += " in a group"
+	}
+	return s
+}

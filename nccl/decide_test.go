@@ -1,0 +1,127 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mscclgo/mscclgo/algorithms"
+)
+
+func TestInPlaceAndSize(t *testing.T) {
+	const base = 0x10000
+	for _, c := range []struct {
+		name    string
+		k       call
+		rank    int
+		inPlace bool
+		size    uint64
+	}{
+		{"allreduce same buffer", call{coll: collAllReduce, send: base, recv: base, count: 256, dtype: 7}, 1, true, 1024},
+		{"allreduce two buffers", call{coll: collAllReduce, send: base, recv: base + 4096, count: 256, dtype: 7}, 1, false, 1024},
+		{"allgather own slice", call{coll: collAllGather, send: base + 2*512, recv: base, count: 256, dtype: 6}, 2, true, 4 * 512},
+		{"allgather another rank's slice", call{coll: collAllGather, send: base + 512, recv: base, count: 256, dtype: 6}, 2, false, 4 * 512},
+		{"allgather same buffer, rank 1", call{coll: collAllGather, send: base, recv: base, count: 256, dtype: 6}, 1, false, 4 * 512},
+		{"reducescatter own slice", call{coll: collReduceScatter, send: base, recv: base + 3*1024, count: 256, dtype: 9}, 3, false, 4 * 512},
+		{"reducescatter own slice bf16", call{coll: collReduceScatter, send: base, recv: base + 3*512, count: 256, dtype: 9}, 3, true, 4 * 512},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.k.inPlace(c.rank); got != c.inPlace {
+				t.Errorf("inPlace = %v, want %v", got, c.inPlace)
+			}
+			if got := c.k.size(4); got != c.size {
+				t.Errorf("size = %d, want %d", got, c.size)
+			}
+		})
+	}
+}
+
+func TestUniqueIDRoundTrip(t *testing.T) {
+	u := uniqueID{addr: "10.1.2.3:29500"}
+	copy(u.token[:], "0123456789abcdef")
+	b, err := u.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeID(b[:])
+	if err != nil || got != u {
+		t.Fatalf("decodeID(encode(%+v)) = %+v, %v", u, got, err)
+	}
+	if _, err := (uniqueID{addr: strings.Repeat("x", maxAddr+1)}).encode(); err == nil {
+		t.Error("an address longer than the id holds was encoded")
+	}
+	bad := func(f func(b []byte)) []byte {
+		c := b
+		f(c[:])
+		return c[:]
+	}
+	for _, c := range []struct {
+		name string
+		id   []byte
+		want string
+	}{
+		{"short", b[:100], "unique id of 100 bytes, want 128"},
+		{"foreign", bad(func(b []byte) { b[0] = 'X' }), "was not made by this library's ncclGetUniqueId"},
+		{"no address", bad(func(b []byte) { b[24], b[25] = 0, 0 }), "unique id with an address of 0 bytes"},
+		{"long address", bad(func(b []byte) { b[24], b[25] = 0, 200 }), "unique id with an address of 200 bytes"},
+		{"not host:port", bad(func(b []byte) { b[24], b[25] = 0, 4; copy(b[26:], "abcd") }), `unique id with address "abcd"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decodeID(c.id)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("decodeID: %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestDecide checks the reasons a call gets, against a plan set of one
+// 2-rank in-place allgather plan.
+func TestDecide(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "tests", "ports", "single_node", "allgather.plan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "allgather.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := algorithms.ScanDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPlans := &comm{rank: 1, size: 2, ranksPerNode: 2, plans: planSet{sources: []algorithms.Source{{Dir: dir, Index: idx}}, dirs: []string{dir}}}
+	noPlans := &comm{rank: 0, size: 2, ranksPerNode: 2, plans: planSet{dirs: []string{"/nowhere"}}}
+	const base = 0x100000
+	for _, c := range []struct {
+		name string
+		c    *comm
+		k    call
+		plan string
+		why  string
+	}{
+		{"in-place allgather fits", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 4096, recv: base, count: 1024, dtype: 7, op: -1},
+			"allgather", "plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192"},
+		{"out-of-place allgather", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 65536, recv: base, count: 1024, dtype: 7, op: -1},
+			"", "no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place"},
+		{"allreduce", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, send: base, recv: base, count: 1024, dtype: 7, op: 0},
+			"", "no plan for allreduce of 4096 bytes"},
+		{"float64", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 8192, recv: base, count: 1024, dtype: 8, op: -1},
+			"", "ncclFloat64: plans compute float16, bfloat16, float32 and int32"},
+		{"int8", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 0, op: 0}, "", "ncclInt8: plans compute"},
+		{"unknown dtype", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 42, op: 0}, "", "unknown data type 42"},
+		{"avg", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 7, op: 4}, "", "ncclAvg: plans reduce by sum only"},
+		{"premulsum", withPlans, call{fn: "ncclReduceScatter", coll: collReduceScatter, count: 1, dtype: 7, op: 5}, "", "user-defined reduction 5: plans reduce by sum only"},
+		{"broadcast", withPlans, call{fn: "ncclBroadcast", coll: collBroadcast, count: 1, dtype: 7, op: -1, peer: 0}, "", "mscclgo has no plans for ncclBroadcast"},
+		{"recv", withPlans, call{fn: "ncclRecv", coll: collRecv, count: 1, dtype: 7, op: -1, peer: 0}, "", "mscclgo has no plans for ncclRecv"},
+		{"no plan set", noPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1024, dtype: 7, op: 0}, "", "no plan set installed (searched [/nowhere]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.c.decide(c.k)
+			if d.plan != c.plan || !strings.Contains(d.why, c.why) {
+				t.Errorf("decide = %+v, want plan %q and a reason containing %q", d, c.plan, c.why)
+			}
+		})
+	}
+}

@@ -1,0 +1,242 @@
+package main
+
+// exports.go: the Go functions shim.c calls (declared in shim.h). Each one
+// turns C arguments into Go values, does its work, sets the last error on
+// failure and returns an ncclResult_t. A panic becomes ncclInternalError
+// with its message, never a crash of the caller's process.
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"unsafe"
+)
+
+// cResult is the C value of r.
+func cResult(r result) C.int {
+	switch r {
+	case resultSuccess:
+		return C.ncclSuccess
+	case resultSystem:
+		return C.ncclSystemError
+	case resultInvalidArgument:
+		return C.ncclInvalidArgument
+	case resultInvalidUsage:
+		return C.ncclInvalidUsage
+	case resultRemote:
+		return C.ncclRemoteError
+	}
+	return C.ncclInternalError
+}
+
+// setError makes msg the last error (ncclGetLastError), logged at INFO.
+func setError(msg string) { setErrorLogged(msg, true) }
+
+// setErrorLogged is setError, logging msg only if log is set (for an
+// error whose call was logged already).
+func setErrorLogged(msg string, log bool) {
+	cs := C.CString(msg)
+	defer C.free(unsafe.Pointer(cs))
+	l := C.int(0)
+	if log {
+		l = 1
+	}
+	C.mscclgo_set_error(cs, l)
+}
+
+// logging reports whether the INFO log is on (MSCCLGO_NCCL_DEBUG=INFO).
+func logging() bool { return C.mscclgo_log_enabled() != 0 }
+
+// logInfo writes one line to the INFO log.
+func logInfo(format string, args ...any) {
+	if !logging() {
+		return
+	}
+	cs := C.CString(fmt.Sprintf(format, args...))
+	defer C.free(unsafe.Pointer(cs))
+	C.mscclgo_log(cs)
+}
+
+// answer sets the last error of a failed call of fn and returns its code.
+func answer(fn string, err error) C.int {
+	if err == nil {
+		return C.ncclSuccess
+	}
+	setError(fmt.Sprintf("mscclgo: %s: %v", fn, err))
+	return cResult(codeOf(err))
+}
+
+// guard turns a panic of an export into ncclInternalError.
+func guard(fn string, out *C.int) {
+	if p := recover(); p != nil {
+		*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
+	}
+}
+
+// commOf is the communicator of handle h.
+func commOf(h C.uintptr_t) *comm { return cgo.Handle(h).Value().(*comm) }
+
+func newHandle(c *comm) C.uintptr_t { return C.uintptr_t(cgo.NewHandle(c)) }
+
+//export mgoUniqueID
+func mgoUniqueID(id *C.char) (res C.int) {
+	const fn = "ncclGetUniqueId"
+	defer guard(fn, &res)
+	u, ln, err := newID(bootstrapHost())
+	if err != nil {
+		return answer(fn, err)
+	}
+	b, err := u.encode()
+	if err != nil {
+		ln.Close()
+		return answer(fn, err)
+	}
+	theLibrary.keepRoot(u, ln)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(id)), idBytes), b[:])
+	logInfo("ncclGetUniqueId: rank 0 will listen at %s", u.addr)
+	return C.ncclSuccess
+}
+
+//export mgoCommInit
+func mgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
+	const fn = "ncclCommInitRank"
+	defer guard(fn, &res)
+	ids := unsafe.Slice((*byte)(unsafe.Pointer(id)), idBytes)
+	real := unsafe.Slice((*byte)(unsafe.Pointer(realID)), idBytes)
+	c, err := initRank(int(nranks), int(rank), ids, int(dev), hasReal != 0, real)
+	if err != nil {
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", rank, nranks, err))
+	}
+	*out = newHandle(c)
+	logInfo("rank %d of %d: bootstrap up, %d ranks per node, plan set %s", c.rank, c.size, c.ranksPerNode, c.plans.describe())
+	return C.ncclSuccess
+}
+
+//export mgoCommInitAll
+func mgoCommInitAll(ndev C.int, devs *C.int, out *C.uintptr_t) (res C.int) {
+	const fn = "ncclCommInitAll"
+	defer guard(fn, &res)
+	if err := checkRanks(int(ndev), 0); err != nil {
+		return answer(fn, err)
+	}
+	ds := make([]int, int(ndev))
+	for i, d := range unsafe.Slice(devs, int(ndev)) {
+		ds[i] = int(d)
+	}
+	comms, err := initAll(ds)
+	if err != nil {
+		return answer(fn, err)
+	}
+	outs := unsafe.Slice(out, int(ndev))
+	for i, c := range comms {
+		outs[i] = newHandle(c)
+	}
+	logInfo("ncclCommInitAll: %d ranks in this process, plan set %s", ndev, comms[0].plans.describe())
+	return C.ncclSuccess
+}
+
+//export mgoCommSplit
+func mgoCommSplit(parent C.uintptr_t, color, key, dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int) {
+	const fn = "ncclCommSplit"
+	defer guard(fn, &res)
+	p := commOf(parent)
+	if err := p.use(); err != nil {
+		return answer(fn, err)
+	}
+	c, err := p.split(int(color), int(key))
+	if err != nil {
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", p.rank, p.size, err))
+	}
+	if c == nil {
+		*out = 0
+		return C.ncclSuccess
+	}
+	*out = newHandle(c)
+	*rank, *size = C.int(c.rank), C.int(c.size)
+	return C.ncclSuccess
+}
+
+//export mgoCommFinalize
+func mgoCommFinalize(h C.uintptr_t) (res C.int) {
+	const fn = "ncclCommFinalize"
+	defer guard(fn, &res)
+	return answer(fn, commOf(h).finalize())
+}
+
+//export mgoCommDestroy
+func mgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") }
+
+//export mgoCommAbort
+func mgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
+
+// endComm ends the communicator of h and frees the handle.
+func endComm(h C.uintptr_t, fn string) (res C.int) {
+	defer guard(fn, &res)
+	commOf(h).end()
+	cgo.Handle(h).Delete()
+	return C.ncclSuccess
+}
+
+//export mgoCommAsyncError
+func mgoCommAsyncError(h C.uintptr_t, out *C.int) (res C.int) {
+	const fn = "ncclCommGetAsyncError"
+	defer guard(fn, &res)
+	err := commOf(h).asyncError()
+	*out = cResult(codeOf(err))
+	if err != nil {
+		setError(fmt.Sprintf("mscclgo: %v", err))
+	}
+	return C.ncclSuccess
+}
+
+//export mgoDecide
+func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
+	fn := C.GoString(k.fn)
+	defer func() {
+		if p := recover(); p != nil {
+			*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
+			res = C.MSCCLGO_DONE
+		}
+	}()
+	c := commOf(h)
+	if err := c.use(); err != nil {
+		*out = answer(fn, err)
+		return C.MSCCLGO_DONE
+	}
+	kc := call{
+		fn: fn, coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
+		send: uintptr(unsafe.Pointer(k.send)), recv: uintptr(k.recv), count: uint64(k.count),
+		dtype: int(k.dtype), op: int(k.op), peer: int(k.peer), stream: uintptr(k.stream),
+		hasFallback: k.has_fallback != 0, groupDepth: int(k.group_depth),
+	}
+	d := c.decide(kc)
+	why := d.why
+	if d.plan != "" {
+		ran, err, reason := c.runOnHost(kc, d)
+		if ran {
+			if logging() {
+				logInfo("%s: plan %s on host memory (CPU backend)", c.describe(kc), d.plan)
+			}
+			*out = answer(fn, err)
+			return C.MSCCLGO_DONE
+		}
+		why += ", but " + reason
+	}
+	if !kc.hasFallback {
+		if logging() {
+			logInfo("%s: refused: %s; no fallback NCCL", c.describe(kc), why)
+		}
+		setErrorLogged(fmt.Sprintf("mscclgo: %s: rank %d of %d: %s, and there is no fallback NCCL: %s",
+			fn, c.rank, c.size, why, C.GoString(C.mscclgo_fallback_why())), false)
+		*out = C.ncclInvalidUsage
+		return C.MSCCLGO_DONE
+	}
+	if logging() {
+		logInfo("%s: fallback: %s", c.describe(kc), why)
+	}
+	return C.MSCCLGO_FORWARD
+}

@@ -1,0 +1,80 @@
+/*
+ * mscclgo.h: mscclgo's own communicator, in the same library as its NCCL
+ * API (libmscclgo_nccl.so), for programs that choose the plans themselves:
+ * register plan files or plan-set directories, set a selector, execute a
+ * named plan or let the selector choose. Results are ncclResult_t values;
+ * ncclGetLastError gives the message of a failure.
+ *
+ * Plans run only where mscclgo can launch them: today, with
+ * MSCCLGO_NCCL_HOSTMEM=1, on buffers in host memory with every rank a
+ * thread of this process (docs/integration.md). Elsewhere mscclgoExecute
+ * returns ncclInvalidUsage saying so.
+ */
+#ifndef MSCCLGO_H_
+#define MSCCLGO_H_
+
+#include "nccl.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mscclgoComm *mscclgoComm_t;
+
+/* A collective call, as a selector sees it. */
+typedef struct {
+  const char *collective; /* "allreduce", "allgather" or "reducescatter" */
+  size_t size;            /* bytes: the output for allgather, the input otherwise */
+  int worldSize;
+  int ranksPerNode;
+  int inPlace; /* NCCL's in-place rule for the collective */
+  ncclDataType_t dtype;
+} mscclgoRequest_t;
+
+/* A selector returns the name of a registered plan for req, or NULL for
+ * none (the call then fails with ncclInvalidUsage). The name is copied
+ * before the selector is called again. */
+typedef const char *(*mscclgoSelector_t)(const mscclgoRequest_t *req, void *user);
+
+/* A communicator of nranks ranks from a unique id of ncclGetUniqueId,
+ * distributed by the caller (rank 0's process must have made it). */
+ncclResult_t mscclgoCommInitRank(mscclgoComm_t *comm, int nranks, ncclUniqueId id, int rank);
+
+/* A communicator from the launcher's environment: torchrun's RANK,
+ * WORLD_SIZE, MASTER_ADDR and MASTER_PORT, mpirun's, or MSCCLGO_RANK and
+ * MSCCLGO_WORLD_SIZE (docs/multiprocess.md). */
+ncclResult_t mscclgoCommInitEnv(mscclgoComm_t *comm);
+
+ncclResult_t mscclgoCommRank(mscclgoComm_t comm, int *rank);
+ncclResult_t mscclgoCommSize(mscclgoComm_t comm, int *size);
+
+/* Registers the plan file at path, or every plan of the plan-set
+ * directory at path (its index.json, else its *.json plans). count, if not
+ * NULL, receives the number of plans registered. */
+ncclResult_t mscclgoRegisterPlan(mscclgoComm_t comm, const char *path, int *count);
+
+/* Sets the selector of comm's calls without a plan name; NULL restores
+ * the default: mscclgo select's rules over the registered plans. */
+ncclResult_t mscclgoSetSelector(mscclgoComm_t comm, mscclgoSelector_t selector, void *user);
+
+/* Writes into name (of cap bytes) the plan a call would run: plan if not
+ * NULL (it must be registered), else the selector's choice. count is as
+ * NCCL counts it for the collective (allgather: elements sent per rank;
+ * reducescatter: elements received per rank). */
+ncclResult_t mscclgoSelect(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                           const void *recvbuff, size_t count, ncclDataType_t datatype, char *name, size_t cap);
+
+/* Runs collective with plan (or the selector's choice when plan is NULL)
+ * on stream; count as for mscclgoSelect. Reductions are sums. */
+ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                            void *recvbuff, size_t count, ncclDataType_t datatype, cudaStream_t stream);
+
+ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSCCLGO_H_ */

@@ -1,0 +1,1023 @@
+/*
+ * shim.c: the C face of mscclgo's NCCL library. Every function of NCCL
+ * 2.22's API with its exact prototype; the fallback NCCL (the real
+ * library, loaded with dlopen and used for every call mscclgo does not
+ * take); the last error; the INFO log. Communicators and the choice of a
+ * plan per call are the Go side's (shim.h).
+ *
+ * A communicator (struct ncclComm) holds the Go communicator's handle and,
+ * when a fallback is loaded, the fallback's communicator, created beside
+ * it at init and destroyed after it. Destroyed communicators are marked
+ * and kept (a few dozen bytes each), so that a later use is named instead
+ * of reading freed memory.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define COMM_LIVE 0x6d7363636c676f31ULL /* "msccl go1" */
+#define COMM_DEAD 0x6d7363636c676f30ULL
+#define COMM_PENDING 0x6d7363636c676f32ULL
+
+struct ncclComm {
+  uint64_t magic;
+  uintptr_t ours;       /* the Go communicator; 0 once destroyed */
+  ncclComm_t real;      /* the fallback's communicator, or NULL */
+  int rank, nranks, dev;
+  const char *ended_by; /* "ncclCommDestroy" or "ncclCommAbort" */
+};
+
+/* Exported so that the fallback search recognises this library (or a copy
+ * of it) and never loads it as the real NCCL. */
+const char mscclgo_nccl_marker[] = "mscclgo NCCL library";
+
+/* ------------------------------------------------------------------ */
+/* Logging and the last error. */
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_info;
+
+static void log_init(void) {
+  const char *v = getenv("MSCCLGO_NCCL_DEBUG");
+  log_info = v != NULL && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+}
+
+int mscclgo_log_enabled(void) {
+  pthread_once(&log_once, log_init);
+  return log_info;
+}
+
+void mscclgo_log(const char *msg) {
+  if (mscclgo_log_enabled()) {
+    fprintf(stderr, "mscclgo-nccl INFO %s\n", msg);
+  }
+}
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...) {
+  if (!mscclgo_log_enabled()) {
+    return;
+  }
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  mscclgo_log(buf);
+}
+
+static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
+static char last_error[2048];
+static int last_error_is_real; /* the last failure was the fallback's */
+
+void mscclgo_set_error(const char *msg, int log) {
+  pthread_mutex_lock(&error_mu);
+  snprintf(last_error, sizeof last_error, "%s", msg);
+  last_error_is_real = 0;
+  pthread_mutex_unlock(&error_mu);
+  if (log) {
+    logf_("error: %s", msg);
+  }
+}
+
+static ncclResult_t fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t fail(ncclResult_t r, const char *fmt, ...) {
+  char buf[sizeof last_error];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  mscclgo_set_error(buf, 1);
+  return r;
+}
+
+/* forwarded notes a forwarded call's failure, so that ncclGetLastError
+ * asks the fallback. */
+static ncclResult_t forwarded(ncclResult_t r) {
+  if (r != ncclSuccess && r != ncclInProgress) {
+    pthread_mutex_lock(&error_mu);
+    last_error_is_real = 1;
+    pthread_mutex_unlock(&error_mu);
+  }
+  return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* The fallback NCCL. */
+
+struct real_nccl {
+  void *lib;
+  char path[4096];
+  char why[1024]; /* why there is none, when lib is NULL */
+  ncclResult_t (*MemAlloc)(void **, size_t);
+  ncclResult_t (*MemFree)(void *);
+  ncclResult_t (*GetVersion)(int *);
+  ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+  ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+  ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+  ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *);
+  ncclResult_t (*CommFinalize)(ncclComm_t);
+  ncclResult_t (*CommDestroy)(ncclComm_t);
+  ncclResult_t (*CommAbort)(ncclComm_t);
+  ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
+  const char *(*GetLastError)(ncclComm_t);
+  ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
+  ncclResult_t (*CommRegister)(const ncclComm_t, void *, size_t, void **);
+  ncclResult_t (*CommDeregister)(const ncclComm_t, void *);
+  ncclResult_t (*RedOpCreatePreMulSum)(ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t);
+  ncclResult_t (*RedOpDestroy)(ncclRedOp_t, ncclComm_t);
+  ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Bcast)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*GroupStart)(void);
+  ncclResult_t (*GroupEnd)(void);
+  ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *);
+};
+
+static struct real_nccl real;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+/* same_file reports whether a and b are the same file. */
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* carries_marker reports whether the file at path holds this library's
+ * marker symbol name: it is mscclgo's own library, or a copy of it. The
+ * file is searched, not loaded (loading a copy would start a second Go
+ * runtime in the process). */
+static int carries_marker(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return 0;
+  }
+  struct stat st;
+  int found = 0;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+      const char *name = "mscclgo_nccl_marker";
+      found = memmem(p, (size_t)st.st_size, name, strlen(name)) != NULL;
+      munmap(p, (size_t)st.st_size);
+    }
+  }
+  close(fd);
+  return found;
+}
+
+#define RESOLVE(field, sym) real.field = (__typeof__(real.field))dlsym(real.lib, sym)
+
+/* try_load loads path as the fallback, unless it is this library. It
+ * returns 1 on success; otherwise it appends why to skipped. */
+static int try_load(const char *path, const char *self, char *skipped, size_t cap) {
+  size_t used = strlen(skipped);
+  if (strchr(path, '/') != NULL) {
+    if (access(path, F_OK) != 0) {
+      snprintf(skipped + used, cap - used, "%s%s: %s", used ? "; " : "", path, strerror(errno));
+      return 0;
+    }
+    if ((self != NULL && same_file(path, self)) || carries_marker(path)) {
+      snprintf(skipped + used, cap - used, "%s%s: is mscclgo's own library", used ? "; " : "", path);
+      return 0;
+    }
+  }
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (h == NULL) {
+    const char *e = dlerror();
+    snprintf(skipped + used, cap - used, "%s%s: %s", used ? "; " : "", path, e ? e : "dlopen failed");
+    return 0;
+  }
+  void *theirs = dlsym(h, "ncclAllReduce");
+  if (theirs == (void *)&ncclAllReduce || dlsym(h, "mscclgo_nccl_marker") != NULL) {
+    /* The loader answered with this library (a bare name it already has). */
+    dlclose(h);
+    snprintf(skipped + used, cap - used, "%s%s: is mscclgo's own library", used ? "; " : "", path);
+    return 0;
+  }
+  if (theirs == NULL || dlsym(h, "ncclGetUniqueId") == NULL || dlsym(h, "ncclCommDestroy") == NULL ||
+      (dlsym(h, "ncclCommInitRankConfig") == NULL && dlsym(h, "ncclCommInitRank") == NULL)) {
+    dlclose(h);
+    snprintf(skipped + used, cap - used, "%s%s: not an NCCL library (ncclAllReduce, ncclGetUniqueId, ncclCommInitRank or ncclCommDestroy missing)",
+             used ? "; " : "", path);
+    return 0;
+  }
+  real.lib = h;
+  snprintf(real.path, sizeof real.path, "%s", path);
+  RESOLVE(MemAlloc, "ncclMemAlloc");
+  RESOLVE(MemFree, "ncclMemFree");
+  RESOLVE(GetVersion, "ncclGetVersion");
+  RESOLVE(GetUniqueId, "ncclGetUniqueId");
+  RESOLVE(CommInitRankConfig, "ncclCommInitRankConfig");
+  RESOLVE(CommInitRank, "ncclCommInitRank");
+  RESOLVE(CommInitAll, "ncclCommInitAll");
+  RESOLVE(CommFinalize, "ncclCommFinalize");
+  RESOLVE(CommDestroy, "ncclCommDestroy");
+  RESOLVE(CommAbort, "ncclCommAbort");
+  RESOLVE(CommSplit, "ncclCommSplit");
+  RESOLVE(GetLastError, "ncclGetLastError");
+  RESOLVE(CommGetAsyncError, "ncclCommGetAsyncError");
+  RESOLVE(CommRegister, "ncclCommRegister");
+  RESOLVE(CommDeregister, "ncclCommDeregister");
+  RESOLVE(RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
+  RESOLVE(RedOpDestroy, "ncclRedOpDestroy");
+  RESOLVE(Reduce, "ncclReduce");
+  RESOLVE(Bcast, "ncclBcast");
+  RESOLVE(Broadcast, "ncclBroadcast");
+  RESOLVE(AllReduce, "ncclAllReduce");
+  RESOLVE(ReduceScatter, "ncclReduceScatter");
+  RESOLVE(AllGather, "ncclAllGather");
+  RESOLVE(Send, "ncclSend");
+  RESOLVE(Recv, "ncclRecv");
+  RESOLVE(GroupStart, "ncclGroupStart");
+  RESOLVE(GroupEnd, "ncclGroupEnd");
+  RESOLVE(GroupSimulateEnd, "ncclGroupSimulateEnd");
+  return 1;
+}
+
+static void real_load(void) {
+  Dl_info info;
+  const char *self = NULL;
+  if (dladdr((void *)&ncclGetVersion, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] == '/') {
+    self = info.dli_fname;
+  }
+  char skipped[sizeof real.why - 64] = "";
+  const char *env = getenv("MSCCLGO_NCCL_FALLBACK");
+  if (env != NULL && env[0] != '\0') {
+    if (strcasecmp(env, "none") == 0 || strcmp(env, "0") == 0 || strcasecmp(env, "off") == 0) {
+      snprintf(real.why, sizeof real.why, "MSCCLGO_NCCL_FALLBACK=%s turns the fallback off", env);
+    } else if (try_load(env, self, skipped, sizeof skipped)) {
+      logf_("fallback NCCL: %s (MSCCLGO_NCCL_FALLBACK)", real.path);
+      return;
+    } else {
+      snprintf(real.why, sizeof real.why, "MSCCLGO_NCCL_FALLBACK=%s cannot be used: %s", env, skipped);
+    }
+    logf_("no fallback NCCL: %s", real.why);
+    return;
+  }
+  /* The usual places: LD_LIBRARY_PATH's directories, the CUDA and system
+   * library directories, then the loader's own search. */
+  char candidate[4096];
+  const char *llp = getenv("LD_LIBRARY_PATH");
+  if (llp != NULL) {
+    const char *p = llp;
+    while (*p != '\0') {
+      size_t n = strcspn(p, ":");
+      if (n > 0 && n < sizeof candidate - 32) {
+        snprintf(candidate, sizeof candidate, "%.*s/libnccl.so.2", (int)n, p);
+        if (access(candidate, F_OK) == 0 && try_load(candidate, self, skipped, sizeof skipped)) {
+          logf_("fallback NCCL: %s (LD_LIBRARY_PATH)", real.path);
+          return;
+        }
+      }
+      p += n;
+      if (*p == ':') {
+        p++;
+      }
+    }
+  }
+  static const char *const dirs[] = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                                     "/usr/lib64", "/usr/local/lib", "/usr/lib"};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(candidate, sizeof candidate, "%s/libnccl.so.2", dirs[i]);
+    if (access(candidate, F_OK) == 0 && try_load(candidate, self, skipped, sizeof skipped)) {
+      logf_("fallback NCCL: %s", real.path);
+      return;
+    }
+  }
+  if (try_load("libnccl.so.2", self, skipped, sizeof skipped)) {
+    logf_("fallback NCCL: %s (the loader's search)", real.path);
+    return;
+  }
+  snprintf(real.why, sizeof real.why,
+           "no fallback NCCL found (set MSCCLGO_NCCL_FALLBACK to the real libnccl.so.2); tried: %s", skipped);
+  logf_("no fallback NCCL: %s", real.why);
+}
+
+static int have_real(void) {
+  pthread_once(&real_once, real_load);
+  return real.lib != NULL;
+}
+
+const char *mscclgo_fallback_why(void) {
+  pthread_once(&real_once, real_load);
+  return real.lib != NULL ? "" : real.why;
+}
+
+/* no_fallback answers a call that only the fallback could take. */
+static ncclResult_t no_fallback(const char *fn, const char *what) {
+  if (real.lib != NULL) {
+    return fail(ncclInvalidUsage, "mscclgo: %s: %s, and the fallback NCCL %s lacks %s", fn, what, real.path, fn);
+  }
+  return fail(ncclInvalidUsage, "mscclgo: %s: %s, and there is no fallback NCCL: %s", fn, what, real.why);
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicators. */
+
+static __thread int group_depth;
+
+static ncclResult_t check_comm(const struct ncclComm *comm, const char *fn) {
+  if (comm == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: the communicator is NULL", fn);
+  }
+  if (comm->magic == COMM_DEAD) {
+    return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used after %s", fn, (const void *)comm,
+                comm->rank, comm->nranks, comm->ended_by);
+  }
+  if (comm->magic == COMM_PENDING) {
+    return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used before the ncclGroupEnd that creates it",
+                fn, (const void *)comm, comm->rank, comm->nranks);
+  }
+  if (comm->magic != COMM_LIVE) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: %p is not a communicator of this library", fn, (const void *)comm);
+  }
+  return ncclSuccess;
+}
+
+static ncclComm_t new_comm(uintptr_t ours, ncclComm_t theirs, int rank, int nranks, int dev) {
+  struct ncclComm *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    return NULL;
+  }
+  c->magic = COMM_LIVE;
+  c->ours = ours;
+  c->real = theirs;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->dev = dev;
+  return c;
+}
+
+/* mscclgo_current_device is the CUDA runtime's current device when the
+ * process has the runtime loaded (PyTorch has), else 0. */
+int mscclgo_current_device(void) {
+  int (*get)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDevice");
+  int dev = 0;
+  if (get == NULL || get(&dev) != 0) {
+    return 0;
+  }
+  return dev;
+}
+
+static ncclResult_t check_config(const ncclConfig_t *config, const char *fn) {
+  if (config != NULL && config->magic != 0xcafebeef) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: the config's magic is 0x%x: initialise it with NCCL_CONFIG_INITIALIZER", fn,
+                config->magic);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetVersion(int *version) {
+  if (version == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: ncclGetVersion: version is NULL");
+  }
+  if (have_real() && real.GetVersion != NULL) {
+    return forwarded(real.GetVersion(version));
+  }
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  if (uniqueId == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: ncclGetUniqueId: uniqueId is NULL");
+  }
+  return (ncclResult_t)mgoUniqueID(uniqueId->internal);
+}
+
+/* One rank's ncclCommInitRank: done at once, or, inside a group, at the
+ * outermost ncclGroupEnd of the calling thread, all the group's ranks
+ * at once (one thread each, since each waits for its peers). */
+struct rank_init {
+  struct ncclComm *comm; /* the caller's handle: COMM_PENDING until done */
+  int nranks, rank, dev, fb;
+  ncclUniqueId id, realID;
+  ncclConfig_t *config; /* the caller's, which must live until the group ends */
+  uintptr_t ours;
+  ncclResult_t result;
+  struct rank_init *next;
+};
+
+static __thread struct rank_init *group_inits; /* this thread's, in call order */
+
+/* init_ours makes the mscclgo half of p (and, on rank 0 with a fallback,
+ * the fallback's unique id, which the bootstrap hands to the others). */
+static void *init_ours(void *arg) {
+  struct rank_init *p = arg;
+  if (p->fb && p->rank == 0) {
+    p->result = forwarded(real.GetUniqueId(&p->realID));
+    if (p->result != ncclSuccess) {
+      return NULL;
+    }
+  }
+  p->result = (ncclResult_t)mgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
+  return NULL;
+}
+
+/* init_theirs makes the fallback's communicator of p, once ours exists. */
+static ncclResult_t init_theirs(struct rank_init *p) {
+  if (!p->fb) {
+    return ncclSuccess;
+  }
+  if (real.CommInitRankConfig != NULL) {
+    return forwarded(real.CommInitRankConfig(&p->comm->real, p->nranks, p->realID, p->rank, p->config));
+  }
+  return forwarded(real.CommInitRank(&p->comm->real, p->nranks, p->realID, p->rank));
+}
+
+/* init_done makes p's communicator live, or, after a failure r, ends
+ * both halves and marks it. */
+static void init_done(struct rank_init *p, ncclResult_t r) {
+  if (r == ncclSuccess || r == ncclInProgress) {
+    p->comm->ours = p->ours;
+    p->comm->magic = COMM_LIVE;
+    logf_("rank %d of %d: communicator %p on device %d%s%s", p->rank, p->nranks, (void *)p->comm, p->dev,
+          p->fb ? ", fallback communicator from " : ", no fallback", p->fb ? real.path : "");
+    return;
+  }
+  if (p->ours != 0) {
+    mgoCommAbort(p->ours);
+  }
+  if (p->comm->real != NULL) {
+    real.CommAbort(p->comm->real);
+  }
+  p->comm->real = NULL;
+  p->comm->magic = COMM_DEAD;
+  p->comm->ended_by = "its failed ncclCommInitRank";
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
+  const char *fn = "ncclCommInitRank";
+  if (comm == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: comm is NULL", fn);
+  }
+  *comm = NULL;
+  ncclResult_t r = check_config(config, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  struct rank_init *p = calloc(1, sizeof *p);
+  struct ncclComm *c = calloc(1, sizeof *c);
+  if (p == NULL || c == NULL) {
+    free(p);
+    free(c);
+    return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
+  }
+  c->magic = COMM_PENDING;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->dev = mscclgo_current_device();
+  c->ended_by = "ncclGroupEnd";
+  *p = (struct rank_init){.comm = c, .nranks = nranks, .rank = rank, .dev = c->dev, .fb = have_real(), .id = commId, .config = config};
+  if (group_depth > 0) {
+    struct rank_init **tail = &group_inits;
+    while (*tail != NULL) {
+      tail = &(*tail)->next;
+    }
+    *tail = p;
+    *comm = c;
+    logf_("rank %d of %d: ncclCommInitRank deferred to ncclGroupEnd", rank, nranks);
+    return ncclSuccess;
+  }
+  init_ours(p);
+  r = p->result;
+  if (r == ncclSuccess) {
+    r = init_theirs(p);
+  }
+  init_done(p, r);
+  free(p);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    /* The handle was never the caller's: nothing refers to it. */
+    free(c);
+    return r;
+  }
+  *comm = c;
+  return r;
+}
+
+/* finish_inits does the ranks initialised in this thread's group: every
+ * mscclgo half at once, then, inside the fallback's group that is still
+ * open, the fallback halves. It returns the first failure. */
+static ncclResult_t finish_inits(struct rank_init *list) {
+  int n = 0;
+  for (struct rank_init *p = list; p != NULL; p = p->next) {
+    n++;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  int *started = calloc((size_t)n, sizeof *started);
+  if (ts == NULL || started == NULL) {
+    free(ts);
+    free(started);
+    for (struct rank_init *p = list; p != NULL; p = p->next) {
+      p->result = ncclSystemError;
+    }
+    return fail(ncclSystemError, "mscclgo: ncclGroupEnd: out of memory");
+  }
+  int i = 0;
+  for (struct rank_init *p = list; p != NULL; p = p->next, i++) {
+    started[i] = pthread_create(&ts[i], NULL, init_ours, p) == 0;
+    if (!started[i]) {
+      p->result = fail(ncclSystemError, "mscclgo: ncclGroupEnd: cannot start a thread for rank %d's init", p->rank);
+    }
+  }
+  for (i = 0; i < n; i++) {
+    if (started[i]) {
+      pthread_join(ts[i], NULL);
+    }
+  }
+  free(ts);
+  free(started);
+  ncclResult_t r = ncclSuccess;
+  for (struct rank_init *p = list; p != NULL; p = p->next) {
+    if (p->result != ncclSuccess && r == ncclSuccess) {
+      r = p->result;
+    }
+  }
+  for (struct rank_init *p = list; p != NULL && r == ncclSuccess; p = p->next) {
+    p->result = init_theirs(p);
+    if (p->result != ncclSuccess && p->result != ncclInProgress) {
+      r = p->result;
+    }
+  }
+  return r;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
+  const char *fn = "ncclCommInitAll";
+  if (comm == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: comm is NULL", fn);
+  }
+  if (ndev < 1) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: ndev %d: must be at least 1", fn, ndev);
+  }
+  int *devs = calloc((size_t)ndev, sizeof *devs);
+  uintptr_t *ours = calloc((size_t)ndev, sizeof *ours);
+  ncclComm_t *theirs = calloc((size_t)ndev, sizeof *theirs);
+  ncclResult_t r = ncclSuccess;
+  if (devs == NULL || ours == NULL || theirs == NULL) {
+    r = fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
+    goto out;
+  }
+  for (int i = 0; i < ndev; i++) {
+    devs[i] = devlist != NULL ? devlist[i] : i;
+  }
+  r = (ncclResult_t)mgoCommInitAll(ndev, devs, ours);
+  if (r != ncclSuccess) {
+    goto out;
+  }
+  int fb = have_real();
+  if (fb) {
+    if (real.CommInitAll == NULL) {
+      r = no_fallback(fn, "a fallback communicator is needed");
+    } else {
+      r = forwarded(real.CommInitAll(theirs, ndev, devlist));
+    }
+    if (r != ncclSuccess) {
+      for (int i = 0; i < ndev; i++) {
+        mgoCommAbort(ours[i]);
+      }
+      goto out;
+    }
+  }
+  for (int i = 0; i < ndev; i++) {
+    comm[i] = new_comm(ours[i], theirs[i], i, ndev, devs[i]);
+    if (comm[i] == NULL) {
+      r = fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
+      goto out;
+    }
+  }
+  logf_("%d communicators in one process%s%s", ndev, fb ? ", fallback communicators from " : ", no fallback",
+        fb ? real.path : "");
+out:
+  free(devs);
+  free(ours);
+  free(theirs);
+  return r;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  const char *fn = "ncclCommSplit";
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (newcomm == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: newcomm is NULL", fn);
+  }
+  *newcomm = NULL;
+  if ((r = check_config(config, fn)) != ncclSuccess) {
+    return r;
+  }
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: color %d: must be non-negative or NCCL_SPLIT_NOCOLOR", fn, color);
+  }
+  uintptr_t ours = 0;
+  int rank = -1, size = 0;
+  r = (ncclResult_t)mgoCommSplit(comm->ours, color, key, comm->dev, &ours, &rank, &size);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  ncclComm_t theirs = NULL;
+  if (comm->real != NULL) {
+    if (real.CommSplit == NULL) {
+      r = no_fallback(fn, "a fallback communicator is needed");
+    } else {
+      r = forwarded(real.CommSplit(comm->real, color, key, &theirs, config));
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+      if (ours != 0) {
+        mgoCommAbort(ours);
+      }
+      return r;
+    }
+  }
+  if (ours == 0) {
+    return r; /* NCCL_SPLIT_NOCOLOR: no communicator */
+  }
+  *newcomm = new_comm(ours, theirs, rank, size, comm->dev);
+  if (*newcomm == NULL) {
+    mgoCommAbort(ours);
+    return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
+  }
+  logf_("split of %p (color %d, key %d): rank %d of %d, communicator %p", (void *)comm, color, key, rank, size,
+        (void *)*newcomm);
+  return r;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ncclResult_t r = check_comm(comm, "ncclCommFinalize");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  r = (ncclResult_t)mgoCommFinalize(comm->ours);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real != NULL && real.CommFinalize != NULL) {
+    return forwarded(real.CommFinalize(comm->real));
+  }
+  return ncclSuccess;
+}
+
+/* end destroys or aborts comm: the mscclgo communicator first, then the
+ * fallback's (which may still have work of this communicator queued). */
+static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  r = (ncclResult_t)(abort ? mgoCommAbort(comm->ours) : mgoCommDestroy(comm->ours));
+  if (comm->real != NULL) {
+    ncclResult_t rr = forwarded(abort ? real.CommAbort(comm->real) : real.CommDestroy(comm->real));
+    if (r == ncclSuccess) {
+      r = rr;
+    }
+  }
+  comm->magic = COMM_DEAD;
+  comm->ours = 0;
+  comm->real = NULL;
+  comm->ended_by = fn;
+  logf_("rank %d of %d: communicator %p ended by %s", comm->rank, comm->nranks, (void *)comm, fn);
+  return r;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return end(comm, "ncclCommDestroy", 0); }
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return end(comm, "ncclCommAbort", 1); }
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  ncclResult_t r = check_comm(comm, "ncclCommGetAsyncError");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (asyncError == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: ncclCommGetAsyncError: asyncError is NULL");
+  }
+  int ours = ncclSuccess;
+  r = (ncclResult_t)mgoCommAsyncError(comm->ours, &ours);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  *asyncError = (ncclResult_t)ours;
+  if (ours == ncclSuccess && comm->real != NULL && real.CommGetAsyncError != NULL) {
+    return forwarded(real.CommGetAsyncError(comm->real, asyncError));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
+  ncclResult_t r = check_comm(comm, "ncclCommCount");
+  if (r == ncclSuccess && count == NULL) {
+    r = fail(ncclInvalidArgument, "mscclgo: ncclCommCount: count is NULL");
+  }
+  if (r == ncclSuccess) {
+    *count = comm->nranks;
+  }
+  return r;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
+  ncclResult_t r = check_comm(comm, "ncclCommCuDevice");
+  if (r == ncclSuccess && device == NULL) {
+    r = fail(ncclInvalidArgument, "mscclgo: ncclCommCuDevice: device is NULL");
+  }
+  if (r == ncclSuccess) {
+    *device = comm->dev;
+  }
+  return r;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
+  ncclResult_t r = check_comm(comm, "ncclCommUserRank");
+  if (r == ncclSuccess && rank == NULL) {
+    r = fail(ncclInvalidArgument, "mscclgo: ncclCommUserRank: rank is NULL");
+  }
+  if (r == ncclSuccess) {
+    *rank = comm->rank;
+  }
+  return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors. */
+
+const char *ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (run with MSCCLGO_NCCL_DEBUG=INFO for details)";
+  case ncclSystemError:
+    return "unhandled system error (run with MSCCLGO_NCCL_DEBUG=INFO for details)";
+  case ncclInternalError:
+    return "internal error - please report this issue to the mscclgo developers";
+  case ncclInvalidArgument:
+    return "invalid argument (run with MSCCLGO_NCCL_DEBUG=INFO for details)";
+  case ncclInvalidUsage:
+    return "invalid usage (run with MSCCLGO_NCCL_DEBUG=INFO for details)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  default:
+    return "unknown result code";
+  }
+}
+
+const char *ncclGetLastError(ncclComm_t comm) {
+  pthread_mutex_lock(&error_mu);
+  int theirs = last_error_is_real;
+  pthread_mutex_unlock(&error_mu);
+  if (theirs && real.GetLastError != NULL) {
+    ncclComm_t rc = NULL;
+    if (comm != NULL && comm->magic == COMM_LIVE) {
+      rc = comm->real;
+    }
+    return real.GetLastError(rc);
+  }
+  return last_error;
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls that only the fallback takes: memory, registration, user ops. */
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  if (have_real() && real.MemAlloc != NULL) {
+    return forwarded(real.MemAlloc(ptr, size));
+  }
+  return no_fallback("ncclMemAlloc", "mscclgo does not allocate device memory itself");
+}
+
+ncclResult_t ncclMemFree(void *ptr) {
+  if (have_real() && real.MemFree != NULL) {
+    return forwarded(real.MemFree(ptr));
+  }
+  return no_fallback("ncclMemFree", "mscclgo does not allocate device memory itself");
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  ncclResult_t r = check_comm(comm, "ncclCommRegister");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real != NULL && real.CommRegister != NULL) {
+    return forwarded(real.CommRegister(comm->real, buff, size, handle));
+  }
+  return no_fallback("ncclCommRegister", "buffer registration is the fallback's");
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  ncclResult_t r = check_comm(comm, "ncclCommDeregister");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real != NULL && real.CommDeregister != NULL) {
+    return forwarded(real.CommDeregister(comm->real, handle));
+  }
+  return no_fallback("ncclCommDeregister", "buffer registration is the fallback's");
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                                      ncclComm_t comm) {
+  ncclResult_t r = check_comm(comm, "ncclRedOpCreatePreMulSum");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real != NULL && real.RedOpCreatePreMulSum != NULL) {
+    return forwarded(real.RedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real));
+  }
+  return no_fallback("ncclRedOpCreatePreMulSum", "user-defined reductions are the fallback's");
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  ncclResult_t r = check_comm(comm, "ncclRedOpDestroy");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real != NULL && real.RedOpDestroy != NULL) {
+    return forwarded(real.RedOpDestroy(op, comm->real));
+  }
+  return no_fallback("ncclRedOpDestroy", "user-defined reductions are the fallback's");
+}
+
+/* ------------------------------------------------------------------ */
+/* Collectives and point to point: the Go side decides, per call, whether
+ * mscclgo answers it (a plan ran, or an error) or the fallback takes it. */
+
+/* decide returns 1 with *res set when the call is answered, 0 when it
+ * goes to the fallback. */
+static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
+  *res = check_comm(comm, c->fn);
+  if (*res != ncclSuccess) {
+    return 1;
+  }
+  c->has_fallback = comm->real != NULL;
+  c->group_depth = group_depth;
+  int out = ncclSuccess;
+  if (mgoDecide(comm->ours, c, &out) == MSCCLGO_DONE) {
+    *res = (ncclResult_t)out;
+    return 1;
+  }
+  return 0;
+}
+
+#define CALL(fn_, coll_, send_, recv_, count_, dtype_, op_, peer_, stream_)                                            \
+  struct mscclgo_call c = {.fn = fn_,                                                                                  \
+                           .coll = coll_,                                                                              \
+                           .send = (send_),                                                                            \
+                           .recv = (recv_),                                                                            \
+                           .count = count_,                                                                            \
+                           .dtype = (int)(dtype_),                                                                     \
+                           .op = (int)(op_),                                                                           \
+                           .peer = peer_,                                                                              \
+                           .stream = (uintptr_t)(stream_)};                                                            \
+  ncclResult_t res;                                                                                                    \
+  if (decide(comm, &c, &res)) {                                                                                        \
+    return res;                                                                                                        \
+  }
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclAllReduce", MSCCLGO_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1, stream);
+  if (real.AllReduce == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm->real, stream));
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) {
+  CALL("ncclAllGather", MSCCLGO_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, stream);
+  if (real.AllGather == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm->real, stream));
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclReduceScatter", MSCCLGO_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, -1, stream);
+  if (real.ReduceScatter == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm->real, stream));
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclBroadcast", MSCCLGO_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, stream);
+  if (real.Broadcast == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.Broadcast(sendbuff, recvbuff, count, datatype, root, comm->real, stream));
+}
+
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclBcast", MSCCLGO_BROADCAST, buff, buff, count, datatype, -1, root, stream);
+  if (real.Bcast == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.Bcast(buff, count, datatype, root, comm->real, stream));
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclReduce", MSCCLGO_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
+  if (real.Reduce == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.Reduce(sendbuff, recvbuff, count, datatype, op, root, comm->real, stream));
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  CALL("ncclSend", MSCCLGO_SEND, sendbuff, NULL, count, datatype, -1, peer, stream);
+  if (real.Send == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.Send(sendbuff, count, datatype, peer, comm->real, stream));
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  CALL("ncclRecv", MSCCLGO_RECV, NULL, recvbuff, count, datatype, -1, peer, stream);
+  if (real.Recv == NULL) {
+    return no_fallback(c.fn, "mscclgo does not take this call");
+  }
+  return forwarded(real.Recv(recvbuff, count, datatype, peer, comm->real, stream));
+}
+
+/* ------------------------------------------------------------------ */
+/* Groups: the depth is per thread, as NCCL's; the fallback sees every
+ * group, so that the calls forwarded inside one are grouped there too. */
+
+ncclResult_t ncclGroupStart(void) {
+  if (have_real() && real.GroupStart != NULL) {
+    ncclResult_t r = forwarded(real.GroupStart());
+    if (r != ncclSuccess) {
+      return r;
+    }
+  }
+  group_depth++;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (group_depth == 0) {
+    return fail(ncclInvalidUsage, "mscclgo: ncclGroupEnd without a matching ncclGroupStart");
+  }
+  group_depth--;
+  struct rank_init *inits = NULL;
+  ncclResult_t r = ncclSuccess;
+  if (group_depth == 0 && group_inits != NULL) {
+    inits = group_inits;
+    group_inits = NULL;
+    r = finish_inits(inits);
+  }
+  if (have_real() && real.GroupEnd != NULL) {
+    ncclResult_t rr = forwarded(real.GroupEnd());
+    if (r == ncclSuccess) {
+      r = rr;
+    }
+  }
+  while (inits != NULL) {
+    struct rank_init *next = inits->next;
+    init_done(inits, r);
+    free(inits);
+    inits = next;
+  }
+  return r;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  if (group_depth == 0) {
+    return fail(ncclInvalidUsage, "mscclgo: ncclGroupSimulateEnd without a matching ncclGroupStart");
+  }
+  group_depth--;
+  if (have_real() && real.GroupSimulateEnd != NULL) {
+    return forwarded(real.GroupSimulateEnd(simInfo));
+  }
+  return no_fallback("ncclGroupSimulateEnd", "mscclgo does not simulate groups");
+}

@@ -1,0 +1,589 @@
+/*
+ * ncclcheck: a program written against nccl.h the way nccl-tests and
+ * frameworks use NCCL, linked against libnccl.so.2 (mscclgo's library in
+ * the tests). It prints one line per call, "rank R: CALL -> CODE", and for
+ * a failure the last error, "rank R: CALL error: TEXT"; the Go test reads
+ * them (and the stub NCCL's log). Buffers are host memory standing in for
+ * device pointers: nothing here reads or writes them.
+ *
+ *   ncclcheck threads N     N ranks as threads of this process (ncclCommInitAll)
+ *   ncclcheck procs         one rank of a job: RANK, WORLD_SIZE, and the unique
+ *                           id through the file NCCLCHECK_ID_FILE
+ *   ncclcheck single        one rank alone (ncclGetUniqueId, ncclCommInitRank)
+ *   ncclcheck afterdestroy  calls on a destroyed communicator
+ *   ncclcheck badargs       invalid arguments
+ *   ncclcheck mismatch      two threads that disagree on the rank count
+ *   ncclcheck group N       N ranks made by one thread inside a group, as
+ *                           nccl-tests does under mpirun; then as threads
+ *   ncclcheck groupbad      the same with 2 ranks that disagree on the count
+ *   ncclcheck data N        N ranks as threads run collectives on host memory
+ *                           and check the results (MSCCLGO_NCCL_HOSTMEM=1)
+ *   ncclcheck datamismatch  2 ranks as threads call allreduce with different
+ *                           counts
+ *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
+ *                           the launcher's environment (torchrun's variables),
+ *                           with the plans of NCCLCHECK_PLANS
+ *   ncclcheck lost          as procs, but rank 1 exits at once without
+ *                           ncclCommDestroy; rank 0 polls
+ *                           ncclCommGetAsyncError, then aborts
+ */
+#define _GNU_SOURCE
+#include "mscclgo.h"
+#include "nccl.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COUNT 1024
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static ncclResult_t report(int rank, const char *what, ncclResult_t r) {
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: %s -> %d\n", rank, what, (int)r);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    printf("rank %d: %s error: %s\n", rank, what, ncclGetLastError(NULL));
+  }
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+  return r;
+}
+
+/* calls runs every collective and point-to-point call once or more on
+ * comm, as rank of n. */
+static void calls(ncclComm_t comm, int rank, int n) {
+  float *send = calloc((size_t)n * COUNT, sizeof *send);
+  float *recv = calloc((size_t)n * COUNT, sizeof *recv);
+  cudaStream_t stream = (cudaStream_t)(uintptr_t)(0x1000 + rank);
+  int count = -1, user = -1, dev = -1;
+  report(rank, "ncclCommCount", ncclCommCount(comm, &count));
+  report(rank, "ncclCommUserRank", ncclCommUserRank(comm, &user));
+  report(rank, "ncclCommCuDevice", ncclCommCuDevice(comm, &dev));
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: count %d user rank %d device %d\n", rank, count, user, dev);
+  pthread_mutex_unlock(&out_mu);
+
+  report(rank, "ncclAllReduce out-of-place", ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce in-place", ncclAllReduce(recv, recv, COUNT, ncclFloat, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce float64", ncclAllReduce(recv, recv, COUNT, ncclFloat64, ncclSum, comm, stream));
+  report(rank, "ncclAllReduce max", ncclAllReduce(recv, recv, COUNT, ncclFloat, ncclMax, comm, stream));
+  report(rank, "ncclAllGather in-place", ncclAllGather(recv + (size_t)rank * COUNT, recv, COUNT, ncclFloat, comm, stream));
+  report(rank, "ncclAllGather out-of-place", ncclAllGather(send, recv, COUNT, ncclFloat, comm, stream));
+  report(rank, "ncclReduceScatter", ncclReduceScatter(send, recv, COUNT, ncclBfloat16, ncclSum, comm, stream));
+  report(rank, "ncclBroadcast", ncclBroadcast(send, recv, COUNT, ncclInt32, 0, comm, stream));
+  report(rank, "ncclBcast", ncclBcast(recv, COUNT, ncclInt32, 0, comm, stream));
+  report(rank, "ncclReduce", ncclReduce(send, recv, COUNT, ncclFloat16, ncclSum, 0, comm, stream));
+  report(rank, "ncclGroupStart", ncclGroupStart());
+  report(rank, "ncclSend", ncclSend(send, COUNT, ncclFloat, (rank + 1) % n, comm, stream));
+  report(rank, "ncclRecv", ncclRecv(recv, COUNT, ncclFloat, (rank + n - 1) % n, comm, stream));
+  report(rank, "ncclGroupEnd", ncclGroupEnd());
+
+  ncclRedOp_t op = ncclSum;
+  float scalar = 0.5f;
+  if (report(rank, "ncclRedOpCreatePreMulSum",
+             ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm)) == ncclSuccess) {
+    report(rank, "ncclAllReduce premulsum", ncclAllReduce(send, recv, COUNT, ncclFloat, op, comm, stream));
+    report(rank, "ncclRedOpDestroy", ncclRedOpDestroy(op, comm));
+  }
+  void *handle = NULL;
+  if (report(rank, "ncclCommRegister", ncclCommRegister(comm, send, COUNT * sizeof *send, &handle)) == ncclSuccess) {
+    report(rank, "ncclCommDeregister", ncclCommDeregister(comm, handle));
+  }
+  ncclResult_t async = ncclInternalError;
+  report(rank, "ncclCommGetAsyncError", ncclCommGetAsyncError(comm, &async));
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: async error %d\n", rank, (int)async);
+  pthread_mutex_unlock(&out_mu);
+  free(send);
+  free(recv);
+}
+
+/* split splits comm in two colors (parity of the rank); the last rank of
+ * more than two takes no color. */
+static void split(ncclComm_t comm, int rank, int n) {
+  int color = (n > 2 && rank == n - 1) ? NCCL_SPLIT_NOCOLOR : rank % 2;
+  ncclComm_t sub = NULL;
+  if (report(rank, "ncclCommSplit", ncclCommSplit(comm, color, rank, &sub, NULL)) != ncclSuccess) {
+    return;
+  }
+  if (sub == NULL) {
+    pthread_mutex_lock(&out_mu);
+    printf("rank %d: split color %d: no communicator\n", rank, color);
+    pthread_mutex_unlock(&out_mu);
+    return;
+  }
+  int count = -1, user = -1;
+  ncclCommCount(sub, &count);
+  ncclCommUserRank(sub, &user);
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: split color %d: rank %d of %d\n", rank, color, user, count);
+  pthread_mutex_unlock(&out_mu);
+  report(rank, "ncclAllReduce on split", ncclAllReduce(&count, &count, 1, ncclInt32, ncclSum, sub, NULL));
+  report(rank, "ncclCommDestroy split", ncclCommDestroy(sub));
+}
+
+static void finish(ncclComm_t comm, int rank) {
+  report(rank, "ncclCommFinalize", ncclCommFinalize(comm));
+  report(rank, "ncclCommDestroy", ncclCommDestroy(comm));
+}
+
+struct rank_arg {
+  ncclComm_t comm;
+  int rank, n;
+};
+
+static void *rank_main(void *p) {
+  struct rank_arg *a = p;
+  calls(a->comm, a->rank, a->n);
+  split(a->comm, a->rank, a->n);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+static int threads(int n) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct rank_arg){comms[r], r, n};
+    pthread_create(&ts[r], NULL, rank_main, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL) {
+    fprintf(stderr, "ncclcheck: %s is not set\n", name);
+    exit(2);
+  }
+  return atoi(v);
+}
+
+/* procs is one rank of a job; the unique id goes through a file, as a
+ * framework sends it through its own channel. With lose set, rank 1 dies
+ * after the init and rank 0 waits for the loss to show. */
+static int procs(int lose) {
+  int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
+  const char *file = getenv("NCCLCHECK_ID_FILE");
+  if (file == NULL) {
+    fprintf(stderr, "ncclcheck: NCCLCHECK_ID_FILE is not set\n");
+    return 2;
+  }
+  ncclUniqueId id;
+  if (rank == 0) {
+    if (report(rank, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+      return 1;
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
+      perror("ncclcheck: writing the unique id");
+      return 2;
+    }
+  } else {
+    int waited = 0;
+    for (;;) {
+      FILE *f = fopen(file, "rb");
+      if (f != NULL) {
+        size_t got = fread(&id, sizeof id, 1, f);
+        fclose(f);
+        if (got == 1) {
+          break;
+        }
+      }
+      if (++waited > 3000) {
+        fprintf(stderr, "ncclcheck: rank %d: no unique id in %s after 30 s\n", rank, file);
+        return 2;
+      }
+      usleep(10000);
+    }
+  }
+  ncclComm_t comm = NULL;
+  if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
+    return 1;
+  }
+  if (lose) {
+    if (rank == 1) {
+      _exit(0); /* no ncclCommDestroy: a crash, as the peers see it */
+    }
+    ncclResult_t async = ncclSuccess;
+    for (int i = 0; i < 3000 && async == ncclSuccess; i++) {
+      if (report(rank, "ncclCommGetAsyncError", ncclCommGetAsyncError(comm, &async)) != ncclSuccess) {
+        return 1;
+      }
+      usleep(10000);
+    }
+    printf("rank %d: async error %d: %s\n", rank, (int)async, ncclGetLastError(comm));
+    report(rank, "ncclCommAbort", ncclCommAbort(comm));
+    return 0;
+  }
+  calls(comm, rank, n);
+  split(comm, rank, n);
+  finish(comm, rank);
+  return 0;
+}
+
+static int single(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  int version = 0;
+  report(0, "ncclGetVersion", ncclGetVersion(&version));
+  printf("rank 0: version %d\n", version);
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  calls(comm, 0, 1);
+  void *mem = NULL;
+  if (report(0, "ncclMemAlloc", ncclMemAlloc(&mem, 4096)) == ncclSuccess) {
+    report(0, "ncclMemFree", ncclMemFree(mem));
+  }
+  finish(comm, 0);
+  return 0;
+}
+
+static int afterdestroy(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  report(0, "ncclCommDestroy", ncclCommDestroy(comm));
+  int count = 0;
+  report(0, "ncclCommCount after destroy", ncclCommCount(comm, &count));
+  float x = 0;
+  report(0, "ncclAllReduce after destroy", ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL));
+  report(0, "ncclCommDestroy after destroy", ncclCommDestroy(comm));
+
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  report(0, "ncclCommFinalize", ncclCommFinalize(comm));
+  report(0, "ncclAllReduce after finalize", ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL));
+  report(0, "ncclCommAbort", ncclCommAbort(comm));
+  report(0, "ncclCommUserRank after abort", ncclCommUserRank(comm, &count));
+  return 0;
+}
+
+static int badargs(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  report(0, "ncclGetUniqueId", ncclGetUniqueId(&id));
+  report(0, "ncclCommInitRank rank 2 of 2", ncclCommInitRank(&comm, 2, id, 2));
+  report(0, "ncclCommInitRank 0 ranks", ncclCommInitRank(&comm, 0, id, 0));
+  ncclUniqueId foreign;
+  memset(&foreign, 0x5a, sizeof foreign);
+  report(0, "ncclCommInitRank foreign id", ncclCommInitRank(&comm, 1, foreign, 0));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0;
+  report(0, "ncclCommInitRankConfig bad config", ncclCommInitRankConfig(&comm, 1, id, 0, &config));
+  report(0, "ncclGroupEnd without start", ncclGroupEnd());
+  int x = 0;
+  report(0, "ncclCommCount of NULL", ncclCommCount(NULL, &x));
+  report(0, "ncclCommInitAll 0", ncclCommInitAll(&comm, 0, NULL));
+  printf("rank 0: error string %d: %s\n", (int)ncclInvalidUsage, ncclGetErrorString(ncclInvalidUsage));
+  return 0;
+}
+
+struct mismatch_arg {
+  ncclUniqueId id;
+  int rank, n;
+};
+
+static void *mismatch_main(void *p) {
+  struct mismatch_arg *a = p;
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRank(&comm, a->n, a->id, a->rank);
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: ncclCommInitRank of %d ranks -> %d\n", a->rank, a->n, (int)r);
+  pthread_mutex_unlock(&out_mu);
+  if (r == ncclSuccess) {
+    ncclCommDestroy(comm);
+  }
+  return NULL;
+}
+
+static int mismatch(void) {
+  struct mismatch_arg args[2];
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&args[0].id)) != ncclSuccess) {
+    return 1;
+  }
+  args[1].id = args[0].id;
+  args[0].rank = 0;
+  args[0].n = 2;
+  args[1].rank = 1;
+  args[1].n = 3;
+  pthread_t ts[2];
+  for (int i = 0; i < 2; i++) {
+    pthread_create(&ts[i], NULL, mismatch_main, &args[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(ts[i], NULL);
+  }
+  printf("rank -1: last error: %s\n", ncclGetLastError(NULL));
+  return 0;
+}
+
+/* group makes n ranks from one thread between ncclGroupStart and
+ * ncclGroupEnd; with bad set, the last one says n + 1 ranks. */
+static int group(int n, int bad) {
+  ncclUniqueId id;
+  if (report(-1, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+    return 1;
+  }
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  report(-1, "ncclGroupStart", ncclGroupStart());
+  for (int r = 0; r < n; r++) {
+    char what[64];
+    snprintf(what, sizeof what, "ncclCommInitRank %d in a group", r);
+    report(r, what, ncclCommInitRank(&comms[r], (bad && r == n - 1) ? n + 1 : n, id, r));
+  }
+  int count = 0;
+  report(0, "ncclCommCount before ncclGroupEnd", ncclCommCount(comms[0], &count));
+  ncclResult_t r = report(-1, "ncclGroupEnd", ncclGroupEnd());
+  if (r != ncclSuccess) {
+    report(0, "ncclCommCount after a failed group", ncclCommCount(comms[0], &count));
+    free(comms);
+    return 0;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int k = 0; k < n; k++) {
+    args[k] = (struct rank_arg){comms[k], k, n};
+    pthread_create(&ts[k], NULL, rank_main, &args[k]);
+  }
+  for (int k = 0; k < n; k++) {
+    pthread_join(ts[k], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
+/* value is element i of rank r's input in the data checks. */
+static double value(int r, size_t i) { return (double)(r + 1) + (double)(i % 7); }
+
+struct data_case {
+  const char *name;
+  int coll; /* 0 allreduce, 1 allgather, 2 reducescatter */
+  ncclDataType_t dtype;
+  size_t count;
+  int inplace;
+};
+
+static const struct data_case data_cases[] = {
+    {"allreduce float32 in-place", 0, ncclFloat32, 1024, 1},
+    {"allreduce float32 out-of-place", 0, ncclFloat32, 1024, 0},
+    {"allreduce int32 in-place", 0, ncclInt32, 4096, 1},
+    {"allreduce float32 in-place large", 0, ncclFloat32, 65536, 1},
+    {"allgather float32 in-place", 1, ncclFloat32, 1024, 1},
+    {"reducescatter float32 in-place", 2, ncclFloat32, 1024, 1},
+};
+
+static double get(const void *b, ncclDataType_t dt, size_t i) {
+  return dt == ncclInt32 ? (double)((const int32_t *)b)[i] : (double)((const float *)b)[i];
+}
+
+static void set(void *b, ncclDataType_t dt, size_t i, double v) {
+  if (dt == ncclInt32) {
+    ((int32_t *)b)[i] = (int32_t)v;
+  } else {
+    ((float *)b)[i] = (float)v;
+  }
+}
+
+/* data_case_run runs one case on rank r of n and checks its result. */
+static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int n) {
+  size_t in = c->coll == 2 ? c->count * (size_t)n : c->count;  /* input elements */
+  size_t out = c->coll == 1 ? c->count * (size_t)n : c->count; /* output elements */
+  size_t total = in > out ? in : out;
+  char *mem = calloc(2 * total, 4);
+  void *outb = mem, *inb = mem + total * 4;
+  if (c->inplace) {
+    /* NCCL's in-place: allgather's input is the rank's slice of its
+     * output, reducescatter's output the rank's slice of its input. */
+    inb = c->coll == 1 ? mem + (size_t)r * c->count * 4 : mem;
+    outb = c->coll == 2 ? mem + (size_t)r * c->count * 4 : mem;
+  }
+  for (size_t i = 0; i < in; i++) {
+    set(inb, c->dtype, i, value(r, i));
+  }
+  ncclResult_t res;
+  switch (c->coll) {
+  case 0:
+    res = ncclAllReduce(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
+    break;
+  case 1:
+    res = ncclAllGather(inb, outb, c->count, c->dtype, comm, NULL);
+    break;
+  default:
+    res = ncclReduceScatter(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
+    break;
+  }
+  char what[128];
+  snprintf(what, sizeof what, "%s count %zu", c->name, c->count);
+  if (report(r, what, res) == ncclSuccess) {
+    size_t bad = out;
+    double got = 0, want = 0;
+    for (size_t i = 0; i < out && bad == out; i++) {
+      want = 0;
+      if (c->coll == 1) {
+        want = value((int)(i / c->count), i % c->count);
+      } else {
+        size_t at = c->coll == 2 ? (size_t)r * c->count + i : i;
+        for (int q = 0; q < n; q++) {
+          want += value(q, at);
+        }
+      }
+      got = get(outb, c->dtype, i);
+      if (got != want) {
+        bad = i;
+      }
+    }
+    pthread_mutex_lock(&out_mu);
+    if (bad == out) {
+      printf("rank %d: DATA %s ok\n", r, what);
+    } else {
+      printf("rank %d: DATA %s WRONG at %zu: got %g, want %g\n", r, what, bad, got, want);
+    }
+    pthread_mutex_unlock(&out_mu);
+  }
+  free(mem);
+}
+
+static void *data_main(void *p) {
+  struct rank_arg *a = p;
+  for (size_t k = 0; k < sizeof data_cases / sizeof data_cases[0]; k++) {
+    data_case_run(&data_cases[k], a->comm, a->rank, a->n);
+  }
+  /* The same on the halves of a split by parity. */
+  ncclComm_t sub = NULL;
+  if (report(a->rank, "ncclCommSplit", ncclCommSplit(a->comm, a->rank % 2, a->rank, &sub, NULL)) == ncclSuccess) {
+    int subRank = -1, subN = 0;
+    ncclCommUserRank(sub, &subRank);
+    ncclCommCount(sub, &subN);
+    static const struct data_case split_case = {"split allreduce float32 in-place", 0, ncclFloat32, 2048, 1};
+    data_case_run(&split_case, sub, subRank, subN);
+    report(a->rank, "ncclCommDestroy split", ncclCommDestroy(sub));
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+static void *mismatch_data_main(void *p) {
+  struct rank_arg *a = p;
+  float *b = calloc(2048, sizeof *b);
+  report(a->rank, "ncclAllReduce mismatched", ncclAllReduce(b, b, a->rank == 0 ? 1024 : 2048, ncclFloat, ncclSum, a->comm, NULL));
+  free(b);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+/* data runs main_ on n ranks as threads of one ncclCommInitAll. */
+static int data(int n, void *(*main_)(void *)) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct rank_arg *args = calloc((size_t)n, sizeof *args);
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct rank_arg){comms[r], r, n};
+    pthread_create(&ts[r], NULL, main_, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  free(comms);
+  free(ts);
+  free(args);
+  return 0;
+}
+
+static int custom(void) {
+  mscclgoComm_t comm = NULL;
+  if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
+    return 1;
+  }
+  int rank = -1, size = 0;
+  report(-1, "mscclgoCommRank", mscclgoCommRank(comm, &rank));
+  report(rank, "mscclgoCommSize", mscclgoCommSize(comm, &size));
+  int n = 0;
+  report(rank, "mscclgoRegisterPlan missing", mscclgoRegisterPlan(comm, "/nonexistent/plans", &n));
+  const char *plans = getenv("NCCLCHECK_PLANS");
+  report(rank, "mscclgoRegisterPlan", mscclgoRegisterPlan(comm, plans ? plans : ".", &n));
+  float *buf = calloc(1024, sizeof *buf);
+  char name[128] = "";
+  report(rank, "mscclgoSelect", mscclgoSelect(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, name, sizeof name));
+  printf("rank %d: size %d, %d plans registered, selected %s\n", rank, size, n, name);
+  report(rank, "mscclgoExecute", mscclgoExecute(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  report(rank, "mscclgoExecute broadcast", mscclgoExecute(comm, "broadcast", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  report(rank, "mscclgoCommDestroy", mscclgoCommDestroy(comm));
+  report(rank, "mscclgoCommRank after destroy", mscclgoCommRank(comm, &rank));
+  free(buf);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | custom\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "threads") == 0 && argc == 3) {
+    return threads(atoi(argv[2]));
+  }
+  if (strcmp(argv[1], "procs") == 0) {
+    return procs(0);
+  }
+  if (strcmp(argv[1], "lost") == 0) {
+    return procs(1);
+  }
+  if (strcmp(argv[1], "single") == 0) {
+    return single();
+  }
+  if (strcmp(argv[1], "afterdestroy") == 0) {
+    return afterdestroy();
+  }
+  if (strcmp(argv[1], "badargs") == 0) {
+    return badargs();
+  }
+  if (strcmp(argv[1], "mismatch") == 0) {
+    return mismatch();
+  }
+  if (strcmp(argv[1], "group") == 0 && argc == 3) {
+    return group(atoi(argv[2]), 0);
+  }
+  if (strcmp(argv[1], "groupbad") == 0) {
+    return group(2, 1);
+  }
+  if (strcmp(argv[1], "data") == 0 && argc == 3) {
+    return data(atoi(argv[2]), data_main);
+  }
+  if (strcmp(argv[1], "datamismatch") == 0) {
+    return data(2, mismatch_data_main);
+  }
+  if (strcmp(argv[1], "custom") == 0) {
+    return custom();
+  }
+  fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,298 @@
+/*
+ * A stand-in for the real NCCL, for the tests of the fallback: every call
+ * appends one line to the file named by STUB_NCCL_LOG ("stub FN args"),
+ * and succeeds, unless STUB_NCCL_FAIL names it: it then fails with
+ * ncclSystemError and a last error of its own. It moves no data.
+ */
+#define _GNU_SOURCE
+#include "nccl.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ncclComm {
+  unsigned magic;
+  int serial, rank, nranks;
+};
+
+#define STUB_MAGIC 0x57ab57abu
+
+static int serials; /* communicators made, across threads */
+static char last[256] = "stub: no error";
+
+static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void record(const char *fmt, ...) {
+  const char *path = getenv("STUB_NCCL_LOG");
+  if (path == NULL) {
+    return;
+  }
+  char line[512];
+  int n = snprintf(line, sizeof line, "stub ");
+  va_list ap;
+  va_start(ap, fmt);
+  n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (n > (int)sizeof line - 2) {
+    n = (int)sizeof line - 2;
+  }
+  line[n++] = '\n';
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd >= 0) {
+    if (write(fd, line, (size_t)n) != n) {
+      perror("stub nccl: log");
+    }
+    close(fd);
+  }
+}
+
+/* injected reports whether fn is to fail. */
+static int injected(const char *fn) {
+  const char *f = getenv("STUB_NCCL_FAIL");
+  if (f != NULL && strcmp(f, fn) == 0) {
+    snprintf(last, sizeof last, "stub: injected failure in %s", fn);
+    return 1;
+  }
+  return 0;
+}
+
+static ncclComm_t make(int rank, int nranks) {
+  struct ncclComm *c = calloc(1, sizeof *c);
+  c->magic = STUB_MAGIC;
+  c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_SEQ_CST);
+  c->rank = rank;
+  c->nranks = nranks;
+  return c;
+}
+
+/* who names a communicator: serial:rank/nranks, or "bad" for one that is
+ * not the stub's (which would be a forwarding bug). */
+static const char *who(ncclComm_t c, char *buf, size_t cap) {
+  if (c == NULL || c->magic != STUB_MAGIC) {
+    snprintf(buf, cap, "bad(%p)", (void *)c);
+  } else {
+    snprintf(buf, cap, "%d:%d/%d", c->serial, c->rank, c->nranks);
+  }
+  return buf;
+}
+
+#define WHO(c) who(c, whobuf, sizeof whobuf)
+#define ENTER(fn)                                                                                                      \
+  char whobuf[64];                                                                                                     \
+  (void)whobuf;                                                                                                        \
+  if (injected(fn)) {                                                                                                  \
+    record("%s failed", fn);                                                                                           \
+    return ncclSystemError;                                                                                            \
+  }
+
+ncclResult_t ncclGetVersion(int *version) {
+  ENTER("ncclGetVersion");
+  *version = 22299;
+  record("ncclGetVersion");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  ENTER("ncclGetUniqueId");
+  static int ids;
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, "stubid-%d-%d", (int)getpid(), __atomic_add_fetch(&ids, 1, __ATOMIC_SEQ_CST));
+  record("ncclGetUniqueId %s", id->internal);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
+  ENTER("ncclCommInitRankConfig");
+  *comm = make(rank, nranks);
+  char idbuf[NCCL_UNIQUE_ID_BYTES + 1];
+  memcpy(idbuf, id.internal, NCCL_UNIQUE_ID_BYTES);
+  idbuf[NCCL_UNIQUE_ID_BYTES] = '\0';
+  record("ncclCommInitRankConfig %s id=%s config=%s", WHO(*comm), idbuf, config ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, NULL);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
+  ENTER("ncclCommInitAll");
+  for (int i = 0; i < ndev; i++) {
+    comm[i] = make(i, ndev);
+  }
+  record("ncclCommInitAll ndev=%d devlist=%s", ndev, devlist ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  ENTER("ncclCommSplit");
+  (void)config;
+  *newcomm = color == NCCL_SPLIT_NOCOLOR ? NULL : make(-1, -1);
+  record("ncclCommSplit %s color=%d key=%d", WHO(comm), color, key);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ENTER("ncclCommFinalize");
+  record("ncclCommFinalize %s", WHO(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  ENTER("ncclCommDestroy");
+  record("ncclCommDestroy %s", WHO(comm));
+  comm->magic = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  ENTER("ncclCommAbort");
+  record("ncclCommAbort %s", WHO(comm));
+  comm->magic = 0;
+  return ncclSuccess;
+}
+
+const char *ncclGetLastError(ncclComm_t comm) {
+  (void)comm;
+  return last;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  ENTER("ncclCommGetAsyncError");
+  *asyncError = ncclSuccess;
+  record("ncclCommGetAsyncError %s", WHO(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle) {
+  ENTER("ncclCommRegister");
+  *handle = buff;
+  record("ncclCommRegister %s size=%zu", WHO(comm), size);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) {
+  ENTER("ncclCommDeregister");
+  (void)handle;
+  record("ncclCommDeregister %s", WHO(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+                                      ncclComm_t comm) {
+  ENTER("ncclRedOpCreatePreMulSum");
+  (void)scalar;
+  *op = (ncclRedOp_t)(ncclNumOps + 1);
+  record("ncclRedOpCreatePreMulSum %s dtype=%d residence=%d", WHO(comm), (int)datatype, (int)residence);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  ENTER("ncclRedOpDestroy");
+  record("ncclRedOpDestroy %s op=%d", WHO(comm), (int)op);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclAllReduce");
+  record("ncclAllReduce %s count=%zu dtype=%d op=%d inplace=%d stream=%p", WHO(comm), count, (int)datatype, (int)op,
+         sendbuff == recvbuff, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) {
+  ENTER("ncclAllGather");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclAllGather %s count=%zu dtype=%d stream=%p", WHO(comm), sendcount, (int)datatype, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclReduceScatter");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclReduceScatter %s count=%zu dtype=%d op=%d stream=%p", WHO(comm), recvcount, (int)datatype, (int)op,
+         (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclBroadcast");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclBroadcast %s count=%zu dtype=%d root=%d stream=%p", WHO(comm), count, (int)datatype, root, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclBcast");
+  (void)buff;
+  record("ncclBcast %s count=%zu dtype=%d root=%d stream=%p", WHO(comm), count, (int)datatype, root, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclReduce");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclReduce %s count=%zu dtype=%d op=%d root=%d stream=%p", WHO(comm), count, (int)datatype, (int)op, root,
+         (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  ENTER("ncclSend");
+  (void)sendbuff;
+  record("ncclSend %s count=%zu dtype=%d peer=%d stream=%p", WHO(comm), count, (int)datatype, peer, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclRecv");
+  (void)recvbuff;
+  record("ncclRecv %s count=%zu dtype=%d peer=%d stream=%p", WHO(comm), count, (int)datatype, peer, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void) {
+  ENTER("ncclGroupStart");
+  record("ncclGroupStart");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  ENTER("ncclGroupEnd");
+  record("ncclGroupEnd");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  ENTER("ncclGroupSimulateEnd");
+  simInfo->estimatedTime = 1.0f;
+  record("ncclGroupSimulateEnd");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
+  ENTER("ncclMemAlloc");
+  *ptr = malloc(size);
+  record("ncclMemAlloc size=%zu", size);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclMemFree(void *ptr) {
+  ENTER("ncclMemFree");
+  free(ptr);
+  record("ncclMemFree");
+  return ncclSuccess;
+}

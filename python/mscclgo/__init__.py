@@ -1,0 +1,202 @@
+"""mscclgo's own communicator for PyTorch programs: a ctypes wrapper of
+mscclgo.h in libmscclgo_nccl.so (nothing to compile).
+
+    import mscclgo
+    comm = mscclgo.Communicator()              # from torchrun's environment
+    comm.register_plan("plans/")               # a plan file or a plan-set directory
+    comm.selector = lambda req: "allreduce_packet_8gpu" if req.size <= 1 << 20 else None
+    comm.all_reduce(tensor)                    # in place, on the current CUDA stream
+
+Tensors are used through data_ptr(), numel() and dtype (float16, bfloat16,
+float32, int32). The library is MSCCLGO_LIBRARY, else libmscclgo_nccl.so
+through the loader's search. docs/integration.md says what runs where:
+today plans run only with MSCCLGO_NCCL_HOSTMEM=1 on host memory.
+"""
+
+import collections
+import ctypes
+import os
+
+__all__ = ["Communicator", "MscclgoError", "Request", "unique_id"]
+
+_DTYPES = {"torch.float16": 6, "torch.bfloat16": 9, "torch.float32": 7, "torch.int32": 2}
+
+
+class MscclgoError(RuntimeError):
+    """A call of the library failed: code is its ncclResult_t."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{message} (ncclResult_t {code})")
+        self.code = code
+
+
+# What a selector is given for one call.
+Request = collections.namedtuple("Request", "collective size world_size ranks_per_node in_place dtype")
+
+
+class _UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+class _Request(ctypes.Structure):
+    _fields_ = [("collective", ctypes.c_char_p), ("size", ctypes.c_size_t), ("worldSize", ctypes.c_int),
+                ("ranksPerNode", ctypes.c_int), ("inPlace", ctypes.c_int), ("dtype", ctypes.c_int)]
+
+
+_SELECTOR = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_Request), ctypes.c_void_p)
+
+_libs = {}
+
+
+def _load(path=None):
+    path = path or os.environ.get("MSCCLGO_LIBRARY") or "libmscclgo_nccl.so"
+    lib = _libs.get(path)
+    if lib is None:
+        lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        lib.ncclGetLastError.restype = ctypes.c_char_p
+        lib.ncclGetLastError.argtypes = [ctypes.c_void_p]
+        lib.mscclgoCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, _UniqueId, ctypes.c_int]
+        lib.mscclgoCommInitEnv.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        for f in (lib.mscclgoCommRank, lib.mscclgoCommSize):
+            f.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+        lib.mscclgoRegisterPlan.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]
+        lib.mscclgoSetSelector.argtypes = [ctypes.c_void_p, _SELECTOR, ctypes.c_void_p]
+        lib.mscclgoSelect.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        lib.mscclgoExecute.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        lib.mscclgoCommDestroy.argtypes = [ctypes.c_void_p]
+        _libs[path] = lib
+    return lib
+
+
+def _check(lib, code):
+    if code != 0:
+        raise MscclgoError(code, lib.ncclGetLastError(None).decode())
+
+
+def unique_id(library=None):
+    """A new unique id (128 bytes) for Communicator(rank, world_size, id),
+    made in the process of rank 0."""
+    lib = _load(library)
+    uid = _UniqueId()
+    _check(lib, lib.ncclGetUniqueId(ctypes.byref(uid)))
+    return bytes(uid)  # all 128 bytes (uid.internal would stop at the first NUL)
+
+
+def _dtype(tensor):
+    name = str(tensor.dtype)
+    if name not in _DTYPES:
+        raise MscclgoError(4, f"tensor type {name}: mscclgo plans compute {', '.join(sorted(_DTYPES))}")
+    return _DTYPES[name]
+
+
+def _stream(tensor):
+    if getattr(tensor, "is_cuda", False):
+        import torch  # only for CUDA tensors
+        return torch.cuda.current_stream(tensor.device).cuda_stream
+    return 0
+
+
+class Communicator:
+    """One rank's mscclgo communicator: from the launcher's environment
+    (torchrun, mpirun) when rank is None, else rank of world_size with the
+    unique id of rank 0's unique_id()."""
+
+    def __init__(self, rank=None, world_size=None, uid=None, library=None, selector=None):
+        self._lib = _load(library)
+        self._comm = ctypes.c_void_p()
+        if rank is None:
+            _check(self._lib, self._lib.mscclgoCommInitEnv(ctypes.byref(self._comm)))
+        else:
+            _check(self._lib, self._lib.mscclgoCommInitRank(ctypes.byref(self._comm), world_size,
+                                                            _UniqueId.from_buffer_copy(uid), rank))
+        self._selector = None
+        self._callback = None
+        self._names = {}
+        self._closed = False
+        if selector is not None:
+            self.selector = selector
+
+    def _int(self, f):
+        v = ctypes.c_int()
+        _check(self._lib, f(self._comm, ctypes.byref(v)))
+        return v.value
+
+    @property
+    def rank(self):
+        return self._int(self._lib.mscclgoCommRank)
+
+    @property
+    def world_size(self):
+        return self._int(self._lib.mscclgoCommSize)
+
+    def register_plan(self, path):
+        """Registers a plan file or every plan of a plan-set directory;
+        returns how many."""
+        n = ctypes.c_int()
+        _check(self._lib, self._lib.mscclgoRegisterPlan(self._comm, os.fsencode(path), ctypes.byref(n)))
+        return n.value
+
+    @property
+    def selector(self):
+        return self._selector
+
+    @selector.setter
+    def selector(self, fn):
+        """fn(Request) returns a registered plan's name, or None; None as
+        fn restores mscclgo select's rules."""
+        if fn is None:
+            self._callback = _SELECTOR()
+        else:
+            def call(req, _user):
+                r = req.contents
+                name = fn(Request(r.collective.decode(), r.size, r.worldSize, r.ranksPerNode, bool(r.inPlace), r.dtype))
+                if name is None:
+                    return None
+                buf = self._names.setdefault(name, ctypes.create_string_buffer(name.encode()))
+                return ctypes.addressof(buf)
+            self._callback = _SELECTOR(call)
+        _check(self._lib, self._lib.mscclgoSetSelector(self._comm, self._callback, None))
+        self._selector = fn
+
+    def _args(self, collective, output, input, plan):
+        count = {"allreduce": output.numel(), "allgather": input.numel(), "reducescatter": output.numel()}[collective]
+        return (self._comm, collective.encode(), plan.encode() if plan else None, input.data_ptr(), output.data_ptr(),
+                count, _dtype(output))
+
+    def select(self, collective, output, input=None, plan=None):
+        """The name of the plan a call would run."""
+        name = ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.mscclgoSelect(*self._args(collective, output, input or output, plan), name, 256))
+        return name.value.decode()
+
+    def _execute(self, collective, output, input, plan):
+        _check(self._lib, self._lib.mscclgoExecute(*self._args(collective, output, input, plan), _stream(output)))
+
+    def all_reduce(self, tensor, plan=None):
+        """Sums tensor over the ranks, in place."""
+        self._execute("allreduce", tensor, tensor, plan)
+        return tensor
+
+    def all_gather(self, output, input, plan=None):
+        """Gathers every rank's input into output (world_size × input)."""
+        self._execute("allgather", output, input, plan)
+        return output
+
+    def reduce_scatter(self, output, input, plan=None):
+        """Sums input over the ranks; output gets this rank's part."""
+        self._execute("reducescatter", output, input, plan)
+        return output
+
+    def close(self):
+        """Destroys the communicator; later calls fail, naming the destroy."""
+        if not self._closed:
+            self._closed = True
+            _check(self._lib, self._lib.mscclgoCommDestroy(self._comm))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
