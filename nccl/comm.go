@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
 )
 
 // result is an ncclResult_t value, as this package names the kinds of
@@ -52,7 +52,7 @@ func codeOf(err error) result {
 		return resultSuccess
 	case errors.As(err, &ne):
 		return ne.code
-	case errors.Is(err, dist.ErrPeerLost), errors.Is(err, dist.ErrPeerClosed):
+	case errors.Is(err, bootstrap.ErrPeerLost), errors.Is(err, bootstrap.ErrPeerClosed):
 		return resultRemote
 	}
 	return resultSystem
@@ -63,7 +63,7 @@ func codeOf(err error) result {
 type comm struct {
 	rank, size, dev int
 	ranksPerNode    int
-	boot            *dist.Bootstrap
+	boot            *bootstrap.Bootstrap
 	plans           planSet
 	timeout         time.Duration
 
@@ -80,10 +80,10 @@ type comm struct {
 }
 
 // connect joins the bootstrap of w and makes the communicator.
-func connect(w dist.World, ln net.Listener, dev int, timeout time.Duration) (*comm, error) {
+func connect(w bootstrap.World, ln net.Listener, dev int, timeout time.Duration) (*comm, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	b, err := dist.Connect(ctx, w, dist.Options{Timeout: timeout, Listener: ln})
+	b, err := bootstrap.Connect(ctx, w, bootstrap.Options{Timeout: timeout, Listener: ln})
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,8 @@ func checkRanks(nranks, rank int) error {
 	switch {
 	case nranks < 1:
 		return errorf(resultInvalidArgument, "nranks %d: must be at least 1", nranks)
-	case nranks > dist.MaxWorldSize:
-		return errorf(resultInvalidArgument, "nranks %d: at most %d ranks", nranks, dist.MaxWorldSize)
+	case nranks > bootstrap.MaxWorldSize:
+		return errorf(resultInvalidArgument, "nranks %d: at most %d ranks", nranks, bootstrap.MaxWorldSize)
 	case rank < 0 || rank >= nranks:
 		return errorf(resultInvalidArgument, "rank %d outside the %d ranks of the communicator (0 to %d)", rank, nranks, nranks-1)
 	}
@@ -131,7 +131,7 @@ func initRank(nranks, rank int, id []byte, dev int, hasReal bool, realID []byte)
 	if rank == 0 {
 		ln = theLibrary.takeRoot(u)
 	}
-	c, err := connect(dist.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
+	c, err := connect(bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func initAll(devs []int) ([]*comm, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comms[r], errs[r] = connect(dist.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString()}, l, devs[r], timeout)
+			comms[r], errs[r] = connect(bootstrap.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString()}, l, devs[r], timeout)
 		}()
 	}
 	wg.Wait()
@@ -311,7 +311,7 @@ func (c *comm) split(color, key int) (*comm, error) {
 	if _, err := fmt.Sscan(string(offers[group[0].rank]), &token, &addr); err != nil {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
-	nc, err := connect(dist.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
+	nc, err := connect(bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
 	if err != nil || c.hub == nil {
 		return nc, err
 	}
@@ -368,7 +368,7 @@ func (c *comm) asyncError() error {
 		return nil
 	}
 	cause := context.Cause(ctx)
-	if errors.Is(cause, dist.ErrClosed) {
+	if errors.Is(cause, bootstrap.ErrClosed) {
 		return nil
 	}
 	return &ncclError{code: resultRemote, err: fmt.Errorf("rank %d of %d: %w", c.rank, c.size, cause)}

@@ -17,15 +17,15 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/mscclgo/mscclgo/algorithms"
-	"github.com/mscclgo/mscclgo/dist"
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // customState is what a custom communicator adds to comm.
 type customState struct {
 	mu       sync.Mutex
-	sources  []algorithms.Source // registered, in order
-	tmp      []string            // directories made for single plan files
+	sources  []planset.Source // registered, in order
+	tmp      []string         // directories made for single plan files
 	selector C.mscclgoSelector_t
 	user     unsafe.Pointer
 }
@@ -45,12 +45,12 @@ func customOf(h C.uintptr_t) (*comm, *customState) {
 func mgoCustomInitEnv(dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int) {
 	const fn = "mscclgoCommInitEnv"
 	defer guard(fn, &res)
-	w, ok, err := dist.FromEnv(os.Getenv)
+	w, ok, err := bootstrap.FromEnv(os.Getenv)
 	if err != nil {
 		return answer(fn, &ncclError{code: resultInvalidArgument, err: err})
 	}
 	if !ok {
-		w = dist.World{Rank: 0, Size: 1}
+		w = bootstrap.World{Rank: 0, Size: 1}
 	}
 	timeout, err := initTimeout()
 	if err != nil {
@@ -112,16 +112,16 @@ func (cs *customState) register(path string) (int, error) {
 			return 0, err
 		}
 	}
-	idx, err := algorithms.ReadIndex(dir)
-	if errors.Is(err, algorithms.ErrNoIndex) {
-		idx, err = algorithms.ScanDir(dir)
+	idx, err := planset.ReadIndex(dir)
+	if errors.Is(err, planset.ErrNoIndex) {
+		idx, err = planset.ScanDir(dir)
 	}
 	if err != nil {
 		return 0, err
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cs.sources = append(cs.sources, algorithms.Source{Dir: dir, Index: idx})
+	cs.sources = append(cs.sources, planset.Source{Dir: dir, Index: idx})
 	return len(idx.Plans), nil
 }
 
@@ -170,7 +170,7 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 	cs.mu.Lock()
 	sources, selector, user := cs.sources, cs.selector, cs.user
 	cs.mu.Unlock()
-	req := algorithms.Request{Collective: k.coll.planName(), WorldSize: c.size, RanksPerNode: c.ranksPerNode,
+	req := planset.Request{Collective: k.coll.planName(), WorldSize: c.size, RanksPerNode: c.ranksPerNode,
 		Size: k.size(c.size), InPlace: k.inPlace(c.rank), ElementSize: int(elemSize(k.dtype))}
 	if plan == "" && selector != nil {
 		cname := C.CString(req.Collective)
@@ -187,7 +187,7 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		plan = C.GoString(got)
 	}
 	if plan == "" {
-		choice, err := algorithms.Select(sources, req)
+		choice, err := planset.Select(sources, req)
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"unsafe"
 
-	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // collective is enum mscclgo_coll of shim.h.
@@ -139,7 +139,7 @@ func (c *comm) decide(k call) decision {
 	case c.plans.err != nil:
 		return decision{why: c.plans.err.Error()}
 	}
-	req := algorithms.Request{
+	req := planset.Request{
 		Collective:   name,
 		WorldSize:    c.size,
 		RanksPerNode: c.ranksPerNode,
@@ -147,8 +147,8 @@ func (c *comm) decide(k call) decision {
 		InPlace:      k.inPlace(c.rank),
 		ElementSize:  int(elemSize(k.dtype)),
 	}
-	choice, err := algorithms.Select(c.plans.sources, req)
-	if errors.Is(err, algorithms.ErrNoPlan) && len(c.plans.sources) == 0 {
+	choice, err := planset.Select(c.plans.sources, req)
+	if errors.Is(err, planset.ErrNoPlan) && len(c.plans.sources) == 0 {
 		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs)}
 	}
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 func TestInPlaceAndSize(t *testing.T) {
@@ -87,11 +87,11 @@ func TestDecide(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "allgather.json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := algorithms.ScanDir(dir)
+	idx, err := planset.ScanDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPlans := &comm{rank: 1, size: 2, ranksPerNode: 2, plans: planSet{sources: []algorithms.Source{{Dir: dir, Index: idx}}, dirs: []string{dir}}}
+	withPlans := &comm{rank: 1, size: 2, ranksPerNode: 2, plans: planSet{sources: []planset.Source{{Dir: dir, Index: idx}}, dirs: []string{dir}}}
 	noPlans := &comm{rank: 0, size: 2, ranksPerNode: 2, plans: planSet{dirs: []string{"/nowhere"}}}
 	const base = 0x100000
 	for _, c := range []struct {

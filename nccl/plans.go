@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // planSet is the installed plans a communicator chooses from, read once
@@ -14,7 +12,7 @@ import (
 // default set of `mscclgo install` ($MSCCLGO_CACHE_DIR/default, or
 // ~/.cache/mscclgo/default), as `mscclgo select` searches them.
 type planSet struct {
-	sources []algorithms.Source
+	sources []planset.Source
 	dirs    []string
 	err     error // why the set could not be read; every call then falls back
 }
@@ -22,33 +20,16 @@ type planSet struct {
 // loadPlans reads the plan set. A missing default set is no error (there
 // are then no plans); an unreadable directory is, and is kept.
 func loadPlans() planSet {
-	var dirs []string
-	if env := os.Getenv("MSCCLGO_PLAN_PATH"); env != "" {
-		dirs = append(dirs, filepath.SplitList(env)...)
+	def, err := planset.DefaultDir()
+	if err != nil {
+		return planSet{err: err}
 	}
-	def := ""
-	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		def = filepath.Join(d, "default")
-	} else if home, err := os.UserHomeDir(); err == nil {
-		def = filepath.Join(home, ".cache", "mscclgo", "default")
-	}
-	if def != "" {
-		dirs = append(dirs, def)
-	}
-	ps := planSet{dirs: dirs}
-	for _, d := range dirs {
-		idx, err := algorithms.ReadIndex(d)
-		if errors.Is(err, algorithms.ErrNoIndex) {
-			if d == def {
-				continue
-			}
-			idx, err = algorithms.ScanDir(d)
-		}
-		if err != nil {
-			ps.err = fmt.Errorf("plan directory %s: %w", d, err)
-			return ps
-		}
-		ps.sources = append(ps.sources, algorithms.Source{Dir: d, Index: idx})
+	ps := planSet{dirs: planset.SearchPath(nil, def)}
+	ps.sources, ps.err = planset.OpenSources(ps.dirs, def)
+	if errors.Is(ps.err, planset.ErrNoIndex) {
+		// Nothing installed and no other directory: no plans, every
+		// call falls back.
+		ps.err = nil
 	}
 	return ps
 }

@@ -65,7 +65,7 @@ func decodeID(b []byte) (uniqueID, error) {
 	return u, nil
 }
 
-// tokenString is the job token of the bootstrap (dist.World.Token).
+// tokenString is the job token of the bootstrap (bootstrap.World.Token).
 func (u uniqueID) tokenString() string { return hex.EncodeToString(u.token[:]) }
 
 // newID opens a bootstrap listener for rank 0 on this host and returns the

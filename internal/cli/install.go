@@ -54,7 +54,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	dir := c.String("dir")
 	if dir == "" {
 		var err error
-		if dir, err = defaultPlanDir(); err != nil {
+		if dir, err = planset.DefaultDir(); err != nil {
 			return err
 		}
 	}

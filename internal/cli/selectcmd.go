@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,56 +19,20 @@ import (
 	"github.com/mscclgo/mscclgo/planset"
 )
 
-// defaultPlanDir is where `mscclgo install` writes the default plan set:
-// $MSCCLGO_CACHE_DIR/default, or ~/.cache/mscclgo/default.
-func defaultPlanDir() (string, error) {
-	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		return filepath.Join(d, "default"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("cannot find the plan directory: set MSCCLGO_CACHE_DIR (%w)", err)
-	}
-	return filepath.Join(home, ".cache", "mscclgo", "default"), nil
-}
-
 // planSources returns the plan directories to search, in order: the --plans
 // directories, then $MSCCLGO_PLAN_PATH, then the default set (or --dir).
 // The default set is first recovered from an interrupted install, with a
 // note on stderr, unless an install is running.
 func planSources(c *cli.Context, stderr io.Writer) ([]planset.Source, error) {
-	dirs := append([]string(nil), c.StringSlice("plans")...)
-	if env := os.Getenv("MSCCLGO_PLAN_PATH"); env != "" {
-		dirs = append(dirs, filepath.SplitList(env)...)
-	}
 	def := c.String("dir")
 	if def == "" {
 		var err error
-		if def, err = defaultPlanDir(); err != nil {
+		if def, err = planset.DefaultDir(); err != nil {
 			return nil, err
 		}
 	}
-	dirs = append(dirs, def)
 	recoverDefault(def, stderr)
-	var sources []planset.Source
-	for _, d := range dirs {
-		idx, err := planset.ReadIndex(d)
-		if errors.Is(err, planset.ErrNoIndex) {
-			if d != def {
-				// A user directory without an index: scan its plans.
-				idx, err = planset.ScanDir(d)
-			} else if len(sources) > 0 {
-				// No default set installed: the user directories
-				// alone are searched.
-				continue
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		sources = append(sources, planset.Source{Dir: d, Index: idx})
-	}
-	return sources, nil
+	return planset.OpenSources(planset.SearchPath(c.StringSlice("plans"), def), def)
 }
 
 // recoverDefault cleans up after an interrupted install into dir, noting
