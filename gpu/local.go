@@ -20,6 +20,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // devicesFor returns the number of devices a session of inst spreads its
@@ -122,7 +123,7 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 				return d, nil
 			}
 			ranks[r], errs[r] = openRank(context.Background(), cfg, ls.inst, l, ls.opts,
-				cpu.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
+				rankwire.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
 		}()
 	}
 	wg.Wait()
@@ -371,9 +372,9 @@ func (h *localHub) queue(k hubKey) *hubQueue {
 }
 
 // net returns rank's end of the hub.
-func (h *localHub) net(rank int) cpu.Net { return hubNet{h: h, rank: rank} }
+func (h *localHub) net(rank int) rankwire.Net { return hubNet{h: h, rank: rank} }
 
-// hubNet is one rank's cpu.Net over a localHub.
+// hubNet is one rank's rankwire.Net over a localHub.
 type hubNet struct {
 	h    *localHub
 	rank int

@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/dist"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 )
 
@@ -131,7 +132,7 @@ type rankSession interface {
 // openRank opens this process's rank session on the run's backend; device
 // is the rank's local rank (the GPU it takes on a host with several);
 // setup bounds each step of a GPU rank session's set-up (--join-timeout).
-func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w cpu.World) (rankSession, error) {
+func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w rankwire.World) (rankSession, error) {
 	if o.backend.gpuConfig == nil {
 		return cpu.OpenRank(ctx, inst, layout, o.opts, w)
 	}
@@ -197,7 +198,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 			fmt.Fprintf(w, "# skipped size %d: %v\n", size, err)
 			continue
 		}
-		cw := cpu.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*cpu.TagsPerSession}
+		cw := rankwire.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
 		rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, layout, cw)
 		if err != nil {
 			return atSize(path, size, err)
