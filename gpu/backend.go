@@ -17,7 +17,6 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 )
 
 // ErrClosed is returned by Launch on a closed session.
@@ -41,7 +40,7 @@ type backend struct{ cfg Config }
 // Name returns the configured backend name.
 func (b *backend) Name() string { return b.cfg.Name }
 
-// Open validates inst as the CPU backend does, encodes it, and places its
+// Open validates inst (executor.Validate), encodes it, and places its
 // persistent state on a new driver session. Options.Race is not
 // supported by the device and is ignored (the CPU backend finds races).
 func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
@@ -52,8 +51,8 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err != nil {
 		return nil, err
 	}
-	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
-		return nil, fmt.Errorf("%s: %w", b.cfg.Name, err)
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("%s: open: %w", b.cfg.Name, err)
 	}
 	packet := uint64(16)
 	if opts.LL8 {
@@ -153,7 +152,7 @@ type session struct {
 
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
-	checked []bufShape // the buffer shapes cpu.Check last accepted
+	checked []bufShape // the buffer shapes executor.CheckBuffers last accepted
 
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
@@ -569,7 +568,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 		return err
 	}
 	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
-		if err := cpu.Check(s.inst, executor.Options{DType: s.opts.DType, LL8: s.opts.LL8}, bufs); err != nil {
+		if err := executor.CheckBuffers(s.inst, s.opts, bufs); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		s.checked = shape
@@ -591,7 +590,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	return s.fetchBuffers(bufs)
 }
 
-// bufShape is what cpu.Check depends on of a rank's buffers: their
+// bufShape is what executor.CheckBuffers depends on of a rank's buffers: their
 // lengths and how they overlap.
 type bufShape struct {
 	in, out int

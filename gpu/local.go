@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
@@ -240,7 +239,7 @@ func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers)
 	}
 	if !ls.fits(bufs) {
 		// Other buffers than the layout opened for: reopen for theirs.
-		if err := cpu.Check(ls.inst, executor.Options{DType: ls.opts.DType, LL8: ls.opts.LL8}, bufs); err != nil {
+		if err := executor.CheckBuffers(ls.inst, ls.opts, bufs); err != nil {
 			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
 		}
 		inPlace := false

@@ -24,7 +24,6 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
@@ -166,8 +165,8 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	if err != nil {
 		return nil, err
 	}
-	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("%s: open: %w", cfg.Name, err)
 	}
 	packet := uint64(16)
 	if opts.LL8 {

@@ -138,8 +138,8 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 	if !littleEndian() {
 		return nil, errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
 	}
-	if err := validate(inst, opts); err != nil {
-		return nil, err
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("cpu: open: %w", err)
 	}
 	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
 	if s.timeout <= 0 {

@@ -298,6 +298,11 @@ func TestBounds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
+			// The check other backends make before a launch gives the
+			// same report, without the backend's name.
+			if cerr := executor.CheckBuffers(b.inst, opts(), bufs(2, 64, 64)); cerr == nil || "cpu: "+cerr.Error() != err.Error() {
+				t.Errorf("executor.CheckBuffers: got %v, want the launch's %q without its \"cpu: \"", cerr, err)
+			}
 			// Nothing ran: the session stays usable.
 			if s.flag != 0 || s.broken != nil {
 				t.Errorf("session changed by a failed precheck: flag %d, broken %v", s.flag, s.broken)
@@ -337,6 +342,9 @@ func TestValidate(t *testing.T) {
 			_, err := New().Open(b.inst, opts())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+			if verr := executor.Validate(b.inst, opts()); verr == nil || "cpu: open: "+verr.Error() != err.Error() {
+				t.Errorf("executor.Validate: got %v, want Open's %q without its \"cpu: open: \"", verr, err)
 			}
 		})
 	}
