@@ -19,14 +19,6 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// ErrClosed is returned by Launch on a closed session.
-var ErrClosed = errors.New("gpu: session closed")
-
-// ErrUnusable is returned (wrapped, with the cause) by Launch after a
-// launch that was stopped part-way: counters and semaphores are then
-// inconsistent, as on a hung GPU. Open a new session.
-var ErrUnusable = errors.New("gpu: session unusable after a failed launch")
-
 // defaultTimeout is the watchdog's no-progress limit when Options leaves
 // it 0.
 const defaultTimeout = 10 * time.Second
@@ -76,6 +68,7 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 		return nil, err
 	}
 	s := &session{name: b.cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, useGraph: b.cfg.Graph}
+	s.guard.Name = b.cfg.Name
 	if err := s.place(b.cfg.Threads); err != nil {
 		s.release()
 		return nil, err
@@ -122,10 +115,9 @@ type session struct {
 	double  bool
 	half    uint64
 
-	mu     sync.Mutex // serialises Launch and Close
-	closed bool
-	broken error
-	flag   uint32
+	mu    sync.Mutex     // serialises Launch and Close
+	guard executor.Guard // mu
+	flag  uint32
 	// kernelTime is the time of the last launch from the kernel launch to
 	// its end (DeviceTime).
 	kernelTime time.Duration
@@ -530,32 +522,13 @@ func (s *session) DeviceTime() time.Duration {
 	return s.kernelTime
 }
 
-// Close releases the session; later launches fail with ErrClosed.
+// Close releases the session; later launches fail with
+// executor.ErrClosed.
 func (s *session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
+	if s.guard.Close() {
 		s.release()
-	}
-	return nil
-}
-
-// launchGuard is what a session of this package checks before a launch:
-// not closed, not broken by an earlier launch, the context live, and
-// buffers for each of its ranks.
-func launchGuard(ctx context.Context, name string, closed bool, broken error, got, want int) error {
-	if closed {
-		return ErrClosed
-	}
-	if broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, broken)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", name, got, want)
 	}
 	return nil
 }
@@ -564,7 +537,7 @@ func launchGuard(ctx context.Context, name string, closed bool, broken error, go
 func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := launchGuard(ctx, s.name, s.closed, s.broken, len(bufs), len(s.ranks)); err != nil {
+	if err := s.guard.Launch(ctx, bufs, len(s.ranks)); err != nil {
 		return err
 	}
 	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
@@ -584,7 +557,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	s.flag++
 	err := s.run(ctx)
 	if err != nil {
-		s.broken = err
+		s.guard.Fail(err)
 		return err
 	}
 	return s.fetchBuffers(bufs)
@@ -703,11 +676,8 @@ var _ Relauncher = (*session)(nil)
 func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, 0, ErrClosed
-	}
-	if s.broken != nil {
-		return 0, 0, fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	if err := s.guard.Ready(ctx); err != nil {
+		return 0, 0, err
 	}
 	if s.bufs == nil || n <= 0 {
 		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
@@ -717,7 +687,7 @@ func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Dura
 	for range n {
 		s.flag++
 		if err := s.run(ctx); err != nil {
-			s.broken = err
+			s.guard.Fail(err)
 			return 0, 0, err
 		}
 		kernel += s.kernelTime

@@ -201,6 +201,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		m.setupTimeout = 2 * time.Minute
 	}
 	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
+	s.guard.Name = cfg.Name
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx
 	if err := s.place(cfg.Threads); err != nil {
@@ -473,15 +474,9 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	s, m := r.s, r.s.mp
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
-	}
-	ctx, stop := mergeContext(ctx, m.ctx)
+	ctx, stop := rankwire.Merge(ctx, m.ctx)
 	defer stop()
-	if err := ctx.Err(); err != nil {
+	if err := s.guard.Ready(ctx); err != nil {
 		return err
 	}
 	if len(m.own.Input) > 0 {
@@ -495,7 +490,7 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	m.mu.Unlock()
 	if err := s.run(ctx); err != nil {
 		err = fmt.Errorf("rank %d: launch %d: %w", m.rank, m.launches, err)
-		s.broken = err
+		s.guard.Fail(err)
 		return err
 	}
 	if len(m.own.Input) > 0 {
@@ -520,10 +515,9 @@ func (r *RankSession) Close() error {
 	s, m := r.s, r.s.mp
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
 	if err := rankwire.Stop(m.cancel, &m.wg, s.name, m.rank); err != nil {
 		// The memory stays until the process ends.
 		return err
@@ -531,13 +525,6 @@ func (r *RankSession) Close() error {
 	m.releasePeers(s)
 	s.release()
 	return nil
-}
-
-// mergeContext returns a context that ends when either a or b does.
-func mergeContext(a, b context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(a)
-	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
-	return ctx, func() { stop(); cancel(nil) }
 }
 
 // started, moved and ended are the launch's reports to the watch.

@@ -240,16 +240,9 @@ func (r *RankSession) Buffers() executor.RankBuffers { return r.bufs }
 // when a peer dies.
 func (r *RankSession) Launch(ctx context.Context) error {
 	m := r.s.mp
-	ctx, stop := mergeContext(ctx, m.ctx)
+	ctx, stop := rankwire.Merge(ctx, m.ctx)
 	defer stop()
 	return r.s.Launch(ctx, nil)
-}
-
-// mergeContext returns a context that ends when either a or b does.
-func mergeContext(a, b context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(a)
-	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
-	return ctx, func() { stop(); cancel(nil) }
 }
 
 // Close stops the session's goroutines and unmaps its memory. Every rank
@@ -259,10 +252,9 @@ func (r *RankSession) Close() error {
 	s := r.s
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
-	if s.closed {
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
 	m := s.mp
 	if err := rankwire.Stop(m.cancel, &m.wg, "cpu", m.rank); err != nil {
 		// The mappings stay until the process ends.

@@ -304,8 +304,8 @@ func TestBounds(t *testing.T) {
 				t.Errorf("executor.CheckBuffers: got %v, want the launch's %q without its \"cpu: \"", cerr, err)
 			}
 			// Nothing ran: the session stays usable.
-			if s.flag != 0 || s.broken != nil {
-				t.Errorf("session changed by a failed precheck: flag %d, broken %v", s.flag, s.broken)
+			if ready := s.guard.Ready(context.Background()); s.flag != 0 || ready != nil {
+				t.Errorf("session changed by a failed precheck: flag %d, %v", s.flag, ready)
 			}
 		})
 	}
@@ -377,7 +377,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("launch: %v", err)
 	}
 	s.Close()
-	if err := s.Launch(context.Background(), bufs(1, 16, 16)); !errors.Is(err, ErrClosed) {
+	if err := s.Launch(context.Background(), bufs(1, 16, 16)); !errors.Is(err, executor.ErrClosed) {
 		t.Errorf("launch after Close: %v", err)
 	}
 }

@@ -43,6 +43,14 @@ type World struct {
 	ShmDir string
 }
 
+// Merge returns a context that ends when either a or b does (a launch's
+// context and its session's life), and the function that releases it.
+func Merge(a, b context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(a)
+	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
 // closeWait bounds how long Stop waits for a rank session's goroutines.
 const closeWait = 5 * time.Second
 
