@@ -3,18 +3,15 @@ package executor
 // check.go holds the checks every backend makes before it runs anything:
 // Validate, of an instance at Open (rank numbering, channel pairing,
 // switch groups, every op's channels, semaphores, barrier, operand counts
-// and kinds), and CheckBuffers and CheckOperands, of a launch's buffers (every
-// operand of every op, every pipeline iteration included, resolved
-// against the buffers and the scratch as the CPU backend resolves them).
-// A launch a device backend accepts is then one the CPU backend accepts,
-// and no kernel is handed an operand outside its buffers.
+// and kinds), and CheckBuffers and CheckOperands, of a launch's buffers
+// (every operand of every op, every pipeline iteration included, resolved
+// by Operands, as the CPU backend resolves them to run the op). A launch
+// a device backend accepts is then one the CPU backend accepts, and no
+// kernel is handed an operand outside its buffers.
 
 import (
 	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"unsafe"
 )
 
 // Validate checks everything about inst with opts that does not depend
@@ -295,117 +292,62 @@ func CheckBuffers(inst *Instance, opts Options, bufs []RankBuffers) error {
 	return CheckOperands(inst, opts, v)
 }
 
-// LaunchView is the memory the operands of one launch resolve against.
-type LaunchView struct {
-	// Bufs are, per rank, its input, output and scratch as the launch
-	// sees them. A nil scratch stands for one of inst.ScratchBytes at an
-	// 8-byte aligned address (a check made before the scratch exists).
-	Bufs [][3][]byte
-	// Upper says the launch uses the upper half of a double-buffered
-	// scratch (every second launch: the even LL flags).
-	Upper bool
-	// Ranks are the ranks whose thread blocks are checked, nil for every
-	// rank (a rank session of a multi-process job runs only its own).
-	Ranks []int
-}
-
-// noUnit is the unit of ops outside pipelines (UINT32_MAX on the device,
-// "unbounded" here).
-const noUnit = math.MaxUint64
-
 // CheckOperands resolves every data op of the thread blocks of v.Ranks,
-// every pipeline iteration included, against v: each operand must lie in
-// the buffer or the scratch window it accesses (docs/semantics.md §2.4-
-// §2.6, the operand roles of §2.11), reductions must cover whole
-// elements, and LL packets must be 8-byte aligned in memory. inst must
-// have passed Validate with opts. The error names the rank, thread block,
-// op and pipeline iteration; a launch that fails it has not started.
+// every pipeline iteration included, against v (Operands): each operand
+// must lie in the buffer or the scratch window it accesses, reductions
+// must cover whole elements, and LL packets must be 8-byte aligned in
+// memory. inst must have passed Validate with opts. The error names the
+// rank, thread block, op and pipeline iteration; a launch that fails it
+// has not started.
 func CheckOperands(inst *Instance, opts Options, v LaunchView) error {
 	if len(v.Bufs) != len(inst.Ranks) {
 		return fmt.Errorf("launch: got buffers for %d ranks, want %d", len(v.Bufs), len(inst.Ranks))
 	}
-	c := &operandCheck{inst: inst, bufs: v.Bufs, dt: opts.DType, elem: uint64(opts.DType.Size()), payload: 8, packet: 16}
-	if opts.LL8 {
-		c.payload, c.packet = 4, 8
-	}
-	c.half = inst.ScratchBytes
-	if inst.Plan != nil && inst.Plan.UseDoubleScratch {
-		c.double, c.half = true, inst.ScratchBytes/2
-		if v.Upper {
-			c.so = c.half
-		}
-	}
-	ranks := v.Ranks
-	if ranks == nil {
+	ops := NewOperands(inst, opts, v)
+	if v.Ranks == nil {
 		for r := range inst.Ranks {
-			if err := c.rank(r); err != nil {
+			if err := ops.Rank(r).check(); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	for _, r := range ranks {
+	for _, r := range v.Ranks {
 		if r < 0 || r >= len(inst.Ranks) {
 			return fmt.Errorf("launch: rank %d out of range [0:%d]", r, len(inst.Ranks))
 		}
-		if err := c.rank(r); err != nil {
+		if err := ops.Rank(r).check(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// operandCheck is the state of one CheckOperands.
-type operandCheck struct {
-	inst            *Instance
-	bufs            [][3][]byte
-	dt              DType
-	elem            uint64
-	payload, packet uint64 // LL payload and packet bytes
-	double          bool   // use_double_scratch_buffer
-	half            uint64 // bytes of one scratch half (the whole scratch without double buffering)
-	so              uint64 // offset of this launch's scratch half
-
-	// The rank whose thread blocks are checked: its instance, its
-	// reuse_resources scratch slot (0 if unused) and its switch groups'
-	// members in ascending order.
-	ri     *RankInstance
-	slot   uint64
-	sorted [][]int
-}
-
-// rank checks the thread blocks of rank r. Without a scratch ring every
-// pipeline iteration touches a part of what the whole operand spans, so
-// one check at offset 0 with no unit covers them all; with a ring, each
-// iteration is checked.
-func (c *operandCheck) rank(r int) error {
-	ri := &c.inst.Ranks[r]
-	c.ri, c.slot, c.sorted = ri, 0, c.sorted[:0]
-	if c.inst.Plan != nil && r < len(c.inst.Plan.GPUs) {
-		c.slot = c.inst.ScratchSlot(r)
-	}
-	for _, g := range ri.Switches {
-		c.sorted = append(c.sorted, slices.Sorted(slices.Values(g.Ranks)))
-	}
+// check resolves every data op of the rank's thread blocks. Without a
+// scratch ring every pipeline iteration touches a part of what the whole
+// operand spans, so one check at offset 0 with no unit covers them all;
+// with a ring, each iteration is checked.
+func (ro *RankOperands) check() error {
+	ri := ro.ri
 	for t := range ri.TBs {
 		tb := &ri.TBs[t]
 		for i := range tb.Ops {
 			op := &tb.Ops[i]
 			if op.Type != OpPipeline {
 				if isDataOp(op.Type) {
-					if err := c.op(op, 0, noUnit); err != nil {
-						return operandError(r, tb, op, -1, err)
+					if _, err := ro.Resolve(op, 0, NoUnit, nil); err != nil {
+						return operandError(ri.Rank, tb, op, -1, err)
 					}
 				}
 				continue
 			}
-			iters, unit := min(op.Iterations, 1), uint64(noUnit)
-			if c.slot > 0 {
+			iters, unit := min(op.Iterations, 1), uint64(NoUnit)
+			if ro.slot > 0 {
 				iters, unit = op.Iterations, op.UnitSize
 			}
 			for it := 0; it < iters; it++ {
 				o := uint64(it) * unit
-				if unit == noUnit {
+				if unit == NoUnit {
 					o = 0
 				}
 				for j := range op.Body {
@@ -413,11 +355,11 @@ func (c *operandCheck) rank(r int) error {
 					if !isDataOp(b.Type) {
 						continue
 					}
-					if err := c.op(b, o, unit); err != nil {
-						if unit == noUnit {
+					if _, err := ro.Resolve(b, o, unit, nil); err != nil {
+						if unit == NoUnit {
 							it = -1
 						}
-						return operandError(r, tb, b, it, err)
+						return operandError(ri.Rank, tb, b, it, err)
 					}
 				}
 			}
@@ -432,255 +374,4 @@ func operandError(rank int, tb *TBInstance, op *OpInstance, iter int, err error)
 		it = fmt.Sprintf(" (pipeline iteration %d)", iter)
 	}
 	return fmt.Errorf("rank %d tb %d %s%s: %w", rank, tb.ID, op.Describe(), it, err)
-}
-
-// window returns where the part of a rank's buffer an access sees starts
-// in the buffer, its size and its address (0 for a scratch not yet
-// allocated: an aligned base). shifted selects the current double-buffer
-// half of scratch (local scratch and packet accesses, docs/semantics.md
-// §1.12); unshifted scratch accesses (non-packet remote, NVLS: quirk Q8)
-// see the whole scratch from its base.
-func (c *operandCheck) window(rank int, bt BufferType, shifted bool) (base, size uint64, addr uintptr) {
-	b := c.bufs[rank][bt]
-	size = uint64(len(b))
-	if bt == Scratch && b == nil {
-		size = c.inst.ScratchBytes
-	} else if len(b) > 0 {
-		addr = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	}
-	if bt == Scratch && shifted && c.double {
-		return c.so, c.half, addr + uintptr(c.so)
-	}
-	return 0, size, addr
-}
-
-// span checks [off, off+n) of the window and returns its offset in the
-// whole buffer and its address.
-func (c *operandCheck) span(rank int, bt BufferType, shifted bool, off, n uint64) (uint64, uintptr, error) {
-	base, size, addr := c.window(rank, bt, shifted)
-	if n == 0 {
-		// Nothing is accessed (a clamped pipeline tail, an empty
-		// operand): no bounds to check.
-		return base + off, 0, nil
-	}
-	if off > size || n > size-off {
-		lim := fmt.Sprintf("the buffer has %d bytes", size)
-		if bt == Scratch && shifted && c.double {
-			lim = fmt.Sprintf("the scratch half of this launch is [%d:%d]", base, base+size)
-		}
-		hi := "overflow"
-		if off+n >= off {
-			hi = fmt.Sprint(base + off + n)
-		}
-		return 0, 0, fmt.Errorf("%s[%d:%s] of rank %d out of range: %s", bufferName(bt), base+off, hi, rank, lim)
-	}
-	return base + off, addr + uintptr(off), nil
-}
-
-// adj is the pipeline offset of an operand of buffer type bt
-// (docs/semantics.md §2.4): o, reduced modulo the scratch ring of
-// reuse_resources plans.
-func (c *operandCheck) adj(bt BufferType, o uint64) uint64 {
-	if bt == Scratch && c.slot > 0 {
-		return o % c.slot
-	}
-	return o
-}
-
-// clampLen is n(len, o, u) = min(len-o, u), clamped at 0 (quirk Q9).
-func clampLen(n, o, u uint64) uint64 {
-	if n <= o {
-		return 0
-	}
-	return min(n-o, u)
-}
-
-func (c *operandCheck) local(r Region, o, n uint64) error {
-	_, _, err := c.span(c.ri.Rank, r.Buffer, true, r.Offset+c.adj(r.Buffer, o), n)
-	return err
-}
-
-func (c *operandCheck) remote(r Region, o, n uint64) error {
-	_, _, err := c.span(r.Rank, r.Buffer, false, r.Offset+c.adj(r.Buffer, o), n)
-	return err
-}
-
-// packets checks the packet region of np packets for the data offset off
-// of a rank's buffer: at 2·off in its (shifted) window, 8-byte aligned
-// for the packet atomics.
-func (c *operandCheck) packets(rank int, bt BufferType, off, np uint64) error {
-	at, addr, err := c.span(rank, bt, true, 2*off, np*c.packet)
-	if err != nil {
-		return err
-	}
-	if np*c.packet > 0 && addr%8 != 0 {
-		return fmt.Errorf("packets at %s[%d] of rank %d are not 8-byte aligned in memory", bufferName(bt), at, rank)
-	}
-	return nil
-}
-
-// raw checks the payload-sized raw operand of a packet op (no pipeline
-// offset: packet ops ignore it).
-func (c *operandCheck) raw(r Region, np uint64) error {
-	_, _, err := c.span(c.ri.Rank, r.Buffer, true, r.Offset, np*c.payload)
-	return err
-}
-
-// members checks a switch operand in every member's bound buffer, in
-// ascending rank order. pkt selects packet addressing (2·off, shifted
-// scratch) with n packets; otherwise n bytes at off + adj.
-func (c *operandCheck) members(r Region, o, n uint64, pkt bool) error {
-	g := c.ri.Switches[r.Switch]
-	for _, m := range c.sorted[r.Switch] {
-		var err error
-		if pkt {
-			err = c.packets(m, g.Buffer, r.Offset, n)
-		} else {
-			_, _, err = c.span(m, g.Buffer, false, r.Offset+c.adj(g.Buffer, o), n)
-		}
-		if err != nil {
-			return fmt.Errorf("switch channel %d: %w", r.Switch, err)
-		}
-	}
-	return nil
-}
-
-// op checks the operands of a data op at pipeline offset o with unit u,
-// in the order the CPU backend resolves them, and returns the first
-// problem.
-func (c *operandCheck) op(op *OpInstance, o, u uint64) error {
-	var err error
-	check := func(what string, i int, f func() error) {
-		if err == nil {
-			if e := f(); e != nil {
-				err = fmt.Errorf("%s %d: %w", what, i, e)
-			}
-		}
-	}
-	me := c.ri.Rank
-	switch op.Type {
-	case OpCopy:
-		n := clampLen(op.Src[0].Size, o, u)
-		check("source", 0, func() error { return c.local(op.Src[0], o, n) })
-		check("destination", 0, func() error { return c.local(op.Dst[0], o, n) })
-
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
-		// Port transfers read the local source through its registration
-		// at the buffer's base: no double-buffer shift (docs/semantics.md
-		// §2.4 localMemId, mirrored like Q8).
-		shifted := op.ChannelType != Port
-		for i, d := range op.Dst {
-			n := clampLen(d.Size, o, u)
-			check("source", i, func() error {
-				r := op.Src[i]
-				_, _, err := c.span(me, r.Buffer, shifted, r.Offset+c.adj(r.Buffer, o), n)
-				return err
-			})
-			check("destination", i, func() error { return c.remote(d, o, n) })
-		}
-
-	case OpGet:
-		for i, r := range op.Src {
-			n := clampLen(r.Size, o, u)
-			check("source", i, func() error { return c.remote(r, o, n) })
-			check("destination", i, func() error { return c.local(op.Dst[i], o, n) })
-		}
-
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend:
-		n := clampLen(op.Src[0].Size, o, u)
-		if n%c.elem != 0 {
-			return fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
-		}
-		for i, r := range op.Src {
-			check("source", i, func() error {
-				if SrcKind(op.Type, i) == RemoteOperand {
-					return c.remote(r, o, n)
-				}
-				return c.local(r, o, n)
-			})
-		}
-		for i, r := range op.Dst {
-			check("destination", i, func() error {
-				if DstKind(op.Type, i) == RemoteOperand {
-					return c.remote(r, o, n)
-				}
-				return c.local(r, o, n)
-			})
-		}
-
-	case OpMultiLoadReduceStore:
-		n := clampLen(op.Src[0].Size, o, u)
-		if n%c.elem != 0 {
-			return fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
-		}
-		check("source", 0, func() error { return c.members(op.Src[0], o, n, false) })
-		check("destination", 0, func() error { return c.members(op.Dst[0], o, n, false) })
-
-	case OpMultiStore:
-		n := clampLen(op.Src[0].Size, o, u)
-		check("source", 0, func() error { return c.local(op.Src[0], o, n) })
-		check("destination", 0, func() error { return c.members(op.Dst[0], o, n, false) })
-
-	case OpPutPacket:
-		for i, d := range op.Dst {
-			np := op.Src[i].Size / c.payload
-			check("source", i, func() error {
-				if op.ChannelType == Port {
-					// The source is already in packet form
-					// (docs/semantics.md §2.5).
-					return c.packets(me, op.Src[i].Buffer, op.Src[i].Offset, np)
-				}
-				return c.raw(op.Src[i], np)
-			})
-			check("destination", i, func() error { return c.packets(d.Rank, d.Buffer, d.Offset, np) })
-		}
-
-	case OpReadPutPacket:
-		np := op.Src[0].Size / c.payload
-		check("source", 0, func() error { return c.packets(me, Scratch, op.Src[0].Offset, np) })
-		for i, d := range op.Dst {
-			check("destination", i, func() error { return c.packets(d.Rank, d.Buffer, d.Offset, np) })
-		}
-
-	case OpCopyPacket:
-		np := op.Src[0].Size / c.payload
-		check("source", 0, func() error { return c.raw(op.Src[0], np) })
-		check("destination", 0, func() error { return c.packets(me, op.Dst[0].Buffer, op.Dst[0].Offset, np) })
-
-	case OpUnpackPacket:
-		np := op.Src[0].Size / c.payload
-		// The source is always local scratch, whatever its type
-		// (docs/semantics.md §2.6).
-		check("source", 0, func() error { return c.packets(me, Scratch, op.Src[0].Offset, np) })
-		check("destination", 0, func() error { return c.raw(op.Dst[0], np) })
-
-	case OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
-		if c.payload%c.elem != 0 {
-			return fmt.Errorf("packet payload of %d bytes is not a whole number of %s elements", c.payload, c.dt.Name())
-		}
-		np := op.Src[0].Size / c.payload
-		check("source", 0, func() error { return c.raw(op.Src[0], np) })
-		for i := 1; i < len(op.Src); i++ {
-			check("source", i, func() error { return c.packets(me, Scratch, op.Src[i].Offset, np) })
-		}
-		check("destination", 0, func() error { return c.raw(op.Dst[0], np) })
-		for i := 1; i < len(op.Dst); i++ {
-			d := op.Dst[i]
-			check("destination", i, func() error {
-				if DstKind(op.Type, i) == RemoteOperand {
-					return c.packets(d.Rank, d.Buffer, d.Offset, np)
-				}
-				return c.packets(me, d.Buffer, d.Offset, np)
-			})
-		}
-
-	case OpMultiStorePacket:
-		np := op.Src[0].Size / c.payload
-		check("source", 0, func() error { return c.packets(me, op.Src[0].Buffer, op.Src[0].Offset, np) })
-		check("destination", 0, func() error { return c.members(op.Dst[0], 0, np, true) })
-
-	default:
-		return fmt.Errorf("op type %v is not a data op", op.Type)
-	}
-	return err
 }

@@ -40,6 +40,10 @@ type launch struct {
 	race   *raceState  // nil unless Options.Race
 	ranges *rangeLocks // without race detection
 
+	// operands resolves the operands of the ops of each rank that runs
+	// here against bufs (nil for the others).
+	operands []*executor.RankOperands
+
 	// ctx ends when the launch stops (multi-process: bounds the proxy's
 	// network operations); cancel is called by abort.
 	ctx    context.Context
@@ -232,6 +236,13 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 			l.tbs = append(l.tbs, t)
 		}
 	}
+	ops := executor.NewOperands(s.inst, s.opts, executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0})
+	l.operands = make([]*executor.RankOperands, len(s.ranks))
+	for r := range s.ranks {
+		if s.mp == nil || r == s.mp.rank {
+			l.operands[r] = ops.Rank(r)
+		}
+	}
 	return l
 }
 
@@ -240,7 +251,7 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 // small fails the launch before anything runs (and leaves the session
 // usable).
 func (l *launch) precheck() error {
-	v := executor.LaunchView{Bufs: l.bufs, Upper: l.s.double && l.flag%2 == 0}
+	v := executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0}
 	if l.s.mp != nil {
 		v.Ranks = []int{l.s.mp.rank}
 	}
