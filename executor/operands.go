@@ -1,8 +1,9 @@
 package executor
 
 // operands.go resolves the data operands of an op at a pipeline offset
-// to byte ranges of the ranks' buffers (docs/semantics.md §2.4-§2.6, the
-// operand roles of §2.11), checking each against the launch's buffers.
+// to byte ranges of the ranks' buffers (docs/semantics.md §2.4-§2.6; the
+// operand roles are docs/semantics.md §2.11), checking each against the
+// launch's buffers.
 // CheckOperands walks every op with it; the CPU backend resolves each op
 // it runs with it and slices its memory at the ranges.
 
@@ -116,9 +117,9 @@ func (c *Operands) Rank(r int) *RankOperands {
 // window returns where the part of a rank's buffer an access sees starts
 // in the buffer, its size and its address (0 for a scratch not yet
 // allocated: an aligned base). shifted selects the current double-buffer
-// half of scratch (local scratch and packet accesses, docs/semantics.md
-// §1.12); unshifted scratch accesses (non-packet remote, NVLS: quirk Q8)
-// see the whole scratch from its base.
+// half of scratch (local scratch and packet accesses:
+// docs/semantics.md §1.12); unshifted scratch accesses (non-packet
+// remote, NVLS: quirk Q8) see the whole scratch from its base.
 func (c *Operands) window(rank int, bt BufferType, shifted bool) (base, size uint64, addr uintptr) {
 	b := c.bufs[rank][bt]
 	size = uint64(len(b))
@@ -274,8 +275,8 @@ func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)
 
 	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
 		// Port transfers read the local source through its registration
-		// at the buffer's base: no double-buffer shift (docs/semantics.md
-		// §2.4 localMemId, mirrored like Q8).
+		// at the buffer's base: no double-buffer shift
+		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
 		shifted := op.ChannelType != Port
 		for i, d := range op.Dst {
 			n := clampLen(d.Size, o, u)
