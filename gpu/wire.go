@@ -5,7 +5,7 @@ package gpu
 // destination is another process's rank is sent over the job's bootstrap
 // (one ordered stream per pair of ranks), and a receiver goroutine per
 // peer applies it to this rank's device memory and counters in order.
-// The messages are package portwire's, shared with the CPU backend
+// The messages are package rankwire's, shared with the CPU backend
 // (docs/multiprocess.md).
 
 import (
