@@ -4,7 +4,8 @@
 // every problem (Check lists them all, for mscclgo check); Instantiate
 // resolves a Plan for the buffer sizes of a call into an Instance (byte
 // regions, paired channels, pipeline iteration counts); a Backend opens a
-// Session on an Instance and launches it on the caller's buffers. The CPU
+// Session on an Instance and launches it on the caller's buffers, having
+// checked them with Validate and CheckBuffers. The CPU
 // reference backend is package executor/cpu; the GPU backend is package
 // gpu. BufferLayout lays out the buffers of a collective at one message size,
 // as MSCCL++'s executor_test.py does.

@@ -161,7 +161,7 @@ type packetSpan struct {
 }
 
 // packetSpans lists the packet regions of a packet op, as the CPU backend
-// addresses them (executor/cpu resolve.go): sources read from local
+// addresses them (Operands, operands.go): sources read from local
 // scratch whatever their type, switch destinations in every member.
 func packetSpans(ri *RankInstance, op *OpInstance) []packetSpan {
 	me := ri.Rank

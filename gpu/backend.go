@@ -17,16 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
 )
-
-// ErrClosed is returned by Launch on a closed session.
-var ErrClosed = errors.New("gpu: session closed")
-
-// ErrUnusable is returned (wrapped, with the cause) by Launch after a
-// launch that was stopped part-way: counters and semaphores are then
-// inconsistent, as on a hung GPU. Open a new session.
-var ErrUnusable = errors.New("gpu: session unusable after a failed launch")
 
 // defaultTimeout is the watchdog's no-progress limit when Options leaves
 // it 0.
@@ -41,7 +32,7 @@ type backend struct{ cfg Config }
 // Name returns the configured backend name.
 func (b *backend) Name() string { return b.cfg.Name }
 
-// Open validates inst as the CPU backend does, encodes it, and places its
+// Open validates inst (executor.Validate), encodes it, and places its
 // persistent state on a new driver session. Options.Race is not
 // supported by the device and is ignored (the CPU backend finds races).
 func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
@@ -52,8 +43,8 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 	if err != nil {
 		return nil, err
 	}
-	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
-		return nil, fmt.Errorf("%s: %w", b.cfg.Name, err)
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("%s: open: %w", b.cfg.Name, err)
 	}
 	packet := uint64(16)
 	if opts.LL8 {
@@ -77,6 +68,7 @@ func (b *backend) Open(inst *executor.Instance, opts executor.Options) (executor
 		return nil, err
 	}
 	s := &session{name: b.cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, useGraph: b.cfg.Graph}
+	s.guard.Name = b.cfg.Name
 	if err := s.place(b.cfg.Threads); err != nil {
 		s.release()
 		return nil, err
@@ -123,10 +115,9 @@ type session struct {
 	double  bool
 	half    uint64
 
-	mu     sync.Mutex // serialises Launch and Close
-	closed bool
-	broken error
-	flag   uint32
+	mu    sync.Mutex     // serialises Launch and Close
+	guard executor.Guard // mu
+	flag  uint32
 	// kernelTime is the time of the last launch from the kernel launch to
 	// its end (DeviceTime).
 	kernelTime time.Duration
@@ -153,7 +144,7 @@ type session struct {
 
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
-	checked []bufShape // the buffer shapes cpu.Check last accepted
+	checked []bufShape // the buffer shapes executor.CheckBuffers last accepted
 
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
@@ -263,8 +254,64 @@ func (s *session) upload(b []byte) (DevPtr, error) {
 }
 
 // place checks the launch shape against the device and allocates and
-// initialises every persistent object of the session.
+// initialises every persistent object of the session, in steps: the
+// launch shape and kernel, the host-mapped memory and the control word,
+// the static tables, every local rank's scratch and state block, the
+// peers' addresses (a rank session), the state blocks' initial images,
+// and the rank table and launch arguments.
 func (s *session) place(threads int) error {
+	if err := s.chooseShape(threads); err != nil {
+		return err
+	}
+	s.timeout = s.opts.DeadlockTimeout
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	s.half = s.inst.ScratchBytes
+	if p := s.inst.Plan; p != nil && p.UseDoubleScratch {
+		s.double, s.half = true, s.inst.ScratchBytes/2
+	}
+	if err := s.allocHost(); err != nil {
+		return err
+	}
+	if err := s.uploadTables(); err != nil {
+		return err
+	}
+	if err := s.allocRanks(); err != nil {
+		return err
+	}
+	if s.mp != nil {
+		// The rank's buffers, the exchange of handles with the peers and
+		// the peers' addresses.
+		if err := s.mp.connect(s); err != nil {
+			return err
+		}
+	}
+	// The state blocks' initial images need every rank's addresses (peer
+	// counters), so they are written once all are allocated.
+	if err := s.writeStates(); err != nil {
+		return err
+	}
+	var err error
+	if s.ranksT, err = s.alloc(sizeRank * uint64(len(s.ranks))); err != nil {
+		return err
+	}
+	if s.args, err = s.alloc(sizeArgs); err != nil {
+		return err
+	}
+	if s.mp != nil {
+		return s.mp.writeRanks(s)
+	}
+	return nil
+}
+
+// chooseShape sets the threads per block (threads, else the plan's, the
+// device's default, bounded by what the device holds of the whole grid),
+// checks them and the blocks' shared memory against the device, selects
+// the kernel of the session's data type and packet size, checks that
+// every block is resident at once (and takes the device's launch
+// admission), and chooses the NVLS path.
+func (s *session) chooseShape(threads int) error {
 	inst, info := s.inst, s.d.Info()
 	grid := len(s.tabs.blocks)
 	s.threads = threads
@@ -316,16 +363,15 @@ func (s *session) place(threads int) error {
 		}
 	}
 	s.nvls = nvlsBranch(inst, info, s.mp != nil)
-	s.timeout = s.opts.DeadlockTimeout
-	if s.timeout <= 0 {
-		s.timeout = defaultTimeout
-	}
-	s.half = inst.ScratchBytes
-	if inst.Plan != nil && inst.Plan.UseDoubleScratch {
-		s.double, s.half = true, inst.ScratchBytes/2
-	}
+	return nil
+}
 
-	// Host-mapped memory: staging, then the FIFOs.
+// allocHost allocates the host-mapped memory (the staging of the launch
+// arguments and the rank table, then a FIFO per local rank), the ranks'
+// records, and the device memory of the control word and the blocks'
+// progress records.
+func (s *session) allocHost() error {
+	inst := s.inst
 	hostLen := uint64(ranksAt) + (sizeRank*uint64(len(inst.Ranks))+63)&^63
 	s.ports = make([][]uint64, len(inst.Ranks))
 	for r := range inst.Ranks {
@@ -343,34 +389,41 @@ func (s *session) place(threads int) error {
 		return fmt.Errorf("%s: allocating %d bytes of host-mapped memory: %w", s.name, hostLen, err)
 	}
 	s.host = h
-	// Device memory for the control word and the progress records.
-	if s.ctl, err = s.alloc(sizeControl + uint64(grid)*sizeProgress); err != nil {
-		return err
-	}
+	s.ctl, err = s.alloc(sizeControl + uint64(len(s.tabs.blocks))*sizeProgress)
+	return err
+}
 
-	// Static tables.
+// uploadTables copies the static tables to the device.
+func (s *session) uploadTables() error {
 	t := s.tabs
-	if s.tblDev.blocks, err = s.upload(encode(t.blocks)); err != nil {
-		return err
+	for _, e := range []struct {
+		to   *DevPtr
+		data []byte
+	}{
+		{&s.tblDev.blocks, encode(t.blocks)},
+		{&s.tblDev.ops, encode(t.ops)},
+		{&s.tblDev.regions, encode(t.regions)},
+		{&s.tblDev.ids, encode(t.ids)},
+	} {
+		p, err := s.upload(e.data)
+		if err != nil {
+			return err
+		}
+		*e.to = p
 	}
-	if s.tblDev.ops, err = s.upload(encode(t.ops)); err != nil {
-		return err
-	}
-	if s.tblDev.regions, err = s.upload(encode(t.regions)); err != nil {
-		return err
-	}
-	if s.tblDev.ids, err = s.upload(encode(t.ids)); err != nil {
-		return err
-	}
+	return nil
+}
 
-	// Per rank: scratch and the state block. The state block of a rank
-	// holds, in order: mem inbound, mem expected, mem peer pointers, port
-	// expected, semaphores, barriers, switches and their members, FIFO head.
+// allocRanks allocates every local rank's scratch and state block
+// (laid out by layoutState) and fills its record with their addresses.
+func (s *session) allocRanks() error {
+	inst := s.inst
 	for r, rd := range s.ranks {
 		if !s.local(r) {
 			continue
 		}
 		ri := rd.ri
+		var err error
 		if rd.scratch, err = s.allocBound(inst.ScratchBytes); err != nil {
 			return err
 		}
@@ -379,87 +432,68 @@ func (s *session) place(threads int) error {
 			return err
 		}
 		base := uint64(rd.state)
-		nm, np := uint64(len(ri.MemoryChannels)), uint64(len(ri.PortChannels))
 		rd.rec = mgRank{
 			MemInbound: base + sl.memIn, MemExpected: base + sl.memExp, MemPeer: base + sl.memPeer,
 			PortInbound: base + sl.portIn, PortExpected: base + sl.portExp,
 			Sems: base + sl.sems, Barriers: base + sl.bars, Switches: base + sl.sws,
-			Fifo: uint64(h.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
+			Fifo: uint64(s.host.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
 			ReuseSlot: inst.ScratchSlot(r), FifoTail: base + sl.tail,
-			NMem: uint32(nm), NPort: uint32(np), NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
+			NMem: uint32(len(ri.MemoryChannels)), NPort: uint32(len(ri.PortChannels)),
+			NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
 		}
-	}
-	if s.mp != nil {
-		// The rank's buffers, the exchange of handles with the peers and
-		// the peers' addresses.
-		if err := s.mp.connect(s); err != nil {
-			return err
-		}
-	}
-	// The state blocks' initial images need every rank's addresses (peer
-	// counters), so they are written once all are allocated.
-	for r, rd := range s.ranks {
-		if !s.local(r) {
-			continue
-		}
-		img := make([]byte, 0, 256)
-		ri := rd.ri
-		put := func(b []byte) {
-			img = append(img, b...)
-			img = append(img, make([]byte, align8(uint64(len(b)))-uint64(len(b)))...)
-		}
-		nm := len(ri.MemoryChannels)
-		put(make([]byte, 8*nm)) // inbound
-		put(make([]byte, 8*nm)) // expected
-		peers := make([]uint64, nm)
-		for c, end := range ri.MemoryChannels {
-			if end.PeerIndex >= 0 {
-				peers[c] = s.ranks[end.Peer].rec.MemInbound + 8*uint64(end.PeerIndex)
-			}
-		}
-		put(encode(peers))
-		put(make([]byte, 8*len(ri.PortChannels))) // port inbound
-		put(make([]byte, 8*len(ri.PortChannels))) // port expected
-		put(encode(ri.Semaphores))
-		put(make([]byte, sizeBarrier*numBarriers))
-		memberBase := rd.rec.Switches + align8(sizeSwitch*uint64(len(ri.Switches)))
-		var swRecs []mgSwitch
-		var members [][]int32
-		at := memberBase
-		for _, g := range ri.Switches {
-			m := sortedRanks(g.Ranks)
-			swRecs = append(swRecs, mgSwitch{Members: at, NMembers: uint32(len(m)), Buf: uint32(g.Buffer)})
-			members = append(members, m)
-			at += align8(4 * uint64(len(m)))
-		}
-		put(encode(swRecs))
-		for _, m := range members {
-			put(encode(m))
-		}
-		put(make([]byte, 8)) // FIFO head
-		put(make([]byte, 8)) // FIFO tail replica
-		if err := s.d.HtoD(rd.state, img); err != nil {
-			return fmt.Errorf("%s: initialising rank %d: %w", s.name, ri.Rank, err)
-		}
-	}
-	if s.ranksT, err = s.alloc(sizeRank * uint64(len(s.ranks))); err != nil {
-		return err
-	}
-	if s.args, err = s.alloc(sizeArgs); err != nil {
-		return err
-	}
-	if s.mp != nil {
-		return s.mp.writeRanks(s)
 	}
 	return nil
 }
 
+// writeStates writes every local rank's state block's initial image.
+func (s *session) writeStates() error {
+	for r, rd := range s.ranks {
+		if !s.local(r) {
+			continue
+		}
+		if err := s.d.HtoD(rd.state, s.stateImage(rd)); err != nil {
+			return fmt.Errorf("%s: initialising rank %d: %w", s.name, rd.ri.Rank, err)
+		}
+	}
+	return nil
+}
+
+// stateImage is the initial image of rd's state block, each object at
+// its layoutState offset: the memory channels' peer counter pointers
+// (their peers' inbound counters), the semaphores' initial values, the
+// switch records and their sorted members; counters, barriers and the
+// FIFO head and tail replica start at zero.
+func (s *session) stateImage(rd *rankDev) []byte {
+	ri := rd.ri
+	sl := layoutState(ri)
+	img := make([]byte, sl.size)
+	peers := make([]uint64, len(ri.MemoryChannels))
+	for c, end := range ri.MemoryChannels {
+		if end.PeerIndex >= 0 {
+			peers[c] = s.ranks[end.Peer].rec.MemInbound + 8*uint64(end.PeerIndex)
+		}
+	}
+	copy(img[sl.memPeer:], encode(peers))
+	copy(img[sl.sems:], encode(ri.Semaphores))
+	base := uint64(rd.state)
+	sws := make([]mgSwitch, len(ri.Switches))
+	for g, sw := range ri.Switches {
+		m := sortedRanks(sw.Ranks)
+		sws[g] = mgSwitch{Members: base + sl.members[g], NMembers: uint32(len(m)), Buf: uint32(sw.Buffer)}
+		copy(img[sl.members[g]:], encode(m))
+	}
+	copy(img[sl.sws:], encode(sws))
+	return img
+}
+
 // stateLayout is where a rank's state block keeps each object: mem
 // inbound, mem expected, mem peer pointers, port inbound, port expected,
-// semaphores, barriers, switches and their members, FIFO head, the FIFO
-// tail's replica.
+// semaphores, barriers, switches and, per switch, its members, FIFO
+// head, the FIFO tail's replica. layoutState is the one place that
+// orders them; allocRanks and stateImage place everything by it.
 type stateLayout struct {
 	memIn, memExp, memPeer, portIn, portExp, sems, bars, sws, head, tail, size uint64
+	members                                                                    []uint64
 }
 
 func layoutState(ri *executor.RankInstance) stateLayout {
@@ -473,7 +507,7 @@ func layoutState(ri *executor.RankInstance) stateLayout {
 	sl.bars = at(sizeBarrier * numBarriers)
 	sl.sws = at(sizeSwitch * uint64(len(ri.Switches)))
 	for _, g := range ri.Switches {
-		at(4 * uint64(len(g.Ranks)))
+		sl.members = append(sl.members, at(4*uint64(len(g.Ranks))))
 	}
 	sl.head = at(8)
 	sl.tail = at(8)
@@ -531,32 +565,13 @@ func (s *session) DeviceTime() time.Duration {
 	return s.kernelTime
 }
 
-// Close releases the session; later launches fail with ErrClosed.
+// Close releases the session; later launches fail with
+// executor.ErrClosed.
 func (s *session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
+	if s.guard.Close() {
 		s.release()
-	}
-	return nil
-}
-
-// launchGuard is what a session of this package checks before a launch:
-// not closed, not broken by an earlier launch, the context live, and
-// buffers for each of its ranks.
-func launchGuard(ctx context.Context, name string, closed bool, broken error, got, want int) error {
-	if closed {
-		return ErrClosed
-	}
-	if broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, broken)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if got != want {
-		return fmt.Errorf("%s: launch: got buffers for %d ranks, want %d", name, got, want)
 	}
 	return nil
 }
@@ -565,11 +580,11 @@ func launchGuard(ctx context.Context, name string, closed bool, broken error, go
 func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := launchGuard(ctx, s.name, s.closed, s.broken, len(bufs), len(s.ranks)); err != nil {
+	if err := s.guard.Launch(ctx, bufs, len(s.ranks)); err != nil {
 		return err
 	}
 	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
-		if err := cpu.Check(s.inst, executor.Options{DType: s.opts.DType, LL8: s.opts.LL8}, bufs); err != nil {
+		if err := executor.CheckBuffers(s.inst, s.opts, bufs); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		s.checked = shape
@@ -585,13 +600,13 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	s.flag++
 	err := s.run(ctx)
 	if err != nil {
-		s.broken = err
+		s.guard.Fail(err)
 		return err
 	}
 	return s.fetchBuffers(bufs)
 }
 
-// bufShape is what cpu.Check depends on of a rank's buffers: their
+// bufShape is what executor.CheckBuffers depends on of a rank's buffers: their
 // lengths and how they overlap.
 type bufShape struct {
 	in, out int
@@ -704,11 +719,8 @@ var _ Relauncher = (*session)(nil)
 func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return 0, 0, ErrClosed
-	}
-	if s.broken != nil {
-		return 0, 0, fmt.Errorf("%w: %w", ErrUnusable, s.broken)
+	if err := s.guard.Ready(ctx); err != nil {
+		return 0, 0, err
 	}
 	if s.bufs == nil || n <= 0 {
 		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
@@ -718,7 +730,7 @@ func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Dura
 	for range n {
 		s.flag++
 		if err := s.run(ctx); err != nil {
-			s.broken = err
+			s.guard.Fail(err)
 			return 0, 0, err
 		}
 		kernel += s.kernelTime

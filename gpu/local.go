@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // devicesFor returns the number of devices a session of inst spreads its
@@ -51,13 +51,12 @@ type localSession struct {
 	opts    executor.Options
 	devices int
 
-	mu     sync.Mutex // serialises Launch and Close
-	closed bool
-	broken error
-	l      *executor.BufferLayout
-	shape  []bufShape
-	hub    *localHub
-	ranks  []*RankSession
+	mu    sync.Mutex     // serialises Launch and Close
+	guard executor.Guard // mu
+	l     *executor.BufferLayout
+	shape []bufShape
+	hub   *localHub
+	ranks []*RankSession
 	// NVLS (nvls.go): the multicast objects, and what NVLS says.
 	mcGroups []*mcGroup
 	nvls     string
@@ -69,6 +68,7 @@ type localSession struct {
 func openLocal(cfg Config, inst *executor.Instance, opts executor.Options, devices int) (*localSession, error) {
 	opts.Race = false // the device does not detect races (as New's sessions)
 	ls := &localSession{cfg: cfg, inst: inst, opts: opts, devices: devices}
+	ls.guard.Name = cfg.Name
 	inPlace := inst.Plan != nil && inst.Plan.Inplace
 	l, err := localLayout(inst, opts.DType, inPlace)
 	if err != nil {
@@ -122,7 +122,7 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 				return d, nil
 			}
 			ranks[r], errs[r] = openRank(context.Background(), cfg, ls.inst, l, ls.opts,
-				cpu.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
+				rankwire.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
 		}()
 	}
 	wg.Wait()
@@ -198,14 +198,13 @@ func (ls *localSession) release() error {
 }
 
 // Close releases every rank's session; later launches fail with
-// ErrClosed.
+// executor.ErrClosed.
 func (ls *localSession) Close() error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.closed {
+	if !ls.guard.Close() {
 		return nil
 	}
-	ls.closed = true
 	return ls.release()
 }
 
@@ -234,12 +233,12 @@ func (ls *localSession) fits(bufs []executor.RankBuffers) bool {
 func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if err := launchGuard(ctx, ls.cfg.Name, ls.closed, ls.broken, len(bufs), len(ls.inst.Ranks)); err != nil {
+	if err := ls.guard.Launch(ctx, bufs, len(ls.inst.Ranks)); err != nil {
 		return err
 	}
 	if !ls.fits(bufs) {
 		// Other buffers than the layout opened for: reopen for theirs.
-		if err := cpu.Check(ls.inst, executor.Options{DType: ls.opts.DType, LL8: ls.opts.LL8}, bufs); err != nil {
+		if err := executor.CheckBuffers(ls.inst, ls.opts, bufs); err != nil {
 			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
 		}
 		inPlace := false
@@ -254,7 +253,7 @@ func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers)
 			return err
 		}
 		if err := ls.open(l); err != nil {
-			ls.broken = err
+			ls.guard.Fail(err)
 			return err
 		}
 		if !ls.fits(bufs) {
@@ -273,7 +272,7 @@ func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers)
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
-		ls.broken = err
+		ls.guard.Fail(err)
 		return err
 	}
 	return nil
@@ -371,9 +370,9 @@ func (h *localHub) queue(k hubKey) *hubQueue {
 }
 
 // net returns rank's end of the hub.
-func (h *localHub) net(rank int) cpu.Net { return hubNet{h: h, rank: rank} }
+func (h *localHub) net(rank int) rankwire.Net { return hubNet{h: h, rank: rank} }
 
-// hubNet is one rank's cpu.Net over a localHub.
+// hubNet is one rank's rankwire.Net over a localHub.
 type hubNet struct {
 	h    *localHub
 	rank int

@@ -9,8 +9,8 @@ package gpu
 // table, so that remote operands, memory-channel signals and NVLS groups
 // reach them as they do in one process; the grid is its rank's blocks.
 // Port channels to other processes go through the proxy and the
-// bootstrap (wire.go); deadlocks that span processes are found by the CPU
-// backend's job-wide watch (cpu.Watch), fed by the progress records the
+// bootstrap (wire.go); deadlocks that span processes are found by the
+// job-wide watch (rankwire.Watch), fed by the progress records the
 // watchdog reads.
 
 import (
@@ -24,8 +24,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/cpu"
-	"github.com/mscclgo/mscclgo/executor/portwire"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // RankSession is the session of one rank of a multi-process job on a GPU
@@ -38,7 +37,7 @@ type RankSession struct {
 
 // multi is the multi-process part of a session.
 type multi struct {
-	w     cpu.World
+	w     rankwire.World
 	rank  int
 	l     *executor.BufferLayout
 	setup context.Context // the set-up's all-gathers (OpenRank's context)
@@ -61,7 +60,7 @@ type multi struct {
 	reserve []reservation
 
 	// send is the proxy's side of the port transport.
-	send *portwire.Sender
+	send *rankwire.Sender
 
 	// inProcess: every rank runs in this process (a local session), so
 	// no memory is exported; bindable, when set, allocates the buffers
@@ -93,9 +92,9 @@ func (m *multi) gather(mine handles, step string) ([]handles, error) {
 	return all, err
 }
 
-// gatherHandles is portwire.GatherSetup of handles records.
-func gatherHandles(ctx context.Context, nt cpu.Net, mine handles, step string) ([]handles, error) {
-	return portwire.GatherSetup(ctx, nt, mine, func(h *handles) string { return h.Err }, step)
+// gatherHandles is rankwire.GatherSetup of handles records.
+func gatherHandles(ctx context.Context, nt rankwire.Net, mine handles, step string) ([]handles, error) {
+	return rankwire.GatherSetup(ctx, nt, mine, func(h *handles) string { return h.Err }, step)
 }
 
 // handles is what each rank contributes to the set-up's all-gathers.
@@ -131,7 +130,7 @@ var thisProcess = func() string {
 // channels to any other process go over the bootstrap. A plan whose
 // world size differs from the job's, or whose memory channels or switch
 // groups join ranks on different hosts, is refused on every rank.
-func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World) (*RankSession, error) {
+func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w rankwire.World) (*RankSession, error) {
 	return openRank(ctx, cfg, inst, l, opts, w, rankOpts{})
 }
 
@@ -142,7 +141,7 @@ type rankOpts struct {
 	inProcess, multicast bool
 }
 
-func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w cpu.World, ro rankOpts) (*RankSession, error) {
+func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w rankwire.World, ro rankOpts) (*RankSession, error) {
 	if w.Net == nil {
 		return nil, fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
 	}
@@ -166,8 +165,8 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	if err != nil {
 		return nil, err
 	}
-	if err := cpu.Validate(inst, executor.Options{DType: opts.DType, LL8: opts.LL8}); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("%s: open: %w", cfg.Name, err)
 	}
 	packet := uint64(16)
 	if opts.LL8 {
@@ -191,7 +190,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(w.Net.Context())
-	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
+	m := &multi{w: w, rank: rank, l: l, ctx: mctx, cancel: cancel, send: rankwire.NewSender(w.Net, w.Tag)}
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
 	m.setupTimeout = cfg.SetupTimeout
 	m.inProcess = ro.inProcess
@@ -202,6 +201,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		m.setupTimeout = 2 * time.Minute
 	}
 	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
+	s.guard.Name = cfg.Name
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx
 	if err := s.place(cfg.Threads); err != nil {
@@ -219,7 +219,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
 	m.startReceivers(s)
-	cpu.Watch(cpu.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + portwire.TagWatch, Timeout: s.timeout}, rankWatch{s}, &m.wg)
+	rankwire.Watch(rankwire.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + rankwire.TagWatch, Timeout: s.timeout}, rankWatch{s}, &m.wg)
 	return &RankSession{s: s}, nil
 }
 
@@ -263,7 +263,7 @@ func (m *multi) connect(s *session) error {
 	}
 	mine := handles{Proc: thisProcess, Ptrs: &[3]DevPtr{m.io, s.ranks[me].scratch, s.ranks[me].state},
 		Dev: myDev, Blocks: len(s.tabs.blocks)}
-	if err := portwire.CheckLocality(inst, me, m.w.Host); err != nil {
+	if err := rankwire.CheckLocality(inst, me, m.w.Host); err != nil {
 		mine.Err = err.Error()
 	} else if !m.inProcess {
 		// Peers in other processes open these (same-process peers take
@@ -474,15 +474,9 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	s, m := r.s, r.s.mp
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
-	}
-	ctx, stop := mergeContext(ctx, m.ctx)
+	ctx, stop := rankwire.Merge(ctx, m.ctx)
 	defer stop()
-	if err := ctx.Err(); err != nil {
+	if err := s.guard.Ready(ctx); err != nil {
 		return err
 	}
 	if len(m.own.Input) > 0 {
@@ -496,7 +490,7 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	m.mu.Unlock()
 	if err := s.run(ctx); err != nil {
 		err = fmt.Errorf("rank %d: launch %d: %w", m.rank, m.launches, err)
-		s.broken = err
+		s.guard.Fail(err)
 		return err
 	}
 	if len(m.own.Input) > 0 {
@@ -521,31 +515,16 @@ func (r *RankSession) Close() error {
 	s, m := r.s, r.s.mp
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
-	m.cancel()
-	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		// A goroutine stuck in a send to a peer that stopped reading;
-		// the memory stays until the process ends rather than be pulled
-		// from under it.
-		return fmt.Errorf("%s: rank %d: closing: port transport still busy after 5s", s.name, m.rank)
+	if err := rankwire.Stop(m.cancel, &m.wg, s.name, m.rank); err != nil {
+		// The memory stays until the process ends.
+		return err
 	}
 	m.releasePeers(s)
 	s.release()
 	return nil
-}
-
-// mergeContext returns a context that ends when either a or b does.
-func mergeContext(a, b context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(a)
-	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
-	return ctx, func() { stop(); cancel(nil) }
 }
 
 // started, moved and ended are the launch's reports to the watch.

@@ -5,7 +5,7 @@ package gpu
 // destination is another process's rank is sent over the job's bootstrap
 // (one ordered stream per pair of ranks), and a receiver goroutine per
 // peer applies it to this rank's device memory and counters in order.
-// The messages are package portwire's, shared with the CPU backend
+// The messages are package rankwire's, shared with the CPU backend
 // (docs/multiprocess.md).
 
 import (
@@ -13,7 +13,7 @@ import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/portwire"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // locate returns the rank, buffer type and offset of the n bytes at
@@ -122,7 +122,7 @@ func (m *multi) receive(s *session, peer int) {
 		}
 	}()
 	for {
-		msg, err := portwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
+		msg, err := rankwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
 		if err != nil {
 			if m.ctx.Err() == nil {
 				m.fail(s, fmt.Errorf("%s: rank %d: port traffic from rank %d: %w", s.name, m.rank, peer, err))
@@ -149,12 +149,12 @@ func (m *multi) fail(s *session, err error) {
 	}
 }
 
-func (rc *receiver) apply(msg portwire.Msg) error {
+func (rc *receiver) apply(msg rankwire.Msg) error {
 	m, s := rc.m, rc.s
 	switch msg.Kind {
-	case portwire.Data:
+	case rankwire.Data:
 		bt, n, off := int(msg.Buffer), uint64(len(msg.Bytes)), msg.Offset
-		if err := portwire.InRange(msg.Buffer, off, n, m.lens[bt]); err != nil {
+		if err := rankwire.InRange(msg.Buffer, off, n, m.lens[bt]); err != nil {
 			return err
 		}
 		if n == 0 {
@@ -184,7 +184,7 @@ func (rc *receiver) apply(msg portwire.Msg) error {
 			return err
 		}
 		return s.d.Fence()
-	case portwire.Flag:
+	case rankwire.Flag:
 		rd := s.ranks[m.rank]
 		if msg.Channel >= len(rd.ri.PortChannels) {
 			return fmt.Errorf("FLAG for port channel %d of %d", msg.Channel, len(rd.ri.PortChannels))

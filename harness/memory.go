@@ -31,10 +31,6 @@ type MemoryOptions struct {
 	// DeviceCopies: a device backend whose device memory is host memory
 	// (gpu-emu) holds a copy of every rank's buffers and its own scratch.
 	DeviceCopies bool
-	// LaunchCheck: the backend checks a launch's buffers with the CPU
-	// backend (cpu.Check: the gpu and gpu-emu backends), which allocates
-	// a CPU scratch for every rank while it checks.
-	LaunchCheck bool
 }
 
 // MemoryUse is an estimate of the bytes one run allocates, by part. The
@@ -139,9 +135,6 @@ func EstimateMemory(inst *executor.Instance, l *executor.BufferLayout, o MemoryO
 	}
 	if o.DeviceCopies {
 		m.Device += set + scratch
-	}
-	if o.LaunchCheck {
-		m.Device += scratch
 	}
 	ops, regions, tbs, accesses := 0, 0, 0, uint64(0)
 	payload := uint64(4) // LL8, the most packets per byte

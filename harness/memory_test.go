@@ -127,7 +127,7 @@ func TestEstimateMemoryParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := Footprint(p, 1<<20, executor.Float16, MemoryOptions{Iters: 10, Race: true, Tables: true, DeviceCopies: true, LaunchCheck: true})
+	all, err := Footprint(p, 1<<20, executor.Float16, MemoryOptions{Iters: 10, Race: true, Tables: true, DeviceCopies: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // Group is the ranks of a job as the run loop of one rank needs them: an
-// all-gather of one message per rank, in rank order (package dist's
+// all-gather of one message per rank, in rank order (package bootstrap's
 // Bootstrap is one).
 type Group interface {
 	AllGather(ctx context.Context, data []byte) ([][]byte, error)

@@ -39,7 +39,7 @@ type Config struct {
 	// Options are the sessions' options; DType is replaced by DType.
 	Options executor.Options
 	// Memory says what the backend allocates besides the buffers
-	// (DeviceCopies, LaunchCheck): a property of the backend, which the
+	// (DeviceCopies): a property of the backend, which the
 	// caller knows. Run sets Iters, Race and Tables itself.
 	Memory MemoryOptions
 	// Budget refuses a size whose estimated memory use is above it with

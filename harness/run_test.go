@@ -18,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -276,7 +277,7 @@ func TestRunRank(t *testing.T) {
 					Rank:   r, Group: bs[r],
 				}
 				cfg.Open = func(ctx context.Context, i int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
-					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, cpu.World{Net: bs[r], Host: make([]int, n), Tag: 1000 + uint32(i)*cpu.TagsPerSession})
+					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, rankwire.World{Net: bs[r], Host: make([]int, n), Tag: 1000 + uint32(i)*rankwire.TagsPerSession})
 					if err != nil || r != bad {
 						return rs, err
 					}

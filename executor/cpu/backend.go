@@ -13,15 +13,6 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// ErrClosed is returned by Launch on a closed session.
-var ErrClosed = errors.New("cpu: session closed")
-
-// ErrUnusable is returned (wrapped, with the original cause) by Launch
-// after a launch stopped part-way (a deadlock, a cancellation or an op
-// error): channel counters, semaphores and barriers are then inconsistent,
-// as they would be on a GPU. Open a new session.
-var ErrUnusable = errors.New("cpu: session unusable after a failed launch")
-
 // defaultDeadlockTimeout is the watchdog backstop when Options leaves it 0.
 const defaultDeadlockTimeout = time.Second
 
@@ -63,10 +54,9 @@ type session struct {
 	payload uint64 // LL payload bytes: 8 (LL16) or 4 (LL8)
 	packet  uint64 // LL packet bytes: 16 or 8
 
-	launchMu sync.Mutex // serialises Launch and Close
-	closed   bool
-	broken   error
-	flag     uint32 // LL flag of the last launch (docs/semantics.md §3.2)
+	launchMu sync.Mutex     // serialises Launch and Close
+	guard    executor.Guard // launchMu
+	flag     uint32         // LL flag of the last launch (docs/semantics.md §3.2)
 
 	// mu is the monitor: it guards every synchronisation object of the
 	// ranks (counters, semaphores, barriers, FIFOs) and the current
@@ -138,10 +128,11 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 	if !littleEndian() {
 		return nil, errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
 	}
-	if err := validate(inst, opts); err != nil {
-		return nil, err
+	if err := executor.Validate(inst, opts); err != nil {
+		return nil, fmt.Errorf("cpu: open: %w", err)
 	}
 	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
+	s.guard.Name = "cpu"
 	if s.timeout <= 0 {
 		s.timeout = defaultDeadlockTimeout
 	}
@@ -216,41 +207,37 @@ func littleEndian() bool {
 func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error {
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
-	if s.closed {
-		return ErrClosed
+	var err error
+	if s.mp == nil {
+		err = s.guard.Launch(ctx, bufs, len(s.ranks))
+	} else {
+		// A rank session's buffers are its own (RankSession.Launch).
+		err = s.guard.Ready(ctx)
 	}
-	if s.broken != nil {
-		return fmt.Errorf("%w: %w", ErrUnusable, s.broken)
-	}
-	if err := ctx.Err(); err != nil {
+	if err != nil {
 		return err
-	}
-	if s.mp == nil && len(bufs) != len(s.ranks) {
-		return errRankCount(len(bufs), len(s.ranks))
 	}
 	l := newLaunch(s, bufs, s.flag+1)
 	if err := l.precheck(); err != nil {
 		return err
 	}
 	s.flag++
-	err := l.run(ctx)
+	err = l.run(ctx)
 	var re *executor.RaceError
 	if err != nil && !errors.As(err, &re) {
-		s.broken = err
+		s.guard.Fail(err)
 	}
 	return err
 }
 
-func errRankCount(got, want int) error {
-	return fmt.Errorf("cpu: launch: got buffers for %d ranks, want %d", got, want)
-}
-
-// Close releases the session; later launches fail with ErrClosed.
+// Close releases the session; later launches fail with
+// executor.ErrClosed.
 func (s *session) Close() error {
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
-	s.closed = true
-	s.release()
+	if s.guard.Close() {
+		s.release()
+	}
 	return nil
 }
 

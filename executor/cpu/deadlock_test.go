@@ -129,7 +129,7 @@ func TestDeadlock(t *testing.T) {
 				if diff := cmp.Diff(c.want, de.Blocked); diff != "" {
 					t.Errorf("blocked thread blocks (-want +got):\n%s\nerror: %v", diff, err)
 				}
-				if err := s.Launch(context.Background(), bufs(len(s.ranks), 64, 64)); !errors.Is(err, ErrUnusable) {
+				if err := s.Launch(context.Background(), bufs(len(s.ranks), 64, 64)); !errors.Is(err, executor.ErrUnusable) {
 					t.Errorf("launch after a deadlock: %v, want ErrUnusable", err)
 				}
 			})

@@ -10,9 +10,10 @@
 //	...
 //	err = sess.Launch(ctx, bufs)
 //
-// OpenRank runs one rank of a job started as one process per rank, Record
-// gives the logical timeline of one launch, and Validate and Check are the
-// checks Open makes on an instance before any launch.
+// OpenRank runs one rank of a job started as one process per rank (on
+// package rankwire's World), and Record gives the logical timeline of one
+// launch. Open and Launch check an instance and a launch's buffers with
+// executor.Validate and executor.CheckOperands, as every backend does.
 //
 // Model. Every thread block of every rank is one goroutine that executes
 // its ops in order, each op as one atomic step "by the whole block"

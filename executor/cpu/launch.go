@@ -40,6 +40,10 @@ type launch struct {
 	race   *raceState  // nil unless Options.Race
 	ranges *rangeLocks // without race detection
 
+	// operands resolves the operands of the ops of each rank that runs
+	// here against bufs (nil for the others).
+	operands []*executor.RankOperands
+
 	// ctx ends when the launch stops (multi-process: bounds the proxy's
 	// network operations); cancel is called by abort.
 	ctx    context.Context
@@ -232,54 +236,33 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 			l.tbs = append(l.tbs, t)
 		}
 	}
+	ops := executor.NewOperands(s.inst, s.opts, executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0})
+	l.operands = make([]*executor.RankOperands, len(s.ranks))
+	for r := range s.ranks {
+		if s.mp == nil || r == s.mp.rank {
+			l.operands[r] = ops.Rank(r)
+		}
+	}
 	return l
 }
 
-// precheck resolves every data op of every thread block, every pipeline
-// iteration included, against this launch's buffers, so that a buffer
-// that is too small fails the launch before anything runs (and leaves the
-// session usable).
+// precheck checks every operand of this launch's thread blocks against
+// its buffers (executor.CheckOperands), so that a buffer that is too
+// small fails the launch before anything runs (and leaves the session
+// usable).
 func (l *launch) precheck() error {
-	for _, t := range l.tbs {
-		for i := range t.tb.Ops {
-			op := &t.tb.Ops[i]
-			if op.Type != executor.OpPipeline {
-				if isDataOp(op.Type) {
-					if _, err := t.resolve(op, 0, noUnit); err != nil {
-						return t.opError(op, -1, err)
-					}
-				}
-				continue
-			}
-			// Without a scratch ring every iteration touches a part of
-			// what the whole operand spans, so one check at offset 0 with
-			// no unit covers them all; with a ring, check each iteration.
-			iters, unit := min(op.Iterations, 1), uint64(noUnit)
-			if t.r.reuseSlot > 0 {
-				iters, unit = op.Iterations, op.UnitSize
-			}
-			for it := 0; it < iters; it++ {
-				o := uint64(it) * unit
-				if unit == noUnit {
-					o = 0
-				}
-				for j := range op.Body {
-					b := &op.Body[j]
-					if !isDataOp(b.Type) {
-						continue
-					}
-					if _, err := t.resolve(b, o, unit); err != nil {
-						if unit == noUnit {
-							it = -1
-						}
-						return t.opError(b, it, err)
-					}
-				}
-			}
-		}
+	v := executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0}
+	if l.s.mp != nil {
+		v.Ranks = []int{l.s.mp.rank}
+	}
+	if err := executor.CheckOperands(l.s.inst, l.s.opts, v); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	return nil
 }
+
+// opName is the report name of an op: its path and plan name, "op 7 wait".
+func opName(op *executor.OpInstance) string { return op.Describe() }
 
 func (t *tbRun) opError(op *executor.OpInstance, iter int, err error) error {
 	it := ""

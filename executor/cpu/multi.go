@@ -5,7 +5,8 @@ package cpu
 // bootstrap, the placement of every rank's buffers as this process sees
 // them, and the checks that a plan's memory channels and switch groups
 // stay inside one host. transport.go moves port-channel traffic between
-// the processes and watch.go finds deadlocks that span them.
+// the processes; package rankwire's watch finds deadlocks that span them,
+// through cpuWatch.
 
 import (
 	"context"
@@ -14,45 +15,11 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/portwire"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
-
-// Net is what a multi-process session needs from the job's bootstrap;
-// package bootstrap's *Bootstrap is one. Messages between two ranks with one
-// tag arrive in order.
-type Net interface {
-	Rank() int
-	Size() int
-	Send(ctx context.Context, peer int, tag uint32, data []byte) error
-	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
-	AllGather(ctx context.Context, data []byte) ([][]byte, error)
-	// Context ends when the job is lost (a peer died) or closed.
-	Context() context.Context
-}
-
-// World is the job a rank session belongs to.
-type World struct {
-	Net Net
-	// Host[r] numbers rank r's host: ranks with equal numbers share
-	// memory (memory channels and switch groups may join them only).
-	Host []int
-	// Tag is the first of the TagsPerSession message tags the session
-	// uses. Sessions of one job that may overlap need distinct tags; the
-	// caller numbers them (every rank alike).
-	Tag uint32
-	// ShmDir is where the shared mappings' files are created: default
-	// /dev/shm, else the temporary directory.
-	ShmDir string
-}
-
-// TagsPerSession is the number of message tags a rank session uses from
-// World.Tag: port traffic, its acknowledgements, the deadlock watch's
-// reports to rank 0 and its answers (package portwire's tags).
-const TagsPerSession = portwire.TagsPerSession
 
 // RankSession is the session of one rank of a multi-process job: it owns
 // the rank's input and output (in shared memory, where same-host peers
@@ -65,7 +32,7 @@ type RankSession struct {
 
 // multi is the multi-process part of a session.
 type multi struct {
-	w      World
+	w      rankwire.World
 	rank   int
 	ctx    context.Context // the session's life: ends at Close or with the job
 	cancel context.CancelFunc
@@ -75,14 +42,14 @@ type multi struct {
 	bells []*bell
 	wg    sync.WaitGroup
 	// send is the proxy goroutine's side of the port transport.
-	send *portwire.Sender
+	send *rankwire.Sender
 	// launches counts launches started (s.mu).
 	launches uint64
 }
 
-// gatherExchange is portwire.GatherSetup of exchange records.
-func gatherExchange(ctx context.Context, nt Net, mine exchange, step string) ([]exchange, error) {
-	all, err := portwire.GatherSetup(ctx, nt, mine, func(e *exchange) string { return e.Err }, step)
+// gatherExchange is rankwire.GatherSetup of exchange records.
+func gatherExchange(ctx context.Context, nt rankwire.Net, mine exchange, step string) ([]exchange, error) {
+	all, err := rankwire.GatherSetup(ctx, nt, mine, func(e *exchange) string { return e.Err }, step)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
@@ -103,7 +70,7 @@ type exchange struct {
 // world size differs from the job's, or that joins ranks on different
 // hosts by a memory channel or a switch group, is refused on every rank
 // with the same error. Race detection is not available across processes.
-func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w World) (*RankSession, error) {
+func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w rankwire.World) (*RankSession, error) {
 	if w.Net == nil {
 		return nil, errors.New("cpu: OpenRank without a bootstrap")
 	}
@@ -122,7 +89,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(w.Net.Context())
-	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, send: portwire.NewSender(w.Net, w.Tag)}
+	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, send: rankwire.NewSender(w.Net, w.Tag)}
 	s.mp = m
 	fail := func(err error) (*RankSession, error) {
 		cancel()
@@ -143,7 +110,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 
 	mine := exchange{}
 	var path string
-	if err := portwire.CheckLocality(inst, rank, w.Host); err != nil {
+	if err := rankwire.CheckLocality(inst, rank, w.Host); err != nil {
 		mine.Err = err.Error()
 	} else if p, mp, err := createMapping(w.ShmDir, total(rank)); err != nil {
 		mine.Err = err.Error()
@@ -223,7 +190,7 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	}
 	s.finishRanks()
 	m.startReceivers(s)
-	Watch(WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + portwire.TagWatch, Timeout: s.timeout}, cpuWatch{s}, &m.wg)
+	rankwire.Watch(rankwire.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + rankwire.TagWatch, Timeout: s.timeout}, cpuWatch{s}, &m.wg)
 	return &RankSession{s: s, bufs: own}, nil
 }
 
@@ -273,16 +240,9 @@ func (r *RankSession) Buffers() executor.RankBuffers { return r.bufs }
 // when a peer dies.
 func (r *RankSession) Launch(ctx context.Context) error {
 	m := r.s.mp
-	ctx, stop := mergeContext(ctx, m.ctx)
+	ctx, stop := rankwire.Merge(ctx, m.ctx)
 	defer stop()
 	return r.s.Launch(ctx, nil)
-}
-
-// mergeContext returns a context that ends when either a or b does.
-func mergeContext(a, b context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(a)
-	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
-	return ctx, func() { stop(); cancel(nil) }
 }
 
 // Close stops the session's goroutines and unmaps its memory. Every rank
@@ -292,24 +252,48 @@ func (r *RankSession) Close() error {
 	s := r.s
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
-	if s.closed {
+	if !s.guard.Close() {
 		return nil
 	}
-	s.closed = true
 	m := s.mp
-	m.cancel()
-	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		// A goroutine stuck in a send to a peer that stopped reading;
-		// the mappings stay until the process ends rather than be
-		// pulled from under it.
-		return fmt.Errorf("cpu: rank %d: closing: port transport still busy after 5s", m.rank)
+	if err := rankwire.Stop(m.cancel, &m.wg, "cpu", m.rank); err != nil {
+		// The mappings stay until the process ends.
+		return err
 	}
 	for _, mp := range m.maps {
 		mp.release()
 	}
 	return nil
+}
+
+// cpuWatch is the CPU backend's rank session as a WatchTarget.
+type cpuWatch struct{ s *session }
+
+func (c cpuWatch) WatchState() (uint64, bool, uint64) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil && !l.tbsDone && l.err == nil {
+		return s.mp.launches, true, l.progress.Load()
+	}
+	return s.mp.launches, false, 0
+}
+
+func (c cpuWatch) WatchBlocked() []executor.BlockedTB {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil {
+		return l.deadlock(fmt.Sprintf("no progress for %v (running an op)", s.timeout)).Blocked
+	}
+	return nil
+}
+
+func (c cpuWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur; l != nil && s.mp.launches == launch {
+		l.abort(&executor.DeadlockError{Blocked: blocked})
+	}
 }

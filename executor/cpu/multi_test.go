@@ -22,6 +22,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
 )
 
@@ -71,7 +72,7 @@ func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay 
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				rs, err := cpu.OpenRank(ctx, inst, lay.BufferLayout, o, cpu.World{Net: bs[r], Host: hosts, Tag: tag})
+				rs, err := cpu.OpenRank(ctx, inst, lay.BufferLayout, o, rankwire.World{Net: bs[r], Host: hosts, Tag: tag})
 				if err != nil {
 					return err
 				}
@@ -262,7 +263,7 @@ func TestRankSessionsRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = cpu.OpenRank(context.Background(), inst, lay.BufferLayout, executor.Options{DType: dt}, cpu.World{Net: small[0], Host: make([]int, n-1)})
+	_, err = cpu.OpenRank(context.Background(), inst, lay.BufferLayout, executor.Options{DType: dt}, rankwire.World{Net: small[0], Host: make([]int, n-1)})
 	want := fmt.Sprintf("the plan has %d ranks and the job %d processes", n, n-1)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)

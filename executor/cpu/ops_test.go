@@ -298,9 +298,14 @@ func TestBounds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
+			// The check other backends make before a launch gives the
+			// same report, without the backend's name.
+			if cerr := executor.CheckBuffers(b.inst, opts(), bufs(2, 64, 64)); cerr == nil || "cpu: "+cerr.Error() != err.Error() {
+				t.Errorf("executor.CheckBuffers: got %v, want the launch's %q without its \"cpu: \"", cerr, err)
+			}
 			// Nothing ran: the session stays usable.
-			if s.flag != 0 || s.broken != nil {
-				t.Errorf("session changed by a failed precheck: flag %d, broken %v", s.flag, s.broken)
+			if ready := s.guard.Ready(context.Background()); s.flag != 0 || ready != nil {
+				t.Errorf("session changed by a failed precheck: flag %d, %v", s.flag, ready)
 			}
 		})
 	}
@@ -338,6 +343,9 @@ func TestValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
+			if verr := executor.Validate(b.inst, opts()); verr == nil || "cpu: open: "+verr.Error() != err.Error() {
+				t.Errorf("executor.Validate: got %v, want Open's %q without its \"cpu: open: \"", verr, err)
+			}
 		})
 	}
 	if _, err := New().Open(newBuilder(1, 0).inst, executor.Options{}); err == nil {
@@ -369,7 +377,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("launch: %v", err)
 	}
 	s.Close()
-	if err := s.Launch(context.Background(), bufs(1, 16, 16)); !errors.Is(err, ErrClosed) {
+	if err := s.Launch(context.Background(), bufs(1, 16, 16)); !errors.Is(err, executor.ErrClosed) {
 		t.Errorf("launch after Close: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ package cpu
 // SYNC, and the end of every launch, is a fence: the proxy waits until
 // each peer it sent traffic to has acknowledged applying all of it, so a
 // flush, and a finished launch, mean what they mean in one process.
-// The messages are package portwire's, shared with the GPU backend.
+// The messages are package rankwire's, shared with the GPU backend.
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mscclgo/mscclgo/executor/portwire"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // isRemote reports whether rank lives in another process of the job.
@@ -45,7 +45,7 @@ func (m *multi) startReceivers(s *session) {
 func (m *multi) receive(s *session, peer int) {
 	defer m.wg.Done()
 	for {
-		msg, err := portwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
+		msg, err := rankwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
 		if err != nil {
 			if m.ctx.Err() == nil {
 				s.failCurrent(fmt.Errorf("cpu: rank %d: port traffic from rank %d: %w", m.rank, peer, err))
@@ -59,12 +59,12 @@ func (m *multi) receive(s *session, peer int) {
 	}
 }
 
-func (m *multi) apply(s *session, msg portwire.Msg) error {
+func (m *multi) apply(s *session, msg rankwire.Msg) error {
 	switch msg.Kind {
-	case portwire.Data:
+	case rankwire.Data:
 		bt, n := msg.Buffer, uint64(len(msg.Bytes))
 		buf := m.bufs[m.rank][bt]
-		if err := portwire.InRange(bt, msg.Offset, n, uint64(len(buf))); err != nil {
+		if err := rankwire.InRange(bt, msg.Offset, n, uint64(len(buf))); err != nil {
 			return err
 		}
 		dst := buf[msg.Offset : msg.Offset+n]
@@ -81,7 +81,7 @@ func (m *multi) apply(s *session, msg portwire.Msg) error {
 			l.progress.Add(1)
 		}
 		s.mu.Unlock()
-	case portwire.Flag:
+	case rankwire.Flag:
 		rs := s.ranks[m.rank]
 		if msg.Channel >= len(rs.port) {
 			return fmt.Errorf("FLAG for port channel %d of %d", msg.Channel, len(rs.port))

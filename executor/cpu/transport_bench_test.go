@@ -19,6 +19,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 const benchBytes = 64 << 20
@@ -49,7 +50,7 @@ func BenchmarkPortTransport(b *testing.B) {
 				return
 			}
 			sess[r], errs[r] = OpenRank(context.Background(), bd.inst, lay, executor.Options{DType: f32{}, DeadlockTimeout: 10 * time.Second},
-				World{Net: bs[r], Host: []int{0, 1}, Tag: 10})
+				rankwire.World{Net: bs[r], Host: []int{0, 1}, Tag: 10})
 		})
 	}
 	wg.Wait()

@@ -73,7 +73,7 @@ func TestWatchdogReportsDeadlock(t *testing.T) {
 	if len(dl.Blocked) != 1 || dl.Blocked[0] != want {
 		t.Errorf("blocked = %+v, want [%+v]", dl.Blocked, want)
 	}
-	if err := s.Launch(context.Background(), bufs); !errors.Is(err, gpu.ErrUnusable) {
+	if err := s.Launch(context.Background(), bufs); !errors.Is(err, executor.ErrUnusable) {
 		t.Errorf("launch after a deadlock: got %v, want ErrUnusable", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
 )
@@ -67,7 +68,7 @@ func RunRanks(ctx context.Context, cfg gpu.Config, c RankCase) ([][]byte, []erro
 				if c.Configs != nil {
 					rcfg = c.Configs[r]
 				}
-				rs, err := gpu.OpenRank(ctx, rcfg, inst, c.Layout.BufferLayout, c.Opts, cpu.World{Net: b, Host: hosts, Tag: 1000})
+				rs, err := gpu.OpenRank(ctx, rcfg, inst, c.Layout.BufferLayout, c.Opts, rankwire.World{Net: b, Host: hosts, Tag: 1000})
 				if err != nil {
 					return err
 				}

@@ -28,7 +28,7 @@ import (
 // gpuConfig, for the GPU backends, is the configuration of a rank session
 // of a multi-process run (runmp.go) on device number device. memory says
 // what the backend allocates in host memory besides the buffers, for the
-// memory estimate of a run (DeviceCopies, LaunchCheck).
+// memory estimate of a run (DeviceCopies).
 type runBackend struct {
 	name      string
 	new       func(threads int) executor.Backend
@@ -56,9 +56,8 @@ func runBackends() []runBackend {
 		cfg := func(threads, _ int) gpu.Config {
 			return gpu.Config{Name: "gpu-emu", Open: emu.OpenIPC, Threads: threads}
 		}
-		// The device memory is host memory, and the launches are
-		// checked with the CPU backend.
-		mem := harness.MemoryOptions{DeviceCopies: true, LaunchCheck: true}
+		// The device memory is host memory.
+		mem := harness.MemoryOptions{DeviceCopies: true}
 		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, memory: mem, new: func(threads int) executor.Backend {
 			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
 		}})

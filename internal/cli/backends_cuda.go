@@ -10,7 +10,6 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
-	"github.com/mscclgo/mscclgo/harness"
 	"gorgonia.org/cu"
 )
 
@@ -30,10 +29,8 @@ func cudaBackends() []runBackend {
 		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
 	}
 	// In one process (no launcher) rank r runs on device r mod N.
-	// The launches are checked with the CPU backend (its scratch is
-	// host memory); the device memory is the GPU's, not counted.
-	mem := harness.MemoryOptions{LaunchCheck: true}
-	return []runBackend{{name: "gpu", gpuConfig: cfg, memory: mem, new: func(threads int) executor.Backend {
+	// The device memory is the GPU's, not counted.
+	return []runBackend{{name: "gpu", gpuConfig: cfg, new: func(threads int) executor.Backend {
 		c := cfg(threads, 0)
 		c.Devices, c.OpenDevice = cuda.Devices, node.Open
 		return gpu.New(c)

@@ -23,6 +23,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
 )
@@ -68,7 +69,7 @@ func paramsOf(o *runOptions, ll8 bool) harness.Params {
 // openRank opens this process's rank session on the run's backend; device
 // is the rank's local rank (the GPU it takes on a host with several);
 // setup bounds each step of a GPU rank session's set-up (--join-timeout).
-func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w cpu.World) (harness.RankSession, error) {
+func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w rankwire.World) (harness.RankSession, error) {
 	if o.backend.gpuConfig == nil {
 		return cpu.OpenRank(ctx, inst, layout, o.opts, w)
 	}
@@ -129,7 +130,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	ran, code := 0, ExitOK
 	cfg := harness.RankConfig{Config: o.config(plan), Rank: rank, Group: b}
 	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
-		cw := cpu.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*cpu.TagsPerSession}
+		cw := rankwire.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
 		return openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, cw)
 	}
 	cfg.Done = func(res harness.SizeResult) {

@@ -99,11 +99,11 @@ const mainName = "fuzz.star"
 //     that eval compiles without a warning gives a plan check accepts,
 //     executor limits aside;
 //   - check and run agree: at the sizes CheckSizes finds, check --size's
-//     launch checks (executor.CheckLaunch) and the CPU backend's
-//     (cpu.Check) accept or reject the plan alike, with 16- and 8-byte LL
-//     packets; at the smallest, the plan opens on the CPU backend and
-//     every launch ends with no error but a deadlock or a race report (a
-//     hung launch is a failure);
+//     launch checks (executor.CheckLaunch) and those every backend's
+//     Open and launch make (executor.CheckBuffers) accept or reject the
+//     plan alike, with 16- and 8-byte LL packets; at the smallest, the
+//     plan opens on the CPU backend and every launch ends with no error
+//     but a deadlock or a race report (a hung launch is a failure);
 //   - runs are repeatable: a run free of races and deadlocks, repeated in
 //     a fresh session with the other LL packet size, leaves the same
 //     bytes (see comparable for the programs this cannot hold for), and
@@ -466,13 +466,13 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 }
 
 // launchChecksAgree checks that check --size (executor.CheckLaunch, after
-// Instantiate) and the CPU backend (cpu.Check: what Open and a launch
-// check before anything runs) accept inst with the buffers of layout
+// Instantiate) and the backends (executor.CheckBuffers: what Open and a
+// launch check before anything runs) accept inst with the buffers of layout
 // alike, with LL packets of 8 bytes or 16, and reports whether they do.
 func launchChecksAgree(t *testing.T, in input, name string, inst *executor.Instance, layout *harness.Layout, ll8 bool) bool {
 	t.Helper()
 	checkErr := executor.CheckLaunch(inst, layout.BufferLayout, ll8)
-	runErr := cpu.Check(inst, executor.Options{DType: in.dtype, Race: true, LL8: ll8}, layout.Alloc())
+	runErr := executor.CheckBuffers(inst, executor.Options{DType: in.dtype, LL8: ll8}, layout.Alloc())
 	switch {
 	case checkErr == nil && runErr != nil:
 		failf(t, in, "program %q at size %d (LL8 %v): check accepts the plan, the CPU backend does not: %v", name, layout.Size, ll8, runErr)

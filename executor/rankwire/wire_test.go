@@ -1,6 +1,6 @@
-package portwire
+package rankwire
 
-// portwire_test.go: messages through an in-memory network, in order, with
+// wire_test.go: messages through an in-memory network, in order, with
 // fences answered by the receiver; malformed messages are named errors.
 
 import (

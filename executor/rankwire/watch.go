@@ -1,4 +1,4 @@
-package cpu
+package rankwire
 
 // watch.go finds deadlocks that span the processes of a multi-process
 // session. No process can tell alone: a rank whose thread blocks all
@@ -10,15 +10,14 @@ package cpu
 // progress as its report, the job is deadlocked, and rank 0 sends every
 // suspect rank the list of every rank's blocked thread blocks, which it
 // raises as its launch's *executor.DeadlockError. Messages go to rank 0
-// on World.Tag+2 and come back on +3, as JSON. The protocol knows a
-// session only through WatchTarget, so the GPU backend's rank sessions
-// (gpu.OpenRank) use it too.
+// on World.Tag+TagWatch and come back on +TagWatchReply, as JSON. The
+// protocol knows a session only through WatchTarget: every backend's
+// rank sessions use it.
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -100,38 +99,6 @@ func (w *watch) snapshot() snap {
 		progress = 0
 	}
 	return snap{active: active, launch: launch, progress: progress}
-}
-
-// cpuWatch is the CPU backend's rank session as a WatchTarget.
-type cpuWatch struct{ s *session }
-
-func (c cpuWatch) WatchState() (uint64, bool, uint64) {
-	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.cur; l != nil && !l.tbsDone && l.err == nil {
-		return s.mp.launches, true, l.progress.Load()
-	}
-	return s.mp.launches, false, 0
-}
-
-func (c cpuWatch) WatchBlocked() []executor.BlockedTB {
-	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.cur; l != nil {
-		return l.deadlock(fmt.Sprintf("no progress for %v (running an op)", s.timeout)).Blocked
-	}
-	return nil
-}
-
-func (c cpuWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
-	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.cur; l != nil && s.mp.launches == launch {
-		l.abort(&executor.DeadlockError{Blocked: blocked})
-	}
 }
 
 func (w *watch) send(msg watchMsg, to int, tag uint32) {

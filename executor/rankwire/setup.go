@@ -1,4 +1,4 @@
-package portwire
+package rankwire
 
 // setup.go holds what the rank sessions of both backends do at set-up:
 // all-gather each rank's record (its memory handles, or its error) so

@@ -1,11 +1,12 @@
-// Package portwire is what the CPU and GPU backends' rank sessions (one
-// process per rank) share: the set-up exchange and the locality check
-// (setup.go), and the wire format of port-channel traffic between the
-// processes (this file): a rank's proxy sends each DATA and FLAG trigger whose
-// destination lives in another process to that process (one ordered
-// stream per pair of ranks, over the job's bootstrap), where a receiver
-// applies them in order; a FENCE, answered once everything before it is
-// applied, gives flush and the end of a launch their meaning.
+package rankwire
+
+// wire.go is the wire format of port-channel traffic between the
+// processes of a job: a rank's proxy sends each DATA and FLAG trigger
+// whose destination lives in another process to that process (one
+// ordered stream per pair of ranks, over the job's bootstrap), where a
+// receiver applies them in order; a FENCE, answered once everything
+// before it is applied, gives flush and the end of a launch their
+// meaning.
 //
 // Messages on tag Tag+TagPort, little-endian:
 //
@@ -15,7 +16,6 @@
 //	FENCE kind=3, 7 zero bytes, sequence u64
 //
 // A FENCE is acknowledged with its 8-byte sequence on Tag+TagAck.
-package portwire
 
 import (
 	"context"
@@ -42,9 +42,9 @@ const (
 	Fence = 3
 )
 
-// Net is what the transport needs of the job's bootstrap (package bootstrap's
-// *Bootstrap is one): ordered messages per (sender, receiver, tag).
-type Net interface {
+// Link is what the transport needs of the job's bootstrap (a Net is
+// one): ordered messages per (sender, receiver, tag).
+type Link interface {
 	Send(ctx context.Context, peer int, tag uint32, data []byte) error
 	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
 }
@@ -52,14 +52,14 @@ type Net interface {
 // Sender is a rank's proxy side: it remembers the peers sent traffic
 // since their last fence. It is used by one goroutine (the proxy).
 type Sender struct {
-	net   Net
+	net   Link
 	tag   uint32
 	dirty map[int]bool
 	seq   uint64
 }
 
 // NewSender returns the proxy side of a session whose first tag is tag.
-func NewSender(net Net, tag uint32) *Sender {
+func NewSender(net Link, tag uint32) *Sender {
 	return &Sender{net: net, tag: tag, dirty: map[int]bool{}}
 }
 
@@ -139,7 +139,7 @@ type Msg struct {
 // Receive returns the next DATA or FLAG from peer, answering the FENCEs
 // before it. A malformed message is an error that says what is wrong
 // with it; the caller checks the buffer range and the channel index.
-func Receive(ctx context.Context, net Net, tag uint32, peer int) (Msg, error) {
+func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 	for {
 		msg, err := net.Recv(ctx, peer, tag+TagPort)
 		if err != nil {
