@@ -1,0 +1,273 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// modulePath is the import path of this repository's module.
+const modulePath = "github.com/mscclgo/mscclgo"
+
+// allowedImports is the architecture: for each package of the tree (its
+// directory, "." for main), the packages of ours it may import. A new
+// package or edge is a design decision: add it here, with the layer it
+// belongs to, and run `go test ./tests -run TestImportEdges -update` to
+// redraw docs/architecture.md. Test-only packages (tests/...) may import
+// anything and are not listed.
+var allowedImports = map[string][]string{
+	// The compile wing: a script becomes a plan.
+	"plan":       nil,
+	"ir":         {"plan"},
+	"passes":     {"ir"},
+	"emit":       {"ir", "plan"},
+	"starlib":    {"emit", "internal/infile", "internal/memlimit", "ir", "passes", "plan"},
+	"algorithms": {"starlib"},
+
+	// Plans at run time: loading and instantiation, what every backend
+	// shares, and the backends side by side (neither imports the other).
+	"executor":             {"internal/infile", "internal/memlimit", "plan"},
+	"executor/rankwire":    {"executor"},
+	"executor/cpu":         {"executor", "executor/rankwire", "timeline"},
+	"gpu":                  {"executor", "executor/rankwire"},
+	"gpu/emu":              {"gpu"},
+	"gpu/cuda":             {"gpu"},
+	"gpu/internal/clayout": nil,
+	"bootstrap":            {"internal/infile"},
+
+	// Drivers of the layers above: the run loops, plan sets, the cost
+	// model and the pictures.
+	"harness":  {"executor"},
+	"planset":  {"algorithms", "executor", "executor/cpu", "harness", "internal/infile", "model", "starlib"},
+	"model":    {"executor", "internal/infile", "timeline"},
+	"timeline": nil,
+	"trace":    {"timeline"},
+	"view":     {"executor", "timeline", "trace"},
+
+	// The programs: the command line, the NCCL-compatible library, and
+	// the GPU tests' comparison with the CPU oracle.
+	".":            {"internal/cli"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "planset"},
+	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
+
+	"internal/infile":   nil,
+	"internal/memlimit": nil,
+	"internal/testnote": nil,
+}
+
+// ourImports returns, for each package directory of the tree, the
+// packages of ours its non-test Go files import (whatever their build
+// tags).
+func ourImports(t *testing.T) map[string][]string {
+	t.Helper()
+	deps := map[string]map[string]bool{}
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != repoRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(rel)
+		if deps[pkg] == nil {
+			deps[pkg] = map[string]bool{}
+		}
+		for _, is := range f.Imports {
+			ip, err := strconv.Unquote(is.Path.Value)
+			if err != nil {
+				return fmt.Errorf("%s: %v", p, err)
+			}
+			if rest, ok := strings.CutPrefix(ip, modulePath+"/"); ok {
+				deps[pkg][rest] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for pkg, set := range deps {
+		list := []string{}
+		for d := range set {
+			list = append(list, d)
+		}
+		sort.Strings(list)
+		out[pkg] = list
+	}
+	return out
+}
+
+// TestImportEdges: every import between our packages is one
+// allowedImports allows, every allowed edge is used (so that the table,
+// and the picture drawn from it, stay the tree's), and the package graph
+// in docs/architecture.md is current.
+func TestImportEdges(t *testing.T) {
+	got := ourImports(t)
+	for _, p := range edgeProblems(got, allowedImports) {
+		t.Error(p)
+	}
+	checkGenerated(t, filepath.Join(repoRoot, "docs", "architecture.md"), graphText(got))
+}
+
+// TestEdgeProblems: the rule catches a backend importing its sibling, an
+// unplaced package, an unused allowance and a package that is gone.
+func TestEdgeProblems(t *testing.T) {
+	allowed := map[string][]string{"executor": nil, "gpu": {"executor"}, "executor/cpu": {"executor"}, "old": nil}
+	got := map[string][]string{"executor": nil, "gpu": {"executor", "executor/cpu"}, "executor/cpu": nil, "new": nil, "tests/x": {"gpu"}}
+	want := []string{
+		"allowedImports lets executor/cpu import executor, which it does not: remove the edge",
+		"allowedImports lists old, which is not a package of the tree",
+		"gpu imports executor/cpu, which the architecture does not allow (allowedImports in tests/architecture_test.go)",
+		"package new is not in allowedImports (tests/architecture_test.go): place it in a layer",
+	}
+	if got := edgeProblems(got, allowed); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// edgeProblems compares the imports of the tree with the allowed ones.
+func edgeProblems(got, allowed map[string][]string) []string {
+	var out []string
+	for pkg, imports := range got {
+		if pkg == "tests" || strings.HasPrefix(pkg, "tests/") {
+			continue
+		}
+		allow, listed := allowed[pkg]
+		if !listed {
+			out = append(out, fmt.Sprintf("package %s is not in allowedImports (tests/architecture_test.go): place it in a layer", pkg))
+			continue
+		}
+		for _, imp := range imports {
+			if !contains(allow, imp) {
+				out = append(out, fmt.Sprintf("%s imports %s, which the architecture does not allow (allowedImports in tests/architecture_test.go)", pkg, imp))
+			}
+		}
+		for _, a := range allow {
+			if !contains(imports, a) {
+				out = append(out, fmt.Sprintf("allowedImports lets %s import %s, which it does not: remove the edge", pkg, a))
+			}
+		}
+	}
+	for pkg := range allowed {
+		if _, ok := got[pkg]; !ok {
+			out = append(out, fmt.Sprintf("allowedImports lists %s, which is not a package of the tree", pkg))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Markers around the generated part of docs/architecture.md.
+const (
+	genBegin = "<!-- BEGIN package graph: generated by `go test ./tests -run TestImportEdges -update` -->"
+	genEnd   = "<!-- END package graph -->"
+)
+
+// graphText draws the package graph: a Mermaid diagram and, for readers
+// without one, the same edges as a table.
+func graphText(deps map[string][]string) string {
+	pkgs := make([]string, 0, len(deps))
+	for p := range deps {
+		if p == "tests" || strings.HasPrefix(p, "tests/") {
+			continue
+		}
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	node := func(p string) string {
+		if p == "." {
+			return "main"
+		}
+		return strings.NewReplacer("/", "_", ".", "_").Replace(p)
+	}
+	label := func(p string) string {
+		if p == "." {
+			return "mscclgo (main)"
+		}
+		return p
+	}
+	var b strings.Builder
+	b.WriteString("```mermaid\nflowchart TD\n")
+	for _, p := range pkgs {
+		fmt.Fprintf(&b, "  %s[%q]\n", node(p), label(p))
+	}
+	for _, p := range pkgs {
+		for _, d := range deps[p] {
+			fmt.Fprintf(&b, "  %s --> %s\n", node(p), node(d))
+		}
+	}
+	b.WriteString("```\n\n| package | imports of ours |\n|---|---|\n")
+	for _, p := range pkgs {
+		imps := make([]string, 0, len(deps[p]))
+		for _, d := range deps[p] {
+			imps = append(imps, "`"+d+"`")
+		}
+		if len(imps) == 0 {
+			imps = []string{"none"}
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", label(p), strings.Join(imps, ", "))
+	}
+	return b.String()
+}
+
+// checkGenerated checks that the part of file between genBegin and genEnd
+// is want, or with -update rewrites it.
+func checkGenerated(t *testing.T, file, want string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(genBegin))
+	j := bytes.Index(data, []byte(genEnd))
+	if i < 0 || j < i {
+		t.Fatalf("%s: no generated part between %q and %q", file, genBegin, genEnd)
+	}
+	start := i + len(genBegin) + 1
+	if string(data[start:j]) == want {
+		return
+	}
+	if !*update {
+		t.Errorf("%s: the package graph is not the tree's: run `go test ./tests -run TestImportEdges -update`", path.Base(filepath.ToSlash(file)))
+		return
+	}
+	out := append(append(append([]byte{}, data[:start]...), want...), data[j:]...)
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
