@@ -27,7 +27,15 @@ type pendingFile struct {
 	tmp    *os.File
 	stream *bytes.Buffer // output for a device or FIFO
 	final  string
+	// written and flushed count the bytes written to tmp and those
+	// whose write-back to the disk has been started.
+	written, flushed int64
 }
+
+// writeBackEvery is how many bytes are written before their write-back
+// to the disk is started, so that commit's sync waits only for the tail
+// of a large output instead of all of it.
+const writeBackEvery = 4 << 20
 
 // danglingTarget follows the symlinks of final, a path that does not
 // resolve to an existing file, to the path a write should create.
@@ -136,7 +144,13 @@ func (p *pendingFile) Write(b []byte) (int, error) {
 	if p.stream != nil {
 		return p.stream.Write(b)
 	}
-	return p.tmp.Write(b)
+	n, err := p.tmp.Write(b)
+	p.written += int64(n)
+	if p.written-p.flushed >= writeBackEvery {
+		startWriteBack(p.tmp, p.flushed, p.written-p.flushed)
+		p.flushed = p.written
+	}
+	return n, err
 }
 
 // commit makes the output durable and puts it in place: the temporary
