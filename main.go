@@ -1,5 +1,6 @@
 // Command mscclgo compiles collective-communication algorithms written in
-// Starlark into MSCCL++ execution plans.
+// Starlark into MSCCL++ execution plans, and checks, runs, models, draws,
+// installs and selects plans.
 //
 //	mscclgo eval algo.star -o plan.json
 //

@@ -4,8 +4,8 @@
 // connects the ranks over TCP (Connect), and gives them what a runtime
 // needs before its data plane exists: AllGather, Barrier, Send and Recv,
 // the hosts of the ranks (Hosts), and a liveness service that tells every
-// rank when another one dies (Lost, Context). It uses the standard
-// library only.
+// rank when another one dies (Lost, Context). It imports no package of
+// mscclgo but internal/infile, which reads the rendezvous file.
 //
 //	w, ok, err := bootstrap.FromEnv(os.Getenv) // ok: a launcher started this process
 //	...

@@ -1,14 +1,18 @@
-// Package executor loads MSCCL++ execution plans, lays them out for a
-// message size and runs them on a backend. Load (or LoadFile) parses and
-// validates any plan, made by mscclgo or by MSCCL++, into a Plan, naming
-// every problem (Check lists them all, for mscclgo check); Instantiate
-// resolves a Plan for the buffer sizes of a call into an Instance (byte
-// regions, paired channels, pipeline iteration counts); a Backend opens a
-// Session on an Instance and launches it on the caller's buffers, having
-// checked them with Validate and CheckBuffers. The CPU
-// reference backend is package executor/cpu; the GPU backend is package
-// gpu. BufferLayout lays out the buffers of a collective at one message size,
-// as MSCCL++'s executor_test.py does.
+// Package executor loads MSCCL++ execution plans, instantiates them for
+// the buffers of a call, and defines the backends that run them and the
+// checks they share. Load (or LoadFile) parses and validates any plan,
+// made by mscclgo or by MSCCL++, into a Plan, naming every problem (Check
+// lists them all, for mscclgo check); Instantiate resolves a Plan for the
+// buffer sizes of a call into an Instance (byte regions, paired channels,
+// pipeline iteration counts); a Backend opens a Session on an Instance and
+// launches it on the caller's buffers. What every backend checks is here,
+// once: Validate (the instance), Guard (a session's state before a
+// launch), CheckBuffers and Operands (each op's operands as byte ranges of
+// the buffers), CheckLaunch (what a launch would reject, from the buffer
+// layout alone). The CPU reference backend is package executor/cpu, the
+// GPU backend package gpu; executor/rankwire holds what they share to run
+// one process per rank. BufferLayout lays out the buffers of a collective
+// at one message size, as MSCCL++'s executor_test.py does.
 //
 //	plan, err := executor.LoadFile("allreduce.json")
 //	...

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file resolves a loaded Plan for one message size
@@ -185,7 +187,7 @@ func Instantiate(p *Plan, sizes Sizes) (*Instance, error) {
 		return nil, sizeErr("", "output size %d: not a multiple of buffer_alignment %d", sizes.Output, a)
 	}
 	sz, which := sizes.Input, "input"
-	if p.Collective == "allgather" {
+	if p.Collective == plan.AllGatherCollective {
 		sz, which = sizes.Output, "output"
 	}
 	if sz < p.MinMessageSize {

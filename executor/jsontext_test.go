@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // posOf returns "line L, column C" of the n-th (0-based) occurrence of
@@ -194,7 +196,7 @@ func TestLoadAcceptsWellFormedText(t *testing.T) {
 		"escapes":          {`"name": "base"`, `"name": "b\"a\\s\/e\n\u00e9"`},
 		"unknown key kept": {`"name": "base",`, `"name": "base", "comment": {"name": 1, "x": [{"name": 2}]},`},
 	}
-	for _, c := range Collectives() {
+	for _, c := range plan.Collectives() {
 		edits["collective "+c] = [2]string{`"collective": "allreduce"`, fmt.Sprintf(`"collective": %q`, c)}
 	}
 	for name, e := range edits {

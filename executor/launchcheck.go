@@ -6,6 +6,8 @@ package executor
 // buffer layout alone, without allocating anything, so that `mscclgo
 // check --size` finds what `mscclgo run` would reject at that size, with
 // the same message, and `run` rejects it before it allocates buffers.
+// Where an op's operands lie is operands.go's (RankOperands.operands);
+// this file computes what the layout and the pipeline make of them.
 
 import (
 	"fmt"
@@ -36,10 +38,9 @@ func CheckLaunch(inst *Instance, l *BufferLayout, ll8 bool) error {
 	if inst == nil || l == nil || l.DType == nil {
 		return nil
 	}
-	c := &launchCheck{inst: inst, l: l, elem: uint64(l.DType.Size()), payload: 8}
-	if ll8 {
-		c.payload = 4
-	}
+	// No buffers: only the operand lists are used, not Resolve.
+	ops := NewOperands(inst, Options{DType: l.DType, LL8: ll8}, LaunchView{})
+	c := &launchCheck{inst: inst, l: l, elem: ops.elem, payload: ops.payload}
 	if c.elem == 0 {
 		return nil
 	}
@@ -48,21 +49,21 @@ func CheckLaunch(inst *Instance, l *BufferLayout, ll8 bool) error {
 		c.half = inst.ScratchBytes / 2
 	}
 	for r := range inst.Ranks {
-		ri := &inst.Ranks[r]
-		c.slot = inst.ScratchSlot(r)
-		for _, tb := range ri.TBs {
+		ro := ops.Rank(r)
+		c.slot = ro.slot
+		for _, tb := range ro.ri.TBs {
 			for k := range tb.Ops {
 				op := &tb.Ops[k]
 				path := fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, tb.ID, op.Index)
 				if op.Type != OpPipeline {
-					if err := c.op(ri, op, path, nil); err != nil {
+					if err := c.op(ro, op, path, nil); err != nil {
 						return err
 					}
 					continue
 				}
 				for j := range op.Body {
 					b := &op.Body[j]
-					if err := c.op(ri, b, fmt.Sprintf("%s.ops[%d]", path, b.Index), op); err != nil {
+					if err := c.op(ro, b, fmt.Sprintf("%s.ops[%d]", path, b.Index), op); err != nil {
 						return err
 					}
 				}
@@ -88,10 +89,8 @@ func (c *launchCheck) errf(path string, format string, args ...any) error {
 }
 
 // op checks one op, a pipeline body's op when pipe is its pipeline.
-func (c *launchCheck) op(ri *RankInstance, op *OpInstance, path string, pipe *OpInstance) error {
-	name := op.Type.String()
-	switch op.Type {
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend, OpMultiLoadReduceStore:
+func (c *launchCheck) op(ro *RankOperands, op *OpInstance, path string, pipe *OpInstance) error {
+	if reduces(op.Type) {
 		if len(op.Src) == 0 {
 			return nil
 		}
@@ -100,16 +99,20 @@ func (c *launchCheck) op(ri *RankInstance, op *OpInstance, path string, pipe *Op
 			if pipe != nil {
 				where = fmt.Sprintf(" (pipeline unit_size %d, iteration %d)", pipe.UnitSize, it)
 			}
-			return c.errf(path, "%s: %d bytes is not a whole number of %d-byte %s elements%s", name, n, c.elem, c.l.DType.Name(), where)
+			return c.errf(path, "%s: %d bytes is not a whole number of %d-byte %s elements%s", op.Type, n, c.elem, c.l.DType.Name(), where)
 		}
 	}
-	if err := c.packets(ri, op, path); err != nil {
-		return err
-	}
-	if pipe != nil && c.slot > 0 {
-		return c.ring(ri, op, path, pipe)
-	}
-	return nil
+	var err error
+	ro.operands(op, func(d operand) {
+		switch {
+		case err != nil:
+		case d.mode == modePackets:
+			err = c.packets(d, path)
+		case d.mode == modeData && pipe != nil && c.slot > 0:
+			err = c.ring(d, path, pipe)
+		}
+	})
+	return err
 }
 
 // partialElement returns a byte count of a reduction over size bytes that
@@ -149,224 +152,55 @@ func (c *launchCheck) activeIterations(size uint64, pipe *OpInstance) int {
 	return int(min(n, uint64(pipe.Iterations)))
 }
 
-// packetSpan is a packet region of an op: the data offset of the region
-// in the buffer of one rank.
-type packetSpan struct {
-	what   string
-	i      int
-	rank   int
-	buffer BufferType
-	off    uint64
-	n      uint64 // data bytes: packets are accessed for n / payload > 0
-}
-
-// packetSpans lists the packet regions of a packet op, as the CPU backend
-// addresses them (Operands, operands.go): sources read from local
-// scratch whatever their type, switch destinations in every member.
-func packetSpans(ri *RankInstance, op *OpInstance) []packetSpan {
-	me := ri.Rank
-	var out []packetSpan
-	add := func(what string, i, rank int, bt BufferType, r Region) {
-		out = append(out, packetSpan{what, i, rank, bt, r.Offset, r.Size})
+// packets checks that the LL packets of operand d are 8-byte aligned in
+// memory at both halves of a double-buffered scratch.
+func (c *launchCheck) packets(d operand, path string) error {
+	if d.length/c.payload == 0 {
+		return nil
 	}
-	srcSize := uint64(0)
-	if len(op.Src) > 0 {
-		srcSize = op.Src[0].Size
+	base := c.l.baseOffset(d.rank, d.buffer)
+	why := fmt.Sprintf("twice the data offset %d", d.off)
+	if base != 0 {
+		why += fmt.Sprintf(", plus %d, where this in-place %s starts in the buffer it shares", base, d.buffer.Name())
 	}
-	switch op.Type {
-	case OpPutPacket:
-		for i, d := range op.Dst {
-			if i >= len(op.Src) {
-				break
-			}
-			if op.ChannelType == Port {
-				add("src_buff", i, me, op.Src[i].Buffer, Region{Offset: op.Src[i].Offset, Size: op.Src[i].Size})
-			}
-			add("dst_buff", i, d.Rank, d.Buffer, Region{Offset: d.Offset, Size: op.Src[i].Size})
-		}
-	case OpReadPutPacket:
-		if len(op.Src) > 0 {
-			add("src_buff", 0, me, Scratch, op.Src[0])
-		}
-		for i, d := range op.Dst {
-			add("dst_buff", i, d.Rank, d.Buffer, Region{Offset: d.Offset, Size: srcSize})
-		}
-	case OpCopyPacket:
-		if len(op.Dst) > 0 {
-			add("dst_buff", 0, me, op.Dst[0].Buffer, Region{Offset: op.Dst[0].Offset, Size: srcSize})
-		}
-	case OpUnpackPacket:
-		if len(op.Src) > 0 {
-			add("src_buff", 0, me, Scratch, op.Src[0])
-		}
-	case OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
-		for i := 1; i < len(op.Src); i++ {
-			add("src_buff", i, me, Scratch, Region{Offset: op.Src[i].Offset, Size: srcSize})
-		}
-		for i := 1; i < len(op.Dst); i++ {
-			d := op.Dst[i]
-			rank := me
-			if DstKind(op.Type, i) == RemoteOperand {
-				rank = d.Rank
-			}
-			add("dst_buff", i, rank, d.Buffer, Region{Offset: d.Offset, Size: srcSize})
-		}
-	case OpMultiStorePacket:
-		if len(op.Src) > 0 {
-			add("src_buff", 0, me, op.Src[0].Buffer, op.Src[0])
-		}
-		if len(op.Dst) > 0 && op.Dst[0].Switch >= 0 && op.Dst[0].Switch < len(ri.Switches) {
-			g := ri.Switches[op.Dst[0].Switch]
-			for _, m := range g.Ranks {
-				add("dst_buff", 0, m, g.Buffer, Region{Offset: op.Dst[0].Offset, Size: srcSize})
-			}
-		}
+	at := base + packetOffset(d.off)
+	if at%packetAlign == 0 && d.buffer == Scratch && c.half%packetAlign != 0 {
+		// Launches alternate between the scratch halves: every
+		// second one uses the upper half, which starts at half.
+		at += c.half
+		why += fmt.Sprintf(", plus the double-buffer half %d (every second launch)", c.half)
 	}
-	return out
-}
-
-// packets checks that the LL packets of op are 8-byte aligned in memory.
-func (c *launchCheck) packets(ri *RankInstance, op *OpInstance, path string) error {
-	for _, s := range packetSpans(ri, op) {
-		if s.n/c.payload == 0 {
-			continue
-		}
-		base := c.l.baseOffset(s.rank, s.buffer)
-		why := fmt.Sprintf("twice the data offset %d", s.off)
-		if base != 0 {
-			why += fmt.Sprintf(", plus %d, where this in-place %s starts in the buffer it shares", base, s.buffer.Name())
-		}
-		at := base + 2*s.off
-		if at%packetAlign == 0 && s.buffer == Scratch && c.half%packetAlign != 0 {
-			// Launches alternate between the scratch halves: every
-			// second one uses the upper half, which starts at half.
-			at += c.half
-			why += fmt.Sprintf(", plus the double-buffer half %d (every second launch)", c.half)
-		}
-		if at%packetAlign != 0 {
-			return c.errf(path, "%s[%d]: LL packets at byte %d of rank %d's %s are not %d-byte aligned (%s): a packet word is accessed atomically",
-				s.what, s.i, at, s.rank, s.buffer.Name(), packetAlign, why)
-		}
+	if at%packetAlign != 0 {
+		return c.errf(path, "%s[%d]: LL packets at byte %d of rank %d's %s are not %d-byte aligned (%s): a packet word is accessed atomically",
+			d.srcDst(), d.i, at, d.rank, d.buffer.Name(), packetAlign, why)
 	}
 	return nil
 }
 
-// ringOperand is a non-packet operand of a pipeline body op: its region,
-// the byte count the op moves at offset 0 with no unit (the op's length),
-// and whether the access sees the current double-buffer half of scratch.
-type ringOperand struct {
-	what    string
-	i       int
-	rank    int
-	reg     Region
-	length  uint64
-	shifted bool
-	sw      *SwitchGroup
-}
-
-// ringOperands lists the non-packet operands of op as the CPU backend
-// resolves them inside a pipeline.
-func ringOperands(ri *RankInstance, op *OpInstance) []ringOperand {
-	me := ri.Rank
-	var out []ringOperand
-	srcLen := uint64(0)
-	if len(op.Src) > 0 {
-		srcLen = op.Src[0].Size
+// ring checks a non-packet scratch operand of a body op of a
+// reuse_resources pipeline: at iteration i the access is
+// [off + (i·unit mod slot), + n) with n = min(length − i·unit, unit), and
+// must stay inside the scratch the access sees (the current half for
+// shifted accesses with double buffering, the whole scratch otherwise).
+func (c *launchCheck) ring(d operand, path string, pipe *OpInstance) error {
+	if d.buffer != Scratch {
+		return nil
 	}
-	local := func(what string, i int, r Region, n uint64) {
-		out = append(out, ringOperand{what: what, i: i, rank: me, reg: r, length: n, shifted: true})
+	window := c.inst.ScratchBytes
+	if d.shifted && c.half > 0 {
+		window = c.half
 	}
-	remote := func(what string, i int, r Region, n uint64) {
-		out = append(out, ringOperand{what: what, i: i, rank: r.Rank, reg: r, length: n})
+	it, end, ok := c.ringEnd(d.off, d.length, pipe)
+	if !ok || end <= window {
+		return nil
 	}
-	member := func(what string, r Region, n uint64) {
-		if r.Switch >= 0 && r.Switch < len(ri.Switches) {
-			g := &ri.Switches[r.Switch]
-			out = append(out, ringOperand{what: what, reg: r, length: n, sw: g})
-		}
+	owner := fmt.Sprintf("rank %d's", d.rank)
+	if d.sw >= 0 {
+		owner = fmt.Sprintf("switch channel %d's", d.sw)
 	}
-	switch op.Type {
-	case OpCopy:
-		if len(op.Src) > 0 && len(op.Dst) > 0 {
-			local("src_buff", 0, op.Src[0], srcLen)
-			local("dst_buff", 0, op.Dst[0], srcLen)
-		}
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
-		for i, d := range op.Dst {
-			if i >= len(op.Src) {
-				break
-			}
-			out = append(out, ringOperand{what: "src_buff", i: i, rank: me, reg: op.Src[i], length: d.Size, shifted: op.ChannelType != Port})
-			remote("dst_buff", i, d, d.Size)
-		}
-	case OpGet:
-		for i, r := range op.Src {
-			if i >= len(op.Dst) {
-				break
-			}
-			remote("src_buff", i, r, r.Size)
-			local("dst_buff", i, op.Dst[i], r.Size)
-		}
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend:
-		for i, r := range op.Src {
-			if SrcKind(op.Type, i) == RemoteOperand {
-				remote("src_buff", i, r, srcLen)
-			} else {
-				local("src_buff", i, r, srcLen)
-			}
-		}
-		for i, r := range op.Dst {
-			if DstKind(op.Type, i) == RemoteOperand {
-				remote("dst_buff", i, r, srcLen)
-			} else {
-				local("dst_buff", i, r, srcLen)
-			}
-		}
-	case OpMultiLoadReduceStore:
-		if len(op.Src) > 0 && len(op.Dst) > 0 {
-			member("src_buff", op.Src[0], srcLen)
-			member("dst_buff", op.Dst[0], srcLen)
-		}
-	case OpMultiStore:
-		if len(op.Src) > 0 && len(op.Dst) > 0 {
-			local("src_buff", 0, op.Src[0], srcLen)
-			member("dst_buff", op.Dst[0], srcLen)
-		}
-	}
-	return out
-}
-
-// ring checks the scratch operands of a body op of a reuse_resources
-// pipeline: at iteration i the access is [off + (i·unit mod slot), + n)
-// with n = min(length − i·unit, unit), and must stay inside the scratch
-// the access sees (the current half for local accesses with double
-// buffering, the whole scratch otherwise).
-func (c *launchCheck) ring(ri *RankInstance, op *OpInstance, path string, pipe *OpInstance) error {
-	for _, o := range ringOperands(ri, op) {
-		bt := o.reg.Buffer
-		if o.sw != nil {
-			bt = o.sw.Buffer
-		}
-		if bt != Scratch {
-			continue
-		}
-		window := c.inst.ScratchBytes
-		if o.shifted && c.half > 0 {
-			window = c.half
-		}
-		it, end, ok := c.ringEnd(o.reg.Offset, o.length, pipe)
-		if !ok || end <= window {
-			continue
-		}
-		owner := fmt.Sprintf("rank %d's", o.rank)
-		if o.sw != nil {
-			owner = fmt.Sprintf("switch channel %d's", o.reg.Switch)
-		}
-		start := end - min(o.length-uint64(it)*pipe.UnitSize, pipe.UnitSize)
-		return c.errf(path, "%s[%d]: pipeline iteration %d accesses bytes [%d, %d), beyond %s scratch of %d bytes (in a reuse_resources pipeline, scratch offsets wrap in slots of %d bytes and an iteration takes up to unit_size %d bytes from there)",
-			o.what, o.i, it, start, end, owner, window, c.slot, pipe.UnitSize)
-	}
-	return nil
+	start := end - min(d.length-uint64(it)*pipe.UnitSize, pipe.UnitSize)
+	return c.errf(path, "%s[%d]: pipeline iteration %d accesses bytes [%d, %d), beyond %s scratch of %d bytes (in a reuse_resources pipeline, scratch offsets wrap in slots of %d bytes and an iteration takes up to unit_size %d bytes from there)",
+		d.srcDst(), d.i, it, start, end, owner, window, c.slot, pipe.UnitSize)
 }
 
 // ringEnd returns the iteration whose access of an operand at off of

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file lays out the buffers of one run of a collective at one
@@ -33,7 +35,13 @@ func collectiveOf(name string) CollectiveKind {
 	for _, c := range []struct {
 		sub string
 		c   CollectiveKind
-	}{{"allgather", AllGather}, {"allreduce", AllReduce}, {"reducescatter", ReduceScatter}, {"alltoall", AllToAll}, {"sendrecv", SendRecv}} {
+	}{
+		{plan.AllGatherCollective, AllGather},
+		{plan.AllReduceCollective, AllReduce},
+		{plan.ReduceScatterCollective, ReduceScatter},
+		{plan.AllToAllCollective, AllToAll},
+		{plan.SendRecvCollective, SendRecv},
+	} {
 		if strings.Contains(name, c.sub) {
 			return c.c
 		}

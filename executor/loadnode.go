@@ -188,14 +188,11 @@ func (n node) ints(key string, required bool) ([]int, bool) {
 // ---------------------------------------------------------------------------
 // Spellings.
 
-// Collectives returns the values of a plan's "collective" that Load
-// accepts: those the MSCCL++ DSL's collectives write (TestCollective
-// writes "test").
-func Collectives() []string {
-	return []string{"allgather", "allreduce", "reducescatter", "alltoall", "sendrecv", "test"}
+// knownCollective reports whether Load accepts c as a plan's
+// "collective": one the MSCCL++ DSL writes, or alltoallv.
+func knownCollective(c string) bool {
+	return c == plan.AllToAllVCollective || slices.Contains(plan.Collectives(), c)
 }
-
-func knownCollective(c string) bool { return slices.Contains(Collectives(), c) }
 
 // channelType reads a channel type string; ok is false when absent or
 // invalid.

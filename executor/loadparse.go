@@ -26,8 +26,8 @@ func (l *loader) parsePlan(top node) {
 	l.plan = p
 	p.Name, _ = top.str("name", true)
 	if c, ok := top.str("collective", true); ok {
-		if !knownCollective(c) && c != plan.AllToAllVCollective {
-			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
+		if !knownCollective(c) {
+			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(plan.Collectives(), ", "))
 		}
 		p.Collective = c
 	}

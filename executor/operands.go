@@ -5,7 +5,9 @@ package executor
 // operand roles are docs/semantics.md §2.11), checking each against the
 // launch's buffers.
 // CheckOperands walks every op with it; the CPU backend resolves each op
-// it runs with it and slices its memory at the ranges.
+// it runs with it and slices its memory at the ranges; CheckLaunch
+// (launchcheck.go) walks the same list of operands (RankOperands.operands)
+// against a buffer layout instead of buffers.
 
 import (
 	"fmt"
@@ -175,228 +177,299 @@ func (ro *RankOperands) adj(bt BufferType, o uint64) uint64 {
 	return o
 }
 
-// resolution is one Resolve: the rank, the callback, the first error.
-type resolution struct {
-	ro  *RankOperands
-	f   func(OperandSpan)
-	err error
+// operandMode is how an operand is addressed in its buffer.
+type operandMode uint8
+
+const (
+	// modeData: the bytes at the operand's offset plus the pipeline
+	// offset (reduced modulo the scratch ring, RankOperands.adj), as
+	// many as the op moves at that offset with its unit (clampLen).
+	modeData operandMode = iota
+	// modePackets: the LL packets that carry the operand's data, at
+	// twice its data offset (packetOffset) in the current scratch half,
+	// 8-byte aligned in memory; packet ops have no pipeline offset.
+	modePackets
+	// modeRaw: the payload bytes of those packets, at the data offset.
+	modeRaw
+)
+
+// operand is one data operand of an op before it is addressed: the one
+// description of where an op's operands lie that Resolve addresses
+// against a launch's buffers and CheckLaunch against a buffer layout.
+type operand struct {
+	role OperandRole
+	i    int // its index in src_buff or dst_buff
+	mode operandMode
+	// rank is whose buffer it is: the executing rank's for a local
+	// operand, a switch member's for each member of a switch operand.
+	rank   int
+	buffer BufferType
+	off    uint64 // the region's offset (the data offset for packets)
+	// length is the op's length in bytes at pipeline offset 0 with no
+	// unit (modeData), or the data bytes the packets carry.
+	length uint64
+	// shifted says the access sees the current double-buffer half of
+	// scratch (local and packet accesses: docs/semantics.md §1.12);
+	// unshifted ones (non-packet remote, NVLS: quirk Q8) see the whole
+	// scratch from its base.
+	shifted bool
+	// sw is the switch channel of a switch operand, -1 for others.
+	sw int
 }
 
-// emit checks one operand (what i names it in errors) and hands it to
-// the callback in role; after a first error it does nothing.
-func (x *resolution) emit(role OperandRole, what string, i int, get func() (OperandSpan, error)) {
+// isSource reports whether the operand is one of src_buff.
+func (d *operand) isSource() bool {
+	return d.role == RoleSrc || d.role == RoleRawIn || d.role == RolePktIn
+}
+
+// srcDst is the plan's name of the operand's side: src_buff or dst_buff.
+func (d *operand) srcDst() string {
+	if d.isSource() {
+		return "src_buff"
+	}
+	return "dst_buff"
+}
+
+// packetOffset is where the LL packets for data offset off start in a
+// buffer: each packet carries half its bytes in data.
+func packetOffset(off uint64) uint64 { return 2 * off }
+
+// reduces reports whether ops of type t reduce elements of the data type
+// over their sources (a byte count that is not a whole number of elements
+// is an error).
+func reduces(t OpType) bool {
+	switch t {
+	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend, OpMultiLoadReduceStore:
+		return true
+	}
+	return false
+}
+
+// operands hands f the data operands of op, one of the rank's data ops,
+// in the order the op lists them (docs/semantics.md §2.4-§2.6; the
+// roles are docs/semantics.md §2.11); a switch operand comes once per member of its group, in
+// ascending rank order. It reports false if op is not a data op.
+func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
+	me := ro.ri.Rank
+	first := func(rs []Region) uint64 {
+		if len(rs) == 0 {
+			return 0
+		}
+		return rs[0].Size
+	}
+	srcLen := first(op.Src)
+	put := func(role OperandRole, i, rank int, r Region, mode operandMode, n uint64, shifted bool) {
+		f(operand{role: role, i: i, mode: mode, rank: rank, buffer: r.Buffer, off: r.Offset, length: n, shifted: shifted, sw: -1})
+	}
+	local := func(role OperandRole, i int, r Region, n uint64) { put(role, i, me, r, modeData, n, true) }
+	remote := func(role OperandRole, i int, r Region, n uint64) { put(role, i, r.Rank, r, modeData, n, false) }
+	pkts := func(role OperandRole, i, rank int, bt BufferType, off, n uint64) {
+		put(role, i, rank, Region{Buffer: bt, Offset: off}, modePackets, n, true)
+	}
+	raw := func(role OperandRole, r Region, n uint64) { put(role, 0, me, r, modeRaw, n, true) }
+	byKind := func(role OperandRole, i int, r Region, k OperandKind, n uint64) {
+		if k == RemoteOperand {
+			remote(role, i, r, n)
+		} else {
+			local(role, i, r, n)
+		}
+	}
+	// members hands f a switch operand in every member's bound buffer.
+	members := func(role OperandRole, r Region, mode operandMode, n uint64) {
+		if r.Switch < 0 || r.Switch >= len(ro.ri.Switches) {
+			return
+		}
+		g := &ro.ri.Switches[r.Switch]
+		for _, m := range ro.sorted[r.Switch] {
+			f(operand{role: role, mode: mode, rank: m, buffer: g.Buffer, off: r.Offset, length: n, shifted: mode != modeData, sw: r.Switch})
+		}
+	}
+	pairs := min(len(op.Src), len(op.Dst))
+	switch op.Type {
+	case OpCopy:
+		if pairs > 0 {
+			local(RoleSrc, 0, op.Src[0], srcLen)
+			local(RoleDst, 0, op.Dst[0], srcLen)
+		}
+
+	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
+		// Port transfers read the local source through its registration
+		// at the buffer's base: no double-buffer shift
+		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
+		for i, d := range op.Dst[:pairs] {
+			put(RoleSrc, i, me, op.Src[i], modeData, d.Size, op.ChannelType != Port)
+			remote(RoleDst, i, d, d.Size)
+		}
+
+	case OpGet:
+		for i, r := range op.Src[:pairs] {
+			remote(RoleSrc, i, r, r.Size)
+			local(RoleDst, i, op.Dst[i], r.Size)
+		}
+
+	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend:
+		for i, r := range op.Src {
+			byKind(RoleSrc, i, r, SrcKind(op.Type, i), srcLen)
+		}
+		for i, r := range op.Dst {
+			byKind(RoleDst, i, r, DstKind(op.Type, i), srcLen)
+		}
+
+	case OpMultiLoadReduceStore:
+		if pairs > 0 {
+			members(RoleSrc, op.Src[0], modeData, srcLen)
+			members(RoleDst, op.Dst[0], modeData, srcLen)
+		}
+
+	case OpMultiStore:
+		if pairs > 0 {
+			local(RoleSrc, 0, op.Src[0], srcLen)
+			members(RoleDst, op.Dst[0], modeData, srcLen)
+		}
+
+	case OpPutPacket:
+		for i, d := range op.Dst[:pairs] {
+			s := op.Src[i]
+			if op.ChannelType == Port {
+				// The source is already in packet form
+				// (docs/semantics.md §2.5).
+				pkts(RoleSrc, i, me, s.Buffer, s.Offset, s.Size)
+			} else {
+				put(RoleSrc, i, me, s, modeRaw, s.Size, true)
+			}
+			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, s.Size)
+		}
+
+	case OpReadPutPacket:
+		if len(op.Src) > 0 {
+			pkts(RoleSrc, 0, me, Scratch, op.Src[0].Offset, srcLen)
+		}
+		for i, d := range op.Dst {
+			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, srcLen)
+		}
+
+	case OpCopyPacket:
+		if pairs > 0 {
+			raw(RoleRawIn, op.Src[0], srcLen)
+			pkts(RolePktOut, 0, me, op.Dst[0].Buffer, op.Dst[0].Offset, srcLen)
+		}
+
+	case OpUnpackPacket:
+		if pairs > 0 {
+			// The source is always local scratch, whatever its type
+			// (docs/semantics.md §2.6).
+			pkts(RolePktIn, 0, me, Scratch, op.Src[0].Offset, srcLen)
+			raw(RoleRawOut, op.Dst[0], srcLen)
+		}
+
+	case OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
+		if pairs == 0 {
+			break
+		}
+		raw(RoleRawIn, op.Src[0], srcLen)
+		for i := 1; i < len(op.Src); i++ {
+			pkts(RolePktIn, i, me, Scratch, op.Src[i].Offset, srcLen)
+		}
+		raw(RoleRawOut, op.Dst[0], srcLen)
+		for i := 1; i < len(op.Dst); i++ {
+			d := op.Dst[i]
+			rank := me
+			if DstKind(op.Type, i) == RemoteOperand {
+				rank = d.Rank
+			}
+			pkts(RolePktOut, i, rank, d.Buffer, d.Offset, srcLen)
+		}
+
+	case OpMultiStorePacket:
+		if pairs > 0 {
+			pkts(RolePktIn, 0, me, op.Src[0].Buffer, op.Src[0].Offset, srcLen)
+			members(RolePktOut, op.Dst[0], modePackets, srcLen)
+		}
+
+	default:
+		return false
+	}
+	return true
+}
+
+// resolution is one Resolve: the rank, the pipeline offset and unit, the
+// callback, the first error.
+type resolution struct {
+	ro   *RankOperands
+	o, u uint64
+	f    func(OperandSpan)
+	err  error
+}
+
+// address checks one operand against the launch's buffers and hands it
+// to the callback; after a first error it does nothing. Errors name the
+// operand by its role and index ("source 1: ...").
+func (x *resolution) address(d operand) {
 	if x.err != nil {
 		return
 	}
-	a, err := get()
+	c := x.ro.c
+	var a OperandSpan
+	var err error
+	switch d.mode {
+	case modeData:
+		a, _, err = c.span(d.rank, d.buffer, d.shifted, d.off+x.ro.adj(d.buffer, x.o), clampLen(d.length, x.o, x.u))
+	case modePackets:
+		var addr uintptr
+		a, addr, err = c.span(d.rank, d.buffer, d.shifted, packetOffset(d.off), d.length/c.payload*c.packet)
+		if err == nil && a.Len > 0 && addr%8 != 0 {
+			err = fmt.Errorf("packets at %s[%d] of rank %d are not 8-byte aligned in memory", d.buffer.Name(), a.Offset, d.rank)
+		}
+	case modeRaw:
+		a, _, err = c.span(d.rank, d.buffer, d.shifted, d.off, d.length/c.payload*c.payload)
+	}
 	if err != nil {
-		x.err = fmt.Errorf("%s %d: %w", what, i, err)
+		what := "destination"
+		if d.isSource() {
+			what = "source"
+		}
+		if d.sw >= 0 {
+			err = fmt.Errorf("switch channel %d: %w", d.sw, err)
+		}
+		x.err = fmt.Errorf("%s %d: %w", what, d.i, err)
 		return
 	}
 	if x.f != nil {
-		a.Role = role
+		a.Role = d.role
 		x.f(a)
-	}
-}
-
-func (x *resolution) local(r Region, o, n uint64) (OperandSpan, error) {
-	a, _, err := x.ro.c.span(x.ro.ri.Rank, r.Buffer, true, r.Offset+x.ro.adj(r.Buffer, o), n)
-	return a, err
-}
-
-func (x *resolution) remote(r Region, o, n uint64) (OperandSpan, error) {
-	a, _, err := x.ro.c.span(r.Rank, r.Buffer, false, r.Offset+x.ro.adj(r.Buffer, o), n)
-	return a, err
-}
-
-// packets is the packet region of np packets for the data offset off of
-// a rank's buffer: at 2·off in its (shifted) window, 8-byte aligned in
-// memory for the packet atomics.
-func (x *resolution) packets(rank int, bt BufferType, off, np uint64) (OperandSpan, error) {
-	a, addr, err := x.ro.c.span(rank, bt, true, 2*off, np*x.ro.c.packet)
-	if err != nil {
-		return a, err
-	}
-	if a.Len > 0 && addr%8 != 0 {
-		return a, fmt.Errorf("packets at %s[%d] of rank %d are not 8-byte aligned in memory", bt.Name(), a.Offset, rank)
-	}
-	return a, nil
-}
-
-// raw is the payload-sized raw operand of a packet op (no pipeline
-// offset: packet ops ignore it).
-func (x *resolution) raw(r Region, np uint64) (OperandSpan, error) {
-	a, _, err := x.ro.c.span(x.ro.ri.Rank, r.Buffer, true, r.Offset, np*x.ro.c.payload)
-	return a, err
-}
-
-// members emits a switch operand in every member's bound buffer, in
-// ascending rank order. pkt selects packet addressing (2·off, shifted
-// scratch) with n packets; otherwise n bytes at off + adj.
-func (x *resolution) members(role OperandRole, what string, r Region, o, n uint64, pkt bool) {
-	if x.err != nil {
-		return
-	}
-	g := x.ro.ri.Switches[r.Switch]
-	for _, m := range x.ro.sorted[r.Switch] {
-		var a OperandSpan
-		var err error
-		if pkt {
-			a, err = x.packets(m, g.Buffer, r.Offset, n)
-		} else {
-			a, _, err = x.ro.c.span(m, g.Buffer, false, r.Offset+x.ro.adj(g.Buffer, o), n)
-		}
-		if err != nil {
-			x.err = fmt.Errorf("%s 0: switch channel %d: %w", what, r.Switch, err)
-			return
-		}
-		if x.f != nil {
-			a.Role = role
-			x.f(a)
-		}
 	}
 }
 
 // Resolve resolves the operands of data op op (one of the rank's) at
 // pipeline offset o with unit u (0 and NoUnit outside pipelines),
 // handing each to f (when not nil) in the order the op lists them, and
-// returns the op's packet count (packet ops) or the first problem: an
-// operand out of bounds or misaligned packets, named by its role and
-// index ("source 1: ..."), or a reduction over a part of an element.
+// returns the op's packet count (packet ops other than put of packets)
+// or the first problem: an operand out of bounds or misaligned packets,
+// named by its role and index ("source 1: ..."), or a reduction over a
+// part of an element.
 func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)) (packets uint64, err error) {
 	c := ro.c
-	x := &resolution{ro: ro, f: f}
-	me := ro.ri.Rank
-	switch op.Type {
-	case OpCopy:
-		n := clampLen(op.Src[0].Size, o, u)
-		x.emit(RoleSrc, "source", 0, func() (OperandSpan, error) { return x.local(op.Src[0], o, n) })
-		x.emit(RoleDst, "destination", 0, func() (OperandSpan, error) { return x.local(op.Dst[0], o, n) })
-
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
-		// Port transfers read the local source through its registration
-		// at the buffer's base: no double-buffer shift
-		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
-		shifted := op.ChannelType != Port
-		for i, d := range op.Dst {
-			n := clampLen(d.Size, o, u)
-			x.emit(RoleSrc, "source", i, func() (OperandSpan, error) {
-				r := op.Src[i]
-				a, _, err := c.span(me, r.Buffer, shifted, r.Offset+ro.adj(r.Buffer, o), n)
-				return a, err
-			})
-			x.emit(RoleDst, "destination", i, func() (OperandSpan, error) { return x.remote(d, o, n) })
-		}
-
-	case OpGet:
-		for i, r := range op.Src {
-			n := clampLen(r.Size, o, u)
-			x.emit(RoleSrc, "source", i, func() (OperandSpan, error) { return x.remote(r, o, n) })
-			x.emit(RoleDst, "destination", i, func() (OperandSpan, error) { return x.local(op.Dst[i], o, n) })
-		}
-
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend:
-		n := clampLen(op.Src[0].Size, o, u)
-		if n%c.elem != 0 {
+	switch {
+	case reduces(op.Type):
+		if n := clampLen(op.Src[0].Size, o, u); n%c.elem != 0 {
 			return 0, fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
 		}
-		for i, r := range op.Src {
-			x.emit(RoleSrc, "source", i, func() (OperandSpan, error) {
-				if SrcKind(op.Type, i) == RemoteOperand {
-					return x.remote(r, o, n)
-				}
-				return x.local(r, o, n)
-			})
-		}
-		for i, r := range op.Dst {
-			x.emit(RoleDst, "destination", i, func() (OperandSpan, error) {
-				if DstKind(op.Type, i) == RemoteOperand {
-					return x.remote(r, o, n)
-				}
-				return x.local(r, o, n)
-			})
-		}
-
-	case OpMultiLoadReduceStore:
-		n := clampLen(op.Src[0].Size, o, u)
-		if n%c.elem != 0 {
-			return 0, fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
-		}
-		x.members(RoleSrc, "source", op.Src[0], o, n, false)
-		x.members(RoleDst, "destination", op.Dst[0], o, n, false)
-
-	case OpMultiStore:
-		n := clampLen(op.Src[0].Size, o, u)
-		x.emit(RoleSrc, "source", 0, func() (OperandSpan, error) { return x.local(op.Src[0], o, n) })
-		x.members(RoleDst, "destination", op.Dst[0], o, n, false)
-
-	case OpPutPacket:
-		for i, d := range op.Dst {
-			np := op.Src[i].Size / c.payload
-			x.emit(RoleSrc, "source", i, func() (OperandSpan, error) {
-				if op.ChannelType == Port {
-					// The source is already in packet form
-					// (docs/semantics.md §2.5).
-					return x.packets(me, op.Src[i].Buffer, op.Src[i].Offset, np)
-				}
-				return x.raw(op.Src[i], np)
-			})
-			x.emit(RoleDst, "destination", i, func() (OperandSpan, error) { return x.packets(d.Rank, d.Buffer, d.Offset, np) })
-		}
-
-	case OpReadPutPacket:
-		packets = op.Src[0].Size / c.payload
-		x.emit(RoleSrc, "source", 0, func() (OperandSpan, error) { return x.packets(me, Scratch, op.Src[0].Offset, packets) })
-		for i, d := range op.Dst {
-			x.emit(RoleDst, "destination", i, func() (OperandSpan, error) { return x.packets(d.Rank, d.Buffer, d.Offset, packets) })
-		}
-
-	case OpCopyPacket:
-		packets = op.Src[0].Size / c.payload
-		x.emit(RoleRawIn, "source", 0, func() (OperandSpan, error) { return x.raw(op.Src[0], packets) })
-		x.emit(RolePktOut, "destination", 0, func() (OperandSpan, error) {
-			return x.packets(me, op.Dst[0].Buffer, op.Dst[0].Offset, packets)
-		})
-
-	case OpUnpackPacket:
-		packets = op.Src[0].Size / c.payload
-		// The source is always local scratch, whatever its type
-		// (docs/semantics.md §2.6).
-		x.emit(RolePktIn, "source", 0, func() (OperandSpan, error) { return x.packets(me, Scratch, op.Src[0].Offset, packets) })
-		x.emit(RoleRawOut, "destination", 0, func() (OperandSpan, error) { return x.raw(op.Dst[0], packets) })
-
-	case OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
+	case op.Type == OpReducePacket || op.Type == OpReduceSendPacket || op.Type == OpReduceCopyPacket || op.Type == OpReduceCopySendPacket:
 		if c.payload%c.elem != 0 {
 			return 0, fmt.Errorf("packet payload of %d bytes is not a whole number of %s elements", c.payload, c.dt.Name())
 		}
-		packets = op.Src[0].Size / c.payload
-		x.emit(RoleRawIn, "source", 0, func() (OperandSpan, error) { return x.raw(op.Src[0], packets) })
-		for i := 1; i < len(op.Src); i++ {
-			x.emit(RolePktIn, "source", i, func() (OperandSpan, error) { return x.packets(me, Scratch, op.Src[i].Offset, packets) })
-		}
-		x.emit(RoleRawOut, "destination", 0, func() (OperandSpan, error) { return x.raw(op.Dst[0], packets) })
-		for i := 1; i < len(op.Dst); i++ {
-			d := op.Dst[i]
-			x.emit(RolePktOut, "destination", i, func() (OperandSpan, error) {
-				if DstKind(op.Type, i) == RemoteOperand {
-					return x.packets(d.Rank, d.Buffer, d.Offset, packets)
-				}
-				return x.packets(me, d.Buffer, d.Offset, packets)
-			})
-		}
-
-	case OpMultiStorePacket:
-		packets = op.Src[0].Size / c.payload
-		x.emit(RolePktIn, "source", 0, func() (OperandSpan, error) {
-			return x.packets(me, op.Src[0].Buffer, op.Src[0].Offset, packets)
-		})
-		x.members(RolePktOut, "destination", op.Dst[0], 0, packets, true)
-
-	default:
+	}
+	x := &resolution{ro: ro, o: o, u: u, f: f}
+	if !ro.operands(op, x.address) {
 		return 0, fmt.Errorf("op type %v is not a data op", op.Type)
 	}
 	if x.err != nil {
 		return 0, x.err
+	}
+	switch op.Type {
+	case OpReadPutPacket, OpCopyPacket, OpUnpackPacket, OpMultiStorePacket,
+		OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
+		packets = op.Src[0].Size / c.payload
 	}
 	return packets, nil
 }

@@ -2,10 +2,10 @@
 // chooses what a run's inputs are and what its outputs must hold, runs a
 // plan on a backend at one message size or a sweep of them, and returns
 // what happened (times, wrong data, races, deadlocks) as values for the
-// caller to print. `mscclgo run`, `mscclgo install`'s validation, the
-// tests of the backends and the runtime library use it; package
-// executor below it loads plans, lays out their buffers and defines the
-// backends.
+// caller to print. `mscclgo run`, `mscclgo install`'s validation and the
+// tests of the backends use it, as can any program that runs plans
+// without the command line; package executor below it loads plans, lays
+// out their buffers and defines the backends.
 //
 // RunChecked is the shortest way to try a plan: it instantiates it for
 // one message size, fills the inputs as MSCCL++'s executor_test.py does

@@ -6,9 +6,8 @@
 // for every call mscclgo does not take, the real NCCL, loaded with dlopen
 // beside it (the fallback). docs/integration.md describes its use.
 //
-// The C face (shim.c) holds the exact NCCL prototypes and the fallback;
-// this package holds the communicators and the decisions, exported to C
-// through the functions of exports.go.
+// The C face holds the exact NCCL prototypes and the fallback; the Go
+// side holds the communicators and the decisions, and exports them to C.
 package main
 
 /*

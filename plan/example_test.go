@@ -16,3 +16,9 @@ func Example() {
 	// s scratch rres true
 	// glre false
 }
+
+func ExampleCollectives() {
+	fmt.Println(plan.Collectives(), plan.AllToAllVCollective)
+	// Output:
+	// [allgather allreduce reducescatter alltoall sendrecv test] alltoallv
+}

@@ -8,6 +8,7 @@
 // the plan for a Request from one or more installed sets, read with
 // ReadIndex or indexed on the fly with ScanDir. Tune narrows each plan's
 // size range to where a hardware profile predicts it fastest, and
-// RecoverPlanSet cleans up after an interrupted install. The plan set is
+// RecoverPlanSet cleans up after an interrupted install. DefaultDir and
+// SearchPath are the one rule for where plan sets live. The plan set is
 // described in docs/design.md §11.
 package planset

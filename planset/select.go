@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // ErrNoPlan is returned by Select when no plan fits the call.
@@ -135,7 +137,7 @@ func SelectBy(sources []Source, req Request, predict Predictor) (*Choice, error)
 		why := fmt.Sprintf("%s for %d ranks (%d per node), %s, %s, message size %d in [%d, %d]",
 			best.Entry.Collective, best.Entry.WorldSize, best.Entry.RanksPerNode, best.Entry.Protocol,
 			placeName(best.Entry.InPlace), req.Size, best.Entry.MinMessageSize, best.Entry.MaxMessageSize)
-		if best.Entry.Collective == "alltoallv" {
+		if best.Entry.Collective == plan.AllToAllVCollective {
 			why = fmt.Sprintf("alltoallv for %d ranks (%d per node), %s, %s, block sizes per call",
 				best.Entry.WorldSize, best.Entry.RanksPerNode, best.Entry.Protocol, placeName(best.Entry.InPlace))
 		}
@@ -178,7 +180,7 @@ func reject(e Entry, req Request) string {
 		return "needs NVLS, which is not available"
 	case e.InPlace != req.InPlace:
 		return fmt.Sprintf("%s plan for an %s call", placeName(e.InPlace), placeName(req.InPlace))
-	case e.Collective == "alltoallv":
+	case e.Collective == plan.AllToAllVCollective:
 		// Block sizes come from each call's counts: any size fits.
 		return ""
 	case req.Size < e.MinMessageSize || req.Size > e.MaxMessageSize:
@@ -193,12 +195,12 @@ func sizeProblem(e Entry, req Request) string {
 	in, out := req.Size, req.Size
 	n := uint64(req.WorldSize)
 	switch e.Collective {
-	case "allgather":
+	case plan.AllGatherCollective:
 		if req.Size%n != 0 {
 			return fmt.Sprintf("message size %d not divisible by %d ranks", req.Size, n)
 		}
 		in = req.Size / n
-	case "reducescatter":
+	case plan.ReduceScatterCollective:
 		if req.Size%n != 0 {
 			return fmt.Sprintf("message size %d not divisible by %d ranks", req.Size, n)
 		}

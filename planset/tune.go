@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Prediction is the predicted time curve of an installed plan, and how
@@ -76,7 +77,7 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 	groups := map[tuneGroup][]int{}
 	for i := range out.Plans {
 		e := &out.Plans[i]
-		if e.Collective == "alltoallv" || (e.NVLS && !o.Hardware.NVLS) {
+		if e.Collective == plan.AllToAllVCollective || (e.NVLS && !o.Hardware.NVLS) {
 			continue
 		}
 		data, err := executor.ReadPlanFile(filepath.Join(dir, e.File))

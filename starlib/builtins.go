@@ -7,16 +7,17 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // builtins is the single table of predeclared functions, name to
 // implementation.
 var builtins = map[string]builtinFn{
-	"AllGather":            collectiveBuiltin("AllGather", "allgather"),
-	"AllReduce":            collectiveBuiltin("AllReduce", "allreduce"),
-	"ReduceScatter":        collectiveBuiltin("ReduceScatter", "reducescatter"),
-	"AllToAll":             collectiveBuiltin("AllToAll", "alltoall"),
-	"SendRecv":             collectiveBuiltin("SendRecv", "sendrecv"),
+	"AllGather":            collectiveBuiltin("AllGather", plan.AllGatherCollective),
+	"AllReduce":            collectiveBuiltin("AllReduce", plan.AllReduceCollective),
+	"ReduceScatter":        collectiveBuiltin("ReduceScatter", plan.ReduceScatterCollective),
+	"AllToAll":             collectiveBuiltin("AllToAll", plan.AllToAllCollective),
+	"SendRecv":             collectiveBuiltin("SendRecv", plan.SendRecvCollective),
 	"AllToAllV":            allToAllVBuiltin,
 	"TestCollective":       testCollective,
 	"AlgoSpec":             algoSpecBuiltin,

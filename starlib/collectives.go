@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"go.starlark.net/starlark"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Collective is a collective value: AllGather(...), AllReduce(...), ...
@@ -133,7 +135,7 @@ func testCollective(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	if in > MaxChunks || out > MaxChunks {
 		return nil, fmt.Errorf("%s: buffer sizes %d and %d: the limit is %d chunks in a buffer", b.Name(), in, out, MaxChunks)
 	}
-	return &Collective{kind: "TestCollective", name: "test", numRanks: numRanks, chunkFactor: 1, inputSize: in, outputSize: out}, nil
+	return &Collective{kind: "TestCollective", name: plan.TestCollective, numRanks: numRanks, chunkFactor: 1, inputSize: in, outputSize: out}, nil
 }
 
 // allToAllVBuiltin implements AllToAllV(num_ranks, chunk_factor=1): the
@@ -163,5 +165,5 @@ func allToAllVBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlar
 	if inplace {
 		return nil, fmt.Errorf("%s: inplace must be False: in place, a block could be overwritten before it is sent, and its send and receive displacements differ", b.Name())
 	}
-	return &Collective{kind: "AllToAllV", name: "alltoallv", numRanks: numRanks, chunkFactor: factor}, nil
+	return &Collective{kind: "AllToAllV", name: plan.AllToAllVCollective, numRanks: numRanks, chunkFactor: factor}, nil
 }

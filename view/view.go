@@ -17,6 +17,7 @@ import (
 	"sort"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 	"github.com/mscclgo/mscclgo/trace"
 )
@@ -28,8 +29,8 @@ var pageHTML string
 var pageJS string
 
 // Channel is one direction of the channels between two ranks: Count
-// channels of Type ("memory", "port", "switch") that rank From declares
-// to rank To.
+// channels of Type (a plan.ChannelType's spelling: memory, port or
+// switch) that rank From declares to rank To.
 type Channel struct {
 	From  int    `json:"from"`
 	To    int    `json:"to"`
@@ -62,15 +63,15 @@ func ChannelsOf(inst *executor.Instance) []Channel {
 	count := map[Channel]int{}
 	for _, ri := range inst.Ranks {
 		for _, c := range ri.MemoryChannels {
-			count[Channel{From: ri.Rank, To: c.Peer, Type: "memory"}]++
+			count[Channel{From: ri.Rank, To: c.Peer, Type: plan.Memory.String()}]++
 		}
 		for _, c := range ri.PortChannels {
-			count[Channel{From: ri.Rank, To: c.Peer, Type: "port"}]++
+			count[Channel{From: ri.Rank, To: c.Peer, Type: plan.Port.String()}]++
 		}
 		for _, g := range ri.Switches {
 			for _, m := range g.Ranks {
 				if m != ri.Rank {
-					count[Channel{From: ri.Rank, To: m, Type: "switch"}]++
+					count[Channel{From: ri.Rank, To: m, Type: plan.Switch.String()}]++
 				}
 			}
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -245,5 +246,20 @@ func TestPageInBrowser(t *testing.T) {
 			}
 			t.Logf("screenshot: %s", shot)
 		})
+	}
+}
+
+// TestChannelColors checks that the page's script draws every channel
+// type Channel.Type can hold, by its plan spelling.
+func TestChannelColors(t *testing.T) {
+	t.Parallel()
+	m := regexp.MustCompile(`var chanColors = \{([^}]*)\}`).FindStringSubmatch(pageJS)
+	if m == nil {
+		t.Fatal("page.js: no chanColors table")
+	}
+	for c := plan.NoChannel + 1; c < plan.NumChannelTypes; c++ {
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c.String()) + `:`).MatchString(m[1]) {
+			t.Errorf("page.js: chanColors {%s} has no color for channel type %q", m[1], c)
+		}
 	}
 }

@@ -46,18 +46,6 @@ type pktPlan struct {
 	reduce bool
 }
 
-func bufName(bt executor.BufferType) string {
-	switch bt {
-	case executor.Input:
-		return "input"
-	case executor.Output:
-		return "output"
-	case executor.Scratch:
-		return "scratch"
-	}
-	return bt.String()
-}
-
 // resolve turns a data op into spans of the launch's memory at pipeline
 // offset o with unit u: executor's operand resolution (which checks
 // bounds and packet alignment) gives the byte ranges, by role.

@@ -168,7 +168,7 @@ func compFlagOf(f cli.Flag) compFlag {
 	case "dtype":
 		cf.values = compValues{words: dtypeNames, label: "data type"}
 	case "collective":
-		cf.values = compValues{words: collectives, label: "collective"}
+		cf.values = compValues{words: selectable(), label: "collective"}
 	case "backend":
 		cf.values = compValues{words: knownBackends, label: "backend"}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
 )
 
@@ -77,8 +78,12 @@ func selectCommand(d *deps) *cli.Command {
 	}
 }
 
-// collectives are the collective names select accepts.
-var collectives = []string{"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "sendrecv"}
+// selectable returns the collectives select accepts: those with a
+// defined result, and alltoallv.
+func selectable() []string {
+	c := slices.DeleteFunc(plan.Collectives(), func(s string) bool { return s == plan.TestCollective })
+	return append(c, plan.AllToAllVCollective)
+}
 
 func runSelect(c *cli.Context, d *deps) error {
 	// Every missing flag at once (a parser's required flags would be
@@ -90,15 +95,15 @@ func runSelect(c *cli.Context, d *deps) error {
 	if !c.IsSet("world-size") {
 		missing = append(missing, "--world-size (-n) N")
 	}
-	if !c.IsSet("size") && !strings.EqualFold(c.String("collective"), "alltoallv") {
+	if !c.IsSet("size") && !strings.EqualFold(c.String("collective"), plan.AllToAllVCollective) {
 		missing = append(missing, "--size SIZE")
 	}
 	if len(missing) > 0 {
 		return usageErr("select: missing %s (see mscclgo select --help)", strings.Join(missing, ", "))
 	}
 	coll := strings.ToLower(c.String("collective"))
-	if !slices.Contains(collectives, coll) {
-		return usageErr("--collective %q: unknown collective (want %s)", c.String("collective"), strings.Join(collectives, ", "))
+	if known := selectable(); !slices.Contains(known, coll) {
+		return usageErr("--collective %q: unknown collective (want %s)", c.String("collective"), strings.Join(known, ", "))
 	}
 	if n := c.Int("world-size"); n < 1 {
 		return usageErr("--world-size %d: want at least 1 rank", n)
@@ -110,10 +115,10 @@ func runSelect(c *cli.Context, d *deps) error {
 	var err error
 	// alltoallv plans fit any size (their block sizes are per call), so
 	// --size is optional for them.
-	if coll != "alltoallv" && !c.IsSet("size") {
+	if coll != plan.AllToAllVCollective && !c.IsSet("size") {
 		return usageErr("select: give the message size: --size SIZE")
 	}
-	if coll != "alltoallv" || c.IsSet("size") {
+	if coll != plan.AllToAllVCollective || c.IsSet("size") {
 		if size, err = parseSize(c.String("size")); err != nil {
 			return usageErr("--size: %v", err)
 		}

@@ -77,7 +77,7 @@ func TestSelect(t *testing.T) {
 		{name: "dtype glued to -d", args: []string{"-c", "allreduce", "-n", "8", "--size", "4K", "--in-place", "-dbf16"},
 			stdout: []string{"plan: allreduce_packet_8"}},
 		{name: "unknown collective", args: []string{"-c", "allreduc", "-n", "8", "--size", "4K"}, code: ExitUsage,
-			stderr: `mscclgo: --collective "allreduc": unknown collective (want allreduce, allgather, reducescatter, alltoall, alltoallv, sendrecv)`},
+			stderr: `mscclgo: --collective "allreduc": unknown collective (want allgather, allreduce, reducescatter, alltoall, sendrecv, alltoallv)`},
 		{name: "world size 0", args: []string{"-c", "allreduce", "-n", "0", "--size", "4K"}, code: ExitUsage, stderr: "--world-size 0: want at least 1 rank"},
 		{name: "negative world size", args: []string{"-c", "allreduce", "--world-size=-2", "--size", "4K"}, code: ExitUsage, stderr: "--world-size -2"},
 		{name: "negative ranks per node", args: []string{"-c", "allreduce", "-n", "8", "--ranks-per-node=-1", "--size", "4K"}, code: ExitUsage, stderr: "--ranks-per-node -1"},
