@@ -51,7 +51,7 @@ var allowedImports = map[string][]string{
 	"model":    {"executor", "internal/infile", "timeline"},
 	"timeline": nil,
 	"trace":    {"timeline"},
-	"view":     {"executor", "timeline", "trace"},
+	"view":     {"executor", "plan", "timeline", "trace"},
 
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
