@@ -47,7 +47,7 @@ var allowedImports = map[string][]string{
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
 	"harness":  {"executor"},
-	"planset":  {"algorithms", "executor", "executor/cpu", "harness", "internal/infile", "model", "starlib"},
+	"planset":  {"algorithms", "executor", "executor/cpu", "harness", "internal/infile", "model", "plan", "starlib"},
 	"model":    {"executor", "internal/infile", "timeline"},
 	"timeline": nil,
 	"trace":    {"timeline"},
