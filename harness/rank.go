@@ -96,16 +96,12 @@ func RunRank(ctx context.Context, cfg RankConfig) ([]SizeResult, error) {
 	}
 	var out []SizeResult
 	for i, size := range cfg.Sizes {
-		l, inst, err := cfg.prepare(size)
+		l, inst, skipped, err := cfg.prepareOrSkip(size)
 		if err != nil {
-			var be *BudgetError
-			if errors.As(err, &be) {
-				return out, err
-			}
-			if !cfg.Sweep {
-				return out, &SizeError{Size: size, Prepare: true, Err: err}
-			}
-			out = cfg.done(out, SizeResult{Size: size, Skipped: err})
+			return out, err
+		}
+		if skipped != nil {
+			out = cfg.done(out, *skipped)
 			continue
 		}
 		rs, err := cfg.Open(ctx, i, inst, l.BufferLayout)

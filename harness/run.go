@@ -174,16 +174,12 @@ func Run(ctx context.Context, cfg Config) ([]SizeResult, error) {
 	}
 	var out []SizeResult
 	for i, size := range cfg.Sizes {
-		l, inst, err := cfg.prepare(size)
+		l, inst, skipped, err := cfg.prepareOrSkip(size)
 		if err != nil {
-			var be *BudgetError
-			if errors.As(err, &be) {
-				return out, err
-			}
-			if !cfg.Sweep {
-				return out, &SizeError{Size: size, Prepare: true, Err: err}
-			}
-			out = cfg.done(out, SizeResult{Size: size, Skipped: err})
+			return out, err
+		}
+		if skipped != nil {
+			out = cfg.done(out, *skipped)
 			continue
 		}
 		res, err := cfg.runSize(ctx, l, inst)
@@ -224,6 +220,24 @@ func (cfg *Config) done(out []SizeResult, res SizeResult) []SizeResult {
 		cfg.Done(res)
 	}
 	return append(out, res)
+}
+
+// prepareOrSkip is prepare for one size of the run: a size the plan
+// rejects is, in a sweep, skipped (the result to record) and otherwise a
+// *SizeError; a size over the budget is always the *BudgetError.
+func (cfg *Config) prepareOrSkip(size uint64) (*Layout, *executor.Instance, *SizeResult, error) {
+	l, inst, err := cfg.prepare(size)
+	if err == nil {
+		return l, inst, nil, nil
+	}
+	var be *BudgetError
+	if errors.As(err, &be) {
+		return nil, nil, nil, err
+	}
+	if !cfg.Sweep {
+		return nil, nil, nil, &SizeError{Size: size, Prepare: true, Err: err}
+	}
+	return nil, nil, &SizeResult{Size: size, Skipped: err}, nil
 }
 
 // prepare lays out the buffers for size, instantiates the plan, refuses a
