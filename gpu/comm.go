@@ -449,7 +449,7 @@ func (cs *commSession) wait(bound time.Duration) error {
 	case <-cs.pending:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("the previous launch of this plan has not ended within %v", bound)
+		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
 	}
 }
 
@@ -543,6 +543,21 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 			c.fail(err)
 		}
 	}()
+	return nil
+}
+
+// Quiet waits until every launch enqueued so far has been served (its
+// kernel ended, its port traffic applied, its outcome in AsyncError), at
+// most timeout in all.
+func (c *Comm) Quiet(timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	end := time.Now().Add(timeout)
+	for key, cs := range c.sessions {
+		if err := cs.wait(max(time.Until(end), 0)); err != nil {
+			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, key, err)
+		}
+	}
 	return nil
 }
 

@@ -11,8 +11,10 @@ package emu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +184,9 @@ func runComm(t *testing.T, ss *Streams, c commCase) ([][]byte, []error) {
 		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
 			return err
 		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
 		if err := cr.comm.AsyncError(); err != nil {
 			return err
 		}
@@ -237,5 +242,179 @@ func TestComm(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCommRegistration: a call on buffers the peers have seen registers
+// nothing; a buffer in a new range registers once.
+func TestCommRegistration(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		opts := executor.Options{DType: c.dt}
+		var counts []int
+		for i := range 3 {
+			if i != 1 { // calls 0 and 1 on the same buffers, call 2 on new ones
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+			}
+			if err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, opts)); err != nil {
+				return err
+			}
+			counts = append(counts, cr.comm.Registered())
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if counts[0] == 0 || counts[1] != counts[0] || counts[2] != counts[0]+1 {
+			return fmt.Errorf("registrations after each call %v: want n, n, n+1 with n > 0", counts)
+		}
+		return cr.comm.AsyncError()
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCommMismatch: ranks that make different calls all fail, naming
+// both calls, before anything is launched.
+func TestCommMismatch(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if cr.rank == 1 {
+			call.Desc = "ncclAllReduce count 7"
+		}
+		return cr.comm.Enqueue(context.Background(), call)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "mismatched calls: rank 0 called allreduce_packet of 4096 bytes float, rank 1 called ncclAllReduce count 7") {
+			t.Errorf("rank %d: %v, want the mismatch named", r, err)
+		}
+	}
+}
+
+// hangCase is a plan whose rank 1 never signals: rank 0 waits for ever.
+func hangCase(t *testing.T) (*executor.Plan, *harness.Layout) {
+	c := rankCase(t, "unit_tests/signal_wait/signal_wait_test.plan.json", executor.Float32)
+	for i := range c.Plan.GPUs[1].ThreadBlocks {
+		tb := &c.Plan.GPUs[1].ThreadBlocks[i]
+		var keep []executor.Op
+		for _, op := range tb.Ops {
+			if op.Type != executor.OpSignal {
+				keep = append(keep, op)
+			}
+		}
+		tb.Ops = keep
+	}
+	return c.Plan, c.Layout
+}
+
+// TestCommDeadlock: a hung launch becomes the communicator's
+// asynchronous error, with the job-wide deadlock report; later calls are
+// refused with it.
+func TestCommDeadlock(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 200 * time.Millisecond})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("the call failed at once: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		aerr := cr.comm.AsyncError()
+		var de *executor.DeadlockError
+		if cr.rank == 1 {
+			// Its kernel ended; it keeps its communicator (and its share
+			// of the job-wide watch) until rank 0 has its report.
+			if aerr != nil {
+				return fmt.Errorf("rank 1's launch ended, yet: %w", aerr)
+			}
+			return cr.boot.Barrier(context.Background())
+		}
+		defer func() { _ = cr.boot.Barrier(context.Background()) }()
+		if !errors.As(aerr, &de) || !strings.Contains(aerr.Error(), "rank 0 tb 0") || !strings.Contains(aerr.Error(), "expects signal") {
+			return fmt.Errorf("async error %v, want the deadlock report of rank 0 waiting for a signal", aerr)
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err == nil || !errors.As(err, &de) {
+			return fmt.Errorf("a call after the deadlock: %v, want it refused with the report", err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCommAbort: Abort ends a hung launch long before the deadlock
+// timeout would.
+func TestCommAbort(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("the call failed at once: %w", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cr.comm.Abort() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+		case <-time.After(time.Minute):
+			return errors.New("abort has not returned within a minute (the deadlock timeout is 10 minutes)")
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		// Rank 1's kernel (which only waits for rank 0's signals) may have
+		// ended before the abort; rank 0's could not.
+		if aerr := cr.comm.AsyncError(); cr.rank == 0 && (aerr == nil || !strings.Contains(aerr.Error(), "canceled")) {
+			return fmt.Errorf("async error %v, want the cancelled launch", aerr)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
 	}
 }
