@@ -32,6 +32,7 @@ type Streams struct {
 	m      map[gpu.Stream]*stream
 	next   gpu.Stream
 	closed bool
+	adopt  bool // any handle names a stream, made on first use
 }
 
 // NewStreams returns a set of streams with only the default one.
@@ -60,15 +61,23 @@ func (ss *Streams) get(st gpu.Stream) (*stream, error) {
 		return nil, errors.New("gpu-emu: the streams are closed")
 	}
 	s, ok := ss.m[st]
-	if !ok && st == 0 {
-		s = newStream(0)
-		ss.m[0] = s
+	if !ok && (st == 0 || ss.adopt) {
+		s = newStream(st)
+		ss.m[st] = s
 		ok = true
 	}
 	if !ok {
 		return nil, fmt.Errorf("gpu-emu: no stream %d", st)
 	}
 	return s, nil
+}
+
+// Adopt makes every handle name a stream, made on first use (as a
+// library that is handed its caller's streams must take them).
+func (ss *Streams) Adopt() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.adopt = true
 }
 
 // Do enqueues f on stream st: it runs after the work enqueued there

@@ -31,6 +31,7 @@
 #include "mscclgo.h"
 #include "nccl.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -411,6 +412,20 @@ static void set(void *b, ncclDataType_t dt, size_t i, double v) {
   }
 }
 
+/* stream_sync waits for the work of comm's device's default stream when
+ * the library is the emulated-device build (its call only enqueues, as
+ * on a GPU, where this would be cudaStreamSynchronize); else nothing. */
+static ncclResult_t stream_sync(ncclComm_t comm) {
+  int (*sync)(int, void *) = NULL;
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
+  if (sync == NULL) {
+    return ncclSuccess;
+  }
+  int dev = 0;
+  ncclCommCuDevice(comm, &dev);
+  return sync(dev, NULL) == 0 ? ncclSuccess : ncclSystemError;
+}
+
 /* data_case_run runs one case on rank r of n and checks its result. */
 static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int n) {
   size_t in = c->coll == 2 ? c->count * (size_t)n : c->count;  /* input elements */
@@ -438,6 +453,9 @@ static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int
   default:
     res = ncclReduceScatter(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
     break;
+  }
+  if (res == ncclSuccess) {
+    res = stream_sync(comm);
   }
   char what[128];
   snprintf(what, sizeof what, "%s count %zu", c->name, c->count);
