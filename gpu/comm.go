@@ -216,6 +216,9 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		return fmt.Errorf("%s: rank %d: the communicator failed earlier: %w", c.cfg.Name, c.rank, err)
 	}
 	c.calls++
+	// Abort (another thread) ends a call waiting for its peers.
+	ctx, stop := rankwire.Merge(ctx, c.ctx)
+	defer stop()
 	cs := c.sessions[call.Key]
 	if cs != nil {
 		if err := cs.wait(c.waitBound(cs)); err != nil {

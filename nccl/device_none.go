@@ -1,4 +1,4 @@
-//go:build !mscclgo_emu
+//go:build !mscclgo_emu && !cuda
 
 package main
 
