@@ -9,6 +9,9 @@ package main
 // shares each device's launch admission among the communicators.
 
 import (
+	"os"
+	"strconv"
+
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
 )
@@ -16,10 +19,14 @@ import (
 // deviceBackend names the build's device backend in the log.
 const deviceBackend = "gpu"
 
-// newDevices returns the CUDA device backend.
+// newDevices returns the CUDA device backend. MSCCLGO_NCCL_THREADS sets
+// the threads per block (default: each plan's num_threads_per_block; the
+// fake driver's tests take a few, since it runs a host thread per CUDA
+// thread).
 func newDevices() *devices {
 	node := cuda.NewNode()
+	threads, _ := strconv.Atoi(os.Getenv("MSCCLGO_NCCL_THREADS"))
 	return &devices{cfgs: map[int]gpu.Config{}, open: func(dev int) gpu.Config {
-		return gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return node.Open(dev) }}
+		return gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return node.Open(dev) }, Threads: max(threads, 0)}
 	}}
 }

@@ -412,18 +412,45 @@ static void set(void *b, ncclDataType_t dt, size_t i, double v) {
   }
 }
 
-/* stream_sync waits for the work of comm's device's default stream when
- * the library is the emulated-device build (its call only enqueues, as
- * on a GPU, where this would be cudaStreamSynchronize); else nothing. */
-static ncclResult_t stream_sync(ncclComm_t comm) {
-  int (*sync)(int, void *) = NULL;
-  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
-  if (sync == NULL) {
-    return ncclSuccess;
+/* cuda_sync waits for device dev's legacy stream through the CUDA driver
+ * API of the process (libcuda.so.1, loaded by a cuda-tagged build of the
+ * library; the fake driver in tests): what cudaStreamSynchronize(NULL)
+ * would do. 1 when there is no CUDA driver in the process. */
+static int cuda_sync(int dev) {
+  int (*retain)(void **, int) = NULL, (*push)(void *) = NULL, (*pop)(void **) = NULL, (*release)(int) = NULL;
+  int (*sync)(void *) = NULL;
+  *(void **)(&retain) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  *(void **)(&push) = dlsym(RTLD_DEFAULT, "cuCtxPushCurrent_v2");
+  *(void **)(&pop) = dlsym(RTLD_DEFAULT, "cuCtxPopCurrent_v2");
+  *(void **)(&release) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRelease_v2");
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "cuStreamSynchronize");
+  if (retain == NULL || push == NULL || pop == NULL || release == NULL || sync == NULL) {
+    return 1;
   }
+  void *ctx = NULL, *old = NULL;
+  if (retain(&ctx, dev) != 0) {
+    return -1;
+  }
+  int res = push(ctx) == 0 && sync(NULL) == 0 ? 0 : -1;
+  pop(&old);
+  release(dev);
+  return res;
+}
+
+/* stream_sync waits for the work of comm's device's default stream: the
+ * library's calls whose plan runs only enqueue it, as on a GPU, where this
+ * is cudaStreamSynchronize. The emulated-device build has its own
+ * symbol; a cuda-tagged build, the CUDA driver; the default build runs
+ * nothing on a stream. */
+static ncclResult_t stream_sync(ncclComm_t comm) {
   int dev = 0;
   ncclCommCuDevice(comm, &dev);
-  return sync(dev, NULL) == 0 ? ncclSuccess : ncclSystemError;
+  int (*sync)(int, void *) = NULL;
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
+  if (sync != NULL) {
+    return sync(dev, NULL) == 0 ? ncclSuccess : ncclSystemError;
+  }
+  return cuda_sync(dev) >= 0 ? ncclSuccess : ncclSystemError;
 }
 
 /* data_case_run runs one case on rank r of n and checks its result. */

@@ -142,7 +142,7 @@ static struct CUctx_st primary[FAKE_MAX_DEVICES];
 
 // ctx_dev is the device of a primary context.
 static int ctx_dev(CUcontext c) { return (int)(c - primary); }
-static struct CUstream_st legacy;  // the NULL stream
+static struct CUstream_st legacy[FAKE_MAX_DEVICES];  // each device's NULL stream
 
 // Residency units in use per device (launches not yet joined).
 static long long resident[FAKE_MAX_DEVICES];
@@ -190,7 +190,9 @@ static _Thread_local int depth;
     }                                             \
   } while (0)
 
-static CUstream stream_of(CUstream s) { return s == NULL ? &legacy : s; }
+// stream_of is s, or for NULL the current context's device's legacy
+// stream (every caller has checked that a context is current).
+static CUstream stream_of(CUstream s) { return s == NULL ? &legacy[ctx_dev(stack[depth - 1])] : s; }
 
 // join waits for a stream's pending launch and frees its residency.
 static void join_handle(CUstream s, void* h) {
@@ -202,10 +204,13 @@ static void join_handle(CUstream s, void* h) {
   __atomic_add_fetch(&s->joined, 1, __ATOMIC_ACQ_REL);
 }
 
+// join waits for every kernel started on s so far, also one whose end
+// another thread is waiting for (an event's synchronisation).
 static void join(CUstream s) {
+  unsigned long long want = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
   void* h = __atomic_exchange_n(&s->pending, NULL, __ATOMIC_ACQ_REL);
-  if (h == NULL) return;
-  join_handle(s, h);
+  if (h != NULL) join_handle(s, h);
+  while (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) < want) usleep(20);
 }
 
 CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
@@ -400,7 +405,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
 
 CUresult cuCtxSynchronize(void) {
   NEED_CTX();
-  join(&legacy);
+  join(stream_of(NULL));
   return CUDA_SUCCESS;
 }
 
@@ -666,8 +671,8 @@ static CUresult run_kernel(CUstream s, const struct node* nd) {
   s->wait = nd->fn->wait;
   s->dev = nd->dev;
   s->units = units;
-  __atomic_add_fetch(&s->started, 1, __ATOMIC_ACQ_REL);
   __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&s->started, 1, __ATOMIC_ACQ_REL);
   return CUDA_SUCCESS;
 }
 
@@ -846,6 +851,7 @@ CUresult cuEventSynchronize(CUevent e) {
     if (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) >= e->at) return CUDA_SUCCESS;
     void* h = __atomic_load_n(&s->pending, __ATOMIC_ACQUIRE);
     if (h != NULL && __atomic_load_n(&s->started, __ATOMIC_ACQUIRE) == e->at &&
+        __atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) + 1 == e->at &&
         __atomic_compare_exchange_n(&s->pending, &h, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       join_handle(s, h);
       return CUDA_SUCCESS;
