@@ -20,11 +20,17 @@ bench:
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for
 # LD_LIBRARY_PATH use, nccl.h and mscclgo.h. Go decides what to rebuild.
+# NCCL_BACKEND picks the device backend calls whose plan fits run on:
+# empty (the default), none, so they fall back; cuda, the CUDA devices
+# through gpu/cuda (needs make gpu's kernels; the library then links
+# libcuda.so.1, the fake driver of build/fakecuda in CI).
 NCCL_DIR := build/nccl
+NCCL_BACKEND ?=
+NCCL_TAGS := $(if $(filter cuda,$(NCCL_BACKEND)),-tags cuda,)
 
-nccl:
+nccl: $(if $(filter cuda,$(NCCL_BACKEND)),check-nvcc $(KERNELS),)
 	@mkdir -p $(NCCL_DIR)
-	$(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
+	$(GO) build $(NCCL_TAGS) -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
 	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
 	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
 	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
@@ -148,6 +154,10 @@ $(FAKECUDA)/libmscclgo_host.so: csrc/host/kernel.cc csrc/host/launch.cc csrc/hos
 gpu-test: gpu fakecuda build
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
+	@# The NCCL library's cuda-tagged build: every collective's data checks
+	@# through gpu/cuda on four fake devices.
+	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		$(GO) test -count=1 -tags cuda ./nccl -run TestDeviceRunsCUDA
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
 	@# One process on a fake machine of four GPUs: rank r on device r mod 4,

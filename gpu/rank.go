@@ -67,6 +67,9 @@ type multi struct {
 	// and scratch a switch may bind as multicast-bindable memory.
 	inProcess bool
 	bindable  Multicaster
+	// user: the input and output are the caller's device buffers, whose
+	// addresses (base, devIn, devOut) a communicator sets per launch.
+	user bool
 
 	// The deadlock watch's view (mu).
 	mu       sync.Mutex
@@ -139,6 +142,9 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 // multicast-bindable memory where the device has multicast.
 type rankOpts struct {
 	inProcess, multicast bool
+	// user: the buffers are the caller's, set per launch (comm.go): no
+	// buffer allocation is made or exported.
+	user bool
 }
 
 func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w rankwire.World, ro rankOpts) (*RankSession, error) {
@@ -194,6 +200,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	m.lens = [3]uint64{l.Sizes.Input, l.Sizes.Output, inst.ScratchBytes}
 	m.setupTimeout = cfg.SetupTimeout
 	m.inProcess = ro.inProcess
+	m.user = ro.user
 	if mc, ok := d.(Multicaster); ok && ro.multicast && d.Info().Multicast {
 		m.bindable = mc
 	}
@@ -245,16 +252,18 @@ func (m *multi) connect(s *session) error {
 	inst, l, d := s.inst, m.l, s.d
 	n := len(inst.Ranks)
 	me := m.rank
-	var err error
-	if m.io, err = s.allocBound(l.RankBytes(me)); err != nil {
-		return err
+	if !m.user {
+		var err error
+		if m.io, err = s.allocBound(l.RankBytes(me)); err != nil {
+			return err
+		}
+		m.ioHost = alignedHost(l.RankBytes(me))
+		if m.own, err = l.Place(me, m.ioHost); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		m.devIn = m.io + DevPtr(offsetIn(m.ioHost, m.own.Input))
+		m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
 	}
-	m.ioHost = alignedHost(l.RankBytes(me))
-	if m.own, err = l.Place(me, m.ioHost); err != nil {
-		return fmt.Errorf("%s: %w", s.name, err)
-	}
-	m.devIn = m.io + DevPtr(offsetIn(m.ioHost, m.own.Input))
-	m.devOut = m.io + DevPtr(offsetIn(m.ioHost, m.own.Output))
 
 	myDev := ""
 	dv, _ := d.(Device)
@@ -272,6 +281,9 @@ func (m *multi) connect(s *session) error {
 			p  DevPtr
 			to **IpcHandle
 		}{{m.io, &mine.IO}, {s.ranks[me].scratch, &mine.Scratch}, {s.ranks[me].state, &mine.State}} {
+			if e.p == 0 {
+				continue // the caller's buffers (m.user): registered per call
+			}
 			h, err := d.IpcGet(e.p)
 			if err != nil {
 				mine.Err = fmt.Sprintf("exporting device memory: %v", err)
@@ -339,6 +351,9 @@ func (m *multi) connect(s *session) error {
 		for i, h := range []*IpcHandle{all[r].IO, all[r].Scratch, all[r].State} {
 			if all[r].Proc == thisProcess {
 				break
+			}
+			if i == 0 && m.user {
+				continue
 			}
 			if h == nil {
 				mine.Err = fmt.Sprintf("rank %d sent no IPC handle", r)

@@ -43,19 +43,7 @@ func (s *session) run(ctx context.Context) error {
 			s.ranksImg = img
 		}
 	}
-	var so uint64
-	if s.double && s.flag%2 == 0 {
-		so = s.half
-	}
-	args := mgArgs{
-		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
-		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.ctl) + progressOff,
-		Control: uint64(s.ctl), ScratchOffset: so,
-		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
-		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
-	}
-	args.VTerms, args.VTable = s.varArgs()
-	s.stage(argsAt, encode(args))
+	s.stageArgs(grid)
 	if grid == 0 {
 		return nil
 	}
@@ -69,7 +57,31 @@ func (s *session) run(ctx context.Context) error {
 	if err := s.launch(grid); err != nil {
 		return fmt.Errorf("%s: launch of %d blocks of %d threads: %w", s.name, grid, s.threads, err)
 	}
+	return s.complete(ctx, grid, start, release)
+}
 
+// stageArgs writes the launch arguments into the host staging.
+func (s *session) stageArgs(grid int) {
+	var so uint64
+	if s.double && s.flag%2 == 0 {
+		so = s.half
+	}
+	args := mgArgs{
+		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
+		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.ctl) + progressOff,
+		Control: uint64(s.ctl), ScratchOffset: so,
+		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
+		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
+	}
+	args.VTerms, args.VTable = s.varArgs()
+	s.stage(argsAt, encode(args))
+}
+
+// complete serves a launched kernel until it has ended: the proxies of
+// the local ranks with port channels and the watchdog, then the drain of
+// the FIFOs and, in a rank session, the fence with the peers; release
+// gives back the launch's admission once the kernel has ended.
+func (s *session) complete(ctx context.Context, grid int, start time.Time, release func()) error {
 	// Proxies and the watchdog run until the kernel has ended.
 	kernelDone := make(chan struct{})
 	var wg sync.WaitGroup

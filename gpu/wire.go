@@ -19,6 +19,8 @@ import (
 // locate returns the rank, buffer type and offset of the n bytes at
 // device address p as this process addresses them.
 func (m *multi) locate(p, n uint64) (rank int, bt executor.BufferType, off uint64, ok bool) {
+	m.mu.Lock() // a communicator's session sets the bases per call (comm.go)
+	defer m.mu.Unlock()
 	for r, b := range m.base {
 		for t := 2; t >= 0; t-- {
 			if p >= b[t] && p-b[t] <= m.lens[t] && n <= m.lens[t]-(p-b[t]) {
@@ -160,7 +162,9 @@ func (rc *receiver) apply(msg rankwire.Msg) error {
 		if n == 0 {
 			return nil
 		}
+		m.mu.Lock()
 		dst := DevPtr(m.base[m.rank][bt] + off)
+		m.mu.Unlock()
 		if !msg.Packets {
 			return s.d.HtoD(dst, msg.Bytes)
 		}

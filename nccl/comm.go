@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // result is an ncclResult_t value, as this package names the kinds of
@@ -71,6 +73,11 @@ type comm struct {
 	// (hostrun.go); nil when they are off or a rank is elsewhere.
 	hub *hostHub
 
+	// gpu is the communicator's rank on the build's device backend
+	// (device.go); nil without one. loaded are its plans, by file (mu).
+	gpu    *gpu.Comm
+	loaded map[string]*executor.Plan
+
 	// custom is the state of a communicator of mscclgo.h (custom.go); nil
 	// for an NCCL communicator. Guarded by mu.
 	custom *customState
@@ -96,6 +103,10 @@ func connect(w bootstrap.World, ln net.Listener, dev int, timeout time.Duration)
 		}
 	}
 	c.plans = loadPlans()
+	if err := c.openDevice(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -350,7 +361,19 @@ func (c *comm) finalize() error {
 
 // end closes the bootstrap (ncclCommDestroy, ncclCommAbort): the peers
 // learn that this rank left, not that it was lost.
-func (c *comm) end() {
+func (c *comm) end(abort bool) {
+	if c.gpu != nil {
+		// Launches still running end first (Abort stops them).
+		var err error
+		if abort {
+			err = c.gpu.Abort()
+		} else {
+			err = c.gpu.Close()
+		}
+		if err != nil && logging() {
+			logInfo("rank %d of %d: closing its plan sessions: %v", c.rank, c.size, err)
+		}
+	}
 	c.boot.Close()
 	c.mu.Lock()
 	cs := c.custom
@@ -363,6 +386,11 @@ func (c *comm) end() {
 // asyncError is ncclCommGetAsyncError's mscclgo half: a lost peer is a
 // remote error, with the loss in the message.
 func (c *comm) asyncError() error {
+	if c.gpu != nil {
+		if err := c.gpu.AsyncError(); err != nil {
+			return &ncclError{code: resultRemote, err: fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err)}
+		}
+	}
 	ctx := c.boot.Context()
 	if ctx.Err() == nil {
 		return nil

@@ -246,7 +246,16 @@ func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe
 	if err != nil {
 		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
-	ran, err, reason := c.runOnHost(k, d)
+	ran, err, reason := c.runOnDevice(k, d)
+	if ran {
+		if logging() {
+			logInfo("%s: plan %s on %s, enqueued", c.describe(k), d.plan, deviceBackend)
+		}
+		return answer(fn, err)
+	}
+	if reason == "" {
+		ran, err, reason = c.runOnHost(k, d)
+	}
 	if !ran {
 		return answer(fn, errorf(resultInvalidUsage, "rank %d of %d: plan %s: %s", c.rank, c.size, d.plan, reason))
 	}

@@ -176,7 +176,7 @@ func mgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
 // endComm ends the communicator of h and frees the handle.
 func endComm(h C.uintptr_t, fn string) (res C.int) {
 	defer guard(fn, &res)
-	commOf(h).end()
+	commOf(h).end(fn == "ncclCommAbort")
 	cgo.Handle(h).Delete()
 	return C.ncclSuccess
 }
@@ -216,13 +216,22 @@ func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) 
 	d := c.decide(kc)
 	why := d.why
 	if d.plan != "" {
-		ran, err, reason := c.runOnHost(kc, d)
-		if ran {
+		ran, err, reason := c.runOnDevice(kc, d)
+		switch {
+		case ran:
 			if logging() {
-				logInfo("%s: plan %s on host memory (CPU backend)", c.describe(kc), d.plan)
+				logInfo("%s: plan %s on %s, enqueued", c.describe(kc), d.plan, deviceBackend)
 			}
 			*out = answer(fn, err)
 			return C.MSCCLGO_DONE
+		case reason == "":
+			if ran, err, reason = c.runOnHost(kc, d); ran {
+				if logging() {
+					logInfo("%s: plan %s on host memory (CPU backend)", c.describe(kc), d.plan)
+				}
+				*out = answer(fn, err)
+				return C.MSCCLGO_DONE
+			}
 		}
 		why += ", but " + reason
 	}

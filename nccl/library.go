@@ -18,10 +18,12 @@ type library struct {
 	mu    sync.Mutex
 	roots map[string]net.Listener // by the id's token
 	hubs  map[string]*hostHub     // host-memory runs' meeting points, by the id's token
+	// devices is the build's device backend (device.go), nil for none.
+	devices *devices
 }
 
 // theLibrary is the library's one instance (see library).
-var theLibrary = &library{roots: map[string]net.Listener{}, hubs: map[string]*hostHub{}}
+var theLibrary = &library{roots: map[string]net.Listener{}, hubs: map[string]*hostHub{}, devices: newDevices()}
 
 // hostHub is the meeting point of the ranks of id u in this process.
 func (l *library) hostHub(u uniqueID, size int) *hostHub {

@@ -57,7 +57,7 @@ func artifacts(t *testing.T) string {
 }
 
 func buildAll(dir string) error {
-	for _, d := range []string{"ours", "copy", "stub"} {
+	for _, d := range []string{"ours", "copy", "stub", "emu"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -74,6 +74,8 @@ func buildAll(dir string) error {
 		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
 			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread"),
 		{"cp", filepath.Join(dir, "ours", "libnccl.so.2"), filepath.Join(dir, "copy", "libnccl.so.2")},
+		// The emulated-device build (device_emu.go), for TestDeviceRuns.
+		{goTool, "build", "-tags", "mscclgo_emu", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "emu", "libnccl.so.2"), "."},
 	}
 	for _, s := range steps {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -452,6 +454,61 @@ func TestHostMemoryRuns(t *testing.T) {
 		}
 	}
 	if !strings.Contains(m.stdout, "mismatched calls: rank ") || !strings.Contains(m.stdout, "ncclAllReduce count 2048 ncclFloat32 ncclSum (in-place) with plan allreduce_packet_2gpu") {
+		t.Errorf("the mismatch is not named:\n%s", m.stdout)
+	}
+}
+
+// TestDeviceRuns runs the data checks of TestHostMemoryRuns through the
+// emulated-device build of the library (go build -tags mscclgo_emu): each
+// call whose plan fits is enqueued on the caller's stream through
+// gpu.Comm (the interpreter kernel on host threads, device pointers being
+// host memory), the driver waits for the stream and checks the result; a
+// mismatched call is named on both ranks, not hung.
+func TestDeviceRuns(t *testing.T) {
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{
+		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
+		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
+		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
+	})
+	emuLib := "LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu")
+	r := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0", call, code)
+		}
+	}
+	const cases = 7 // six on the four ranks, one on each half of a split
+	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
+	}
+	for _, l := range []string{
+		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on gpu-emu, enqueued",
+		"rank 0 of 4: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, 16384 bytes): plan reducescatter_4gpu on gpu-emu, enqueued",
+		"rank 2 of 4: ncclAllGather count 1024 ncclFloat32 (in-place, 16384 bytes): plan allgather_4gpu on gpu-emu, enqueued",
+		"rank 1 of 2: ncclAllReduce count 2048 ncclFloat32 ncclSum (in-place, 8192 bytes): plan allreduce_packet_2gpu on gpu-emu, enqueued",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "CPU backend") {
+		t.Errorf("a call ran on the CPU backend:\n%s", r.stderr)
+	}
+
+	plans2 := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	m := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans2, "MSCCLGO_NCCL_TIMEOUT=10s"}, "datamismatch")
+	for rank := range 2 {
+		if got := m.results()[fmt.Sprintf("rank %d: ncclAllReduce mismatched", rank)]; got != "5" {
+			t.Errorf("rank %d: mismatched allreduce -> %q, want 5\n%s", rank, got, m.stdout)
+		}
+	}
+	if !strings.Contains(m.stdout, "mismatched calls: rank 0 called ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place) with plan allreduce_packet_2gpu, rank 1 called ncclAllReduce count 2048") {
 		t.Errorf("the mismatch is not named:\n%s", m.stdout)
 	}
 }

@@ -48,6 +48,13 @@ type driver struct {
 	peek    unsafe.Pointer
 	peekLen uint64
 
+	// A caller's stream (stream.go): with useExt the kernel stream's work
+	// goes to ext, and the launch records ev there for Wait (mu).
+	ext    cu.Stream
+	useExt bool
+	ev     cu.Event
+	evSet  bool
+
 	// NVLS multicast (multicast.go): the driver's calls, memory from
 	// AllocBindable and multicast objects mapped here.
 	mc     mcAPI
@@ -183,6 +190,12 @@ func (d *driver) teardown() error {
 		if err := s.Destroy(); err != nil {
 			errs = append(errs, fmt.Errorf("destroying a stream: %w", err))
 		}
+	}
+	if d.evSet {
+		if err := cu.DestroyEvent(&d.ev); err != nil {
+			errs = append(errs, fmt.Errorf("destroying the launch event: %w", err))
+		}
+		d.evSet = false
 	}
 	if d.mod != (cu.Module{}) {
 		if err := d.mod.Unload(); err != nil {
@@ -416,7 +429,11 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	// so the launch needs no synchronisation first.
 	err := d.do("launch", func() error {
 		arg := uint64(args)
-		return d.fn.Launch(grid, 1, 1, block, 1, 1, shmem, d.launch, []unsafe.Pointer{unsafe.Pointer(&arg)})
+		st := d.launchStream()
+		if err := d.fn.Launch(grid, 1, 1, block, 1, 1, shmem, st, []unsafe.Pointer{unsafe.Pointer(&arg)}); err != nil {
+			return err
+		}
+		return d.recordEnd(st)
 	})
 	if err != nil {
 		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
@@ -463,7 +480,7 @@ func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
 		return nil
 	}
 	return d.do("enqueueing a copy", func() error {
-		return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Add(hm.p, off), int64(n), d.launch)
+		return cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Add(hm.p, off), int64(n), d.kernelStream())
 	})
 }
 
@@ -475,7 +492,9 @@ func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
 	if n == 0 {
 		return nil
 	}
-	return d.do("enqueueing a memset", func() error { return cu.MemsetD8Async(cu.DevicePtr(dst), 0, int64(n), d.launch) })
+	return d.do("enqueueing a memset", func() error {
+		return cu.MemsetD8Async(cu.DevicePtr(dst), 0, int64(n), d.kernelStream())
+	})
 }
 
 // Peek copies device memory out on the watch stream through pinned
@@ -614,7 +633,13 @@ func (d *driver) Wait() error {
 	if err := d.open(); err != nil {
 		return err
 	}
-	err := d.do("waiting for the kernel", d.launch.Synchronize)
+	d.mu.Lock()
+	wait := d.launch.Synchronize
+	if d.useExt && d.evSet {
+		wait = d.ev.Synchronize // the launch only, not the caller's later work
+	}
+	d.mu.Unlock()
+	err := d.do("waiting for the kernel", wait)
 	d.mu.Lock()
 	d.launched = false
 	d.mu.Unlock()

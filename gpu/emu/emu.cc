@@ -164,6 +164,19 @@ int mg_emu_ipc_get(uint64_t p, uint64_t* n) {
 #endif
 }
 
+// mg_emu_range returns the start and size of the exportable allocation
+// (or opened peer mapping) that holds p, or 0 if none does.
+uint64_t mg_emu_range(uint64_t p, uint64_t* n) {
+  GoCall order;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto it = allocs().upper_bound(p);
+  if (it == allocs().begin()) return 0;
+  --it;
+  if (p - it->first >= it->second.n) return 0;
+  *n = it->second.n;
+  return it->first;
+}
+
 // mg_emu_ipc_open maps n bytes of the file at path (another process's
 // memfd, through /proc/PID/fd/FD); 0 on failure, with errno.
 uint64_t mg_emu_ipc_open(const char* path, uint64_t n) {

@@ -36,6 +36,7 @@ void mg_emu_wait(uint64_t h);
 int mg_emu_ipc_get(uint64_t p, uint64_t* n);
 uint64_t mg_emu_ipc_open(const char* path, uint64_t n);
 int mg_emu_ipc_close(uint64_t p);
+uint64_t mg_emu_range(uint64_t p, uint64_t* n);
 */
 import "C"
 
@@ -88,6 +89,12 @@ type driver struct {
 	closed bool
 	// capture holds the kernel stream's work while a capture is on.
 	capture *graph
+	// streams are the caller's streams (a driver of Streams.Open), cur
+	// the one UseStream chose (nil: the driver's own, synchronous), and
+	// onStream the last launch on it.
+	streams  *Streams
+	cur      *stream
+	onStream *streamLaunch
 }
 
 // graph is a captured sequence of the kernel stream's work.
@@ -197,6 +204,9 @@ func (d *driver) stream(what string, step func() error) error {
 		d.capture.steps = append(d.capture.steps, step)
 		return nil
 	}
+	if d.cur != nil {
+		return d.cur.push(what, step)
+	}
 	if d.launch != 0 {
 		return fmt.Errorf("gpu-emu: %s while a launch is running", what)
 	}
@@ -209,6 +219,9 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	}
 	if d.entry < 0 {
 		return errors.New("gpu-emu: launch before UseKernel")
+	}
+	if d.cur != nil && d.capture == nil {
+		return d.launchOnStream(grid, block, shmem, args)
 	}
 	return d.stream("launch", func() error {
 		if d.launch != 0 {
@@ -309,6 +322,11 @@ func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
 }
 
 func (d *driver) Wait() error {
+	if l := d.onStream; l != nil {
+		d.onStream = nil
+		<-l.done
+		return l.err
+	}
 	if d.launch == 0 {
 		return errors.New("no launch is running")
 	}
@@ -383,7 +401,7 @@ func (d *driver) Close() error {
 		return nil
 	}
 	var err error
-	if d.launch != 0 {
+	if d.launch != 0 || d.onStream != nil {
 		err = d.Wait()
 	}
 	d.closed = true

@@ -31,6 +31,7 @@
 #include "mscclgo.h"
 #include "nccl.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -411,6 +412,47 @@ static void set(void *b, ncclDataType_t dt, size_t i, double v) {
   }
 }
 
+/* cuda_sync waits for device dev's legacy stream through the CUDA driver
+ * API of the process (libcuda.so.1, loaded by a cuda-tagged build of the
+ * library; the fake driver in tests): what cudaStreamSynchronize(NULL)
+ * would do. 1 when there is no CUDA driver in the process. */
+static int cuda_sync(int dev) {
+  int (*retain)(void **, int) = NULL, (*push)(void *) = NULL, (*pop)(void **) = NULL, (*release)(int) = NULL;
+  int (*sync)(void *) = NULL;
+  *(void **)(&retain) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  *(void **)(&push) = dlsym(RTLD_DEFAULT, "cuCtxPushCurrent_v2");
+  *(void **)(&pop) = dlsym(RTLD_DEFAULT, "cuCtxPopCurrent_v2");
+  *(void **)(&release) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRelease_v2");
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "cuStreamSynchronize");
+  if (retain == NULL || push == NULL || pop == NULL || release == NULL || sync == NULL) {
+    return 1;
+  }
+  void *ctx = NULL, *old = NULL;
+  if (retain(&ctx, dev) != 0) {
+    return -1;
+  }
+  int res = push(ctx) == 0 && sync(NULL) == 0 ? 0 : -1;
+  pop(&old);
+  release(dev);
+  return res;
+}
+
+/* stream_sync waits for the work of comm's device's default stream: the
+ * library's calls whose plan runs only enqueue it, as on a GPU, where this
+ * is cudaStreamSynchronize. The emulated-device build has its own
+ * symbol; a cuda-tagged build, the CUDA driver; the default build runs
+ * nothing on a stream. */
+static ncclResult_t stream_sync(ncclComm_t comm) {
+  int dev = 0;
+  ncclCommCuDevice(comm, &dev);
+  int (*sync)(int, void *) = NULL;
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
+  if (sync != NULL) {
+    return sync(dev, NULL) == 0 ? ncclSuccess : ncclSystemError;
+  }
+  return cuda_sync(dev) >= 0 ? ncclSuccess : ncclSystemError;
+}
+
 /* data_case_run runs one case on rank r of n and checks its result. */
 static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int n) {
   size_t in = c->coll == 2 ? c->count * (size_t)n : c->count;  /* input elements */
@@ -438,6 +480,9 @@ static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int
   default:
     res = ncclReduceScatter(inb, outb, c->count, c->dtype, ncclSum, comm, NULL);
     break;
+  }
+  if (res == ncclSuccess) {
+    res = stream_sync(comm);
   }
   char what[128];
   snprintf(what, sizeof what, "%s count %zu", c->name, c->count);

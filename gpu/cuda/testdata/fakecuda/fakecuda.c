@@ -88,6 +88,16 @@ struct CUstream_st {
   int dev;
   long long units;
   struct CUgraph_st* capture;
+  // started counts the kernels started on the stream, joined those whose
+  // end was waited for (in order): an event is the count at its record.
+  unsigned long long started, joined;
+};
+
+// An event is the number of kernels started on its stream when it was
+// recorded (NULL stream: never recorded).
+struct CUevent_st {
+  CUstream s;
+  unsigned long long at;
 };
 
 // A captured node: a host-to-device copy (reads src when it runs), a
@@ -132,7 +142,7 @@ static struct CUctx_st primary[FAKE_MAX_DEVICES];
 
 // ctx_dev is the device of a primary context.
 static int ctx_dev(CUcontext c) { return (int)(c - primary); }
-static struct CUstream_st legacy;  // the NULL stream
+static struct CUstream_st legacy[FAKE_MAX_DEVICES];  // each device's NULL stream
 
 // Residency units in use per device (launches not yet joined).
 static long long resident[FAKE_MAX_DEVICES];
@@ -180,17 +190,27 @@ static _Thread_local int depth;
     }                                             \
   } while (0)
 
-static CUstream stream_of(CUstream s) { return s == NULL ? &legacy : s; }
+// stream_of is s, or for NULL the current context's device's legacy
+// stream (every caller has checked that a context is current).
+static CUstream stream_of(CUstream s) { return s == NULL ? &legacy[ctx_dev(stack[depth - 1])] : s; }
 
 // join waits for a stream's pending launch and frees its residency.
-static void join(CUstream s) {
-  void* h = __atomic_exchange_n(&s->pending, NULL, __ATOMIC_ACQ_REL);
-  if (h == NULL) return;
+static void join_handle(CUstream s, void* h) {
   s->wait(h);
   pthread_mutex_lock(&resident_mu);
   resident[s->dev] -= s->units;
   s->units = 0;
   pthread_mutex_unlock(&resident_mu);
+  __atomic_add_fetch(&s->joined, 1, __ATOMIC_ACQ_REL);
+}
+
+// join waits for every kernel started on s so far, also one whose end
+// another thread is waiting for (an event's synchronisation).
+static void join(CUstream s) {
+  unsigned long long want = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
+  void* h = __atomic_exchange_n(&s->pending, NULL, __ATOMIC_ACQ_REL);
+  if (h != NULL) join_handle(s, h);
+  while (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) < want) usleep(20);
 }
 
 CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
@@ -385,7 +405,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
 
 CUresult cuCtxSynchronize(void) {
   NEED_CTX();
-  join(&legacy);
+  join(stream_of(NULL));
   return CUDA_SUCCESS;
 }
 
@@ -432,6 +452,20 @@ static struct dev_alloc* take_alloc(uintptr_t base, int own) {
   if (a != NULL) *at = a->next;
   pthread_mutex_unlock(&allocs_mu);
   return a;
+}
+
+// cuMemGetAddressRange returns the allocation (own or opened) that holds p.
+CUresult cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  NEED_CTX();
+  pthread_mutex_lock(&allocs_mu);
+  struct dev_alloc* a = allocs;
+  while (a != NULL && !((uintptr_t)p >= a->base && (uintptr_t)p - a->base < a->size)) a = a->next;
+  if (a != NULL) {
+    if (base != NULL) *base = (CUdeviceptr)a->base;
+    if (size != NULL) *size = a->size;
+  }
+  pthread_mutex_unlock(&allocs_mu);
+  return a == NULL ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
 // The layout of a fake CUipcMemHandle's 64 bytes.
@@ -638,6 +672,7 @@ static CUresult run_kernel(CUstream s, const struct node* nd) {
   s->dev = nd->dev;
   s->units = units;
   __atomic_store_n(&s->pending, h, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&s->started, 1, __ATOMIC_ACQ_REL);
   return CUDA_SUCCESS;
 }
 
@@ -776,6 +811,59 @@ CUresult cuStreamDestroy(CUstream s) {
   join(s);
   free(s);
   return CUDA_SUCCESS;
+}
+
+// ---- events -------------------------------------------------------------------
+
+CUresult cuEventCreate(CUevent* e, unsigned int flags) {
+  NEED_CTX();
+  (void)flags;
+  *e = calloc(1, sizeof(struct CUevent_st));
+  return *e == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e) {
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+// cuEventRecord marks the work on s so far: its kernels started.
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  NEED_CTX();
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  s = stream_of(s);
+  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  e->s = s;
+  e->at = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
+  return CUDA_SUCCESS;
+}
+
+// cuEventSynchronize waits for the kernels started on the event's stream
+// before its record, not for later ones: it joins the pending kernel
+// only while that is the recorded one (a later kernel's start joins it
+// first), else waits for the joiner.
+CUresult cuEventSynchronize(CUevent e) {
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  CUstream s = e->s;
+  if (s == NULL) return CUDA_SUCCESS;
+  for (;;) {
+    if (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) >= e->at) return CUDA_SUCCESS;
+    void* h = __atomic_load_n(&s->pending, __ATOMIC_ACQUIRE);
+    if (h != NULL && __atomic_load_n(&s->started, __ATOMIC_ACQUIRE) == e->at &&
+        __atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) + 1 == e->at &&
+        __atomic_compare_exchange_n(&s->pending, &h, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      join_handle(s, h);
+      return CUDA_SUCCESS;
+    }
+    usleep(20);
+  }
+}
+
+CUresult cuEventQuery(CUevent e) {
+  if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->s == NULL || __atomic_load_n(&e->s->joined, __ATOMIC_ACQUIRE) >= e->at) return CUDA_SUCCESS;
+  return CUDA_ERROR_NOT_READY;
 }
 
 // ---- modules and launches ---------------------------------------------------

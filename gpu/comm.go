@@ -1,0 +1,606 @@
+package gpu
+
+// comm.go holds a communicator's rank on a device (NCCL's ncclComm_t): one
+// rank of a job described by a rankwire.World, in a process of its own or
+// as one of several threads of one process (ncclCommInitAll). Each call
+// runs a plan instance on the caller's device buffers and stream:
+//
+//   - the ranks meet for the call over the bootstrap (one all-gather of a
+//     small record: the call, its buffers, and the handles of buffers new
+//     to the peers), so a mismatched call fails on every rank, named;
+//   - a rank's buffers are registered with its peers on first use and
+//     cached by address range (the allocation that holds them): a peer in
+//     another process maps it with the driver's IPC handle once, a peer in
+//     this process uses the address as it is (CUDA opens no handle in the
+//     process that exported it);
+//   - a session per plan instance (a rank session, rank.go, over the
+//     caller's buffers) is opened at the first call that needs it and
+//     kept: tables, scratch, state block, FIFO, its proxy and its share of
+//     the job-wide deadlock watch;
+//   - the launch (rank table, arguments, kernel) is enqueued on the
+//     caller's stream and the call returns; a goroutine serves the
+//     kernel's port channels and watches it until it ends. A failure or a
+//     deadlock becomes the communicator's asynchronous error, and Abort
+//     ends a hung launch.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
+)
+
+// Comm is one rank of a communicator on a GPU backend.
+type Comm struct {
+	cfg   Config
+	w     rankwire.World
+	rank  int
+	n     int
+	io    StreamDriver // the driver that exports and maps user buffers
+	procs []string     // every rank's process (thisProcess)
+
+	ctx    context.Context // ends at Abort or Close, or with the job
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // serialises calls, Abort and Close
+	sessions map[string]*commSession
+	nextTag  uint32
+	exported map[DevPtr]uint64    // own allocations whose handles the peers have
+	mapped   map[peerAlloc]DevPtr // peers' allocations mapped here
+	regs     int                  // registrations made (exports and mappings)
+	calls    uint64
+	closed   bool
+
+	errMu sync.Mutex
+	async error // the first failed launch's, for AsyncError
+}
+
+// peerAlloc names a peer's allocation.
+type peerAlloc struct {
+	rank int
+	base DevPtr
+	size uint64
+}
+
+// commSession is one plan instance's rank session and its last launch.
+type commSession struct {
+	rs      *RankSession
+	l       *executor.BufferLayout
+	pending chan struct{} // closed when the last launch has been served; nil before any
+}
+
+// CommCall is one collective call of a rank.
+type CommCall struct {
+	// Key names the plan instance (plan, sizes, element type, in-place):
+	// the session is opened once per key. Every rank's key for one call
+	// must be the same.
+	Key string
+	// Desc is the call as the caller names it (function, count, type),
+	// for the error of a mismatch; every rank's must be the same.
+	Desc string
+	// Open returns the instance, its buffer layout and options; called at
+	// the first call of Key.
+	Open func() (*executor.Instance, *executor.BufferLayout, executor.Options, error)
+	// In and Out are the rank's input and output on the device, of the
+	// layout's sizes and, in place, at its relative position.
+	In, Out DevPtr
+	// Stream is the caller's stream.
+	Stream Stream
+}
+
+// commProc is what each rank reports when the communicator opens.
+type commProc struct {
+	Err  string `json:"err,omitempty"`
+	Proc string `json:"proc"`
+}
+
+// OpenComm opens rank w.Net.Rank() of a communicator of w.Net.Size()
+// ranks on cfg's driver, which must be a StreamDriver, on every rank at
+// once. w.Tag is the first of the message tags its sessions use
+// (TagsPerSession each, one range per plan instance).
+func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) {
+	if w.Net == nil {
+		return nil, fmt.Errorf("%s: a communicator without a bootstrap", cfg.Name)
+	}
+	if cfg.Open == nil {
+		return nil, fmt.Errorf("%s: no driver", cfg.Name)
+	}
+	n := w.Net.Size()
+	if len(w.Host) != n {
+		return nil, fmt.Errorf("%s: World.Host names %d ranks, the communicator has %d", cfg.Name, len(w.Host), n)
+	}
+	if cfg.SetupTimeout <= 0 {
+		cfg.SetupTimeout = 2 * time.Minute
+	}
+	mine := commProc{Proc: thisProcess}
+	var io StreamDriver
+	d, err := cfg.Open()
+	if err != nil {
+		mine.Err = err.Error()
+	} else if sd, ok := d.(StreamDriver); !ok {
+		_ = d.Close()
+		mine.Err = fmt.Sprintf("the %s driver (%T) cannot launch on a caller's stream", cfg.Name, d)
+	} else {
+		io = sd
+	}
+	gctx, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
+	defer cancel()
+	all, err := rankwire.GatherSetup(gctx, w.Net, mine, func(p *commProc) string { return p.Err }, "opening the communicator")
+	if err != nil {
+		if io != nil {
+			_ = io.Close()
+		}
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: n, io: io, sessions: map[string]*commSession{},
+		exported: map[DevPtr]uint64{}, mapped: map[peerAlloc]DevPtr{}}
+	for _, p := range all {
+		c.procs = append(c.procs, p.Proc)
+	}
+	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
+	return c, nil
+}
+
+// inProcess reports whether every rank runs in this process.
+func (c *Comm) inProcess() bool {
+	for _, p := range c.procs {
+		if p != thisProcess {
+			return false
+		}
+	}
+	return true
+}
+
+// Registered returns how many buffer registrations the communicator has
+// made: own allocations exported to peers in other processes, peers'
+// allocations mapped here, and own address ranges first seen by
+// same-process peers.
+func (c *Comm) Registered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.regs
+}
+
+// AsyncError returns the error of a launch that failed after its call
+// returned (a deadlock's report, a lost peer), or nil.
+func (c *Comm) AsyncError() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.async
+}
+
+func (c *Comm) fail(err error) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.async == nil {
+		c.async = err
+	}
+}
+
+// bufRec is one of a rank's buffers in a call's record.
+type bufRec struct {
+	Ptr  DevPtr `json:"ptr"`
+	Base DevPtr `json:"base"` // the allocation (or the buffer itself)
+	Size uint64 `json:"size"`
+	// Handle is the allocation's IPC handle, when it is new to the peers
+	// in other processes.
+	Handle *IpcHandle `json:"handle,omitempty"`
+}
+
+// callRec is what each rank says of a call.
+type callRec struct {
+	Err  string    `json:"err,omitempty"`
+	Key  string    `json:"key"`
+	Desc string    `json:"desc"`
+	Bufs [2]bufRec `json:"bufs"`
+}
+
+// Enqueue runs call on this rank: it meets the peers' same call, opens
+// the instance's session on first use, registers new buffers, enqueues
+// the launch on call.Stream and returns. A launch that fails later makes
+// AsyncError return its error. The previous launch of the same instance
+// must have ended before this one is enqueued: Enqueue waits for it (at
+// most the deadlock timeout and a margin).
+func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%s: rank %d: the communicator is closed", c.cfg.Name, c.rank)
+	}
+	if err := c.AsyncError(); err != nil {
+		return fmt.Errorf("%s: rank %d: the communicator failed earlier: %w", c.cfg.Name, c.rank, err)
+	}
+	c.calls++
+	// Abort (another thread) ends a call waiting for its peers.
+	ctx, stop := rankwire.Merge(ctx, c.ctx)
+	defer stop()
+	cs := c.sessions[call.Key]
+	if cs != nil {
+		if err := cs.wait(c.waitBound(cs)); err != nil {
+			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		}
+	}
+	mine := callRec{Key: call.Key, Desc: call.Desc}
+	if cs != nil {
+		if err := checkUser(cs.l, c.rank, call.In, call.Out); err != nil {
+			mine.Err = err.Error()
+		}
+	}
+	newExports := map[DevPtr]uint64{}
+	for i, p := range []DevPtr{call.In, call.Out} {
+		if mine.Err != "" {
+			break
+		}
+		rec, err := c.describe(p, newExports)
+		if err != nil {
+			mine.Err = err.Error()
+			break
+		}
+		mine.Bufs[i] = rec
+	}
+	gctx, cancel := context.WithTimeoutCause(ctx, c.cfg.SetupTimeout,
+		fmt.Errorf("rank %d: %s: not every rank made the call within %v", c.rank, call.Desc, c.cfg.SetupTimeout))
+	defer cancel()
+	all, err := rankwire.GatherSetup(gctx, c.w.Net, mine, func(r *callRec) string { return r.Err }, call.Desc)
+	if err != nil {
+		if cerr := context.Cause(gctx); cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = cerr
+		}
+		return fmt.Errorf("%s: %w", c.cfg.Name, err)
+	}
+	if err := mismatch(all); err != nil {
+		return fmt.Errorf("%s: %w", c.cfg.Name, err)
+	}
+	for p, n := range newExports {
+		c.exported[p] = n
+		c.regs++
+	}
+	bases, regErr := c.peerBuffers(all)
+	if cs == nil {
+		// Every rank opens the instance's session at this call: its
+		// set-up's all-gathers also tell every rank of a registration
+		// that failed on one.
+		var err error
+		cs, err = c.open(ctx, call, regErr)
+		if err != nil {
+			return err
+		}
+	} else if anyHandle(all) {
+		// New registrations: every rank says whether its mapping worked.
+		if _, err := c.gather(ctx, regErr, "registering buffers of "+call.Desc); err != nil {
+			return err
+		}
+	} else if regErr != nil {
+		return regErr
+	}
+	return c.launch(cs, call, bases)
+}
+
+// mismatch names the first rank whose call differs from rank 0's.
+func mismatch(all []callRec) error {
+	for r := 1; r < len(all); r++ {
+		if all[r].Key != all[0].Key || all[r].Desc != all[0].Desc {
+			return fmt.Errorf("mismatched calls: rank 0 called %s, rank %d called %s", all[0].Desc, r, all[r].Desc)
+		}
+	}
+	return nil
+}
+
+func anyHandle(all []callRec) bool {
+	for _, r := range all {
+		for _, b := range r.Bufs {
+			if b.Handle != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gather all-gathers an outcome (err nil: success) within the set-up
+// timeout; every rank gets the same error.
+func (c *Comm) gather(ctx context.Context, err error, step string) ([]commProc, error) {
+	mine := commProc{Proc: thisProcess}
+	if err != nil {
+		mine.Err = err.Error()
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.cfg.SetupTimeout)
+	defer cancel()
+	all, gerr := rankwire.GatherSetup(gctx, c.w.Net, mine, func(p *commProc) string { return p.Err }, step)
+	if gerr != nil {
+		return nil, fmt.Errorf("%s: %w", c.cfg.Name, gerr)
+	}
+	return all, nil
+}
+
+// describe returns the record of the buffer at p: its allocation, and the
+// allocation's IPC handle when peers in other processes have not had it.
+func (c *Comm) describe(p DevPtr, newExports map[DevPtr]uint64) (bufRec, error) {
+	rec := bufRec{Ptr: p, Base: p}
+	base, size, ok, err := c.io.AddressRange(p)
+	if err != nil {
+		return rec, fmt.Errorf("the allocation of %#x: %w", uint64(p), err)
+	}
+	if ok {
+		rec.Base, rec.Size = base, size
+	}
+	if c.inProcess() {
+		return rec, nil
+	}
+	if !ok {
+		return rec, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
+	}
+	if _, have := c.exported[base]; have {
+		return rec, nil
+	}
+	if _, have := newExports[base]; have {
+		return rec, nil
+	}
+	h, err := c.io.IpcGet(base)
+	if err != nil {
+		return rec, fmt.Errorf("exporting the allocation at %#x: %w", uint64(base), err)
+	}
+	rec.Handle = &h
+	newExports[base] = size
+	return rec, nil
+}
+
+// peerBuffers returns every rank's input and output as this rank
+// addresses them (0 for ranks on other hosts), mapping the allocations
+// of same-host peers in other processes on first use.
+func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
+	out := make([][2]DevPtr, c.n)
+	var errs []string
+	for r, rec := range all {
+		if c.w.Host[r] != c.w.Host[c.rank] {
+			continue
+		}
+		for i, b := range rec.Bufs {
+			if r == c.rank || c.procs[r] == thisProcess {
+				out[r][i] = b.Ptr
+				if k := (peerAlloc{r, b.Base, b.Size}); r != c.rank {
+					if _, ok := c.mapped[k]; !ok {
+						c.mapped[k] = b.Base
+						c.regs++
+					}
+				}
+				continue
+			}
+			k := peerAlloc{r, b.Base, b.Size}
+			p, ok := c.mapped[k]
+			if !ok && b.Handle == nil {
+				errs = append(errs, fmt.Sprintf("rank %d's buffer %#x is in an allocation (%#x, %d bytes) it did not register", r, uint64(b.Ptr), uint64(b.Base), b.Size))
+				continue
+			}
+			if !ok {
+				var err error
+				if p, err = c.io.IpcOpen(*b.Handle); err != nil {
+					errs = append(errs, fmt.Sprintf("mapping rank %d's allocation at %#x: %v", r, uint64(b.Base), err))
+					continue
+				}
+				c.mapped[k] = p
+				c.regs++
+			}
+			out[r][i] = p + (b.Ptr - b.Base)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// open opens the session of call's instance on every rank (regErr, this
+// rank's registration failure, fails the set-up on every rank).
+func (c *Comm) open(ctx context.Context, call CommCall, regErr error) (*commSession, error) {
+	var inst *executor.Instance
+	var l *executor.BufferLayout
+	var opts executor.Options
+	err := regErr
+	if err == nil {
+		inst, l, opts, err = call.Open()
+	}
+	if err == nil {
+		err = checkUser(l, c.rank, call.In, call.Out)
+	}
+	if err != nil {
+		// The peers are in the set-up's first all-gather: fail it there.
+		_, gerr := c.gather(ctx, err, "opening "+call.Desc)
+		return nil, gerr
+	}
+	if _, err := c.gather(ctx, nil, "opening "+call.Desc); err != nil {
+		return nil, err
+	}
+	w := c.w
+	w.Tag = c.w.Tag + c.nextTag
+	c.nextTag += rankwire.TagsPerSession
+	cfg := c.cfg
+	cfg.Graph = false
+	rs, err := openRank(ctx, cfg, inst, l, opts, w, rankOpts{inProcess: c.inProcess(), user: true})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", call.Desc, err)
+	}
+	if _, ok := rs.s.d.(StreamDriver); !ok {
+		_ = rs.Close()
+		return nil, fmt.Errorf("%s: the %s driver (%T) cannot launch on a caller's stream", call.Desc, c.cfg.Name, rs.s.d)
+	}
+	cs := &commSession{rs: rs, l: l}
+	c.sessions[call.Key] = cs
+	return cs, nil
+}
+
+// waitBound is how long a call waits for the previous launch of its
+// instance: the deadlock timeout, in which the watch ends a hung launch,
+// and a margin.
+func (c *Comm) waitBound(cs *commSession) time.Duration {
+	return cs.rs.s.timeout + c.cfg.SetupTimeout
+}
+
+// wait waits at most bound for the session's last launch to be served.
+func (cs *commSession) wait(bound time.Duration) error {
+	if cs.pending == nil {
+		return nil
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-cs.pending:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
+	}
+}
+
+// checkUser checks the caller's buffers against the layout: in place
+// where the layout is (at its relative position), apart where it is not.
+func checkUser(l *executor.BufferLayout, rank int, in, out DevPtr) error {
+	mem := alignedHost(l.RankBytes(rank))
+	want, err := l.Place(rank, mem)
+	if err != nil {
+		return err
+	}
+	inLen, outLen := uint64(len(want.Input)), uint64(len(want.Output))
+	if overlapAt(want) != -1<<62 {
+		d := int64(offsetIn(mem, want.Input)) - int64(offsetIn(mem, want.Output))
+		if int64(in)-int64(out) != d {
+			return fmt.Errorf("the input (%#x) must be at %d bytes from the output (%#x) for this in-place plan", uint64(in), d, uint64(out))
+		}
+		return nil
+	}
+	if uint64(in) < uint64(out)+outLen && uint64(out) < uint64(in)+inLen {
+		return fmt.Errorf("the input (%#x, %d bytes) and output (%#x, %d bytes) overlap, and the plan is out of place", uint64(in), inLen, uint64(out), outLen)
+	}
+	return nil
+}
+
+// launch sets the call's buffers in the session and enqueues its launch
+// on the caller's stream; a goroutine serves it until it ends.
+func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
+	s, m := cs.rs.s, cs.rs.s.mp
+	if err := s.guard.Ready(c.ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.devIn, m.devOut = call.In, call.Out
+	for r := range c.n {
+		if c.w.Host[r] != c.w.Host[c.rank] {
+			continue // its image stays the reserved address space
+		}
+		m.base[r][0], m.base[r][1] = uint64(bufs[r][0]), uint64(bufs[r][1])
+	}
+	ranks := make([]mgRank, len(s.ranks))
+	for r, rd := range s.ranks {
+		rd.rec.Buf = m.base[r]
+		ranks[r] = rd.rec
+	}
+	m.mu.Unlock()
+	sd := s.d.(StreamDriver)
+	if err := sd.UseStream(call.Stream); err != nil {
+		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+	}
+	// The rank table when a buffer moved, the arguments, the cleared
+	// progress records and the kernel, in order on the caller's stream.
+	// The progress records are also cleared now (the last launch has
+	// ended): until the kernel starts its blocks read as not started, so
+	// work ahead of it on the stream is not taken for a hang.
+	if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(len(s.tabs.blocks))*sizeProgress)); err != nil {
+		return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
+	}
+	if img := encode(ranks); string(img) != string(s.ranksImg) {
+		s.stage(ranksAt, img)
+		if err := s.d.Enqueue(s.ranksT, s.host, ranksAt, uint64(len(img))); err != nil {
+			return fmt.Errorf("%s: rank %d: writing the rank table: %w", c.cfg.Name, c.rank, err)
+		}
+		s.ranksImg = img
+	}
+	grid := len(s.tabs.blocks)
+	s.flag++
+	m.mu.Lock()
+	m.launches++
+	m.mu.Unlock()
+	s.stageArgs(grid)
+	if grid == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := s.launch(grid); err != nil {
+		err = fmt.Errorf("%s: rank %d: %s: launch of %d blocks: %w", c.cfg.Name, c.rank, call.Desc, grid, err)
+		s.guard.Fail(err)
+		return err
+	}
+	done := make(chan struct{})
+	cs.pending = done
+	desc, seq := call.Desc, c.calls
+	go func() {
+		defer close(done)
+		if err := s.complete(c.ctx, grid, start, func() {}); err != nil {
+			err = fmt.Errorf("rank %d: call %d (%s): %w", c.rank, seq, desc, err)
+			s.mu.Lock()
+			s.guard.Fail(err)
+			s.mu.Unlock()
+			c.fail(err)
+		}
+	}()
+	return nil
+}
+
+// Quiet waits until every launch enqueued so far has been served (its
+// kernel ended, its port traffic applied, its outcome in AsyncError), at
+// most timeout in all.
+func (c *Comm) Quiet(timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	end := time.Now().Add(timeout)
+	for key, cs := range c.sessions {
+		if err := cs.wait(max(time.Until(end), 0)); err != nil {
+			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, key, err)
+		}
+	}
+	return nil
+}
+
+// Abort ends the communicator at once: a running launch is stopped (the
+// kernel's abort word) and every session released. It returns within
+// the deadlock timeout and a margin, naming what did not end.
+func (c *Comm) Abort() error {
+	c.cancel()
+	return c.Close()
+}
+
+// Close waits for the running launches (at most the deadlock timeout and
+// a margin each), then releases every session and registration.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	for key, cs := range c.sessions {
+		if err := cs.wait(c.waitBound(cs)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: rank %d: %s: %w (its memory stays until the process ends)", c.cfg.Name, c.rank, key, err))
+			continue
+		}
+		if err := cs.rs.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.sessions = nil
+	for k, p := range c.mapped {
+		if k.rank != c.rank && c.procs[k.rank] != thisProcess {
+			_ = c.io.IpcClose(p)
+		}
+	}
+	c.mapped = nil
+	c.cancel()
+	if c.io != nil {
+		_ = c.io.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,87 @@
+//go:build cuda
+
+package cuda
+
+// stream.go makes the driver a gpu.StreamDriver: a communicator's launch
+// (gpu/comm.go) goes on its caller's CUstream, and Wait waits for an
+// event recorded after the kernel instead of for the stream.
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+var _ gpu.StreamDriver = (*driver)(nil)
+
+// UseStream sends the later Enqueue, Zero and Launch to the caller's
+// stream st (a CUstream of this device's context; 0 the legacy stream).
+func (d *driver) UseStream(st gpu.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.launched || d.capturing {
+		return errors.New("cuda: UseStream while a launch is running or a capture is on")
+	}
+	var s cu.Stream
+	*(*uintptr)(unsafe.Pointer(&s)) = uintptr(st) // a cu.Stream is its CUstream
+	d.ext, d.useExt = s, true
+	return nil
+}
+
+// kernelStream is the stream of the kernel's work: the caller's after
+// UseStream, else the driver's own.
+func (d *driver) kernelStream() cu.Stream {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.launchStream()
+}
+
+// launchStream is kernelStream with d.mu held.
+func (d *driver) launchStream() cu.Stream {
+	if d.useExt {
+		return d.ext
+	}
+	return d.launch
+}
+
+// recordEnd records the launch's end on a caller's stream (d.mu held, the
+// context current).
+func (d *driver) recordEnd(st cu.Stream) error {
+	if !d.useExt {
+		return nil
+	}
+	if !d.evSet {
+		ev, err := cu.MakeEvent(cu.DisableTiming)
+		if err != nil {
+			return fmt.Errorf("creating the launch event: %w", err)
+		}
+		d.ev, d.evSet = ev, true
+	}
+	return d.ev.Record(st)
+}
+
+// AddressRange returns the allocation that holds p
+// (cuMemGetAddressRange); ok is false for memory CUDA did not allocate.
+func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {
+	if err := d.open(); err != nil {
+		return 0, 0, false, err
+	}
+	var size int64
+	var base cu.DevicePtr
+	err := d.do("finding an allocation", func() error {
+		var err error
+		size, base, err = cu.DevicePtr(p).AddressRange()
+		return err
+	})
+	if err != nil {
+		return 0, 0, false, nil
+	}
+	return gpu.DevPtr(base), uint64(size), true, nil
+}

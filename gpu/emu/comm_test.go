@@ -1,0 +1,420 @@
+//go:build cgo
+
+package emu
+
+// comm_test.go runs collectives through gpu.Comm, a communicator's rank
+// on the caller's device buffers and stream: ranks as goroutines of this
+// process, each with its own bootstrap over loopback TCP, its buffers in
+// emulated device memory and its stream of an emu.Streams; every output
+// is compared byte for byte with the CPU backend's run of the same plan.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
+)
+
+// commRank is one rank of a communicator test: its comm, stream and
+// device buffers.
+type commRank struct {
+	rank   int
+	boot   *bootstrap.Bootstrap
+	comm   *gpu.Comm
+	st     gpu.Stream
+	dev    gpu.Driver // allocates the user buffers
+	mem    gpu.DevPtr
+	in     gpu.DevPtr
+	out    gpu.DevPtr
+	inLen  int
+	outLen int
+}
+
+// commCase is one plan at one size on a communicator.
+type commCase struct {
+	name     string
+	plan     *executor.Plan
+	size     uint64
+	dt       executor.Numeric
+	inPlace  bool
+	launches int
+	timeout  time.Duration // the deadlock timeout
+}
+
+// withRanks runs body on every rank of a communicator of n ranks, each in
+// a goroutine with its own bootstrap, comm and stream, and returns each
+// rank's error.
+func withRanks(t *testing.T, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	file := filepath.Join(t.TempDir(), "rank0.addr")
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = func() error {
+				b, err := bootstrap.Connect(ctx, bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1"},
+					bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
+				if err != nil {
+					return fmt.Errorf("connect: %w", err)
+				}
+				defer b.Close()
+				cfg := gpu.Config{Name: "gpu-emu", Open: ss.Open, Threads: 2, SetupTimeout: timeout}
+				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
+				if err != nil {
+					return err
+				}
+				st, err := ss.New()
+				if err != nil {
+					return err
+				}
+				dev, err := ss.Open()
+				if err != nil {
+					return err
+				}
+				defer dev.Close()
+				cr := &commRank{rank: r, boot: b, comm: comm, st: st, dev: dev}
+				err = body(cr)
+				if cerr := comm.Close(); err == nil {
+					err = cerr
+				}
+				return err
+			}()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// place allocates the rank's buffers of layout l (input and output at
+// their relative positions when in place).
+func (cr *commRank) place(l *executor.BufferLayout) error {
+	n := l.RankBytes(cr.rank)
+	p, err := cr.dev.Alloc(max(n, 8))
+	if err != nil {
+		return err
+	}
+	cr.mem = p
+	img := make([]byte, n)
+	want, err := l.Place(cr.rank, img)
+	if err != nil {
+		return err
+	}
+	at := func(sub []byte) gpu.DevPtr {
+		if len(sub) == 0 {
+			return p
+		}
+		return p + gpu.DevPtr(uintptr(unsafe.Pointer(unsafe.SliceData(sub)))-uintptr(unsafe.Pointer(unsafe.SliceData(img))))
+	}
+	cr.in, cr.out = at(want.Input), at(want.Output)
+	cr.inLen, cr.outLen = len(want.Input), len(want.Output)
+	return nil
+}
+
+func (c commCase) call(l *harness.Layout, cr *commRank, opts executor.Options) gpu.CommCall {
+	return gpu.CommCall{
+		Key:  fmt.Sprintf("%s/%d/%s/%v", c.name, c.size, c.dt.Name(), c.inPlace),
+		Desc: fmt.Sprintf("%s of %d bytes %s", c.name, c.size, c.dt.Name()),
+		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
+			inst, err := executor.Instantiate(c.plan, l.Sizes)
+			return inst, l.BufferLayout, opts, err
+		},
+		In: cr.in, Out: cr.out, Stream: cr.st,
+	}
+}
+
+// runComm runs c on a communicator and returns every rank's output after
+// the last launch. The first call is enqueued behind a piece of work
+// that holds the stream until every rank's call has returned: a call
+// that waited for its kernel would never return.
+func runComm(t *testing.T, ss *Streams, c commCase) ([][]byte, []error) {
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(c.plan.GPUs)
+	outs := make([][]byte, n)
+	var returned sync.WaitGroup
+	returned.Add(n)
+	errs := withRanks(t, ss, n, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		opts := executor.Options{DType: c.dt, DeadlockTimeout: c.timeout}
+		hold := make(chan struct{})
+		if err := ss.Do(cr.st, func() { <-hold }); err != nil {
+			return err
+		}
+		for seq := range c.launches {
+			input := make([]byte, cr.inLen)
+			lay.FillRank(input, cr.rank, seq)
+			// The input is written in stream order: the previous
+			// launch may still read it.
+			if err := ss.Do(cr.st, func() { _ = cr.dev.HtoD(cr.in, input) }); err != nil {
+				return err
+			}
+			err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, opts))
+			if seq == 0 {
+				returned.Done()
+				go func() {
+					returned.Wait()
+					close(hold)
+				}()
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.AsyncError(); err != nil {
+			return err
+		}
+		out := make([]byte, cr.outLen)
+		if err := cr.dev.DtoH(out, cr.out); err != nil {
+			return err
+		}
+		outs[cr.rank] = out
+		return nil
+	})
+	return outs, errs
+}
+
+// TestComm runs every bundled collective through communicators, in place
+// and out of place, over several calls, against the CPU backend.
+func TestComm(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	cases := []commCase{
+		{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "4"}), size: 1 << 12, dt: executor.Float32, inPlace: true},
+		{name: "allreduce_packet out", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2", "inplace": "false"}), size: 1 << 14, dt: executor.Int32},
+		{name: "allreduce_rsag", plan: gputest.AlgorithmPlan(t, "allreduce_rsag", map[string]string{"world_size": "2", "min_message_size": "0"}), size: 1 << 14, dt: executor.Float16, inPlace: true},
+		{name: "allgather", plan: gputest.AlgorithmPlan(t, "allgather", map[string]string{"world_size": "4"}), size: 1 << 14, dt: executor.Float32, inPlace: true},
+		{name: "allgather out", plan: gputest.AlgorithmPlan(t, "allgather", map[string]string{"world_size": "2", "inplace": "false"}), size: 1 << 12, dt: executor.BFloat16},
+		{name: "reducescatter", plan: gputest.AlgorithmPlan(t, "reducescatter", map[string]string{"world_size": "4"}), size: 1 << 14, dt: executor.Float32, inPlace: true},
+		{name: "reducescatter out", plan: gputest.AlgorithmPlan(t, "reducescatter", map[string]string{"world_size": "2", "inplace": "false"}), size: 1 << 12, dt: executor.Float32},
+		{name: "alltoall", plan: gputest.AlgorithmPlan(t, "alltoall", map[string]string{"world_size": "2"}), size: 1 << 12, dt: executor.Float32},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.launches = 3
+			if c.inPlace != c.plan.Inplace {
+				t.Skipf("the plan is in-place %v", c.plan.Inplace)
+			}
+			outs, errs := runComm(t, ss, c)
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
+				Opts: executor.Options{DType: c.dt}, Launches: c.launches})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range want {
+				if !bytes.Equal(outs[r], want[r]) {
+					t.Errorf("rank %d: the output differs from the CPU backend's", r)
+				}
+			}
+		})
+	}
+}
+
+// TestCommRegistration: a call on buffers the peers have seen registers
+// nothing; a buffer in a new range registers once.
+func TestCommRegistration(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		opts := executor.Options{DType: c.dt}
+		var counts []int
+		for i := range 3 {
+			if i != 1 { // calls 0 and 1 on the same buffers, call 2 on new ones
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+			}
+			if err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, opts)); err != nil {
+				return err
+			}
+			counts = append(counts, cr.comm.Registered())
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if counts[0] == 0 || counts[1] != counts[0] || counts[2] != counts[0]+1 {
+			return fmt.Errorf("registrations after each call %v: want n, n, n+1 with n > 0", counts)
+		}
+		return cr.comm.AsyncError()
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCommMismatch: ranks that make different calls all fail, naming
+// both calls, before anything is launched.
+func TestCommMismatch(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if cr.rank == 1 {
+			call.Desc = "ncclAllReduce count 7"
+		}
+		return cr.comm.Enqueue(context.Background(), call)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "mismatched calls: rank 0 called allreduce_packet of 4096 bytes float, rank 1 called ncclAllReduce count 7") {
+			t.Errorf("rank %d: %v, want the mismatch named", r, err)
+		}
+	}
+}
+
+// hangCase is a plan whose rank 1 never signals: rank 0 waits for ever.
+func hangCase(t *testing.T) (*executor.Plan, *harness.Layout) {
+	c := rankCase(t, "unit_tests/signal_wait/signal_wait_test.plan.json", executor.Float32)
+	for i := range c.Plan.GPUs[1].ThreadBlocks {
+		tb := &c.Plan.GPUs[1].ThreadBlocks[i]
+		var keep []executor.Op
+		for _, op := range tb.Ops {
+			if op.Type != executor.OpSignal {
+				keep = append(keep, op)
+			}
+		}
+		tb.Ops = keep
+	}
+	return c.Plan, c.Layout
+}
+
+// TestCommDeadlock: a hung launch becomes the communicator's
+// asynchronous error, with the job-wide deadlock report; later calls are
+// refused with it.
+func TestCommDeadlock(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 200 * time.Millisecond})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("the call failed at once: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		aerr := cr.comm.AsyncError()
+		var de *executor.DeadlockError
+		if cr.rank == 1 {
+			// Its kernel ended; it keeps its communicator (and its share
+			// of the job-wide watch) until rank 0 has its report.
+			if aerr != nil {
+				return fmt.Errorf("rank 1's launch ended, yet: %w", aerr)
+			}
+			return cr.boot.Barrier(context.Background())
+		}
+		defer func() { _ = cr.boot.Barrier(context.Background()) }()
+		if !errors.As(aerr, &de) || !strings.Contains(aerr.Error(), "rank 0 tb 0") || !strings.Contains(aerr.Error(), "expects signal") {
+			return fmt.Errorf("async error %v, want the deadlock report of rank 0 waiting for a signal", aerr)
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err == nil || !errors.As(err, &de) {
+			return fmt.Errorf("a call after the deadlock: %v, want it refused with the report", err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestCommAbort: Abort ends a hung launch long before the deadlock
+// timeout would.
+func TestCommAbort(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("the call failed at once: %w", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cr.comm.Abort() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+		case <-time.After(time.Minute):
+			return errors.New("abort has not returned within a minute (the deadlock timeout is 10 minutes)")
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		// Rank 1's kernel (which only waits for rank 0's signals) may have
+		// ended before the abort; rank 0's could not.
+		if aerr := cr.comm.AsyncError(); cr.rank == 0 && (aerr == nil || !strings.Contains(aerr.Error(), "canceled")) {
+			return fmt.Errorf("async error %v, want the cancelled launch", aerr)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+//go:build cgo
+
+package emu
+
+// streams.go holds the emulated device's streams: queues of work that a
+// goroutine each runs in order, as a GPU runs a stream's work. The
+// drivers of Streams.Open launch on them (gpu.StreamDriver), so that a
+// communicator's collective is enqueued on its caller's stream and the
+// call returns at once.
+
+/*
+#include <stdint.h>
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+void mg_emu_wait(uint64_t h);
+uint64_t mg_emu_range(uint64_t p, uint64_t* n);
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+// Streams are the streams of the emulated device, numbered from 1; stream
+// 0 is the default stream. Close ends them.
+type Streams struct {
+	mu     sync.Mutex
+	m      map[gpu.Stream]*stream
+	next   gpu.Stream
+	closed bool
+	adopt  bool // any handle names a stream, made on first use
+}
+
+// NewStreams returns a set of streams with only the default one.
+func NewStreams() *Streams {
+	return &Streams{m: map[gpu.Stream]*stream{}, next: 1}
+}
+
+// New returns a new stream.
+func (ss *Streams) New() (gpu.Stream, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return 0, errors.New("gpu-emu: the streams are closed")
+	}
+	st := ss.next
+	ss.next++
+	ss.m[st] = newStream(st)
+	return st, nil
+}
+
+// get returns stream st (0, the default stream, is made on first use).
+func (ss *Streams) get(st gpu.Stream) (*stream, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return nil, errors.New("gpu-emu: the streams are closed")
+	}
+	s, ok := ss.m[st]
+	if !ok && (st == 0 || ss.adopt) {
+		s = newStream(st)
+		ss.m[st] = s
+		ok = true
+	}
+	if !ok {
+		return nil, fmt.Errorf("gpu-emu: no stream %d", st)
+	}
+	return s, nil
+}
+
+// Adopt makes every handle name a stream, made on first use (as a
+// library that is handed its caller's streams must take them).
+func (ss *Streams) Adopt() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.adopt = true
+}
+
+// Do enqueues f on stream st: it runs after the work enqueued there
+// before it (the caller's own work, e.g. filling a buffer).
+func (ss *Streams) Do(st gpu.Stream, f func()) error {
+	s, err := ss.get(st)
+	if err != nil {
+		return err
+	}
+	return s.push("host work", func() error { f(); return nil })
+}
+
+// Synchronize waits until every piece of work enqueued on st so far has
+// run, at most timeout, and returns the first error of that work.
+func (ss *Streams) Synchronize(st gpu.Stream, timeout time.Duration) error {
+	s, err := ss.get(st)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	if err := s.push("synchronize", func() error { close(done); return nil }); err != nil {
+		return err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		return fmt.Errorf("gpu-emu: stream %d: its work has not ended within %v", st, timeout)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err, s.err = s.err, nil
+	return err
+}
+
+// Close ends the streams' goroutines once their work has run.
+func (ss *Streams) Close() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return
+	}
+	ss.closed = true
+	for _, s := range ss.m {
+		s.close()
+	}
+}
+
+// Open returns a new emulated device (as emu.Open) that launches on these
+// streams.
+func (ss *Streams) Open() (gpu.Driver, error) { return ss.open(false) }
+
+// OpenIPC returns a new emulated device (as emu.OpenIPC) that launches
+// on these streams.
+func (ss *Streams) OpenIPC() (gpu.Driver, error) { return ss.open(true) }
+
+func (ss *Streams) open(ipc bool) (gpu.Driver, error) {
+	d, err := newDriver(ipc)
+	if err != nil {
+		return nil, err
+	}
+	d.streams = ss
+	return d, nil
+}
+
+// stream is one queue of work and its goroutine.
+type stream struct {
+	id     gpu.Stream
+	mu     sync.Mutex
+	work   []func() error
+	wake   chan struct{} // one token: work was added, or closed
+	closed bool
+	err    error // the first failed work's, until Synchronize
+}
+
+func newStream(id gpu.Stream) *stream {
+	s := &stream{id: id, wake: make(chan struct{}, 1)}
+	go s.run()
+	return s
+}
+
+func (s *stream) push(what string, f func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("gpu-emu: %s on stream %d, which is closed", what, s.id)
+	}
+	s.work = append(s.work, f)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *stream) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *stream) run() {
+	for {
+		s.mu.Lock()
+		if len(s.work) == 0 {
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return
+			}
+			<-s.wake
+			continue
+		}
+		f := s.work[0]
+		s.work = s.work[1:]
+		s.mu.Unlock()
+		if err := f(); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// streamLaunch is a launch on a caller's stream: done closes when its
+// kernel has ended.
+type streamLaunch struct {
+	done chan struct{}
+	err  error
+}
+
+// UseStream sends the kernel stream's later work to stream st.
+func (d *driver) UseStream(st gpu.Stream) error {
+	if d.streams == nil {
+		return errors.New("gpu-emu: this device was not opened from emu.Streams, so it has no caller's streams")
+	}
+	if d.onStream != nil {
+		return errors.New("gpu-emu: UseStream while a launch is running")
+	}
+	s, err := d.streams.get(st)
+	if err != nil {
+		return err
+	}
+	d.cur = s
+	return nil
+}
+
+// launchOnStream enqueues the kernel on the chosen stream: it runs once
+// the stream reaches it, and the stream goes on once it has ended.
+func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
+	if d.onStream != nil {
+		return errors.New("gpu-emu: a launch is already running")
+	}
+	l := &streamLaunch{done: make(chan struct{})}
+	dev, entry := d.dev, d.entry
+	if err := d.cur.push("launch", func() error {
+		defer close(l.done)
+		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+		if h == 0 {
+			l.err = fmt.Errorf("could not start %d host threads", grid*block)
+			return l.err
+		}
+		C.mg_emu_wait(h)
+		return nil
+	}); err != nil {
+		return err
+	}
+	d.onStream = l
+	return nil
+}
+
+// AddressRange returns the memory file mapping (this process's, or a
+// peer's opened through IPC) that holds p; heap memory (emu.Open's) is
+// not known.
+func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {
+	var n C.uint64_t
+	base := C.mg_emu_range(C.uint64_t(p), &n)
+	if base == 0 {
+		return 0, 0, false, nil
+	}
+	return gpu.DevPtr(base), uint64(n), true, nil
+}
+
+var _ gpu.StreamDriver = (*driver)(nil)

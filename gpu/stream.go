@@ -1,0 +1,24 @@
+package gpu
+
+// stream.go holds what a communicator's launches (comm.go) need of a
+// driver beyond Driver: work on a stream the caller owns, and the
+// allocation a device pointer belongs to.
+
+// Stream is a caller's stream: a CUstream on a GPU (0: the legacy default
+// stream), a stream of an emu.Streams on the emulated device.
+type Stream uintptr
+
+// StreamDriver is a Driver that launches on its caller's streams.
+type StreamDriver interface {
+	Driver
+	// UseStream sends the kernel stream's later work (Enqueue, Zero,
+	// Launch) to the caller's stream st, in order with what the caller
+	// enqueued there, and returns at once. Wait then waits for the end of
+	// the last Launch only (an event recorded after it), not for the
+	// caller's later work on st.
+	UseStream(st Stream) error
+	// AddressRange returns the allocation of device memory that holds p:
+	// its start and size (cuMemGetAddressRange). ok is false when the
+	// driver does not know it (memory it cannot export).
+	AddressRange(p DevPtr) (base DevPtr, size uint64, ok bool, err error)
+}

@@ -1,0 +1,137 @@
+package main
+
+// device.go runs a call's plan on the library's GPU backend (gpu.Comm):
+// on the caller's device buffers and stream, asynchronously, the ranks
+// meeting per call over the communicator's bootstrap. Which backend a
+// build has is chosen at build time (device_emu.go, device_none.go).
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+// deviceTag is the first bootstrap message tag of a communicator's plan
+// sessions (the bootstrap's other users take none).
+const deviceTag = 1 << 20
+
+// openDevice opens c's rank of a gpu.Comm when the build has a device
+// backend; every rank of c calls it at once.
+func (c *comm) openDevice() error {
+	cfg, ok := theLibrary.deviceConfig(c.dev)
+	if !ok {
+		return nil
+	}
+	cfg.SetupTimeout = c.timeout
+	hosts := make([]int, c.size)
+	for i, h := range c.boot.Hosts() {
+		for _, r := range h.Ranks {
+			hosts[r] = i
+		}
+	}
+	gc, err := gpu.OpenComm(context.Background(), cfg, rankwire.World{Net: c.boot, Host: hosts, Tag: deviceTag})
+	if err != nil {
+		return errorf(resultSystem, "rank %d of %d: %v", c.rank, c.size, err)
+	}
+	c.gpu = gc
+	c.loaded = map[string]*executor.Plan{}
+	return nil
+}
+
+// runOnDevice enqueues the plan of d for call k on the caller's stream.
+// ran is false, with the reason, when the build has no device backend
+// or k cannot be taken.
+func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason string) {
+	switch {
+	case c.gpu == nil:
+		return false, nil, ""
+	case k.groupDepth > 0:
+		return false, nil, "calls inside a group are not launched yet (the ranks meet per call)"
+	}
+	if k.send == 0 || k.recv == 0 {
+		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
+	}
+	dt := planDType(k.dtype)
+	size := k.size(c.size)
+	inPlace := k.inPlace(c.rank)
+	op := ""
+	if k.op >= 0 {
+		op = " " + opName(k.op)
+	}
+	desc := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(inPlace), d.plan)
+	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
+		Key:  fmt.Sprintf("%s|%d|%s|%v", d.path, size, dt.Name(), inPlace),
+		Desc: desc,
+		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
+			plan, err := c.loadPlan(d.path)
+			if err != nil {
+				return nil, nil, executor.Options{}, err
+			}
+			layout, err := executor.PlanLayout(plan, size, dt, inPlace)
+			if err != nil {
+				return nil, nil, executor.Options{}, fmt.Errorf("%s: %w", d.path, err)
+			}
+			inst, err := executor.Instantiate(plan, layout.Sizes)
+			if err != nil {
+				return nil, nil, executor.Options{}, fmt.Errorf("%s: %w", d.path, err)
+			}
+			return inst, layout, executor.Options{DType: dt}, nil
+		},
+		In: gpu.DevPtr(k.send), Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
+	})
+	if err != nil {
+		return true, errorf(resultInvalidUsage, "%v", err), ""
+	}
+	return true, nil, ""
+}
+
+// loadPlan loads a plan file once per communicator.
+func (c *comm) loadPlan(file string) (*executor.Plan, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.loaded[file]; p != nil {
+		return p, nil
+	}
+	p, err := executor.LoadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	c.loaded[file] = p
+	return p, nil
+}
+
+// devices is the library's device backend: a driver configuration per
+// device number, made on first use.
+type devices struct {
+	mu      sync.Mutex
+	open    func(dev int) gpu.Config
+	cfgs    map[int]gpu.Config
+	streams map[int]streamSyncer // the emulated device's streams, per device
+}
+
+// streamSyncer waits for a stream's work (emu.Streams).
+type streamSyncer interface {
+	Synchronize(st gpu.Stream, timeout time.Duration) error
+}
+
+// deviceConfig returns the configuration of device dev, false when the
+// build has no device backend.
+func (l *library) deviceConfig(dev int) (gpu.Config, bool) {
+	d := l.devices
+	if d == nil || d.open == nil {
+		return gpu.Config{}, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cfg, ok := d.cfgs[dev]
+	if !ok {
+		cfg = d.open(dev)
+		d.cfgs[dev] = cfg
+	}
+	return cfg, true
+}
