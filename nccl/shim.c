@@ -82,7 +82,44 @@ static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[2048];
 static int last_error_is_real; /* the last failure was the fallback's */
 
+/* Besides the process's last error, which ncclGetLastError gives as
+ * NCCL's does, each thread keeps the last error set on it, for
+ * mscclgoGetLastError: ranks run as threads of one process each read
+ * their own. It is kept under a pthread key rather than in __thread
+ * storage, for which a library loaded by dlopen (ctypes) may find no
+ * static TLS room beside the Go runtime's. */
+static pthread_key_t thread_error_key;
+static pthread_once_t thread_error_once = PTHREAD_ONCE_INIT;
+static int thread_error_ok;
+
+static void make_thread_error_key(void) {
+  thread_error_ok = pthread_key_create(&thread_error_key, free) == 0;
+}
+
+/* thread_error returns the calling thread's message buffer (of the size
+ * of last_error), or NULL when there is none and create is not set or it
+ * cannot be made. */
+static char *thread_error(int create) {
+  pthread_once(&thread_error_once, make_thread_error_key);
+  if (!thread_error_ok) {
+    return NULL;
+  }
+  char *e = pthread_getspecific(thread_error_key);
+  if (e == NULL && create) {
+    e = calloc(1, sizeof last_error);
+    if (e != NULL && pthread_setspecific(thread_error_key, e) != 0) {
+      free(e);
+      e = NULL;
+    }
+  }
+  return e;
+}
+
 void mscclgo_set_error(const char *msg, int log) {
+  char *mine = thread_error(1);
+  if (mine != NULL) {
+    snprintf(mine, sizeof last_error, "%s", msg);
+  }
   pthread_mutex_lock(&error_mu);
   snprintf(last_error, sizeof last_error, "%s", msg);
   last_error_is_real = 0;
@@ -798,6 +835,14 @@ const char *ncclGetLastError(ncclComm_t comm) {
     return real.GetLastError(rc);
   }
   return last_error;
+}
+
+const char *mscclgoGetLastError(void) {
+  const char *mine = thread_error(0);
+  if (mine != NULL && mine[0] != '\0') {
+    return mine;
+  }
+  return ncclGetLastError(NULL);
 }
 
 /* ------------------------------------------------------------------ */

@@ -3,9 +3,11 @@
  * API (libmscclgo_nccl.so), for programs that choose the plans themselves:
  * register plan files or plan-set directories, set a selector, execute a
  * named plan or let the selector choose. Results are ncclResult_t values;
- * ncclGetLastError gives the message of a failure.
+ * mscclgoGetLastError gives the message of the calling thread's last
+ * failure (ncclGetLastError the process's).
  *
- * Plans run only where mscclgo can launch them: today, with
+ * Plans run only where mscclgo can launch them: on a device through the
+ * library's device build (make nccl NCCL_BACKEND=cuda), or, with
  * MSCCLGO_NCCL_HOSTMEM=1, on buffers in host memory with every rank a
  * thread of this process (docs/integration.md). Elsewhere mscclgoExecute
  * returns ncclInvalidUsage saying so.
@@ -22,6 +24,10 @@ extern "C" {
 #endif
 
 typedef struct mscclgoComm *mscclgoComm_t;
+
+/* The message of the calling thread's last failure, or, when it has had
+ * none, the process's last (ncclGetLastError). */
+const char *mscclgoGetLastError(void);
 
 /* A collective call, as a selector sees it. */
 typedef struct {

@@ -53,8 +53,8 @@ def _load(path=None):
     lib = _libs.get(path)
     if lib is None:
         lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        lib.ncclGetLastError.restype = ctypes.c_char_p
-        lib.ncclGetLastError.argtypes = [ctypes.c_void_p]
+        lib.mscclgoGetLastError.restype = ctypes.c_char_p
+        lib.mscclgoGetLastError.argtypes = []
         lib.mscclgoCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, _UniqueId, ctypes.c_int]
         lib.mscclgoCommInitEnv.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         for f in (lib.mscclgoCommRank, lib.mscclgoCommSize):
@@ -72,7 +72,7 @@ def _load(path=None):
 
 def _check(lib, code):
     if code != 0:
-        raise MscclgoError(code, lib.ncclGetLastError(None).decode())
+        raise MscclgoError(code, lib.mscclgoGetLastError().decode())
 
 
 def unique_id(library=None):
