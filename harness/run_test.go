@@ -219,28 +219,11 @@ func TestRunWrongReport(t *testing.T) {
 // connect starts a loopback bootstrap of n ranks.
 func connect(t *testing.T, n int) []*bootstrap.Bootstrap {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "rank0.addr")
-	bs := make([]*bootstrap.Bootstrap, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			w := bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: "testhost"}
-			bs[r], errs[r] = bootstrap.Connect(context.Background(), w, bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
-		})
+	bs, err := bootstrap.ConnectLocal(context.Background(), n, t.TempDir(), bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
 	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: connect: %v", r, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, b := range bs {
-			wg.Go(func() { b.Close() })
-		}
-		wg.Wait()
-	})
+	t.Cleanup(func() { bootstrap.CloseAll(bs) })
 	return bs
 }
 
