@@ -483,6 +483,7 @@ struct cu_api {
   int (*retain)(void **, int);
   int (*set)(void *);
   int (*alloc)(uintptr_t *, size_t);
+  int (*free_)(uintptr_t);
 };
 
 static int cu_api_load(struct cu_api *a) {
@@ -490,7 +491,8 @@ static int cu_api_load(struct cu_api *a) {
   *(void **)(&a->retain) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
   *(void **)(&a->set) = dlsym(RTLD_DEFAULT, "cuCtxSetCurrent");
   *(void **)(&a->alloc) = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
-  return a->count != NULL && a->retain != NULL && a->set != NULL && a->alloc != NULL;
+  *(void **)(&a->free_) = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+  return a->count != NULL && a->retain != NULL && a->set != NULL && a->alloc != NULL && a->free_ != NULL;
 }
 
 /* The device this process set (dataprocs), -1 before: a process-wide
@@ -540,14 +542,16 @@ static void *data_alloc(size_t bytes) {
   return a.alloc(&p, bytes) == 0 ? (void *)p : NULL;
 }
 
-/* data_free frees host memory; device memory stays until the process
- * ends, as in a caching allocator: the library registers an allocation
- * with its peers once, by address range, and cannot tell a new allocation
- * at a freed one's address from the old one. */
+/* data_free frees a data case's buffers: the next case's cuMemAlloc may
+ * return the same address, a new allocation the library must register
+ * with the peers anew. */
 static void data_free(void *p) {
-  if (current_dev < 0) {
+  struct cu_api a;
+  if (current_dev < 0 || !cu_api_load(&a)) {
     free(p);
+    return;
   }
+  a.free_((uintptr_t)p);
 }
 
 /* data_case_run runs one case on rank r of n and checks its result. */
