@@ -155,7 +155,8 @@ gpu-test: gpu fakecuda build
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		$(GO) test -count=1 -tags cuda ./gpu/cuda/...
 	@# The NCCL library's cuda-tagged build: every collective's data checks
-	@# through gpu/cuda on four fake devices.
+	@# through gpu/cuda on four fake devices, ranks as threads of one
+	@# process and as 2 and 4 processes (buffers registered by IPC handle).
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs)CUDA'
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
