@@ -50,7 +50,7 @@ type Comm struct {
 	mu       sync.Mutex // serialises calls, Abort and Close
 	sessions map[string]*commSession
 	nextTag  uint32
-	exported map[DevPtr]uint64    // own allocations whose handles the peers have
+	exported map[DevPtr]uint64    // own allocations whose handles the peers have: their ids
 	mapped   map[peerAlloc]DevPtr // peers' allocations mapped here
 	regs     int                  // registrations made (exports and mappings)
 	calls    uint64
@@ -65,6 +65,7 @@ type peerAlloc struct {
 	rank int
 	base DevPtr
 	size uint64
+	id   uint64 // the driver's (AllocIDer), 0 without
 }
 
 // commSession is one plan instance's rank session and its last launch.
@@ -187,6 +188,7 @@ type bufRec struct {
 	Ptr  DevPtr `json:"ptr"`
 	Base DevPtr `json:"base"` // the allocation (or the buffer itself)
 	Size uint64 `json:"size"`
+	ID   uint64 `json:"id,omitempty"` // the allocation's id (AllocIDer)
 	// Handle is the allocation's IPC handle, when it is new to the peers
 	// in other processes.
 	Handle *IpcHandle `json:"handle,omitempty"`
@@ -256,8 +258,8 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	if err := mismatch(all); err != nil {
 		return fmt.Errorf("%s: %w", c.cfg.Name, err)
 	}
-	for p, n := range newExports {
-		c.exported[p] = n
+	for p, id := range newExports {
+		c.exported[p] = id
 		c.regs++
 	}
 	bases, regErr := c.peerBuffers(all)
@@ -335,10 +337,17 @@ func (c *Comm) describe(p DevPtr, newExports map[DevPtr]uint64) (bufRec, error) 
 	if !ok {
 		return rec, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
 	}
-	if _, have := c.exported[base]; have {
+	if ider, has := c.io.(AllocIDer); has {
+		if rec.ID, err = ider.AllocID(base); err != nil {
+			return rec, fmt.Errorf("the id of the allocation at %#x: %w", uint64(base), err)
+		}
+	}
+	// An allocation at a registered one's address with another id
+	// replaced a freed one: the peers get its handle.
+	if id, have := c.exported[base]; have && id == rec.ID {
 		return rec, nil
 	}
-	if _, have := newExports[base]; have {
+	if id, have := newExports[base]; have && id == rec.ID {
 		return rec, nil
 	}
 	h, err := c.io.IpcGet(base)
@@ -346,16 +355,19 @@ func (c *Comm) describe(p DevPtr, newExports map[DevPtr]uint64) (bufRec, error) 
 		return rec, fmt.Errorf("exporting the allocation at %#x: %w", uint64(base), err)
 	}
 	rec.Handle = &h
-	newExports[base] = size
+	newExports[base] = rec.ID
 	return rec, nil
 }
 
 // peerBuffers returns every rank's input and output as this rank
 // addresses them (0 for ranks on other hosts), mapping the allocations
-// of same-host peers in other processes on first use.
+// of same-host peers in other processes on first use. A peer's new
+// allocation that overlaps one mapped here (freed, and its address used
+// again) unmaps the old one.
 func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 	out := make([][2]DevPtr, c.n)
 	var errs []string
+	var stale []DevPtr
 	for r, rec := range all {
 		if c.w.Host[r] != c.w.Host[c.rank] {
 			continue
@@ -363,7 +375,7 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 		for i, b := range rec.Bufs {
 			if r == c.rank || c.procs[r] == thisProcess {
 				out[r][i] = b.Ptr
-				if k := (peerAlloc{r, b.Base, b.Size}); r != c.rank {
+				if k := (peerAlloc{r, b.Base, b.Size, b.ID}); r != c.rank {
 					if _, ok := c.mapped[k]; !ok {
 						c.mapped[k] = b.Base
 						c.regs++
@@ -371,13 +383,19 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 				}
 				continue
 			}
-			k := peerAlloc{r, b.Base, b.Size}
+			k := peerAlloc{r, b.Base, b.Size, b.ID}
 			p, ok := c.mapped[k]
 			if !ok && b.Handle == nil {
 				errs = append(errs, fmt.Sprintf("rank %d's buffer %#x is in an allocation (%#x, %d bytes) it did not register", r, uint64(b.Ptr), uint64(b.Base), b.Size))
 				continue
 			}
 			if !ok {
+				for old, q := range c.mapped {
+					if old.rank == r && old.base < k.base+DevPtr(k.size) && k.base < old.base+DevPtr(old.size) {
+						stale = append(stale, q)
+						delete(c.mapped, old)
+					}
+				}
 				var err error
 				if p, err = c.io.IpcOpen(*b.Handle); err != nil {
 					errs = append(errs, fmt.Sprintf("mapping rank %d's allocation at %#x: %v", r, uint64(b.Base), err))
@@ -389,10 +407,37 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 			out[r][i] = p + (b.Ptr - b.Base)
 		}
 	}
+	if err := c.unmap(stale); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// unmap unmaps peers' freed allocations once the launches that may still
+// read them have ended (each waited for at most the deadlock timeout and
+// a margin).
+func (c *Comm) unmap(stale []DevPtr) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	for key, cs := range c.sessions {
+		if err := cs.wait(c.waitBound(cs)); err != nil {
+			return fmt.Errorf("unmapping a peer's freed allocation (its mapping stays until the process ends): %s: %w", key, err)
+		}
+	}
+	var errs []string
+	for _, p := range stale {
+		if err := c.io.IpcClose(p); err != nil {
+			errs = append(errs, fmt.Sprintf("unmapping a peer's freed allocation at %#x: %v", uint64(p), err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // open opens the session of call's instance on every rank (regErr, this

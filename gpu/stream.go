@@ -22,3 +22,13 @@ type StreamDriver interface {
 	// driver does not know it (memory it cannot export).
 	AddressRange(p DevPtr) (base DevPtr, size uint64, ok bool, err error)
 }
+
+// AllocIDer is a StreamDriver that names each allocation for the life of
+// the process (CU_POINTER_ATTRIBUTE_BUFFER_ID), so that an allocation
+// made where a freed one was is told from it: a communicator registers it
+// anew. With a driver that is not one, a communicator takes an allocation
+// at a registered one's address and size for the same one.
+type AllocIDer interface {
+	// AllocID returns the id of the allocation that holds p.
+	AllocID(p DevPtr) (uint64, error)
+}

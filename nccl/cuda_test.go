@@ -9,31 +9,51 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+var (
+	cudaOnce sync.Once
+	cudaErr  error
+)
+
+// cudaLibrary builds the cuda-tagged library once per test binary and
+// returns its directory.
+func cudaLibrary(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("MSCCLGO_FAKE_KERNEL_LIB") == "" {
+		t.Fatal("MSCCLGO_FAKE_KERNEL_LIB is not set: run this test with make gpu-test (the fake CUDA driver)")
+	}
+	dir := filepath.Join(artifacts(t), "cuda")
+	cudaOnce.Do(func() {
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, goTool, "build", "-tags", "cuda", "-buildmode=c-shared",
+			"-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "libnccl.so.2"), ".").CombinedOutput(); err != nil {
+			cudaErr = fmt.Errorf("building the cuda-tagged library: %v\n%s", err, out)
+		}
+	})
+	if cudaErr != nil {
+		t.Fatal(cudaErr)
+	}
+	return dir
+}
 
 // TestDeviceRunsCUDA: four ranks as threads of ncclCommInitAll on four
 // fake devices; each call whose plan fits is launched through gpu/cuda on
 // the device's legacy stream (the driver synchronises it before checking
 // the result).
 func TestDeviceRunsCUDA(t *testing.T) {
-	if os.Getenv("MSCCLGO_FAKE_KERNEL_LIB") == "" {
-		t.Fatal("MSCCLGO_FAKE_KERNEL_LIB is not set: run this test with make gpu-test (the fake CUDA driver)")
-	}
-	dir := filepath.Join(artifacts(t), "cuda")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, goTool, "build", "-tags", "cuda", "-buildmode=c-shared",
-		"-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "libnccl.so.2"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("building the cuda-tagged library: %v\n%s", err, out)
-	}
+	dir := cudaLibrary(t)
 	type def = struct {
 		algorithm string
 		defines   map[string]string
@@ -64,5 +84,77 @@ func TestDeviceRunsCUDA(t *testing.T) {
 		if !strings.Contains(r.stderr, l) {
 			t.Errorf("log lacks %q:\n%s", l, r.stderr)
 		}
+	}
+}
+
+// TestDeviceProcsCUDA: the data checks with one process per rank, as
+// torchrun and mpirun run a job: each process is one rank of
+// ncclCommInitRank from a unique id that rank 0 hands over through a
+// file, sets device rank mod the fake machine's count (the program's
+// stand-in cudaSetDevice) and allocates its buffers with cuMemAlloc; the
+// library registers them with the peers through IPC handles (memory files
+// of another process on the fake driver) and launches each plan on the
+// device's stream.
+func TestDeviceProcsCUDA(t *testing.T) {
+	dir := cudaLibrary(t)
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	for _, tc := range []struct {
+		n     int
+		cases int // data checks per rank
+	}{
+		{2, 6}, // the split's halves are single ranks: no split case
+		{4, 7}, // six, and one on each half of a split
+	} {
+		t.Run(fmt.Sprintf("%d processes", tc.n), func(t *testing.T) {
+			ws := fmt.Sprint(tc.n)
+			plans := bundledPlans(t, map[string]def{
+				"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": ws}},
+				"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": ws, "inplace": "false"}},
+				"allgather.json":     {"allgather", map[string]string{"world_size": ws}},
+				"reducescatter.json": {"reducescatter", map[string]string{"world_size": ws}},
+				"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
+			})
+			idFile := filepath.Join(t.TempDir(), "id")
+			runs := make([]run, tc.n)
+			var wg sync.WaitGroup
+			for rank := range tc.n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runs[rank] = runCheck(t, []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"),
+						fmt.Sprintf("MSCCLGO_FAKECUDA_DEVICES=%d", tc.n), "MSCCLGO_NCCL_THREADS=4",
+						"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
+						"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans,
+						fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=" + ws, "NCCLCHECK_ID_FILE=" + idFile}, "dataprocs")
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			for rank, r := range runs {
+				for call, code := range r.results() {
+					if code != "0" {
+						t.Errorf("%s -> %s, want 0", call, code)
+					}
+				}
+				if n := strings.Count(r.stdout, " ok\n"); n != tc.cases || strings.Contains(r.stdout, "WRONG") {
+					t.Errorf("rank %d: %d results right, want %d:\n%s\n%s", rank, n, tc.cases, r.stdout, r.stderr)
+				}
+				for _, l := range []string{
+					fmt.Sprintf("rank %d of %d: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_%dgpu on gpu, enqueued", rank, tc.n, tc.n),
+					fmt.Sprintf("rank %d of %d: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): plan allreduce_packet_%dgpu on gpu, enqueued", rank, tc.n, tc.n),
+					fmt.Sprintf("rank %d of %d: ncclAllGather count 1024 ncclFloat32 (in-place, %d bytes): plan allgather_%dgpu on gpu, enqueued", rank, tc.n, 4096*tc.n, tc.n),
+					fmt.Sprintf("rank %d of %d: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, %d bytes): plan reducescatter_%dgpu on gpu, enqueued", rank, tc.n, 4096*tc.n, tc.n),
+				} {
+					if !strings.Contains(r.stderr, l) {
+						t.Errorf("rank %d: log lacks %q:\n%s", rank, l, r.stderr)
+					}
+				}
+			}
+		})
 	}
 }

@@ -72,7 +72,7 @@ func buildAll(dir string) error {
 		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c", "custom.c"),
 		append(append([]string{"gcc"}, cflags...), "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub", "libnccl.so.2"), "testdata/stubnccl.c"),
 		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
-			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread"),
+			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread", "-ldl", "-rdynamic"),
 		{"cp", filepath.Join(dir, "ours", "libnccl.so.2"), filepath.Join(dir, "copy", "libnccl.so.2")},
 		// The emulated-device build (device_emu.go), for TestDeviceRuns.
 		{goTool, "build", "-tags", "mscclgo_emu", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "emu", "libnccl.so.2"), "."},

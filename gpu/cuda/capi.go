@@ -5,7 +5,7 @@ package cuda
 // capi.go holds the cgo wrappers of the driver calls gorgonia.org/cu does
 // not wrap: mapped pinned host memory (cuMemHostAlloc with
 // CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer),
-// cuFuncSetAttribute and CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle
+// cuFuncSetAttribute, an allocation's buffer id (cuPointerGetAttribute) and CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle
 // with lazy peer access, cuIpcCloseMemHandle), plus Error, the error value of a failed call. Each
 // wrapper expects the driver's context to be current on the calling
 // thread (driver.do).
@@ -64,6 +64,12 @@ static CUresult mg_ipc_open(CUdeviceptr* p, const void* h) {
 }
 
 static CUresult mg_ipc_close(CUdeviceptr p) { return cuIpcCloseMemHandle(p); }
+
+// mg_buffer_id returns the id of the allocation that holds p, unique for
+// the life of the process.
+static CUresult mg_buffer_id(unsigned long long* id, CUdeviceptr p) {
+	return cuPointerGetAttribute(id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
+}
 
 // Graph capture of a stream (relaxed mode) and the graph's executable.
 static CUresult mg_begin_capture(void* s) {
@@ -153,6 +159,15 @@ func ipcOpen(h [64]byte) (uint64, error) {
 		return 0, &Error{Call: "cuIpcOpenMemHandle", Code: int(r)}
 	}
 	return uint64(p), nil
+}
+
+// bufferID returns the id of the allocation that holds p.
+func bufferID(p uint64) (uint64, error) {
+	var id C.ulonglong
+	if r := C.mg_buffer_id(&id, C.CUdeviceptr(p)); r != C.CUDA_SUCCESS {
+		return 0, &Error{Call: "cuPointerGetAttribute", Code: int(r)}
+	}
+	return uint64(id), nil
 }
 
 // ipcClose unmaps memory from ipcOpen.

@@ -85,6 +85,41 @@ func TestIpcOwnProcess(t *testing.T) {
 	}
 }
 
+// TestAllocID checks that an allocation's id is the same from any address
+// in it and that a new allocation gets a new one, even at a freed one's
+// address (gpu.Comm registers it anew by it).
+func TestAllocID(t *testing.T) {
+	t.Parallel()
+	d := openDriver(t)
+	var ider gpu.AllocIDer = d
+	p, err := d.Alloc(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ider.AllocID(p)
+	if err != nil {
+		t.Fatalf("AllocID: %v", err)
+	}
+	if in, err := ider.AllocID(p + 4100); err != nil || in != id {
+		t.Errorf("AllocID inside the allocation: %d, %v; want %d", in, err, id)
+	}
+	if err := d.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	q, err := d.Alloc(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(q)
+	id2, err := ider.AllocID(q)
+	if err != nil {
+		t.Fatalf("AllocID: %v", err)
+	}
+	if id2 == id {
+		t.Errorf("a new allocation (at %#x; the freed one was at %#x) has the freed one's id %d", uint64(q), uint64(p), id)
+	}
+}
+
 // TestDeviceIDs checks that two drivers of one device name it alike and
 // that devices differ (with two devices or more).
 func TestDeviceIDs(t *testing.T) {

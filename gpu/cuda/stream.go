@@ -67,6 +67,21 @@ func (d *driver) recordEnd(st cu.Stream) error {
 	return d.ev.Record(st)
 }
 
+// AllocID returns the id of the allocation that holds p
+// (CU_POINTER_ATTRIBUTE_BUFFER_ID): gpu.AllocIDer.
+func (d *driver) AllocID(p gpu.DevPtr) (uint64, error) {
+	if err := d.open(); err != nil {
+		return 0, err
+	}
+	var id uint64
+	err := d.do("reading an allocation's buffer id", func() error {
+		var err error
+		id, err = bufferID(uint64(p))
+		return err
+	})
+	return id, err
+}
+
 // AddressRange returns the allocation that holds p
 // (cuMemGetAddressRange); ok is false for memory CUDA did not allocate.
 func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {

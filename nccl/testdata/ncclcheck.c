@@ -20,6 +20,11 @@
  *                           and check the results (MSCCLGO_NCCL_HOSTMEM=1)
  *   ncclcheck datamismatch  2 ranks as threads call allreduce with different
  *                           counts
+ *   ncclcheck dataprocs     the data checks as one rank of a job of processes
+ *                           (RANK, WORLD_SIZE, the unique id through
+ *                           NCCLCHECK_ID_FILE), on device rank mod the CUDA
+ *                           driver's device count (this program's stand-in
+ *                           cudaSetDevice), buffers from cuMemAlloc
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
  *                           the launcher's environment (torchrun's variables),
  *                           with the plans of NCCLCHECK_PLANS
@@ -175,11 +180,23 @@ static int env_int(const char *name) {
   return atoi(v);
 }
 
+static int set_rank_device(int rank);
+static void *data_main(void *p);
+
+/* What procs does after the init. */
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA };
+
 /* procs is one rank of a job; the unique id goes through a file, as a
- * framework sends it through its own channel. With lose set, rank 1 dies
- * after the init and rank 0 waits for the loss to show. */
-static int procs(int lose) {
+ * framework sends it through its own channel. PROCS_LOSE: rank 1 dies
+ * after the init and rank 0 waits for the loss to show. PROCS_DATA: the
+ * rank sets its device first and runs the data checks. */
+static int procs(int mode) {
   int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
+  int lose = mode == PROCS_LOSE;
+  if (mode == PROCS_DATA && set_rank_device(rank) != 0) {
+    fprintf(stderr, "ncclcheck: rank %d: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
+    return 2;
+  }
   const char *file = getenv("NCCLCHECK_ID_FILE");
   if (file == NULL) {
     fprintf(stderr, "ncclcheck: NCCLCHECK_ID_FILE is not set\n");
@@ -218,6 +235,11 @@ static int procs(int lose) {
   ncclComm_t comm = NULL;
   if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
     return 1;
+  }
+  if (mode == PROCS_DATA) {
+    struct rank_arg a = {comm, rank, n};
+    data_main(&a);
+    return 0;
   }
   if (lose) {
     if (rank == 1) {
@@ -453,12 +475,96 @@ static ncclResult_t stream_sync(ncclComm_t comm) {
   return cuda_sync(dev) >= 0 ? ncclSuccess : ncclSystemError;
 }
 
+/* The CUDA driver API of the process (libcuda.so.1, loaded by a
+ * cuda-tagged build of the library), found at run time: this program links
+ * no CUDA library. */
+struct cu_api {
+  int (*count)(int *);
+  int (*retain)(void **, int);
+  int (*set)(void *);
+  int (*alloc)(uintptr_t *, size_t);
+  int (*free_)(uintptr_t);
+};
+
+static int cu_api_load(struct cu_api *a) {
+  *(void **)(&a->count) = dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
+  *(void **)(&a->retain) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  *(void **)(&a->set) = dlsym(RTLD_DEFAULT, "cuCtxSetCurrent");
+  *(void **)(&a->alloc) = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+  *(void **)(&a->free_) = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+  return a->count != NULL && a->retain != NULL && a->set != NULL && a->alloc != NULL && a->free_ != NULL;
+}
+
+/* The device this process set (dataprocs), -1 before: a process-wide
+ * stand-in for the CUDA runtime's current device, as PyTorch's ranks have
+ * one device per process. */
+static int current_dev = -1;
+
+/* cudaSetDevice and cudaGetDevice stand in for the CUDA runtime's (the
+ * program is linked with -rdynamic, so the library finds cudaGetDevice as
+ * it finds the runtime's in PyTorch's processes): set makes the device's
+ * primary context current, as the runtime does. */
+int cudaSetDevice(int dev) {
+  struct cu_api a;
+  void *ctx = NULL;
+  if (!cu_api_load(&a) || a.retain(&ctx, dev) != 0 || a.set(ctx) != 0) {
+    return 1;
+  }
+  current_dev = dev;
+  return 0;
+}
+
+int cudaGetDevice(int *dev) {
+  *dev = current_dev < 0 ? 0 : current_dev;
+  return 0;
+}
+
+/* set_rank_device sets device rank mod the driver's device count, as a
+ * rank of a job does with cudaSetDevice. */
+static int set_rank_device(int rank) {
+  struct cu_api a;
+  int count = 0;
+  if (!cu_api_load(&a) || a.count(&count) != 0 || count < 1) {
+    return 1;
+  }
+  return cudaSetDevice(rank % count);
+}
+
+/* data_alloc allocates a data case's buffers: device memory (cuMemAlloc
+ * on the current device, host-addressable on the fake driver) once
+ * cudaSetDevice has run, else host memory. */
+static void *data_alloc(size_t bytes) {
+  struct cu_api a;
+  if (current_dev < 0 || !cu_api_load(&a)) {
+    return malloc(bytes);
+  }
+  uintptr_t p = 0;
+  return a.alloc(&p, bytes) == 0 ? (void *)p : NULL;
+}
+
+/* data_free frees a data case's buffers: the next case's cuMemAlloc may
+ * return the same address, a new allocation the library must register
+ * with the peers anew. */
+static void data_free(void *p) {
+  struct cu_api a;
+  if (current_dev < 0 || !cu_api_load(&a)) {
+    free(p);
+    return;
+  }
+  a.free_((uintptr_t)p);
+}
+
 /* data_case_run runs one case on rank r of n and checks its result. */
 static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int n) {
   size_t in = c->coll == 2 ? c->count * (size_t)n : c->count;  /* input elements */
   size_t out = c->coll == 1 ? c->count * (size_t)n : c->count; /* output elements */
   size_t total = in > out ? in : out;
-  char *mem = calloc(2 * total, 4);
+  char *mem = data_alloc(2 * total * 4);
+  if (mem == NULL) {
+    report(r, c->name, ncclSystemError);
+    return;
+  }
+  memset(mem, 0, 2 * total * 4);
   void *outb = mem, *inb = mem + total * 4;
   if (c->inplace) {
     /* NCCL's in-place: allgather's input is the rank's slice of its
@@ -512,7 +618,7 @@ static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int
     }
     pthread_mutex_unlock(&out_mu);
   }
-  free(mem);
+  data_free(mem);
 }
 
 static void *data_main(void *p) {
@@ -527,7 +633,9 @@ static void *data_main(void *p) {
     ncclCommUserRank(sub, &subRank);
     ncclCommCount(sub, &subN);
     static const struct data_case split_case = {"split allreduce float32 in-place", 0, ncclFloat32, 2048, 1};
-    data_case_run(&split_case, sub, subRank, subN);
+    if (subN > 1) {
+      data_case_run(&split_case, sub, subRank, subN);
+    }
     report(a->rank, "ncclCommDestroy split", ncclCommDestroy(sub));
   }
   finish(a->comm, a->rank);
@@ -590,17 +698,17 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | custom\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
     return threads(atoi(argv[2]));
   }
   if (strcmp(argv[1], "procs") == 0) {
-    return procs(0);
+    return procs(PROCS_CALLS);
   }
   if (strcmp(argv[1], "lost") == 0) {
-    return procs(1);
+    return procs(PROCS_LOSE);
   }
   if (strcmp(argv[1], "single") == 0) {
     return single();
@@ -622,6 +730,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "data") == 0 && argc == 3) {
     return data(atoi(argv[2]), data_main);
+  }
+  if (strcmp(argv[1], "dataprocs") == 0) {
+    return procs(PROCS_DATA);
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);

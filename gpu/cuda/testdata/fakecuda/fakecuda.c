@@ -16,7 +16,9 @@
 // cuMemAlloc backs every allocation with a memory file (memfd), so that
 // cuIpcGetMemHandle can export it: the handle names the file by the
 // exporting process's id and descriptor, and cuIpcOpenMemHandle in a
-// process of the same user maps /proc/PID/fd/FD (Linux).
+// process of the same user maps /proc/PID/fd/FD (Linux). Each allocation
+// (own or opened) has an id, never reused, for cuPointerGetAttribute's
+// CU_POINTER_ATTRIBUTE_BUFFER_ID.
 //
 // It refuses what the real driver refuses and our code could do by
 // mistake: cuIpcOpenMemHandle of a handle the calling process exported
@@ -424,11 +426,13 @@ struct dev_alloc {
   uintptr_t base;
   size_t size;
   int fd;
+  unsigned long long id;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused
   struct dev_alloc* next;
 };
 
 static pthread_mutex_t allocs_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct dev_alloc* allocs;
+static unsigned long long next_alloc_id = 1;
 
 static void add_alloc(uintptr_t base, size_t size, int fd) {
   struct dev_alloc* a = malloc(sizeof *a);
@@ -437,6 +441,7 @@ static void add_alloc(uintptr_t base, size_t size, int fd) {
   a->size = size;
   a->fd = fd;
   pthread_mutex_lock(&allocs_mu);
+  a->id = next_alloc_id++;
   a->next = allocs;
   allocs = a;
   pthread_mutex_unlock(&allocs_mu);
@@ -466,6 +471,20 @@ CUresult cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
   }
   pthread_mutex_unlock(&allocs_mu);
   return a == NULL ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+// cuPointerGetAttribute answers CU_POINTER_ATTRIBUTE_BUFFER_ID (the
+// allocation's id, which an allocation made at a freed one's address does
+// not share) for an allocation of this process (own or opened).
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
+  NEED_CTX();
+  if (attr != CU_POINTER_ATTRIBUTE_BUFFER_ID || data == NULL) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&allocs_mu);
+  struct dev_alloc* a = allocs;
+  while (a != NULL && !((uintptr_t)p >= a->base && (uintptr_t)p - a->base < a->size)) a = a->next;
+  if (a != NULL) *(unsigned long long*)data = a->id;
+  pthread_mutex_unlock(&allocs_mu);
+  return a == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 // The layout of a fake CUipcMemHandle's 64 bytes.
