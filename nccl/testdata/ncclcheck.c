@@ -151,26 +151,6 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static int threads(int n) {
-  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
-  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
-    return 1;
-  }
-  pthread_t *ts = calloc((size_t)n, sizeof *ts);
-  struct rank_arg *args = calloc((size_t)n, sizeof *args);
-  for (int r = 0; r < n; r++) {
-    args[r] = (struct rank_arg){comms[r], r, n};
-    pthread_create(&ts[r], NULL, rank_main, &args[r]);
-  }
-  for (int r = 0; r < n; r++) {
-    pthread_join(ts[r], NULL);
-  }
-  free(comms);
-  free(ts);
-  free(args);
-  return 0;
-}
-
 static int env_int(const char *name) {
   const char *v = getenv(name);
   if (v == NULL) {
@@ -651,7 +631,8 @@ static void *mismatch_data_main(void *p) {
   return NULL;
 }
 
-/* data runs main_ on n ranks as threads of one ncclCommInitAll. */
+/* data runs main_ on n ranks as threads of one ncclCommInitAll (rank_main:
+ * the forwarding checks; the data mains: results checked). */
 static int data(int n, void *(*main_)(void *)) {
   ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
   if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
@@ -702,7 +683,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
-    return threads(atoi(argv[2]));
+    return data(atoi(argv[2]), rank_main);
   }
   if (strcmp(argv[1], "procs") == 0) {
     return procs(PROCS_CALLS);
