@@ -211,23 +211,26 @@ func (l *BufferLayout) Place(r int, mem []byte) (RankBuffers, error) {
 		return RankBuffers{}, fmt.Errorf("layout: rank %d needs %d bytes, the region has %d", r, need, len(mem))
 	}
 	in, out := l.Sizes.Input, l.Sizes.Output
-	sep := func() RankBuffers {
-		o := align8(in)
-		return RankBuffers{Input: mem[:in:in], Output: mem[o : o+out : o+out]}
-	}
+	i, o := l.Offsets(r)
+	return RankBuffers{Input: mem[i : i+in : i+in], Output: mem[o : o+out : o+out]}, nil
+}
+
+// Offsets returns where rank r's input and output start in its region
+// of RankBytes(r) bytes, as Place lays them out: an in-place plan's two
+// buffers share memory, an out-of-place plan's follow each other.
+func (l *BufferLayout) Offsets(r int) (in, out uint64) {
+	ni, no := l.Sizes.Input, l.Sizes.Output
 	switch {
 	case !l.InPlace:
-		return sep(), nil
+		return 0, align8(ni)
 	case l.c == AllGather:
-		lo := uint64(r) * in
-		return RankBuffers{Input: mem[lo : lo+in : lo+in], Output: mem[:out:out]}, nil
+		return uint64(r) * ni, 0
 	case l.c == ReduceScatter:
-		lo := uint64(r) * out
-		return RankBuffers{Input: mem[:in:in], Output: mem[lo : lo+out : lo+out]}, nil
-	case in == out:
-		return RankBuffers{Input: mem[:in:in], Output: mem[:in:in]}, nil
+		return 0, uint64(r) * no
+	case ni == no:
+		return 0, 0
 	}
-	return sep(), nil
+	return 0, align8(ni)
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
