@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 )
 
@@ -74,9 +73,9 @@ type comm struct {
 	hub *hostHub
 
 	// gpu is the communicator's rank on the build's device backend
-	// (device.go); nil without one. loaded are its plans, by file (mu).
-	gpu    *gpu.Comm
-	loaded map[string]*executor.Plan
+	// (device.go); nil without one. plansRun are the plans it has run.
+	gpu      *gpu.Comm
+	plansRun planFiles
 
 	// custom is the state of a communicator of mscclgo.h (custom.go); nil
 	// for an NCCL communicator. Guarded by mu.

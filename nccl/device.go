@@ -39,7 +39,6 @@ func (c *comm) openDevice() error {
 		return errorf(resultSystem, "rank %d of %d: %v", c.rank, c.size, err)
 	}
 	c.gpu = gc
-	c.loaded = map[string]*executor.Plan{}
 	return nil
 }
 
@@ -68,19 +67,8 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		Key:  fmt.Sprintf("%s|%d|%s|%v", d.path, size, dt.Name(), inPlace),
 		Desc: desc,
 		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-			plan, err := c.loadPlan(d.path)
-			if err != nil {
-				return nil, nil, executor.Options{}, err
-			}
-			layout, err := executor.PlanLayout(plan, size, dt, inPlace)
-			if err != nil {
-				return nil, nil, executor.Options{}, fmt.Errorf("%s: %w", d.path, err)
-			}
-			inst, err := executor.Instantiate(plan, layout.Sizes)
-			if err != nil {
-				return nil, nil, executor.Options{}, fmt.Errorf("%s: %w", d.path, err)
-			}
-			return inst, layout, executor.Options{DType: dt}, nil
+			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, inPlace)
+			return inst, layout, executor.Options{DType: dt}, err
 		},
 		In: gpu.DevPtr(k.send), Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
 	})
@@ -88,21 +76,6 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		return true, errorf(resultInvalidUsage, "%v", err), ""
 	}
 	return true, nil, ""
-}
-
-// loadPlan loads a plan file once per communicator.
-func (c *comm) loadPlan(file string) (*executor.Plan, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p := c.loaded[file]; p != nil {
-		return p, nil
-	}
-	p, err := executor.LoadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	c.loaded[file] = p
-	return p, nil
 }
 
 // devices is the library's device backend: a driver configuration per

@@ -35,11 +35,11 @@ type hostHub struct {
 	size  int
 	mu    sync.Mutex
 	round *hostRound
-	plans map[string]*executor.Plan // loaded plans, by file
+	plans planFiles
 }
 
 func newHostHub(size int) *hostHub {
-	return &hostHub{size: size, plans: map[string]*executor.Plan{}}
+	return &hostHub{size: size}
 }
 
 // hostRound is one call being gathered.
@@ -176,29 +176,12 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 // execute runs the plan in file on every rank's buffers with the CPU
 // backend.
 func (h *hostHub) execute(file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
-	h.mu.Lock()
-	plan := h.plans[file]
-	h.mu.Unlock()
-	if plan == nil {
-		p, err := executor.LoadFile(file)
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		h.plans[file] = p
-		h.mu.Unlock()
-		plan = p
-	}
-	layout, err := executor.PlanLayout(plan, size, dt, inPlace)
+	inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return err
 	}
 	if got := []uint64{uint64(len(bufs[0].Input)), uint64(len(bufs[0].Output))}; !slices.Equal(got, []uint64{layout.Sizes.Input, layout.Sizes.Output}) {
 		return errorf(resultInternal, "%s: buffers of %v bytes, the plan's layout has %d and %d", file, got, layout.Sizes.Input, layout.Sizes.Output)
-	}
-	inst, err := executor.Instantiate(plan, layout.Sizes)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
 	}
 	sess, err := cpu.New().Open(inst, executor.Options{DType: dt})
 	if err != nil {

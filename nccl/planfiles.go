@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// planFiles loads each plan file once, for the calls that run it.
+type planFiles struct {
+	mu    sync.Mutex
+	plans map[string]*executor.Plan
+}
+
+// load returns the plan in file, loading it on first use.
+func (f *planFiles) load(file string) (*executor.Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.plans[file]; p != nil {
+		return p, nil
+	}
+	p, err := executor.LoadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if f.plans == nil {
+		f.plans = map[string]*executor.Plan{}
+	}
+	f.plans[file] = p
+	return p, nil
+}
+
+// instantiate loads the plan in file and lays it out for one call: size
+// bytes of dt, in place or not.
+func (f *planFiles) instantiate(file string, size uint64, dt executor.ElemType, inPlace bool) (*executor.Instance, *executor.BufferLayout, error) {
+	plan, err := f.load(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	layout, err := executor.PlanLayout(plan, size, dt, inPlace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	inst, err := executor.Instantiate(plan, layout.Sizes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return inst, layout, nil
+}
