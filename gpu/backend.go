@@ -135,6 +135,10 @@ type session struct {
 	allocs []DevPtr // everything to free
 	host   HostMem  // staging of the per-launch records, then the FIFOs
 	ctl    DevPtr   // mg_control, then every block's mg_progress
+	// epoch is the word holding the last launch's LL flag (mg_args.epoch)
+	// in a communicator's session, whose launches may be captured into a
+	// graph and replayed with no host involved; 0: the host sets flags.
+	epoch DevPtr
 	kernel string   // the interpreter entry (KernelName)
 	tblDev struct{ blocks, ops, regions, ids DevPtr }
 	ranks  []*rankDev
@@ -298,6 +302,11 @@ func (s *session) place(threads int) error {
 	}
 	if s.args, err = s.alloc(sizeArgs); err != nil {
 		return err
+	}
+	if s.mp != nil && s.mp.user {
+		if s.epoch, err = s.alloc(8); err != nil {
+			return err
+		}
 	}
 	if s.mp != nil {
 		return s.mp.writeRanks(s)

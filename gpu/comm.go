@@ -21,10 +21,18 @@ package gpu
 //     caller's stream and the call returns; a goroutine serves the
 //     kernel's port channels and watches it until it ends. A failure or a
 //     deadlock becomes the communicator's asynchronous error, and Abort
-//     ends a hung launch.
+//     ends a hung launch;
+//   - on a stream being captured into a CUDA graph the same launch is
+//     recorded, from images of its arguments and rank table that the
+//     graph keeps: each replay copies them and the kernel takes its LL
+//     flag from an epoch word in device memory, which every launch
+//     advances on the device. A plan whose launches need the host at run
+//     time (port channels, served by the proxy) is refused with
+//     ErrNotCapturable before the ranks meet.
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,6 +81,42 @@ type commSession struct {
 	rs      *RankSession
 	l       *executor.BufferLayout
 	pending chan struct{} // closed when the last launch has been served; nil before any
+	// captured is set once a launch was captured into a graph: a replay
+	// may then run at any time on the device, so the host no longer
+	// writes the session's device state outside its stream.
+	captured bool
+	// images are the captured launches' arguments and rank tables, which
+	// their graphs copy at every replay: kept until Close, since a graph
+	// may be replayed as long as the communicator lives.
+	images []HostMem
+}
+
+// ErrNotCapturable says that a plan cannot run on a stream that is being
+// captured into a graph; errors.Is finds it in Enqueue's error.
+var ErrNotCapturable = errors.New("the plan cannot be captured into a graph")
+
+// capturable says whether every launch of inst can run from a graph's
+// replay alone: no port channels (each launch needs the host's proxy)
+// and no per-call tables (variable-size plans).
+func capturable(inst *executor.Instance) error {
+	for r := range inst.Ranks {
+		if n := len(inst.Ranks[r].PortChannels); n > 0 {
+			return fmt.Errorf("%w: rank %d has %d port channels, which the host's proxy serves at each launch", ErrNotCapturable, r, n)
+		}
+	}
+	if inst.Var != nil {
+		return fmt.Errorf("%w: its buffer sizes are set per call (variable-size plan)", ErrNotCapturable)
+	}
+	return nil
+}
+
+// opened is a plan instance made ahead of the ranks' meeting (a call on
+// a capturing stream, which is checked first), or its error.
+type opened struct {
+	inst *executor.Instance
+	l    *executor.BufferLayout
+	opts executor.Options
+	err  error
 }
 
 // CommCall is one collective call of a rank.
@@ -222,6 +266,27 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	ctx, stop := rankwire.Merge(ctx, c.ctx)
 	defer stop()
 	cs := c.sessions[call.Key]
+	capturing, err := c.io.Capturing(call.Stream)
+	if err != nil {
+		return fmt.Errorf("%s: rank %d: %s: asking whether the stream is capturing: %w", c.cfg.Name, c.rank, call.Desc, err)
+	}
+	var pre *opened
+	if capturing {
+		// Every rank refuses the same plan here, before meeting.
+		inst := (*executor.Instance)(nil)
+		if cs != nil {
+			inst = cs.rs.s.inst
+		} else {
+			pre = &opened{}
+			pre.inst, pre.l, pre.opts, pre.err = call.Open()
+			inst = pre.inst
+		}
+		if inst != nil {
+			if err := capturable(inst); err != nil {
+				return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+			}
+		}
+	}
 	if cs != nil {
 		if err := cs.wait(c.waitBound(cs)); err != nil {
 			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
@@ -268,7 +333,7 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		// set-up's all-gathers also tell every rank of a registration
 		// that failed on one.
 		var err error
-		cs, err = c.open(ctx, call, regErr)
+		cs, err = c.open(ctx, call, regErr, pre)
 		if err != nil {
 			return err
 		}
@@ -279,6 +344,9 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		}
 	} else if regErr != nil {
 		return regErr
+	}
+	if capturing {
+		return c.capture(cs, call, bases)
 	}
 	return c.launch(cs, call, bases)
 }
@@ -441,13 +509,16 @@ func (c *Comm) unmap(stale []DevPtr) error {
 }
 
 // open opens the session of call's instance on every rank (regErr, this
-// rank's registration failure, fails the set-up on every rank).
-func (c *Comm) open(ctx context.Context, call CommCall, regErr error) (*commSession, error) {
+// rank's registration failure, fails the set-up on every rank); pre is
+// the instance when it was made already.
+func (c *Comm) open(ctx context.Context, call CommCall, regErr error, pre *opened) (*commSession, error) {
 	var inst *executor.Instance
 	var l *executor.BufferLayout
 	var opts executor.Options
 	err := regErr
-	if err == nil {
+	if err == nil && pre != nil {
+		inst, l, opts, err = pre.inst, pre.l, pre.opts, pre.err
+	} else if err == nil {
 		inst, l, opts, err = call.Open()
 	}
 	if err == nil {
@@ -519,13 +590,10 @@ func checkUser(l *executor.BufferLayout, rank int, in, out DevPtr) error {
 	return nil
 }
 
-// launch sets the call's buffers in the session and enqueues its launch
-// on the caller's stream; a goroutine serves it until it ends.
-func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
+// setBuffers sets the call's buffers in the session and returns the
+// image of its rank table.
+func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []byte {
 	s, m := cs.rs.s, cs.rs.s.mp
-	if err := s.guard.Ready(c.ctx); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	m.devIn, m.devOut = call.In, call.Out
 	for r := range c.n {
@@ -540,6 +608,17 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		ranks[r] = rd.rec
 	}
 	m.mu.Unlock()
+	return encode(ranks)
+}
+
+// launch sets the call's buffers in the session and enqueues its launch
+// on the caller's stream; a goroutine serves it until it ends.
+func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
+	s, m := cs.rs.s, cs.rs.s.mp
+	if err := s.guard.Ready(c.ctx); err != nil {
+		return err
+	}
+	img := c.setBuffers(cs, call, bufs)
 	sd := s.d.(StreamDriver)
 	if err := sd.UseStream(call.Stream); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
@@ -548,11 +627,14 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	// progress records and the kernel, in order on the caller's stream.
 	// The progress records are also cleared now (the last launch has
 	// ended): until the kernel starts its blocks read as not started, so
-	// work ahead of it on the stream is not taken for a hang.
-	if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(len(s.tabs.blocks))*sizeProgress)); err != nil {
-		return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
+	// work ahead of it on the stream is not taken for a hang. Not once a
+	// launch was captured: a replay may be running.
+	if !cs.captured {
+		if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(len(s.tabs.blocks))*sizeProgress)); err != nil {
+			return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
+		}
 	}
-	if img := encode(ranks); string(img) != string(s.ranksImg) {
+	if cs.captured || string(img) != string(s.ranksImg) {
 		s.stage(ranksAt, img)
 		if err := s.d.Enqueue(s.ranksT, s.host, ranksAt, uint64(len(img))); err != nil {
 			return fmt.Errorf("%s: rank %d: writing the rank table: %w", c.cfg.Name, c.rank, err)
@@ -590,6 +672,63 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	return nil
 }
 
+// capture records the call's launch on its caller's stream, which is
+// being captured into a graph: the arguments and rank table from images
+// of their own (the graph copies them at every replay), the cleared
+// control word and progress records, the kernel. Nothing waits for it
+// and nothing watches it: a replay runs when the caller launches the
+// graph. The kernel takes its LL flag from the session's epoch word.
+func (c *Comm) capture(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
+	s := cs.rs.s
+	if err := s.guard.Ready(c.ctx); err != nil {
+		return err
+	}
+	fail := func(what string, err error) error {
+		return fmt.Errorf("%s: rank %d: %s: capturing the launch: %s: %w", c.cfg.Name, c.rank, call.Desc, what, err)
+	}
+	if s.epoch == 0 {
+		return fail("the session", errors.New("it has no epoch word"))
+	}
+	ranks := c.setBuffers(cs, call, bufs)
+	grid := len(s.tabs.blocks)
+	args := s.argsImage(grid)
+	at := uint64(len(args)+63) &^ 63
+	h, err := s.d.AllocHost(at + uint64(len(ranks)))
+	if err != nil {
+		return fail("allocating its images", err)
+	}
+	cs.images = append(cs.images, h)
+	for i, b := range [][]byte{args, ranks} {
+		off := uint64(i) * at
+		for j := 0; j+8 <= len(b); j += 8 {
+			h.Store(off+uint64(j), binary.LittleEndian.Uint64(b[j:]))
+		}
+	}
+	cs.captured = true
+	// The next launch outside the graph writes its own rank table.
+	s.ranksImg = nil
+	sd := s.d.(StreamDriver)
+	if err := sd.UseStream(call.Stream); err != nil {
+		return fail("the stream", err)
+	}
+	if err := s.d.Enqueue(s.ranksT, h, at, uint64(len(ranks))); err != nil {
+		return fail("the rank table", err)
+	}
+	if grid == 0 {
+		return nil
+	}
+	if err := s.d.Enqueue(s.args, h, 0, uint64(len(args))); err != nil {
+		return fail("the arguments", err)
+	}
+	if err := s.d.Zero(s.ctl, sizeControl+uint64(grid)*sizeProgress); err != nil {
+		return fail("clearing the progress records", err)
+	}
+	if err := s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args); err != nil {
+		return fail(fmt.Sprintf("the kernel (%d blocks)", grid), err)
+	}
+	return nil
+}
+
 // Quiet waits until every launch enqueued so far has been served (its
 // kernel ended, its port traffic applied, its outcome in AsyncError), at
 // most timeout in all.
@@ -607,10 +746,70 @@ func (c *Comm) Quiet(timeout time.Duration) error {
 
 // Abort ends the communicator at once: a running launch is stopped (the
 // kernel's abort word) and every session released. It returns within
-// the deadlock timeout and a margin, naming what did not end.
+// the deadlock timeout and a margin, naming what did not end. A replay
+// of a captured launch that is running then (nothing on the host watches
+// replays: the caller's watchdog calls Abort) is stopped too, and what
+// its blocks were waiting for becomes the asynchronous error.
 func (c *Comm) Abort() error {
 	c.cancel()
-	return c.Close()
+	return errors.Join(c.abortReplays(), c.Close())
+}
+
+// abortReplays stops the replays running in captured sessions and waits
+// for them to end; a session whose replay does not end is dropped, its
+// memory kept until the process ends.
+func (c *Comm) abortReplays() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for key, cs := range c.sessions {
+		if !cs.captured {
+			continue
+		}
+		if cs.pending != nil {
+			select {
+			case <-cs.pending:
+			default:
+				continue // a launch outside the graph: its own watch stops it
+			}
+		}
+		s := cs.rs.s
+		wd := &watchdog{s: s, grid: len(s.tabs.blocks)}
+		ps := wd.read()
+		if !replayRunning(ps) {
+			continue
+		}
+		c.fail(fmt.Errorf("rank %d: %s: a replayed launch was running at the abort: %w", c.rank, key, wd.deadlock(ps)))
+		if err := s.abort(); err != nil {
+			errs = append(errs, err)
+		}
+		end := time.Now().Add(s.timeout + 5*time.Second)
+		for replayRunning(wd.read()) {
+			if time.Now().After(end) {
+				errs = append(errs, fmt.Errorf("%s: rank %d: %s: a replayed launch has not ended %v after the abort (its memory stays until the process ends)",
+					c.cfg.Name, c.rank, key, s.timeout+5*time.Second))
+				delete(c.sessions, key)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if wd.readErr != nil {
+			errs = append(errs, wd.readErr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// replayRunning reports whether progress records show a launch under
+// way: some block started (running or waiting) and not yet ended. All
+// records cleared is a launch not started or none at all.
+func replayRunning(ps []mgProgress) bool {
+	for _, p := range ps {
+		if p.State == stRunning || p.State == stWaiting {
+			return true
+		}
+	}
+	return false
 }
 
 // Close waits for the running launches (at most the deadlock timeout and
@@ -627,6 +826,11 @@ func (c *Comm) Close() error {
 		if err := cs.wait(c.waitBound(cs)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: rank %d: %s: %w (its memory stays until the process ends)", c.cfg.Name, c.rank, key, err))
 			continue
+		}
+		for _, h := range cs.images {
+			if err := h.Free(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: rank %d: %s: freeing a captured launch's images: %w", c.cfg.Name, c.rank, key, err))
+			}
 		}
 		if err := cs.rs.Close(); err != nil {
 			errs = append(errs, err)

@@ -99,14 +99,15 @@ type mgProgress struct {
 }
 
 type mgControl struct {
-	Abort uint32
-	Pad   [15]uint32
+	Abort, Ended uint32
+	Pad          [14]uint32
 }
 
 type mgArgs struct {
 	Blocks, Ops, Regions, IDs, Ranks, Progress, Control, ScratchOffset uint64
 	NBlocks, NRanks, Flag, DType, Packet, Shmem                        uint32
 	VTerms, VTable                                                     uint64
+	Epoch, ScratchHalf                                                 uint64
 }
 
 type mgShared struct {
@@ -127,7 +128,7 @@ const (
 	sizeRank     = 136
 	sizeProgress = 56
 	sizeControl  = 64
-	sizeArgs     = 104
+	sizeArgs     = 120
 	sizeShared   = 64
 )
 

@@ -61,12 +61,22 @@ func (s *session) run(ctx context.Context) error {
 }
 
 // stageArgs writes the launch arguments into the host staging.
-func (s *session) stageArgs(grid int) {
+func (s *session) stageArgs(grid int) { s.stage(argsAt, s.argsImage(grid)) }
+
+// argsImage is the image of the launch arguments. With an epoch word
+// (a communicator's session) the kernel takes the flag and the scratch
+// half from the device instead.
+func (s *session) argsImage(grid int) []byte {
 	var so uint64
 	if s.double && s.flag%2 == 0 {
 		so = s.half
 	}
+	var half uint64
+	if s.double {
+		half = s.half
+	}
 	args := mgArgs{
+		Epoch: uint64(s.epoch), ScratchHalf: half,
 		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
 		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.ctl) + progressOff,
 		Control: uint64(s.ctl), ScratchOffset: so,
@@ -74,7 +84,7 @@ func (s *session) stageArgs(grid int) {
 		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
 	}
 	args.VTerms, args.VTable = s.varArgs()
-	s.stage(argsAt, encode(args))
+	return encode(args)
 }
 
 // complete serves a launched kernel until it has ended: the proxies of

@@ -17,6 +17,11 @@ type StreamDriver interface {
 	// the last Launch only (an event recorded after it), not for the
 	// caller's later work on st.
 	UseStream(st Stream) error
+	// Capturing reports whether st is being captured into a graph
+	// (cuStreamIsCapturing): the work enqueued there is then recorded,
+	// and runs at each replay of the graph, not now. A Launch on a
+	// capturing stream is not waited for (no Wait follows it).
+	Capturing(st Stream) (bool, error)
 	// AddressRange returns the allocation of device memory that holds p:
 	// its start and size (cuMemGetAddressRange). ok is false when the
 	// driver does not know it (memory it cannot export).

@@ -87,6 +87,24 @@ func TestDeviceRunsCUDA(t *testing.T) {
 	}
 }
 
+// TestDeviceCaptureCUDA: ncclcheck capture on the fake CUDA driver: each
+// rank's non-blocking stream is captured in global mode (PyTorch's
+// default), so any allocation or synchronous copy the library made on its
+// own threads without relaxing its capture mode would invalidate the
+// capture; the graph is instantiated and replayed with cuGraphLaunch.
+func TestDeviceCaptureCUDA(t *testing.T) {
+	dir := cudaLibrary(t)
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
+	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), "MSCCLGO_FAKECUDA_DEVICES=4", "MSCCLGO_NCCL_THREADS=4",
+		"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
+		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "capture", "4")
+	checkCapture(t, r, 4, "gpu")
+}
+
 // TestDeviceProcsCUDA: the data checks with one process per rank, as
 // torchrun and mpirun run a job: each process is one rank of
 // ncclCommInitRank from a unique id that rank 0 hands over through a

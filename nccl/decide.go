@@ -50,6 +50,7 @@ type call struct {
 	stream      uintptr
 	hasFallback bool
 	groupDepth  int
+	deferred    bool // run at the end of its group (groupDepth is the depth it was made at)
 }
 
 // dtypeNames are ncclDataType_t's names; elemSize their sizes.
@@ -178,7 +179,10 @@ func (c *comm) describe(k call) string {
 		}
 		s += fmt.Sprintf(" (%s, %d bytes)", place, k.size(c.size))
 	}
-	if k.groupDepth > 0 {
+	switch {
+	case k.deferred:
+		s += " at the end of its group"
+	case k.groupDepth > 0:
 		s += " in a group"
 	}
 	return s

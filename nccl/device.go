@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -49,8 +50,8 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	switch {
 	case c.gpu == nil:
 		return false, nil, ""
-	case k.groupDepth > 0:
-		return false, nil, "calls inside a group are not launched yet (the ranks meet per call)"
+	case k.groupDepth > 0 && !k.deferred:
+		return false, nil, "a call inside a group runs at the group's end"
 	}
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
@@ -72,6 +73,11 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		},
 		In: gpu.DevPtr(k.send), Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
 	})
+	if errors.Is(err, gpu.ErrNotCapturable) {
+		// Refused on every rank before they met: the call goes on as if
+		// no plan fitted.
+		return false, nil, fmt.Sprintf("the stream is being captured into a CUDA graph and %v", err)
+	}
 	if err != nil {
 		return true, errorf(resultInvalidUsage, "%v", err), ""
 	}

@@ -7,12 +7,16 @@ package main
 // pointers are host memory, each device number has its own streams (any
 // cudaStream_t value names one, made on first use), and the C symbol
 // mscclgoEmuStreamSynchronize waits for a stream's work, as
-// cudaStreamSynchronize would.
+// cudaStreamSynchronize would; mscclgoEmuStreamBeginCapture,
+// mscclgoEmuStreamEndCapture and mscclgoEmuGraphLaunch capture a stream's
+// work and replay it, as CUDA graphs do.
 
+// #include <stdint.h>
 import "C"
 
 import (
 	"fmt"
+	"runtime/cgo"
 	"time"
 	"unsafe"
 
@@ -48,6 +52,69 @@ func mscclgoEmuStreamSynchronize(dev C.int, stream unsafe.Pointer) C.int {
 	}
 	if err := ss.Synchronize(gpu.Stream(uintptr(stream)), emuSyncTimeout); err != nil {
 		setError(fmt.Sprintf("mscclgo: mscclgoEmuStreamSynchronize: %v", err))
+		return 1
+	}
+	return 0
+}
+
+// emuStreams returns device dev's streams, nil before the device is used.
+func emuStreams(dev C.int) *emu.Streams {
+	d := theLibrary.devices
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ss, _ := d.streams[int(dev)].(*emu.Streams)
+	return ss
+}
+
+// The emulated device's stand-ins for cuStreamBeginCapture,
+// cuStreamEndCapture (with the graph's instantiation) and cuGraphLaunch,
+// for the tests of calls captured into graphs. A graph is named by a
+// handle; 0 is returned for success, 1 (with ncclGetLastError's text)
+// for failure.
+
+//export mscclgoEmuStreamBeginCapture
+func mscclgoEmuStreamBeginCapture(dev C.int, stream unsafe.Pointer) C.int {
+	return emuResult("mscclgoEmuStreamBeginCapture", func(ss *emu.Streams) error {
+		return ss.BeginCapture(gpu.Stream(uintptr(stream)))
+	}, dev)
+}
+
+//export mscclgoEmuStreamEndCapture
+func mscclgoEmuStreamEndCapture(dev C.int, stream unsafe.Pointer, graph *C.uintptr_t) C.int {
+	return emuResult("mscclgoEmuStreamEndCapture", func(ss *emu.Streams) error {
+		g, err := ss.EndCapture(gpu.Stream(uintptr(stream)))
+		if err != nil {
+			return err
+		}
+		*graph = C.uintptr_t(cgo.NewHandle(g))
+		return nil
+	}, dev)
+}
+
+//export mscclgoEmuGraphLaunch
+func mscclgoEmuGraphLaunch(dev C.int, graph C.uintptr_t, stream unsafe.Pointer) C.int {
+	return emuResult("mscclgoEmuGraphLaunch", func(ss *emu.Streams) error {
+		g, ok := cgo.Handle(graph).Value().(*emu.StreamGraph)
+		if !ok {
+			return fmt.Errorf("%#x is not a graph", uintptr(graph))
+		}
+		return ss.Replay(g, gpu.Stream(uintptr(stream)))
+	}, dev)
+}
+
+//export mscclgoEmuGraphDestroy
+func mscclgoEmuGraphDestroy(graph C.uintptr_t) {
+	cgo.Handle(graph).Delete()
+}
+
+func emuResult(fn string, f func(*emu.Streams) error, dev C.int) C.int {
+	ss := emuStreams(dev)
+	if ss == nil {
+		setError(fmt.Sprintf("mscclgo: %s: device %d has no streams yet (no communicator uses it)", fn, int(dev)))
+		return 1
+	}
+	if err := f(ss); err != nil {
+		setError(fmt.Sprintf("mscclgo: %s: %v", fn, err))
 		return 1
 	}
 	return 0

@@ -13,6 +13,7 @@ import "C"
 import (
 	"fmt"
 	"runtime/cgo"
+	"sync"
 	"unsafe"
 )
 
@@ -207,13 +208,80 @@ func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) 
 		*out = answer(fn, err)
 		return C.MSCCLGO_DONE
 	}
-	kc := call{
-		fn: fn, coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
+	kc := callOf(k)
+	d := c.decide(kc)
+	if d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
+		// Run at the end of the group, when every call of the group is
+		// known: the ranks of one thread's group meet concurrently there.
+		return C.MSCCLGO_DEFER
+	}
+	return c.settle(kc, d, out)
+}
+
+// callOf is the Go view of a call from the C side.
+func callOf(k *C.struct_mscclgo_call) call {
+	return call{
+		fn: C.GoString(k.fn), coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
 		send: uintptr(unsafe.Pointer(k.send)), recv: uintptr(k.recv), count: uint64(k.count),
 		dtype: int(k.dtype), op: int(k.op), peer: int(k.peer), stream: uintptr(k.stream),
 		hasFallback: k.has_fallback != 0, groupDepth: int(k.group_depth),
 	}
-	d := c.decide(kc)
+}
+
+//export mgoRunGroup
+func mgoRunGroup(n C.int, hs *C.uintptr_t, ks *C.struct_mscclgo_call, verdicts *C.int, results *C.int) {
+	handles := unsafe.Slice(hs, int(n))
+	calls := unsafe.Slice(ks, int(n))
+	vs := unsafe.Slice(verdicts, int(n))
+	rs := unsafe.Slice(results, int(n))
+	// Each communicator's calls in order, the communicators at once: one
+	// thread's group may hold several ranks of a job, which must meet.
+	byComm := map[C.uintptr_t][]int{}
+	var order []C.uintptr_t
+	for i, h := range handles {
+		if _, ok := byComm[h]; !ok {
+			order = append(order, h)
+		}
+		byComm[h] = append(byComm[h], i)
+	}
+	var wg sync.WaitGroup
+	for _, h := range order {
+		wg.Add(1)
+		go func(idx []int) {
+			defer wg.Done()
+			for _, i := range idx {
+				vs[i] = runDeferred(h, &calls[i], &rs[i])
+			}
+		}(byComm[h])
+	}
+	wg.Wait()
+}
+
+// runDeferred runs a call deferred to the end of its group: it is
+// answered (MSCCLGO_DONE, its result in *out) or goes to the fallback,
+// which the C side calls before the fallback's group ends.
+func runDeferred(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
+	fn := C.GoString(k.fn)
+	defer func() {
+		if p := recover(); p != nil {
+			*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
+			res = C.MSCCLGO_DONE
+		}
+	}()
+	c := commOf(h)
+	if err := c.use(); err != nil {
+		*out = answer(fn, err)
+		return C.MSCCLGO_DONE
+	}
+	kc := callOf(k)
+	kc.deferred = true
+	return c.settle(kc, c.decide(kc), out)
+}
+
+// settle runs call k as decision d says, or says why it goes to the
+// fallback (or fails without one).
+func (c *comm) settle(kc call, d decision, out *C.int) C.int {
+	fn := kc.fn
 	why := d.why
 	if d.plan != "" {
 		ran, err, reason := c.runOnDevice(kc, d)

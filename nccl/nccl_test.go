@@ -513,6 +513,77 @@ func TestDeviceRuns(t *testing.T) {
 	}
 }
 
+// TestDeviceCapture: an allreduce captured into a graph on each rank's
+// stream and replayed with new data, between calls outside the graph, on
+// the emulated device; every round's result is checked (a replay that
+// reused the captured LL flag would read the last round's packets).
+func TestDeviceCapture(t *testing.T) {
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
+	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "capture", "4")
+	checkCapture(t, r, 4, "gpu-emu")
+}
+
+// TestDeviceGroup: one thread drives four ranks, each round one group
+// with an allreduce per rank (nccl-tests' -g 4): the calls are deferred
+// to the group's end, where the ranks meet at once and run the plan.
+func TestDeviceGroup(t *testing.T) {
+	type def = struct {
+		algorithm string
+		defines   map[string]string
+	}
+	plans := bundledPlans(t, map[string]def{
+		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+	})
+	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "groupdata", "4")
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0", call, code)
+		}
+	}
+	if got := strings.Count(r.stdout, " ok\n"); got != 8 || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want 8:\n%s\n%s", got, r.stdout, r.stderr)
+	}
+	for _, l := range []string{
+		"rank 2 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes) at the end of its group: plan allreduce_packet_4gpu on gpu-emu, enqueued",
+		"rank 0 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes) at the end of its group: plan allreduce_packet_oop_4gpu on gpu-emu, enqueued",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+}
+
+// checkCapture checks the output of ncclcheck capture N.
+func checkCapture(t *testing.T, r run, n int, backend string) {
+	t.Helper()
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0", call, code)
+		}
+	}
+	const rounds = 5 // one outside the graph, three replays, one outside
+	if got := strings.Count(r.stdout, " ok\n"); got != n*rounds || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s\n%s", got, n*rounds, r.stdout, r.stderr)
+	}
+	for rank := range n {
+		for _, l := range []string{"allreduce round 2 replayed ok", "allreduce round 4 outside the graph ok"} {
+			if !strings.Contains(r.stdout, fmt.Sprintf("rank %d: DATA %s", rank, l)) {
+				t.Errorf("rank %d: no %q:\n%s", rank, l, r.stdout)
+			}
+		}
+	}
+	// Three calls per rank ran the plan: the captured one too.
+	l := fmt.Sprintf("ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_%dgpu on %s, enqueued", n, backend)
+	if got := strings.Count(r.stderr, l); got != 3*n {
+		t.Errorf("%d calls logged %q, want %d:\n%s", got, l, 3*n, r.stderr)
+	}
+}
+
 // TestPythonPackage runs python/tests/test_mscclgo.py: the package
 // python/mscclgo over the library, driven with stand-in tensors on host
 // memory by two ranks as threads.

@@ -911,8 +911,18 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 /* Collectives and point to point: the Go side decides, per call, whether
  * mscclgo answers it (a plan ran, or an error) or the fallback takes it. */
 
-/* decide returns 1 with *res set when the call is answered, 0 when it
- * goes to the fallback. */
+/* A call deferred to the end of this thread's group (MSCCLGO_DEFER). */
+struct deferred_call {
+  ncclComm_t comm;
+  struct mscclgo_call call;
+  struct deferred_call *next;
+};
+
+static __thread struct deferred_call *group_calls; /* this thread's, in call order */
+static __thread struct deferred_call **group_calls_tail; /* NULL: &group_calls */
+
+/* decide returns 1 with *res set when the call is answered (or deferred
+ * to the group's end), 0 when it goes to the fallback. */
 static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
   *res = check_comm(comm, c->fn);
   if (*res != ncclSuccess) {
@@ -921,11 +931,98 @@ static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
   c->has_fallback = comm->real != NULL;
   c->group_depth = group_depth;
   int out = ncclSuccess;
-  if (mgoDecide(comm->ours, c, &out) == MSCCLGO_DONE) {
+  switch (mgoDecide(comm->ours, c, &out)) {
+  case MSCCLGO_DONE:
     *res = (ncclResult_t)out;
     return 1;
+  case MSCCLGO_DEFER: {
+    struct deferred_call *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+      *res = fail(ncclSystemError, "mscclgo: %s: out of memory", c->fn);
+      return 1;
+    }
+    d->comm = comm;
+    d->call = *c;
+    if (group_calls_tail == NULL) {
+      group_calls_tail = &group_calls;
+    }
+    *group_calls_tail = d;
+    group_calls_tail = &d->next;
+    *res = ncclSuccess;
+    return 1;
   }
-  return 0;
+  default:
+    return 0;
+  }
+}
+
+/* forward_call forwards a deferred call that mscclgo did not take to the
+ * fallback, inside the fallback's group, which is still open. */
+static ncclResult_t forward_call(ncclComm_t comm, const struct mscclgo_call *c) {
+  ncclRedOp_t op = (ncclRedOp_t)c->op;
+  ncclDataType_t dt = (ncclDataType_t)c->dtype;
+  cudaStream_t st = (cudaStream_t)c->stream;
+  switch (c->coll) {
+  case MSCCLGO_ALLREDUCE:
+    if (real.AllReduce != NULL) {
+      return forwarded(real.AllReduce(c->send, c->recv, c->count, dt, op, comm->real, st));
+    }
+    break;
+  case MSCCLGO_ALLGATHER:
+    if (real.AllGather != NULL) {
+      return forwarded(real.AllGather(c->send, c->recv, c->count, dt, comm->real, st));
+    }
+    break;
+  case MSCCLGO_REDUCESCATTER:
+    if (real.ReduceScatter != NULL) {
+      return forwarded(real.ReduceScatter(c->send, c->recv, c->count, dt, op, comm->real, st));
+    }
+    break;
+  default:
+    break;
+  }
+  return no_fallback(c->fn, "mscclgo does not take this call");
+}
+
+/* run_group runs this thread's deferred calls at the outermost
+ * ncclGroupEnd: mscclgo's at once (each communicator's in order), then
+ * the ones it left to the fallback. It returns the first failure. */
+static ncclResult_t run_group(struct deferred_call *list) {
+  int n = 0;
+  for (struct deferred_call *d = list; d != NULL; d = d->next) {
+    n++;
+  }
+  uintptr_t *hs = calloc((size_t)n, sizeof *hs);
+  struct mscclgo_call *calls = calloc((size_t)n, sizeof *calls);
+  int *verdicts = calloc((size_t)n, sizeof *verdicts), *results = calloc((size_t)n, sizeof *results);
+  ncclResult_t r = ncclSuccess;
+  if (hs == NULL || calls == NULL || verdicts == NULL || results == NULL) {
+    r = fail(ncclSystemError, "mscclgo: ncclGroupEnd: out of memory for %d calls", n);
+    goto out;
+  }
+  int i = 0;
+  for (struct deferred_call *d = list; d != NULL; d = d->next, i++) {
+    r = check_comm(d->comm, d->call.fn);
+    if (r != ncclSuccess) {
+      goto out;
+    }
+    hs[i] = d->comm->ours;
+    calls[i] = d->call;
+  }
+  mgoRunGroup(n, hs, calls, verdicts, results);
+  i = 0;
+  for (struct deferred_call *d = list; d != NULL; d = d->next, i++) {
+    ncclResult_t ri = verdicts[i] == MSCCLGO_DONE ? (ncclResult_t)results[i] : forward_call(d->comm, &calls[i]);
+    if (ri != ncclSuccess && r == ncclSuccess) {
+      r = ri;
+    }
+  }
+out:
+  free(hs);
+  free(calls);
+  free(verdicts);
+  free(results);
+  return r;
 }
 
 #define CALL(fn_, coll_, send_, recv_, count_, dtype_, op_, peer_, stream_)                                            \
@@ -1040,6 +1137,20 @@ ncclResult_t ncclGroupEnd(void) {
     inits = group_inits;
     group_inits = NULL;
     r = finish_inits(inits);
+  }
+  if (group_depth == 0 && group_calls != NULL) {
+    struct deferred_call *calls = group_calls;
+    group_calls = NULL;
+    group_calls_tail = NULL;
+    ncclResult_t rc = r == ncclSuccess ? run_group(calls) : r;
+    if (r == ncclSuccess) {
+      r = rc;
+    }
+    while (calls != NULL) {
+      struct deferred_call *next = calls->next;
+      free(calls);
+      calls = next;
+    }
   }
   if (have_real() && real.GroupEnd != NULL) {
     ncclResult_t rr = forwarded(real.GroupEnd());

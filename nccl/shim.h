@@ -44,7 +44,8 @@ struct mscclgo_call {
 /* What mgoDecide answers. */
 enum mscclgo_decision {
   MSCCLGO_FORWARD = 0, /* forward the call to the fallback NCCL */
-  MSCCLGO_DONE = 1     /* the call is answered: its result is in *res */
+  MSCCLGO_DONE = 1,    /* the call is answered: its result is in *res */
+  MSCCLGO_DEFER = 2    /* inside a group: run it at the outermost ncclGroupEnd (mgoRunGroup) */
 };
 
 /* The Go side (the Go files beside this one). Every one returns an ncclResult_t value and, on
@@ -58,6 +59,10 @@ extern int mgoCommDestroy(uintptr_t h);
 extern int mgoCommAbort(uintptr_t h);
 extern int mgoCommAsyncError(uintptr_t h, int *res);
 extern int mgoDecide(uintptr_t h, struct mscclgo_call *call, int *res);
+/* mgoRunGroup runs the n calls deferred in a group (call i of
+ * communicator hs[i]): verdicts[i] is MSCCLGO_DONE (result in results[i])
+ * or MSCCLGO_FORWARD. */
+extern void mgoRunGroup(int n, uintptr_t *hs, struct mscclgo_call *calls, int *verdicts, int *results);
 
 /* The custom communicator's (mscclgo.h) Go side. */
 extern int mgoCustomInitEnv(int dev, uintptr_t *out, int *rank, int *size);

@@ -42,6 +42,8 @@ struct Ctx {
   uint32_t tid, nt;
   uint32_t beat;
   uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
+  uint64_t soff;  // this launch's double-buffer half of scratch
+  uint32_t flag;  // this launch's LL flag
   bool dead;      // the host aborted the launch
 };
 
@@ -110,7 +112,7 @@ MG_DEV bool poll(Ctx& c, const Wait& w, const void* addr, Ready ready, Got got) 
 MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
 
 // shift is the double-buffer offset of a shifted access to buf.
-MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) { return buf == MG_SCRATCH ? c.a->scratch_offset : 0; }
+MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) { return buf == MG_SCRATCH ? c.soff : 0; }
 
 // adj is the pipeline offset o of an operand of buffer buf, reduced
 // modulo the scratch ring of reuse_resources plans.
@@ -249,15 +251,15 @@ struct Payload {
 
 static MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload p) {
   if (PKT == 16) {
-    store_pkt16(base + 16 * w, p.lo, p.hi, c.a->flag);
+    store_pkt16(base + 16 * w, p.lo, p.hi, c.flag);
   } else {
-    store_pkt8(base + 8 * w, p.lo, c.a->flag);
+    store_pkt8(base + 8 * w, p.lo, c.flag);
   }
 }
 
 // try_packet reads packet w and reports whether it carries the flag.
 static MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payload* p, uint32_t* seen) {
-  uint32_t f = c.a->flag;
+  uint32_t f = c.flag;
   if (PKT == 16) {
     uint32_t f0, f1;
     load_pkt16(base + 16 * w, &p->lo, &f0, &p->hi, &f1);
@@ -276,7 +278,7 @@ static MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t 
 static MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, uint64_t at, uint64_t w, Payload* p) {
   uint32_t seen = 0;
   if (try_packet(c, base, w, p, &seen)) return true;
-  Wait wt{MG_WAIT_PACKET, buf, 0, c.a->flag, at + w * PKT};
+  Wait wt{MG_WAIT_PACKET, buf, 0, c.flag, at + w * PKT};
   return poll(
       c, wt, base + PKT * w, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
 }
@@ -851,6 +853,13 @@ static MG_DEV void run(const mg_args* a) {
   c.sh = sh;
   c.tail = 0;
   c.dead = false;
+  if (a->epoch != 0) {
+    c.flag = get_u32(reinterpret_cast<const uint32_t*>(a->epoch)) + 1;
+    c.soff = (a->scratch_half != 0 && c.flag % 2 == 0) ? a->scratch_half : 0;
+  } else {
+    c.flag = a->flag;
+    c.soff = a->scratch_offset;
+  }
   if (c.tid == 0) c.beat = get_u32(&c.prog->beat);
 
   uint32_t n = sh->blk.n_ops;
@@ -872,7 +881,20 @@ static MG_DEV void run(const mg_args* a) {
     i += 1 + op->n_body;
   }
   block_sync();
-  if (c.tid == 0) put_u32(&c.prog->state, aborted(c) ? MG_ABORTED : MG_DONE);
+  if (c.tid == 0) {
+    put_u32(&c.prog->state, aborted(c) ? MG_ABORTED : MG_DONE);
+    if (a->epoch != 0) advance_epoch(c);
+  }
+}
+
+// advance_epoch counts the block as ended; the last block of the launch
+// stores its flag in the epoch word for the next launch. Every block read
+// the word in its prologue, before it counted itself.
+static MG_DEV void advance_epoch(const Ctx& c) {
+  mg_control* ctl = const_cast<mg_control*>(c.ctl);
+  if (fetch_add_acq_rel_gpu32(&ctl->ended, 1) + 1 == c.a->n_blocks) {
+    store_release_gpu32(reinterpret_cast<uint32_t*>(c.a->epoch), c.flag);
+  }
 }
 
 };  // struct Interp

@@ -202,7 +202,8 @@ typedef struct mg_progress {
 // spins.
 typedef struct mg_control {
   uint32_t abort;
-  uint32_t pad[15];
+  uint32_t ended;  // blocks of this launch that have ended (launches with an epoch word)
+  uint32_t pad[14];
 } mg_control;
 
 // mg_args is the kernel's only parameter (by device pointer).
@@ -223,6 +224,14 @@ typedef struct mg_args {
   uint32_t shmem;   // dynamic shared memory bytes of every block
   uint64_t vterms;  // mg_vterm[], one per region, of an alltoallv plan; 0 otherwise
   uint64_t vtable;  // mg_vtable of this call (alltoallv plans); 0 otherwise
+  // epoch, when not 0, is a uint32_t in device memory holding the last
+  // launch's LL flag: the kernel then takes flag = *epoch + 1 and the
+  // double-buffer half from it (scratch_half for even flags, else 0),
+  // ignoring flag and scratch_offset, and the last block to end stores
+  // the flag back. A launch captured into a CUDA graph advances its flag
+  // at every replay this way, with no host involved.
+  uint64_t epoch;
+  uint64_t scratch_half;  // with epoch: the scratch offset of even launches' half (0: one buffer)
 } mg_args;
 
 // ---- variable-size (alltoallv) plans ----------------------------------------

@@ -5,8 +5,11 @@ package cuda
 // capi.go holds the cgo wrappers of the driver calls gorgonia.org/cu does
 // not wrap: mapped pinned host memory (cuMemHostAlloc with
 // CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer),
-// cuFuncSetAttribute, an allocation's buffer id (cuPointerGetAttribute) and CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle
-// with lazy peer access, cuIpcCloseMemHandle), plus Error, the error value of a failed call. Each
+// cuFuncSetAttribute, an allocation's buffer id (cuPointerGetAttribute),
+// CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle with lazy peer access,
+// cuIpcCloseMemHandle), stream capture (cuStreamBeginCapture,
+// cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode, the graph
+// calls), plus Error, the error value of a failed call. Each
 // wrapper expects the driver's context to be current on the calling
 // thread (driver.do).
 
@@ -100,6 +103,24 @@ static mg_captured mg_end_capture(void* s) {
 }
 
 static CUresult mg_graph_launch(CUgraphExec e, void* s) { return cuGraphLaunch(e, (CUstream)s); }
+
+// mg_capturing sets *on when stream s is capturing (an invalidated
+// capture counts: its work is refused, not run).
+static CUresult mg_capturing(void* s, int* on) {
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult r = cuStreamIsCapturing((CUstream)s, &st);
+	*on = st != CU_STREAM_CAPTURE_STATUS_NONE;
+	return r;
+}
+
+// mg_capture_mode sets the calling thread's capture interaction mode and
+// returns the previous one in *mode.
+static CUresult mg_capture_mode(int* mode) {
+	CUstreamCaptureMode m = (CUstreamCaptureMode)*mode;
+	CUresult r = cuThreadExchangeStreamCaptureMode(&m);
+	*mode = (int)m;
+	return r;
+}
 
 static CUresult mg_graph_free(CUgraph g, CUgraphExec e) {
 	CUresult r = cuGraphExecDestroy(e);
@@ -236,6 +257,28 @@ func endCapture(s cu.Stream) (*graph, error) {
 		return nil, &Error{Call: C.GoString(r.call), Code: int(r.res)}
 	}
 	return &graph{g: r.graph, exec: r.exec}, nil
+}
+
+// capturing reports whether stream s is capturing.
+func capturing(s cu.Stream) (bool, error) {
+	var on C.int
+	if r := C.mg_capturing(streamHandle(s), &on); r != C.CUDA_SUCCESS {
+		return false, &Error{Call: "cuStreamIsCapturing", Code: int(r)}
+	}
+	return on != 0, nil
+}
+
+// captureRelaxed is CU_STREAM_CAPTURE_MODE_RELAXED.
+const captureRelaxed = C.CU_STREAM_CAPTURE_MODE_RELAXED
+
+// exchangeCaptureMode sets the calling thread's capture interaction mode
+// and returns the previous one.
+func exchangeCaptureMode(mode int) (int, error) {
+	m := C.int(mode)
+	if r := C.mg_capture_mode(&m); r != C.CUDA_SUCCESS {
+		return mode, &Error{Call: "cuThreadExchangeStreamCaptureMode", Code: int(r)}
+	}
+	return int(m), nil
 }
 
 func graphLaunch(g *graph, s cu.Stream) error {

@@ -214,7 +214,17 @@ func (d *driver) do(what string, fn func() error) error {
 	if err := cu.PushCurrentCtx(d.ctx); err != nil {
 		return fmt.Errorf("cuda: %s: making the context current: %w", what, err)
 	}
-	err := fn()
+	// Relaxed capture interaction on this thread while it works for the
+	// driver: an allocation or a synchronous copy of ours, made while
+	// the caller's thread captures a stream in global mode (PyTorch's
+	// default), must neither fail nor invalidate that capture.
+	prev, err := exchangeCaptureMode(captureRelaxed)
+	if err == nil {
+		err = fn()
+		if _, merr := exchangeCaptureMode(prev); merr != nil && err == nil {
+			err = fmt.Errorf("restoring the thread's capture mode: %w", merr)
+		}
+	}
 	if _, perr := cu.PopCurrentCtx(); perr != nil && err == nil {
 		err = fmt.Errorf("restoring the thread's context: %w", perr)
 	}
@@ -427,18 +437,28 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	}
 	// Alloc and HtoD finish their legacy-stream work before they return,
 	// so the launch needs no synchronisation first.
+	recorded := false // the launch went into the caller's graph
 	err := d.do("launch", func() error {
 		arg := uint64(args)
 		st := d.launchStream()
+		if d.useExt {
+			var err error
+			if recorded, err = capturing(st); err != nil {
+				return err
+			}
+		}
 		if err := d.fn.Launch(grid, 1, 1, block, 1, 1, shmem, st, []unsafe.Pointer{unsafe.Pointer(&arg)}); err != nil {
 			return err
+		}
+		if recorded {
+			return nil
 		}
 		return d.recordEnd(st)
 	})
 	if err != nil {
 		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
 	}
-	if !d.capturing {
+	if !d.capturing && !recorded {
 		d.launched = true
 	}
 	return nil

@@ -35,6 +35,23 @@ func (d *driver) UseStream(st gpu.Stream) error {
 	return nil
 }
 
+// Capturing reports whether the caller's stream st is being captured
+// into a graph (cuStreamIsCapturing).
+func (d *driver) Capturing(st gpu.Stream) (bool, error) {
+	if err := d.open(); err != nil {
+		return false, err
+	}
+	var s cu.Stream
+	*(*uintptr)(unsafe.Pointer(&s)) = uintptr(st)
+	var on bool
+	err := d.do("asking whether a stream is capturing", func() error {
+		var err error
+		on, err = capturing(s)
+		return err
+	})
+	return on, err
+}
+
 // kernelStream is the stream of the kernel's work: the caller's after
 // UseStream, else the driver's own.
 func (d *driver) kernelStream() cu.Stream {

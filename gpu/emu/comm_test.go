@@ -418,3 +418,217 @@ func TestCommAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestCommCapture: a call on a stream being captured is recorded, not
+// run; each replay of the graph runs it on the buffers it was captured
+// with, with new data, and gives the CPU backend's output for that many
+// launches. LL plans with double-buffered scratch (allreduce_packet)
+// would read the previous replay's packets if the flag or the scratch
+// half did not advance on the device. Calls outside the graph, before
+// and after the replays, share the session.
+func TestCommCapture(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	cases := []commCase{
+		{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "4"}), size: 1 << 12, dt: executor.Float32, inPlace: true},
+		{name: "allreduce_packet out", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2", "inplace": "false"}), size: 1 << 13, dt: executor.Int32},
+		{name: "allgather", plan: gputest.AlgorithmPlan(t, "allgather", map[string]string{"world_size": "2"}), size: 1 << 12, dt: executor.Float32, inPlace: true},
+	}
+	const replays = 3
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(c.plan.GPUs)
+			// outs[k][r]: rank r's output after launch k (launch 0 before
+			// the capture, 1..replays the replays, the last after them).
+			outs := make([][][]byte, replays+2)
+			for k := range outs {
+				outs[k] = make([][]byte, n)
+			}
+			errs := withRanks(t, ss, n, 20*time.Second, func(cr *commRank) error {
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+				call := c.call(lay, cr, executor.Options{DType: c.dt})
+				fill := func(seq int) error {
+					input := make([]byte, cr.inLen)
+					lay.FillRank(input, cr.rank, seq)
+					return ss.Do(cr.st, func() { _ = cr.dev.HtoD(cr.in, input) })
+				}
+				read := func(k int) error {
+					if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+						return fmt.Errorf("after launch %d: %w", k, err)
+					}
+					if err := cr.comm.Quiet(time.Minute); err != nil {
+						return err
+					}
+					outs[k][cr.rank] = make([]byte, cr.outLen)
+					return cr.dev.DtoH(outs[k][cr.rank], cr.out)
+				}
+				// A first call outside the graph (as PyTorch warms up).
+				if err := fill(0); err != nil {
+					return err
+				}
+				if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+					return err
+				}
+				if err := read(0); err != nil {
+					return err
+				}
+				if err := ss.BeginCapture(cr.st); err != nil {
+					return err
+				}
+				err := cr.comm.Enqueue(context.Background(), call)
+				g, eerr := ss.EndCapture(cr.st)
+				if err != nil {
+					return fmt.Errorf("the captured call: %w", err)
+				}
+				if eerr != nil {
+					return eerr
+				}
+				if len(g.work) == 0 {
+					return errors.New("the capture recorded nothing")
+				}
+				for k := 1; k <= replays; k++ {
+					if err := fill(k); err != nil {
+						return err
+					}
+					if err := ss.Replay(g, cr.st); err != nil {
+						return err
+					}
+					if err := read(k); err != nil {
+						return err
+					}
+				}
+				if err := fill(replays + 1); err != nil {
+					return err
+				}
+				if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+					return fmt.Errorf("the call after the replays: %w", err)
+				}
+				if err := read(replays + 1); err != nil {
+					return err
+				}
+				return cr.comm.AsyncError()
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			for k := range outs {
+				want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
+					Opts: executor.Options{DType: c.dt}, Launches: k + 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range want {
+					if !bytes.Equal(outs[k][r], want[r]) {
+						t.Errorf("launch %d, rank %d: the output differs from the CPU backend's", k, r)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCommCaptureRefused: a plan with port channels needs the host's
+// proxy at every launch, so a call on a capturing stream fails with
+// ErrNotCapturable on every rank, before the ranks meet, and records
+// nothing.
+func TestCommCaptureRefused(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_hier", plan: gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "min_message_size": "0"}),
+		size: 1 << 14, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := withRanks(t, ss, 4, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		if err := ss.BeginCapture(cr.st); err != nil {
+			return err
+		}
+		err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, executor.Options{DType: c.dt}))
+		g, eerr := ss.EndCapture(cr.st)
+		if eerr != nil {
+			return eerr
+		}
+		if len(g.work) != 0 {
+			return fmt.Errorf("%d pieces of work recorded", len(g.work))
+		}
+		return err
+	})
+	for r, err := range errs {
+		if !errors.Is(err, gpu.ErrNotCapturable) || !strings.Contains(err.Error(), "port channels") {
+			t.Errorf("rank %d: %v, want ErrNotCapturable naming the port channels", r, err)
+		}
+	}
+}
+
+// TestCommAbortReplay: nothing on the host watches a replayed launch;
+// Abort stops one that hangs and makes what its blocks waited for the
+// asynchronous error.
+func TestCommAbortReplay(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
+		if err := ss.BeginCapture(cr.st); err != nil {
+			return err
+		}
+		err := cr.comm.Enqueue(context.Background(), call)
+		g, eerr := ss.EndCapture(cr.st)
+		if err != nil || eerr != nil {
+			return fmt.Errorf("capture: %v, %v", err, eerr)
+		}
+		if err := ss.Replay(g, cr.st); err != nil {
+			return err
+		}
+		if cr.rank == 1 {
+			// Its kernel only waits for rank 0's signals: it ends.
+			if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+				return err
+			}
+			return cr.boot.Barrier(context.Background())
+		}
+		defer func() { _ = cr.boot.Barrier(context.Background()) }()
+		// Rank 0's replay waits for ever; let it start waiting.
+		time.Sleep(200 * time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- cr.comm.Abort() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("abort: %w", err)
+			}
+		case <-time.After(time.Minute):
+			return errors.New("abort has not returned within a minute (the deadlock timeout is 10 minutes)")
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return fmt.Errorf("the aborted replay has not ended: %w", err)
+		}
+		aerr := cr.comm.AsyncError()
+		var de *executor.DeadlockError
+		if !errors.As(aerr, &de) || !strings.Contains(aerr.Error(), "a replayed launch was running at the abort") || !strings.Contains(aerr.Error(), "expects signal") {
+			return fmt.Errorf("async error %v, want the replay's report of rank 0 waiting for a signal", aerr)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

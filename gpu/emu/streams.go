@@ -90,12 +90,81 @@ func (ss *Streams) Do(st gpu.Stream, f func()) error {
 	return s.push("host work", func() error { f(); return nil })
 }
 
+// StreamGraph is the work recorded on a stream between BeginCapture and
+// EndCapture, as a CUDA graph holds a captured stream's work.
+type StreamGraph struct {
+	work []func() error
+}
+
+// BeginCapture makes the work later enqueued on st recorded instead of
+// run, until EndCapture. The default stream cannot be captured (CUDA's
+// legacy stream cannot).
+func (ss *Streams) BeginCapture(st gpu.Stream) error {
+	if st == 0 {
+		return errors.New("gpu-emu: the default stream cannot be captured")
+	}
+	s, err := ss.get(st)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capture != nil {
+		return fmt.Errorf("gpu-emu: stream %d is already capturing", st)
+	}
+	s.capture = &StreamGraph{}
+	return nil
+}
+
+// EndCapture ends st's capture and returns the recorded work.
+func (ss *Streams) EndCapture(st gpu.Stream) (*StreamGraph, error) {
+	s, err := ss.get(st)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capture == nil {
+		return nil, fmt.Errorf("gpu-emu: stream %d is not capturing", st)
+	}
+	g := s.capture
+	s.capture = nil
+	return g, nil
+}
+
+// Capturing reports whether st is capturing.
+func (ss *Streams) Capturing(st gpu.Stream) (bool, error) {
+	s, err := ss.get(st)
+	if err != nil {
+		return false, err
+	}
+	return s.capturing(), nil
+}
+
+// Replay enqueues a captured graph's work on st, in order.
+func (ss *Streams) Replay(g *StreamGraph, st gpu.Stream) error {
+	s, err := ss.get(st)
+	if err != nil {
+		return err
+	}
+	for _, f := range g.work {
+		if err := s.push("a replayed graph's work", f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Synchronize waits until every piece of work enqueued on st so far has
-// run, at most timeout, and returns the first error of that work.
+// run, at most timeout, and returns the first error of that work. A
+// capturing stream cannot be synchronised (as in CUDA).
 func (ss *Streams) Synchronize(st gpu.Stream, timeout time.Duration) error {
 	s, err := ss.get(st)
 	if err != nil {
 		return err
+	}
+	if s.capturing() {
+		return fmt.Errorf("gpu-emu: stream %d is capturing: it cannot be synchronised", st)
 	}
 	done := make(chan struct{})
 	if err := s.push("synchronize", func() error { close(done); return nil }); err != nil {
@@ -152,6 +221,15 @@ type stream struct {
 	wake   chan struct{} // one token: work was added, or closed
 	closed bool
 	err    error // the first failed work's, until Synchronize
+	// capture records the work pushed while the stream captures
+	// (BeginCapture), instead of running it; nil otherwise.
+	capture *StreamGraph
+}
+
+func (s *stream) capturing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capture != nil
 }
 
 func newStream(id gpu.Stream) *stream {
@@ -165,6 +243,10 @@ func (s *stream) push(what string, f func() error) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("gpu-emu: %s on stream %d, which is closed", what, s.id)
+	}
+	if s.capture != nil {
+		s.capture.work = append(s.capture.work, f)
+		return nil
 	}
 	s.work = append(s.work, f)
 	select {
@@ -238,8 +320,20 @@ func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 	if d.onStream != nil {
 		return errors.New("gpu-emu: a launch is already running")
 	}
-	l := &streamLaunch{done: make(chan struct{})}
 	dev, entry := d.dev, d.entry
+	if d.cur.capturing() {
+		// Recorded into the caller's graph: it runs at each replay, and
+		// nothing here waits for it.
+		return d.cur.push("launch", func() error {
+			h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+			if h == 0 {
+				return fmt.Errorf("gpu-emu: a replayed launch could not start %d host threads", grid*block)
+			}
+			C.mg_emu_wait(h)
+			return nil
+		})
+	}
+	l := &streamLaunch{done: make(chan struct{})}
 	if err := d.cur.push("launch", func() error {
 		defer close(l.done)
 		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
@@ -266,6 +360,14 @@ func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {
 		return 0, 0, false, nil
 	}
 	return gpu.DevPtr(base), uint64(n), true, nil
+}
+
+// Capturing reports whether the caller's stream st is capturing.
+func (d *driver) Capturing(st gpu.Stream) (bool, error) {
+	if d.streams == nil {
+		return false, nil
+	}
+	return d.streams.Capturing(st)
 }
 
 var _ gpu.StreamDriver = (*driver)(nil)

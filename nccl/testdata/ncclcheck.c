@@ -31,6 +31,14 @@
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
+ *   ncclcheck groupdata N   N ranks driven by one thread, as nccl-tests' -g N:
+ *                           each round one group with an allreduce per rank,
+ *                           results checked after the group ends
+ *   ncclcheck capture N     N ranks as threads: an allreduce on a stream of
+ *                           their own, then the same call captured into a
+ *                           graph (global capture mode, as PyTorch's
+ *                           default), replayed with new data, then again
+ *                           outside the graph; every result checked
  */
 #define _GNU_SOURCE
 #include "mscclgo.h"
@@ -653,6 +661,202 @@ static int data(int n, void *(*main_)(void *)) {
   return 0;
 }
 
+/* The capture API of the process: the CUDA driver's (a cuda-tagged
+ * build of the library; the fake driver in tests) or the emulated
+ * device's stand-ins (mscclgoEmu*), found at run time. */
+struct capture_api {
+  /* emulated device */
+  int (*emu_begin)(int, void *);
+  int (*emu_end)(int, void *, uintptr_t *);
+  int (*emu_launch)(int, uintptr_t, void *);
+  int (*emu_sync)(int, void *);
+  /* CUDA driver */
+  int (*retain)(void **, int);
+  int (*set)(void *);
+  int (*create)(void **, unsigned);
+  int (*begin)(void *, int);
+  int (*end)(void *, void **);
+  int (*instantiate)(void **, void *, unsigned long long);
+  int (*launch)(void *, void *);
+  int (*sync)(void *);
+};
+
+static int capture_api_load(struct capture_api *a) {
+  memset(a, 0, sizeof *a);
+  *(void **)(&a->emu_begin) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamBeginCapture");
+  *(void **)(&a->emu_end) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamEndCapture");
+  *(void **)(&a->emu_launch) = dlsym(RTLD_DEFAULT, "mscclgoEmuGraphLaunch");
+  *(void **)(&a->emu_sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
+  if (a->emu_begin != NULL && a->emu_end != NULL && a->emu_launch != NULL && a->emu_sync != NULL) {
+    return 1;
+  }
+  *(void **)(&a->retain) = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  *(void **)(&a->set) = dlsym(RTLD_DEFAULT, "cuCtxSetCurrent");
+  *(void **)(&a->create) = dlsym(RTLD_DEFAULT, "cuStreamCreate");
+  *(void **)(&a->begin) = dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2");
+  *(void **)(&a->end) = dlsym(RTLD_DEFAULT, "cuStreamEndCapture");
+  *(void **)(&a->instantiate) = dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags");
+  *(void **)(&a->launch) = dlsym(RTLD_DEFAULT, "cuGraphLaunch");
+  *(void **)(&a->sync) = dlsym(RTLD_DEFAULT, "cuStreamSynchronize");
+  return a->retain != NULL && a->set != NULL && a->create != NULL && a->begin != NULL && a->end != NULL &&
+         a->instantiate != NULL && a->launch != NULL && a->sync != NULL;
+}
+
+/* capture_stream makes rank dev's stream: a non-blocking CUDA stream in
+ * the device's primary context (current on this thread from now on), or
+ * an emulated stream's handle. */
+static int capture_stream(const struct capture_api *a, int dev, void **s) {
+  if (a->emu_begin != NULL) {
+    *s = (void *)(uintptr_t)(0x100 + dev);
+    return 0;
+  }
+  void *ctx = NULL;
+  if (a->retain(&ctx, dev) != 0 || a->set(ctx) != 0) {
+    return 1;
+  }
+  return a->create(s, 1 /* CU_STREAM_NON_BLOCKING */);
+}
+
+static int capture_sync(const struct capture_api *a, int dev, void *s) {
+  return a->emu_sync != NULL ? a->emu_sync(dev, s) : a->sync(s);
+}
+
+/* capture_value is element i of rank r's input at round k. */
+static double capture_value(int r, size_t i, int k) { return value(r, i) + 8.0 * k; }
+
+/* capture_check checks rank r's allreduce result of round k. */
+static void capture_check(const float *out, int r, int n, int k, const char *what) {
+  size_t bad = COUNT;
+  double got = 0, want = 0;
+  for (size_t i = 0; i < COUNT && bad == COUNT; i++) {
+    want = 0;
+    for (int q = 0; q < n; q++) {
+      want += capture_value(q, i, k);
+    }
+    got = out[i];
+    if (got != want) {
+      bad = i;
+    }
+  }
+  pthread_mutex_lock(&out_mu);
+  if (bad == COUNT) {
+    printf("rank %d: DATA %s ok\n", r, what);
+  } else {
+    printf("rank %d: DATA %s WRONG at %zu: got %g, want %g\n", r, what, bad, got, want);
+  }
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+}
+
+#define CAPTURE_REPLAYS 3
+
+/* capture_main: see the capture mode. Round 0 is outside the graph, rounds
+ * 1..CAPTURE_REPLAYS are replays, the last round outside again. */
+static void *capture_main(void *p) {
+  struct rank_arg *ra = p;
+  int r = ra->rank, n = ra->n, dev = 0;
+  struct capture_api a;
+  void *s = NULL, *graph = NULL;
+  uintptr_t emu_graph = 0;
+  ncclCommCuDevice(ra->comm, &dev);
+  if (!capture_api_load(&a) || capture_stream(&a, dev, &s) != 0) {
+    report(r, "capture set-up", ncclSystemError);
+    finish(ra->comm, r);
+    return NULL;
+  }
+  float *in = calloc(COUNT, sizeof *in), *out = calloc(COUNT, sizeof *out);
+  for (int k = 0; k <= CAPTURE_REPLAYS + 1; k++) {
+    for (size_t i = 0; i < COUNT; i++) {
+      in[i] = (float)capture_value(r, i, k);
+    }
+    char what[64];
+    ncclResult_t res = ncclSuccess;
+    if (k == 0 || k == CAPTURE_REPLAYS + 1) {
+      snprintf(what, sizeof what, "allreduce round %d outside the graph", k);
+      res = ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, ra->comm, s);
+    } else {
+      if (k == 1) {
+        int b = a.emu_begin != NULL ? a.emu_begin(dev, s) : a.begin(s, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */);
+        res = report(r, "begin capture", b == 0 ? ncclSuccess : ncclSystemError);
+        if (res == ncclSuccess) {
+          res = report(r, "ncclAllReduce captured", ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, ra->comm, s));
+          int e = 0;
+          if (a.emu_end != NULL) {
+            e = a.emu_end(dev, s, &emu_graph);
+          } else {
+            void *g = NULL;
+            e = a.end(s, &g);
+            if (e == 0) {
+              e = a.instantiate(&graph, g, 0);
+            }
+          }
+          if (report(r, "end capture", e == 0 ? ncclSuccess : ncclSystemError) != ncclSuccess) {
+            res = ncclSystemError;
+          }
+        }
+      }
+      snprintf(what, sizeof what, "allreduce round %d replayed", k);
+      if (res == ncclSuccess) {
+        int l = a.emu_launch != NULL ? a.emu_launch(dev, emu_graph, s) : a.launch(graph, s);
+        res = l == 0 ? ncclSuccess : ncclSystemError;
+      }
+    }
+    if (res == ncclSuccess) {
+      res = capture_sync(&a, dev, s) == 0 ? ncclSuccess : ncclSystemError;
+    }
+    if (report(r, what, res) != ncclSuccess) {
+      break;
+    }
+    capture_check(out, r, n, k, what);
+  }
+  free(in);
+  free(out);
+  finish(ra->comm, r);
+  return NULL;
+}
+
+/* groupdata: see the mode. Two rounds, in and out of place. */
+static int groupdata(int n) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  float **bufs = calloc((size_t)n, sizeof *bufs);
+  if (comms == NULL || bufs == NULL || report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  for (int r = 0; r < n; r++) {
+    bufs[r] = calloc(2 * COUNT, sizeof *bufs[r]);
+  }
+  for (int round = 0; round < 2; round++) {
+    int inplace = round == 0;
+    for (int r = 0; r < n; r++) {
+      for (size_t i = 0; i < COUNT; i++) {
+        bufs[r][i] = (float)capture_value(r, i, round);
+      }
+    }
+    report(-1, "ncclGroupStart", ncclGroupStart());
+    for (int r = 0; r < n; r++) {
+      float *out = inplace ? bufs[r] : bufs[r] + COUNT;
+      report(r, "ncclAllReduce in a group", ncclAllReduce(bufs[r], out, COUNT, ncclFloat32, ncclSum, comms[r], NULL));
+    }
+    if (report(-1, "ncclGroupEnd", ncclGroupEnd()) != ncclSuccess) {
+      break;
+    }
+    for (int r = 0; r < n; r++) {
+      char what[64];
+      snprintf(what, sizeof what, "group allreduce %s", inplace ? "in-place" : "out-of-place");
+      if (report(r, "stream_sync", stream_sync(comms[r])) == ncclSuccess) {
+        capture_check(inplace ? bufs[r] : bufs[r] + COUNT, r, n, round, what);
+      }
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    finish(comms[r], r);
+    free(bufs[r]);
+  }
+  free(comms);
+  free(bufs);
+  return 0;
+}
+
 static int custom(void) {
   mscclgoComm_t comm = NULL;
   if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
@@ -679,7 +883,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -720,6 +924,12 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "custom") == 0) {
     return custom();
+  }
+  if (strcmp(argv[1], "groupdata") == 0 && argc == 3) {
+    return groupdata(atoi(argv[2]));
+  }
+  if (strcmp(argv[1], "capture") == 0 && argc == 3) {
+    return data(atoi(argv[2]), capture_main);
   }
   fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
   return 2;
