@@ -96,11 +96,11 @@ struct CUstream_st {
   void (*wait)(void*);
   int dev;
   long long units;
-  int home;            // the device of the context it was created in
-  unsigned flags;      // cuStreamCreate's: CU_STREAM_NON_BLOCKING or 0
+  int home;        // the device of the context it was created in
+  unsigned flags;  // cuStreamCreate's: CU_STREAM_NON_BLOCKING or 0
   struct CUgraph_st* capture;
-  int cap_status;      // CU_STREAM_CAPTURE_STATUS_ACTIVE or _INVALIDATED
-  int cap_mode;        // the CUstreamCaptureMode it began with
+  int cap_status;        // CU_STREAM_CAPTURE_STATUS_ACTIVE or _INVALIDATED
+  int cap_mode;          // the CUstreamCaptureMode it began with
   pthread_t cap_thread;  // the thread that began it
   unsigned long long cap_id;
   struct CUstream_st* cap_next;  // the list of capturing streams
@@ -118,8 +118,8 @@ struct CUevent_st {
   int captured;
 };
 
-// A captured node: a host-to-device copy (reads src when it runs), a
-// memset of 8- or 32-bit values, or a kernel launch on device dev.
+// A captured node: a copy (reads src when it runs), a memset of 8- or
+// 32-bit values, or a kernel launch on device dev.
 enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL };
 struct node {
   int kind;
@@ -250,7 +250,7 @@ static int stream_dev(CUstream s) { return is_legacy(s) ? (int)(s - legacy) : s-
 // invalidated, until cuStreamEndCapture.
 
 static pthread_mutex_t capture_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct CUstream_st* capturing;  // capture_mu
+static struct CUstream_st* capturing;            // capture_mu
 static unsigned long long next_capture_id = 1;  // capture_mu
 static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -870,8 +870,8 @@ static CUresult submit(CUstream s, struct node nd) {
   return run_node(s, &nd);
 }
 
-// cuMemcpyAsync: a device-to-device copy (the proxy's, while the kernel
-// runs on another stream) in 8-byte atomic words.
+// cuMemcpyAsync: a device-to-device copy in 8-byte atomic words (the
+// proxy's, while the kernel runs on another stream).
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   NEED_CTX();
   struct node nd = {.kind = NODE_COPY, .dst = (uintptr_t)dst, .src = (const void*)(uintptr_t)src, .n = n};
