@@ -13,6 +13,13 @@
 // context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
 // calling thread, which checks the driver's context handling.
 //
+// Stream capture follows CUDA's rules (the section "stream capture
+// rules" below): a capture's mode and thread, each thread's capture
+// interaction mode (cuThreadExchangeStreamCaptureMode), the potentially
+// unsafe calls that a capture prohibits and that then invalidate it, a
+// capturing stream's synchronisation, captured events, and the legacy
+// stream's implicit dependency on captures of blocking streams.
+//
 // cuMemAlloc backs every allocation with a memory file (memfd), so that
 // cuIpcGetMemHandle can export it: the handle names the file by the
 // exporting process's id and descriptor, and cuIpcOpenMemHandle in a
@@ -83,27 +90,36 @@ struct CUgraph_st;
 
 // A stream remembers its launch not yet joined and the residency it
 // holds on its device, and the graph it is capturing into (NULL when its
-// work runs).
+// work runs) with that capture's state (capture_mu).
 struct CUstream_st {
   void* pending;
   void (*wait)(void*);
   int dev;
   long long units;
+  int home;        // the device of the context it was created in
+  unsigned flags;  // cuStreamCreate's: CU_STREAM_NON_BLOCKING or 0
   struct CUgraph_st* capture;
+  int cap_status;        // CU_STREAM_CAPTURE_STATUS_ACTIVE or _INVALIDATED
+  int cap_mode;          // the CUstreamCaptureMode it began with
+  pthread_t cap_thread;  // the thread that began it
+  unsigned long long cap_id;
+  struct CUstream_st* cap_next;  // the list of capturing streams
   // started counts the kernels started on the stream, joined those whose
   // end was waited for (in order): an event is the count at its record.
   unsigned long long started, joined;
 };
 
 // An event is the number of kernels started on its stream when it was
-// recorded (NULL stream: never recorded).
+// recorded (NULL stream: never recorded, or last recorded in a capture:
+// captured is then 1).
 struct CUevent_st {
   CUstream s;
   unsigned long long at;
+  int captured;
 };
 
-// A captured node: a host-to-device copy (reads src when it runs), a
-// memset of 8- or 32-bit values, or a kernel launch on device dev.
+// A captured node: a copy (reads src when it runs), a memset of 8- or
+// 32-bit values, or a kernel launch on device dev.
 enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL };
 struct node {
   int kind;
@@ -192,9 +208,131 @@ static _Thread_local int depth;
     }                                             \
   } while (0)
 
-// stream_of is s, or for NULL the current context's device's legacy
-// stream (every caller has checked that a context is current).
-static CUstream stream_of(CUstream s) { return s == NULL ? &legacy[ctx_dev(stack[depth - 1])] : s; }
+// stream_of is s, or for NULL (CU_STREAM_LEGACY) the current context's
+// device's legacy stream (every caller has checked that a context is
+// current).
+static CUstream stream_of(CUstream s) {
+  return s == NULL || s == CU_STREAM_LEGACY ? &legacy[ctx_dev(stack[depth - 1])] : s;
+}
+
+static int is_legacy(CUstream s) { return s >= legacy && s < legacy + FAKE_MAX_DEVICES; }
+
+// stream_dev is the device of s's context.
+static int stream_dev(CUstream s) { return is_legacy(s) ? (int)(s - legacy) : s->home; }
+
+// ---- stream capture rules -----------------------------------------------------
+//
+// As CUDA's documentation gives them (cuStreamBeginCapture,
+// cuThreadExchangeStreamCaptureMode, cuStreamIsCapturing):
+//   - A capture has a mode (GLOBAL, THREAD_LOCAL, RELAXED) and the thread
+//     that began it; a non-RELAXED one must end on that thread.
+//   - Each thread has an interaction mode (default GLOBAL). A potentially
+//     unsafe call (allocation, freeing, synchronous copies and memsets,
+//     context synchronisation, IPC, module loading) is prohibited to a
+//     thread in GLOBAL mode while it has a non-RELAXED capture of its own
+//     or another thread has a GLOBAL one; in THREAD_LOCAL mode while it
+//     has a non-RELAXED capture of its own; never in RELAXED mode. A
+//     prohibited call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+//     invalidates the captures that prohibit it.
+//   - Synchronising with or querying a capturing stream fails the same
+//     way and invalidates its capture, whatever the mode; so does the
+//     synchronisation or query of an event last recorded in a capture
+//     (CUDA_ERROR_CAPTURED_EVENT, without invalidating).
+//   - The legacy stream synchronises with every blocking stream of its
+//     context: while one captures, legacy-stream work (synchronous copies
+//     and memsets, work submitted to stream 0) fails with
+//     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture,
+//     whatever the mode.
+//   - Work submitted to an invalidated capture fails with
+//     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; its cuStreamEndCapture
+//     returns that with a NULL graph.
+// A capture stays in the list of capturing streams, active or
+// invalidated, until cuStreamEndCapture.
+
+static pthread_mutex_t capture_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st* capturing;            // capture_mu
+static unsigned long long next_capture_id = 1;  // capture_mu
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+// prohibits reports whether capture c prohibits the calling thread's
+// potentially unsafe calls.
+static int prohibits(const struct CUstream_st* c) {
+  if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return 0;
+  if (pthread_equal(c->cap_thread, pthread_self())) return c->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  return thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+
+// unsafe_locked is the check of a potentially unsafe call (capture_mu
+// held): it invalidates every capture that prohibits it.
+static CUresult unsafe_locked(void) {
+  CUresult r = CUDA_SUCCESS;
+  for (struct CUstream_st* c = capturing; c != NULL; c = c->cap_next) {
+    if (prohibits(c)) {
+      c->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return r;
+}
+
+// implicit_locked is the check of legacy-stream work on device dev
+// (capture_mu held): invalidate (when asked) each capture of a blocking
+// stream of that device, and refuse.
+static CUresult implicit_locked(int dev, int invalidate) {
+  CUresult r = CUDA_SUCCESS;
+  for (struct CUstream_st* c = capturing; c != NULL; c = c->cap_next) {
+    if ((c->flags & CU_STREAM_NON_BLOCKING) == 0 && c->home == dev) {
+      if (invalidate) c->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+      r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  }
+  return r;
+}
+
+// unsafe_call checks a potentially unsafe call; legacy_work adds the
+// check of a synchronous call on the current device's legacy stream.
+static CUresult unsafe_call(int legacy_work) {
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = capturing == NULL ? CUDA_SUCCESS : unsafe_locked();
+  if (r == CUDA_SUCCESS && legacy_work && capturing != NULL) r = implicit_locked(ctx_dev(stack[depth - 1]), 1);
+  pthread_mutex_unlock(&capture_mu);
+  return r;
+}
+
+// UNSAFE returns a potentially unsafe call's refusal (after NEED_CTX).
+#define UNSAFE(legacy_work)                            \
+  do {                                                 \
+    CUresult unsafe_r = unsafe_call(legacy_work);      \
+    if (unsafe_r != CUDA_SUCCESS) return unsafe_r;     \
+  } while (0)
+
+// sync_locked is the check of a synchronisation with or query of stream
+// s (capture_mu held).
+static CUresult sync_locked(CUstream s) {
+  if (is_legacy(s)) return implicit_locked(stream_dev(s), 1);
+  if (s->capture == NULL) return CUDA_SUCCESS;
+  s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+static CUresult sync_check(CUstream s) {
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = sync_locked(s);
+  pthread_mutex_unlock(&capture_mu);
+  return r;
+}
+
+// end_capture_locked takes s out of the list of capturing streams and
+// returns its graph.
+static struct CUgraph_st* end_capture_locked(CUstream s) {
+  struct CUstream_st** at = &capturing;
+  while (*at != s) at = &(*at)->cap_next;
+  *at = s->cap_next;
+  struct CUgraph_st* g = s->capture;
+  s->capture = NULL;
+  s->cap_next = NULL;
+  return g;
+}
 
 // join waits for a stream's pending launch and frees its residency.
 static void join_handle(CUstream s, void* h) {
@@ -222,44 +360,36 @@ CUresult cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 
+// ERROR_NAME is a case of cuGetErrorName.
+#define ERROR_NAME(code) \
+  case code:             \
+    *s = #code;          \
+    return CUDA_SUCCESS;
+
 CUresult cuGetErrorName(CUresult e, const char** s) {
   switch (e) {
-    case CUDA_SUCCESS:
-      *s = "CUDA_SUCCESS";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_VALUE:
-      *s = "CUDA_ERROR_INVALID_VALUE";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      *s = "CUDA_ERROR_OUT_OF_MEMORY";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_CONTEXT:
-      *s = "CUDA_ERROR_INVALID_CONTEXT";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_NOT_FOUND:
-      *s = "CUDA_ERROR_NOT_FOUND";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_DEVICE:
-      *s = "CUDA_ERROR_INVALID_DEVICE";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_HANDLE:
-      *s = "CUDA_ERROR_INVALID_HANDLE";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
-      *s = "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
-      *s = "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_PEER_ACCESS_NOT_ENABLED:
-      *s = "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
-      *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
-      *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
-      return CUDA_SUCCESS;
+    ERROR_NAME(CUDA_SUCCESS)
+    ERROR_NAME(CUDA_ERROR_INVALID_VALUE)
+    ERROR_NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    ERROR_NAME(CUDA_ERROR_INVALID_CONTEXT)
+    ERROR_NAME(CUDA_ERROR_NOT_FOUND)
+    ERROR_NAME(CUDA_ERROR_NOT_READY)
+    ERROR_NAME(CUDA_ERROR_INVALID_DEVICE)
+    ERROR_NAME(CUDA_ERROR_INVALID_HANDLE)
+    ERROR_NAME(CUDA_ERROR_ILLEGAL_STATE)
+    ERROR_NAME(CUDA_ERROR_NOT_SUPPORTED)
+    ERROR_NAME(CUDA_ERROR_NOT_PERMITTED)
+    ERROR_NAME(CUDA_ERROR_FILE_NOT_FOUND)
+    ERROR_NAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)
+    ERROR_NAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+    ERROR_NAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+    ERROR_NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    ERROR_NAME(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    ERROR_NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    ERROR_NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    ERROR_NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+    ERROR_NAME(CUDA_ERROR_CAPTURED_EVENT)
+    ERROR_NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
     default:
       *s = NULL;
       return CUDA_ERROR_INVALID_VALUE;
@@ -407,6 +537,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
 
 CUresult cuCtxSynchronize(void) {
   NEED_CTX();
+  UNSAFE(1);
   join(stream_of(NULL));
   return CUDA_SUCCESS;
 }
@@ -499,6 +630,7 @@ static const char ipc_magic[8] = "fakeipc";
 
 CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
   NEED_CTX();
+  UNSAFE(0);
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
   size_t size = (n + 4095) & ~(size_t)4095;
   int fd = memfd_create("fakecuda", MFD_CLOEXEC);
@@ -519,6 +651,7 @@ CUresult cuMemAlloc(CUdeviceptr* p, size_t n) {
 
 CUresult cuMemFree(CUdeviceptr p) {
   NEED_CTX();
+  UNSAFE(0);
   struct dev_alloc* a = take_alloc((uintptr_t)p, 1);
   if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
   munmap((void*)a->base, a->size);
@@ -548,6 +681,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
 
 CUresult cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle h, unsigned int flags) {
   NEED_CTX();
+  UNSAFE(0);
   struct fake_ipc f;
   memcpy(&f, h.reserved, sizeof f);
   if (memcmp(f.magic, ipc_magic, sizeof f.magic) != 0 || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
@@ -569,6 +703,7 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle h, unsigned int flags
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   NEED_CTX();
+  UNSAFE(0);
   struct dev_alloc* a = take_alloc((uintptr_t)p, 0);
   if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
   munmap((void*)a->base, a->size);
@@ -578,12 +713,15 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
 
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned int flags) {
   NEED_CTX();
+  UNSAFE(0);
   if (n == 0 || (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   *p = zalloc(4096, n);
   return *p == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
+
+CUresult cuMemAllocHost(void** p, size_t n) { return cuMemHostAlloc(p, n, 0); }
 
 CUresult cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) {
   NEED_CTX();
@@ -594,24 +732,29 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) 
 
 CUresult cuMemFreeHost(void* p) {
   NEED_CTX();
+  UNSAFE(0);
   free(p);
   return CUDA_SUCCESS;
 }
 
+// The synchronous copies and memsets run on the legacy stream.
 CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
   NEED_CTX();
+  UNSAFE(1);
   memset((void*)(uintptr_t)p, v, n);
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
   NEED_CTX();
+  UNSAFE(1);
   memcpy((void*)(uintptr_t)dst, src, n);
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
   NEED_CTX();
+  UNSAFE(1);
   memcpy(dst, (const void*)(uintptr_t)src, n);
   return CUDA_SUCCESS;
 }
@@ -628,13 +771,6 @@ static void copy_words(uintptr_t dst, uintptr_t src, size_t n) {
   size_t i = 0;
   for (; i < n / 8; i++) __atomic_store_n(d + i, __atomic_load_n(s + i, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
   memcpy(d + i, s + i, n % 8);
-}
-
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  NEED_CTX();
-  (void)s;
-  copy_words((uintptr_t)dst, (uintptr_t)src, n);
-  return CUDA_SUCCESS;
 }
 
 // ---- stream-ordered work and capture ------------------------------------------
@@ -714,11 +850,32 @@ static CUresult run_node(CUstream s, const struct node* nd) {
   }
 }
 
-// submit records nd while s captures, else runs it.
+// submit records nd while s captures, else runs it. Work on the legacy
+// stream while a blocking stream of its device captures is refused, and
+// work on an invalidated capture.
 static CUresult submit(CUstream s, struct node nd) {
   s = stream_of(s);
-  if (s->capture != NULL) return add_node(s->capture, nd);
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  int captured = 0;
+  if (is_legacy(s)) {
+    r = capturing == NULL ? CUDA_SUCCESS : implicit_locked(stream_dev(s), 1);
+  } else if (s->capture != NULL) {
+    captured = 1;
+    r = s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                                                : add_node(s->capture, nd);
+  }
+  pthread_mutex_unlock(&capture_mu);
+  if (r != CUDA_SUCCESS || captured) return r;
   return run_node(s, &nd);
+}
+
+// cuMemcpyAsync: a device-to-device copy in 8-byte atomic words (the
+// proxy's, while the kernel runs on another stream).
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  NEED_CTX();
+  struct node nd = {.kind = NODE_COPY, .dst = (uintptr_t)dst, .src = (const void*)(uintptr_t)src, .n = n};
+  return submit(s, nd);
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
@@ -731,11 +888,8 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream 
 // another stream: 8-byte atomic words.
 CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
   NEED_CTX();
-  s = stream_of(s);
-  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
-  join(s);
-  copy_words((uintptr_t)dst, (uintptr_t)src, n);
-  return CUDA_SUCCESS;
+  struct node nd = {.kind = NODE_COPY, .dst = (uintptr_t)dst, .src = (const void*)(uintptr_t)src, .n = n};
+  return submit(s, nd);
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
@@ -751,19 +905,115 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s)
   return submit(s, nd);
 }
 
+// cuStreamBeginCapture (cuda.h names it cuStreamBeginCapture_v2): the
+// legacy stream cannot capture, nor a stream that is capturing.
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
   NEED_CTX();
-  (void)mode;
-  if (s == NULL || s->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
-  s->capture = calloc(1, sizeof(struct CUgraph_st));
-  return s->capture == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  if (s == NULL || s == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (s == CU_STREAM_PER_THREAD || (mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                                    mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                                    mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  struct CUgraph_st* g = calloc(1, sizeof *g);
+  if (g == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  if (s->capture != NULL) {
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  } else {
+    s->capture = g;
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    s->cap_mode = (int)mode;
+    s->cap_thread = pthread_self();
+    s->cap_id = next_capture_id++;
+    s->cap_next = capturing;
+    capturing = s;
+  }
+  pthread_mutex_unlock(&capture_mu);
+  if (r != CUDA_SUCCESS) free(g);
+  return r;
 }
 
+// cuStreamEndCapture returns the graph, or for an invalidated capture
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and a NULL graph. A capture not
+// begun in relaxed mode ends on the thread that began it.
 CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
   NEED_CTX();
-  if (s == NULL || s->capture == NULL) return CUDA_ERROR_INVALID_VALUE;
-  *g = s->capture;
-  s->capture = NULL;
+  if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || g == NULL) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  struct CUgraph_st* captured = NULL;
+  if (s->capture == NULL) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(s->cap_thread, pthread_self())) {
+    r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  } else {
+    int invalidated = s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    captured = end_capture_locked(s);
+    if (invalidated) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  pthread_mutex_unlock(&capture_mu);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+    free(captured->nodes);
+    free(captured);
+    captured = NULL;
+  }
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) *g = captured;
+  return r;
+}
+
+// capture_info answers for s: on the legacy stream, the implicit
+// dependency on a capturing blocking stream (that capture stays valid).
+static CUresult capture_info(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph) {
+  if (status == NULL) return CUDA_ERROR_INVALID_VALUE;
+  s = stream_of(s);
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  if (is_legacy(s)) {
+    r = implicit_locked(stream_dev(s), 0);
+    if (r == CUDA_SUCCESS) *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  } else if (s->capture == NULL) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  } else {
+    *status = (CUstreamCaptureStatus)s->cap_status;
+    if (id != NULL) *id = s->cap_id;
+    if (graph != NULL) *graph = s->capture;
+  }
+  pthread_mutex_unlock(&capture_mu);
+  return r;
+}
+
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  NEED_CTX();
+  return capture_info(s, status, NULL, NULL);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id) {
+  NEED_CTX();
+  return capture_info(s, status, id, NULL);
+}
+
+// cuStreamGetCaptureInfo_v2: the graph being captured into, no
+// dependency nodes (the fake's graphs are lists).
+CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                                   const CUgraphNode** deps, size_t* ndeps) {
+  NEED_CTX();
+  if (deps != NULL) *deps = NULL;
+  if (ndeps != NULL) *ndeps = 0;
+  return capture_info(s, status, id, graph);
+}
+
+// cuThreadExchangeStreamCaptureMode swaps the calling thread's capture
+// interaction mode.
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == NULL || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                       *mode != CU_STREAM_CAPTURE_MODE_RELAXED)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUstreamCaptureMode old = thread_mode;
+  thread_mode = *mode;
+  *mode = old;
   return CUDA_SUCCESS;
 }
 
@@ -787,7 +1037,18 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   NEED_CTX();
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
   s = stream_of(s);
-  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  // A graph launched into a capture would be a child graph node, which
+  // the fake's graphs do not have.
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  if (is_legacy(s)) {
+    r = capturing == NULL ? CUDA_SUCCESS : implicit_locked(stream_dev(s), 1);
+  } else if (s->capture != NULL) {
+    r = s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                                                : CUDA_ERROR_NOT_SUPPORTED;
+  }
+  pthread_mutex_unlock(&capture_mu);
+  if (r != CUDA_SUCCESS) return r;
   for (size_t i = 0; i < e->g.n; i++) {
     CUresult r = run_node(s, &e->g.nodes[i]);
     if (r != CUDA_SUCCESS) return r;
@@ -811,22 +1072,54 @@ CUresult cuGraphDestroy(CUgraph g) {
 
 // ---- streams ----------------------------------------------------------------
 
+// cuStreamCreate: a blocking stream (flags 0) synchronises with the
+// legacy stream, a CU_STREAM_NON_BLOCKING one does not.
 CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
   NEED_CTX();
-  (void)flags;
+  if (s == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0) return CUDA_ERROR_INVALID_VALUE;
   *s = calloc(1, sizeof(struct CUstream_st));
-  return *s == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  if (*s == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  (*s)->home = ctx_dev(stack[depth - 1]);
+  (*s)->flags = flags;
+  return CUDA_SUCCESS;
 }
 
 CUresult cuStreamSynchronize(CUstream s) {
   NEED_CTX();
-  join(stream_of(s));
+  s = stream_of(s);
+  CUresult r = sync_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  join(s);
   return CUDA_SUCCESS;
 }
 
+// cuStreamQuery: the fake cannot tell that a kernel's host threads have
+// ended before they are joined, so a stream with a kernel not yet joined
+// (by a synchronisation) is not ready.
+CUresult cuStreamQuery(CUstream s) {
+  NEED_CTX();
+  s = stream_of(s);
+  CUresult r = sync_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) < __atomic_load_n(&s->started, __ATOMIC_ACQUIRE)) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  return CUDA_SUCCESS;
+}
+
+// cuStreamDestroy of a capturing stream drops its capture.
 CUresult cuStreamDestroy(CUstream s) {
   NEED_CTX();
-  if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (s == NULL || is_legacy(s) || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  pthread_mutex_lock(&capture_mu);
+  struct CUgraph_st* g = s->capture == NULL ? NULL : end_capture_locked(s);
+  pthread_mutex_unlock(&capture_mu);
+  if (g != NULL) {
+    free(g->nodes);
+    free(g);
+  }
   join(s);
   free(s);
   return CUDA_SUCCESS;
@@ -847,14 +1140,33 @@ CUresult cuEventDestroy(CUevent e) {
   return CUDA_SUCCESS;
 }
 
-// cuEventRecord marks the work on s so far: its kernels started.
+// cuEventRecord marks the work on s so far: its kernels started. On a
+// capturing stream the record is captured: the event then stands for no
+// work that runs, and synchronising with it fails until it is recorded
+// again outside a capture.
 CUresult cuEventRecord(CUevent e, CUstream s) {
   NEED_CTX();
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
   s = stream_of(s);
-  if (s->capture != NULL) return CUDA_ERROR_NOT_SUPPORTED;
-  e->s = s;
+  pthread_mutex_lock(&capture_mu);
+  CUresult r = CUDA_SUCCESS;
+  int captured = 0;
+  if (is_legacy(s)) {
+    r = capturing == NULL ? CUDA_SUCCESS : implicit_locked(stream_dev(s), 1);
+  } else if (s->capture != NULL) {
+    captured = 1;
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  pthread_mutex_unlock(&capture_mu);
+  if (r != CUDA_SUCCESS) return r;
+  if (captured) {
+    e->s = NULL;
+    __atomic_store_n(&e->captured, 1, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+  }
   e->at = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
+  e->s = s;
+  __atomic_store_n(&e->captured, 0, __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
 }
 
@@ -864,6 +1176,7 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
 // first), else waits for the joiner.
 CUresult cuEventSynchronize(CUevent e) {
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (__atomic_load_n(&e->captured, __ATOMIC_ACQUIRE)) return CUDA_ERROR_CAPTURED_EVENT;
   CUstream s = e->s;
   if (s == NULL) return CUDA_SUCCESS;
   for (;;) {
@@ -881,6 +1194,7 @@ CUresult cuEventSynchronize(CUevent e) {
 
 CUresult cuEventQuery(CUevent e) {
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  if (__atomic_load_n(&e->captured, __ATOMIC_ACQUIRE)) return CUDA_ERROR_CAPTURED_EVENT;
   if (e->s == NULL || __atomic_load_n(&e->s->joined, __ATOMIC_ACQUIRE) >= e->at) return CUDA_SUCCESS;
   return CUDA_ERROR_NOT_READY;
 }
@@ -889,6 +1203,7 @@ CUresult cuEventQuery(CUevent e) {
 
 CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   NEED_CTX();
+  UNSAFE(0);
   if (image == NULL) return CUDA_ERROR_INVALID_VALUE;
   const char* path = getenv("MSCCLGO_FAKE_KERNEL_LIB");
   if (path == NULL || *path == 0) return CUDA_ERROR_FILE_NOT_FOUND;
