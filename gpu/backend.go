@@ -138,8 +138,8 @@ type session struct {
 	// epoch is the word holding the last launch's LL flag (mg_args.epoch)
 	// in a communicator's session, whose launches may be captured into a
 	// graph and replayed with no host involved; 0: the host sets flags.
-	epoch DevPtr
-	kernel string   // the interpreter entry (KernelName)
+	epoch  DevPtr
+	kernel string // the interpreter entry (KernelName)
 	tblDev struct{ blocks, ops, regions, ids DevPtr }
 	ranks  []*rankDev
 	ranksT DevPtr      // mg_rank[n]

@@ -113,7 +113,7 @@ type mgArgs struct {
 type mgShared struct {
 	Blk               mgBlock
 	Ops, Regions, IDs uint64
-	Dead, Pad         uint32
+	Dead, Flag        uint32
 }
 
 // Record sizes in bytes (the layout test checks them against binary.Size

@@ -42,10 +42,14 @@ struct Ctx {
   uint32_t tid, nt;
   uint32_t beat;
   uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
-  uint64_t soff;  // this launch's double-buffer half of scratch
-  uint32_t flag;  // this launch's LL flag
   bool dead;      // the host aborted the launch
 };
+
+// launch_flag is the launch's LL flag, kept in shared memory rather than
+// in the context (registers are the kernel's scarcest resource). Thread 0
+// writes it in the prologue, before the block's barrier, and nothing
+// changes it after: a plain read, which the compiler may keep.
+MG_DEV uint32_t launch_flag(const Ctx& c) { return c.sh->flag; }
 
 MG_DEV unsigned char* ptr(uint64_t p) { return reinterpret_cast<unsigned char*>(p); }
 
@@ -112,7 +116,13 @@ MG_DEV bool poll(Ctx& c, const Wait& w, const void* addr, Ready ready, Got got) 
 MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
 
 // shift is the double-buffer offset of a shifted access to buf.
-MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) { return buf == MG_SCRATCH ? c.soff : 0; }
+// shift is the offset of this launch's half of a double-buffered scratch
+// (by the flag's parity when the flag comes from the epoch word).
+MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) {
+  if (buf != MG_SCRATCH) return 0;
+  if (c.a->epoch == 0) return c.a->scratch_offset;
+  return launch_flag(c) % 2 == 0 ? c.a->scratch_half : 0;
+}
 
 // adj is the pipeline offset o of an operand of buffer buf, reduced
 // modulo the scratch ring of reuse_resources plans.
@@ -251,15 +261,15 @@ struct Payload {
 
 static MG_DEV void write_packet(const Ctx& c, unsigned char* base, uint64_t w, Payload p) {
   if (PKT == 16) {
-    store_pkt16(base + 16 * w, p.lo, p.hi, c.flag);
+    store_pkt16(base + 16 * w, p.lo, p.hi, launch_flag(c));
   } else {
-    store_pkt8(base + 8 * w, p.lo, c.flag);
+    store_pkt8(base + 8 * w, p.lo, launch_flag(c));
   }
 }
 
 // try_packet reads packet w and reports whether it carries the flag.
 static MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t w, Payload* p, uint32_t* seen) {
-  uint32_t f = c.flag;
+  uint32_t f = launch_flag(c);
   if (PKT == 16) {
     uint32_t f0, f1;
     load_pkt16(base + 16 * w, &p->lo, &f0, &p->hi, &f1);
@@ -278,7 +288,7 @@ static MG_DEV bool try_packet(const Ctx& c, const unsigned char* base, uint64_t 
 static MG_DEV bool read_packet(Ctx& c, const unsigned char* base, uint32_t buf, uint64_t at, uint64_t w, Payload* p) {
   uint32_t seen = 0;
   if (try_packet(c, base, w, p, &seen)) return true;
-  Wait wt{MG_WAIT_PACKET, buf, 0, c.flag, at + w * PKT};
+  Wait wt{MG_WAIT_PACKET, buf, 0, launch_flag(c), at + w * PKT};
   return poll(
       c, wt, base + PKT * w, [&] { return try_packet(c, base, w, p, &seen); }, [&] { return uint64_t(seen); });
 }
@@ -821,6 +831,7 @@ static MG_DEV void run(const mg_args* a) {
     sh->ops = reinterpret_cast<uint64_t>(sm + ops_at);
     sh->regions = reinterpret_cast<uint64_t>(sm + regions_at);
     sh->ids = reinterpret_cast<uint64_t>(sm + ids_at);
+    sh->flag = a->epoch != 0 ? get_u32(reinterpret_cast<const uint32_t*>(a->epoch)) + 1 : a->flag;
   }
   copy_words(reinterpret_cast<uint64_t*>(sm + ops_at),
              reinterpret_cast<const uint64_t*>(reinterpret_cast<const mg_op*>(a->ops) + blk->first_op),
@@ -853,13 +864,6 @@ static MG_DEV void run(const mg_args* a) {
   c.sh = sh;
   c.tail = 0;
   c.dead = false;
-  if (a->epoch != 0) {
-    c.flag = get_u32(reinterpret_cast<const uint32_t*>(a->epoch)) + 1;
-    c.soff = (a->scratch_half != 0 && c.flag % 2 == 0) ? a->scratch_half : 0;
-  } else {
-    c.flag = a->flag;
-    c.soff = a->scratch_offset;
-  }
   if (c.tid == 0) c.beat = get_u32(&c.prog->beat);
 
   uint32_t n = sh->blk.n_ops;
@@ -893,7 +897,7 @@ static MG_DEV void run(const mg_args* a) {
 static MG_DEV void advance_epoch(const Ctx& c) {
   mg_control* ctl = const_cast<mg_control*>(c.ctl);
   if (fetch_add_acq_rel_gpu32(&ctl->ended, 1) + 1 == c.a->n_blocks) {
-    store_release_gpu32(reinterpret_cast<uint32_t*>(c.a->epoch), c.flag);
+    store_release_gpu32(reinterpret_cast<uint32_t*>(c.a->epoch), launch_flag(c));
   }
 }
 

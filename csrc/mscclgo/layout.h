@@ -272,7 +272,7 @@ typedef struct mg_shared {
   uint64_t regions;
   uint64_t ids;
   uint32_t dead;  // set by the thread that saw the host's abort
-  uint32_t pad;
+  uint32_t flag;  // this launch's LL flag: mg_args.flag, or from the epoch word
 } mg_shared;
 
 #ifdef __cplusplus

@@ -123,7 +123,7 @@ static const mg_field mg_fields[] = {
   {"mgShared", "Regions", offsetof(mg_shared, regions), sizeof(((mg_shared*)0)->regions)},
   {"mgShared", "IDs", offsetof(mg_shared, ids), sizeof(((mg_shared*)0)->ids)},
   {"mgShared", "Dead", offsetof(mg_shared, dead), sizeof(((mg_shared*)0)->dead)},
-  {"mgShared", "Pad", offsetof(mg_shared, pad), sizeof(((mg_shared*)0)->pad)},
+  {"mgShared", "Flag", offsetof(mg_shared, flag), sizeof(((mg_shared*)0)->flag)},
   {"mgVTerm", "", 0, sizeof(mg_vterm)},
   {"mgVTerm", "Index", offsetof(mg_vterm, index), sizeof(((mg_vterm*)0)->index)},
   {"mgVTerm", "Size", offsetof(mg_vterm, size), sizeof(((mg_vterm*)0)->size)},
