@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"fmt"
 	"net"
 	"os"
@@ -41,7 +42,8 @@ func TestMain(m *testing.M) {
 }
 
 // artifacts is the directory of the built library, stub and driver:
-// ours/libnccl.so.2, copy/libnccl.so.2, stub/libnccl.so.2, ncclcheck.
+// ours/libnccl.so.2, copy/libnccl.so.2, stub/libnccl.so.2,
+// stub222/libnccl.so.2 (the stub without the later functions), ncclcheck.
 func artifacts(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -57,7 +59,7 @@ func artifacts(t *testing.T) string {
 }
 
 func buildAll(dir string) error {
-	for _, d := range []string{"ours", "copy", "stub", "emu"} {
+	for _, d := range []string{"ours", "copy", "stub", "stub222", "emu"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -71,6 +73,8 @@ func buildAll(dir string) error {
 		{goTool, "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "ours", "libnccl.so.2"), "."},
 		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c", "custom.c"),
 		append(append([]string{"gcc"}, cflags...), "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub", "libnccl.so.2"), "testdata/stubnccl.c"),
+		// The stub as an NCCL 2.22, without the later functions (TestLaterAPI).
+		append(append([]string{"gcc"}, cflags...), "-DMSCCLGO_NCCL_API_2_22_ONLY", "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub222", "libnccl.so.2"), "testdata/stubnccl.c"),
 		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
 			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread", "-ldl", "-rdynamic"),
 		{"cp", filepath.Join(dir, "ours", "libnccl.so.2"), filepath.Join(dir, "copy", "libnccl.so.2")},
@@ -939,5 +943,349 @@ func TestPlanChoice(t *testing.T) {
 		if !strings.Contains(r.stderr, l) {
 			t.Errorf("log lacks %q:\n%s", l, r.stderr)
 		}
+	}
+}
+
+// pytorchImports are the NCCL functions beyond NCCL 2.22's API that
+// PyTorch's source calls when it is built against NCCL 2.23 to 2.29
+// (docs/integration.md, "What PyTorch imports").
+var pytorchImports = []string{
+	"ncclCommInitRankScalable", "ncclCommShrink", "ncclCommWindowRegister", "ncclCommWindowDeregister",
+	"ncclDevCommCreate", "ncclDevCommDestroy", "ncclGetLsaMultimemDevicePointer", "ncclSignal", "ncclWaitSignal",
+	"ncclCommSuspend", "ncclCommResume", "ncclCommMemStats",
+}
+
+// TestSymbols checks the library's dynamic symbol table against
+// include/nccl.h: every function the header declares is defined, every
+// nccl function defined is declared, and the header declares each of
+// PyTorch's later imports (as `nm -D` would show on the GPU machine).
+func TestSymbols(t *testing.T) {
+	dir := artifacts(t)
+	header, err := os.ReadFile(filepath.Join("include", "nccl.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^(?:ncclResult_t|const char \*)\s*(nccl\w+)\(`).FindAllStringSubmatch(string(header), -1) {
+		declared[m[1]] = true
+	}
+	f, err := elf.Open(filepath.Join(dir, "ours", "libnccl.so.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC && strings.HasPrefix(s.Name, "nccl") {
+			defined[s.Name] = true
+		}
+	}
+	if len(declared) < 40 {
+		t.Fatalf("include/nccl.h: %d functions found, want every one of NCCL's (the pattern no longer matches?)", len(declared))
+	}
+	for name := range declared {
+		if !defined[name] {
+			t.Errorf("include/nccl.h declares %s, but libnccl.so.2 does not define it", name)
+		}
+	}
+	for name := range defined {
+		if !declared[name] {
+			t.Errorf("libnccl.so.2 defines %s, which include/nccl.h does not declare", name)
+		}
+	}
+	for _, name := range pytorchImports {
+		if !declared[name] {
+			t.Errorf("PyTorch calls %s: include/nccl.h does not declare it", name)
+		}
+	}
+}
+
+// TestLaterAPI runs ncclcheck later: one rank made by
+// ncclCommInitRankScalable, then each later release's function, with the
+// stub as the fallback (forwarded, with the stub's communicator and the
+// arguments), with none, and with a fallback that predates them; and
+// ncclCommShrink, refused in every case.
+func TestLaterAPI(t *testing.T) {
+	dir := artifacts(t)
+	forwarded := []string{"ncclCommWindowRegister", "ncclGetLsaMultimemDevicePointer", "ncclCommWindowDeregister",
+		"ncclDevCommCreate", "ncclDevCommDestroy", "ncclSignal", "ncclWaitSignal", "ncclCommSuspend", "ncclCommMemStats",
+		"ncclCommResume"}
+	// The calls made without a fallback, and why each is refused.
+	refused := map[string]string{
+		"ncclCommWindowRegister": "memory windows are the fallback's", "ncclGetLsaMultimemDevicePointer": "memory windows are the fallback's",
+		"ncclDevCommCreate": "NCCL's device API is the fallback's", "ncclSignal": "one-sided calls are the fallback's",
+		"ncclWaitSignal": "one-sided calls are the fallback's", "ncclCommSuspend": "suspending a communicator's memory is the fallback's",
+	}
+	stub222 := filepath.Join(dir, "stub222", "libnccl.so.2")
+	for _, c := range []struct {
+		name string
+		env  []string
+		// why completes each refused call's reason; "" when the stub takes them.
+		why func(fn string) string
+	}{
+		{"stub", []string{stubWith(dir)}, nil},
+		{"none", []string{"MSCCLGO_NCCL_FALLBACK=none"}, func(string) string {
+			return ", and there is no fallback NCCL: MSCCLGO_NCCL_FALLBACK=none turns the fallback off"
+		}},
+		{"older fallback", []string{"MSCCLGO_NCCL_FALLBACK=" + stub222}, func(fn string) string {
+			return ", and the fallback NCCL " + stub222 + " lacks " + fn
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCheck(t, c.env, "later")
+			res := r.results()
+			want := map[string]string{
+				"ncclCommInitRankScalable": "0", "ncclCommShrink": "5",
+				"ncclCommInitRankScalable nId 0": "4", "ncclCommInitRankScalable nId 2 of 1 rank": "4",
+				"ncclCommInitRankScalable commIds NULL": "4", "ncclCommInitRankScalable newcomm NULL": "4",
+				"ncclCommDestroy": "0", "ncclCommWindowRegister after destroy": "5",
+			}
+			if c.why == nil {
+				for _, fn := range forwarded {
+					want[fn] = "0"
+				}
+			} else {
+				for fn := range refused {
+					want[fn] = "5"
+				}
+			}
+			for call, code := range want {
+				if got := res["rank 0: "+call]; got != code {
+					t.Errorf("%s -> %q, want %s\n%s", call, got, code, r.stdout)
+				}
+			}
+			errs := map[string]string{
+				"ncclCommShrink":                           "mscclgo: ncclCommShrink: rank 0 of 1, 0 ranks excluded, flags 0x0: mscclgo cannot shrink a communicator",
+				"ncclCommInitRankScalable nId 0":           "mscclgo: ncclCommInitRankScalable: nId 0: must be 1 to nranks (1)",
+				"ncclCommInitRankScalable nId 2 of 1 rank": "nId 2: must be 1 to nranks (1)",
+				"ncclCommInitRankScalable commIds NULL":    "mscclgo: ncclCommInitRankScalable: commIds is NULL (nId 1)",
+				"ncclCommInitRankScalable newcomm NULL":    "mscclgo: ncclCommInitRankScalable: newcomm is NULL",
+				"ncclCommWindowRegister after destroy":     "mscclgo: ncclCommWindowRegister: communicator 0x",
+			}
+			if c.why != nil {
+				for fn, what := range refused {
+					errs[fn] = "mscclgo: " + fn + ": " + what + c.why(fn)
+				}
+			}
+			for call, text := range errs {
+				if line := lineWith(r.stdout, "rank 0: "+call+" error: "); !strings.Contains(line, text) {
+					t.Errorf("%s: ncclGetLastError gives %q, want it to contain %q", call, line, text)
+				}
+			}
+			for _, s := range []string{"rank 0: count 1 user rank 0", "rank 0: shrink gave NULL",
+				"ncclCommInitRankScalable with 1 unique ids: initialised from the first (rank 0's)"} {
+				if !strings.Contains(r.stdout+r.stderr, s) {
+					t.Errorf("output lacks %q:\n%s\n%s", s, r.stdout, r.stderr)
+				}
+			}
+			for _, l := range r.stub {
+				if strings.HasPrefix(l, "stub ncclCommShrink") {
+					t.Errorf("ncclCommShrink reached the fallback: %q", l)
+				}
+			}
+			if c.why != nil {
+				return
+			}
+			for _, s := range []string{"rank 0: multimem pointer at window + 64", "rank 0: memory total 16384"} {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("output lacks %q (the stub's answer):\n%s", s, r.stdout)
+				}
+			}
+			checkOrdered(t, r.stub, []string{
+				"ncclCommWindowRegister 1:0/1 size=4096 flags=1",
+				"ncclGetLsaMultimemDevicePointer offset=64",
+				"ncclCommWindowDeregister 1:0/1 win=set",
+				"ncclDevCommCreate 1:0/1 reqs=set out=set",
+				"ncclDevCommDestroy 1:0/1 devcomm=set",
+				"ncclSignal 1:0/1 peer=0 sig=1 ctx=2 flags=0 stream=0x3000",
+				"ncclWaitSignal 1:0/1 n=1 first=1:0:1:2 stream=0x3000",
+				"ncclCommSuspend 1:0/1 flags=1",
+				"ncclCommMemStats 1:0/1 stat=3",
+				"ncclCommResume 1:0/1",
+				"ncclCommDestroy 1:0/1",
+			})
+		})
+	}
+}
+
+// TestInitRankScalable: ranks as threads made by ncclCommInitRankScalable
+// from one and from two unique ids are working communicators: with the
+// stub, each has the fallback's communicator beside (made from one
+// fallback id) and every call reaches it; without a fallback, mscclgo's
+// bootstrap splits them.
+func TestInitRankScalable(t *testing.T) {
+	dir := artifacts(t)
+	for _, c := range []struct {
+		n, ids int
+		stub   bool
+	}{
+		{4, 1, true},
+		{4, 2, true},
+		{4, 2, false},
+		{3, 3, false},
+	} {
+		t.Run(fmt.Sprintf("%d ranks %d ids stub %v", c.n, c.ids, c.stub), func(t *testing.T) {
+			env := []string{"MSCCLGO_NCCL_FALLBACK=none"}
+			if c.stub {
+				env = []string{stubWith(dir)}
+			}
+			r := runCheck(t, env, "scalable", fmt.Sprint(c.n), fmt.Sprint(c.ids))
+			res := r.results()
+			for rank := range c.n {
+				if got := res[fmt.Sprintf("rank %d: ncclCommInitRankScalable", rank)]; got != "0" {
+					t.Fatalf("rank %d: ncclCommInitRankScalable -> %q, want 0\n%s\n%s", rank, got, r.stdout, r.stderr)
+				}
+				for _, s := range []string{
+					fmt.Sprintf("rank %d: count %d user rank %d", rank, c.n, rank),
+					fmt.Sprintf("rank %d of %d: ncclCommInitRankScalable with %d unique ids: initialised from the first", rank, c.n, c.ids),
+				} {
+					if !strings.Contains(r.stdout+r.stderr, s) {
+						t.Errorf("output lacks %q", s)
+					}
+				}
+			}
+			// The split runs over mscclgo's bootstrap: parity colors, the
+			// last of more than two ranks without one.
+			splits := map[int][]string{
+				4: {"rank 0: split color 0: rank 0 of 2", "rank 2: split color 0: rank 1 of 2",
+					"rank 1: split color 1: rank 0 of 1", "rank 3: split color -1: no communicator"},
+				3: {"rank 0: split color 0: rank 0 of 1", "rank 1: split color 1: rank 0 of 1", "rank 2: split color -1: no communicator"},
+			}
+			for _, s := range splits[c.n] {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("output lacks %q:\n%s", s, r.stdout)
+				}
+			}
+			if !c.stub {
+				return
+			}
+			for call, code := range res {
+				if code != "0" {
+					t.Errorf("%s -> %s, want 0 (every call forwarded to the stub)", call, code)
+				}
+			}
+			// One fallback id, rank 0's, and each rank's fallback
+			// communicator made from it and used by its calls.
+			var stubID string
+			serial := map[int]string{}
+			re := regexp.MustCompile(`^stub ncclCommInitRankConfig (\d+):(\d+)/` + fmt.Sprint(c.n) + ` id=(\S+) config=null$`)
+			for _, l := range r.stub {
+				if f := strings.Fields(l); len(f) > 2 && f[1] == "ncclGetUniqueId" {
+					if stubID != "" {
+						t.Errorf("the stub made a second unique id: %q", l)
+					}
+					stubID = f[2]
+				}
+				if m := re.FindStringSubmatch(l); m != nil {
+					if m[3] != stubID {
+						t.Errorf("%q: want the fallback id of rank 0, %s", l, stubID)
+					}
+					var rank int
+					fmt.Sscan(m[2], &rank)
+					serial[rank] = m[1]
+				}
+			}
+			for rank := range c.n {
+				s, ok := serial[rank]
+				if !ok {
+					t.Errorf("rank %d: no fallback communicator:\n%s", rank, strings.Join(r.stub, "\n"))
+					continue
+				}
+				who := fmt.Sprintf("%s:%d/%d", s, rank, c.n)
+				checkOrdered(t, r.stub, []string{
+					fmt.Sprintf("ncclAllReduce %s count=1024 dtype=7 op=0 inplace=1 stream=0x%x", who, 0x1000+rank),
+					fmt.Sprintf("ncclSend %s count=1024 dtype=7 peer=%d stream=0x%x", who, (rank+1)%c.n, 0x1000+rank),
+					"ncclCommDestroy " + who,
+				})
+			}
+		})
+	}
+}
+
+// TestInitRankScalableProcs: one process per rank, each root process
+// making its unique id and handing it over through a file, as PyTorch's
+// roots do through the store. Every rank initialises from the first id,
+// made by rank 0's process: an id of another root names a listener that
+// only its own process can serve, so initialising from it fails (checked
+// by hand: with commIds[nId-1] every rank's init failed at the timeout).
+func TestInitRankScalableProcs(t *testing.T) {
+	dir := artifacts(t)
+	for _, c := range []struct {
+		n, ids int
+		stub   bool
+	}{
+		{2, 1, true},
+		{2, 2, true},
+		{4, 2, false},
+	} {
+		t.Run(fmt.Sprintf("%d ranks %d ids stub %v", c.n, c.ids, c.stub), func(t *testing.T) {
+			idFile := filepath.Join(t.TempDir(), "id")
+			stubLog := filepath.Join(t.TempDir(), "stub.log")
+			fallback := "MSCCLGO_NCCL_FALLBACK=none"
+			if c.stub {
+				fallback = stubWith(dir)
+			}
+			var wg sync.WaitGroup
+			runs := make([]run, c.n)
+			for rank := range c.n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runs[rank] = runCheck(t, []string{fallback, fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", c.n),
+						"NCCLCHECK_ID_FILE=" + idFile, fmt.Sprintf("NCCLCHECK_IDS=%d", c.ids), "STUB_NCCL_LOG=" + stubLog}, "scalableprocs")
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			roots := map[int]bool{0: true}
+			if c.ids == 2 {
+				roots[c.n/2] = true
+			}
+			for rank, r := range runs {
+				res := r.results()
+				if got := res[fmt.Sprintf("rank %d: ncclCommInitRankScalable", rank)]; got != "0" {
+					t.Errorf("rank %d: ncclCommInitRankScalable -> %q, want 0\n%s", rank, got, r.stdout)
+				}
+				if _, made := res[fmt.Sprintf("rank %d: ncclGetUniqueId of root %d", rank, map[bool]int{true: 0, false: 1}[rank == 0])]; made != roots[rank] {
+					t.Errorf("rank %d: made a unique id: %v, want %v\n%s", rank, made, roots[rank], r.stdout)
+				}
+				if c.stub {
+					for call, code := range res {
+						if code != "0" {
+							t.Errorf("%s -> %s, want 0 (every call forwarded to the stub)", call, code)
+						}
+					}
+				}
+				if s := fmt.Sprintf("rank %d: count %d user rank %d", rank, c.n, rank); !strings.Contains(r.stdout, s) {
+					t.Errorf("rank %d: output lacks %q:\n%s", rank, s, r.stdout)
+				}
+			}
+			if c.n == 4 {
+				for rank, s := range []string{"rank 0: split color 0: rank 0 of 2", "rank 1: split color 1: rank 0 of 1",
+					"rank 2: split color 0: rank 1 of 2", "rank 3: split color -1: no communicator"} {
+					if !strings.Contains(runs[rank].stdout, s) {
+						t.Errorf("rank %d: output lacks %q:\n%s", rank, s, runs[rank].stdout)
+					}
+				}
+			}
+			if !c.stub {
+				return
+			}
+			inits := 0
+			for _, l := range readLines(t, stubLog) {
+				if strings.HasPrefix(l, "stub ncclCommInitRankConfig ") {
+					inits++
+				}
+			}
+			if inits != c.n {
+				t.Errorf("%d fallback communicators, want %d", inits, c.n)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 /*
  * shim.c: the C face of mscclgo's NCCL library. Every function of NCCL
- * 2.22's API with its exact prototype; the fallback NCCL (the real
+ * 2.22's API with its exact prototype, and the later functions PyTorch
+ * calls (include/nccl.h's last section); the fallback NCCL (the real
  * library, loaded with dlopen and used for every call mscclgo does not
  * take); the last error; the INFO log. Communicators and the choice of a
  * plan per call are the Go side's (shim.h).
@@ -186,6 +187,17 @@ struct real_nccl {
   ncclResult_t (*GroupStart)(void);
   ncclResult_t (*GroupEnd)(void);
   ncclResult_t (*GroupSimulateEnd)(ncclSimInfo_t *);
+  /* Later releases' (NULL where the fallback is older). */
+  ncclResult_t (*CommWindowRegister)(ncclComm_t, void *, size_t, ncclWindow_t *, int);
+  ncclResult_t (*CommWindowDeregister)(ncclComm_t, ncclWindow_t);
+  ncclResult_t (*DevCommCreate)(ncclComm_t, ncclDevCommRequirements_t const *, ncclDevComm_t *);
+  ncclResult_t (*DevCommDestroy)(ncclComm_t, ncclDevComm_t const *);
+  ncclResult_t (*GetLsaMultimemDevicePointer)(ncclWindow_t, size_t, void **);
+  ncclResult_t (*Signal)(int, int, int, unsigned int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*WaitSignal)(int, ncclWaitSignalDesc_t *, ncclComm_t, cudaStream_t);
+  ncclResult_t (*CommSuspend)(ncclComm_t, int);
+  ncclResult_t (*CommResume)(ncclComm_t);
+  ncclResult_t (*CommMemStats)(ncclComm_t, ncclCommMemStat_t, uint64_t *);
 };
 
 static struct real_nccl real;
@@ -286,6 +298,16 @@ static int try_load(const char *path, const char *self, char *skipped, size_t ca
   RESOLVE(GroupStart, "ncclGroupStart");
   RESOLVE(GroupEnd, "ncclGroupEnd");
   RESOLVE(GroupSimulateEnd, "ncclGroupSimulateEnd");
+  RESOLVE(CommWindowRegister, "ncclCommWindowRegister");
+  RESOLVE(CommWindowDeregister, "ncclCommWindowDeregister");
+  RESOLVE(DevCommCreate, "ncclDevCommCreate");
+  RESOLVE(DevCommDestroy, "ncclDevCommDestroy");
+  RESOLVE(GetLsaMultimemDevicePointer, "ncclGetLsaMultimemDevicePointer");
+  RESOLVE(Signal, "ncclSignal");
+  RESOLVE(WaitSignal, "ncclWaitSignal");
+  RESOLVE(CommSuspend, "ncclCommSuspend");
+  RESOLVE(CommResume, "ncclCommResume");
+  RESOLVE(CommMemStats, "ncclCommMemStats");
   return 1;
 }
 
@@ -905,6 +927,139 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     return forwarded(real.RedOpDestroy(op, comm->real));
   }
   return no_fallback("ncclRedOpDestroy", "user-defined reductions are the fallback's");
+}
+
+/* ------------------------------------------------------------------ */
+/* Calls of later NCCL releases (2.23 to 2.29) that PyTorch makes when it
+ * is built against them. */
+
+/* ncclCommInitRankScalable initialises as ncclCommInitRankConfig with the
+ * first id: NCCL's first root is rank 0 (root i is the first rank of the
+ * i-th of nId near-equal slices of the ranks, and PyTorch picks its roots
+ * the same way), whose ncclGetUniqueId opened mscclgo's bootstrap. The
+ * other ids are not used: one listener is enough for mscclgo's bootstrap. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
+                                      ncclConfig_t *config) {
+  const char *fn = "ncclCommInitRankScalable";
+  if (newcomm == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: newcomm is NULL", fn);
+  }
+  *newcomm = NULL;
+  if (nId < 1 || (nranks > 0 && nId > nranks)) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: nId %d: must be 1 to nranks (%d)", fn, nId, nranks);
+  }
+  if (commIds == NULL) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: commIds is NULL (nId %d)", fn, nId);
+  }
+  logf_("rank %d of %d: %s with %d unique ids: initialised from the first (rank 0's)", myrank, nranks, fn, nId);
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+/* ncclCommShrink is refused: the new communicator would need mscclgo's
+ * bootstrap among the remaining ranks, which only the parent's can make,
+ * and that needs every rank of the parent, while the excluded ones (often
+ * lost) do not call. A communicator of the fallback alone is no
+ * communicator of this library, so the fallback's shrink is not used. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                            ncclConfig_t *config, int shrinkFlags) {
+  const char *fn = "ncclCommShrink";
+  (void)excludeRanksList;
+  (void)config;
+  if (newcomm != NULL) {
+    *newcomm = NULL;
+  }
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  return fail(ncclInvalidUsage,
+              "mscclgo: %s: rank %d of %d, %d ranks excluded, flags 0x%x: mscclgo cannot shrink a communicator (its "
+              "bootstrap needs every rank of the parent, and the excluded ones do not call); make the new one with "
+              "ncclCommSplit while every rank is alive, or with ncclCommInitRank",
+              fn, comm->rank, comm->nranks, excludeRanksCount, (unsigned)shrinkFlags);
+}
+
+/* fallback_comm sets *theirs to the fallback's communicator of comm, for
+ * fn, a call only the fallback takes; defined is whether the fallback
+ * defines fn, what why mscclgo does not take it. */
+static ncclResult_t fallback_comm(ncclComm_t comm, const char *fn, int defined, const char *what, ncclComm_t *theirs) {
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (comm->real == NULL || !defined) {
+    return no_fallback(fn, what);
+  }
+  *theirs = comm->real;
+  return ncclSuccess;
+}
+
+#define WINDOWS "memory windows are the fallback's"
+#define DEVICE_API "NCCL's device API is the fallback's"
+#define ONE_SIDED "one-sided calls are the fallback's"
+#define SUSPEND "suspending a communicator's memory is the fallback's"
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommWindowRegister", real.CommWindowRegister != NULL, WINDOWS, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommWindowRegister(theirs, buff, size, win, winFlags));
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommWindowDeregister", real.CommWindowDeregister != NULL, WINDOWS, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommWindowDeregister(theirs, win));
+}
+
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclDevCommCreate", real.DevCommCreate != NULL, DEVICE_API, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.DevCommCreate(theirs, reqs, outDevComm));
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclDevCommDestroy", real.DevCommDestroy != NULL, DEVICE_API, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.DevCommDestroy(theirs, devComm));
+}
+
+/* ncclGetLsaMultimemDevicePointer takes a window, which only the fallback
+ * makes; there is no communicator to check. */
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr) {
+  if (have_real() && real.GetLsaMultimemDevicePointer != NULL) {
+    return forwarded(real.GetLsaMultimemDevicePointer(window, offset, outPtr));
+  }
+  return no_fallback("ncclGetLsaMultimemDevicePointer", WINDOWS);
+}
+
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclSignal", real.Signal != NULL, ONE_SIDED, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.Signal(peer, sigIdx, ctx, flags, theirs, stream));
+}
+
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclWaitSignal", real.WaitSignal != NULL, ONE_SIDED, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.WaitSignal(nDesc, signalDescs, theirs, stream));
+}
+
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommSuspend", real.CommSuspend != NULL, SUSPEND, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommSuspend(theirs, flags));
+}
+
+ncclResult_t ncclCommResume(ncclComm_t comm) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommResume", real.CommResume != NULL, SUSPEND, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommResume(theirs));
+}
+
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommMemStats", real.CommMemStats != NULL, SUSPEND, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommMemStats(theirs, stat, value));
 }
 
 /* ------------------------------------------------------------------ */

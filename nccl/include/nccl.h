@@ -2,7 +2,8 @@
  * nccl.h of mscclgo's NCCL-compatible library (libmscclgo_nccl.so, soname
  * libnccl.so.2). It declares the public C API of NCCL 2.22 with the same
  * types, values and prototypes, so that a program compiled against NVIDIA's
- * nccl.h 2.22 runs against this library unchanged, and the reverse.
+ * nccl.h 2.22 runs against this library unchanged, and the reverse. The
+ * functions of later releases that PyTorch calls are declared at the end.
  *
  * cudaStream_t comes from cuda_runtime.h when it can be included; define
  * MSCCLGO_NCCL_NO_CUDA_RUNTIME to use the same opaque type without CUDA.
@@ -190,6 +191,77 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
+
+/*
+ * Functions of later NCCL releases that PyTorch calls when it is built
+ * against them (2.23 to 2.29), with NCCL's prototypes, so that a program
+ * built against a newer nccl.h finds them here. mscclgo takes
+ * ncclCommInitRankScalable; the others go to the fallback NCCL (and
+ * ncclCommShrink is refused): see docs/integration.md. Define
+ * MSCCLGO_NCCL_API_2_22_ONLY to declare NCCL 2.22's API alone.
+ */
+#ifndef MSCCLGO_NCCL_API_2_22_ONLY
+
+#include <stdint.h>
+
+/* A registered memory window (ncclCommWindowRegister): an opaque pointer. */
+typedef struct ncclWindow_vidmem *ncclWindow_t;
+
+/* Flags of ncclCommWindowRegister. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+
+/* Flags of ncclCommShrink. */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+
+/* Flags of ncclCommSuspend. */
+#define NCCL_SUSPEND_MEM 0x01
+
+/* What ncclCommMemStats reports. */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+
+/* One entry of ncclWaitSignal's list: opCnt signals from peer. */
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+
+/* The device communicator and its requirements (NCCL's nccl_device.h
+ * defines them; here they are only passed through, by pointer). */
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+
+/* 2.23: initialisation from several unique ids. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
+                                      ncclConfig_t *config);
+
+/* 2.27: shrink, memory windows. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                            ncclConfig_t *config, int shrinkFlags);
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* 2.28: device communicators. */
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
+
+/* 2.29: multimem pointers, signals, suspend and resume (2.29.7). */
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
+
+#endif /* MSCCLGO_NCCL_API_2_22_ONLY */
 
 #ifdef __cplusplus
 }

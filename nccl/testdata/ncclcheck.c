@@ -39,6 +39,17 @@
  *                           graph (global capture mode, as PyTorch's
  *                           default), replayed with new data, then again
  *                           outside the graph; every result checked
+ *   ncclcheck later         one rank made by ncclCommInitRankScalable, then
+ *                           every later release's function nccl.h declares
+ *                           (windows, device communicators, signals, suspend,
+ *                           shrink), and ncclCommInitRankScalable's bad
+ *                           arguments
+ *   ncclcheck scalable N K  N ranks as threads made by ncclCommInitRankScalable
+ *                           from K unique ids (one per root, roots placed as
+ *                           NCCL places them), then the calls of threads N
+ *   ncclcheck scalableprocs as procs, made by ncclCommInitRankScalable from
+ *                           NCCLCHECK_IDS unique ids, each made by its root
+ *                           process and handed over in NCCLCHECK_ID_FILE.I
  */
 #define _GNU_SOURCE
 #include "mscclgo.h"
@@ -171,13 +182,78 @@ static int env_int(const char *name) {
 static int set_rank_device(int rank);
 static void *data_main(void *p);
 
-/* What procs does after the init. */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA };
+/* What procs does after the init (PROCS_SCALABLE: the init is
+ * ncclCommInitRankScalable's, then the calls). */
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE };
+
+/* put_id writes id to file, atomically. */
+static int put_id(const char *file, const ncclUniqueId *id) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", file);
+  FILE *f = fopen(tmp, "wb");
+  if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
+    perror("ncclcheck: writing the unique id");
+    return 2;
+  }
+  return 0;
+}
+
+/* get_id waits up to 30 s for file and reads the id in it. */
+static int get_id(const char *file, int rank, ncclUniqueId *id) {
+  for (int waited = 0;; waited++) {
+    FILE *f = fopen(file, "rb");
+    if (f != NULL) {
+      size_t got = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (got == 1) {
+        return 0;
+      }
+    }
+    if (waited >= 3000) {
+      fprintf(stderr, "ncclcheck: rank %d: no unique id in %s after 30 s\n", rank, file);
+      return 2;
+    }
+    usleep(10000);
+  }
+}
+
+/* root_of is the rank that makes unique id i of k for n ranks, where NCCL
+ * puts its roots: the first rank of the i-th of k slices of the ranks,
+ * the first n % k of them one rank longer. */
+static int root_of(int i, int n, int k) { return i * (n / k) + (i < n % k ? i : n % k); }
+
+/* scalable_ids makes this rank's unique id if it is a root, writing it to
+ * file.I, and reads all k. */
+static int scalable_ids(int rank, int n, int k, const char *file, ncclUniqueId *ids) {
+  char path[4096];
+  for (int i = 0; i < k; i++) {
+    snprintf(path, sizeof path, "%s.%d", file, i);
+    if (root_of(i, n, k) == rank) {
+      char what[64];
+      snprintf(what, sizeof what, "ncclGetUniqueId of root %d", i);
+      if (report(rank, what, ncclGetUniqueId(&ids[i])) != ncclSuccess) {
+        return 1;
+      }
+      if (put_id(path, &ids[i]) != 0) {
+        return 2;
+      }
+    }
+  }
+  for (int i = 0; i < k; i++) {
+    snprintf(path, sizeof path, "%s.%d", file, i);
+    if (get_id(path, rank, &ids[i]) != 0) {
+      return 2;
+    }
+  }
+  return 0;
+}
 
 /* procs is one rank of a job; the unique id goes through a file, as a
  * framework sends it through its own channel. PROCS_LOSE: rank 1 dies
  * after the init and rank 0 waits for the loss to show. PROCS_DATA: the
- * rank sets its device first and runs the data checks. */
+ * rank sets its device first and runs the data checks. PROCS_SCALABLE:
+ * NCCLCHECK_IDS unique ids, made by their roots, through the files
+ * NCCLCHECK_ID_FILE.I. */
 static int procs(int mode) {
   int rank = env_int("RANK"), n = env_int("WORLD_SIZE");
   int lose = mode == PROCS_LOSE;
@@ -190,39 +266,37 @@ static int procs(int mode) {
     fprintf(stderr, "ncclcheck: NCCLCHECK_ID_FILE is not set\n");
     return 2;
   }
-  ncclUniqueId id;
-  if (rank == 0) {
-    if (report(rank, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
-      return 1;
-    }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", file);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
-      perror("ncclcheck: writing the unique id");
+  ncclComm_t comm = NULL;
+  if (mode == PROCS_SCALABLE) {
+    int k = env_int("NCCLCHECK_IDS");
+    if (k < 1 || k > n) {
+      fprintf(stderr, "ncclcheck: NCCLCHECK_IDS=%d: want 1 to WORLD_SIZE (%d)\n", k, n);
       return 2;
     }
+    ncclUniqueId *ids = calloc((size_t)k, sizeof *ids);
+    int bad = scalable_ids(rank, n, k, file, ids);
+    if (bad == 0 && report(rank, "ncclCommInitRankScalable", ncclCommInitRankScalable(&comm, n, rank, k, ids, NULL)) != ncclSuccess) {
+      bad = 1;
+    }
+    free(ids);
+    if (bad != 0) {
+      return bad;
+    }
   } else {
-    int waited = 0;
-    for (;;) {
-      FILE *f = fopen(file, "rb");
-      if (f != NULL) {
-        size_t got = fread(&id, sizeof id, 1, f);
-        fclose(f);
-        if (got == 1) {
-          break;
-        }
+    ncclUniqueId id;
+    if (rank == 0) {
+      if (report(rank, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+        return 1;
       }
-      if (++waited > 3000) {
-        fprintf(stderr, "ncclcheck: rank %d: no unique id in %s after 30 s\n", rank, file);
+      if (put_id(file, &id) != 0) {
         return 2;
       }
-      usleep(10000);
+    } else if (get_id(file, rank, &id) != 0) {
+      return 2;
     }
-  }
-  ncclComm_t comm = NULL;
-  if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
-    return 1;
+    if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
+      return 1;
+    }
   }
   if (mode == PROCS_DATA) {
     struct rank_arg a = {comm, rank, n};
@@ -857,6 +931,111 @@ static int groupdata(int n) {
   return 0;
 }
 
+/* later runs the functions of later NCCL releases on one rank. */
+static int later(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRankScalable", ncclCommInitRankScalable(&comm, 1, 0, 1, &id, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  int count = -1, user = -1;
+  ncclCommCount(comm, &count);
+  ncclCommUserRank(comm, &user);
+  printf("rank 0: count %d user rank %d\n", count, user);
+  cudaStream_t stream = (cudaStream_t)(uintptr_t)0x3000;
+  char *buf = calloc(4096, 1);
+  ncclWindow_t win = NULL;
+  if (report(0, "ncclCommWindowRegister", ncclCommWindowRegister(comm, buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC)) ==
+      ncclSuccess) {
+    void *mc = NULL;
+    if (report(0, "ncclGetLsaMultimemDevicePointer", ncclGetLsaMultimemDevicePointer(win, 64, &mc)) == ncclSuccess) {
+      printf("rank 0: multimem pointer at window + %td\n", (char *)mc - (char *)win);
+    }
+    report(0, "ncclCommWindowDeregister", ncclCommWindowDeregister(comm, win));
+  } else {
+    void *mc = NULL;
+    report(0, "ncclGetLsaMultimemDevicePointer", ncclGetLsaMultimemDevicePointer(NULL, 64, &mc));
+  }
+  /* Stand-ins for NCCL's device structures, which pass through by pointer. */
+  static uint64_t reqs_mem[64], devcomm_mem[64];
+  ncclDevCommRequirements_t *reqs = (ncclDevCommRequirements_t *)(void *)reqs_mem;
+  ncclDevComm_t *devcomm = (ncclDevComm_t *)(void *)devcomm_mem;
+  if (report(0, "ncclDevCommCreate", ncclDevCommCreate(comm, reqs, devcomm)) == ncclSuccess) {
+    report(0, "ncclDevCommDestroy", ncclDevCommDestroy(comm, devcomm));
+  }
+  report(0, "ncclSignal", ncclSignal(0, 1, 2, 0, comm, stream));
+  ncclWaitSignalDesc_t desc = {.opCnt = 1, .peer = 0, .sigIdx = 1, .ctx = 2};
+  report(0, "ncclWaitSignal", ncclWaitSignal(1, &desc, comm, stream));
+  if (report(0, "ncclCommSuspend", ncclCommSuspend(comm, NCCL_SUSPEND_MEM)) == ncclSuccess) {
+    uint64_t total = 0;
+    if (report(0, "ncclCommMemStats", ncclCommMemStats(comm, ncclStatGpuMemTotal, &total)) == ncclSuccess) {
+      printf("rank 0: memory total %llu\n", (unsigned long long)total);
+    }
+    report(0, "ncclCommResume", ncclCommResume(comm));
+  }
+  ncclComm_t shrunk = comm;
+  int excluded = 0;
+  report(0, "ncclCommShrink", ncclCommShrink(comm, &excluded, 0, &shrunk, NULL, NCCL_SHRINK_DEFAULT));
+  printf("rank 0: shrink gave %s\n", shrunk == NULL ? "NULL" : "a communicator");
+
+  ncclComm_t bad = NULL;
+  report(0, "ncclCommInitRankScalable nId 0", ncclCommInitRankScalable(&bad, 1, 0, 0, &id, NULL));
+  report(0, "ncclCommInitRankScalable nId 2 of 1 rank", ncclCommInitRankScalable(&bad, 1, 0, 2, &id, NULL));
+  report(0, "ncclCommInitRankScalable commIds NULL", ncclCommInitRankScalable(&bad, 1, 0, 1, NULL, NULL));
+  report(0, "ncclCommInitRankScalable newcomm NULL", ncclCommInitRankScalable(NULL, 1, 0, 1, &id, NULL));
+  finish(comm, 0);
+  report(0, "ncclCommWindowRegister after destroy", ncclCommWindowRegister(comm, buf, 4096, &win, NCCL_WIN_DEFAULT));
+  free(buf);
+  return 0;
+}
+
+struct scalable_arg {
+  ncclUniqueId *ids;
+  int rank, n, k;
+};
+
+static void *scalable_main(void *p) {
+  struct scalable_arg *a = p;
+  ncclComm_t comm = NULL;
+  if (report(a->rank, "ncclCommInitRankScalable", ncclCommInitRankScalable(&comm, a->n, a->rank, a->k, a->ids, NULL)) !=
+      ncclSuccess) {
+    return NULL;
+  }
+  struct rank_arg r = {comm, a->rank, a->n};
+  return rank_main(&r);
+}
+
+/* scalable makes n ranks as threads from k unique ids (root_of's). */
+static int scalable(int n, int k) {
+  if (n < 1 || k < 1 || k > n) {
+    fprintf(stderr, "ncclcheck: scalable %d %d: want 1 <= K <= N\n", n, k);
+    return 2;
+  }
+  ncclUniqueId *ids = calloc((size_t)k, sizeof *ids);
+  for (int i = 0; i < k; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "ncclGetUniqueId of root %d", i);
+    if (report(root_of(i, n, k), what, ncclGetUniqueId(&ids[i])) != ncclSuccess) {
+      free(ids);
+      return 1;
+    }
+  }
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  struct scalable_arg *args = calloc((size_t)n, sizeof *args);
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct scalable_arg){ids, r, n, k};
+    pthread_create(&ts[r], NULL, scalable_main, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  free(ids);
+  free(ts);
+  free(args);
+  return 0;
+}
+
 static int custom(void) {
   mscclgoComm_t comm = NULL;
   if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
@@ -883,7 +1062,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -930,6 +1109,15 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "capture") == 0 && argc == 3) {
     return data(atoi(argv[2]), capture_main);
+  }
+  if (strcmp(argv[1], "later") == 0) {
+    return later();
+  }
+  if (strcmp(argv[1], "scalableprocs") == 0) {
+    return procs(PROCS_SCALABLE);
+  }
+  if (strcmp(argv[1], "scalable") == 0 && argc == 4) {
+    return scalable(atoi(argv[2]), atoi(argv[3]));
   }
   fprintf(stderr, "ncclcheck: unknown mode %s\n", argv[1]);
   return 2;

@@ -3,6 +3,9 @@
  * appends one line to the file named by STUB_NCCL_LOG ("stub FN args"),
  * and succeeds, unless STUB_NCCL_FAIL names it: it then fails with
  * ncclSystemError and a last error of its own. It moves no data.
+ *
+ * Built with -DMSCCLGO_NCCL_API_2_22_ONLY it is an NCCL 2.22: without the
+ * later functions (a fallback older than the caller's nccl.h).
  */
 #define _GNU_SOURCE
 #include "nccl.h"
@@ -296,3 +299,81 @@ ncclResult_t ncclMemFree(void *ptr) {
   record("ncclMemFree");
   return ncclSuccess;
 }
+
+#ifndef MSCCLGO_NCCL_API_2_22_ONLY
+/* Later releases' functions. A window is the registered buffer's address. */
+
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                            ncclConfig_t *config, int shrinkFlags) {
+  ENTER("ncclCommShrink");
+  (void)excludeRanksList;
+  (void)config;
+  *newcomm = make(-1, -1);
+  record("ncclCommShrink %s excluded=%d flags=%d", WHO(comm), excludeRanksCount, shrinkFlags);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
+  ENTER("ncclCommWindowRegister");
+  *win = (ncclWindow_t)buff;
+  record("ncclCommWindowRegister %s size=%zu flags=%d", WHO(comm), size, winFlags);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ENTER("ncclCommWindowDeregister");
+  record("ncclCommWindowDeregister %s win=%s", WHO(comm), win != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm) {
+  ENTER("ncclDevCommCreate");
+  record("ncclDevCommCreate %s reqs=%s out=%s", WHO(comm), reqs != NULL ? "set" : "null", outDevComm != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm) {
+  ENTER("ncclDevCommDestroy");
+  record("ncclDevCommDestroy %s devcomm=%s", WHO(comm), devComm != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr) {
+  ENTER("ncclGetLsaMultimemDevicePointer");
+  *outPtr = (char *)window + offset;
+  record("ncclGetLsaMultimemDevicePointer offset=%zu", offset);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclSignal");
+  record("ncclSignal %s peer=%d sig=%d ctx=%d flags=%u stream=%p", WHO(comm), peer, sigIdx, ctx, flags, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclWaitSignal");
+  record("ncclWaitSignal %s n=%d first=%d:%d:%d:%d stream=%p", WHO(comm), nDesc, signalDescs[0].opCnt, signalDescs[0].peer,
+         signalDescs[0].sigIdx, signalDescs[0].ctx, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  ENTER("ncclCommSuspend");
+  record("ncclCommSuspend %s flags=%d", WHO(comm), flags);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommResume(ncclComm_t comm) {
+  ENTER("ncclCommResume");
+  record("ncclCommResume %s", WHO(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value) {
+  ENTER("ncclCommMemStats");
+  *value = 4096u * ((uint64_t)stat + 1);
+  record("ncclCommMemStats %s stat=%d", WHO(comm), (int)stat);
+  return ncclSuccess;
+}
+#endif
