@@ -780,11 +780,13 @@ func (c *Comm) abortReplays() error {
 			continue
 		}
 		c.fail(fmt.Errorf("rank %d: %s: a replayed launch was running at the abort: %w", c.rank, key, wd.deadlock(ps)))
-		if err := s.abort(); err != nil {
-			errs = append(errs, err)
-		}
 		end := time.Now().Add(s.timeout + 5*time.Second)
 		for replayRunning(wd.read()) {
+			// Raised again while it runs, as the watchdog does.
+			if err := s.abort(); err != nil {
+				errs = append(errs, err)
+				break
+			}
 			if time.Now().After(end) {
 				errs = append(errs, fmt.Errorf("%s: rank %d: %s: a replayed launch has not ended %v after the abort (its memory stays until the process ends)",
 					c.cfg.Name, c.rank, key, s.timeout+5*time.Second))

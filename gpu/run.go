@@ -380,15 +380,34 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 
 // raise aborts the kernel and waits for its end, saying so if it does
 // not end within the timeout after the abort.
+//
+// The abort word is written again every few milliseconds until the kernel
+// ends: a launch still queued behind the caller's work clears the word
+// when its turn comes (the clear is on the kernel's stream), which would
+// lose a single write, and the kernel would then wait for ever.
 func (w *watchdog) raise(kernelDone <-chan struct{}) {
-	if err := w.s.abort(); err != nil {
-		w.reason = errors.Join(w.reason, err)
-	}
-	select {
-	case <-kernelDone:
-	case <-time.After(w.s.timeout + 5*time.Second):
-		w.reason = errors.Join(w.reason, fmt.Errorf("%s: the kernel has not ended %v after the abort", w.s.name, w.s.timeout+5*time.Second))
-		<-kernelDone
+	bound := w.s.timeout + 5*time.Second
+	end := time.NewTimer(bound)
+	defer end.Stop()
+	tk := time.NewTicker(5 * time.Millisecond)
+	defer tk.Stop()
+	poke := true
+	for {
+		if poke {
+			if err := w.s.abort(); err != nil {
+				w.reason = errors.Join(w.reason, err)
+				poke = false
+			}
+		}
+		select {
+		case <-kernelDone:
+			return
+		case <-tk.C:
+		case <-end.C:
+			w.reason = errors.Join(w.reason, fmt.Errorf("%s: the kernel has not ended %v after the abort", w.s.name, bound))
+			<-kernelDone
+			return
+		}
 	}
 }
 
