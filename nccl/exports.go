@@ -195,7 +195,15 @@ func mgoCommAsyncError(h C.uintptr_t, out *C.int) (res C.int) {
 }
 
 //export mgoDecide
-func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
+func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) C.int {
+	return takeCall(h, k, out, false)
+}
+
+// takeCall answers call k of communicator h: MSCCLGO_DONE with its
+// result in *out, MSCCLGO_FORWARD, or, for a call inside a group whose
+// plan will run, MSCCLGO_DEFER. deferred is set when the call is one a
+// group deferred, now run at the group's end.
+func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool) (res C.int) {
 	fn := C.GoString(k.fn)
 	defer func() {
 		if p := recover(); p != nil {
@@ -209,8 +217,9 @@ func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) 
 		return C.MSCCLGO_DONE
 	}
 	kc := callOf(k)
+	kc.deferred = deferred
 	d := c.decide(kc)
-	if d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
+	if !deferred && d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
 		// Run at the end of the group, when every call of the group is
 		// known: the ranks of one thread's group meet concurrently there.
 		return C.MSCCLGO_DEFER
@@ -250,32 +259,11 @@ func mgoRunGroup(n C.int, hs *C.uintptr_t, ks *C.struct_mscclgo_call, verdicts *
 		go func(idx []int) {
 			defer wg.Done()
 			for _, i := range idx {
-				vs[i] = runDeferred(h, &calls[i], &rs[i])
+				vs[i] = takeCall(h, &calls[i], &rs[i], true)
 			}
 		}(byComm[h])
 	}
 	wg.Wait()
-}
-
-// runDeferred runs a call deferred to the end of its group: it is
-// answered (MSCCLGO_DONE, its result in *out) or goes to the fallback,
-// which the C side calls before the fallback's group ends.
-func runDeferred(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) (res C.int) {
-	fn := C.GoString(k.fn)
-	defer func() {
-		if p := recover(); p != nil {
-			*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
-			res = C.MSCCLGO_DONE
-		}
-	}()
-	c := commOf(h)
-	if err := c.use(); err != nil {
-		*out = answer(fn, err)
-		return C.MSCCLGO_DONE
-	}
-	kc := callOf(k)
-	kc.deferred = true
-	return c.settle(kc, c.decide(kc), out)
 }
 
 // settle runs call k as decision d says, or says why it goes to the

@@ -377,6 +377,22 @@ func TestCommDeadlock(t *testing.T) {
 	}
 }
 
+// abortWithin aborts comm and fails if Abort has not returned within
+// bound (the tests' deadlock timeout is much longer).
+func abortWithin(comm *gpu.Comm, bound time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- comm.Abort() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("abort: %w", err)
+		}
+		return nil
+	case <-time.After(bound):
+		return fmt.Errorf("abort has not returned within %v", bound)
+	}
+}
+
 // TestCommAbort: Abort ends a hung launch long before the deadlock
 // timeout would.
 func TestCommAbort(t *testing.T) {
@@ -392,15 +408,8 @@ func TestCommAbort(t *testing.T) {
 		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
 			return fmt.Errorf("the call failed at once: %w", err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- cr.comm.Abort() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("abort: %w", err)
-			}
-		case <-time.After(time.Minute):
-			return errors.New("abort has not returned within a minute (the deadlock timeout is 10 minutes)")
+		if err := abortWithin(cr.comm, time.Minute); err != nil {
+			return err
 		}
 		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
 			return err
@@ -606,15 +615,8 @@ func TestCommAbortReplay(t *testing.T) {
 		defer func() { _ = cr.boot.Barrier(context.Background()) }()
 		// Rank 0's replay waits for ever; let it start waiting.
 		time.Sleep(200 * time.Millisecond)
-		done := make(chan error, 1)
-		go func() { done <- cr.comm.Abort() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("abort: %w", err)
-			}
-		case <-time.After(time.Minute):
-			return errors.New("abort has not returned within a minute (the deadlock timeout is 10 minutes)")
+		if err := abortWithin(cr.comm, time.Minute); err != nil {
+			return err
 		}
 		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
 			return fmt.Errorf("the aborted replay has not ended: %w", err)
