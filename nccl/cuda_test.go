@@ -99,10 +99,18 @@ func TestDeviceCaptureCUDA(t *testing.T) {
 		defines   map[string]string
 	}
 	plans := bundledPlans(t, map[string]def{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
-	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), "MSCCLGO_FAKECUDA_DEVICES=4", "MSCCLGO_NCCL_THREADS=4",
+	env := []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), "MSCCLGO_FAKECUDA_DEVICES=4", "MSCCLGO_NCCL_THREADS=4",
 		"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
-		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "capture", "4")
-	checkCapture(t, r, 4, "gpu")
+		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}
+	t.Run("after a call", func(t *testing.T) {
+		checkCapture(t, runCheck(t, env, "capture", "4"), 4, "gpu", false)
+	})
+	// The plan's session is set up while a blocking stream captures: a
+	// synchronous copy on the legacy stream there would be an implicit
+	// dependency on the capture, which CUDA (and the fake) refuses.
+	t.Run("first call captured, blocking streams", func(t *testing.T) {
+		checkCapture(t, runCheck(t, env, "capturefirst", "4"), 4, "gpu", true)
+	})
 }
 
 // TestDeviceProcsCUDA: the data checks with one process per rank, as

@@ -31,6 +31,11 @@ type driver struct {
 	launch cu.Stream // the interpreter's launches and their table updates
 	copies cu.Stream // the proxy's copies and posted words
 	watch  cu.Stream // the watchdog's reads and the abort write
+	// sync carries the copies and clears the host waits for (HtoD, DtoH,
+	// Alloc's zeroing): not the legacy stream, which would wait for the
+	// caller's work there, and which a capture on a blocking stream
+	// refuses (an implicit dependency).
+	sync cu.Stream
 	info   gpu.DeviceInfo
 	image  string // the kernel image loaded (kernels.go)
 	shared int    // the dynamic shared memory every entry is allowed
@@ -166,6 +171,9 @@ func (d *driver) setup() (err error) {
 	if d.watch, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("creating the watch stream: %w", err)
 	}
+	if d.sync, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("creating the stream of synchronous copies: %w", err)
+	}
 	d.shared = shared
 	return nil
 }
@@ -180,7 +188,7 @@ func (d *driver) teardown() error {
 		}
 		d.peek, d.peekLen = nil, 0
 	}
-	for _, s := range []*cu.Stream{&d.launch, &d.copies, &d.watch} {
+	for _, s := range []*cu.Stream{&d.launch, &d.copies, &d.watch, &d.sync} {
 		if *s == (cu.Stream{}) {
 			continue
 		}
@@ -262,13 +270,7 @@ func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
 		if p, err = cu.MemAlloc(int64(n)); err != nil {
 			return fmt.Errorf("%d bytes: %w", n, err)
 		}
-		if err := cu.MemsetD8(p, 0, int64(n)); err != nil {
-			_ = cu.MemFree(p)
-			return fmt.Errorf("zeroing %d bytes: %w", n, err)
-		}
-		// The memset may run after the call returns, on the legacy
-		// stream, which the non-blocking streams do not wait for.
-		if err := cu.NoStream.Synchronize(); err != nil {
+		if err := d.clear(p, n); err != nil {
 			_ = cu.MemFree(p)
 			return fmt.Errorf("zeroing %d bytes: %w", n, err)
 		}
@@ -364,19 +366,18 @@ func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
 		return nil
 	}
 	return d.do("copy to the device", func() error {
-		if err := cu.MemcpyHtoD(cu.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), int64(len(src))); err != nil {
+		if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), int64(len(src)), d.sync); err != nil {
 			return fmt.Errorf("%d bytes: %w", len(src), err)
 		}
-		// A copy from pageable memory may still be in flight on return.
-		if err := cu.NoStream.Synchronize(); err != nil {
+		if err := d.sync.Synchronize(); err != nil {
 			return fmt.Errorf("%d bytes: %w", len(src), err)
 		}
 		return nil
 	})
 }
 
-// DtoH copies device memory at src into dst (on the legacy stream, which
-// does not wait for a running kernel).
+// DtoH copies device memory at src into dst (on the driver's stream of
+// synchronous copies, which does not wait for a running kernel).
 func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
 	if err := d.open(); err != nil {
 		return err
@@ -385,11 +386,23 @@ func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
 		return nil
 	}
 	return d.do("copy from the device", func() error {
-		if err := cu.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), cu.DevicePtr(src), int64(len(dst))); err != nil {
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), cu.DevicePtr(src), int64(len(dst)), d.sync); err != nil {
+			return fmt.Errorf("%d bytes: %w", len(dst), err)
+		}
+		if err := d.sync.Synchronize(); err != nil {
 			return fmt.Errorf("%d bytes: %w", len(dst), err)
 		}
 		return nil
 	})
+}
+
+// clear zeroes n bytes at p on the stream of synchronous copies and waits
+// for it (the context current).
+func (d *driver) clear(p cu.DevicePtr, n uint64) error {
+	if err := cu.MemsetD8Async(p, 0, int64(n), d.sync); err != nil {
+		return err
+	}
+	return d.sync.Synchronize()
 }
 
 // Occupancy returns how many blocks of block threads with shmem bytes of

@@ -302,12 +302,12 @@ func (d *driver) AllocBindable(n uint64) (gpu.DevPtr, error) {
 		if r := C.mg_vmm_alloc(C.size_t(a.size), C.size_t(g), &devs[0], C.int(len(devs)), &a.h, &va, &call); r != C.CUDA_SUCCESS {
 			return fmt.Errorf("%d bytes: %w", a.size, cuErr(C.GoString(call), r))
 		}
-		if err := cu.MemsetD8(cu.DevicePtr(va), 0, int64(a.size)); err != nil {
+		if err := d.clear(cu.DevicePtr(va), a.size); err != nil {
 			_ = C.mg_unmap(va, C.size_t(a.size))
 			_ = C.cuMemRelease(a.h)
 			return fmt.Errorf("zeroing %d bytes: %w", a.size, err)
 		}
-		return cu.NoStream.Synchronize()
+		return nil
 	})
 	if err != nil {
 		return 0, err

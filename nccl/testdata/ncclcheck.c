@@ -39,6 +39,10 @@
  *                           graph (global capture mode, as PyTorch's
  *                           default), replayed with new data, then again
  *                           outside the graph; every result checked
+ *   ncclcheck capturefirst N  the same on blocking streams (created without
+ *                           CU_STREAM_NON_BLOCKING), with no call before the
+ *                           capture: the plan's set-up happens while the
+ *                           stream captures
  *   ncclcheck later         one rank made by ncclCommInitRankScalable, then
  *                           every later release's function nccl.h declares
  *                           (windows, device communicators, signals, suspend,
@@ -776,9 +780,12 @@ static int capture_api_load(struct capture_api *a) {
          a->instantiate != NULL && a->launch != NULL && a->sync != NULL;
 }
 
-/* capture_stream makes rank dev's stream: a non-blocking CUDA stream in
- * the device's primary context (current on this thread from now on), or
- * an emulated stream's handle. */
+/* capture_first is set by the capturefirst mode. */
+static int capture_first;
+
+/* capture_stream makes rank dev's stream: a CUDA stream in the device's
+ * primary context (current on this thread from now on), non-blocking
+ * unless capture_first, or an emulated stream's handle. */
 static int capture_stream(const struct capture_api *a, int dev, void **s) {
   if (a->emu_begin != NULL) {
     *s = (void *)(uintptr_t)(0x100 + dev);
@@ -788,7 +795,7 @@ static int capture_stream(const struct capture_api *a, int dev, void **s) {
   if (a->retain(&ctx, dev) != 0 || a->set(ctx) != 0) {
     return 1;
   }
-  return a->create(s, 1 /* CU_STREAM_NON_BLOCKING */);
+  return a->create(s, capture_first ? 0 : 1 /* CU_STREAM_NON_BLOCKING */);
 }
 
 static int capture_sync(const struct capture_api *a, int dev, void *s) {
@@ -839,7 +846,7 @@ static void *capture_main(void *p) {
     return NULL;
   }
   float *in = calloc(COUNT, sizeof *in), *out = calloc(COUNT, sizeof *out);
-  for (int k = 0; k <= CAPTURE_REPLAYS + 1; k++) {
+  for (int k = capture_first ? 1 : 0; k <= CAPTURE_REPLAYS + 1; k++) {
     for (size_t i = 0; i < COUNT; i++) {
       in[i] = (float)capture_value(r, i, k);
     }
@@ -1062,7 +1069,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N | later | scalable N K | scalableprocs\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -1108,6 +1115,10 @@ int main(int argc, char **argv) {
     return groupdata(atoi(argv[2]));
   }
   if (strcmp(argv[1], "capture") == 0 && argc == 3) {
+    return data(atoi(argv[2]), capture_main);
+  }
+  if (strcmp(argv[1], "capturefirst") == 0 && argc == 3) {
+    capture_first = 1;
     return data(atoi(argv[2]), capture_main);
   }
   if (strcmp(argv[1], "later") == 0) {
