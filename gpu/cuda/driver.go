@@ -35,7 +35,7 @@ type driver struct {
 	// Alloc's zeroing): not the legacy stream, which would wait for the
 	// caller's work there, and which a capture on a blocking stream
 	// refuses (an implicit dependency).
-	sync cu.Stream
+	sync   cu.Stream
 	info   gpu.DeviceInfo
 	image  string // the kernel image loaded (kernels.go)
 	shared int    // the dynamic shared memory every entry is allowed
