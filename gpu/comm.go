@@ -89,6 +89,15 @@ type commSession struct {
 	// their graphs copy at every replay: kept until Close, since a graph
 	// may be replayed as long as the communicator lives.
 	images []HostMem
+	// queued: later launches may be enqueued while earlier ones run (no
+	// port channels, no per-call tables: what capturable allows); then
+	// inflight are the done channels of the launches not known served,
+	// oldest first, and tables the rank table images of launches
+	// enqueued while others were in flight.
+	queued   bool
+	inflight []chan struct{}
+	tables   []*tableImage
+	args     []byte // the arguments last staged
 }
 
 // ErrNotCapturable says that a plan cannot run on a stream that is being
@@ -288,7 +297,7 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		}
 	}
 	if cs != nil {
-		if err := cs.wait(c.waitBound(cs)); err != nil {
+		if err := cs.makeRoom(c.waitBound(cs)); err != nil {
 			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 		}
 	}
@@ -545,7 +554,7 @@ func (c *Comm) open(ctx context.Context, call CommCall, regErr error, pre *opene
 		_ = rs.Close()
 		return nil, fmt.Errorf("%s: the %s driver (%T) cannot launch on a caller's stream", call.Desc, c.cfg.Name, rs.s.d)
 	}
-	cs := &commSession{rs: rs, l: l}
+	cs := &commSession{rs: rs, l: l, queued: capturable(inst) == nil}
 	c.sessions[call.Key] = cs
 	return cs, nil
 }
@@ -612,7 +621,13 @@ func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []by
 }
 
 // launch sets the call's buffers in the session and enqueues its launch
-// on the caller's stream; a goroutine serves it until it ends.
+// on the caller's stream; a goroutine serves it until it ends. In a
+// session whose launches may queue (cs.queued), earlier launches may
+// still be running or waiting on the stream: the host then touches
+// nothing they read (the rank table of this launch comes from an image
+// of its own, the arguments do not change, the progress records are
+// cleared on the stream only), and this launch's goroutine starts
+// serving it once the previous one has finished.
 func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if err := s.guard.Ready(c.ctx); err != nil {
@@ -623,31 +638,53 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	if err := sd.UseStream(call.Stream); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 	}
+	grid := len(s.tabs.blocks)
+	args := s.argsImage(grid)
+	if cs.busy() && string(args) != string(cs.args) {
+		// Only a session without an epoch word changes its arguments;
+		// such a session does not queue, so this is a safeguard.
+		if err := cs.wait(c.waitBound(cs)); err != nil {
+			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		}
+	}
+	busy := cs.busy()
 	// The rank table when a buffer moved, the arguments, the cleared
 	// progress records and the kernel, in order on the caller's stream.
-	// The progress records are also cleared now (the last launch has
-	// ended): until the kernel starts its blocks read as not started, so
-	// work ahead of it on the stream is not taken for a hang. Not once a
+	// With nothing in flight the progress records are also cleared now:
+	// until the kernel starts its blocks read as not started, so work
+	// ahead of it on the stream is not taken for a hang. Not once a
 	// launch was captured: a replay may be running.
-	if !cs.captured {
-		if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(len(s.tabs.blocks))*sizeProgress)); err != nil {
+	if !cs.captured && !busy {
+		if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(grid)*sizeProgress)); err != nil {
 			return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
 		}
 	}
+	done := make(chan struct{})
 	if cs.captured || string(img) != string(s.ranksImg) {
-		s.stage(ranksAt, img)
-		if err := s.d.Enqueue(s.ranksT, s.host, ranksAt, uint64(len(img))); err != nil {
+		h, at := s.host, uint64(ranksAt)
+		if busy {
+			var err error
+			if h, err = cs.image(s, img, done); err != nil {
+				return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+			}
+			at = 0
+		} else {
+			s.stage(ranksAt, img)
+		}
+		if err := s.d.Enqueue(s.ranksT, h, at, uint64(len(img))); err != nil {
 			return fmt.Errorf("%s: rank %d: writing the rank table: %w", c.cfg.Name, c.rank, err)
 		}
 		s.ranksImg = img
 	}
-	grid := len(s.tabs.blocks)
 	s.flag++
-	m.mu.Lock()
-	m.launches++
-	m.mu.Unlock()
-	s.stageArgs(grid)
+	if string(args) != string(cs.args) {
+		s.stage(argsAt, args)
+		cs.args = args
+	}
 	if grid == 0 {
+		m.mu.Lock()
+		m.launches++
+		m.mu.Unlock()
 		return nil
 	}
 	start := time.Now()
@@ -656,11 +693,18 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		s.guard.Fail(err)
 		return err
 	}
-	done := make(chan struct{})
+	prev := cs.pending
 	cs.pending = done
+	cs.inflight = append(cs.inflight, done)
 	desc, seq := call.Desc, c.calls
 	go func() {
 		defer close(done)
+		if prev != nil {
+			<-prev // launches of a session are served in order
+		}
+		m.mu.Lock()
+		m.launches++
+		m.mu.Unlock()
 		if err := s.complete(c.ctx, grid, start, func() {}); err != nil {
 			err = fmt.Errorf("rank %d: call %d (%s): %w", c.rank, seq, desc, err)
 			s.mu.Lock()
@@ -670,6 +714,90 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		}
 	}()
 	return nil
+}
+
+// maxInFlight bounds the launches of one plan instance that are enqueued
+// and not yet served: a call beyond it waits for the oldest.
+const maxInFlight = 64
+
+// busy reports whether a launch of the session has not been served yet.
+func (cs *commSession) busy() bool {
+	if cs.pending == nil {
+		return false
+	}
+	select {
+	case <-cs.pending:
+		return false
+	default:
+		return true
+	}
+}
+
+// makeRoom waits, before a call, for what the session's next launch
+// needs: every earlier launch when the session does not queue, else the
+// oldest one when maxInFlight are in flight (at most bound).
+func (cs *commSession) makeRoom(bound time.Duration) error {
+	if !cs.queued {
+		return cs.wait(bound)
+	}
+	live := cs.inflight[:0]
+	for _, d := range cs.inflight {
+		select {
+		case <-d:
+		default:
+			live = append(live, d)
+		}
+	}
+	cs.inflight = live
+	if len(live) < maxInFlight {
+		return nil
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-live[0]:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%d launches of this plan are in flight, and the oldest has not ended within %v", len(live), bound)
+	}
+}
+
+// image returns host memory holding a rank table for a launch enqueued
+// while earlier ones are in flight: one no launch still needs, or a new
+// one. done is closed once the launch has been served.
+func (cs *commSession) image(s *session, img []byte, done chan struct{}) (HostMem, error) {
+	var ti *tableImage
+	for _, t := range cs.tables {
+		select {
+		case <-t.used:
+			ti = t
+		default:
+		}
+		if ti != nil {
+			break
+		}
+	}
+	if ti == nil {
+		h, err := s.d.AllocHost(uint64(len(img)))
+		if err != nil {
+			return nil, fmt.Errorf("allocating a rank table image: %w", err)
+		}
+		ti = &tableImage{h: h}
+		cs.tables = append(cs.tables, ti)
+	}
+	ti.used = done
+	for j := 0; j+8 <= len(img); j += 8 {
+		ti.h.Store(uint64(j), binary.LittleEndian.Uint64(img[j:]))
+	}
+	return ti.h, nil
+}
+
+// tableImage is host memory holding a rank table that a launch's copy
+// reads when the stream reaches it; used is closed once that launch has
+// been served.
+type tableImage struct {
+	h    HostMem
+	used chan struct{}
 }
 
 // capture records the call's launch on its caller's stream, which is
@@ -832,6 +960,11 @@ func (c *Comm) Close() error {
 		for _, h := range cs.images {
 			if err := h.Free(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: rank %d: %s: freeing a captured launch's images: %w", c.cfg.Name, c.rank, key, err))
+			}
+		}
+		for _, t := range cs.tables {
+			if err := t.h.Free(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: rank %d: %s: freeing a rank table image: %w", c.cfg.Name, c.rank, key, err))
 			}
 		}
 		if err := cs.rs.Close(); err != nil {

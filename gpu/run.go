@@ -75,12 +75,18 @@ func (s *session) argsImage(grid int) []byte {
 	if s.double {
 		half = s.half
 	}
+	flag := s.flag
+	if s.epoch != 0 {
+		// The kernel takes both from the epoch word: the arguments stay
+		// the same from launch to launch.
+		flag, so = 0, 0
+	}
 	args := mgArgs{
 		Epoch: uint64(s.epoch), ScratchHalf: half,
 		Blocks: uint64(s.tblDev.blocks), Ops: uint64(s.tblDev.ops), Regions: uint64(s.tblDev.regions),
 		IDs: uint64(s.tblDev.ids), Ranks: uint64(s.ranksT), Progress: uint64(s.ctl) + progressOff,
 		Control: uint64(s.ctl), ScratchOffset: so,
-		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: s.flag, DType: s.dtype,
+		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: flag, DType: s.dtype,
 		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
 	}
 	args.VTerms, args.VTable = s.varArgs()
@@ -294,14 +300,22 @@ type watchdog struct {
 }
 
 // progress returns the launch's progress counters and whether anything is
-// running.
+// running. Records that all say ended are the previous launch's: this
+// one has not started (its clear of the records is still queued on the
+// stream behind other work), which counts as running, as a block not
+// started does; the watch of a launch ends when its kernel has.
 func (w *watchdog) progress(ps []mgProgress) (marks []uint64, running bool) {
+	ended := len(ps) > 0
 	for _, p := range ps {
 		marks = append(marks, uint64(p.Beat))
 		if p.State == stIdle || p.State == stRunning {
 			running = true
 		}
+		if p.State != stDone && p.State != stAborted {
+			ended = false
+		}
 	}
+	running = running || ended
 	for _, p := range w.proxies {
 		marks = append(marks, p.handled.Load())
 		if p.busy.Load() {

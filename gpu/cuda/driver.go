@@ -45,8 +45,8 @@ type driver struct {
 	uuid    string
 	adm     *gpu.Admission
 
-	mu        sync.Mutex // guards launched, capturing, closed, peek, vmm and mcMaps
-	launched  bool       // a launch not yet waited for
+	mu        sync.Mutex // guards launched, ends, capturing, closed, peek, vmm and mcMaps
+	launched  bool       // a launch on the driver's own stream not yet waited for
 	capturing bool       // the launch stream records into a graph
 	closed    bool
 	// peek is pinned host memory for Peek's copies, grown as needed.
@@ -54,11 +54,13 @@ type driver struct {
 	peekLen uint64
 
 	// A caller's stream (stream.go): with useExt the kernel stream's work
-	// goes to ext, and the launch records ev there for Wait (mu).
+	// goes to ext, and each launch records an event there; ends are the
+	// events of the launches not yet waited for, oldest first (mu): a
+	// communicator enqueues a launch while earlier ones run, and Wait
+	// takes the oldest.
 	ext    cu.Stream
 	useExt bool
-	ev     cu.Event
-	evSet  bool
+	ends   []cu.Event
 
 	// NVLS multicast (multicast.go): the driver's calls, memory from
 	// AllocBindable and multicast objects mapped here.
@@ -199,12 +201,15 @@ func (d *driver) teardown() error {
 			errs = append(errs, fmt.Errorf("destroying a stream: %w", err))
 		}
 	}
-	if d.evSet {
-		if err := cu.DestroyEvent(&d.ev); err != nil {
-			errs = append(errs, fmt.Errorf("destroying the launch event: %w", err))
+	for i := range d.ends {
+		if err := d.ends[i].Synchronize(); err != nil {
+			errs = append(errs, fmt.Errorf("waiting for a launch: %w", err))
 		}
-		d.evSet = false
+		if err := cu.DestroyEvent(&d.ends[i]); err != nil {
+			errs = append(errs, fmt.Errorf("destroying a launch event: %w", err))
+		}
 	}
+	d.ends = nil
 	if d.mod != (cu.Module{}) {
 		if err := d.mod.Unload(); err != nil {
 			errs = append(errs, fmt.Errorf("unloading the module: %w", err))
@@ -471,7 +476,7 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
 	}
-	if !d.capturing && !recorded {
+	if !d.capturing && !recorded && !d.useExt {
 		d.launched = true
 	}
 	return nil
@@ -667,12 +672,22 @@ func (d *driver) Wait() error {
 		return err
 	}
 	d.mu.Lock()
-	wait := d.launch.Synchronize
-	if d.useExt && d.evSet {
-		wait = d.ev.Synchronize // the launch only, not the caller's later work
+	if len(d.ends) > 0 {
+		// The oldest launch on a caller's stream only, not the caller's
+		// later work there.
+		ev := d.ends[0]
+		d.ends = d.ends[1:]
+		d.mu.Unlock()
+		return d.do("waiting for the kernel", func() error {
+			err := ev.Synchronize()
+			if derr := cu.DestroyEvent(&ev); err == nil && derr != nil {
+				err = fmt.Errorf("destroying the launch event: %w", derr)
+			}
+			return err
+		})
 	}
 	d.mu.Unlock()
-	err := d.do("waiting for the kernel", wait)
+	err := d.do("waiting for the kernel", d.launch.Synchronize)
 	d.mu.Lock()
 	d.launched = false
 	d.mu.Unlock()

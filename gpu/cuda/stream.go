@@ -68,20 +68,22 @@ func (d *driver) launchStream() cu.Stream {
 	return d.launch
 }
 
-// recordEnd records the launch's end on a caller's stream (d.mu held, the
-// context current).
+// recordEnd records the launch's end on a caller's stream, for Wait (d.mu
+// held, the context current).
 func (d *driver) recordEnd(st cu.Stream) error {
 	if !d.useExt {
 		return nil
 	}
-	if !d.evSet {
-		ev, err := cu.MakeEvent(cu.DisableTiming)
-		if err != nil {
-			return fmt.Errorf("creating the launch event: %w", err)
-		}
-		d.ev, d.evSet = ev, true
+	ev, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		return fmt.Errorf("creating the launch event: %w", err)
 	}
-	return d.ev.Record(st)
+	if err := ev.Record(st); err != nil {
+		_ = cu.DestroyEvent(&ev)
+		return err
+	}
+	d.ends = append(d.ends, ev)
+	return nil
 }
 
 // AllocID returns the id of the allocation that holds p

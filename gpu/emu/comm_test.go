@@ -634,3 +634,89 @@ func TestCommAbortReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestCommQueued: calls of one plan instance return without waiting for
+// the previous launch (NCCL's semantics): every rank's stream is held
+// until all its calls have returned, so a call that waited would never
+// return. The calls alternate between two sets of buffers, so later
+// launches' rank tables are written while earlier launches wait on the
+// stream; each set's output is the CPU backend's after its last launch.
+func TestCommQueued(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "4"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 7
+	n := len(c.plan.GPUs)
+	outs := make([][2][]byte, n)
+	var returned sync.WaitGroup
+	returned.Add(n)
+	errs := withRanks(t, ss, n, 20*time.Second, func(cr *commRank) error {
+		type set struct{ in, out gpu.DevPtr }
+		var sets [2]set
+		for i := range sets {
+			if err := cr.place(lay.BufferLayout); err != nil {
+				return err
+			}
+			sets[i] = set{cr.in, cr.out}
+		}
+		hold := make(chan struct{})
+		if err := ss.Do(cr.st, func() { <-hold }); err != nil {
+			return err
+		}
+		for seq := range calls {
+			cr.in, cr.out = sets[seq%2].in, sets[seq%2].out
+			input := make([]byte, cr.inLen)
+			lay.FillRank(input, cr.rank, seq)
+			in := cr.in
+			if err := ss.Do(cr.st, func() { _ = cr.dev.HtoD(in, input) }); err != nil {
+				return err
+			}
+			if err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, executor.Options{DType: c.dt})); err != nil {
+				close(hold)
+				return fmt.Errorf("call %d: %w", seq, err)
+			}
+		}
+		returned.Done()
+		returned.Wait()
+		close(hold)
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.AsyncError(); err != nil {
+			return err
+		}
+		for i, st := range sets {
+			outs[cr.rank][i] = make([]byte, cr.outLen)
+			if err := cr.dev.DtoH(outs[cr.rank][i], st.out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for i := range 2 {
+		last := calls - 1 - (calls-1-i)%2 // the last call on set i
+		want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
+			Opts: executor.Options{DType: c.dt}, Launches: last + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range want {
+			if !bytes.Equal(outs[r][i], want[r]) {
+				t.Errorf("buffer set %d (last call %d), rank %d: the output differs from the CPU backend's", i, last, r)
+			}
+		}
+	}
+}

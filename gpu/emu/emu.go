@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -91,10 +92,13 @@ type driver struct {
 	capture *graph
 	// streams are the caller's streams (a driver of Streams.Open), cur
 	// the one UseStream chose (nil: the driver's own, synchronous), and
-	// onStream the last launch on it.
+	// onStream the launches made there not yet waited for, oldest first
+	// (a communicator enqueues a launch while earlier ones run; Wait,
+	// from the goroutine that serves them, takes the oldest).
 	streams  *Streams
 	cur      *stream
-	onStream *streamLaunch
+	streamMu sync.Mutex // guards onStream
+	onStream []*streamLaunch
 }
 
 // graph is a captured sequence of the kernel stream's work.
@@ -322,8 +326,7 @@ func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
 }
 
 func (d *driver) Wait() error {
-	if l := d.onStream; l != nil {
-		d.onStream = nil
+	if l := d.takeStreamLaunch(); l != nil {
 		<-l.done
 		return l.err
 	}
@@ -401,8 +404,10 @@ func (d *driver) Close() error {
 		return nil
 	}
 	var err error
-	if d.launch != 0 || d.onStream != nil {
-		err = d.Wait()
+	for d.launch != 0 || d.streamLaunches() > 0 {
+		if werr := d.Wait(); err == nil {
+			err = werr
+		}
 	}
 	d.closed = true
 	C.mg_emu_dev_free(d.dev)

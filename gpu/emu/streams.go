@@ -303,9 +303,6 @@ func (d *driver) UseStream(st gpu.Stream) error {
 	if d.streams == nil {
 		return errors.New("gpu-emu: this device was not opened from emu.Streams, so it has no caller's streams")
 	}
-	if d.onStream != nil {
-		return errors.New("gpu-emu: UseStream while a launch is running")
-	}
 	s, err := d.streams.get(st)
 	if err != nil {
 		return err
@@ -317,9 +314,6 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // launchOnStream enqueues the kernel on the chosen stream: it runs once
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
-	if d.onStream != nil {
-		return errors.New("gpu-emu: a launch is already running")
-	}
 	dev, entry := d.dev, d.entry
 	if d.cur.capturing() {
 		// Recorded into the caller's graph: it runs at each replay, and
@@ -346,8 +340,29 @@ func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 	}); err != nil {
 		return err
 	}
-	d.onStream = l
+	d.streamMu.Lock()
+	d.onStream = append(d.onStream, l)
+	d.streamMu.Unlock()
 	return nil
+}
+
+// takeStreamLaunch removes and returns the oldest launch on a caller's
+// stream not yet waited for, nil if none.
+func (d *driver) takeStreamLaunch() *streamLaunch {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	if len(d.onStream) == 0 {
+		return nil
+	}
+	l := d.onStream[0]
+	d.onStream = d.onStream[1:]
+	return l
+}
+
+func (d *driver) streamLaunches() int {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	return len(d.onStream)
 }
 
 // AddressRange returns the memory file mapping (this process's, or a
