@@ -21,7 +21,9 @@ package gpu
 //     caller's stream and the call returns; a goroutine serves the
 //     kernel's port channels and watches it until it ends. A failure or a
 //     deadlock becomes the communicator's asynchronous error, and Abort
-//     ends a hung launch;
+//     ends a hung launch. The next call of the instance queues its launch
+//     behind the running one, not waiting for it (unless the plan has
+//     port channels, whose proxy serves one launch at a time);
 //   - on a stream being captured into a CUDA graph the same launch is
 //     recorded, from images of its arguments and rank table that the
 //     graph keeps: each replay copies them and the kernel takes its LL
@@ -258,9 +260,11 @@ type callRec struct {
 // Enqueue runs call on this rank: it meets the peers' same call, opens
 // the instance's session on first use, registers new buffers, enqueues
 // the launch on call.Stream and returns. A launch that fails later makes
-// AsyncError return its error. The previous launch of the same instance
-// must have ended before this one is enqueued: Enqueue waits for it (at
-// most the deadlock timeout and a margin).
+// AsyncError return its error. Earlier launches of the same instance may
+// still be in flight: this one queues behind them on the stream, unless
+// the plan has port channels or per-call tables, or 64 are in flight;
+// then Enqueue first waits (at most the deadlock timeout and a margin)
+// for the previous one, or the oldest, to end.
 func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -282,7 +286,7 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	var pre *opened
 	if capturing {
 		// Every rank refuses the same plan here, before meeting.
-		inst := (*executor.Instance)(nil)
+		var inst *executor.Instance
 		if cs != nil {
 			inst = cs.rs.s.inst
 		} else {
