@@ -127,6 +127,26 @@ func (cr *commRank) place(l *executor.BufferLayout) error {
 	return nil
 }
 
+// layout returns c's buffer layout.
+func (c commCase) layout(t *testing.T) *harness.Layout {
+	t.Helper()
+	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lay
+}
+
+// noErrors fails t with every rank's error.
+func noErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
 func (c commCase) call(l *harness.Layout, cr *commRank, opts executor.Options) gpu.CommCall {
 	return gpu.CommCall{
 		Key:  fmt.Sprintf("%s/%d/%s/%v", c.name, c.size, c.dt.Name(), c.inPlace),
@@ -144,10 +164,7 @@ func (c commCase) call(l *harness.Layout, cr *commRank, opts executor.Options) g
 // that holds the stream until every rank's call has returned: a call
 // that waited for its kernel would never return.
 func runComm(t *testing.T, ss *Streams, c commCase) ([][]byte, []error) {
-	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay := c.layout(t)
 	n := len(c.plan.GPUs)
 	outs := make([][]byte, n)
 	var returned sync.WaitGroup
@@ -252,10 +269,7 @@ func TestCommRegistration(t *testing.T) {
 	defer ss.Close()
 	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
 		size: 1 << 12, dt: executor.Float32, inPlace: true}
-	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay := c.layout(t)
 	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
 		opts := executor.Options{DType: c.dt}
 		var counts []int
@@ -278,11 +292,7 @@ func TestCommRegistration(t *testing.T) {
 		}
 		return cr.comm.AsyncError()
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	noErrors(t, errs)
 }
 
 // TestCommMismatch: ranks that make different calls all fail, naming
@@ -292,10 +302,7 @@ func TestCommMismatch(t *testing.T) {
 	defer ss.Close()
 	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
 		size: 1 << 12, dt: executor.Float32, inPlace: true}
-	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay := c.layout(t)
 	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
@@ -370,11 +377,7 @@ func TestCommDeadlock(t *testing.T) {
 		}
 		return nil
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	noErrors(t, errs)
 }
 
 // abortWithin aborts comm and fails if Abort has not returned within
@@ -421,11 +424,7 @@ func TestCommAbort(t *testing.T) {
 		}
 		return nil
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	noErrors(t, errs)
 }
 
 // TestCommCapture: a call on a stream being captured is recorded, not
@@ -553,10 +552,7 @@ func TestCommCaptureRefused(t *testing.T) {
 	defer ss.Close()
 	c := commCase{name: "allreduce_hier", plan: gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "min_message_size": "0"}),
 		size: 1 << 14, dt: executor.Float32, inPlace: true}
-	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay := c.layout(t)
 	errs := withRanks(t, ss, 4, 20*time.Second, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
@@ -628,11 +624,7 @@ func TestCommAbortReplay(t *testing.T) {
 		}
 		return nil
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", r, err)
-		}
-	}
+	noErrors(t, errs)
 }
 
 // TestCommQueued: calls of one plan instance return without waiting for
@@ -646,10 +638,7 @@ func TestCommQueued(t *testing.T) {
 	defer ss.Close()
 	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "4"}),
 		size: 1 << 12, dt: executor.Float32, inPlace: true}
-	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay := c.layout(t)
 	const calls = 7
 	n := len(c.plan.GPUs)
 	outs := make([][2][]byte, n)
