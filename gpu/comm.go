@@ -37,8 +37,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -68,6 +70,11 @@ type Comm struct {
 
 	errMu sync.Mutex
 	async error // the first failed launch's, for AsyncError
+
+	// capMu guards captured, the sessions with a launch captured into a
+	// graph, which watchReplays watches (started at the first capture).
+	capMu    sync.Mutex
+	captured []*commSession
 }
 
 // peerAlloc names a peer's allocation.
@@ -100,6 +107,10 @@ type commSession struct {
 	inflight []chan struct{}
 	tables   []*tableImage
 	args     []byte // the arguments last staged
+	// calls counts the launches made by calls and not yet served: while
+	// there are any, their own watch reads the progress records, not the
+	// replay watch.
+	calls atomic.Int32
 }
 
 // ErrNotCapturable says that a plan cannot run on a stream that is being
@@ -701,8 +712,10 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	cs.pending = done
 	cs.inflight = append(cs.inflight, done)
 	desc, seq := call.Desc, c.calls
+	cs.calls.Add(1)
 	go func() {
 		defer close(done)
+		defer cs.calls.Add(-1)
 		if prev != nil {
 			<-prev // launches of a session are served in order
 		}
@@ -836,6 +849,9 @@ func (c *Comm) capture(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 			h.Store(off+uint64(j), binary.LittleEndian.Uint64(b[j:]))
 		}
 	}
+	if !cs.captured {
+		c.watchCaptured(cs)
+	}
 	cs.captured = true
 	// The next launch outside the graph writes its own rank table.
 	s.ranksImg = nil
@@ -912,26 +928,101 @@ func (c *Comm) abortReplays() error {
 			continue
 		}
 		c.fail(fmt.Errorf("rank %d: %s: a replayed launch was running at the abort: %w", c.rank, key, wd.deadlock(ps)))
-		end := time.Now().Add(s.timeout + 5*time.Second)
-		for replayRunning(wd.read()) {
-			// Raised again while it runs, as the watchdog does.
-			if err := s.abort(); err != nil {
-				errs = append(errs, err)
-				break
-			}
-			if time.Now().After(end) {
-				errs = append(errs, fmt.Errorf("%s: rank %d: %s: a replayed launch has not ended %v after the abort (its memory stays until the process ends)",
-					c.cfg.Name, c.rank, key, s.timeout+5*time.Second))
-				delete(c.sessions, key)
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if wd.readErr != nil {
-			errs = append(errs, wd.readErr)
+		if err := c.stopReplay(s, wd); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			delete(c.sessions, key) // its memory stays
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// watchCaptured adds a captured session to those the replay watch
+// watches, starting the watch with the first.
+func (c *Comm) watchCaptured(cs *commSession) {
+	c.capMu.Lock()
+	defer c.capMu.Unlock()
+	c.captured = append(c.captured, cs)
+	if len(c.captured) == 1 {
+		go c.watchReplays()
+	}
+}
+
+// watchReplays watches the launches replayed from the caller's graphs,
+// which nothing else on the host sees, until the communicator ends:
+// every second it reads each captured session's progress records (but
+// while a launch made by a call is in flight there: its own watch does),
+// and a replay whose blocks have all been waiting, with no heartbeat, for
+// the replay timeout is stopped (abort word) and its report becomes the
+// asynchronous error.
+func (c *Comm) watchReplays() {
+	bound := c.cfg.ReplayTimeout
+	if bound <= 0 {
+		bound = 10 * time.Minute
+	}
+	tick := min(time.Second, max(bound/8, time.Millisecond))
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	type seen struct {
+		marks []uint64
+		since time.Time
+	}
+	last := map[*commSession]*seen{}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-tk.C:
+			c.capMu.Lock()
+			sessions := slices.Clone(c.captured)
+			c.capMu.Unlock()
+			for _, cs := range sessions {
+				if cs.calls.Load() > 0 {
+					delete(last, cs)
+					continue
+				}
+				s := cs.rs.s
+				wd := &watchdog{s: s, grid: len(s.tabs.blocks)}
+				ps := wd.read()
+				marks, running := wd.progress(ps)
+				if wd.readErr != nil || !replayRunning(ps) || running {
+					delete(last, cs)
+					continue
+				}
+				l := last[cs]
+				if l == nil || !slices.Equal(l.marks, marks) {
+					last[cs] = &seen{marks: marks, since: now}
+					continue
+				}
+				if now.Sub(l.since) < bound {
+					continue
+				}
+				c.fail(fmt.Errorf("rank %d: a replayed launch made no progress for %v: %w", c.rank, bound, wd.deadlock(ps)))
+				if err := c.stopReplay(s, wd); err != nil {
+					c.fail(err)
+				}
+				delete(last, cs)
+			}
+		}
+	}
+}
+
+// stopReplay raises the abort word of a replayed launch again and again
+// (as the watchdog does) until its records show it ended, at most the
+// deadlock timeout and a margin.
+func (c *Comm) stopReplay(s *session, wd *watchdog) error {
+	bound := s.timeout + 5*time.Second
+	end := time.Now().Add(bound)
+	for replayRunning(wd.read()) {
+		if err := s.abort(); err != nil {
+			return err
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%s: rank %d: a replayed launch has not ended %v after the abort (its memory stays until the process ends)",
+				c.cfg.Name, c.rank, bound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return wd.readErr
 }
 
 // replayRunning reports whether progress records show a launch under

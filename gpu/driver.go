@@ -183,4 +183,11 @@ type Config struct {
 	// and the kernel) into a graph at its first launch and replays it at
 	// the next ones, recapturing when the buffers move.
 	Graph bool
+	// ReplayTimeout bounds how long a communicator's launch replayed from
+	// the caller's CUDA graph may wait with no progress before it is
+	// stopped and its report becomes the asynchronous error (Comm); 0
+	// means ten minutes. Longer than the deadlock timeout of launches
+	// made by calls, since no job-wide view tells a hung replay from a
+	// peer that has not replayed its graph yet.
+	ReplayTimeout time.Duration
 }

@@ -29,6 +29,11 @@ func (c *comm) openDevice() error {
 		return nil
 	}
 	cfg.SetupTimeout = c.timeout
+	replay, err := replayTimeout()
+	if err != nil {
+		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+	}
+	cfg.ReplayTimeout = replay
 	hosts := make([]int, c.size)
 	for i, h := range c.boot.Hosts() {
 		for _, r := range h.Ranks {

@@ -61,9 +61,25 @@ const DefaultInitTimeout = 120 * time.Second
 // initTimeout is MSCCLGO_NCCL_TIMEOUT (a Go duration, or seconds), else
 // DefaultInitTimeout.
 func initTimeout() (time.Duration, error) {
-	v := os.Getenv("MSCCLGO_NCCL_TIMEOUT")
+	return envDuration("MSCCLGO_NCCL_TIMEOUT", DefaultInitTimeout)
+}
+
+// DefaultReplayTimeout bounds how long a launch replayed from a CUDA
+// graph may make no progress before it is stopped
+// (MSCCLGO_NCCL_REPLAY_TIMEOUT overrides it).
+const DefaultReplayTimeout = 10 * time.Minute
+
+// replayTimeout is MSCCLGO_NCCL_REPLAY_TIMEOUT, else DefaultReplayTimeout.
+func replayTimeout() (time.Duration, error) {
+	return envDuration("MSCCLGO_NCCL_REPLAY_TIMEOUT", DefaultReplayTimeout)
+}
+
+// envDuration reads variable name as a Go duration or a number of
+// seconds; def when it is unset.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
 	if v == "" {
-		return DefaultInitTimeout, nil
+		return def, nil
 	}
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d, nil
@@ -71,5 +87,5 @@ func initTimeout() (time.Duration, error) {
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
 		return time.Duration(s * float64(time.Second)), nil
 	}
-	return 0, fmt.Errorf("MSCCLGO_NCCL_TIMEOUT=%q: not a positive duration (e.g. 30s) or number of seconds", v)
+	return 0, fmt.Errorf("%s=%q: not a positive duration (e.g. 30s) or number of seconds", name, v)
 }

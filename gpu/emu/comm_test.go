@@ -59,6 +59,13 @@ type commCase struct {
 // rank's error.
 func withRanks(t *testing.T, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
 	t.Helper()
+	return withRanksConfig(t, ss, n, func(cfg *gpu.Config) { cfg.SetupTimeout = timeout }, body)
+}
+
+// withRanksConfig is withRanks with the communicators' configuration
+// changed by set (from a set-up timeout of 20 s).
+func withRanksConfig(t *testing.T, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	file := filepath.Join(t.TempDir(), "rank0.addr")
@@ -75,7 +82,8 @@ func withRanks(t *testing.T, ss *Streams, n int, timeout time.Duration, body fun
 					return fmt.Errorf("connect: %w", err)
 				}
 				defer b.Close()
-				cfg := gpu.Config{Name: "gpu-emu", Open: ss.Open, Threads: 2, SetupTimeout: timeout}
+				cfg := gpu.Config{Name: "gpu-emu", Open: ss.Open, Threads: 2, SetupTimeout: 20 * time.Second}
+				set(&cfg)
 				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
 				if err != nil {
 					return err
@@ -708,4 +716,50 @@ func TestCommQueued(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCommReplayWatch: a replayed launch that hangs, with nobody calling
+// Abort, is stopped by the communicator's replay watch once it has made
+// no progress for the replay timeout, and its report becomes the
+// asynchronous error.
+func TestCommReplayWatch(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	plan, lay := hangCase(t)
+	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	errs := withRanksConfig(t, ss, 2, func(cfg *gpu.Config) { cfg.ReplayTimeout = 300 * time.Millisecond }, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
+		if err := ss.BeginCapture(cr.st); err != nil {
+			return err
+		}
+		err := cr.comm.Enqueue(context.Background(), call)
+		g, eerr := ss.EndCapture(cr.st)
+		if err != nil || eerr != nil {
+			return fmt.Errorf("capture: %v, %v", err, eerr)
+		}
+		if err := ss.Replay(g, cr.st); err != nil {
+			return err
+		}
+		// The stream ends once the replay is stopped (rank 0) or done.
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return fmt.Errorf("the replay has not ended: %w", err)
+		}
+		defer func() { _ = cr.boot.Barrier(context.Background()) }()
+		aerr := cr.comm.AsyncError()
+		if cr.rank == 1 {
+			if aerr != nil {
+				return fmt.Errorf("rank 1's replay ended, yet: %w", aerr)
+			}
+			return nil
+		}
+		var de *executor.DeadlockError
+		if !errors.As(aerr, &de) || !strings.Contains(aerr.Error(), "a replayed launch made no progress for 300ms") || !strings.Contains(aerr.Error(), "expects signal") {
+			return fmt.Errorf("async error %v, want the replay's report of rank 0 waiting for a signal", aerr)
+		}
+		return nil
+	})
+	noErrors(t, errs)
 }
