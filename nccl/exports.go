@@ -102,6 +102,25 @@ func mgoUniqueID(id *C.char) (res C.int) {
 	return C.ncclSuccess
 }
 
+// mgoReleaseIDs closes the listeners this process opened for unique ids
+// that will not be used (ncclCommInitRankScalable's roots after the
+// first: one listener is enough for mscclgo's bootstrap). Ids from other
+// processes, or not mscclgo's, are left alone.
+//
+//export mgoReleaseIDs
+func mgoReleaseIDs(ids *C.char, n C.int) {
+	all := unsafe.Slice((*byte)(unsafe.Pointer(ids)), int(n)*idBytes)
+	for i := range int(n) {
+		u, err := decodeID(all[i*idBytes : (i+1)*idBytes])
+		if err != nil {
+			continue
+		}
+		if ln := theLibrary.takeRoot(u); ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
 //export mgoCommInit
 func mgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitRank"

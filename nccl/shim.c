@@ -937,7 +937,8 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
  * first id: NCCL's first root is rank 0 (root i is the first rank of the
  * i-th of nId near-equal slices of the ranks, and PyTorch picks its roots
  * the same way), whose ncclGetUniqueId opened mscclgo's bootstrap. The
- * other ids are not used: one listener is enough for mscclgo's bootstrap. */
+ * other ids are not used: one listener is enough for mscclgo's bootstrap,
+ * and those this process opened are closed. */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
                                       ncclConfig_t *config) {
   const char *fn = "ncclCommInitRankScalable";
@@ -952,6 +953,9 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
     return fail(ncclInvalidArgument, "mscclgo: %s: commIds is NULL (nId %d)", fn, nId);
   }
   logf_("rank %d of %d: %s with %d unique ids: initialised from the first (rank 0's)", myrank, nranks, fn, nId);
+  if (nId > 1) {
+    mgoReleaseIDs((char *)(commIds + 1), nId - 1);
+  }
   return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }
 

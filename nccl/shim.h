@@ -51,6 +51,7 @@ enum mscclgo_decision {
 /* The Go side (the Go files beside this one). Every one returns an ncclResult_t value and, on
  * failure, has set the last error. */
 extern int mgoUniqueID(char *id);
+extern void mgoReleaseIDs(char *ids, int n);
 extern int mgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
 extern int mgoCommInitAll(int ndev, int *devs, uintptr_t *out);
 extern int mgoCommSplit(uintptr_t parent, int color, int key, int dev, uintptr_t *out, int *rank, int *size);
