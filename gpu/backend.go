@@ -226,9 +226,12 @@ func (s *session) raisePort(r, idx int) error {
 }
 
 // stage writes b (a multiple of 8 bytes) into the host staging at off.
-func (s *session) stage(off uint64, b []byte) {
+func (s *session) stage(off uint64, b []byte) { storeWords(s.host, off, b) }
+
+// storeWords writes b (a multiple of 8 bytes) into h at off, word by word.
+func storeWords(h HostMem, off uint64, b []byte) {
 	for i := 0; i+8 <= len(b); i += 8 {
-		s.host.Store(off+uint64(i), binary.LittleEndian.Uint64(b[i:]))
+		h.Store(off+uint64(i), binary.LittleEndian.Uint64(b[i:]))
 	}
 }
 

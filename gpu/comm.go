@@ -34,7 +34,6 @@ package gpu
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -87,9 +86,8 @@ type peerAlloc struct {
 
 // commSession is one plan instance's rank session and its last launch.
 type commSession struct {
-	rs      *RankSession
-	l       *executor.BufferLayout
-	pending chan struct{} // closed when the last launch has been served; nil before any
+	rs *RankSession
+	l  *executor.BufferLayout
 	// captured is set once a launch was captured into a graph: a replay
 	// may then run at any time on the device, so the host no longer
 	// writes the session's device state outside its stream.
@@ -99,17 +97,19 @@ type commSession struct {
 	// may be replayed as long as the communicator lives.
 	images []HostMem
 	// queued: later launches may be enqueued while earlier ones run (no
-	// port channels, no per-call tables: what capturable allows); then
-	// inflight are the done channels of the launches not known served,
-	// oldest first, and tables the rank table images of launches
-	// enqueued while others were in flight.
+	// port channels, no per-call tables: what capturable allows).
+	// inflight are the done channels of the launches made by calls and
+	// not known served, oldest first (each closed once its goroutine has
+	// served it), and tables the rank table images of launches enqueued
+	// while others were in flight.
 	queued   bool
 	inflight []chan struct{}
 	tables   []*tableImage
 	args     []byte // the arguments last staged
-	// calls counts the launches made by calls and not yet served: while
-	// there are any, their own watch reads the progress records, not the
-	// replay watch.
+	// calls counts the launches made by calls and not yet served (busy):
+	// while there are any, their own watch reads the progress records,
+	// not the replay watch, which reads it without the communicator's
+	// lock.
 	calls atomic.Int32
 }
 
@@ -583,13 +583,14 @@ func (c *Comm) waitBound(cs *commSession) time.Duration {
 
 // wait waits at most bound for the session's last launch to be served.
 func (cs *commSession) wait(bound time.Duration) error {
-	if cs.pending == nil {
+	last := cs.last()
+	if last == nil {
 		return nil
 	}
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
-	case <-cs.pending:
+	case <-last:
 		return nil
 	case <-t.C:
 		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
@@ -708,8 +709,7 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		s.guard.Fail(err)
 		return err
 	}
-	prev := cs.pending
-	cs.pending = done
+	prev := cs.last()
 	cs.inflight = append(cs.inflight, done)
 	desc, seq := call.Desc, c.calls
 	cs.calls.Add(1)
@@ -737,26 +737,23 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 // and not yet served: a call beyond it waits for the oldest.
 const maxInFlight = 64
 
-// busy reports whether a launch of the session has not been served yet.
-func (cs *commSession) busy() bool {
-	if cs.pending == nil {
-		return false
+// busy reports whether a launch of the session made by a call has not
+// been served yet.
+func (cs *commSession) busy() bool { return cs.calls.Load() > 0 }
+
+// last is the done channel of the session's last launch made by a call
+// and not known served, nil if none.
+func (cs *commSession) last() chan struct{} {
+	if len(cs.inflight) == 0 {
+		return nil
 	}
-	select {
-	case <-cs.pending:
-		return false
-	default:
-		return true
-	}
+	return cs.inflight[len(cs.inflight)-1]
 }
 
 // makeRoom waits, before a call, for what the session's next launch
 // needs: every earlier launch when the session does not queue, else the
 // oldest one when maxInFlight are in flight (at most bound).
 func (cs *commSession) makeRoom(bound time.Duration) error {
-	if !cs.queued {
-		return cs.wait(bound)
-	}
 	live := cs.inflight[:0]
 	for _, d := range cs.inflight {
 		select {
@@ -766,6 +763,9 @@ func (cs *commSession) makeRoom(bound time.Duration) error {
 		}
 	}
 	cs.inflight = live
+	if !cs.queued {
+		return cs.wait(bound)
+	}
 	if len(live) < maxInFlight {
 		return nil
 	}
@@ -803,9 +803,7 @@ func (cs *commSession) image(s *session, img []byte, done chan struct{}) (HostMe
 		cs.tables = append(cs.tables, ti)
 	}
 	ti.used = done
-	for j := 0; j+8 <= len(img); j += 8 {
-		ti.h.Store(uint64(j), binary.LittleEndian.Uint64(img[j:]))
-	}
+	storeWords(ti.h, 0, img)
 	return ti.h, nil
 }
 
@@ -843,12 +841,8 @@ func (c *Comm) capture(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		return fail("allocating its images", err)
 	}
 	cs.images = append(cs.images, h)
-	for i, b := range [][]byte{args, ranks} {
-		off := uint64(i) * at
-		for j := 0; j+8 <= len(b); j += 8 {
-			h.Store(off+uint64(j), binary.LittleEndian.Uint64(b[j:]))
-		}
-	}
+	storeWords(h, 0, args)
+	storeWords(h, at, ranks)
 	if !cs.captured {
 		c.watchCaptured(cs)
 	}
@@ -914,12 +908,8 @@ func (c *Comm) abortReplays() error {
 		if !cs.captured {
 			continue
 		}
-		if cs.pending != nil {
-			select {
-			case <-cs.pending:
-			default:
-				continue // a launch outside the graph: its own watch stops it
-			}
+		if cs.busy() {
+			continue // a launch made by a call: its own watch stops it
 		}
 		s := cs.rs.s
 		wd := &watchdog{s: s, grid: len(s.tabs.blocks)}
