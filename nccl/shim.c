@@ -1115,8 +1115,10 @@ static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
   }
 }
 
-/* forward_call forwards a deferred call that mscclgo did not take to the
- * fallback, inside the fallback's group, which is still open. */
+/* forward_call forwards an allreduce, allgather or reducescatter that
+ * mscclgo did not take to the fallback: at the call, or, for a call
+ * deferred to its group's end, inside the fallback's group, which is
+ * still open then. */
 static ncclResult_t forward_call(ncclComm_t comm, const struct mscclgo_call *c) {
   ncclRedOp_t op = (ncclRedOp_t)c->op;
   ncclDataType_t dt = (ncclDataType_t)c->dtype;
@@ -1202,28 +1204,19 @@ out:
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   CALL("ncclAllReduce", MSCCLGO_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1, stream);
-  if (real.AllReduce == NULL) {
-    return no_fallback(c.fn, "mscclgo does not take this call");
-  }
-  return forwarded(real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm->real, stream));
+  return forward_call(comm, &c);
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
   CALL("ncclAllGather", MSCCLGO_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, stream);
-  if (real.AllGather == NULL) {
-    return no_fallback(c.fn, "mscclgo does not take this call");
-  }
-  return forwarded(real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm->real, stream));
+  return forward_call(comm, &c);
 }
 
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   CALL("ncclReduceScatter", MSCCLGO_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, -1, stream);
-  if (real.ReduceScatter == NULL) {
-    return no_fallback(c.fn, "mscclgo does not take this call");
-  }
-  return forwarded(real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm->real, stream));
+  return forward_call(comm, &c);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
