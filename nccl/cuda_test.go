@@ -48,31 +48,30 @@ func cudaLibrary(t *testing.T) string {
 	return dir
 }
 
+// fakeEnv is the environment of a run of ncclcheck on the cuda-tagged
+// library in dir over the fake driver with devices devices, 4 threads per
+// block, no fallback and the plans in plans.
+func fakeEnv(dir string, devices int, plans string) []string {
+	return []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), fmt.Sprintf("MSCCLGO_FAKECUDA_DEVICES=%d", devices),
+		"MSCCLGO_NCCL_THREADS=4", "MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
+		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}
+}
+
 // TestDeviceRunsCUDA: four ranks as threads of ncclCommInitAll on four
 // fake devices; each call whose plan fits is launched through gpu/cuda on
 // the device's legacy stream (the driver synchronises it before checking
 // the result).
 func TestDeviceRunsCUDA(t *testing.T) {
 	dir := cudaLibrary(t)
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{
+	plans := bundledPlans(t, map[string]planDef{
 		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
 		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
 		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
 		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
 	})
-	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), "MSCCLGO_FAKECUDA_DEVICES=4", "MSCCLGO_NCCL_THREADS=4",
-		"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
-		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
-	for call, code := range r.results() {
-		if code != "0" {
-			t.Errorf("%s -> %s, want 0", call, code)
-		}
-	}
+	r := runCheck(t, fakeEnv(dir, 4, plans), "data", "4")
+	r.succeeded(t)
 	const cases = 7
 	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
 		t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*cases, r.stdout, r.stderr)
@@ -94,14 +93,8 @@ func TestDeviceRunsCUDA(t *testing.T) {
 // capture; the graph is instantiated and replayed with cuGraphLaunch.
 func TestDeviceCaptureCUDA(t *testing.T) {
 	dir := cudaLibrary(t)
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
-	env := []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"), "MSCCLGO_FAKECUDA_DEVICES=4", "MSCCLGO_NCCL_THREADS=4",
-		"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
-		"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}
+	plans := bundledPlans(t, map[string]planDef{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
+	env := fakeEnv(dir, 4, plans)
 	t.Run("after a call", func(t *testing.T) {
 		checkCapture(t, runCheck(t, env, "capture", "4"), 4, "gpu", false)
 	})
@@ -123,10 +116,6 @@ func TestDeviceCaptureCUDA(t *testing.T) {
 // device's stream.
 func TestDeviceProcsCUDA(t *testing.T) {
 	dir := cudaLibrary(t)
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
 	for _, tc := range []struct {
 		n     int
 		cases int // data checks per rank
@@ -136,7 +125,7 @@ func TestDeviceProcsCUDA(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d processes", tc.n), func(t *testing.T) {
 			ws := fmt.Sprint(tc.n)
-			plans := bundledPlans(t, map[string]def{
+			plans := bundledPlans(t, map[string]planDef{
 				"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": ws}},
 				"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": ws, "inplace": "false"}},
 				"allgather.json":     {"allgather", map[string]string{"world_size": ws}},
@@ -150,11 +139,8 @@ func TestDeviceProcsCUDA(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					runs[rank] = runCheck(t, []string{"LD_LIBRARY_PATH=" + dir + ":" + os.Getenv("LD_LIBRARY_PATH"),
-						fmt.Sprintf("MSCCLGO_FAKECUDA_DEVICES=%d", tc.n), "MSCCLGO_NCCL_THREADS=4",
-						"MSCCLGO_FAKE_KERNEL_LIB=" + os.Getenv("MSCCLGO_FAKE_KERNEL_LIB"),
-						"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans,
-						fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=" + ws, "NCCLCHECK_ID_FILE=" + idFile}, "dataprocs")
+					runs[rank] = runCheck(t, append(fakeEnv(dir, tc.n, plans),
+						fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE="+ws, "NCCLCHECK_ID_FILE="+idFile), "dataprocs")
 				}()
 			}
 			wg.Wait()

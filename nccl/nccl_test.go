@@ -165,6 +165,16 @@ func readLines(t *testing.T, path string) []string {
 	return lines
 }
 
+// succeeded fails t for every call of the run that did not return 0.
+func (r run) succeeded(t *testing.T) {
+	t.Helper()
+	for call, code := range r.results() {
+		if code != "0" {
+			t.Errorf("%s -> %s, want 0", call, code)
+		}
+	}
+}
+
 // results are the driver's "rank R: CALL -> CODE" lines, by "rank R: CALL".
 func (r run) results() map[string]string {
 	m := map[string]string{}
@@ -389,12 +399,15 @@ func TestInitInGroup(t *testing.T) {
 	}
 }
 
-// bundledPlans writes plans of the bundled algorithms, evaluated with
-// defines, into a new directory and returns it.
-func bundledPlans(t *testing.T, plans map[string]struct {
+// planDef is a bundled algorithm and its defines.
+type planDef struct {
 	algorithm string
 	defines   map[string]string
-}) string {
+}
+
+// bundledPlans writes plans of the bundled algorithms, evaluated with
+// defines, into a new directory and returns it.
+func bundledPlans(t *testing.T, plans map[string]planDef) string {
 	t.Helper()
 	dir := t.TempDir()
 	for file, p := range plans {
@@ -419,11 +432,7 @@ func bundledPlans(t *testing.T, plans map[string]struct {
 // on the CPU backend; the driver checks every result. No fallback: every
 // call is mscclgo's.
 func TestHostMemoryRuns(t *testing.T) {
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{
+	plans := bundledPlans(t, map[string]planDef{
 		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
 		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
@@ -431,11 +440,7 @@ func TestHostMemoryRuns(t *testing.T) {
 		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
 	})
 	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
-	for call, code := range r.results() {
-		if code != "0" {
-			t.Errorf("%s -> %s, want 0", call, code)
-		}
-	}
+	r.succeeded(t)
 	const cases = 7 // six on the four ranks, one on each half of a split
 	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
 		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
@@ -450,7 +455,7 @@ func TestHostMemoryRuns(t *testing.T) {
 	}
 
 	// Ranks that call different things are told so, not left waiting.
-	plans2 := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	plans2 := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	m := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans2, "MSCCLGO_NCCL_TIMEOUT=10s"}, "datamismatch")
 	for rank := range 2 {
 		if got := m.results()[fmt.Sprintf("rank %d: ncclAllReduce mismatched", rank)]; got != "5" {
@@ -469,11 +474,7 @@ func TestHostMemoryRuns(t *testing.T) {
 // host memory), the driver waits for the stream and checks the result; a
 // mismatched call is named on both ranks, not hung.
 func TestDeviceRuns(t *testing.T) {
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{
+	plans := bundledPlans(t, map[string]planDef{
 		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
 		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
@@ -482,11 +483,7 @@ func TestDeviceRuns(t *testing.T) {
 	})
 	emuLib := "LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu")
 	r := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "data", "4")
-	for call, code := range r.results() {
-		if code != "0" {
-			t.Errorf("%s -> %s, want 0", call, code)
-		}
-	}
+	r.succeeded(t)
 	const cases = 7 // six on the four ranks, one on each half of a split
 	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
 		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
@@ -505,7 +502,7 @@ func TestDeviceRuns(t *testing.T) {
 		t.Errorf("a call ran on the CPU backend:\n%s", r.stderr)
 	}
 
-	plans2 := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	plans2 := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	m := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans2, "MSCCLGO_NCCL_TIMEOUT=10s"}, "datamismatch")
 	for rank := range 2 {
 		if got := m.results()[fmt.Sprintf("rank %d: ncclAllReduce mismatched", rank)]; got != "5" {
@@ -522,11 +519,7 @@ func TestDeviceRuns(t *testing.T) {
 // the emulated device; every round's result is checked (a replay that
 // reused the captured LL flag would read the last round's packets).
 func TestDeviceCapture(t *testing.T) {
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
+	plans := bundledPlans(t, map[string]planDef{"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}}})
 	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "capture", "4")
 	checkCapture(t, r, 4, "gpu-emu", false)
 }
@@ -535,20 +528,12 @@ func TestDeviceCapture(t *testing.T) {
 // with an allreduce per rank (nccl-tests' -g 4): the calls are deferred
 // to the group's end, where the ranks meet at once and run the plan.
 func TestDeviceGroup(t *testing.T) {
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{
+	plans := bundledPlans(t, map[string]planDef{
 		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
 	})
 	r := runCheck(t, []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "groupdata", "4")
-	for call, code := range r.results() {
-		if code != "0" {
-			t.Errorf("%s -> %s, want 0", call, code)
-		}
-	}
+	r.succeeded(t)
 	if got := strings.Count(r.stdout, " ok\n"); got != 8 || strings.Contains(r.stdout, "WRONG") {
 		t.Errorf("%d results right, want 8:\n%s\n%s", got, r.stdout, r.stderr)
 	}
@@ -566,11 +551,7 @@ func TestDeviceGroup(t *testing.T) {
 // capturefirst N, which makes no call before the capture).
 func checkCapture(t *testing.T, r run, n int, backend string, first bool) {
 	t.Helper()
-	for call, code := range r.results() {
-		if code != "0" {
-			t.Errorf("%s -> %s, want 0", call, code)
-		}
-	}
+	r.succeeded(t)
 	rounds, calls := 5, 3 // one outside the graph, three replays, one outside
 	if first {
 		rounds, calls = 4, 2
@@ -601,11 +582,7 @@ func TestPythonPackage(t *testing.T) {
 		t.Skip("python3 not found")
 	}
 	dir := artifacts(t)
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "python", "tests", "test_mscclgo.py"))
@@ -625,11 +602,7 @@ func TestPythonPackage(t *testing.T) {
 // torchrun's variables, register a plan directory and select from it;
 // execution is refused (processes, not threads: no launch path for them).
 func TestCustomFromEnv(t *testing.T) {
-	type def = struct {
-		algorithm string
-		defines   map[string]string
-	}
-	plans := bundledPlans(t, map[string]def{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
