@@ -328,6 +328,23 @@ func TestCommMismatch(t *testing.T) {
 	}
 }
 
+// captureCall makes call on cr's stream while the stream captures, and
+// returns what was recorded; the error is the call's or the capture's.
+func (cr *commRank) captureCall(ss *Streams, call gpu.CommCall) (*StreamGraph, error) {
+	if err := ss.BeginCapture(cr.st); err != nil {
+		return nil, err
+	}
+	err := cr.comm.Enqueue(context.Background(), call)
+	g, eerr := ss.EndCapture(cr.st)
+	return g, errors.Join(err, eerr)
+}
+
+// hangCommCase is hangCase's plan as a communicator's case.
+func hangCommCase(t *testing.T) (commCase, *harness.Layout) {
+	plan, lay := hangCase(t)
+	return commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}, lay
+}
+
 // hangCase is a plan whose rank 1 never signals: rank 0 waits for ever.
 func hangCase(t *testing.T) (*executor.Plan, *harness.Layout) {
 	c := rankCase(t, "unit_tests/signal_wait/signal_wait_test.plan.json", executor.Float32)
@@ -350,8 +367,7 @@ func hangCase(t *testing.T) (*executor.Plan, *harness.Layout) {
 func TestCommDeadlock(t *testing.T) {
 	ss := NewStreams()
 	defer ss.Close()
-	plan, lay := hangCase(t)
-	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	c, lay := hangCommCase(t)
 	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
@@ -409,8 +425,7 @@ func abortWithin(comm *gpu.Comm, bound time.Duration) error {
 func TestCommAbort(t *testing.T) {
 	ss := NewStreams()
 	defer ss.Close()
-	plan, lay := hangCase(t)
-	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	c, lay := hangCommCase(t)
 	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
@@ -494,16 +509,9 @@ func TestCommCapture(t *testing.T) {
 				if err := read(0); err != nil {
 					return err
 				}
-				if err := ss.BeginCapture(cr.st); err != nil {
-					return err
-				}
-				err := cr.comm.Enqueue(context.Background(), call)
-				g, eerr := ss.EndCapture(cr.st)
+				g, err := cr.captureCall(ss, call)
 				if err != nil {
 					return fmt.Errorf("the captured call: %w", err)
-				}
-				if eerr != nil {
-					return eerr
 				}
 				if len(g.work) == 0 {
 					return errors.New("the capture recorded nothing")
@@ -565,15 +573,8 @@ func TestCommCaptureRefused(t *testing.T) {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
 		}
-		if err := ss.BeginCapture(cr.st); err != nil {
-			return err
-		}
-		err := cr.comm.Enqueue(context.Background(), c.call(lay, cr, executor.Options{DType: c.dt}))
-		g, eerr := ss.EndCapture(cr.st)
-		if eerr != nil {
-			return eerr
-		}
-		if len(g.work) != 0 {
+		g, err := cr.captureCall(ss, c.call(lay, cr, executor.Options{DType: c.dt}))
+		if g != nil && len(g.work) != 0 {
 			return fmt.Errorf("%d pieces of work recorded", len(g.work))
 		}
 		return err
@@ -591,20 +592,15 @@ func TestCommCaptureRefused(t *testing.T) {
 func TestCommAbortReplay(t *testing.T) {
 	ss := NewStreams()
 	defer ss.Close()
-	plan, lay := hangCase(t)
-	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	c, lay := hangCommCase(t)
 	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
 		}
 		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
-		if err := ss.BeginCapture(cr.st); err != nil {
-			return err
-		}
-		err := cr.comm.Enqueue(context.Background(), call)
-		g, eerr := ss.EndCapture(cr.st)
-		if err != nil || eerr != nil {
-			return fmt.Errorf("capture: %v, %v", err, eerr)
+		g, err := cr.captureCall(ss, call)
+		if err != nil {
+			return fmt.Errorf("capture: %w", err)
 		}
 		if err := ss.Replay(g, cr.st); err != nil {
 			return err
@@ -725,20 +721,15 @@ func TestCommQueued(t *testing.T) {
 func TestCommReplayWatch(t *testing.T) {
 	ss := NewStreams()
 	defer ss.Close()
-	plan, lay := hangCase(t)
-	c := commCase{name: "hang", plan: plan, size: lay.Sizes.Input, dt: executor.Float32, inPlace: plan.Inplace}
+	c, lay := hangCommCase(t)
 	errs := withRanksConfig(t, ss, 2, func(cfg *gpu.Config) { cfg.ReplayTimeout = 300 * time.Millisecond }, func(cr *commRank) error {
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
 		}
 		call := c.call(lay, cr, executor.Options{DType: c.dt, DeadlockTimeout: 10 * time.Minute})
-		if err := ss.BeginCapture(cr.st); err != nil {
-			return err
-		}
-		err := cr.comm.Enqueue(context.Background(), call)
-		g, eerr := ss.EndCapture(cr.st)
-		if err != nil || eerr != nil {
-			return fmt.Errorf("capture: %v, %v", err, eerr)
+		g, err := cr.captureCall(ss, call)
+		if err != nil {
+			return fmt.Errorf("capture: %w", err)
 		}
 		if err := ss.Replay(g, cr.st); err != nil {
 			return err
