@@ -583,17 +583,25 @@ func (c *Comm) waitBound(cs *commSession) time.Duration {
 
 // wait waits at most bound for the session's last launch to be served.
 func (cs *commSession) wait(bound time.Duration) error {
-	last := cs.last()
-	if last == nil {
-		return nil
+	if !closedWithin(cs.last(), bound) {
+		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
+	}
+	return nil
+}
+
+// closedWithin reports whether d (nil: nothing to wait for) is closed
+// within bound.
+func closedWithin(d chan struct{}, bound time.Duration) bool {
+	if d == nil {
+		return true
 	}
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
-	case <-last:
-		return nil
+	case <-d:
+		return true
 	case <-t.C:
-		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
+		return false
 	}
 }
 
@@ -655,14 +663,10 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 	}
 	grid := len(s.tabs.blocks)
+	// The arguments of a communicator's session (epoch word) are the same
+	// at every launch: they are staged at the first, with nothing in
+	// flight, and a queued launch reads what its predecessors read.
 	args := s.argsImage(grid)
-	if cs.busy() && string(args) != string(cs.args) {
-		// Only a session without an epoch word changes its arguments;
-		// such a session does not queue, so this is a safeguard.
-		if err := cs.wait(c.waitBound(cs)); err != nil {
-			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
-		}
-	}
 	busy := cs.busy()
 	// The rank table when a buffer moved, the arguments, the cleared
 	// progress records and the kernel, in order on the caller's stream.
@@ -766,17 +770,10 @@ func (cs *commSession) makeRoom(bound time.Duration) error {
 	if !cs.queued {
 		return cs.wait(bound)
 	}
-	if len(live) < maxInFlight {
+	if len(live) < maxInFlight || closedWithin(live[0], bound) {
 		return nil
 	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-live[0]:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("%d launches of this plan are in flight, and the oldest has not ended within %v", len(live), bound)
-	}
+	return fmt.Errorf("%d launches of this plan are in flight, and the oldest has not ended within %v", len(live), bound)
 }
 
 // image returns host memory holding a rank table for a launch enqueued

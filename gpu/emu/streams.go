@@ -315,28 +315,29 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 	dev, entry := d.dev, d.entry
+	run := func() error {
+		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+		if h == 0 {
+			return fmt.Errorf("could not start %d host threads", grid*block)
+		}
+		C.mg_emu_wait(h)
+		return nil
+	}
 	if d.cur.capturing() {
 		// Recorded into the caller's graph: it runs at each replay, and
 		// nothing here waits for it.
 		return d.cur.push("launch", func() error {
-			h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
-			if h == 0 {
-				return fmt.Errorf("gpu-emu: a replayed launch could not start %d host threads", grid*block)
+			if err := run(); err != nil {
+				return fmt.Errorf("gpu-emu: a replayed launch: %w", err)
 			}
-			C.mg_emu_wait(h)
 			return nil
 		})
 	}
 	l := &streamLaunch{done: make(chan struct{})}
 	if err := d.cur.push("launch", func() error {
 		defer close(l.done)
-		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
-		if h == 0 {
-			l.err = fmt.Errorf("could not start %d host threads", grid*block)
-			return l.err
-		}
-		C.mg_emu_wait(h)
-		return nil
+		l.err = run()
+		return l.err
 	}); err != nil {
 		return err
 	}
