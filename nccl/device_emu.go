@@ -43,10 +43,7 @@ const emuSyncTimeout = 5 * time.Minute
 
 //export mscclgoEmuStreamSynchronize
 func mscclgoEmuStreamSynchronize(dev C.int, stream unsafe.Pointer) C.int {
-	d := theLibrary.devices
-	d.mu.Lock()
-	ss := d.streams[int(dev)]
-	d.mu.Unlock()
+	ss := emuStreams(dev)
 	if ss == nil {
 		return 0
 	}
