@@ -476,7 +476,7 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d blocks of %d threads, %d bytes of shared memory)", err, grid, block, shmem)
 	}
-	if !d.capturing && !recorded && !d.useExt {
+	if !d.capturing && !d.useExt {
 		d.launched = true
 	}
 	return nil

@@ -29,9 +29,7 @@ func (d *driver) UseStream(st gpu.Stream) error {
 	if d.launched || d.capturing {
 		return errors.New("cuda: UseStream while a launch is running or a capture is on")
 	}
-	var s cu.Stream
-	*(*uintptr)(unsafe.Pointer(&s)) = uintptr(st) // a cu.Stream is its CUstream
-	d.ext, d.useExt = s, true
+	d.ext, d.useExt = callerStream(st), true
 	return nil
 }
 
@@ -41,15 +39,21 @@ func (d *driver) Capturing(st gpu.Stream) (bool, error) {
 	if err := d.open(); err != nil {
 		return false, err
 	}
-	var s cu.Stream
-	*(*uintptr)(unsafe.Pointer(&s)) = uintptr(st)
 	var on bool
 	err := d.do("asking whether a stream is capturing", func() error {
 		var err error
-		on, err = capturing(s)
+		on, err = capturing(callerStream(st))
 		return err
 	})
 	return on, err
+}
+
+// callerStream is the caller's CUstream st as a cu.Stream (whose only
+// field is the CUstream).
+func callerStream(st gpu.Stream) cu.Stream {
+	var s cu.Stream
+	*(*uintptr)(unsafe.Pointer(&s)) = uintptr(st)
+	return s
 }
 
 // kernelStream is the stream of the kernel's work: the caller's after
