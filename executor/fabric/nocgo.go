@@ -1,0 +1,52 @@
+//go:build !cgo
+
+package fabric
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// errNoCgo is Open's answer in a build without cgo.
+var errNoCgo = errors.New("fabric: this mscclgo was built without cgo: libfabric cannot be loaded (use --transport tcp)")
+
+// Net is what a Wire needs of the job's bootstrap (rankwire.Net).
+type Net interface {
+	Rank() int
+	Size() int
+	Send(ctx context.Context, peer int, tag uint32, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	Context() context.Context
+}
+
+// Options configure Open.
+type Options struct {
+	Provider  string
+	Timeout   time.Duration
+	RingBytes uint64
+}
+
+// Wire is not available without cgo.
+type Wire struct{ Net }
+
+// Open refuses: no cgo.
+func Open(context.Context, Net, Options) (*Wire, error) { return nil, errNoCgo }
+
+// Available refuses: no cgo.
+func Available(string) (string, error) { return "", errNoCgo }
+
+// Provider is empty.
+func (w *Wire) Provider() string { return "" }
+
+// Close does nothing.
+func (w *Wire) Close() error { return nil }
+
+// SendPort refuses.
+func (w *Wire) SendPort(context.Context, int, uint32, []byte, []byte) error { return errNoCgo }
+
+// RecvPort refuses.
+func (w *Wire) RecvPort(context.Context, int, uint32) ([]byte, []byte, error) {
+	return nil, nil, errNoCgo
+}

@@ -1,0 +1,505 @@
+/* shim.c: package fabric's bridge to libfabric, loaded at run time.
+
+   libfabric's calls beyond a handful of exported functions (fi_getinfo,
+   fi_fabric, fi_dupinfo, fi_freeinfo, fi_strerror) are static inline
+   wrappers in its headers over the operation tables each object carries.
+   This file declares the prefixes of those structures that it uses, as
+   laid out by the FABRIC_1.3 ABI (libfabric 1.9 and later, 1.17 here),
+   binds the exported functions by that version with dlvsym, and calls
+   the rest through the tables. It needs no libfabric header to build. */
+#define _GNU_SOURCE
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the ABI subset (FABRIC_1.3) ---- */
+
+#define MGF_VERSION ((1u << 16) | 9u) /* FI_VERSION(1, 9) */
+
+#define FI_RMA (1ULL << 2)
+#define FI_WRITE (1ULL << 9)
+#define FI_RECV (1ULL << 10)
+#define FI_SEND (1ULL << 11)
+#define FI_REMOTE_WRITE (1ULL << 13)
+#define FI_REMOTE_CQ_DATA (1ULL << 17)
+#define FI_SOURCE (1ULL << 57)
+#define FI_CONTEXT (1ULL << 59)
+#define FI_CONTEXT2 (1ULL << 52)
+
+#define FI_MR_LOCAL (1 << 2)
+#define FI_MR_VIRT_ADDR (1 << 4)
+#define FI_MR_ALLOCATED (1 << 5)
+#define FI_MR_PROV_KEY (1 << 6)
+
+#define FI_EP_RDM 3
+#define FI_THREAD_SAFE 1
+#define FI_AV_UNSPEC 0
+#define FI_CQ_FORMAT_DATA 3
+#define FI_WAIT_NONE 0
+#define FI_WAIT_UNSPEC 1
+#define FI_ENABLE 6
+#define FI_EAVAIL 259
+
+struct fid;
+struct fi_ops {
+	size_t size;
+	int (*close)(struct fid *fid);
+	int (*bind)(struct fid *fid, struct fid *bfid, uint64_t flags);
+	int (*control)(struct fid *fid, int command, void *arg);
+	void *ops_open, *tostr, *ops_set;
+};
+struct fid {
+	size_t fclass;
+	void *context;
+	struct fi_ops *ops;
+};
+
+struct fi_tx_attr {
+	uint64_t caps, mode, op_flags, msg_order, comp_order;
+	size_t inject_size, size, iov_limit, rma_iov_limit;
+	uint32_t tclass;
+};
+struct fi_rx_attr {
+	uint64_t caps, mode, op_flags, msg_order, comp_order;
+	size_t total_buffered_recv, size, iov_limit;
+};
+struct fi_ep_attr {
+	int type; /* enum fi_ep_type */
+	uint32_t protocol, protocol_version;
+	size_t max_msg_size, msg_prefix_size, max_order_raw_size, max_order_war_size, max_order_waw_size;
+	uint64_t mem_tag_format;
+	size_t tx_ctx_cnt, rx_ctx_cnt, auth_key_size;
+	uint8_t *auth_key;
+};
+struct fi_domain_attr {
+	void *domain;
+	char *name;
+	int threading, control_progress, data_progress, resource_mgmt, av_type;
+	int mr_mode;
+	size_t mr_key_size, cq_data_size, cq_cnt, ep_cnt, tx_ctx_cnt, rx_ctx_cnt;
+	size_t max_ep_tx_ctx, max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit;
+	uint64_t caps, mode;
+	uint8_t *auth_key;
+	size_t auth_key_size, max_err_data, mr_cnt;
+	uint32_t tclass;
+};
+struct fi_fabric_attr {
+	void *fabric;
+	char *name, *prov_name;
+	uint32_t prov_version, api_version;
+};
+struct fi_info {
+	struct fi_info *next;
+	uint64_t caps, mode;
+	uint32_t addr_format;
+	size_t src_addrlen, dest_addrlen;
+	void *src_addr, *dest_addr;
+	struct fid *handle;
+	struct fi_tx_attr *tx_attr;
+	struct fi_rx_attr *rx_attr;
+	struct fi_ep_attr *ep_attr;
+	struct fi_domain_attr *domain_attr;
+	struct fi_fabric_attr *fabric_attr;
+	void *nic;
+};
+
+struct fid_fabric;
+struct fid_domain;
+struct fid_cq;
+struct fid_av;
+struct fid_ep;
+struct fid_mr {
+	struct fid fid;
+	void *mem_desc;
+	uint64_t key;
+};
+
+struct fi_ops_fabric {
+	size_t size;
+	int (*domain)(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom, void *context);
+};
+struct fid_fabric {
+	struct fid fid;
+	struct fi_ops_fabric *ops;
+	uint32_t api_version;
+};
+
+struct fi_cq_attr {
+	size_t size;
+	uint64_t flags;
+	int format;   /* enum fi_cq_format */
+	int wait_obj; /* enum fi_wait_obj */
+	int signaling_vector;
+	int wait_cond; /* enum fi_cq_wait_cond */
+	void *wait_set;
+};
+struct fi_av_attr {
+	int type; /* enum fi_av_type */
+	int rx_ctx_bits;
+	size_t count, ep_per_node;
+	const char *name;
+	void *map_addr;
+	uint64_t flags;
+};
+struct fi_ops_domain {
+	size_t size;
+	int (*av_open)(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av, void *context);
+	int (*cq_open)(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
+	int (*endpoint)(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
+};
+struct fi_ops_mr {
+	size_t size;
+	int (*reg)(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+		   uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);
+};
+struct fid_domain {
+	struct fid fid;
+	struct fi_ops_domain *ops;
+	struct fi_ops_mr *mr;
+};
+
+struct fi_cq_data_entry {
+	void *op_context;
+	uint64_t flags;
+	size_t len;
+	void *buf;
+	uint64_t data;
+};
+struct fi_cq_err_entry {
+	void *op_context;
+	uint64_t flags;
+	size_t len;
+	void *buf;
+	uint64_t data, tag;
+	size_t olen;
+	int err, prov_errno;
+	void *err_data;
+	size_t err_data_size;
+};
+struct fi_ops_cq {
+	size_t size;
+	ssize_t (*read)(struct fid_cq *cq, void *buf, size_t count);
+	void *readfrom;
+	ssize_t (*readerr)(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags);
+	ssize_t (*sread)(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout);
+	void *sreadfrom;
+	int (*signal)(struct fid_cq *cq);
+	const char *(*strerror)(struct fid_cq *cq, int prov_errno, const void *err_data, char *buf, size_t len);
+};
+struct fid_cq {
+	struct fid fid;
+	struct fi_ops_cq *ops;
+};
+
+struct fi_ops_av {
+	size_t size;
+	int (*insert)(struct fid_av *av, const void *addr, size_t count, uint64_t *fi_addr, uint64_t flags, void *context);
+};
+struct fid_av {
+	struct fid fid;
+	struct fi_ops_av *ops;
+};
+
+struct fi_ops_cm {
+	size_t size;
+	void *setname;
+	int (*getname)(struct fid *fid, void *addr, size_t *addrlen);
+};
+struct fi_ops_rma {
+	size_t size;
+	void *read, *readv, *readmsg, *write, *writev, *writemsg, *inject;
+	ssize_t (*writedata)(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+			     uint64_t dest_addr, uint64_t addr, uint64_t key, void *context);
+	ssize_t (*injectdata)(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			      uint64_t dest_addr, uint64_t addr, uint64_t key);
+};
+struct fid_ep {
+	struct fid fid;
+	void *ops;
+	struct fi_ops_cm *cm;
+	void *msg;
+	struct fi_ops_rma *rma;
+};
+
+/* ---- the handle ---- */
+
+/* An operation context: room for struct fi_context2 (FI_CONTEXT2). */
+typedef struct {
+	void *internal[8];
+} mgf_context;
+
+struct mgf {
+	int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
+	void (*freeinfo)(struct fi_info *);
+	struct fi_info *(*dupinfo)(const struct fi_info *);
+	int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+	const char *(*strerror)(int);
+
+	struct fi_info *info;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	int waitable;
+	mgf_context *ctxs;
+	int nctx;
+};
+
+static void *bind_sym(void *lib, const char *name, const char *version, char *err, size_t errlen)
+{
+	void *p = dlvsym(lib, name, version);
+	if (p == NULL)
+		p = dlsym(lib, name);
+	if (p == NULL)
+		snprintf(err, errlen, "libfabric.so.1 has no %s (%s): it predates libfabric 1.9", name, version);
+	return p;
+}
+
+static void setf(char *err, size_t errlen, mgf *f, const char *what, int rc)
+{
+	snprintf(err, errlen, "%s: %s (%d)", what, f->strerror(rc < 0 ? -rc : rc), rc);
+}
+
+mgf *mgf_open(const char *prov, const char *node, int nctx, char *err, size_t errlen)
+{
+	void *lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL) {
+		snprintf(err, errlen, "libfabric.so.1 not loaded (install libfabric1): %s", dlerror());
+		return NULL;
+	}
+	mgf *f = calloc(1, sizeof *f);
+	if (f == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	*(void **)&f->getinfo = bind_sym(lib, "fi_getinfo", "FABRIC_1.3", err, errlen);
+	*(void **)&f->freeinfo = bind_sym(lib, "fi_freeinfo", "FABRIC_1.3", err, errlen);
+	*(void **)&f->dupinfo = bind_sym(lib, "fi_dupinfo", "FABRIC_1.3", err, errlen);
+	*(void **)&f->fabric = bind_sym(lib, "fi_fabric", "FABRIC_1.1", err, errlen);
+	*(void **)&f->strerror = bind_sym(lib, "fi_strerror", "FABRIC_1.0", err, errlen);
+	if (!f->getinfo || !f->freeinfo || !f->dupinfo || !f->fabric || !f->strerror) {
+		free(f);
+		return NULL;
+	}
+
+	struct fi_info *hints = f->dupinfo(NULL);
+	if (hints == NULL) {
+		snprintf(err, errlen, "fi_dupinfo: out of memory");
+		free(f);
+		return NULL;
+	}
+	hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	if (prov != NULL && prov[0] != '\0')
+		hints->fabric_attr->prov_name = strdup(prov);
+	struct fi_info *info = NULL;
+	int rc = f->getinfo(MGF_VERSION, node, NULL, node ? FI_SOURCE : 0, hints, &info);
+	f->freeinfo(hints);
+	if (rc != 0 || info == NULL) {
+		snprintf(err, errlen, "fi_getinfo: no provider%s%s offers RDM endpoints with RMA writes%s%s: %s (%d)",
+			 prov && prov[0] ? " " : "", prov && prov[0] ? prov : "", node ? " on " : "", node ? node : "",
+			 f->strerror(rc < 0 ? -rc : rc), rc);
+		free(f);
+		return NULL;
+	}
+	f->info = info;
+	if (info->domain_attr->cq_data_size < 4) {
+		snprintf(err, errlen, "provider %s carries %zu bytes of remote CQ data, 4 needed",
+			 info->fabric_attr->prov_name, info->domain_attr->cq_data_size);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->fabric(info->fabric_attr, &f->fab, NULL)) != 0) {
+		setf(err, errlen, f, "fi_fabric", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->fab->ops->domain(f->fab, info, &f->dom, NULL)) != 0) {
+		setf(err, errlen, f, "fi_domain", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	struct fi_cq_attr cqa;
+	memset(&cqa, 0, sizeof cqa);
+	cqa.format = FI_CQ_FORMAT_DATA;
+	cqa.wait_obj = FI_WAIT_UNSPEC;
+	f->waitable = 1;
+	if (f->dom->ops->cq_open(f->dom, &cqa, &f->cq, NULL) != 0) {
+		cqa.wait_obj = FI_WAIT_NONE;
+		f->waitable = 0;
+		if ((rc = f->dom->ops->cq_open(f->dom, &cqa, &f->cq, NULL)) != 0) {
+			setf(err, errlen, f, "fi_cq_open", rc);
+			mgf_close(f);
+			return NULL;
+		}
+	}
+	struct fi_av_attr ava;
+	memset(&ava, 0, sizeof ava);
+	ava.type = FI_AV_UNSPEC;
+	if ((rc = f->dom->ops->av_open(f->dom, &ava, &f->av, NULL)) != 0) {
+		setf(err, errlen, f, "fi_av_open", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->dom->ops->endpoint(f->dom, info, &f->ep, NULL)) != 0) {
+		setf(err, errlen, f, "fi_endpoint", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->ep->fid.ops->bind(&f->ep->fid, &f->cq->fid, FI_SEND | FI_RECV)) != 0) {
+		setf(err, errlen, f, "fi_ep_bind (completion queue)", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->ep->fid.ops->bind(&f->ep->fid, &f->av->fid, 0)) != 0) {
+		setf(err, errlen, f, "fi_ep_bind (address vector)", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	if ((rc = f->ep->fid.ops->control(&f->ep->fid, FI_ENABLE, NULL)) != 0) {
+		setf(err, errlen, f, "fi_enable", rc);
+		mgf_close(f);
+		return NULL;
+	}
+	f->ctxs = calloc((size_t)nctx, sizeof(mgf_context));
+	if (f->ctxs == NULL) {
+		snprintf(err, errlen, "out of memory");
+		mgf_close(f);
+		return NULL;
+	}
+	f->nctx = nctx;
+	return f;
+}
+
+void mgf_close(mgf *f)
+{
+	if (f == NULL)
+		return;
+	if (f->ep)
+		f->ep->fid.ops->close(&f->ep->fid);
+	if (f->av)
+		f->av->fid.ops->close(&f->av->fid);
+	if (f->cq)
+		f->cq->fid.ops->close(&f->cq->fid);
+	if (f->dom)
+		f->dom->fid.ops->close(&f->dom->fid);
+	if (f->fab)
+		f->fab->fid.ops->close(&f->fab->fid);
+	if (f->info)
+		f->freeinfo(f->info);
+	free(f->ctxs);
+	/* libfabric stays loaded: its providers may keep threads. */
+	free(f);
+}
+
+const char *mgf_provider(mgf *f) { return f->info->fabric_attr->prov_name; }
+const char *mgf_fabric_name(mgf *f) { return f->info->fabric_attr->name ? f->info->fabric_attr->name : ""; }
+int mgf_mr_mode(mgf *f) { return f->info->domain_attr->mr_mode; }
+size_t mgf_cq_data_size(mgf *f) { return f->info->domain_attr->cq_data_size; }
+int mgf_waitable(mgf *f) { return f->waitable; }
+const char *mgf_strerror(mgf *f, int e) { return f->strerror(e < 0 ? -e : e); }
+
+int mgf_getname(mgf *f, void *buf, size_t *len) { return f->ep->cm->getname(&f->ep->fid, buf, len); }
+
+int mgf_av_insert(mgf *f, const void *addr, uint64_t *fiaddr)
+{
+	int n = f->av->ops->insert(f->av, addr, 1, fiaddr, 0, NULL);
+	return n == 1 ? 0 : (n < 0 ? n : -EINVAL);
+}
+
+void *mgf_alloc(size_t len)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 4096, len) != 0)
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
+void mgf_free(void *p, size_t len)
+{
+	(void)len;
+	free(p);
+}
+
+int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, void **mr, uint64_t *outkey, void **desc)
+{
+	struct fid_mr *m = NULL;
+	int rc = f->dom->mr->reg(&f->dom->fid, buf, len, access, 0, key, 0, &m, NULL);
+	if (rc != 0)
+		return rc;
+	*mr = m;
+	*outkey = m->key;
+	*desc = m->mem_desc;
+	return 0;
+}
+
+int mgf_mr_close(void *mr)
+{
+	struct fid_mr *m = mr;
+	return m->fid.ops->close(&m->fid);
+}
+
+void *mgf_ctx(mgf *f, int i) { return &f->ctxs[i]; }
+
+int mgf_ctx_index(mgf *f, void *ctx)
+{
+	ptrdiff_t i = (mgf_context *)ctx - f->ctxs;
+	return (i >= 0 && i < f->nctx) ? (int)i : -1;
+}
+
+ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t data,
+		      uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+{
+	return f->ep->rma->writedata(f->ep, buf, len, desc, data, dest, addr, key, ctx);
+}
+
+ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key)
+{
+	return f->ep->rma->injectdata(f->ep, &val, sizeof val, data, dest, addr, key);
+}
+
+ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms)
+{
+	struct fi_cq_data_entry e[64];
+	if (count > 64)
+		count = 64;
+	ssize_t n;
+	if (f->waitable && timeout_ms > 0)
+		n = f->cq->ops->sread(f->cq, e, count, NULL, timeout_ms);
+	else
+		n = f->cq->ops->read(f->cq, e, count);
+	for (ssize_t i = 0; i < n; i++) {
+		out[i].ctx = e[i].op_context;
+		out[i].flags = e[i].flags;
+		out[i].data = (e[i].flags & FI_REMOTE_CQ_DATA) ? e[i].data : 0;
+	}
+	if (n == -ETIMEDOUT)
+		n = -EAGAIN;
+	return n;
+}
+
+int mgf_cq_signal(mgf *f) { return f->cq->ops->signal(f->cq); }
+
+int mgf_cq_readerr(mgf *f, void **ctx, int *err, char *msg, size_t msglen)
+{
+	struct fi_cq_err_entry e;
+	memset(&e, 0, sizeof e);
+	ssize_t n = f->cq->ops->readerr(f->cq, &e, 0);
+	if (n != 1)
+		return n < 0 ? (int)n : -EAGAIN;
+	*ctx = e.op_context;
+	*err = e.err;
+	const char *s = f->cq->ops->strerror(f->cq, e.prov_errno, e.err_data, msg, msglen);
+	if (s != NULL && s != msg)
+		snprintf(msg, msglen, "%s", s);
+	return 0;
+}

@@ -1,0 +1,59 @@
+/* shim.h: the few calls package fabric makes into libfabric, which the
+   shim loads at run time (dlopen "libfabric.so.1"), so that building the
+   package needs neither libfabric's headers nor its library. */
+#ifndef MSCCLGO_FABRIC_SHIM_H
+#define MSCCLGO_FABRIC_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct mgf mgf;
+
+/* One completion: op_context, flags, remote CQ data. */
+typedef struct {
+	void *ctx;
+	uint64_t flags;
+	uint64_t data;
+} mgf_cqe;
+
+/* mgf_open loads libfabric, picks an RDM endpoint with RMA and remote CQ
+   data of provider prov (NULL: libfabric's choice, FI_PROVIDER applies)
+   bound to node (NULL: any), and opens fabric, domain, completion queue,
+   address vector and endpoint with nctx operation contexts. On failure it
+   returns NULL and writes why into err. */
+mgf *mgf_open(const char *prov, const char *node, int nctx, char *err, size_t errlen);
+void mgf_close(mgf *f);
+const char *mgf_provider(mgf *f);
+const char *mgf_fabric_name(mgf *f);
+int mgf_mr_mode(mgf *f);
+size_t mgf_cq_data_size(mgf *f);
+int mgf_waitable(mgf *f);
+const char *mgf_strerror(mgf *f, int err);
+
+int mgf_getname(mgf *f, void *buf, size_t *len);
+int mgf_av_insert(mgf *f, const void *addr, uint64_t *fiaddr);
+
+/* Memory: page-aligned, zeroed; registered for access. */
+void *mgf_alloc(size_t len);
+void mgf_free(void *p, size_t len);
+int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, void **mr, uint64_t *outkey, void **desc);
+int mgf_mr_close(void *mr);
+
+void *mgf_ctx(mgf *f, int i);
+int mgf_ctx_index(mgf *f, void *ctx);
+
+ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t data,
+		      uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
+ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
+/* mgf_cq_read reads up to count completions, waiting up to timeout_ms
+   where the queue has a wait object. Returns the number read, -EAGAIN
+   when none, -FI_EAVAIL (-259) when an error completion is next. */
+ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms);
+/* mgf_cq_signal wakes a thread waiting in mgf_cq_read. */
+int mgf_cq_signal(mgf *f);
+/* mgf_cq_readerr reads the next error completion: its context, error
+   number and the provider's description. */
+int mgf_cq_readerr(mgf *f, void **ctx, int *err, char *msg, size_t msglen);
+
+#endif

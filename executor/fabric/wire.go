@@ -1,0 +1,823 @@
+//go:build cgo
+
+package fabric
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Access flags of fi_mr_reg.
+const (
+	accWrite       = 1 << 9
+	accRemoteWrite = 1 << 13
+	flagRemoteData = 1 << 17 // FI_REMOTE_CQ_DATA in a completion's flags
+	mrVirtAddr     = 1 << 4
+	errAgain       = -11  // -FI_EAGAIN
+	errAvail       = -259 // -FI_EAVAIL
+)
+
+// The remote CQ data of a write: bit 31 says credit (else record), bits
+// 30-20 the sender's rank, bits 19-0 the record's offset in the ring in
+// 64-byte units (or the low bits of the credited sequence number).
+const (
+	cqCredit  = 1 << 31
+	rankShift = 20
+	lowMask   = 1<<rankShift - 1
+	maxRanks  = 1 << 11
+	recAlign  = 64
+	recHead   = 16
+	nContexts = 1024
+)
+
+// Record flags.
+const (
+	recFirst = 1
+	recLast  = 2
+)
+
+// The tag of the set-up's hello messages; sessions' tags are above it.
+const helloTag = 0
+
+// Wire is a process's libfabric endpoint for the port traffic of every
+// session of its job.
+type Wire struct {
+	net  Net
+	rank int
+	size int
+	f    *C.mgf
+	prov string
+	ring uint64 // bytes of each per-peer ring
+
+	recvMem, sendMem unsafe.Pointer
+	recvMR, sendMR   unsafe.Pointer
+	sendDesc         unsafe.Pointer
+	recvLen, sendLen uint64
+
+	peers []peerOut // by rank: the send side
+	ins   []peerIn  // by rank: the receive side (progress loop only)
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced at every change (mu)
+	queues     map[qkey]*[]msg
+	slots      []slot
+	free       []int
+	closed     bool
+	fatal      error // the progress loop's own failure
+	recvKeyVal uint64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// peerOut is the send side towards one peer.
+type peerOut struct {
+	send               sync.Mutex // one message at a time
+	addr               uint64     // fi_addr_t
+	key                uint64
+	base               uint64 // remote address of the receive region (0 without FI_MR_VIRT_ADDR)
+	head, tail         uint64 // ring bytes written, freed (mu)
+	seq                uint32 // last sequence number sent (mu)
+	credit             uint32 // last sequence number the peer consumed (mu)
+	out                []outRec
+	err                error
+	creditDue, credSeq uint32 // receive side's credit to send (progress loop)
+}
+
+type outRec struct {
+	seq  uint32
+	end  uint64
+	done bool
+}
+
+// peerIn is the receive side from one peer (progress loop only).
+type peerIn struct {
+	expect  uint32
+	pending map[uint32]uint32 // seq -> ring offset, arrived early
+	// the message being reassembled
+	tag     uint32
+	head    []byte
+	payload []byte
+}
+
+type slot struct {
+	peer int
+	seq  uint32
+	used bool
+}
+
+type qkey struct {
+	tag  uint32
+	peer int
+}
+
+type msg struct{ head, payload []byte }
+
+// Net is what a Wire needs of the job's bootstrap (rankwire.Net).
+type Net interface {
+	Rank() int
+	Size() int
+	Send(ctx context.Context, peer int, tag uint32, data []byte) error
+	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
+	AllGather(ctx context.Context, data []byte) ([][]byte, error)
+	Context() context.Context
+}
+
+// Options configure Open.
+type Options struct {
+	// Provider names a libfabric provider ("tcp;ofi_rxm", "shm",
+	// "verbs;ofi_rxm", "efa"); empty: libfabric's choice, which the
+	// FI_PROVIDER variable narrows.
+	Provider string
+	// Timeout bounds the set-up (every peer answering its hello);
+	// default 30 s.
+	Timeout time.Duration
+	// RingBytes is each per-peer receive ring; default 4 MiB.
+	RingBytes uint64
+}
+
+// record is what each rank contributes to the set-up's all-gather.
+type record struct {
+	Err  string `json:"err,omitempty"`
+	Prov string `json:"prov,omitempty"`
+	Addr []byte `json:"addr,omitempty"`
+	Key  uint64 `json:"key,omitempty"`
+	Base uint64 `json:"base,omitempty"`
+}
+
+// Open opens the job's wire on every rank at once. Any rank's failure
+// (libfabric missing, no provider with RMA, a peer that cannot be
+// reached) fails every rank with an error that lists the ranks and why.
+func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.RingBytes == 0 {
+		o.RingBytes = 4 << 20
+	}
+	if o.RingBytes%recAlign != 0 || o.RingBytes < 64<<10 || o.RingBytes > 32<<20 {
+		return nil, fmt.Errorf("fabric: ring of %d bytes: want a multiple of 64 between 64 KiB and 32 MiB", o.RingBytes)
+	}
+	n, me := net.Size(), net.Rank()
+	if n > maxRanks {
+		return nil, fmt.Errorf("fabric: %d ranks: at most %d", n, maxRanks)
+	}
+	w := &Wire{net: net, rank: me, size: n, ring: o.RingBytes, changed: make(chan struct{}),
+		queues: map[qkey]*[]msg{}, peers: make([]peerOut, n), ins: make([]peerIn, n),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range w.ins {
+		w.ins[i] = peerIn{expect: 1, pending: map[uint32]uint32{}}
+	}
+	mine := record{}
+	if err := w.openLocal(o.Provider); err != nil {
+		mine.Err = err.Error()
+	} else {
+		mine.Prov = w.prov
+		mine.Addr, mine.Key = w.name(), w.recvKey()
+		if int(C.mgf_mr_mode(w.f))&mrVirtAddr != 0 {
+			mine.Base = uint64(uintptr(w.recvMem))
+		}
+	}
+	all, err := gather(ctx, net, mine, "opening the endpoint")
+	if err != nil {
+		w.release()
+		return nil, err
+	}
+	for r, rec := range all {
+		if rec.Prov != all[0].Prov {
+			w.release()
+			return nil, fmt.Errorf("fabric: rank 0 runs provider %q, rank %d %q: set FI_PROVIDER alike on every host", all[0].Prov, r, rec.Prov)
+		}
+	}
+	mine = record{}
+	for r, rec := range all {
+		if r == me {
+			continue
+		}
+		p := &w.peers[r]
+		var addr C.uint64_t
+		buf := C.CBytes(rec.Addr)
+		rc := C.mgf_av_insert(w.f, buf, &addr)
+		C.free(buf)
+		if rc != 0 {
+			mine.Err = fmt.Sprintf("inserting rank %d's address: %s", r, w.strerror(int(rc)))
+			break
+		}
+		p.addr, p.key, p.base = uint64(addr), rec.Key, rec.Base
+	}
+	if _, err := gather(ctx, net, mine, "inserting the addresses"); err != nil {
+		w.release()
+		return nil, err
+	}
+	go w.progress()
+	// Hello: every rank writes to every peer and waits for every peer's
+	// write, so that an unreachable address fails the set-up, named.
+	mine = record{}
+	if err := w.hello(ctx, o.Timeout); err != nil {
+		mine.Err = err.Error()
+	}
+	if _, err := gather(ctx, net, mine, "reaching the peers"); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func gather(ctx context.Context, net Net, mine record, step string) ([]record, error) {
+	data, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := net.AllGather(ctx, data)
+	if err != nil {
+		return nil, fmt.Errorf("fabric: rank %d: %s: %w", net.Rank(), step, err)
+	}
+	all := make([]record, len(parts))
+	var errs []string
+	for r, p := range parts {
+		if err := json.Unmarshal(p, &all[r]); err != nil {
+			return nil, fmt.Errorf("fabric: %s: rank %d sent %d bytes that are not a set-up record: %v", step, r, len(p), err)
+		}
+		if all[r].Err != "" {
+			errs = append(errs, fmt.Sprintf("rank %d: %s", r, all[r].Err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("fabric: %s failed: %s", step, strings.Join(errs, "; "))
+	}
+	return all, nil
+}
+
+// openLocal opens this rank's endpoint and registers its regions.
+func (w *Wire) openLocal(prov string) error {
+	var cprov *C.char
+	if prov != "" {
+		cprov = C.CString(prov)
+		defer C.free(unsafe.Pointer(cprov))
+	}
+	var ebuf [512]C.char
+	f := C.mgf_open(cprov, nil, nContexts, &ebuf[0], C.size_t(len(ebuf)))
+	if f == nil {
+		return errors.New(C.GoString(&ebuf[0]))
+	}
+	w.f = f
+	w.prov = C.GoString(C.mgf_provider(f))
+	w.slots = make([]slot, nContexts)
+	for i := nContexts - 1; i >= 0; i-- {
+		w.free = append(w.free, i)
+	}
+	n := uint64(w.size)
+	w.recvLen = n*w.ring + recAlign
+	w.sendLen = n*w.ring + recAlign
+	if w.recvMem = C.mgf_alloc(C.size_t(w.recvLen)); w.recvMem == nil {
+		return fmt.Errorf("allocating %d bytes of receive rings", w.recvLen)
+	}
+	if w.sendMem = C.mgf_alloc(C.size_t(w.sendLen)); w.sendMem == nil {
+		return fmt.Errorf("allocating %d bytes of send rings", w.sendLen)
+	}
+	var key C.uint64_t
+	var desc unsafe.Pointer
+	if rc := C.mgf_mr_reg(f, w.recvMem, C.size_t(w.recvLen), accRemoteWrite, C.uint64_t(2*w.rank+1), &w.recvMR, &key, &desc); rc != 0 {
+		return fmt.Errorf("registering %d bytes of receive rings (fi_mr_reg): %s", w.recvLen, w.strerror(int(rc)))
+	}
+	w.recvKeyVal = uint64(key)
+	if rc := C.mgf_mr_reg(f, w.sendMem, C.size_t(w.sendLen), accWrite, C.uint64_t(2*w.rank+2), &w.sendMR, &key, &w.sendDesc); rc != 0 {
+		return fmt.Errorf("registering %d bytes of send rings (fi_mr_reg): %s", w.sendLen, w.strerror(int(rc)))
+	}
+	return nil
+}
+
+func (w *Wire) name() []byte {
+	var buf [256]byte
+	n := C.size_t(len(buf))
+	if rc := C.mgf_getname(w.f, unsafe.Pointer(&buf[0]), &n); rc != 0 {
+		return nil
+	}
+	return append([]byte(nil), buf[:n]...)
+}
+
+func (w *Wire) recvKey() uint64 { return w.recvKeyVal }
+
+func (w *Wire) strerror(rc int) string {
+	return fmt.Sprintf("%s (%d)", C.GoString(C.mgf_strerror(w.f, C.int(rc))), rc)
+}
+
+// Provider names the libfabric provider the wire runs on.
+func (w *Wire) Provider() string { return w.prov }
+
+// The bootstrap's part of rankwire.Net.
+
+func (w *Wire) Rank() int { return w.rank }
+func (w *Wire) Size() int { return w.size }
+func (w *Wire) Send(ctx context.Context, peer int, tag uint32, data []byte) error {
+	return w.net.Send(ctx, peer, tag, data)
+}
+func (w *Wire) Recv(ctx context.Context, peer int, tag uint32) ([]byte, error) {
+	return w.net.Recv(ctx, peer, tag)
+}
+func (w *Wire) AllGather(ctx context.Context, data []byte) ([][]byte, error) {
+	return w.net.AllGather(ctx, data)
+}
+func (w *Wire) Context() context.Context { return w.net.Context() }
+
+// hello writes to every peer and waits for every peer's hello and for
+// its own to be consumed.
+func (w *Wire) hello(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for p := range w.size {
+		if p == w.rank {
+			continue
+		}
+		if err := w.SendPort(ctx, p, helloTag, nil, nil); err != nil {
+			return w.named(ctx, err, p, "saying hello to")
+		}
+	}
+	for p := range w.size {
+		if p == w.rank {
+			continue
+		}
+		if _, _, err := w.RecvPort(ctx, p, helloTag); err != nil {
+			return w.named(ctx, err, p, "waiting for the hello of")
+		}
+		if err := w.drained(ctx, p); err != nil {
+			return w.named(ctx, err, p, "waiting for the hello to be taken by")
+		}
+	}
+	return nil
+}
+
+func (w *Wire) named(ctx context.Context, err error, p int, what string) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("%s rank %d over %s: no answer in time (an unreachable address?)", what, p, w.prov)
+	}
+	return err
+}
+
+// SendPort sends one port message (head and payload) to peer with tag:
+// RMA writes with remote CQ data of one or more records into the peer's
+// ring. Messages to one peer with one tag arrive in order.
+func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload []byte) error {
+	if peer < 0 || peer >= w.size || peer == w.rank {
+		return fmt.Errorf("fabric: rank %d: send to rank %d of %d", w.rank, peer, w.size)
+	}
+	if len(head) > 255 {
+		return fmt.Errorf("fabric: a message header of %d bytes", len(head))
+	}
+	p := &w.peers[peer]
+	p.send.Lock()
+	defer p.send.Unlock()
+	maxFrag := int(w.ring/4) - recHead - len(head)
+	first := true
+	for {
+		n := min(len(payload), maxFrag)
+		flags := byte(0)
+		if first {
+			flags |= recFirst
+		}
+		if n == len(payload) {
+			flags |= recLast
+		}
+		h := head
+		if !first {
+			h = nil
+		}
+		if err := w.post(ctx, peer, tag, flags, h, payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		first = false
+		if flags&recLast != 0 {
+			return nil
+		}
+	}
+}
+
+// post writes one record to peer's ring, waiting for room.
+func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, payload []byte) error {
+	p := &w.peers[peer]
+	size := (uint64(recHead+len(head)+len(payload)) + recAlign - 1) &^ (recAlign - 1)
+	var start uint64
+	var seq uint32
+	var si int
+	for {
+		w.mu.Lock()
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		w.freeLocked(p)
+		start = p.head
+		if off := start % w.ring; off+size > w.ring {
+			start += w.ring - off // wrap: the rest of the ring is padding
+		}
+		if start+size-p.tail <= w.ring && len(w.free) > 0 {
+			si = w.free[len(w.free)-1]
+			w.free = w.free[:len(w.free)-1]
+			p.seq++
+			seq = p.seq
+			p.head = start + size
+			p.out = append(p.out, outRec{seq: seq, end: p.head})
+			w.slots[si] = slot{peer: peer, seq: seq, used: true}
+			w.mu.Unlock()
+			break
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		if err := w.waitChange(ctx, ch, peer, "room in the ring of"); err != nil {
+			return err
+		}
+	}
+	off := start % w.ring
+	local := unsafe.Add(w.sendMem, uint64(peer)*w.ring+off)
+	rec := unsafe.Slice((*byte)(local), size)
+	binary.LittleEndian.PutUint32(rec[0:], tag)
+	binary.LittleEndian.PutUint32(rec[4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(rec[8:], seq)
+	rec[12], rec[13], rec[14], rec[15] = byte(len(head)), flags, 0, 0
+	copy(rec[recHead:], head)
+	copy(rec[recHead+len(head):], payload)
+	data := uint64(w.rank)<<rankShift | off/recAlign
+	remote := p.base + uint64(w.rank)*w.ring + off
+	for {
+		rc := C.mgf_writedata(w.f, local, C.size_t(size), w.sendDesc, C.uint64_t(data), C.uint64_t(p.addr),
+			C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
+		if rc == 0 {
+			return nil
+		}
+		if rc != errAgain {
+			err := fmt.Errorf("fabric: rank %d: writing %d bytes to rank %d (fi_writedata): %s", w.rank, size, peer, w.strerror(int(rc)))
+			w.fail(peer, err)
+			return err
+		}
+		// The provider's queue is full: let the progress loop drain it.
+		w.mu.Lock()
+		ch := w.changed
+		w.mu.Unlock()
+		t := time.NewTimer(50 * time.Microsecond)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+		t.Stop()
+	}
+}
+
+// freeLocked frees the ring space of the records that completed here and
+// that the peer consumed.
+func (w *Wire) freeLocked(p *peerOut) {
+	for len(p.out) > 0 && p.out[0].done && int32(p.credit-p.out[0].seq) >= 0 {
+		p.tail = p.out[0].end
+		p.out = p.out[1:]
+	}
+}
+
+// drained waits until every record sent to peer completed and was
+// consumed there.
+func (w *Wire) drained(ctx context.Context, peer int) error {
+	p := &w.peers[peer]
+	for {
+		w.mu.Lock()
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		w.freeLocked(p)
+		if len(p.out) == 0 {
+			w.mu.Unlock()
+			return nil
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		if err := w.waitChange(ctx, ch, peer, "the writes to"); err != nil {
+			return err
+		}
+	}
+}
+
+func (w *Wire) stateLocked(peer int) error {
+	switch {
+	case w.closed:
+		return fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	case w.fatal != nil:
+		return w.fatal
+	case w.peers[peer].err != nil:
+		return w.peers[peer].err
+	}
+	return nil
+}
+
+// waitChange waits for ch, the job's end or ctx.
+func (w *Wire) waitChange(ctx context.Context, ch chan struct{}, peer int, what string) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-w.net.Context().Done():
+		return fmt.Errorf("fabric: rank %d: waiting for %s rank %d: %w", w.rank, what, peer, context.Cause(w.net.Context()))
+	}
+}
+
+// RecvPort returns the next message from peer with tag.
+func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []byte, error) {
+	if peer < 0 || peer >= w.size || peer == w.rank {
+		return nil, nil, fmt.Errorf("fabric: rank %d: receive from rank %d of %d", w.rank, peer, w.size)
+	}
+	k := qkey{tag, peer}
+	for {
+		w.mu.Lock()
+		if q := w.queues[k]; q != nil && len(*q) > 0 {
+			m := (*q)[0]
+			*q = (*q)[1:]
+			w.mu.Unlock()
+			return m.head, m.payload, nil
+		}
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return nil, nil, err
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		if err := w.waitChange(ctx, ch, peer, "a message from"); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// notifyLocked wakes every waiter.
+func (w *Wire) notifyLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// fail marks peer failed.
+func (w *Wire) fail(peer int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.peers[peer].err == nil {
+		w.peers[peer].err = err
+	}
+	w.notifyLocked()
+}
+
+// progress is the wire's one progress loop: it reads the completion
+// queue, takes the records that arrived, frees the ring space of those
+// consumed, and sends credits.
+func (w *Wire) progress() {
+	defer close(w.done)
+	var cqe [64]C.mgf_cqe
+	idle := 0
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		timeout := 0
+		if idle > 64 {
+			timeout = 2
+		}
+		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), C.int(timeout)))
+		switch {
+		case n > 0:
+			idle = 0
+			w.handle(cqe[:n])
+		case n == errAvail:
+			idle = 0
+			w.readErr()
+		case n == errAgain || n == 0:
+			idle++
+			if idle > 64 && C.mgf_waitable(w.f) == 0 {
+				time.Sleep(20 * time.Microsecond)
+			}
+		default:
+			w.mu.Lock()
+			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
+			w.notifyLocked()
+			w.mu.Unlock()
+			return
+		}
+		w.sendCredits()
+	}
+}
+
+func (w *Wire) handle(es []C.mgf_cqe) {
+	var got []qmsg
+	w.mu.Lock()
+	for _, e := range es {
+		if uint64(e.flags)&flagRemoteData == 0 {
+			// A write of ours completed.
+			i := int(C.mgf_ctx_index(w.f, e.ctx))
+			if i < 0 || !w.slots[i].used {
+				continue
+			}
+			s := w.slots[i]
+			w.slots[i].used = false
+			w.free = append(w.free, i)
+			p := &w.peers[s.peer]
+			for j := range p.out {
+				if p.out[j].seq == s.seq {
+					p.out[j].done = true
+					break
+				}
+			}
+			continue
+		}
+		d := uint32(e.data)
+		from := int(d >> rankShift & (maxRanks - 1))
+		if from >= w.size || from == w.rank {
+			continue
+		}
+		if d&cqCredit != 0 {
+			p := &w.peers[from]
+			c := p.credit + (d-p.credit)&lowMask
+			if int32(p.seq-c) >= 0 {
+				p.credit = c
+			}
+			continue
+		}
+		w.mu.Unlock()
+		got = append(got, w.take(from, uint64(d&lowMask)*recAlign)...)
+		w.mu.Lock()
+	}
+	for _, m := range got {
+		k := qkey{m.tag, m.from}
+		q := w.queues[k]
+		if q == nil {
+			q = &[]msg{}
+			w.queues[k] = q
+		}
+		*q = append(*q, m.msg)
+	}
+	w.notifyLocked()
+	w.mu.Unlock()
+}
+
+type qmsg struct {
+	tag  uint32
+	from int
+	msg
+}
+
+// take takes the record at off of from's ring, and any that waited for
+// it, in sequence order; it returns the messages they complete.
+func (w *Wire) take(from int, off uint64) []qmsg {
+	in := &w.ins[from]
+	ring := unsafe.Slice((*byte)(unsafe.Add(w.recvMem, uint64(from)*w.ring)), w.ring)
+	if off+recHead > w.ring {
+		return nil
+	}
+	seq := binary.LittleEndian.Uint32(ring[off+8:])
+	in.pending[seq] = uint32(off)
+	var out []qmsg
+	for {
+		o, ok := in.pending[in.expect]
+		if !ok {
+			return out
+		}
+		delete(in.pending, in.expect)
+		r := ring[o:]
+		tag := binary.LittleEndian.Uint32(r[0:])
+		pl := int(binary.LittleEndian.Uint32(r[4:]))
+		hl := int(r[12])
+		flags := r[13]
+		if uint64(o)+uint64(recHead+hl+pl) <= w.ring {
+			if flags&recFirst != 0 {
+				in.tag = tag
+				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
+				in.payload = nil
+			}
+			in.payload = append(in.payload, r[recHead+hl:recHead+hl+pl]...)
+			if flags&recLast != 0 {
+				out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head, payload: in.payload}})
+				in.head, in.payload = nil, nil
+			}
+		}
+		w.peers[from].creditDue = in.expect
+		in.expect++
+	}
+}
+
+// sendCredits tells each peer how far this rank consumed its ring.
+func (w *Wire) sendCredits() {
+	for r := range w.peers {
+		p := &w.peers[r]
+		if r == w.rank || p.creditDue == p.credSeq {
+			continue
+		}
+		data := uint64(cqCredit) | uint64(w.rank)<<rankShift | uint64(p.creditDue&lowMask)
+		remote := p.base + uint64(w.size)*w.ring
+		rc := C.mgf_injectdata(w.f, 0, C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key))
+		if rc == 0 {
+			p.credSeq = p.creditDue
+		} else if rc != errAgain {
+			w.fail(r, fmt.Errorf("fabric: rank %d: crediting rank %d (fi_injectdata): %s", w.rank, r, w.strerror(int(rc))))
+			p.credSeq = p.creditDue
+		}
+	}
+}
+
+// readErr reads an error completion and fails the peer it concerns.
+func (w *Wire) readErr() {
+	var ctx unsafe.Pointer
+	var e C.int
+	var buf [256]C.char
+	if rc := C.mgf_cq_readerr(w.f, &ctx, &e, &buf[0], C.size_t(len(buf))); rc != 0 {
+		return
+	}
+	desc := C.GoString(&buf[0])
+	i := int(C.mgf_ctx_index(w.f, ctx))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i < 0 || !w.slots[i].used {
+		if w.fatal == nil {
+			w.fatal = fmt.Errorf("fabric: rank %d: %s: %s", w.rank, w.strerror(int(e)), desc)
+		}
+		w.notifyLocked()
+		return
+	}
+	s := w.slots[i]
+	w.slots[i].used = false
+	w.free = append(w.free, i)
+	p := &w.peers[s.peer]
+	if p.err == nil {
+		p.err = fmt.Errorf("fabric: rank %d: a write to rank %d failed over %s: %s: %s", w.rank, s.peer, w.prov, w.strerror(int(e)), desc)
+	}
+	w.notifyLocked()
+}
+
+// Close stops the progress loop and releases the endpoint and memory.
+func (w *Wire) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.notifyLocked()
+	w.mu.Unlock()
+	close(w.stop)
+	C.mgf_cq_signal(w.f)
+	select {
+	case <-w.done:
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("fabric: rank %d: the progress loop did not stop within 5s", w.rank)
+	}
+	w.release()
+	return nil
+}
+
+func (w *Wire) release() {
+	if w.recvMR != nil {
+		C.mgf_mr_close(w.recvMR)
+	}
+	if w.sendMR != nil {
+		C.mgf_mr_close(w.sendMR)
+	}
+	if w.f != nil {
+		C.mgf_close(w.f)
+		w.f = nil
+	}
+	if w.recvMem != nil {
+		C.mgf_free(w.recvMem, C.size_t(w.recvLen))
+	}
+	if w.sendMem != nil {
+		C.mgf_free(w.sendMem, C.size_t(w.sendLen))
+	}
+	w.recvMem, w.sendMem, w.recvMR, w.sendMR = nil, nil, nil, nil
+}
+
+// Available reports whether libfabric loads here and offers provider (""
+// for any) with RDM endpoints and RMA writes, and if not, why.
+func Available(provider string) (string, error) {
+	var cprov *C.char
+	if provider != "" {
+		cprov = C.CString(provider)
+		defer C.free(unsafe.Pointer(cprov))
+	}
+	var ebuf [512]C.char
+	f := C.mgf_open(cprov, nil, 1, &ebuf[0], C.size_t(len(ebuf)))
+	if f == nil {
+		return "", errors.New(C.GoString(&ebuf[0]))
+	}
+	defer C.mgf_close(f)
+	return C.GoString(C.mgf_provider(f)), nil
+}

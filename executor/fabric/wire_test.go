@@ -1,0 +1,151 @@
+package fabric
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hub is an in-process bootstrap for n ranks: only the all-gather and
+// the job's context are used by a Wire's set-up.
+type hub struct {
+	n     int
+	mu    sync.Mutex
+	cond  *sync.Cond
+	round int
+	parts [][]byte
+	got   int
+	out   [][]byte
+	ctx   context.Context
+}
+
+func newHub(n int) *hub {
+	h := &hub{n: n, parts: make([][]byte, n), ctx: context.Background()}
+	h.cond = sync.NewCond(&h.mu)
+	return h
+}
+
+type hubNet struct {
+	h    *hub
+	rank int
+}
+
+func (n hubNet) Rank() int { return n.rank }
+func (n hubNet) Size() int { return n.h.n }
+func (n hubNet) Send(context.Context, int, uint32, []byte) error {
+	return fmt.Errorf("hub: no point-to-point messages")
+}
+func (n hubNet) Recv(context.Context, int, uint32) ([]byte, error) {
+	return nil, fmt.Errorf("hub: no point-to-point messages")
+}
+func (n hubNet) Context() context.Context { return n.h.ctx }
+func (n hubNet) AllGather(_ context.Context, data []byte) ([][]byte, error) {
+	h := n.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	round := h.round
+	h.parts[n.rank] = data
+	h.got++
+	if h.got == h.n {
+		h.out, h.parts, h.got = h.parts, make([][]byte, h.n), 0
+		h.round++
+		h.cond.Broadcast()
+	}
+	for h.round == round {
+		h.cond.Wait()
+	}
+	return h.out, nil
+}
+
+// openAll opens n wires of provider in this process, or skips.
+func openAll(t *testing.T, n int, provider string, ring uint64) []*Wire {
+	t.Helper()
+	if _, err := Available(provider); err != nil {
+		t.Skipf("libfabric provider %q not available here (install libfabric1): %v", provider, err)
+	}
+	h := newHub(n)
+	ws := make([]*Wire, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			ws[r], errs[r] = Open(context.Background(), hubNet{h, r}, Options{Provider: provider, RingBytes: ring, Timeout: 20 * time.Second})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, w := range ws {
+			if err := w.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return ws
+}
+
+func pattern(from, to, i, n int) []byte {
+	b := make([]byte, n)
+	for j := range b {
+		b[j] = byte(from*31 + to*7 + i*13 + j)
+	}
+	return b
+}
+
+// TestMessages sends messages of many sizes (empty, fragmented, more
+// than a ring) between every pair of ranks on two tags at once, and
+// checks that each arrives whole and in order.
+func TestMessages(t *testing.T) {
+	for _, prov := range []string{"tcp;ofi_rxm", "shm"} {
+		t.Run(prov, func(t *testing.T) {
+			const n = 3
+			ws := openAll(t, n, prov, 64<<10)
+			sizes := []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var wg sync.WaitGroup
+			for from := range n {
+				for to := range n {
+					if from == to {
+						continue
+					}
+					for _, tag := range []uint32{10, 11} {
+						wg.Go(func() {
+							for i, sz := range sizes {
+								head := []byte{byte(i), byte(tag)}
+								if err := ws[from].SendPort(ctx, to, tag, head, pattern(from, to, i+int(tag), sz)); err != nil {
+									t.Errorf("%d->%d tag %d: %v", from, to, tag, err)
+									return
+								}
+							}
+						})
+						wg.Go(func() {
+							for i, sz := range sizes {
+								h, p, err := ws[to].RecvPort(ctx, from, tag)
+								if err != nil {
+									t.Errorf("%d<-%d tag %d: %v", to, from, tag, err)
+									return
+								}
+								if !bytes.Equal(h, []byte{byte(i), byte(tag)}) || !bytes.Equal(p, pattern(from, to, i+int(tag), sz)) {
+									t.Errorf("%d<-%d tag %d message %d: head %v, %d bytes; want %d bytes", to, from, tag, i, h, len(p), sz)
+									return
+								}
+							}
+						})
+					}
+				}
+			}
+			wg.Wait()
+			if ws[0].Provider() != prov {
+				t.Errorf("provider %q, want %q", ws[0].Provider(), prov)
+			}
+		})
+	}
+}
