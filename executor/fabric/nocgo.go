@@ -40,6 +40,9 @@ func Available(string) (string, error) { return "", errNoCgo }
 // Provider is empty.
 func (w *Wire) Provider() string { return "" }
 
+// TransportName is empty.
+func (w *Wire) TransportName() string { return "" }
+
 // Close does nothing.
 func (w *Wire) Close() error { return nil }
 

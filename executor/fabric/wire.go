@@ -319,6 +319,9 @@ func (w *Wire) strerror(rc int) string {
 // Provider names the libfabric provider the wire runs on.
 func (w *Wire) Provider() string { return w.prov }
 
+// TransportName says what carries the port traffic: "fabric (PROVIDER)".
+func (w *Wire) TransportName() string { return "fabric (" + w.prov + ")" }
+
 // The bootstrap's part of rankwire.Net.
 
 func (w *Wire) Rank() int { return w.rank }

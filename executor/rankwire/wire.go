@@ -16,6 +16,10 @@ package rankwire
 //	FENCE kind=3, 7 zero bytes, sequence u64
 //
 // A FENCE is acknowledged with its 8-byte sequence on Tag+TagAck.
+//
+// Over a PortWire (package fabric: libfabric RMA writes instead of the
+// bootstrap's TCP connections) the messages are the same, but a DATA
+// header and its bytes travel as one message.
 
 import (
 	"context"
@@ -49,10 +53,21 @@ type Link interface {
 	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
 }
 
+// PortWire is a Link that carries port traffic over a transport of its
+// own (package fabric's libfabric wire): one message is a header and a
+// payload, sent as one. Messages between two ranks with one tag arrive in
+// order. When a session's Link is a PortWire, Sender and Receive use it
+// for the port and acknowledgement tags, with the same messages.
+type PortWire interface {
+	SendPort(ctx context.Context, peer int, tag uint32, head, payload []byte) error
+	RecvPort(ctx context.Context, peer int, tag uint32) (head, payload []byte, err error)
+}
+
 // Sender is a rank's proxy side: it remembers the peers sent traffic
 // since their last fence. It is used by one goroutine (the proxy).
 type Sender struct {
 	net   Link
+	wire  PortWire // nil: messages over net
 	tag   uint32
 	dirty map[int]bool
 	seq   uint64
@@ -60,7 +75,18 @@ type Sender struct {
 
 // NewSender returns the proxy side of a session whose first tag is tag.
 func NewSender(net Link, tag uint32) *Sender {
-	return &Sender{net: net, tag: tag, dirty: map[int]bool{}}
+	s := &Sender{net: net, tag: tag, dirty: map[int]bool{}}
+	s.wire, _ = net.(PortWire)
+	return s
+}
+
+// Transport names what carries the port traffic of a session over net:
+// "tcp" (the bootstrap's connections) or the PortWire's own name.
+func Transport(net Link) string {
+	if n, ok := net.(interface{ TransportName() string }); ok {
+		return n.TransportName()
+	}
+	return "tcp"
 }
 
 // SendData sends data for peer's buffer bt at byte offset off (packets:
@@ -73,6 +99,10 @@ func (s *Sender) SendData(ctx context.Context, peer int, bt executor.BufferType,
 	}
 	binary.LittleEndian.PutUint64(h[8:], off)
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	if s.wire != nil {
+		s.dirty[peer] = true
+		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], data)
+	}
 	if err := s.net.Send(ctx, peer, s.tag+TagPort, h[:]); err != nil {
 		return err
 	}
@@ -86,6 +116,9 @@ func (s *Sender) SendFlag(ctx context.Context, peer, idx int) error {
 	h[0] = Flag
 	binary.LittleEndian.PutUint32(h[4:], uint32(idx))
 	s.dirty[peer] = true
+	if s.wire != nil {
+		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], nil)
+	}
 	return s.net.Send(ctx, peer, s.tag+TagPort, h[:])
 }
 
@@ -105,13 +138,25 @@ func (s *Sender) Fence(ctx context.Context) error {
 	h[0] = Fence
 	binary.LittleEndian.PutUint64(h[8:], s.seq)
 	for _, p := range peers {
-		if err := s.net.Send(ctx, p, s.tag+TagPort, h[:]); err != nil {
+		var err error
+		if s.wire != nil {
+			err = s.wire.SendPort(ctx, p, s.tag+TagPort, h[:], nil)
+		} else {
+			err = s.net.Send(ctx, p, s.tag+TagPort, h[:])
+		}
+		if err != nil {
 			return err
 		}
 	}
 	for _, p := range peers {
 		for {
-			a, err := s.net.Recv(ctx, p, s.tag+TagAck)
+			var a []byte
+			var err error
+			if s.wire != nil {
+				a, _, err = s.wire.RecvPort(ctx, p, s.tag+TagAck)
+			} else {
+				a, err = s.net.Recv(ctx, p, s.tag+TagAck)
+			}
 			if err != nil {
 				return err
 			}
@@ -140,8 +185,15 @@ type Msg struct {
 // before it. A malformed message is an error that says what is wrong
 // with it; the caller checks the buffer range and the channel index.
 func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
+	wire, _ := net.(PortWire)
 	for {
-		msg, err := net.Recv(ctx, peer, tag+TagPort)
+		var msg, payload []byte
+		var err error
+		if wire != nil {
+			msg, payload, err = wire.RecvPort(ctx, peer, tag+TagPort)
+		} else {
+			msg, err = net.Recv(ctx, peer, tag+TagPort)
+		}
 		if err != nil {
 			return Msg{}, err
 		}
@@ -158,7 +210,9 @@ func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 			}
 			m := Msg{Kind: Data, Buffer: executor.BufferType(msg[1]), Packets: msg[2] == 1, Offset: binary.LittleEndian.Uint64(msg[8:])}
 			n := binary.LittleEndian.Uint64(msg[16:])
-			if m.Bytes, err = net.Recv(ctx, peer, tag+TagPort); err != nil {
+			if wire != nil {
+				m.Bytes = payload
+			} else if m.Bytes, err = net.Recv(ctx, peer, tag+TagPort); err != nil {
 				return Msg{}, err
 			}
 			if uint64(len(m.Bytes)) != n {
@@ -174,7 +228,12 @@ func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 			if len(msg) != 16 {
 				return Msg{}, fmt.Errorf("FENCE of %d bytes", len(msg))
 			}
-			if err := net.Send(ctx, peer, tag+TagAck, msg[8:16]); err != nil {
+			if wire != nil {
+				err = wire.SendPort(ctx, peer, tag+TagAck, msg[8:16], nil)
+			} else {
+				err = net.Send(ctx, peer, tag+TagAck, msg[8:16])
+			}
+			if err != nil {
 				return Msg{}, err
 			}
 		default:

@@ -23,6 +23,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
@@ -107,6 +108,13 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	if n := len(plan.GPUs); n != b.Size() {
 		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
 	}
+	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
+	if err != nil {
+		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	}
+	if wire, ok := port.(*fabric.Wire); ok {
+		defer wire.Close()
+	}
 	hostOf := make([]int, b.Size())
 	local := 0 // this rank's local rank: its device on a GPU host
 	hosts := b.Hosts()
@@ -125,12 +133,13 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 	stderr := d.stderr
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
+	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	table := newRunTable(w, o.dtype)
 	ran, code := 0, ExitOK
 	cfg := harness.RankConfig{Config: o.config(plan), Rank: rank, Group: b}
 	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
-		cw := rankwire.World{Net: b, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
+		cw := rankwire.World{Net: port, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
 		return openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, cw)
 	}
 	cfg.Done = func(res harness.SizeResult) {
@@ -202,4 +211,27 @@ func launcherName(w bootstrap.World) string {
 		return "MSCCLGO_* variables"
 	}
 	return w.Launcher
+}
+
+// openTransport opens what carries the job's port channels between
+// processes (--transport, MSCCLGO_TRANSPORT): the bootstrap's own
+// connections (tcp), a libfabric wire (fabric), or auto: fabric when it
+// opens on every rank, else tcp. It returns the Net the rank sessions
+// use and the words of the run header.
+func openTransport(ctx context.Context, name string, b *bootstrap.Bootstrap, timeout time.Duration) (rankwire.Net, string, error) {
+	switch name {
+	case "tcp":
+		return b, "tcp (the bootstrap's connections)", nil
+	case "fabric", "auto":
+	default:
+		return nil, "", usageErr("--transport %q: want tcp, fabric or auto", name)
+	}
+	wire, err := fabric.Open(ctx, b, fabric.Options{Timeout: timeout})
+	if err != nil {
+		if name == "auto" {
+			return b, fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", err), nil
+		}
+		return nil, "", fmt.Errorf("--transport fabric: %w", err)
+	}
+	return wire, "fabric, libfabric provider " + wire.Provider(), nil
 }
