@@ -37,6 +37,7 @@ var allowedImports = map[string][]string{
 	// shares, and the backends side by side (neither imports the other).
 	"executor":             {"internal/infile", "internal/memlimit", "plan"},
 	"executor/rankwire":    {"executor"},
+	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
 	"executor/cpu":         {"executor", "executor/rankwire", "timeline"},
 	"gpu":                  {"executor", "executor/rankwire"},
 	"gpu/emu":              {"gpu"},
@@ -56,7 +57,7 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
 
