@@ -482,8 +482,8 @@ ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms)
 		out[i].flags = e[i].flags;
 		out[i].data = (e[i].flags & FI_REMOTE_CQ_DATA) ? e[i].data : 0;
 	}
-	if (n == -ETIMEDOUT)
-		n = -EAGAIN;
+	if (n == -ETIMEDOUT || n == -EINTR)
+		n = -EAGAIN; /* a timeout, or a signal (the Go runtime's) */
 	return n;
 }
 

@@ -33,7 +33,11 @@ func ipCmd(args ...string) error {
 }
 
 // newTwoHosts makes the namespaces or skips the test.
-func newTwoHosts(t *testing.T) *twoHosts {
+func newTwoHosts(t *testing.T) *twoHosts { t.Helper(); return newTwoHostsNamed(t, "msgo") }
+
+// newTwoHostsNamed makes the namespaces, their names and devices
+// starting with prefix, or skips the test.
+func newTwoHostsNamed(t *testing.T, prefix string) *twoHosts {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("ip (iproute2) not found: the two-namespace tests are skipped")
@@ -43,8 +47,8 @@ func newTwoHosts(t *testing.T) *twoHosts {
 	}
 	id := os.Getpid() % 100000
 	h := &twoHosts{
-		ns:   [2]string{fmt.Sprintf("msgo%d-a", id), fmt.Sprintf("msgo%d-b", id)},
-		dev:  [2]string{fmt.Sprintf("msgo%da", id), fmt.Sprintf("msgo%db", id)},
+		ns:   [2]string{fmt.Sprintf("%s%d-a", prefix, id), fmt.Sprintf("%s%d-b", prefix, id)},
+		dev:  [2]string{fmt.Sprintf("%s%da", prefix, id), fmt.Sprintf("%s%db", prefix, id)},
 		addr: [2]string{fmt.Sprintf("10.%d.%d.1", 200+id%50, id%250), fmt.Sprintf("10.%d.%d.2", 200+id%50, id%250)},
 	}
 	if err := ipCmd("netns", "add", h.ns[0]); err != nil {
