@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
+.PHONY: build test golden bench bench-fabric test-fabric fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -16,6 +16,16 @@ golden:
 
 bench:
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
+
+# Port channels between processes over libfabric (docs/fabric.md):
+# bench-fabric prints the busbw of 2-host port-channel plans over the TCP
+# wire and over libfabric's tcp provider side by side, and the 8-byte
+# put+signal round trip; test-fabric runs the whole comparison matrix.
+bench-fabric:
+	MSCCLGO_FABRIC_BENCH=1 $(GO) test ./tests/multiproc -run 'TestFabricBench' -count=1 -v
+
+test-fabric:
+	MSCCLGO_FABRIC_FULL=1 $(GO) test ./executor/fabric ./tests/multiproc -run 'TestMessages|TestFabric' -count=1 -v
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for

@@ -1,0 +1,161 @@
+package multiproc
+
+// fabric_bench_test.go: `make bench-fabric`. The busbw of port-channel
+// plans run one process per rank over two logical hosts, over the TCP
+// wire and over libfabric's tcp provider side by side, and the
+// per-message cost of each: an 8-byte put with signal answered by one,
+// through rankwire's Sender and Receive, and the throughput of 4 MiB
+// puts each followed by a flush. Runs only with MSCCLGO_FABRIC_BENCH=1;
+// it prints, it asserts no speed.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/fabric"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
+)
+
+func TestFabricBench(t *testing.T) {
+	if os.Getenv("MSCCLGO_FABRIC_BENCH") != "1" {
+		t.Skip("the fabric benchmark runs with MSCCLGO_FABRIC_BENCH=1 (make bench-fabric)")
+	}
+	needFabric(t, "tcp;ofi_rxm")
+	t.Setenv("FI_PROVIDER", "tcp")
+	var lines []string
+	out := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	out("%-44s %14s %14s %8s", "port channels between 2 hosts (4 processes)", "tcp wire", "fabric tcp", "ratio")
+
+	dir := t.TempDir()
+	for _, c := range []struct{ algo, size string }{{"allreduce_hier", "4M"}, {"allreduce_hier", "32M"}, {"allgather_hier", "16M"}, {"reducescatter_hier", "16M"}} {
+		p := evalPlan(t, dir, c.algo, "world_size=4", "ranks_per_node=2")
+		var bw [2]float64
+		for i, tr := range []string{"tcp", "fabric"} {
+			got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--size", c.size, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
+			rows := tableRows(got)
+			if len(rows) != 1 {
+				t.Fatalf("%s: %s", c.algo, got)
+			}
+			bw[i], _ = strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
+		}
+		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", c.algo+" "+c.size+" busbw", bw[0], bw[1], bw[1]/bw[0])
+	}
+
+	// The wire alone, between two ranks of this process.
+	bs, err := bootstrap.ConnectLocal(context.Background(), 2, t.TempDir(), bootstrap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bootstrap.CloseAll(bs)
+	ws := make([]*fabric.Wire, 2)
+	errs := make([]error, 2)
+	done := make(chan int)
+	for r := range 2 {
+		go func() { ws[r], errs[r] = fabric.Open(context.Background(), bs[r], fabric.Options{}); done <- r }()
+	}
+	<-done
+	<-done
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	nets := [2][2]rankwire.Net{{bs[0], bs[1]}, {ws[0], ws[1]}}
+	var rtt, tput [2]float64
+	for i, nt := range nets {
+		rtt[i] = pingPong(t, nt, 2000)
+		tput[i] = stream(t, nt, 4<<20, 50)
+	}
+	out("%-44s %11.1f us %11.1f us %7.2fx", "8 B put+signal round trip", rtt[0], rtt[1], rtt[0]/rtt[1])
+	out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", "4 MiB put + flush, one direction", tput[0], tput[1], tput[1]/tput[0])
+	fmt.Println(strings.Join(lines, "\n"))
+}
+
+// pingPong returns the mean round trip, in microseconds, of an 8-byte put
+// with signal from rank 0 answered by one from rank 1.
+func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
+	t.Helper()
+	ctx := context.Background()
+	const tag = 5000
+	errc := make(chan error, 1)
+	go func() {
+		s := rankwire.NewSender(nt[1], tag)
+		for range n {
+			for range 2 {
+				if _, err := rankwire.Receive(ctx, nt[1], tag, 0); err != nil {
+					errc <- err
+					return
+				}
+			}
+			if err := s.SendData(ctx, 0, executor.Output, 0, false, make([]byte, 8)); err != nil {
+				errc <- err
+				return
+			}
+			if err := s.SendFlag(ctx, 0, 0); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	s := rankwire.NewSender(nt[0], tag)
+	start := time.Now()
+	for range n {
+		if err := s.SendData(ctx, 1, executor.Output, 0, false, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendFlag(ctx, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := rankwire.Receive(ctx, nt[0], tag, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	el := time.Since(start)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return float64(el.Microseconds()) / float64(n)
+}
+
+// stream returns the rate, in GB/s, of n puts of size bytes from rank 0
+// to rank 1, each followed by a flush.
+func stream(t *testing.T, nt [2]rankwire.Net, size, n int) float64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const tag = 6000
+	go func() {
+		for {
+			if _, err := rankwire.Receive(ctx, nt[1], tag, 0); err != nil {
+				return
+			}
+		}
+	}()
+	s := rankwire.NewSender(nt[0], tag)
+	data := make([]byte, size)
+	start := time.Now()
+	for range n {
+		if err := s.SendData(ctx, 1, executor.Output, 0, false, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Fence(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(size*n) / time.Since(start).Seconds() / 1e9
+}
