@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -460,6 +461,9 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		rc := C.mgf_writedata(w.f, local, C.size_t(size), w.sendDesc, C.uint64_t(data), C.uint64_t(p.addr),
 			C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
 		if rc == 0 {
+			// Wake the progress loop: with manual progress the write
+			// moves when the completion queue is read.
+			C.mgf_cq_signal(w.f)
 			return nil
 		}
 		if rc != errAgain {
@@ -594,11 +598,10 @@ func (w *Wire) progress() {
 			return
 		default:
 		}
-		timeout := 0
-		if idle > 64 {
-			timeout = 2
-		}
-		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), C.int(timeout)))
+		// Poll: a blocking read (fi_cq_sread) sleeps through the
+		// provider's manual progress of writes posted meanwhile. After
+		// a while without completions, poll every 20 us.
+		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), 0))
 		switch {
 		case n > 0:
 			idle = 0
@@ -608,8 +611,10 @@ func (w *Wire) progress() {
 			w.readErr()
 		case n == errAgain || n == 0:
 			idle++
-			if idle > 64 && C.mgf_waitable(w.f) == 0 {
+			if idle > 200 {
 				time.Sleep(20 * time.Microsecond)
+			} else {
+				runtime.Gosched()
 			}
 		default:
 			w.mu.Lock()
