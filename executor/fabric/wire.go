@@ -41,8 +41,15 @@ const (
 	lowMask   = 1<<rankShift - 1
 	maxRanks  = 1 << 11
 	recAlign  = 64
-	recHead   = 16
+	recHead   = 24
 	nContexts = 1024
+)
+
+// The progress loop's polling: without sleeping for spinFor after any
+// activity, then every pollEvery.
+const (
+	spinFor   = 2 * time.Millisecond
+	pollEvery = 20 * time.Microsecond
 )
 
 // Record flags.
@@ -78,6 +85,7 @@ type Wire struct {
 	slots      []slot
 	free       []int
 	closed     bool
+	inflight   int   // writes posted and not completed (mu)
 	fatal      error // the progress loop's own failure
 	recvKeyVal uint64
 
@@ -147,7 +155,9 @@ type Options struct {
 	// Timeout bounds the set-up (every peer answering its hello);
 	// default 30 s.
 	Timeout time.Duration
-	// RingBytes is each per-peer receive ring; default 4 MiB.
+	// RingBytes is each per-peer ring (a receive and a send one per
+	// peer); default 8 MiB. A message goes in records of up to half a
+	// ring.
 	RingBytes uint64
 }
 
@@ -168,7 +178,7 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		o.Timeout = 30 * time.Second
 	}
 	if o.RingBytes == 0 {
-		o.RingBytes = 4 << 20
+		o.RingBytes = 8 << 20
 	}
 	if o.RingBytes%recAlign != 0 || o.RingBytes < 64<<10 || o.RingBytes > 32<<20 {
 		return nil, fmt.Errorf("fabric: ring of %d bytes: want a multiple of 64 between 64 KiB and 32 MiB", o.RingBytes)
@@ -385,7 +395,8 @@ func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload
 	p := &w.peers[peer]
 	p.send.Lock()
 	defer p.send.Unlock()
-	maxFrag := int(w.ring/4) - recHead - len(head)
+	maxFrag := int(w.ring/2) - recHead - len(head)
+	total := uint64(len(payload))
 	first := true
 	for {
 		n := min(len(payload), maxFrag)
@@ -400,7 +411,7 @@ func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload
 		if !first {
 			h = nil
 		}
-		if err := w.post(ctx, peer, tag, flags, h, payload[:n]); err != nil {
+		if err := w.post(ctx, peer, tag, flags, h, payload[:n], total); err != nil {
 			return err
 		}
 		payload = payload[n:]
@@ -412,7 +423,7 @@ func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload
 }
 
 // post writes one record to peer's ring, waiting for room.
-func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, payload []byte) error {
+func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, payload []byte, total uint64) error {
 	p := &w.peers[peer]
 	size := (uint64(recHead+len(head)+len(payload)) + recAlign - 1) &^ (recAlign - 1)
 	var start uint64
@@ -437,6 +448,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			p.head = start + size
 			p.out = append(p.out, outRec{seq: seq, end: p.head})
 			w.slots[si] = slot{peer: peer, seq: seq, used: true}
+			w.inflight++
 			w.mu.Unlock()
 			break
 		}
@@ -453,6 +465,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	binary.LittleEndian.PutUint32(rec[4:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(rec[8:], seq)
 	rec[12], rec[13], rec[14], rec[15] = byte(len(head)), flags, 0, 0
+	binary.LittleEndian.PutUint64(rec[16:], total)
 	copy(rec[recHead:], head)
 	copy(rec[recHead+len(head):], payload)
 	data := uint64(w.rank)<<rankShift | off/recAlign
@@ -591,7 +604,7 @@ func (w *Wire) fail(peer int, err error) {
 func (w *Wire) progress() {
 	defer close(w.done)
 	var cqe [64]C.mgf_cqe
-	idle := 0
+	last := time.Now() // the last completion, or the last poll with writes of ours on their way
 	for {
 		select {
 		case <-w.stop:
@@ -599,20 +612,28 @@ func (w *Wire) progress() {
 		default:
 		}
 		// Poll: a blocking read (fi_cq_sread) sleeps through the
-		// provider's manual progress of writes posted meanwhile. After
-		// a while without completions, poll every 20 us.
+		// provider's manual progress of writes posted meanwhile, and the
+		// bytes of a large record arrive without a completion. Poll
+		// without sleeping for spinFor after any activity, then every
+		// pollEvery.
 		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), 0))
 		switch {
 		case n > 0:
-			idle = 0
+			last = time.Now()
 			w.handle(cqe[:n])
 		case n == errAvail:
-			idle = 0
+			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			idle++
-			if idle > 200 {
-				time.Sleep(20 * time.Microsecond)
+			w.mu.Lock()
+			busy := w.inflight > 0
+			w.mu.Unlock()
+			now := time.Now()
+			if busy {
+				last = now
+			}
+			if now.Sub(last) > spinFor {
+				time.Sleep(pollEvery)
 			} else {
 				runtime.Gosched()
 			}
@@ -640,6 +661,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			s := w.slots[i]
 			w.slots[i].used = false
 			w.free = append(w.free, i)
+			w.inflight--
 			p := &w.peers[s.peer]
 			for j := range p.out {
 				if p.out[j].seq == s.seq {
@@ -711,7 +733,7 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 			if flags&recFirst != 0 {
 				in.tag = tag
 				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
-				in.payload = nil
+				in.payload = make([]byte, 0, min(binary.LittleEndian.Uint64(r[16:]), 1<<32))
 			}
 			in.payload = append(in.payload, r[recHead+hl:recHead+hl+pl]...)
 			if flags&recLast != 0 {
@@ -765,6 +787,7 @@ func (w *Wire) readErr() {
 	s := w.slots[i]
 	w.slots[i].used = false
 	w.free = append(w.free, i)
+	w.inflight--
 	p := &w.peers[s.peer]
 	if p.err == nil {
 		p.err = fmt.Errorf("fabric: rank %d: a write to rank %d failed over %s: %s: %s", w.rank, s.peer, w.prov, w.strerror(int(e)), desc)
