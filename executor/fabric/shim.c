@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 /* ---- the ABI subset (FABRIC_1.3) ---- */
 
@@ -27,6 +28,7 @@
 #define FI_REMOTE_WRITE (1ULL << 13)
 #define FI_REMOTE_CQ_DATA (1ULL << 17)
 #define FI_SOURCE (1ULL << 57)
+#define FI_COMPLETION (1ULL << 24)
 #define FI_CONTEXT (1ULL << 59)
 #define FI_CONTEXT2 (1ULL << 52)
 
@@ -209,9 +211,26 @@ struct fi_ops_cm {
 	void *setname;
 	int (*getname)(struct fid *fid, void *addr, size_t *addrlen);
 };
+struct fi_rma_iov {
+	uint64_t addr;
+	size_t len;
+	uint64_t key;
+};
+struct fi_msg_rma {
+	const struct iovec *msg_iov;
+	void **desc;
+	size_t iov_count;
+	uint64_t addr;
+	const struct fi_rma_iov *rma_iov;
+	size_t rma_iov_count;
+	void *context;
+	uint64_t data;
+};
 struct fi_ops_rma {
 	size_t size;
-	void *read, *readv, *readmsg, *write, *writev, *writemsg, *inject;
+	void *read, *readv, *readmsg, *write, *writev;
+	ssize_t (*writemsg)(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags);
+	void *inject;
 	ssize_t (*writedata)(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
 			     uint64_t dest_addr, uint64_t addr, uint64_t key, void *context);
 	ssize_t (*injectdata)(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
@@ -460,6 +479,25 @@ ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t 
 		      uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
 {
 	return f->ep->rma->writedata(f->ep, buf, len, desc, data, dest, addr, key, ctx);
+}
+
+ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
+		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+{
+	struct iovec iov[2] = {{(void *)head, headlen}, {(void *)payload, paylen}};
+	void *desc[2] = {headdesc, NULL};
+	struct fi_rma_iov rma = {addr, headlen + paylen, key};
+	struct fi_msg_rma msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = iov;
+	msg.desc = desc;
+	msg.iov_count = 2;
+	msg.addr = dest;
+	msg.rma_iov = &rma;
+	msg.rma_iov_count = 1;
+	msg.context = ctx;
+	msg.data = data;
+	return f->ep->rma->writemsg(f->ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION);
 }
 
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key)

@@ -45,6 +45,11 @@ int mgf_ctx_index(mgf *f, void *ctx);
 
 ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t data,
 		      uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
+/* mgf_writedata2 writes head (registered, headdesc) and payload (not
+   registered: only where the provider has no FI_MR_LOCAL) as one RMA
+   write with remote CQ data. */
+ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
+		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
 /* mgf_cq_read reads up to count completions, waiting up to timeout_ms
    where the queue has a wait object. Returns the number read, -EAGAIN

@@ -27,6 +27,7 @@ const (
 	accWrite       = 1 << 9
 	accRemoteWrite = 1 << 13
 	flagRemoteData = 1 << 17 // FI_REMOTE_CQ_DATA in a completion's flags
+	mrLocal        = 1 << 2
 	mrVirtAddr     = 1 << 4
 	errAgain       = -11  // -FI_EAGAIN
 	errAvail       = -259 // -FI_EAVAIL
@@ -48,9 +49,13 @@ const (
 // The progress loop's polling: without sleeping for spinFor after any
 // activity, then every pollEvery.
 const (
-	spinFor   = 2 * time.Millisecond
+	spinFor   = 100 * time.Microsecond
 	pollEvery = 20 * time.Microsecond
 )
+
+// directBytes is the smallest payload written from the caller's memory
+// instead of a copy in the send ring.
+const directBytes = 64 << 10
 
 // Record flags.
 const (
@@ -86,6 +91,7 @@ type Wire struct {
 	free       []int
 	closed     bool
 	inflight   int   // writes posted and not completed (mu)
+	mrLocal    bool  // the provider reads only registered local memory (FI_MR_LOCAL)
 	fatal      error // the progress loop's own failure
 	recvKeyVal uint64
 
@@ -287,6 +293,7 @@ func (w *Wire) openLocal(prov string) error {
 	}
 	w.f = f
 	w.prov = C.GoString(C.mgf_provider(f))
+	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
 		w.free = append(w.free, i)
@@ -467,16 +474,35 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	rec[12], rec[13], rec[14], rec[15] = byte(len(head)), flags, 0, 0
 	binary.LittleEndian.PutUint64(rec[16:], total)
 	copy(rec[recHead:], head)
-	copy(rec[recHead+len(head):], payload)
+	// A large payload goes from the caller's memory, pinned until the
+	// write completes, where the provider needs no registered local
+	// buffers; else it is copied into the send ring.
+	direct := len(payload) >= directBytes && !w.mrLocal
+	var pin runtime.Pinner
+	if direct {
+		pin.Pin(&payload[0])
+		defer pin.Unpin()
+	} else {
+		copy(rec[recHead+len(head):], payload)
+	}
 	data := uint64(w.rank)<<rankShift | off/recAlign
 	remote := p.base + uint64(w.rank)*w.ring + off
 	for {
-		rc := C.mgf_writedata(w.f, local, C.size_t(size), w.sendDesc, C.uint64_t(data), C.uint64_t(p.addr),
-			C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
+		var rc C.ssize_t
+		if direct {
+			rc = C.mgf_writedata2(w.f, local, C.size_t(recHead+len(head)), w.sendDesc, unsafe.Pointer(&payload[0]), C.size_t(len(payload)),
+				C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
+		} else {
+			rc = C.mgf_writedata(w.f, local, C.size_t(size), w.sendDesc, C.uint64_t(data), C.uint64_t(p.addr),
+				C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
+		}
 		if rc == 0 {
 			// Wake the progress loop: with manual progress the write
 			// moves when the completion queue is read.
 			C.mgf_cq_signal(w.f)
+			if direct {
+				return w.completed(ctx, peer, seq)
+			}
 			return nil
 		}
 		if rc != errAgain {
@@ -497,6 +523,35 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			return context.Cause(ctx)
 		}
 		t.Stop()
+	}
+}
+
+// completed waits until the write of record seq to peer completed here
+// (its source memory is free again).
+func (w *Wire) completed(ctx context.Context, peer int, seq uint32) error {
+	p := &w.peers[peer]
+	for {
+		w.mu.Lock()
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+		done := true
+		for _, r := range p.out {
+			if r.seq == seq {
+				done = r.done
+				break
+			}
+		}
+		if done {
+			w.mu.Unlock()
+			return nil
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		if err := w.waitChange(ctx, ch, peer, "the completion of a write to"); err != nil {
+			return err
+		}
 	}
 }
 

@@ -103,11 +103,21 @@ func pattern(from, to, i, n int) []byte {
 // than a ring) between every pair of ranks on two tags at once, and
 // checks that each arrives whole and in order.
 func TestMessages(t *testing.T) {
-	for _, prov := range []string{"tcp;ofi_rxm", "shm"} {
-		t.Run(prov, func(t *testing.T) {
+	for _, c := range []struct {
+		prov  string
+		ring  uint64
+		sizes []int
+	}{
+		{"tcp;ofi_rxm", 64 << 10, []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}},
+		{"shm", 64 << 10, []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}},
+		// Records from the caller's memory (64 KiB and more).
+		{"tcp;ofi_rxm", 0, []int{64 << 10, 1, 1 << 20, 5 << 20}},
+	} {
+		prov := c.prov
+		t.Run(fmt.Sprintf("%s/ring=%d", prov, c.ring), func(t *testing.T) {
 			const n = 3
-			ws := openAll(t, n, prov, 64<<10)
-			sizes := []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}
+			ws := openAll(t, n, prov, c.ring)
+			sizes := c.sizes
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup

@@ -6,7 +6,8 @@ package multiproc
 // per-message cost of each: an 8-byte put with signal answered by one,
 // through rankwire's Sender and Receive, and the throughput of 4 MiB
 // puts each followed by a flush. Runs only with MSCCLGO_FABRIC_BENCH=1;
-// it prints, it asserts no speed.
+// it prints, it asserts no speed. Each figure is the best of three
+// rounds.
 
 import (
 	"context"
@@ -24,8 +25,9 @@ import (
 )
 
 func TestFabricBench(t *testing.T) {
-	if os.Getenv("MSCCLGO_FABRIC_BENCH") != "1" {
-		t.Skip("the fabric benchmark runs with MSCCLGO_FABRIC_BENCH=1 (make bench-fabric)")
+	mode := os.Getenv("MSCCLGO_FABRIC_BENCH")
+	if mode != "1" && mode != "wire" {
+		t.Skip("the fabric benchmark runs with MSCCLGO_FABRIC_BENCH=1 (make bench-fabric; =wire: the wire alone)")
 	}
 	needFabric(t, "tcp;ofi_rxm")
 	t.Setenv("FI_PROVIDER", "tcp")
@@ -34,16 +36,26 @@ func TestFabricBench(t *testing.T) {
 	out("%-44s %14s %14s %8s", "port channels between 2 hosts (4 processes)", "tcp wire", "fabric tcp", "ratio")
 
 	dir := t.TempDir()
-	for _, c := range []struct{ algo, size string }{{"allreduce_hier", "4M"}, {"allreduce_hier", "32M"}, {"allgather_hier", "16M"}, {"reducescatter_hier", "16M"}} {
+	plans := []struct{ algo, size string }{{"allreduce_hier", "4M"}, {"allreduce_hier", "32M"}, {"allgather_hier", "16M"}, {"reducescatter_hier", "16M"}}
+	if mode == "wire" {
+		plans = nil
+	}
+	// Each figure is the best of three rounds that alternate the two
+	// transports: the machine is shared and noisy.
+	const rounds = 3
+	for _, c := range plans {
 		p := evalPlan(t, dir, c.algo, "world_size=4", "ranks_per_node=2")
 		var bw [2]float64
-		for i, tr := range []string{"tcp", "fabric"} {
-			got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--size", c.size, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
-			rows := tableRows(got)
-			if len(rows) != 1 {
-				t.Fatalf("%s: %s", c.algo, got)
+		for range rounds {
+			for i, tr := range []string{"tcp", "fabric"} {
+				got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--size", c.size, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
+				rows := tableRows(got)
+				if len(rows) != 1 {
+					t.Fatalf("%s: %s", c.algo, got)
+				}
+				v, _ := strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
+				bw[i] = max(bw[i], v)
 			}
-			bw[i], _ = strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
 		}
 		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", c.algo+" "+c.size+" busbw", bw[0], bw[1], bw[1]/bw[0])
 	}
@@ -73,10 +85,13 @@ func TestFabricBench(t *testing.T) {
 		}
 	}()
 	nets := [2][2]rankwire.Net{{bs[0], bs[1]}, {ws[0], ws[1]}}
-	var rtt, tput [2]float64
-	for i, nt := range nets {
-		rtt[i] = pingPong(t, nt, 2000)
-		tput[i] = stream(t, nt, 4<<20, 50)
+	rtt := [2]float64{1e18, 1e18}
+	var tput [2]float64
+	for range rounds {
+		for i, nt := range nets {
+			rtt[i] = min(rtt[i], pingPong(t, nt, 1000))
+			tput[i] = max(tput[i], stream(t, nt, 4<<20, 30))
+		}
 	}
 	out("%-44s %11.1f us %11.1f us %7.2fx", "8 B put+signal round trip", rtt[0], rtt[1], rtt[0]/rtt[1])
 	out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", "4 MiB put + flush, one direction", tput[0], tput[1], tput[1]/tput[0])
