@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 )
@@ -40,12 +42,43 @@ func (c *comm) openDevice() error {
 			hosts[r] = i
 		}
 	}
-	gc, err := gpu.OpenComm(context.Background(), cfg, rankwire.World{Net: c.boot, Host: hosts, Tag: deviceTag})
+	port, err := portNet(c)
+	if err != nil {
+		return err
+	}
+	gc, err := gpu.OpenComm(context.Background(), cfg, rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
 	if err != nil {
 		return errorf(resultSystem, "rank %d of %d: %v", c.rank, c.size, err)
 	}
 	c.gpu = gc
 	return nil
+}
+
+// portNet returns what carries c's port channels between processes, as
+// MSCCLGO_TRANSPORT says: the bootstrap's connections (tcp, the
+// default), a libfabric wire (fabric; FI_PROVIDER picks the provider),
+// or auto (fabric where it opens on every rank). A wire closes with the
+// bootstrap.
+func portNet(c *comm) (rankwire.Net, error) {
+	name := os.Getenv("MSCCLGO_TRANSPORT")
+	switch name {
+	case "", "tcp":
+		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
+		return c.boot, nil
+	case "fabric", "auto":
+	default:
+		return nil, errorf(resultInvalidArgument, "rank %d of %d: MSCCLGO_TRANSPORT=%q: want tcp, fabric or auto", c.rank, c.size, name)
+	}
+	wire, err := fabric.Open(context.Background(), c.boot, fabric.Options{Timeout: c.timeout})
+	if err != nil {
+		if name == "auto" {
+			logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, err)
+			return c.boot, nil
+		}
+		return nil, errorf(resultSystem, "rank %d of %d: MSCCLGO_TRANSPORT=fabric: %v", c.rank, c.size, err)
+	}
+	logInfo("rank %d of %d: port channels between processes over fabric, libfabric provider %s", c.rank, c.size, wire.Provider())
+	return wire, nil
 }
 
 // runOnDevice enqueues the plan of d for call k on the caller's stream.

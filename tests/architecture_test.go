@@ -58,7 +58,7 @@ var allowedImports = map[string][]string{
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
 	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
-	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
 
 	"internal/infile":   nil,

@@ -95,6 +95,10 @@ type Wire struct {
 	fatal      error // the progress loop's own failure
 	recvKeyVal uint64
 
+	// users is held (read) by every post while it touches the send
+	// ring and the endpoint, and (write) by Close to release them.
+	users sync.RWMutex
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -241,6 +245,8 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		return nil, err
 	}
 	go w.progress()
+	// The wire closes with the job (its users may not close it).
+	context.AfterFunc(net.Context(), func() { _ = w.Close() })
 	// Hello: every rank writes to every peer and waits for every peer's
 	// write, so that an unreachable address fails the set-up, named.
 	mine = record{}
@@ -465,6 +471,15 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			return err
 		}
 	}
+	// The memory and the endpoint stay until this write is posted.
+	w.users.RLock()
+	defer w.users.RUnlock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	}
 	off := start % w.ring
 	local := unsafe.Add(w.sendMem, uint64(peer)*w.ring+off)
 	rec := unsafe.Slice((*byte)(local), size)
@@ -512,6 +527,10 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		}
 		// The provider's queue is full: let the progress loop drain it.
 		w.mu.Lock()
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return err
+		}
 		ch := w.changed
 		w.mu.Unlock()
 		t := time.NewTimer(50 * time.Microsecond)
@@ -867,6 +886,9 @@ func (w *Wire) Close() error {
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("fabric: rank %d: the progress loop did not stop within 5s", w.rank)
 	}
+	// Wait for the writes being posted (they see closed and stop).
+	w.users.Lock()
+	defer w.users.Unlock()
 	w.release()
 	return nil
 }
