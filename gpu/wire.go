@@ -51,6 +51,16 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 			if err := d.DtoH(data, DevPtr(src)); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: reading %d bytes to send: %w", s.name, m.rank, size, err)
 			}
+			if end, ok := m.fusedFlag(s, peer, kind, ch); ok {
+				// A put with signal to that peer: one transfer.
+				if err := d.Fence(); err != nil {
+					return fmt.Errorf("%s: proxy of rank %d: %w", s.name, m.rank, err)
+				}
+				if err := m.send.SendDataFlag(m.ctx, peer, bt, off, kind&trigPackets != 0, data, end.PeerIndex); err != nil {
+					return fmt.Errorf("%s: proxy of rank %d: sending %d bytes with a flag to rank %d: %w", s.name, m.rank, size, peer, err)
+				}
+				return nil
+			}
 			if err := m.send.SendData(m.ctx, peer, bt, off, kind&trigPackets != 0, data); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: sending %d bytes to rank %d: %w", s.name, m.rank, size, peer, err)
 			}
@@ -85,6 +95,18 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 		}
 	}
 	return nil
+}
+
+// fusedFlag returns the far end of port channel ch when a trigger of
+// kind is a put with signal (no flush) whose flag goes to peer, the rank
+// its data goes to: the two can travel as one.
+func (m *multi) fusedFlag(s *session, peer int, kind uint64, ch int) (executor.ChannelEnd, bool) {
+	ri := s.ranks[m.rank].ri
+	if kind&trigFlag == 0 || kind&trigSync != 0 || ch < 0 || ch >= len(ri.PortChannels) {
+		return executor.ChannelEnd{}, false
+	}
+	end := ri.PortChannels[ch]
+	return end, end.Peer == peer && end.PeerIndex >= 0
 }
 
 // startReceivers starts one receiver per peer with a port channel into

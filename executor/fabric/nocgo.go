@@ -49,6 +49,9 @@ func (w *Wire) Close() error { return nil }
 // SendPort refuses.
 func (w *Wire) SendPort(context.Context, int, uint32, []byte, []byte) error { return errNoCgo }
 
+// SendPort2 refuses.
+func (w *Wire) SendPort2(context.Context, int, uint32, []byte, []byte, []byte) error { return errNoCgo }
+
 // RecvPort refuses.
 func (w *Wire) RecvPort(context.Context, int, uint32) ([]byte, []byte, error) {
 	return nil, nil, errNoCgo

@@ -61,6 +61,7 @@ const directBytes = 64 << 10
 const (
 	recFirst = 1
 	recLast  = 2
+	recPair  = 4 // a second message, header only, follows (SendPort2)
 )
 
 // The tag of the set-up's hello messages; sessions' tags are above it.
@@ -130,6 +131,8 @@ type peerIn struct {
 	// the message being reassembled
 	tag     uint32
 	head    []byte
+	head2   []byte // the second message of a pair (SendPort2)
+	pair    bool
 	payload []byte
 }
 
@@ -399,32 +402,45 @@ func (w *Wire) named(ctx context.Context, err error, p int, what string) error {
 // RMA writes with remote CQ data of one or more records into the peer's
 // ring. Messages to one peer with one tag arrive in order.
 func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload []byte) error {
+	return w.send(ctx, peer, tag, head, payload, nil, false)
+}
+
+// SendPort2 sends two messages to peer with tag, the first with a
+// payload, the second only a header, as one transfer (a put with its
+// signal): they arrive as two, in order.
+func (w *Wire) SendPort2(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte) error {
+	return w.send(ctx, peer, tag, head, payload, head2, true)
+}
+
+func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte, pair bool) error {
 	if peer < 0 || peer >= w.size || peer == w.rank {
 		return fmt.Errorf("fabric: rank %d: send to rank %d of %d", w.rank, peer, w.size)
 	}
-	if len(head) > 255 {
-		return fmt.Errorf("fabric: a message header of %d bytes", len(head))
+	if len(head) > 255 || len(head2) > 255 {
+		return fmt.Errorf("fabric: a message header of %d bytes", max(len(head), len(head2)))
 	}
 	p := &w.peers[peer]
 	p.send.Lock()
 	defer p.send.Unlock()
-	maxFrag := int(w.ring/2) - recHead - len(head)
+	maxFrag := int(w.ring/2) - recHead - len(head) - len(head2)
 	total := uint64(len(payload))
 	first := true
 	for {
 		n := min(len(payload), maxFrag)
 		flags := byte(0)
+		h, h2 := head, head2
 		if first {
 			flags |= recFirst
+			if pair {
+				flags |= recPair
+			}
+		} else {
+			h, h2 = nil, nil
 		}
 		if n == len(payload) {
 			flags |= recLast
 		}
-		h := head
-		if !first {
-			h = nil
-		}
-		if err := w.post(ctx, peer, tag, flags, h, payload[:n], total); err != nil {
+		if err := w.post(ctx, peer, tag, flags, h, h2, payload[:n], total); err != nil {
 			return err
 		}
 		payload = payload[n:]
@@ -436,9 +452,10 @@ func (w *Wire) SendPort(ctx context.Context, peer int, tag uint32, head, payload
 }
 
 // post writes one record to peer's ring, waiting for room.
-func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, payload []byte, total uint64) error {
+func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, head2, payload []byte, total uint64) error {
 	p := &w.peers[peer]
-	size := (uint64(recHead+len(head)+len(payload)) + recAlign - 1) &^ (recAlign - 1)
+	heads := recHead + len(head) + len(head2)
+	size := (uint64(heads+len(payload)) + recAlign - 1) &^ (recAlign - 1)
 	var start uint64
 	var seq uint32
 	var si int
@@ -486,9 +503,10 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	binary.LittleEndian.PutUint32(rec[0:], tag)
 	binary.LittleEndian.PutUint32(rec[4:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(rec[8:], seq)
-	rec[12], rec[13], rec[14], rec[15] = byte(len(head)), flags, 0, 0
+	rec[12], rec[13], rec[14], rec[15] = byte(len(head)), flags, byte(len(head2)), 0
 	binary.LittleEndian.PutUint64(rec[16:], total)
 	copy(rec[recHead:], head)
+	copy(rec[recHead+len(head):], head2)
 	// A large payload goes from the caller's memory, pinned until the
 	// write completes, where the provider needs no registered local
 	// buffers; else it is copied into the send ring.
@@ -498,14 +516,14 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		pin.Pin(&payload[0])
 		defer pin.Unpin()
 	} else {
-		copy(rec[recHead+len(head):], payload)
+		copy(rec[heads:], payload)
 	}
 	data := uint64(w.rank)<<rankShift | off/recAlign
 	remote := p.base + uint64(w.rank)*w.ring + off
 	for {
 		var rc C.ssize_t
 		if direct {
-			rc = C.mgf_writedata2(w.f, local, C.size_t(recHead+len(head)), w.sendDesc, unsafe.Pointer(&payload[0]), C.size_t(len(payload)),
+			rc = C.mgf_writedata2(w.f, local, C.size_t(heads), w.sendDesc, unsafe.Pointer(&payload[0]), C.size_t(len(payload)),
 				C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
 		} else {
 			rc = C.mgf_writedata(w.f, local, C.size_t(size), w.sendDesc, C.uint64_t(data), C.uint64_t(p.addr),
@@ -801,18 +819,23 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 		r := ring[o:]
 		tag := binary.LittleEndian.Uint32(r[0:])
 		pl := int(binary.LittleEndian.Uint32(r[4:]))
-		hl := int(r[12])
+		hl, h2 := int(r[12]), int(r[14])
 		flags := r[13]
-		if uint64(o)+uint64(recHead+hl+pl) <= w.ring {
+		if uint64(o)+uint64(recHead+hl+h2+pl) <= w.ring {
 			if flags&recFirst != 0 {
 				in.tag = tag
 				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
+				in.pair = flags&recPair != 0
+				in.head2 = append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)
 				in.payload = make([]byte, 0, min(binary.LittleEndian.Uint64(r[16:]), 1<<32))
 			}
-			in.payload = append(in.payload, r[recHead+hl:recHead+hl+pl]...)
+			in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
 			if flags&recLast != 0 {
 				out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head, payload: in.payload}})
-				in.head, in.payload = nil, nil
+				if in.pair {
+					out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head2}})
+				}
+				in.head, in.payload, in.head2 = nil, nil, nil
 			}
 		}
 		w.peers[from].creditDue = in.expect

@@ -100,8 +100,9 @@ func pattern(from, to, i, n int) []byte {
 }
 
 // TestMessages sends messages of many sizes (empty, fragmented, more
-// than a ring) between every pair of ranks on two tags at once, and
-// checks that each arrives whole and in order.
+// than a ring, every other one as a pair with a header-only second
+// message) between every pair of ranks on two tags at once, and checks
+// that each arrives whole and in order.
 func TestMessages(t *testing.T) {
 	for _, c := range []struct {
 		prov  string
@@ -130,7 +131,14 @@ func TestMessages(t *testing.T) {
 						wg.Go(func() {
 							for i, sz := range sizes {
 								head := []byte{byte(i), byte(tag)}
-								if err := ws[from].SendPort(ctx, to, tag, head, pattern(from, to, i+int(tag), sz)); err != nil {
+								send := ws[from].SendPort
+								if i%2 == 1 {
+									// A pair: the message and a header-only second one.
+									send = func(ctx context.Context, to int, tag uint32, head, payload []byte) error {
+										return ws[from].SendPort2(ctx, to, tag, head, payload, []byte{0xEE, byte(i)})
+									}
+								}
+								if err := send(ctx, to, tag, head, pattern(from, to, i+int(tag), sz)); err != nil {
 									t.Errorf("%d->%d tag %d: %v", from, to, tag, err)
 									return
 								}
@@ -146,6 +154,13 @@ func TestMessages(t *testing.T) {
 								if !bytes.Equal(h, []byte{byte(i), byte(tag)}) || !bytes.Equal(p, pattern(from, to, i+int(tag), sz)) {
 									t.Errorf("%d<-%d tag %d message %d: head %v, %d bytes; want %d bytes", to, from, tag, i, h, len(p), sz)
 									return
+								}
+								if i%2 == 1 {
+									h, p, err := ws[to].RecvPort(ctx, from, tag)
+									if err != nil || !bytes.Equal(h, []byte{0xEE, byte(i)}) || len(p) != 0 {
+										t.Errorf("%d<-%d tag %d the pair of message %d: head %v, %d bytes, %v", to, from, tag, i, h, len(p), err)
+										return
+									}
 								}
 							}
 						})

@@ -60,6 +60,9 @@ type Link interface {
 // for the port and acknowledgement tags, with the same messages.
 type PortWire interface {
 	SendPort(ctx context.Context, peer int, tag uint32, head, payload []byte) error
+	// SendPort2 sends two messages, the second a header only, as one
+	// transfer; they arrive as two, in order.
+	SendPort2(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte) error
 	RecvPort(ctx context.Context, peer int, tag uint32) (head, payload []byte, err error)
 }
 
@@ -108,6 +111,30 @@ func (s *Sender) SendData(ctx context.Context, peer int, bt executor.BufferType,
 	}
 	s.dirty[peer] = true
 	return s.net.Send(ctx, peer, s.tag+TagPort, data)
+}
+
+// SendDataFlag sends data as SendData does, then signals peer's port
+// channel idx (a put with signal): over a PortWire, one transfer (the
+// receiver still sees a DATA and then a FLAG).
+func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt executor.BufferType, off uint64, packets bool, data []byte, idx int) error {
+	if s.wire == nil {
+		if err := s.SendData(ctx, peer, bt, off, packets, data); err != nil {
+			return err
+		}
+		return s.SendFlag(ctx, peer, idx)
+	}
+	var h [24]byte
+	h[0], h[1] = Data, byte(bt)
+	if packets {
+		h[2] = 1
+	}
+	binary.LittleEndian.PutUint64(h[8:], off)
+	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	var f [8]byte
+	f[0] = Flag
+	binary.LittleEndian.PutUint32(f[4:], uint32(idx))
+	s.dirty[peer] = true
+	return s.wire.SendPort2(ctx, peer, s.tag+TagPort, h[:], data, f[:])
 }
 
 // SendFlag signals peer's port channel idx.

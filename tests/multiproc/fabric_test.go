@@ -71,6 +71,8 @@ func fabricCases() []fabricCase {
 			args: append([]string{"--size", size}, exact...), short: algo == "allreduce_hier_packet" || algo == "reducescatter_hier"})
 	}
 	cs = append(cs,
+		fabricCase{name: "gpu-emu reference put/put_with_signal_test", plan: port("unit_tests/put/put_with_signal_test.plan.json"), ranks: 2, perHost: 1,
+			args: []string{"-d", "float", "--size", "64K"}, backend: "gpu-emu"},
 		fabricCase{name: "gpu-emu allreduce_hier 2x2", plan: bundled("allreduce_hier", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
 			args: append([]string{"--size", "4M"}, exact...), backend: "gpu-emu", short: true},
 		fabricCase{name: "gpu-emu allreduce_hier_packet 2x2", plan: bundled("allreduce_hier_packet", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
