@@ -47,10 +47,14 @@ const (
 )
 
 // The progress loop's polling: without sleeping for spinFor after any
-// activity, then every pollEvery.
+// activity, then every pollEvery, and after restAfter of quiet every
+// restEvery (an idle job costs little CPU; its first message after a
+// quiet spell waits up to restEvery).
 const (
 	spinFor   = 100 * time.Microsecond
 	pollEvery = 20 * time.Microsecond
+	restAfter = 50 * time.Millisecond
+	restEvery = 500 * time.Microsecond
 )
 
 // directBytes is the smallest payload written from the caller's memory
@@ -705,9 +709,7 @@ func (w *Wire) progress() {
 		}
 		// Poll: a blocking read (fi_cq_sread) sleeps through the
 		// provider's manual progress of writes posted meanwhile, and the
-		// bytes of a large record arrive without a completion. Poll
-		// without sleeping for spinFor after any activity, then every
-		// pollEvery.
+		// bytes of a large record arrive without a completion.
 		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), 0))
 		switch {
 		case n > 0:
@@ -724,9 +726,12 @@ func (w *Wire) progress() {
 			if busy {
 				last = now
 			}
-			if now.Sub(last) > spinFor {
+			switch idle := now.Sub(last); {
+			case idle > restAfter:
+				time.Sleep(restEvery)
+			case idle > spinFor:
 				time.Sleep(pollEvery)
-			} else {
+			default:
 				runtime.Gosched()
 			}
 		default:

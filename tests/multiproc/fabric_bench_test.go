@@ -99,7 +99,8 @@ func TestFabricBench(t *testing.T) {
 }
 
 // pingPong returns the mean round trip, in microseconds, of an 8-byte put
-// with signal from rank 0 answered by one from rank 1.
+// with signal (SendDataFlag: one transfer over the fabric, two messages
+// over the TCP wire) from rank 0 answered by one from rank 1.
 func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 	t.Helper()
 	ctx := context.Background()
@@ -114,11 +115,7 @@ func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 					return
 				}
 			}
-			if err := s.SendData(ctx, 0, executor.Output, 0, false, make([]byte, 8)); err != nil {
-				errc <- err
-				return
-			}
-			if err := s.SendFlag(ctx, 0, 0); err != nil {
+			if err := s.SendDataFlag(ctx, 0, executor.Output, 0, false, make([]byte, 8), 0); err != nil {
 				errc <- err
 				return
 			}
@@ -128,10 +125,7 @@ func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 	s := rankwire.NewSender(nt[0], tag)
 	start := time.Now()
 	for range n {
-		if err := s.SendData(ctx, 1, executor.Output, 0, false, make([]byte, 8)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SendFlag(ctx, 1, 0); err != nil {
+		if err := s.SendDataFlag(ctx, 1, executor.Output, 0, false, make([]byte, 8), 0); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
