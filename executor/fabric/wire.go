@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -114,6 +115,7 @@ type peerOut struct {
 	addr               uint64     // fi_addr_t
 	key                uint64
 	base               uint64 // remote address of the receive region (0 without FI_MR_VIRT_ADDR)
+	name               string // its endpoint's address, for messages
 	head, tail         uint64 // ring bytes written, freed (mu)
 	seq                uint32 // last sequence number sent (mu)
 	credit             uint32 // last sequence number the peer consumed (mu)
@@ -246,6 +248,7 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 			break
 		}
 		p.addr, p.key, p.base = uint64(addr), rec.Key, rec.Base
+		p.name = addrString(rec.Addr)
 	}
 	if _, err := gather(ctx, net, mine, "inserting the addresses"); err != nil {
 		w.release()
@@ -347,6 +350,18 @@ func (w *Wire) strerror(rc int) string {
 	return fmt.Sprintf("%s (%d)", C.GoString(C.mgf_strerror(w.f, C.int(rc))), rc)
 }
 
+// addrString spells an endpoint name: IPv4 and IPv6 socket addresses
+// (tcp, verbs over IP) as host:port, others in hex.
+func addrString(b []byte) string {
+	switch {
+	case len(b) >= 8 && binary.LittleEndian.Uint16(b) == 2: // AF_INET
+		return fmt.Sprintf("%d.%d.%d.%d:%d", b[4], b[5], b[6], b[7], binary.BigEndian.Uint16(b[2:]))
+	case len(b) >= 24 && binary.LittleEndian.Uint16(b) == 10: // AF_INET6
+		return fmt.Sprintf("[%s]:%d", net.IP(b[8:24]), binary.BigEndian.Uint16(b[2:]))
+	}
+	return fmt.Sprintf("%x", b)
+}
+
 // Provider names the libfabric provider the wire runs on.
 func (w *Wire) Provider() string { return w.prov }
 
@@ -397,7 +412,7 @@ func (w *Wire) hello(ctx context.Context, timeout time.Duration) error {
 
 func (w *Wire) named(ctx context.Context, err error, p int, what string) error {
 	if ctx.Err() == context.DeadlineExceeded {
-		return fmt.Errorf("%s rank %d over %s: no answer in time (an unreachable address?)", what, p, w.prov)
+		return fmt.Errorf("%s rank %d at %s over %s: no answer in time (an unreachable address?)", what, p, w.peers[p].name, w.prov)
 	}
 	return err
 }
