@@ -58,11 +58,11 @@ static void setf(char *err, size_t errlen, mgf *f, const char *what, int rc)
 	snprintf(err, errlen, "%s: %s (%d)", what, f->strerror(rc < 0 ? -rc : rc), rc);
 }
 
-mgf *mgf_open(const char *prov, const char *node, int nctx, char *err, size_t errlen)
+mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx, char *err, size_t errlen)
 {
-	void *lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
-		snprintf(err, errlen, "libfabric.so.1 not loaded (install libfabric1): %s", dlerror());
+		snprintf(err, errlen, "%s not loaded (install libfabric1, or name the library in MSCCLGO_LIBFABRIC): %s", libname, dlerror());
 		return NULL;
 	}
 	mgf *f = calloc(1, sizeof *f);

@@ -17,12 +17,12 @@ typedef struct {
 	uint64_t data;
 } mgf_cqe;
 
-/* mgf_open loads libfabric, picks an RDM endpoint with RMA and remote CQ
+/* mgf_open loads libfabric (libname: "libfabric.so.1" or a path), picks an RDM endpoint with RMA and remote CQ
    data of provider prov (NULL: libfabric's choice, FI_PROVIDER applies)
    bound to node (NULL: any), and opens fabric, domain, completion queue,
    address vector and endpoint with nctx operation contexts. On failure it
    returns NULL and writes why into err. */
-mgf *mgf_open(const char *prov, const char *node, int nctx, char *err, size_t errlen);
+mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx, char *err, size_t errlen);
 void mgf_close(mgf *f);
 const char *mgf_provider(mgf *f);
 const char *mgf_fabric_name(mgf *f);

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -302,8 +303,10 @@ func (w *Wire) openLocal(prov string) error {
 		cprov = C.CString(prov)
 		defer C.free(unsafe.Pointer(cprov))
 	}
+	lib := libName()
+	defer C.free(unsafe.Pointer(lib))
 	var ebuf [512]C.char
-	f := C.mgf_open(cprov, nil, nContexts, &ebuf[0], C.size_t(len(ebuf)))
+	f := C.mgf_open(lib, cprov, nil, nContexts, &ebuf[0], C.size_t(len(ebuf)))
 	if f == nil {
 		return errors.New(C.GoString(&ebuf[0]))
 	}
@@ -956,6 +959,17 @@ func (w *Wire) release() {
 	w.recvMem, w.sendMem, w.recvMR, w.sendMR = nil, nil, nil, nil
 }
 
+// libName is the library to load: MSCCLGO_LIBFABRIC (a file name or
+// path, for a libfabric outside the loader's path, such as the EFA
+// installer's), else libfabric.so.1. The caller frees the C string.
+func libName() *C.char {
+	name := os.Getenv("MSCCLGO_LIBFABRIC")
+	if name == "" {
+		name = "libfabric.so.1"
+	}
+	return C.CString(name)
+}
+
 // Available reports whether libfabric loads here and offers provider (""
 // for any) with RDM endpoints and RMA writes, and if not, why.
 func Available(provider string) (string, error) {
@@ -964,8 +978,10 @@ func Available(provider string) (string, error) {
 		cprov = C.CString(provider)
 		defer C.free(unsafe.Pointer(cprov))
 	}
+	lib := libName()
+	defer C.free(unsafe.Pointer(lib))
 	var ebuf [512]C.char
-	f := C.mgf_open(cprov, nil, 1, &ebuf[0], C.size_t(len(ebuf)))
+	f := C.mgf_open(lib, cprov, nil, 1, &ebuf[0], C.size_t(len(ebuf)))
 	if f == nil {
 		return "", errors.New(C.GoString(&ebuf[0]))
 	}

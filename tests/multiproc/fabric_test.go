@@ -262,3 +262,38 @@ func TestFabricUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricSelection: --transport auto falls back to tcp, and says why,
+// where libfabric does not load (MSCCLGO_LIBFABRIC names a missing
+// library); --transport fabric refuses there, on every rank, naming the
+// library; MSCCLGO_TRANSPORT chooses as the flag does; an unknown
+// transport is a usage error.
+func TestFabricSelection(t *testing.T) {
+	dir := t.TempDir()
+	p := plan(t, "unit_tests/put/put_with_signal_and_flush_test.plan.json")
+	args := []string{"run", p, "-d", "float", "--size", "64K", "-n", "1"}
+	missing := "MSCCLGO_LIBFABRIC=" + dir + "/libfabric-missing.so.1"
+
+	out := succeeded(t, runHosts(t, 2, 1, []string{missing}, append(args, "--transport", "auto")...))
+	if !strings.Contains(out, "port channels between processes: tcp (the bootstrap's connections; fabric refused:") ||
+		!strings.Contains(out, "libfabric-missing.so.1 not loaded") {
+		t.Errorf("auto without libfabric: rank 0 printed:\n%s", out)
+	}
+	for _, env := range [][]string{{missing, "MSCCLGO_TRANSPORT=fabric"}, {missing}} {
+		a := args
+		if len(env) == 1 {
+			a = append(a, "--transport", "fabric")
+		}
+		for r, pr := range runHosts(t, 2, 1, env, a...) {
+			if pr.code == 0 || !strings.Contains(pr.stderr, "fabric: opening the endpoint failed: rank 0: ") ||
+				!strings.Contains(pr.stderr, "libfabric-missing.so.1 not loaded") {
+				t.Errorf("%v: rank %d: exit %d, want the library named:\n%s", env, r, pr.code, pr.stderr)
+			}
+		}
+	}
+	for r, pr := range runHosts(t, 2, 1, nil, append(args, "--transport", "rdma")...) {
+		if pr.code != 2 || !strings.Contains(pr.stderr, `--transport "rdma": want tcp, fabric or auto`) {
+			t.Errorf("rank %d: exit %d, want a usage error:\n%s", r, pr.code, pr.stderr)
+		}
+	}
+}
