@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench bench-fabric test-fabric fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
+.PHONY: build test golden bench bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -25,7 +25,13 @@ bench-fabric:
 	MSCCLGO_FABRIC_BENCH=1 $(GO) test ./tests/multiproc -run 'TestFabricBench' -count=1 -v
 
 test-fabric:
-	MSCCLGO_FABRIC_FULL=1 $(GO) test ./executor/fabric ./tests/multiproc -run 'TestMessages|TestFabric' -count=1 -v
+	MSCCLGO_FABRIC_FULL=1 $(GO) test ./executor/fabric ./tests/multiproc -run 'TestMessages|TestABI|TestFabric' -count=1 -v
+
+# The GPU backend's proxy over the fabric on the fake driver (two fake
+# devices per logical host).
+test-fabric-cuda: gpu fakecuda
+	MSCCLGO_FAKECUDA_DEVICES=2 LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		$(GO) test -count=1 -tags cuda ./tests/multiproc -run 'TestFabricMatchesTCP/gpu_fake' -v
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for

@@ -5,7 +5,8 @@ package multiproc
 // bootstrap's TCP connections: the port-channel plans of the reference
 // set and of the default set, run with each transport and compared; two
 // network-namespace hosts over tcp;ofi_rxm; the GPU backend's proxy on the
-// emulated device; and faults (a rank killed mid-run, the link between
+// emulated device and on the fake driver (make test-fabric-cuda); and
+// faults (a rank killed mid-run, the link between
 // the namespaces taken down, an unreachable address), each a named error
 // on every surviving rank. Skipped with a message where libfabric1 is
 // missing. The full matrix runs with MSCCLGO_FABRIC_FULL=1 (make
@@ -75,6 +76,10 @@ func fabricCases() []fabricCase {
 			args: []string{"-d", "float", "--size", "64K"}, backend: "gpu-emu"},
 		fabricCase{name: "gpu-emu allreduce_hier 2x2", plan: bundled("allreduce_hier", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
 			args: append([]string{"--size", "4M"}, exact...), backend: "gpu-emu", short: true},
+		fabricCase{name: "gpu fake driver allreduce_hier 2x2", plan: bundled("allreduce_hier", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
+			args: append([]string{"--size", "4M", "--threads", "4"}, exact...), backend: "gpu"},
+		fabricCase{name: "gpu fake driver allreduce_hier_packet 2x2", plan: bundled("allreduce_hier_packet", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
+			args: append([]string{"--size", "64K", "--threads", "4"}, exact...), backend: "gpu"},
 		fabricCase{name: "gpu-emu allreduce_hier_packet 2x2", plan: bundled("allreduce_hier_packet", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2,
 			args: append([]string{"--size", "64K"}, exact...), backend: "gpu-emu"})
 	return cs
@@ -114,7 +119,10 @@ func TestFabricMatchesTCP(t *testing.T) {
 	needFabric(t, "tcp;ofi_rxm")
 	for _, tc := range fabricCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			if !tc.short && !fabricFull() {
+			if tc.backend == "gpu" && os.Getenv("MSCCLGO_FAKE_KERNEL_LIB") == "" {
+				t.Skip("the gpu backend on the fake driver: make test-fabric-cuda")
+			}
+			if !tc.short && !fabricFull() && tc.backend != "gpu" {
 				t.Skip("part of the full matrix: MSCCLGO_FABRIC_FULL=1 (make test-fabric)")
 			}
 			dir := t.TempDir()
