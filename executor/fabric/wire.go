@@ -91,9 +91,12 @@ type Wire struct {
 	peers []peerOut // by rank: the send side
 	ins   []peerIn  // by rank: the receive side (progress loop only)
 
-	mu         sync.Mutex
-	changed    chan struct{} // closed and replaced at every change (mu)
-	queues     map[qkey]*[]msg
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at every change (mu)
+	queues  map[qkey]*queue
+	// holds[r] are the sequence numbers of rank r's records whose
+	// payload a receiver holds (RecvPort): not credited yet.
+	holds      []map[uint32]bool
 	slots      []slot
 	free       []int
 	closed     bool
@@ -154,7 +157,20 @@ type qkey struct {
 	peer int
 }
 
-type msg struct{ head, payload []byte }
+// msg is a received message. hold, when not 0, is the sequence number
+// of the record whose ring memory payload is (a large message of one
+// record, not copied): the receiver holds it until its next RecvPort.
+type msg struct {
+	head, payload []byte
+	hold          uint32
+}
+
+// queue is the received messages of one (tag, peer), and the record the
+// receiver holds.
+type queue struct {
+	msgs []msg
+	held uint32
+}
 
 // Net is what a Wire needs of the job's bootstrap (rankwire.Net).
 type Net interface {
@@ -208,10 +224,11 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		return nil, fmt.Errorf("fabric: %d ranks: at most %d", n, maxRanks)
 	}
 	w := &Wire{net: net, rank: me, size: n, ring: o.RingBytes, changed: make(chan struct{}),
-		queues: map[qkey]*[]msg{}, peers: make([]peerOut, n), ins: make([]peerIn, n),
+		queues: map[qkey]*queue{}, peers: make([]peerOut, n), ins: make([]peerIn, n), holds: make([]map[uint32]bool, n),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range w.ins {
 		w.ins[i] = peerIn{expect: 1, pending: map[uint32]uint32{}}
+		w.holds[i] = map[uint32]bool{}
 	}
 	mine := record{}
 	if err := w.openLocal(o.Provider); err != nil {
@@ -670,18 +687,47 @@ func (w *Wire) waitChange(ctx context.Context, ch chan struct{}, peer int, what 
 	}
 }
 
-// RecvPort returns the next message from peer with tag.
+// RecvPort returns the next message from peer with tag. A large payload
+// is the ring's memory, valid until the next RecvPort for the same peer
+// and tag (which releases it to the sender) or until Close.
 func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []byte, error) {
 	if peer < 0 || peer >= w.size || peer == w.rank {
 		return nil, nil, fmt.Errorf("fabric: rank %d: receive from rank %d of %d", w.rank, peer, w.size)
 	}
 	k := qkey{tag, peer}
+	w.mu.Lock()
+	q := w.queueLocked(k)
+	if q.held != 0 {
+		delete(w.holds[peer], q.held)
+		q.held = 0
+		w.users.RUnlock()
+	}
+	w.mu.Unlock()
 	for {
 		w.mu.Lock()
-		if q := w.queues[k]; q != nil && len(*q) > 0 {
-			m := (*q)[0]
-			*q = (*q)[1:]
+		if len(q.msgs) > 0 {
+			m := q.msgs[0]
+			q.msgs[0] = msg{}
+			q.msgs = q.msgs[1:]
+			if m.hold == 0 {
+				w.mu.Unlock()
+				return m.head, m.payload, nil
+			}
+			q.held = m.hold
 			w.mu.Unlock()
+			// The ring stays until this payload is released.
+			w.users.RLock()
+			w.mu.Lock()
+			closed := w.closed
+			if closed {
+				delete(w.holds[peer], q.held)
+				q.held = 0
+			}
+			w.mu.Unlock()
+			if closed {
+				w.users.RUnlock()
+				return nil, nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+			}
 			return m.head, m.payload, nil
 		}
 		if err := w.stateLocked(peer); err != nil {
@@ -694,6 +740,15 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			return nil, nil, err
 		}
 	}
+}
+
+func (w *Wire) queueLocked(k qkey) *queue {
+	q := w.queues[k]
+	if q == nil {
+		q = &queue{}
+		w.queues[k] = q
+	}
+	return q
 }
 
 // notifyLocked wakes every waiter.
@@ -804,13 +859,11 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		w.mu.Lock()
 	}
 	for _, m := range got {
-		k := qkey{m.tag, m.from}
-		q := w.queues[k]
-		if q == nil {
-			q = &[]msg{}
-			w.queues[k] = q
+		q := w.queueLocked(qkey{m.tag, m.from})
+		q.msgs = append(q.msgs, m.msg)
+		if m.hold != 0 {
+			w.holds[m.from][m.hold] = true
 		}
-		*q = append(*q, m.msg)
 	}
 	w.notifyLocked()
 	w.mu.Unlock()
@@ -845,6 +898,18 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 		hl, h2 := int(r[12]), int(r[14])
 		flags := r[13]
 		if uint64(o)+uint64(recHead+hl+h2+pl) <= w.ring {
+			if flags&recFirst != 0 && flags&recLast != 0 && pl >= directBytes {
+				// A large message of one record: the receiver reads it in
+				// the ring, which it holds until its next RecvPort.
+				p := r[recHead+hl+h2 : recHead+hl+h2+pl : recHead+hl+h2+pl]
+				out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead:recHead+hl]...), payload: p, hold: in.expect}})
+				if flags&recPair != 0 {
+					out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)}})
+				}
+				w.peers[from].creditDue = in.expect
+				in.expect++
+				continue
+			}
 			if flags&recFirst != 0 {
 				in.tag = tag
 				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
@@ -866,21 +931,33 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 	}
 }
 
-// sendCredits tells each peer how far this rank consumed its ring.
+// sendCredits tells each peer how far this rank consumed its ring: up to
+// the record before the first one a receiver still holds.
 func (w *Wire) sendCredits() {
 	for r := range w.peers {
 		p := &w.peers[r]
-		if r == w.rank || p.creditDue == p.credSeq {
+		if r == w.rank {
 			continue
 		}
-		data := uint64(cqCredit) | uint64(w.rank)<<rankShift | uint64(p.creditDue&lowMask)
+		due := p.creditDue
+		w.mu.Lock()
+		for seq := range w.holds[r] {
+			if int32(seq-1-due) < 0 {
+				due = seq - 1
+			}
+		}
+		w.mu.Unlock()
+		if due == p.credSeq {
+			continue
+		}
+		data := uint64(cqCredit) | uint64(w.rank)<<rankShift | uint64(due&lowMask)
 		remote := p.base + uint64(w.size)*w.ring
 		rc := C.mgf_injectdata(w.f, 0, C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key))
 		if rc == 0 {
-			p.credSeq = p.creditDue
+			p.credSeq = due
 		} else if rc != errAgain {
 			w.fail(r, fmt.Errorf("fabric: rank %d: crediting rank %d (fi_injectdata): %s", w.rank, r, w.strerror(int(rc))))
-			p.credSeq = p.creditDue
+			p.credSeq = due
 		}
 	}
 }
@@ -932,8 +1009,17 @@ func (w *Wire) Close() error {
 	case <-time.After(5 * time.Second):
 		return fmt.Errorf("fabric: rank %d: the progress loop did not stop within 5s", w.rank)
 	}
-	// Wait for the writes being posted (they see closed and stop).
-	w.users.Lock()
+	// Wait for the writes being posted (they see closed and stop) and
+	// for the receivers to release the payloads they hold (at their next
+	// RecvPort, which fails now). One that does not within 5 s keeps
+	// the memory until the process ends.
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.users.TryLock() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fabric: rank %d: closing: a receiver still holds a message after 5s; the wire's memory stays until the process ends", w.rank)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	defer w.users.Unlock()
 	w.release()
 	return nil

@@ -111,8 +111,12 @@ func TestMessages(t *testing.T) {
 	}{
 		{"tcp;ofi_rxm", 64 << 10, []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}},
 		{"shm", 64 << 10, []int{0, 1, 63, 64, 1000, 16 << 10, 100 << 10, 300 << 10}},
-		// Records from the caller's memory (64 KiB and more).
-		{"tcp;ofi_rxm", 0, []int{64 << 10, 1, 1 << 20, 5 << 20}},
+		// Payloads from the caller's memory and read in the ring (64
+		// KiB and more, one record), and of several records.
+		{"tcp;ofi_rxm", 0, []int{64 << 10, 2 << 20, 1, 1 << 20, 5 << 20}},
+		// Held payloads that fill a small ring: the sender waits for
+		// their release.
+		{"tcp;ofi_rxm", 256 << 10, []int{100 << 10, 100 << 10, 100 << 10, 100 << 10, 100 << 10, 1}},
 	} {
 		prov := c.prov
 		t.Run(fmt.Sprintf("%s/ring=%d", prov, c.ring), func(t *testing.T) {

@@ -63,6 +63,9 @@ type PortWire interface {
 	// SendPort2 sends two messages, the second a header only, as one
 	// transfer; they arrive as two, in order.
 	SendPort2(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte) error
+	// RecvPort returns the next message; its payload may be the
+	// transport's memory, valid until the next RecvPort for the same
+	// peer and tag.
 	RecvPort(ctx context.Context, peer int, tag uint32) (head, payload []byte, err error)
 }
 
@@ -204,7 +207,7 @@ type Msg struct {
 	Buffer  executor.BufferType // DATA
 	Packets bool                // DATA
 	Offset  uint64              // DATA
-	Bytes   []byte              // DATA
+	Bytes   []byte              // DATA; over a PortWire valid only until the next Receive from that peer
 	Channel int                 // FLAG: the receiver's port channel index
 }
 
