@@ -46,17 +46,18 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":  {"executor"},
-	"planset":  {"algorithms", "executor", "executor/cpu", "harness", "internal/infile", "model", "plan", "starlib"},
-	"model":    {"executor", "internal/infile", "timeline"},
-	"timeline": nil,
-	"trace":    {"timeline"},
-	"view":     {"executor", "plan", "timeline", "trace"},
+	"harness":         {"executor"},
+	"planset":         {"executor", "internal/infile", "plan"},
+	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
+	"model":           {"executor", "internal/infile", "timeline"},
+	"timeline":        nil,
+	"trace":           {"timeline"},
+	"view":            {"executor", "plan", "timeline", "trace"},
 
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "timeline", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
 

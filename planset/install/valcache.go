@@ -1,4 +1,4 @@
-package planset
+package install
 
 import (
 	"crypto/sha256"

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package planset
+package install
 
 // planset_lock_other.go: systems without flock(2) have no plan set lock,
 // so concurrent installs into one directory are not serialised there.

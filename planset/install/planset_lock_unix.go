@@ -1,6 +1,6 @@
 //go:build unix
 
-package planset
+package install
 
 // planset_lock_unix.go holds the plan set lock on Unix: flock(2) on the
 // lock file, which the kernel releases when the process ends, however it

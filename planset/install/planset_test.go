@@ -1,4 +1,4 @@
-package planset
+package install
 
 // planset_test.go tests the installed plan set's layout: the recovery from
 // every state a killed install can leave (built by hand), Install over
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 // fakeSet makes a complete plan set at path: an index.json, and a file
@@ -26,7 +27,7 @@ func fakeSet(t *testing.T, path, which string) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{IndexFile: `{"version": 1, "plans": []}`, "which": which} {
+	for name, content := range map[string]string{planset.IndexFile: `{"version": 1, "plans": []}`, "which": which} {
 		if err := os.WriteFile(filepath.Join(path, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -198,8 +199,8 @@ func TestRecoverPlanSetLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := names(t, p)
-	if _, err := RecoverPlanSet(ps.dir); !errors.Is(err, ErrInstallRunning) {
-		t.Errorf("RecoverPlanSet under the lock: %v, want ErrInstallRunning", err)
+	if _, err := RecoverPlanSet(ps.dir); !errors.Is(err, ErrRunning) {
+		t.Errorf("RecoverPlanSet under the lock: %v, want ErrRunning", err)
 	}
 	if after := names(t, p); !slices.Equal(before, after) {
 		t.Errorf("entries changed under the lock: %v -> %v", before, after)
@@ -257,7 +258,7 @@ func checkInstalled(t *testing.T, dir string) {
 	if !strings.HasPrefix(to, ".plans.set-") {
 		t.Errorf("%s -> %s", dir, to)
 	}
-	if _, err := ReadIndex(dir); err != nil {
+	if _, err := planset.ReadIndex(dir); err != nil {
 		t.Error(err)
 	}
 	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o755&^umask() {
@@ -283,7 +284,7 @@ func TestInstallOverLeftovers(t *testing.T) {
 			tc.setup(t, p)
 			var notes []string
 			dir := filepath.Join(p, "plans")
-			if _, err := Install(smallJob, InstallOptions{Dir: dir, Note: func(s string) { notes = append(notes, s) }}); err != nil {
+			if _, err := Install(smallJob, Options{Dir: dir, Note: func(s string) { notes = append(notes, s) }}); err != nil {
 				t.Fatal(err)
 			}
 			checkInstalled(t, dir)
@@ -308,7 +309,7 @@ func TestInstallRefuses(t *testing.T) {
 	}
 	partialSet(t, p+"/notaset")
 	for _, name := range []string{"file", "notaset"} {
-		if _, err := Install(smallJob, InstallOptions{Dir: filepath.Join(p, name)}); err == nil || !strings.Contains(err.Error(), "refusing to replace") {
+		if _, err := Install(smallJob, Options{Dir: filepath.Join(p, name)}); err == nil || !strings.Contains(err.Error(), "refusing to replace") {
 			t.Errorf("install into %s: %v", name, err)
 		}
 	}
@@ -322,7 +323,7 @@ func TestInstallRefuses(t *testing.T) {
 	if err := os.Mkdir(p+"/plans", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Install(smallJob, InstallOptions{Dir: p + "/plans"}); err != nil {
+	if _, err := Install(smallJob, Options{Dir: p + "/plans"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(p + "/plans"); err != nil {
@@ -336,14 +337,14 @@ func TestInstallCancelled(t *testing.T) {
 	t.Parallel()
 	p := t.TempDir()
 	dir := filepath.Join(p, "plans")
-	if _, err := Install(smallJob, InstallOptions{Dir: dir}); err != nil {
+	if _, err := Install(smallJob, Options{Dir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.Readlink(dir)
 	cause := errors.New("test stop")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	jobs := append(slices.Clone(smallJob), algorithms.Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2"}})
-	_, err := Install(jobs, InstallOptions{Dir: dir, Context: ctx, Workers: 1, Progress: func(InstallEvent) { cancel(cause) }})
+	_, err := Install(jobs, Options{Dir: dir, Context: ctx, Workers: 1, Progress: func(Event) { cancel(cause) }})
 	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "removed the partial plan set "+p+"/.plans.new-") {
 		t.Errorf("got %v", err)
 	}
@@ -369,7 +370,7 @@ func TestInstallWaitsForLock(t *testing.T) {
 	waiting := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := Install(smallJob, InstallOptions{Dir: ps.dir, Note: func(s string) { waiting <- s }})
+		_, err := Install(smallJob, Options{Dir: ps.dir, Note: func(s string) { waiting <- s }})
 		done <- err
 	}()
 	select {
@@ -395,7 +396,7 @@ func TestInstallWaitsForLock(t *testing.T) {
 	}
 	defer unlock()
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = Install(smallJob, InstallOptions{Dir: ps.dir, Context: ctx, Note: func(string) { cancel() }})
+	_, err = Install(smallJob, Options{Dir: ps.dir, Context: ctx, Note: func(string) { cancel() }})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "while waiting") {
 		t.Errorf("got %v", err)
 	}

@@ -1,4 +1,4 @@
-package planset
+package install
 
 // planset.go holds the on-disk layout of an installed plan set: the
 // symbolic link that Install swaps in one rename, the lock that serialises
@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/mscclgo/mscclgo/planset"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,9 +40,9 @@ import (
 	"time"
 )
 
-// ErrInstallRunning is returned by RecoverPlanSet when an install into the
+// ErrRunning is returned by RecoverPlanSet when an install into the
 // directory holds its lock: the leftovers may be that install's own.
-var ErrInstallRunning = errors.New("an install into the plan directory is running")
+var ErrRunning = errors.New("an install into the plan directory is running")
 
 // planSet names the files of the plan set installed at dir.
 type planSet struct {
@@ -258,7 +259,7 @@ func (ps planSet) plan() (recoveryPlan, error) {
 }
 
 func hasIndex(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, IndexFile))
+	_, err := os.Stat(filepath.Join(dir, planset.IndexFile))
 	return err == nil
 }
 
@@ -310,7 +311,7 @@ func (ps planSet) recoverLocked() Recovery {
 // plan set was moved aside, it is put back; unfinished sets, sets dir no
 // longer references and stray links are removed. Only entries of dir's
 // parent named as Install names them are touched. It does nothing when
-// there are no leftovers, and returns ErrInstallRunning without touching
+// there are no leftovers, and returns ErrRunning without touching
 // anything while an install into dir holds the lock.
 func RecoverPlanSet(dir string) (Recovery, error) {
 	ps, err := newPlanSet(dir)
@@ -330,7 +331,7 @@ func RecoverPlanSet(dir string) (Recovery, error) {
 }
 
 // lock takes the install lock of the plan set. With waiting nil it does
-// not wait: a lock held by another process is ErrInstallRunning.
+// not wait: a lock held by another process is ErrRunning.
 // Otherwise waiting is called once if the lock is held, and lock polls
 // until it is free or ctx is done. The lock is released by unlock, or
 // when the process ends, however it ends.
@@ -352,7 +353,7 @@ func (ps planSet) lock(ctx context.Context, waiting func()) (unlock func(), err 
 		}
 		if waiting == nil {
 			f.Close()
-			return nil, fmt.Errorf("%s: %w", ps.dir, ErrInstallRunning)
+			return nil, fmt.Errorf("%s: %w", ps.dir, ErrRunning)
 		}
 		if first {
 			waiting()
@@ -394,7 +395,7 @@ func (ps planSet) checkReplaceable() error {
 		return err
 	}
 	if len(des) > 0 {
-		return fmt.Errorf("%s is not a plan set written by install (no %s): refusing to replace it; remove it or install elsewhere (--dir)", ps.dir, IndexFile)
+		return fmt.Errorf("%s is not a plan set written by install (no %s): refusing to replace it; remove it or install elsewhere (--dir)", ps.dir, planset.IndexFile)
 	}
 	return nil
 }

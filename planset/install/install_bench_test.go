@@ -1,4 +1,4 @@
-package planset
+package install
 
 import (
 	"path/filepath"
@@ -28,7 +28,7 @@ func BenchmarkInstallDefaultSet(b *testing.B) {
 		b.ReportAllocs()
 		peak := samplePeak(b)
 		for b.Loop() {
-			if _, err := Install(jobs, InstallOptions{Dir: filepath.Join(dir, "plans")}); err != nil {
+			if _, err := Install(jobs, Options{Dir: filepath.Join(dir, "plans")}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -36,7 +36,7 @@ func BenchmarkInstallDefaultSet(b *testing.B) {
 	})
 	b.Run("warm", func(b *testing.B) {
 		dir := b.TempDir()
-		opts := InstallOptions{Dir: filepath.Join(dir, "plans"), CacheDir: filepath.Join(dir, "validated"), Version: "bench"}
+		opts := Options{Dir: filepath.Join(dir, "plans"), CacheDir: filepath.Join(dir, "validated"), Version: "bench"}
 		if _, err := Install(jobs, opts); err != nil {
 			b.Fatal(err)
 		}

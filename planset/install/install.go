@@ -1,4 +1,4 @@
-package planset
+package install
 
 // install.go generates, validates and installs a plan set: the default
 // set's jobs, the concurrent validation under a memory budget, and the
@@ -20,11 +20,12 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
-// InstallOptions configure Install.
-type InstallOptions struct {
+// Options configure Install.
+type Options struct {
 	// Dir is the directory that receives the plans and the index. It is
 	// replaced only when every plan was generated and validated, in one
 	// atomic step: Dir becomes a symbolic link to a sibling directory
@@ -39,7 +40,7 @@ type InstallOptions struct {
 	Note func(string)
 	// Progress, if set, is called when a job starts and when it has been
 	// validated (or found in the validation cache), one call at a time.
-	Progress func(InstallEvent)
+	Progress func(Event)
 	// Context cancels the installation.
 	Context context.Context
 	// DType is the element type of the validation runs (default float16,
@@ -77,8 +78,8 @@ type InstallOptions struct {
 	Algorithms fs.FS
 }
 
-// InstallEvent reports the progress of Install.
-type InstallEvent struct {
+// Event reports the progress of Install.
+type Event struct {
 	// Done is the number of jobs finished, Total the number of jobs.
 	Done, Total int
 	// Job is the job that started or finished.
@@ -127,7 +128,7 @@ const installBudget = 160 << 20
 // candidate set beside opts.Dir (planSet.stage), fill it with the
 // validated plans (validateJobs) and their index (writeIndex), and only
 // then swap it in (planSet.swap).
-func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
+func Install(jobs []algorithms.Job, opts Options) (*planset.Index, error) {
 	opts = opts.withDefaults(len(jobs))
 	ps, err := newPlanSet(opts.Dir)
 	if err != nil {
@@ -168,7 +169,7 @@ func Install(jobs []algorithms.Job, opts InstallOptions) (*Index, error) {
 
 // withDefaults fills in what the caller of Install left zero, for an
 // install of njobs jobs.
-func (o InstallOptions) withDefaults(njobs int) InstallOptions {
+func (o Options) withDefaults(njobs int) Options {
 	if o.Context == nil {
 		o.Context = context.Background()
 	}
@@ -195,7 +196,7 @@ func (o InstallOptions) withDefaults(njobs int) InstallOptions {
 }
 
 // note passes a formatted note to o.Note, if set.
-func (o InstallOptions) note(format string, args ...any) {
+func (o Options) note(format string, args ...any) {
 	if o.Note != nil {
 		o.Note(fmt.Sprintf(format, args...))
 	}
@@ -205,7 +206,7 @@ func (o InstallOptions) note(format string, args ...any) {
 // workers, writing the plans into dir, and returns each job's index
 // entries, in job order. The first job to fail stops the others; its
 // error, wrapping ErrInstall, names it.
-func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entry, error) {
+func validateJobs(jobs []algorithms.Job, o Options, dir string) ([][]planset.Entry, error) {
 	ctx, cancel := context.WithCancel(o.Context)
 	defer cancel()
 	in := &installer{
@@ -215,13 +216,13 @@ func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entr
 	if o.Backend == nil && o.Version != "" {
 		in.cache = validationCache{dir: o.CacheDir}
 	}
-	results := make([][]Entry, len(jobs))
+	results := make([][]planset.Entry, len(jobs))
 	var (
 		mu       sync.Mutex
 		firstErr error
 		done     int
 	)
-	progress := func(ev InstallEvent) {
+	progress := func(ev Event) {
 		if o.Progress != nil {
 			o.Progress(ev)
 		}
@@ -233,7 +234,7 @@ func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entr
 			for i := range next {
 				job := jobs[i]
 				mu.Lock()
-				progress(InstallEvent{Done: done, Total: len(jobs), Job: job.String()})
+				progress(Event{Done: done, Total: len(jobs), Job: job.String()})
 				mu.Unlock()
 				entries, status, err := in.job(job)
 				mu.Lock()
@@ -245,7 +246,7 @@ func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entr
 				} else {
 					results[i] = entries
 					done++
-					progress(InstallEvent{Done: done, Total: len(jobs), Job: job.String(), Finished: true, Plans: status})
+					progress(Event{Done: done, Total: len(jobs), Job: job.String(), Finished: true, Plans: status})
 				}
 				mu.Unlock()
 			}
@@ -266,8 +267,8 @@ func validateJobs(jobs []algorithms.Job, o InstallOptions, dir string) ([][]Entr
 // validated plans (results, per job), which refuses two jobs writing the
 // same plan file, tuned when o.Tune is set (removing the plans fastest
 // nowhere), written to dir's IndexFile.
-func writeIndex(jobs []algorithms.Job, results [][]Entry, o InstallOptions, dir string) (*Index, error) {
-	idx := &Index{Version: IndexVersion}
+func writeIndex(jobs []algorithms.Job, results [][]planset.Entry, o Options, dir string) (*planset.Index, error) {
+	idx := &planset.Index{Version: planset.IndexVersion}
 	files := map[string]string{}
 	for i, entries := range results {
 		for _, e := range entries {
@@ -295,7 +296,7 @@ func writeIndex(jobs []algorithms.Job, results [][]Entry, o InstallOptions, dir 
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, IndexFile), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, planset.IndexFile), data, 0o644); err != nil {
 		return nil, err
 	}
 	return idx, nil
@@ -303,7 +304,7 @@ func writeIndex(jobs []algorithms.Job, results [][]Entry, o InstallOptions, dir 
 
 // installer is the state validateJobs's workers share.
 type installer struct {
-	opts    InstallOptions
+	opts    Options
 	dir     string // the temporary directory receiving the plans
 	ctx     context.Context
 	checker *harness.Checker
@@ -313,7 +314,7 @@ type installer struct {
 
 // job evaluates one job, validates each of its programs (or finds it in
 // the validation cache) and writes their plans into in.dir.
-func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
+func (in *installer) job(job algorithms.Job) ([]planset.Entry, []PlanStatus, error) {
 	opts := in.opts
 	file := job.Algorithm + ".star"
 	res, err := starlib.Eval(starlib.FSSource(opts.Algorithms, "algorithms"), file, starlib.Options{Defines: job.Params, Context: in.ctx})
@@ -323,7 +324,7 @@ func (in *installer) job(job algorithms.Job) ([]Entry, []PlanStatus, error) {
 	if len(res.Programs) == 0 {
 		return nil, nil, fmt.Errorf("algorithms/%s creates no program", file)
 	}
-	var entries []Entry
+	var entries []planset.Entry
 	var status []PlanStatus
 	for _, prog := range res.Programs {
 		text, err := prog.Plan()
@@ -472,23 +473,10 @@ func errorDetail(err error) error {
 	return err
 }
 
-// entryOf builds the index entry of a validated plan.
-func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) Entry {
-	e := Entry{
-		Name: plan.Name, Algorithm: path.Base(job.Algorithm), Params: job.Params,
-		Collective: plan.Collective, WorldSize: spec.WorldSize, RanksPerNode: spec.RanksPerNode,
-		Protocol: plan.Protocol, InPlace: plan.Inplace,
-		MinMessageSize: plan.MinMessageSize, MaxMessageSize: plan.MaxMessageSize,
-		BufferAlignment: plan.BufferAlignment, Tags: spec.Tags,
-	}
-	if len(plan.GPUs) > 0 {
-		e.InputChunks, e.OutputChunks = plan.GPUs[0].InputChunks, plan.GPUs[0].OutputChunks
-	}
-	for _, g := range plan.GPUs {
-		for _, c := range g.Channels {
-			e.NVLS = e.NVLS || c.Type == executor.Switch
-		}
-	}
+// entryOf builds the index entry of a validated plan of job.
+func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) planset.Entry {
+	e := planset.NewEntry(plan, spec.WorldSize, spec.RanksPerNode)
+	e.Algorithm, e.Params, e.Tags = path.Base(job.Algorithm), job.Params, spec.Tags
 	return e
 }
 

@@ -1,4 +1,4 @@
-package planset
+package install
 
 // tune.go sets an installed plan set's size ranges from the cost model
 // (install --hw): every plan is predicted at the powers of two of its
@@ -17,22 +17,8 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/planset"
 )
-
-// Prediction is the predicted time curve of an installed plan, and how
-// it was predicted.
-type Prediction struct {
-	// Hardware is the profile's name; Launch "graph" or "kernel"; DType
-	// the element type.
-	Hardware string `json:"hardware"`
-	Launch   string `json:"launch"`
-	DType    string `json:"dtype"`
-	// Sizes are message sizes and TimesUS the predicted times per call.
-	Sizes   []uint64  `json:"sizes"`
-	TimesUS []float64 `json:"times_us"`
-	// Range says how the entry's size range was set.
-	Range string `json:"range"`
-}
 
 // TuneOptions configure the size ranges set from predictions.
 type TuneOptions struct {
@@ -58,7 +44,7 @@ type tuneGroup struct {
 // index without the plans predicted fastest nowhere, and their files.
 // Plans the hardware cannot run (NVLS plans on hardware without NVLS) and
 // alltoallv plans (sized per call) keep their ranges, with no curve.
-func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
+func Tune(idx *planset.Index, dir string, o TuneOptions) (*planset.Index, []string, error) {
 	if o.DType == 0 {
 		o.DType = executor.Float16
 	}
@@ -73,7 +59,7 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 	if o.Model.PlainLaunch {
 		launch = "kernel"
 	}
-	out := &Index{Version: idx.Version, Plans: append([]Entry(nil), idx.Plans...)}
+	out := &planset.Index{Version: idx.Version, Plans: append([]planset.Entry(nil), idx.Plans...)}
 	groups := map[tuneGroup][]int{}
 	for i := range out.Plans {
 		e := &out.Plans[i]
@@ -88,7 +74,7 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", e.File, err)
 		}
-		p := &Prediction{Hardware: o.Hardware.Name, Launch: launch, DType: o.DType.Name()}
+		p := &planset.Prediction{Hardware: o.Hardware.Name, Launch: launch, DType: o.DType.Name()}
 		var sizes []uint64
 		for s := o.MinSize; s <= o.MaxSize && s != 0; s *= 2 {
 			if s >= e.MinMessageSize && s <= e.MaxMessageSize {
@@ -145,7 +131,7 @@ func Tune(idx *Index, dir string, o TuneOptions) (*Index, []string, error) {
 // tuneRanges sets the ranges of the entries targets (indices into es)
 // where they are predicted fastest among members; targets fastest
 // nowhere are added to drop.
-func tuneRanges(es []Entry, members, targets []int, drop map[int]bool) {
+func tuneRanges(es []planset.Entry, members, targets []int, drop map[int]bool) {
 	times := map[uint64]map[int]float64{}
 	for _, i := range members {
 		p := es[i].Predicted

@@ -1,4 +1,4 @@
-package planset
+package install
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -24,14 +25,14 @@ func TestInstallIsAtomic(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "plans")
 	good := []algorithms.Job{{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}}
-	idx, err := Install(good, InstallOptions{Dir: dir})
+	idx, err := Install(good, Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(idx.Plans) != 1 {
 		t.Fatalf("index = %+v", idx)
 	}
-	read, err := ReadIndex(dir)
+	read, err := planset.ReadIndex(dir)
 	if err != nil || len(read.Plans) != 1 || read.Plans[0].WorldSize != 2 {
 		t.Fatalf("ReadIndex = %+v, %v", read, err)
 	}
@@ -40,11 +41,11 @@ func TestInstallIsAtomic(t *testing.T) {
 	}
 	// A failing job names itself and leaves the installed set as it was.
 	bad := append(good, algorithms.Job{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "3"}})
-	_, err = Install(bad, InstallOptions{Dir: dir})
+	_, err = Install(bad, Options{Dir: dir})
 	if !errors.Is(err, ErrInstall) {
 		t.Fatalf("got %v, want ErrInstall", err)
 	}
-	again, err := ReadIndex(dir)
+	again, err := planset.ReadIndex(dir)
 	if err != nil || len(again.Plans) != 1 {
 		t.Fatalf("after a failed install: %+v, %v", again, err)
 	}
@@ -68,7 +69,7 @@ func TestInstallDefaultSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "default")
-	idx, err := Install(jobs, InstallOptions{Dir: dir})
+	idx, err := Install(jobs, Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +220,11 @@ func TestCheckSizesDefaultSet(t *testing.T) {
 var cacheJob = algorithms.Job{Algorithm: "allgather", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}}
 
 // installRecording installs jobs and returns the plans' statuses.
-func installRecording(t *testing.T, jobs []algorithms.Job, opts InstallOptions) ([]PlanStatus, error) {
+func installRecording(t *testing.T, jobs []algorithms.Job, opts Options) ([]PlanStatus, error) {
 	t.Helper()
 	var got []PlanStatus
 	var events int
-	opts.Progress = func(ev InstallEvent) {
+	opts.Progress = func(ev Event) {
 		events++
 		if ev.Total != len(jobs) || ev.Done > ev.Total {
 			t.Errorf("event %+v for %d jobs", ev, len(jobs))
@@ -243,7 +244,7 @@ func TestInstallValidationCache(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	cache := filepath.Join(tmp, "validated")
-	opts := InstallOptions{Dir: filepath.Join(tmp, "plans"), CacheDir: cache, Version: "test-1"}
+	opts := Options{Dir: filepath.Join(tmp, "plans"), CacheDir: cache, Version: "test-1"}
 	cached := func(st []PlanStatus) []bool {
 		var out []bool
 		for _, s := range st {
@@ -251,7 +252,7 @@ func TestInstallValidationCache(t *testing.T) {
 		}
 		return out
 	}
-	step := func(what string, jobs []algorithms.Job, opts InstallOptions, want ...bool) {
+	step := func(what string, jobs []algorithms.Job, opts Options, want ...bool) {
 		t.Helper()
 		st, err := installRecording(t, jobs, opts)
 		if err != nil {
@@ -328,7 +329,7 @@ func brokenAlgorithms(t *testing.T) fstest.MapFS {
 func TestInstallRejectsBrokenPlanWithCache(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	opts := InstallOptions{Dir: filepath.Join(tmp, "plans"), CacheDir: filepath.Join(tmp, "validated"), Version: "test"}
+	opts := Options{Dir: filepath.Join(tmp, "plans"), CacheDir: filepath.Join(tmp, "validated"), Version: "test"}
 	if _, err := Install([]algorithms.Job{cacheJob}, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func TestInstallConcurrentFailure(t *testing.T) {
 		{Algorithm: "allreduce_packet", Params: map[string]string{"world_size": "2", "ranks_per_node": "3"}},
 		{Algorithm: "alltoall", Params: map[string]string{"world_size": "2", "ranks_per_node": "2"}},
 	}
-	_, err := Install(jobs, InstallOptions{Dir: dir, Workers: 3})
+	_, err := Install(jobs, Options{Dir: dir, Workers: 3})
 	if !errors.Is(err, ErrInstall) || !strings.Contains(err.Error(), "ranks_per_node=3") {
 		t.Fatalf("got %v, want ErrInstall naming the ranks_per_node=3 job", err)
 	}

@@ -1,4 +1,4 @@
-package planset
+package install
 
 // tune_test.go tests the size ranges set from predicted curves, and
 // SelectBy's ranking by predicted time.
@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mscclgo/mscclgo/planset"
 )
 
 func TestTuneRanges(t *testing.T) {
 	const top = ^uint64(0)
-	curve := func(times ...float64) *Prediction {
-		p := &Prediction{}
+	curve := func(times ...float64) *planset.Prediction {
+		p := &planset.Prediction{}
 		for i, tm := range times {
 			p.Sizes = append(p.Sizes, 1024<<i)
 			p.TimesUS = append(p.TimesUS, tm)
@@ -22,23 +23,23 @@ func TestTuneRanges(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		entries []Entry
+		entries []planset.Entry
 		want    [][2]uint64 // ranges of the kept entries
 		drop    []int
 	}{
 		{
 			"crossover between 2 KiB and 4 KiB",
-			[]Entry{{MaxMessageSize: top, Predicted: curve(1, 2, 9, 20)}, {MaxMessageSize: top, Predicted: curve(5, 6, 7, 8)}},
+			[]planset.Entry{{MaxMessageSize: top, Predicted: curve(1, 2, 9, 20)}, {MaxMessageSize: top, Predicted: curve(5, 6, 7, 8)}},
 			[][2]uint64{{0, 4095}, {2049, top}}, nil,
 		},
 		{
 			"a plan fastest nowhere is dropped",
-			[]Entry{{MaxMessageSize: top, Predicted: curve(1, 1, 1)}, {MaxMessageSize: top, Predicted: curve(2, 2, 2)}},
+			[]planset.Entry{{MaxMessageSize: top, Predicted: curve(1, 1, 1)}, {MaxMessageSize: top, Predicted: curve(2, 2, 2)}},
 			[][2]uint64{{0, top}, {0, top}}, []int{1},
 		},
 		{
 			"declared ranges bound the tuned ones",
-			[]Entry{{MinMessageSize: 512, MaxMessageSize: 2048, Predicted: curve(1, 1)}, {MinMessageSize: 1024, MaxMessageSize: top, Predicted: curve(3, 3, 3)}},
+			[]planset.Entry{{MinMessageSize: 512, MaxMessageSize: 2048, Predicted: curve(1, 1)}, {MinMessageSize: 1024, MaxMessageSize: top, Predicted: curve(3, 3, 3)}},
 			[][2]uint64{{512, 2048}, {2049, top}}, nil,
 		},
 	}
@@ -71,24 +72,24 @@ func TestTuneRanges(t *testing.T) {
 }
 
 func TestSelectBy(t *testing.T) {
-	entry := func(name string, lo, hi uint64) Entry {
-		return Entry{File: name + ".json", Name: name, Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, InPlace: true,
+	entry := func(name string, lo, hi uint64) planset.Entry {
+		return planset.Entry{File: name + ".json", Name: name, Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, InPlace: true,
 			MinMessageSize: lo, MaxMessageSize: hi, InputChunks: 1, OutputChunks: 1, BufferAlignment: 16}
 	}
-	src := []Source{{Dir: "d", Index: &Index{Plans: []Entry{entry("narrow", 0, 1<<20), entry("wide", 0, 1<<30), entry("broken", 0, 1<<30)}}}}
-	req := Request{Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Size: 1 << 16, InPlace: true, ElementSize: 2}
+	src := []planset.Source{{Dir: "d", Index: &planset.Index{Plans: []planset.Entry{entry("narrow", 0, 1<<20), entry("wide", 0, 1<<30), entry("broken", 0, 1<<30)}}}}
+	req := planset.Request{Collective: "allreduce", WorldSize: 8, RanksPerNode: 8, Size: 1 << 16, InPlace: true, ElementSize: 2}
 	times := map[string]float64{"narrow": 9, "wide": 3}
-	predict := func(dir string, e Entry) (float64, error) {
+	predict := func(dir string, e planset.Entry) (float64, error) {
 		if tm, ok := times[e.Name]; ok {
 			return tm, nil
 		}
 		return 0, errors.New("no model")
 	}
-	plain, err := Select(src, req)
+	plain, err := planset.Select(src, req)
 	if err != nil || plain.Entry.Name != "narrow" {
 		t.Fatalf("Select: %v %v, want narrow (the narrowest range)", plain, err)
 	}
-	ch, err := SelectBy(src, req, predict)
+	ch, err := planset.SelectBy(src, req, predict)
 	if err != nil {
 		t.Fatal(err)
 	}
