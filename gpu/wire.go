@@ -12,19 +12,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // locate returns the rank, buffer type and offset of the n bytes at
 // device address p as this process addresses them.
-func (m *multi) locate(p, n uint64) (rank int, bt executor.BufferType, off uint64, ok bool) {
+func (m *multi) locate(p, n uint64) (rank int, bt plan.BufferType, off uint64, ok bool) {
 	m.mu.Lock() // a communicator's session sets the bases per call (comm.go)
 	defer m.mu.Unlock()
 	for r, b := range m.base {
 		for t := 2; t >= 0; t-- {
 			if p >= b[t] && p-b[t] <= m.lens[t] && n <= m.lens[t]-(p-b[t]) {
-				return r, executor.BufferType(t), p - b[t], true
+				return r, plan.BufferType(t), p - b[t], true
 			}
 		}
 	}

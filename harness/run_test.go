@@ -20,17 +20,18 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // portPlan loads a plan of tests/ports.
-func portPlan(t *testing.T, file string) *executor.Plan {
+func portPlan(t *testing.T, file string) *plan.Plan {
 	t.Helper()
-	plan, err := executor.LoadFile(filepath.Join("..", "tests", "ports", file))
+	p, err := executor.LoadFile(filepath.Join("..", "tests", "ports", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	return p
 }
 
 // corrupt is a backend whose sessions flip a bit of rank's output element
@@ -180,14 +181,14 @@ func TestRun(t *testing.T) {
 // data: the launch, the rank, the element and the ops that write it.
 func TestRunWrongReport(t *testing.T) {
 	t.Parallel()
-	plan := portPlan(t, "single_node/allreduce.plan.json")
+	p := portPlan(t, "single_node/allreduce.plan.json")
 	// The plan is an in-place one (out of place, its outputs stay
 	// empty); test out of place, the report also names the writers of
 	// the input byte the output element shares.
 	for _, inPlace := range []bool{true} {
 		cfg := harness.Config{
 			Backend: corrupt{Backend: cpu.New(), rank: 5, off: 200, launch: 1},
-			Plan:    plan, Sizes: []uint64{1 << 12}, DType: executor.Float16, InPlace: inPlace, Iters: 3,
+			Plan:    p, Sizes: []uint64{1 << 12}, DType: executor.Float16, InPlace: inPlace, Iters: 3,
 		}
 		got, err := harness.Run(context.Background(), cfg)
 		if err != nil {
@@ -206,9 +207,9 @@ func TestRunWrongReport(t *testing.T) {
 			t.Errorf("in place %v: element %+v, want rank 5 offset 200 with its writers", inPlace, e)
 		}
 		// The writers are the ops Writers finds for the byte.
-		want := harness.Writers(got[0].Instance, 5, executor.Output, 200)
+		want := harness.Writers(got[0].Instance, 5, plan.Output, 200)
 		if in, ok := got[0].Layout.OutputInInput(5, 200); ok {
-			want = append(want, harness.Writers(got[0].Instance, 5, executor.Input, in)...)
+			want = append(want, harness.Writers(got[0].Instance, 5, plan.Input, in)...)
 		}
 		if d := cmp.Diff(want, e.Writers); d != "" || len(want) == 0 {
 			t.Errorf("in place %v: writers (-Writers +report):\n%s", inPlace, d)
@@ -334,11 +335,11 @@ func TestRunCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vp, err := executor.NewVarPlan(plan)
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/infile"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // IndexFile is the name of the index written beside an installed plan set.
@@ -138,19 +139,19 @@ func ScanDir(dir string) (*Index, error) {
 // NewEntry builds the index entry of a loaded plan for a machine of
 // worldSize ranks, ranksPerNode per node; the caller sets File and, for a
 // generated plan, Algorithm, Params and Tags.
-func NewEntry(plan *executor.Plan, worldSize, ranksPerNode int) Entry {
+func NewEntry(p *plan.Plan, worldSize, ranksPerNode int) Entry {
 	e := Entry{
-		Name: plan.Name, Collective: plan.Collective, WorldSize: worldSize, RanksPerNode: ranksPerNode,
-		Protocol: plan.Protocol, InPlace: plan.Inplace,
-		MinMessageSize: plan.MinMessageSize, MaxMessageSize: plan.MaxMessageSize,
-		BufferAlignment: plan.BufferAlignment,
+		Name: p.Name, Collective: p.Collective, WorldSize: worldSize, RanksPerNode: ranksPerNode,
+		Protocol: p.Protocol, InPlace: p.Inplace,
+		MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize,
+		BufferAlignment: p.BufferAlignment,
 	}
-	if len(plan.GPUs) > 0 {
-		e.InputChunks, e.OutputChunks = plan.GPUs[0].InputChunks, plan.GPUs[0].OutputChunks
+	if len(p.GPUs) > 0 {
+		e.InputChunks, e.OutputChunks = p.GPUs[0].InputChunks, p.GPUs[0].OutputChunks
 	}
-	for _, g := range plan.GPUs {
+	for _, g := range p.GPUs {
 		for _, c := range g.Channels {
-			e.NVLS = e.NVLS || c.Type == executor.Switch
+			e.NVLS = e.NVLS || c.Type == plan.Switch
 		}
 	}
 	return e

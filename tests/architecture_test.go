@@ -36,9 +36,9 @@ var allowedImports = map[string][]string{
 	// Plans at run time: loading and instantiation, what every backend
 	// shares, and the backends side by side (neither imports the other).
 	"executor":             {"internal/infile", "internal/memlimit", "plan"},
-	"executor/rankwire":    {"executor"},
-	"executor/cpu":         {"executor", "executor/rankwire", "timeline"},
-	"gpu":                  {"executor", "executor/rankwire"},
+	"executor/rankwire":    {"executor", "plan"},
+	"executor/cpu":         {"executor", "executor/rankwire", "plan", "timeline"},
+	"gpu":                  {"executor", "executor/rankwire", "plan"},
 	"gpu/emu":              {"gpu"},
 	"gpu/cuda":             {"gpu"},
 	"gpu/internal/clayout": nil,
@@ -46,10 +46,10 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":         {"executor"},
+	"harness":         {"executor", "plan"},
 	"planset":         {"executor", "internal/infile", "plan"},
 	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
-	"model":           {"executor", "internal/infile", "timeline"},
+	"model":           {"executor", "internal/infile", "plan", "timeline"},
 	"timeline":        nil,
 	"trace":           {"timeline"},
 	"view":            {"executor", "plan", "timeline", "trace"},
@@ -58,8 +58,8 @@ var allowedImports = map[string][]string{
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
 	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "timeline", "trace", "view"},
-	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
-	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
+	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
 	"internal/infile":   nil,
 	"internal/memlimit": nil,

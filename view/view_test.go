@@ -94,15 +94,15 @@ func TestChartAxis(t *testing.T) {
 // timeline.
 func page(t *testing.T, file string, size uint64) ([]byte, *timeline.Timeline, *executor.Instance) {
 	t.Helper()
-	plan, err := executor.LoadFile(file)
-	if err != nil && !executor.IsWarning(err) {
+	p, err := executor.LoadFile(file)
+	if err != nil && !plan.IsWarning(err) {
 		t.Fatal(err)
 	}
-	lay, err := executor.PlanLayout(plan, size, executor.Float32, plan.Inplace)
+	lay, err := executor.PlanLayout(p, size, executor.Float32, p.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, lay.Sizes)
+	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // maxTraceNodes bounds the backward walk of one element.
@@ -30,7 +31,7 @@ const maxTraceNodes = 1 << 14
 // raw or LL packet region at addr (rank's buffer bt at byte off).
 type pspan struct {
 	rank   int
-	bt     executor.BufferType
+	bt     plan.BufferType
 	off    uint64
 	addr   uintptr
 	n      uint64 // payload bytes
@@ -123,27 +124,26 @@ func (pl *provLog) data(t *tbRun, op *executor.OpInstance, sp *opSpans) {
 		return f
 	}
 	switch op.Type {
-	case executor.OpCopy, executor.OpGet, executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush:
-		if op.ChannelType == executor.Port && op.Type != executor.OpCopy && op.Type != executor.OpGet {
+	case plan.OpCopy, plan.OpGet, plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		if op.ChannelType == plan.Port && op.Type != plan.OpCopy && op.Type != plan.OpGet {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, nil, false)
 		}
-	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
-		executor.OpMultiLoadReduceStore:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
 		pl.add(t, op, sp.src, sp.dst, nil, nil, true)
-	case executor.OpMultiStore:
+	case plan.OpMultiStore:
 		pl.add(t, op, sp.src[:1], sp.dst, nil, nil, false)
-	case executor.OpPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpPutPacket:
+		if op.ChannelType == plan.Port {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, []bool{true}, false)
 		}
-	case executor.OpReadPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpReadPutPacket:
+		if op.ChannelType == plan.Port {
 			return
 		}
 		pl.packets(t, op, &sp.pk, flags)
@@ -180,7 +180,7 @@ func (pl *provLog) transfer(tr *trigger) {
 // Place is an element of a rank's buffer.
 type Place struct {
 	Rank   int
-	Buffer executor.BufferType
+	Buffer plan.BufferType
 	Offset uint64
 }
 
@@ -306,7 +306,7 @@ func (e *provEntry) step(read pspan, dst pspan, j uint64) Step {
 // Explain walks back from rank's output element at byte off and compares
 // the contributions that arrived with want, the expected ones.
 func (p *Prov) Explain(rank int, off uint64, want []Contribution) *Explanation {
-	x := &Explanation{Element: Place{Rank: rank, Buffer: executor.Output, Offset: off}}
+	x := &Explanation{Element: Place{Rank: rank, Buffer: plan.Output, Offset: off}}
 	out := p.bufs[rank][1]
 	read := map[uintptr][]span2{}
 	nodes := 0
@@ -388,7 +388,7 @@ type move struct {
 func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Miss {
 	m := Miss{Want: c, How: "unread"}
 	start := addrOf(p.bufs[c.Rank][0]) + uintptr(c.Offset)
-	held := map[uintptr]Place{start: {Rank: c.Rank, Buffer: executor.Input, Offset: c.Offset}}
+	held := map[uintptr]Place{start: {Rank: c.Rank, Buffer: plan.Input, Offset: c.Offset}}
 	var moves []move
 	var overwrite *Step // the write over c before any op read it
 	for i := range p.entries {

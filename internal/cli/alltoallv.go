@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // countsFlag is run's --counts flag.
@@ -25,9 +26,9 @@ func countsFlag() cli.Flag {
 
 // runAllToAllV runs plan, an alltoallv plan read from path, for the
 // counts of --counts.
-func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) error {
-	if plan.AllToAllV == nil {
-		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, plan.Collective)
+func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
+	if p.AllToAllV == nil {
+		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, p.Collective)
 	}
 	spec := c.String("counts")
 	if spec == "" {
@@ -48,8 +49,8 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if rb.name != "cpu" && c.Bool("race") {
 		return usageErr("--race: the %s backend does not detect races; the cpu backend does", rb.name)
 	}
-	if t := c.Int("threads"); t < 0 || t > executor.MaxThreadsPerBlock {
-		return usageErr("--threads %d: want 1 to %d", t, executor.MaxThreadsPerBlock)
+	if t := c.Int("threads"); t < 0 || t > plan.MaxThreadsPerBlock {
+		return usageErr("--threads %d: want 1 to %d", t, plan.MaxThreadsPerBlock)
 	}
 	dt, err := executor.ParseDType(c.String("dtype"))
 	if err != nil {
@@ -62,7 +63,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if c.Duration("timeout") <= 0 {
 		return usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
 	}
-	n := len(plan.GPUs)
+	n := len(p.GPUs)
 	counts, err := executor.CountsFor(spec, n)
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if counts.Ranks() != n {
 		return fmt.Errorf("--counts %s: a %d×%d matrix for a plan of %d ranks", spec, counts.Ranks(), counts.Ranks(), n)
 	}
-	vp, err := executor.NewVarPlan(plan)
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		return namePlan(path, err)
 	}
@@ -102,7 +103,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	res, err := harness.RunCounts(ctx, harness.CountsConfig{
 		Backend: backend, Instance: inst, Counts: counts, Options: opts, Iters: iters, Warmup: warmup,
 		Opened: func() {
-			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
+			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
 			fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
 			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
 		},
@@ -148,15 +149,15 @@ func largestBlock(c *executor.Counts) int64 {
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will
 // not run it, and binds it to the counts of harness.VarValidationCases
 // (message sizes do not apply).
-func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.ElemType) bool {
+func checkVarPlan(w io.Writer, path string, p *plan.Plan, dt executor.ElemType) bool {
 	fmt.Fprintf(w, "%s: note: an alltoallv plan (an mscclgo extension, docs/executor.md): MSCCL++ refuses it: its collective \"alltoallv\" matches no MSCCL++ collective and its min_message_size %d > max_message_size %d admits no message size, so MSCCL++'s executor rejects every call instead of reading its chunks as equal slices; mscclgo runs it with run --counts\n",
-		path, plan.MinMessageSize, plan.MaxMessageSize)
-	vp, err := executor.NewVarPlan(plan)
+		path, p.MinMessageSize, p.MaxMessageSize)
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	for _, vc := range harness.VarValidationCases(len(plan.GPUs)) {
+	for _, vc := range harness.VarValidationCases(len(p.GPUs)) {
 		if _, err := vp.Bind(vc.Counts, dt.Size()); err != nil {
 			fmt.Fprintf(w, "%s: counts %q: %v\n", path, vc.Name, err)
 			return false

@@ -10,6 +10,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // maxExplained bounds the (rank, chunk) groups of wrong elements whose
@@ -204,7 +205,7 @@ func placeText(inst *executor.Instance, p cpu.Place) string {
 }
 
 func contribText(inst *executor.Instance, c cpu.Contribution) string {
-	return placeText(inst, cpu.Place{Rank: c.Rank, Buffer: executor.Input, Offset: c.Offset})
+	return placeText(inst, cpu.Place{Rank: c.Rank, Buffer: plan.Input, Offset: c.Offset})
 }
 
 func stepText(s cpu.Step) string {

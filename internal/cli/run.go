@@ -86,7 +86,7 @@ type runOptions struct {
 }
 
 // parseRunFlags parses the flags of run for plan, read from path.
-func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOptions, error) {
+func parseRunFlags(c *cli.Context, path string, plan *planfmt.Plan) (*runOptions, error) {
 	o := &runOptions{iters: c.Int("iters"), inPlace: plan.Inplace}
 	if o.iters < 1 {
 		return nil, usageErr("--iters %d: want at least 1", o.iters)
@@ -124,8 +124,8 @@ func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOption
 			return nil, usageErr("%s: --split-mask %d: groups of %d do not divide %d ranks", path, o.splitMask, o.splitMask+1, n)
 		}
 	}
-	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
-		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), executor.MaxThreadsPerBlock)
+	if c.Int("threads") < 0 || c.Int("threads") > planfmt.MaxThreadsPerBlock {
+		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), planfmt.MaxThreadsPerBlock)
 	}
 	if c.Duration("timeout") <= 0 {
 		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
@@ -357,7 +357,7 @@ func runRun(c *cli.Context, d *deps) error {
 }
 
 // config is the harness run of o for plan, without its backend.
-func (o *runOptions) config(plan *executor.Plan) harness.Config {
+func (o *runOptions) config(plan *planfmt.Plan) harness.Config {
 	return harness.Config{
 		Plan:      plan,
 		Sizes:     o.sizes,

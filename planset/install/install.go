@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -338,15 +339,15 @@ func (in *installer) job(job algorithms.Job) ([]planset.Entry, []PlanStatus, err
 		if strings.ContainsAny(prog.Name(), `/\`) || prog.Name() == "" {
 			return nil, nil, fmt.Errorf("program name %q cannot be a file name", prog.Name())
 		}
-		plan, err := executor.Load(text)
+		p, err := plan.Load(text)
 		if err != nil {
 			return nil, nil, fmt.Errorf("program %q: the plan does not load: %v", prog.Name(), err)
 		}
-		st, err := in.validate(job, prog.Name(), plan, text)
+		st, err := in.validate(job, prog.Name(), p, text)
 		if err != nil {
 			return nil, nil, err
 		}
-		e := entryOf(plan, spec, job)
+		e := entryOf(p, spec, job)
 		e.File = prog.Name() + ".json"
 		if err := os.WriteFile(filepath.Join(in.dir, e.File), text, 0o644); err != nil {
 			return nil, nil, err
@@ -361,14 +362,14 @@ func (in *installer) job(job algorithms.Job) ([]planset.Entry, []PlanStatus, err
 // validation cache): at its validation sizes, within the memory budget,
 // or, for a variable-size plan, at harness.VarValidationCases. It
 // records a successful run in the cache.
-func (in *installer) validate(job algorithms.Job, name string, plan *executor.Plan, text []byte) (PlanStatus, error) {
+func (in *installer) validate(job algorithms.Job, name string, p *plan.Plan, text []byte) (PlanStatus, error) {
 	opts := in.opts
 	var sizes []uint64
-	if plan.AllToAllV == nil {
-		sizes = validationSizes(plan, opts.DType, opts.MaxCheckBytes)
+	if p.AllToAllV == nil {
+		sizes = validationSizes(p, opts.DType, opts.MaxCheckBytes)
 	}
-	if len(sizes) == 0 && plan.AllToAllV == nil {
-		return PlanStatus{}, fmt.Errorf("program %q: %v", name, errNoSize(plan))
+	if len(sizes) == 0 && p.AllToAllV == nil {
+		return PlanStatus{}, fmt.Errorf("program %q: %v", name, errNoSize(p))
 	}
 	st := PlanStatus{Name: name, Sizes: sizes}
 	key := ""
@@ -376,10 +377,10 @@ func (in *installer) validate(job algorithms.Job, name string, plan *executor.Pl
 		key = validationKey(opts.Version, text, opts.DType, sizes)
 		st.Cached = !opts.NoCache && in.cache.has(key)
 	}
-	if !st.Cached && plan.AllToAllV != nil {
+	if !st.Cached && p.AllToAllV != nil {
 		// Variable-size plans run on the CPU backend, with the
 		// counts of harness.VarValidationCases (sizes in KiB).
-		err := harness.ValidateVar(in.ctx, cpu.New(), plan, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
+		err := harness.ValidateVar(in.ctx, cpu.New(), p, executor.Options{DType: opts.DType, Race: true}, validationLaunches)
 		if err != nil {
 			return PlanStatus{}, fmt.Errorf("program %q: %v", name, err)
 		}
@@ -388,11 +389,11 @@ func (in *installer) validate(job algorithms.Job, name string, plan *executor.Pl
 			DType: opts.DType.Name(), Version: opts.Version,
 		})
 	} else if !st.Cached {
-		need := footprint(plan, sizes[len(sizes)-1], opts.DType)
+		need := footprint(p, sizes[len(sizes)-1], opts.DType)
 		if err := in.budget.acquire(in.ctx, need); err != nil {
 			return PlanStatus{}, err
 		}
-		err := validateAt(in.ctx, opts.Backend, in.checker, plan, sizes, opts.DType)
+		err := validateAt(in.ctx, opts.Backend, in.checker, p, sizes, opts.DType)
 		in.budget.release(need)
 		if err != nil {
 			return PlanStatus{}, fmt.Errorf("program %q: %v", name, err)
@@ -411,8 +412,8 @@ func (in *installer) validate(job algorithms.Job, name string, plan *executor.Pl
 // with the estimate `mscclgo run` checks its memory budget with: every
 // rank's buffers and scratch, the checker's tables, the race detector's
 // shadow and the per-op tables.
-func footprint(plan *executor.Plan, size uint64, dt executor.ElemType) uint64 {
-	m, err := harness.Footprint(plan, size, dt, harness.MemoryOptions{Iters: validationLaunches, Race: true, Tables: true})
+func footprint(p *plan.Plan, size uint64, dt executor.ElemType) uint64 {
+	m, err := harness.Footprint(p, size, dt, harness.MemoryOptions{Iters: validationLaunches, Race: true, Tables: true})
 	if err != nil {
 		return 0
 	}
@@ -474,8 +475,8 @@ func errorDetail(err error) error {
 }
 
 // entryOf builds the index entry of a validated plan of job.
-func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) planset.Entry {
-	e := planset.NewEntry(plan, spec.WorldSize, spec.RanksPerNode)
+func entryOf(p *plan.Plan, spec *starlib.SpecInfo, job algorithms.Job) planset.Entry {
+	e := planset.NewEntry(p, spec.WorldSize, spec.RanksPerNode)
 	e.Algorithm, e.Params, e.Tags = path.Base(job.Algorithm), job.Params, spec.Tags
 	return e
 }
@@ -484,16 +485,16 @@ func entryOf(plan *executor.Plan, spec *starlib.SpecInfo, job algorithms.Job) pl
 // detection) at three message sizes of its range (preferably at most
 // maxBytes, see harness.CheckSizes), two launches each, and checks the
 // results.
-func Validate(ctx context.Context, backend executor.Backend, plan *executor.Plan, dt executor.ElemType, maxBytes uint64) error {
-	sizes := harness.CheckSizes(plan, dt, maxBytes, 3)
+func Validate(ctx context.Context, backend executor.Backend, p *plan.Plan, dt executor.ElemType, maxBytes uint64) error {
+	sizes := harness.CheckSizes(p, dt, maxBytes, 3)
 	if len(sizes) == 0 {
-		return errNoSize(plan)
+		return errNoSize(p)
 	}
-	return validateAt(ctx, backend, harness.NewChecker(), plan, sizes, dt)
+	return validateAt(ctx, backend, harness.NewChecker(), p, sizes, dt)
 }
 
-func errNoSize(plan *executor.Plan) error {
-	return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", plan.MinMessageSize, plan.MaxMessageSize)
+func errNoSize(p *plan.Plan) error {
+	return fmt.Errorf("no message size is valid for the plan's range [%d, %d] and chunking", p.MinMessageSize, p.MaxMessageSize)
 }
 
 // maxValidationBytes bounds the estimated memory of one validation run:
@@ -507,11 +508,11 @@ const maxValidationBytes = 320 << 20
 // validationSizes returns the sizes plan is validated at: three inside
 // its range up to maxBytes (harness.CheckSizes), with maxBytes halved
 // while the largest would need more than maxValidationBytes.
-func validationSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64) []uint64 {
-	sizes := harness.CheckSizes(plan, dt, maxBytes, 3)
-	for len(sizes) > 1 && footprint(plan, sizes[len(sizes)-1], dt) > maxValidationBytes {
+func validationSizes(p *plan.Plan, dt executor.ElemType, maxBytes uint64) []uint64 {
+	sizes := harness.CheckSizes(p, dt, maxBytes, 3)
+	for len(sizes) > 1 && footprint(p, sizes[len(sizes)-1], dt) > maxValidationBytes {
 		maxBytes = sizes[len(sizes)-1] / 2
-		smaller := harness.CheckSizes(plan, dt, maxBytes, 3)
+		smaller := harness.CheckSizes(p, dt, maxBytes, 3)
 		if len(smaller) == 0 || smaller[len(smaller)-1] >= sizes[len(sizes)-1] {
 			break
 		}
@@ -521,18 +522,18 @@ func validationSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64)
 }
 
 // validateAt runs plan at each size (ascending), two launches each.
-func validateAt(ctx context.Context, backend executor.Backend, checker *harness.Checker, plan *executor.Plan, sizes []uint64, dt executor.ElemType) error {
+func validateAt(ctx context.Context, backend executor.Backend, checker *harness.Checker, p *plan.Plan, sizes []uint64, dt executor.ElemType) error {
 	if backend == nil {
 		backend = cpu.New()
 	}
 	for _, size := range sizes {
-		if err := checker.Run(ctx, backend, plan, size, dt, plan.Inplace, validationLaunches); err != nil {
+		if err := checker.Run(ctx, backend, p, size, dt, p.Inplace, validationLaunches); err != nil {
 			return fmt.Errorf("message size %d: %w", size, err)
 		}
 		// A large run leaves its buffers and scratch as garbage: collect
 		// it now, while little is live (so the collection is cheap), rather
 		// than let the heap grow to twice the next run's size.
-		if footprint(plan, size, dt) >= gcAfterBytes {
+		if footprint(p, size, dt) >= gcAfterBytes {
 			runtime.GC()
 		}
 	}

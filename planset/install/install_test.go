@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/starlib"
 )
@@ -91,7 +92,7 @@ func TestInstallDefaultSet(t *testing.T) {
 }
 
 // evalPlan evaluates a bundled algorithm and loads its one plan.
-func evalPlan(t *testing.T, algo string, params map[string]string) *executor.Plan {
+func evalPlan(t *testing.T, algo string, params map[string]string) *plan.Plan {
 	t.Helper()
 	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), algo+".star", starlib.Options{Defines: params})
 	if err != nil {
@@ -101,20 +102,20 @@ func evalPlan(t *testing.T, algo string, params map[string]string) *executor.Pla
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	return p
 }
 
 // validSize reports whether the plan runs at size.
-func validSize(plan *executor.Plan, size uint64, dt executor.ElemType) bool {
-	l, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+func validSize(p *plan.Plan, size uint64, dt executor.ElemType) bool {
+	l, err := executor.PlanLayout(p, size, dt, p.Inplace)
 	if err != nil {
 		return false
 	}
-	_, err = executor.Instantiate(plan, l.Sizes)
+	_, err = executor.Instantiate(p, l.Sizes)
 	return err == nil
 }
 

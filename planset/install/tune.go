@@ -70,7 +70,7 @@ func Tune(idx *planset.Index, dir string, o TuneOptions) (*planset.Index, []stri
 		if err != nil {
 			return nil, nil, err
 		}
-		plan, err := executor.Load(data)
+		pl, err := plan.Load(data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", e.File, err)
 		}
@@ -85,7 +85,7 @@ func Tune(idx *planset.Index, dir string, o TuneOptions) (*planset.Index, []stri
 		mo.RanksPerNode = e.RanksPerNode
 		// Sizes the plan's chunking rejects are skipped; a plan that
 		// deadlocks in the simulation is an error.
-		pts, _, err := model.Sweep(plan, sizes, o.DType, e.InPlace, o.Hardware, mo)
+		pts, _, err := model.Sweep(pl, sizes, o.DType, e.InPlace, o.Hardware, mo)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", e.File, err)
 		}

@@ -1,4 +1,4 @@
-package executor
+package plan
 
 import (
 	"bytes"
@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/mscclgo/mscclgo/internal/infile"
-	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -108,63 +105,6 @@ func Load(data []byte) (*Plan, error) {
 	return l.plan, nil
 }
 
-// LoadFile reads and loads a plan file, with the positions of its source
-// map (PLAN.json.map) when one is there and belongs to it (see
-// LoadSourceMap; Plan.SourceNote says why one was not used).
-func LoadFile(path string) (*Plan, error) {
-	data, err := ReadPlanFile(path)
-	if err != nil {
-		return nil, err
-	}
-	p, err := Load(data)
-	if err != nil {
-		return nil, err
-	}
-	p.SourceNote = LoadSourceMap(p, path, data)
-	return p, nil
-}
-
-// MaxPlanBytes bounds the size of a plan file (a 128-rank allreduce plan
-// has about 56 MB).
-const MaxPlanBytes = 1 << 30
-
-// ReadPlanFile reads a plan file through the checked opener: a FIFO, a
-// device or a file above MaxPlanBytes is refused with a named error.
-func ReadPlanFile(path string) ([]byte, error) {
-	return ReadPlan(path, "a plan (.json)")
-}
-
-// ReadPlan is ReadPlanFile with what the file is wanted as named in its
-// errors. A plan whose loading would need more memory than this process
-// may still use (memlimit) is refused before it is read.
-func ReadPlan(path, what string) ([]byte, error) {
-	f, err := infile.Open(path, what, MaxPlanBytes)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	if h := memlimit.Now(); h.What != "" {
-		need := uint64(st.Size()) * loadFactor
-		if left := h.Bytes - min(h.Bytes, loadReserve); need > left {
-			return nil, fmt.Errorf("%s has %d bytes: loading a plan takes about %d times its size, %s, more than the %s this process may still use less %s for the rest (bounded by %s)",
-				path, st.Size(), loadFactor, FormatBytes(need), FormatBytes(h.Bytes), FormatBytes(loadReserve), h.What)
-		}
-	}
-	return infile.Read(path, what, MaxPlanBytes)
-}
-
-// loadFactor bounds the memory the loader takes per byte of plan: the
-// bytes read, the strings and numbers decoded from them, and the parsed
-// plan.
-const loadFactor = 4
-
-// loadReserve is the memory left aside for everything but the load.
-const loadReserve = 512 << 20
-
 // Check validates a plan and returns every problem found, errors and
 // warnings (see IsWarning) alike, in document order followed by the
 // cross-rank checks; nil means the plan is clean.
@@ -226,7 +166,9 @@ func joinPath(parent, key string) string {
 	return parent + "." + key
 }
 
-func indexPath(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+// IndexPath is the path of element i of the array at path, as PlanError
+// paths spell it: "gpus[1]".
+func IndexPath(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
 func (l *loader) run(data []byte) {
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -6,20 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"testing"
 )
 
-// Plan is a decoded MSCCL++ execution plan. Its field order is the
-// reference key order (docs/plan-format.md §2), so Encode writes keys in the order
-// the DSL does. Header numbers are json.Number so that any magnitude
-// (max_message_size is 2^64-1 by default) survives a round trip.
-//
-// Plan is an independent second formatter: it is built on encoding/json
-// rather than on the writer behind Write, and the tests check that every
-// reference plan is a fixed point of Decode and Encode.
-//
-// Lists the format always writes (gpus, threadblocks, ops, channels, ...)
-// must be non-nil to encode as []; a nil one encodes as null. Decode
-// always yields non-nil slices for lists present in the input.
+// decode_test.go: an independent decoder of the plan text, built on
+// encoding/json, from which TestGoldenThroughIR rebuilds the IR of every
+// reference plan. (The writer is package plan's, the one encoder.)
+
+// Plan is a decoded MSCCL++ execution plan. Header numbers are
+// json.Number so that any magnitude (max_message_size is 2^64-1 by
+// default) survives. Decode always yields non-nil slices for lists
+// present in the input.
 type Plan struct {
 	Name                   PyString    `json:"name"`
 	Collective             PyString    `json:"collective"`
@@ -152,14 +150,8 @@ type PlanOperand struct {
 	Size            int      `json:"size"`
 }
 
-// PyString is a string that encodes with Python's json.dumps escaping
-// (see AppendString) instead of encoding/json's.
+// PyString is a string of the plan text.
 type PyString string
-
-// MarshalJSON returns s as a Python-escaped JSON string literal.
-func (s PyString) MarshalJSON() ([]byte, error) {
-	return AppendString(nil, string(s)), nil
-}
 
 // Decode parses a plan. Unknown keys and trailing data are errors, so a
 // successful Decode means every key of data has a field in Plan.
@@ -177,17 +169,24 @@ func Decode(data []byte) (*Plan, error) {
 	return &p, nil
 }
 
-// Encode returns the plan text of p followed by one newline, in the layout
-// Write produces. It panics if a json.Number field holds text that is not
-// a JSON number (Decode never produces such a value), as encoding/json
-// reports no other error for these types.
-func (p *Plan) Encode() []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(p); err != nil {
-		panic("emit: Plan.Encode: " + err.Error())
+// goldenDir holds the reference plans printed by the MSCCL++ Python DSL.
+const goldenDir = "../../shared/golden"
+
+// planFiles returns the reference plans and the worked examples of
+// docs/plan-format.md §12 (testdata), skipping the test when the golden directory
+// is absent.
+func planFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b.Bytes()
+	golden, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(golden) == 0 {
+		t.Skipf("no reference plans in %s", goldenDir)
+	}
+	return append(files, golden...)
 }

@@ -1,10 +1,8 @@
-package executor
+package plan
 
 import (
 	"fmt"
 	"math"
-
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file holds the loader's part of variable-size plans: the
@@ -25,7 +23,7 @@ type VarLayout struct {
 // plan is an alltoallv plan (so that the min > max marker is expected).
 func (l *loader) parseAllToAllV(top node) bool {
 	p := l.plan
-	isV := p.Collective == plan.AllToAllVCollective
+	isV := p.Collective == AllToAllVCollective
 	if !top.has("alltoallv") {
 		if isV {
 			l.errf("", ErrMissing, "collective = \"alltoallv\" without the required \"alltoallv\" object: a variable-size plan states its block layout (docs/executor.md, Variable-size plans)")
@@ -40,8 +38,8 @@ func (l *loader) parseAllToAllV(top node) bool {
 	if !ok {
 		return true
 	}
-	if v, ok := obj.int("version", true); ok && v != plan.AllToAllVVersion {
-		l.errf(obj.path, ErrValue, "version = %d: this loader reads version %d", v, plan.AllToAllVVersion)
+	if v, ok := obj.int("version", true); ok && v != AllToAllVVersion {
+		l.errf(obj.path, ErrValue, "version = %d: this loader reads version %d", v, AllToAllVVersion)
 	}
 	blocks, okB := obj.int("blocks", true)
 	per, okP := obj.int("chunks_per_block", true)
@@ -77,20 +75,20 @@ func (l *loader) checkAllToAllVChunks() {
 	want := v.Blocks * v.ChunksPerBlock
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
-		path := indexPath("gpus", r)
+		path := IndexPath("gpus", r)
 		if g.InputChunks != want || g.OutputChunks != want {
 			l.errf(path, ErrStructure, "input_chunks = %d, output_chunks = %d: an alltoallv plan with %d blocks of %d chunks has %d of each", g.InputChunks, g.OutputChunks, v.Blocks, v.ChunksPerBlock, want)
 			continue
 		}
-		if len(switchGroups(g)) > 0 {
+		if len(g.SwitchGroups()) > 0 {
 			l.errf(path, ErrStructure, "switch channels in an alltoallv plan: a multicast address names one offset in every member, but blocks differ per rank")
 			continue
 		}
 		for t := range g.ThreadBlocks {
 			tb := &g.ThreadBlocks[t]
-			tbPath := indexPath(path+".threadblocks", t)
+			tbPath := IndexPath(path+".threadblocks", t)
 			for k := range tb.Ops {
-				l.checkVarOp(g, tb, &tb.Ops[k], indexPath(tbPath+".ops", k))
+				l.checkVarOp(g, tb, &tb.Ops[k], IndexPath(tbPath+".ops", k))
 			}
 		}
 	}
@@ -99,7 +97,7 @@ func (l *loader) checkAllToAllVChunks() {
 func (l *loader) checkVarOp(g *GPU, tb *ThreadBlock, op *Op, path string) {
 	if op.Type == OpPipeline {
 		for j := range op.Ops {
-			l.checkVarOp(g, tb, &op.Ops[j], indexPath(path+".ops", j))
+			l.checkVarOp(g, tb, &op.Ops[j], IndexPath(path+".ops", j))
 		}
 		return
 	}

@@ -1,11 +1,9 @@
-package executor
+package plan
 
 import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file holds the semantic checks of Load: what each op needs
@@ -93,8 +91,17 @@ func sideOne(r role) side             { return side{fixed: []role{r}, min: 1} }
 func sideMany(r role) side            { return side{rest: r, min: 1} }
 func sideThen(r role, rest role) side { return side{fixed: []role{r}, rest: rest, min: 1} }
 
+// SrcPacket reports whether source operand i of an op of type t is
+// addressed as LL packets (twice the data size, at twice the data
+// offset; docs/semantics.md §2.11).
+func SrcPacket(t OpType, i int) bool { return opSpecs[t].src.at(i).packet }
+
+// DstPacket reports whether destination operand i of an op of type t is
+// addressed as LL packets.
+func DstPacket(t OpType, i int) bool { return opSpecs[t].dst.at(i).packet }
+
 // opSpecs is indexed by OpType.
-var opSpecs = [plan.NumOpTypes]opSpec{
+var opSpecs = [NumOpTypes]opSpec{
 	OpNop:           {},
 	OpBarrier:       {barrier: true},
 	OpSignal:        {channel: memPort, needIDs: true},
@@ -473,7 +480,7 @@ func (l *loader) checkRole(t *tbState, path, where, name string, op *Op, opd Ope
 			return false
 		}
 		g := table[opd.SwitchID]
-		groups := switchGroups(t.gpu)
+		groups := t.gpu.SwitchGroups()
 		if g < 0 || g >= len(groups) {
 			return false
 		}
@@ -524,8 +531,10 @@ func (l *loader) checkBounds(path, where, name string, opd Operand, packet bool,
 	}
 }
 
-// switchGroups flattens a rank's switch channel declarations (docs/semantics.md §1.5).
-func switchGroups(g *GPU) []SwitchGroup {
+// SwitchGroups flattens a rank's switch channel declarations
+// (docs/semantics.md §1.5): one group per rank group of each switch
+// channel, in declaration order, indexed by the global switch index.
+func (g *GPU) SwitchGroups() []SwitchGroup {
 	var out []SwitchGroup
 	for _, d := range g.Channels {
 		if d.Type != Switch {
@@ -595,7 +604,7 @@ func (l *loader) checkSwitchGroups() {
 		if !l.gpus[r].channelsOK {
 			continue
 		}
-		for _, sw := range switchGroups(&l.plan.GPUs[r]) {
+		for _, sw := range l.plan.GPUs[r].SwitchGroups() {
 			s := slices.Clone(sw.Ranks)
 			slices.Sort(s)
 			gi := len(sorted[r])

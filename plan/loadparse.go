@@ -1,4 +1,4 @@
-package executor
+package plan
 
 // loadparse.go holds the loader's parsers, one per level of the plan:
 // the top-level object, each rank's tables, its thread blocks and their
@@ -10,8 +10,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // ---------------------------------------------------------------------------
@@ -27,7 +25,7 @@ func (l *loader) parsePlan(top node) {
 	p.Name, _ = top.str("name", true)
 	if c, ok := top.str("collective", true); ok {
 		if !knownCollective(c) {
-			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(plan.Collectives(), ", "))
+			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
 		}
 		p.Collective = c
 	}
@@ -102,7 +100,7 @@ func (l *loader) parsePlan(top node) {
 // parseGPUTables reads everything of gpus[r] but its thread blocks.
 func (l *loader) parseGPUTables(r int, v any) *gpuState {
 	g := &gpuState{
-		path:     indexPath("gpus", r),
+		path:     IndexPath("gpus", r),
 		peers:    map[ChannelType][]int{Memory: nil, Port: nil},
 		used:     map[ChannelType]map[int]string{Memory: {}, Port: {}, Switch: {}},
 		barriers: map[int]*barrierUse{},
@@ -146,7 +144,7 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 	allOK := true
 	gpu.Channels = make([]ChannelDecl, 0, len(arr))
 	for i, v := range arr {
-		path := indexPath(joinPath(g.path, "channels"), i)
+		path := IndexPath(joinPath(g.path, "channels"), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
@@ -187,7 +185,7 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 				continue
 			}
 			for k, gv := range groups {
-				gpath := indexPath(joinPath(path, "rank_groups"), k)
+				gpath := IndexPath(joinPath(path, "rank_groups"), k)
 				gobj, ok := l.object(gv, gpath)
 				if !ok {
 					allOK = false
@@ -239,7 +237,7 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 	allOK := true
 	gpu.RemoteBuffers = make([]RemoteBuffer, len(arr))
 	for i, v := range arr {
-		path := indexPath(joinPath(g.path, "remote_buffers"), i)
+		path := IndexPath(joinPath(g.path, "remote_buffers"), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
@@ -266,7 +264,7 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 		rb.Access = make([]ChannelType, 0, len(access))
 		for k, av := range access {
 			s, isStr := av.(string)
-			ct, known := plan.ParseChannelType(s)
+			ct, known := ParseChannelType(s)
 			if !isStr || !known || (ct != Memory && ct != Port) {
 				l.errf(path, ErrValue, "access_channel_types[%d] = %s: want \"memory\" or \"port\"", k, describe(av))
 				allOK = false
@@ -290,7 +288,7 @@ func (l *loader) parseSemaphores(g *gpuState, gpu *GPU, o node) bool {
 	allOK := true
 	gpu.Semaphores = make([]int64, len(arr))
 	for i, v := range arr {
-		path := indexPath(joinPath(g.path, "semaphores"), i)
+		path := IndexPath(joinPath(g.path, "semaphores"), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
@@ -360,7 +358,7 @@ func (l *loader) parseThreadBlock(g *gpuState, gpu *GPU, i int, v any) {
 	tb.ID = i
 	tb.Channels = map[ChannelType][]int{}
 	tb.RemoteRefs = map[ChannelType][]int{}
-	path := indexPath(joinPath(g.path, "threadblocks"), i)
+	path := IndexPath(joinPath(g.path, "threadblocks"), i)
 	o, ok := l.object(v, path)
 	if !ok {
 		return
@@ -382,7 +380,7 @@ func (l *loader) parseThreadBlock(g *gpuState, gpu *GPU, i int, v any) {
 	flat := 0
 	tb.Ops = make([]Op, 0, len(ops))
 	for k, ov := range ops {
-		op, n := l.parseOp(t, ov, indexPath(joinPath(path, "ops"), k), false)
+		op, n := l.parseOp(t, ov, IndexPath(joinPath(path, "ops"), k), false)
 		tb.Ops = append(tb.Ops, op)
 		flat += n
 	}
@@ -398,7 +396,7 @@ func (l *loader) parseTBChannels(t *tbState, o node) {
 		return
 	}
 	for k, v := range arr {
-		path := indexPath(joinPath(t.path, "channels"), k)
+		path := IndexPath(joinPath(t.path, "channels"), k)
 		e, ok := l.object(v, path)
 		if !ok {
 			t.chOK = map[ChannelType]bool{}
@@ -445,7 +443,7 @@ func (l *loader) parseTBRemoteRefs(t *tbState, o node) {
 		return
 	}
 	for k, v := range arr {
-		path := indexPath(joinPath(t.path, "remote_buffer_refs"), k)
+		path := IndexPath(joinPath(t.path, "remote_buffer_refs"), k)
 		e, ok := l.object(v, path)
 		if !ok {
 			t.refsOK = map[ChannelType]bool{}
@@ -507,11 +505,11 @@ func (l *loader) parseOp(t *tbState, v any, path string, nested bool) (Op, int) 
 	if !ok {
 		return Op{}, 1
 	}
-	typ, ok := plan.ParseOpType(name)
+	typ, ok := ParseOpType(name)
 	if !ok {
 		hint := ""
 		switch name {
-		case plan.GroupLoadReduceName:
+		case GroupLoadReduceName:
 			hint = " (glre is DSL-internal: MSCCL++ loads only its fusion with gstore, glres)"
 		case "start":
 			hint = " (start is never emitted: MSCCL++ rejects it)"
@@ -554,7 +552,7 @@ func (l *loader) parsePipeline(t *tbState, o node, op Op) (Op, int) {
 	}
 	op.Ops = make([]Op, 0, len(body))
 	for k, bv := range body {
-		b, _ := l.parseOp(t, bv, indexPath(joinPath(o.path, "ops"), k), true)
+		b, _ := l.parseOp(t, bv, IndexPath(joinPath(o.path, "ops"), k), true)
 		op.Ops = append(op.Ops, b)
 	}
 	return op, 1 + len(body)
@@ -623,7 +621,7 @@ func (l *loader) parseOperands(o node, key string) ([]Operand, bool) {
 	out := make([]Operand, 0, len(arr))
 	allOK := true
 	for i, v := range arr {
-		path := indexPath(joinPath(o.path, key), i)
+		path := IndexPath(joinPath(o.path, key), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false

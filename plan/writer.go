@@ -1,4 +1,4 @@
-package emit
+package plan
 
 import (
 	"io"
@@ -17,14 +17,16 @@ const indent = "\n" +
 	"                                                                " +
 	"                                                                "
 
-// encoder is an append-based JSON writer with Python json.dumps(indent=2)
-// layout. It tracks only the nesting depth and whether the innermost open
+// Writer is the plan format's one encoder: an append-based JSON writer
+// with Python json.dumps(indent=2) layout, through which package emit
+// writes plans byte for byte as the DSL prints them. It tracks only the nesting depth and whether the innermost open
 // container is still empty: closing a container always leaves its parent
 // non-empty, so no stack is needed.
 //
-// With w == nil it accumulates everything in buf (Marshal); otherwise it
-// flushes buf to w every flushAt bytes and records the first write error.
-type encoder struct {
+// With w == nil it accumulates everything (Bytes); otherwise it flushes
+// its buffer to w every flushAt bytes and records the first write error
+// (Err).
+type Writer struct {
 	buf   []byte
 	w     io.Writer
 	err   error
@@ -33,7 +35,7 @@ type encoder struct {
 }
 
 // newline appends a newline and the indentation of the current depth.
-func (e *encoder) newline() {
+func (e *Writer) newline() {
 	n := 1 + 2*e.depth
 	if n <= len(indent) {
 		e.buf = append(e.buf, indent[:n]...)
@@ -47,9 +49,9 @@ func (e *encoder) newline() {
 	}
 }
 
-// member starts the next member of the open container: a separator if the
+// Member starts the next member of the open container: a separator if the
 // container already has members, then a new indented line.
-func (e *encoder) member() {
+func (e *Writer) Member() {
 	if !e.empty {
 		e.buf = append(e.buf, ',')
 	}
@@ -57,23 +59,23 @@ func (e *encoder) member() {
 	e.newline()
 }
 
-// key starts an object member; k is the pre-quoted key with its ": "
+// Key starts an object member; k is the pre-quoted key with its ": "
 // separator, e.g. `"name": `.
-func (e *encoder) key(k string) {
-	e.member()
+func (e *Writer) Key(k string) {
+	e.Member()
 	e.buf = append(e.buf, k...)
 }
 
-// open appends an opening bracket and enters the container.
-func (e *encoder) open(c byte) {
+// Open appends an opening bracket and enters the container.
+func (e *Writer) Open(c byte) {
 	e.buf = append(e.buf, c)
 	e.depth++
 	e.empty = true
 }
 
-// close leaves the container: `[]`/`{}` when it is empty, otherwise the
+// Close leaves the container: `[]`/`{}` when it is empty, otherwise the
 // closing bracket on its own line.
-func (e *encoder) close(c byte) {
+func (e *Writer) Close(c byte) {
 	e.depth--
 	if !e.empty {
 		e.newline()
@@ -82,14 +84,14 @@ func (e *encoder) close(c byte) {
 	e.empty = false
 }
 
-// int appends a decimal integer.
-func (e *encoder) int(v int) { e.buf = strconv.AppendInt(e.buf, int64(v), 10) }
+// Int appends a decimal integer.
+func (e *Writer) Int(v int) { e.buf = strconv.AppendInt(e.buf, int64(v), 10) }
 
-// int64 appends a decimal integer.
-func (e *encoder) int64(v int64) { e.buf = strconv.AppendInt(e.buf, v, 10) }
+// Int64 appends a decimal integer.
+func (e *Writer) Int64(v int64) { e.buf = strconv.AppendInt(e.buf, v, 10) }
 
-// bigInt appends x in decimal, or def when x is nil.
-func (e *encoder) bigInt(x *big.Int, def string) {
+// BigInt appends x in decimal, or def when x is nil.
+func (e *Writer) BigInt(x *big.Int, def string) {
 	if x == nil {
 		e.buf = append(e.buf, def...)
 		return
@@ -101,8 +103,8 @@ func (e *encoder) bigInt(x *big.Int, def string) {
 	e.buf = x.Append(e.buf, 10)
 }
 
-// bool appends true or false.
-func (e *encoder) bool(v bool) {
+// Bool appends true or false.
+func (e *Writer) Bool(v bool) {
 	if v {
 		e.buf = append(e.buf, "true"...)
 	} else {
@@ -110,41 +112,64 @@ func (e *encoder) bool(v bool) {
 	}
 }
 
-// lit appends a fixed ASCII string that needs no escaping, with quotes.
-func (e *encoder) lit(s string) {
+// Lit appends a fixed ASCII string that needs no escaping, with quotes.
+func (e *Writer) Lit(s string) {
 	e.buf = append(e.buf, '"')
 	e.buf = append(e.buf, s...)
 	e.buf = append(e.buf, '"')
 }
 
-// ints appends an array of integers, one per line.
-func (e *encoder) ints(xs []int) {
-	e.open('[')
+// Ints appends an array of integers, one per line.
+func (e *Writer) Ints(xs []int) {
+	e.Open('[')
 	for _, x := range xs {
-		e.member()
+		e.Member()
 		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
 	}
-	e.close(']')
+	e.Close(']')
 }
 
-// maybeFlush hands the buffer to the destination once it is large enough.
-func (e *encoder) maybeFlush() {
+// MaybeFlush hands the buffer to the destination once it is large enough.
+func (e *Writer) MaybeFlush() {
 	if e.w != nil && len(e.buf) >= flushAt {
-		e.flush()
+		e.Flush()
 	}
 }
 
-// flush writes the whole buffer to the destination (streaming mode only).
-// After a write error the buffer is discarded and later output dropped.
-func (e *encoder) flush() {
+// Flush writes the whole buffer to the destination (streaming mode only)
+// and returns the first write error. After a write error the buffer is
+// discarded and later output dropped.
+func (e *Writer) Flush() error {
 	if e.w == nil {
-		return
+		return nil
 	}
 	if e.err == nil && len(e.buf) > 0 {
 		_, e.err = e.w.Write(e.buf)
 	}
 	e.buf = e.buf[:0]
+	return e.err
 }
+
+// NewWriter returns a Writer that streams to w, or, with w == nil,
+// accumulates its output for Bytes.
+func NewWriter(w io.Writer) *Writer {
+	if w == nil {
+		return &Writer{}
+	}
+	return &Writer{w: w, buf: make([]byte, 0, flushAt+flushAt/4)}
+}
+
+// Bytes returns what a Writer without destination accumulated.
+func (e *Writer) Bytes() []byte { return e.buf }
+
+// Err returns the first write error of a streaming Writer.
+func (e *Writer) Err() error { return e.err }
+
+// Quoted appends s as a JSON string literal, escaped as AppendString does.
+func (e *Writer) Quoted(s string) { e.buf = AppendString(e.buf, s) }
+
+// Byte appends one byte as it is (the newline after a plan).
+func (e *Writer) Byte(c byte) { e.buf = append(e.buf, c) }
 
 const hexDigits = "0123456789abcdef"
 

@@ -1,4 +1,4 @@
-package executor
+package plan
 
 // loadnode.go holds the loader's typed access to decoded JSON: a node is
 // one JSON object with its path, and its accessors read a key as a
@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // ---------------------------------------------------------------------------
@@ -191,7 +189,7 @@ func (n node) ints(key string, required bool) ([]int, bool) {
 // knownCollective reports whether Load accepts c as a plan's
 // "collective": one the MSCCL++ DSL writes, or alltoallv.
 func knownCollective(c string) bool {
-	return c == plan.AllToAllVCollective || slices.Contains(plan.Collectives(), c)
+	return c == AllToAllVCollective || slices.Contains(Collectives(), c)
 }
 
 // channelType reads a channel type string; ok is false when absent or
@@ -201,7 +199,7 @@ func (n node) channelType(key string, required bool) (ChannelType, bool) {
 	if !ok {
 		return NoChannel, false
 	}
-	ct, ok := plan.ParseChannelType(s)
+	ct, ok := ParseChannelType(s)
 	if !ok {
 		n.l.errf(n.path, ErrValue, "%s = %s: want \"memory\", \"port\", \"switch\" or \"none\"", key, describe(s))
 	}
@@ -213,7 +211,7 @@ func (n node) bufferType(key string, required bool) (BufferType, bool) {
 	if !ok {
 		return Input, false
 	}
-	bt, ok := plan.ParseBufferType(s)
+	bt, ok := ParseBufferType(s)
 	if !ok {
 		n.l.errf(n.path, ErrValue, "%s = %s: want \"i\", \"o\" or \"s\"", key, describe(s))
 	}

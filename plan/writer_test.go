@@ -1,4 +1,4 @@
-package emit
+package plan
 
 import (
 	"math/big"
@@ -43,77 +43,77 @@ func TestAppendString(t *testing.T) {
 	}
 }
 
-func TestEncoderLayout(t *testing.T) {
+func TestWriterLayout(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		write func(e *encoder)
+		write func(e *Writer)
 		want  string
 	}{
-		{"empty array", func(e *encoder) { e.open('['); e.close(']') }, `[]`},
-		{"empty object", func(e *encoder) { e.open('{'); e.close('}') }, `{}`},
-		{"empty ints", func(e *encoder) { e.ints(nil) }, `[]`},
-		{"ints", func(e *encoder) { e.ints([]int{0, -1, 12}) }, "[\n  0,\n  -1,\n  12\n]"},
-		{"nested", func(e *encoder) {
-			e.open('{')
-			e.key(`"a": `)
-			e.ints([]int{1})
-			e.key(`"b": `)
-			e.open('[')
-			e.close(']')
-			e.key(`"c": `)
-			e.bool(true)
-			e.close('}')
+		{"empty array", func(e *Writer) { e.Open('['); e.Close(']') }, `[]`},
+		{"empty object", func(e *Writer) { e.Open('{'); e.Close('}') }, `{}`},
+		{"empty ints", func(e *Writer) { e.Ints(nil) }, `[]`},
+		{"ints", func(e *Writer) { e.Ints([]int{0, -1, 12}) }, "[\n  0,\n  -1,\n  12\n]"},
+		{"nested", func(e *Writer) {
+			e.Open('{')
+			e.Key(`"a": `)
+			e.Ints([]int{1})
+			e.Key(`"b": `)
+			e.Open('[')
+			e.Close(']')
+			e.Key(`"c": `)
+			e.Bool(true)
+			e.Close('}')
 		}, "{\n  \"a\": [\n    1\n  ],\n  \"b\": [],\n  \"c\": true\n}"},
-		{"big ints", func(e *encoder) {
-			e.open('[')
+		{"big ints", func(e *Writer) {
+			e.Open('[')
 			for _, s := range []string{"18446744073709551615", "-5", "1180591620717411303424", "0"} {
 				x, _ := new(big.Int).SetString(s, 10)
-				e.member()
-				e.bigInt(x, "")
+				e.Member()
+				e.BigInt(x, "")
 			}
-			e.member()
-			e.bigInt(nil, "7")
-			e.close(']')
+			e.Member()
+			e.BigInt(nil, "7")
+			e.Close(']')
 		}, "[\n  18446744073709551615,\n  -5,\n  1180591620717411303424,\n  0,\n  7\n]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := &encoder{}
+			e := NewWriter(nil)
 			tt.write(e)
-			if diff := cmp.Diff(tt.want, string(e.buf)); diff != "" {
+			if diff := cmp.Diff(tt.want, string(e.Bytes())); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestEncoderDeepNesting checks indentation beyond the precomputed prefix.
-func TestEncoderDeepNesting(t *testing.T) {
+// TestWriterDeepNesting checks indentation beyond the precomputed prefix.
+func TestWriterDeepNesting(t *testing.T) {
 	t.Parallel()
 	const depth = 150
-	e := &encoder{}
+	e := NewWriter(nil)
 	want := []byte{}
 	for i := 0; i < depth; i++ {
-		e.open('[')
-		e.member()
+		e.Open('[')
+		e.Member()
 		want = append(want, '[', '\n')
 		for j := 0; j < 2*(i+1); j++ {
 			want = append(want, ' ')
 		}
 	}
-	e.int(1)
+	e.Int(1)
 	want = append(want, '1')
 	for i := depth - 1; i >= 0; i-- {
-		e.close(']')
+		e.Close(']')
 		want = append(want, '\n')
 		for j := 0; j < 2*i; j++ {
 			want = append(want, ' ')
 		}
 		want = append(want, ']')
 	}
-	if diff := cmp.Diff(string(want), string(e.buf)); diff != "" {
+	if diff := cmp.Diff(string(want), string(e.Bytes())); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package plan
 
 // jsontext.go holds the checks of a plan's raw JSON text that decoding it
 // into Go values cannot make, because encoding/json loses what they look
@@ -200,7 +200,7 @@ func (t *textLevel) step(path string) string {
 	if t.object {
 		return joinPath(path, string(t.key))
 	}
-	return indexPath(path, t.index)
+	return IndexPath(path, t.index)
 }
 
 // badText returns what is wrong with the raw bytes of a JSON string (the

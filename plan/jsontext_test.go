@@ -1,6 +1,6 @@
 // Tests of the raw-text checks of a plan (jsontext.go) and of the
 // collective names Load accepts.
-package executor
+package plan
 
 import (
 	"errors"
@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // posOf returns "line L, column C" of the n-th (0-based) occurrence of
@@ -83,8 +81,7 @@ func TestLoadRejectsWhatDecodingHides(t *testing.T) {
 				second := first + 1 + strings.Index(s[first+1:], `"channel_type"`)
 				l1, c1 := position([]byte(s), int64(first))
 				l2, c2 := position([]byte(s), int64(second))
-				return planProblem{"gpus[1].threadblocks[0].ops[0]", ErrDuplicateKey.Error(),
-					fmt.Sprintf(`line %d, column %d: key "channel_type"`+dupTail, l2, c2, fmt.Sprintf("line %d, column %d", l1, c1))}
+				return planProblem{"gpus[1].threadblocks[0].ops[0]", ErrDuplicateKey.Error(), fmt.Sprintf(`line %d, column %d: key "channel_type"`+dupTail, l2, c2, fmt.Sprintf("line %d, column %d", l1, c1))}
 			},
 		},
 		{
@@ -102,8 +99,7 @@ func TestLoadRejectsWhatDecodingHides(t *testing.T) {
 				return replaceOnce(t, s, `"connected_to": [1]}`, `"connected_to": [1], "connected_to": [1]}`)
 			},
 			want: func(t *testing.T, s string) planProblem {
-				return planProblem{"gpus[0].channels[0]", ErrDuplicateKey.Error(),
-					posOf(t, s, `"connected_to": [1]`, 1) + `: key "connected_to"` + fmt.Sprintf(dupTail, posOf(t, s, `"connected_to": [1]`, 0))}
+				return planProblem{"gpus[0].channels[0]", ErrDuplicateKey.Error(), posOf(t, s, `"connected_to": [1]`, 1) + `: key "connected_to"` + fmt.Sprintf(dupTail, posOf(t, s, `"connected_to": [1]`, 0))}
 			},
 		},
 		{
@@ -196,7 +192,7 @@ func TestLoadAcceptsWellFormedText(t *testing.T) {
 		"escapes":          {`"name": "base"`, `"name": "b\"a\\s\/e\n\u00e9"`},
 		"unknown key kept": {`"name": "base",`, `"name": "base", "comment": {"name": 1, "x": [{"name": 2}]},`},
 	}
-	for _, c := range plan.Collectives() {
+	for _, c := range Collectives() {
 		edits["collective "+c] = [2]string{`"collective": "allreduce"`, fmt.Sprintf(`"collective": %q`, c)}
 	}
 	for name, e := range edits {
