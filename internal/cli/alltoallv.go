@@ -1,14 +1,15 @@
 package cli
 
 // alltoallv.go holds `mscclgo run` for alltoallv plans (--counts): the
-// counts come from a file or a generator, the plan is resolved once
-// (executor.NewVarPlan) and bound to the counts, run on the CPU backend
-// or a GPU backend (whose kernel resolves the operands from a per-call
-// table, docs/gpu.md §10) by harness.RunCounts, which compares every
-// byte of every output with a direct all-to-all-v computed in Go.
+// counts come from a file or a generator; harness.RunAllToAllV binds the
+// plan to them and runs it on the CPU backend or a GPU backend (whose
+// kernel resolves the operands from a per-call table, docs/gpu.md §10),
+// comparing every byte of every output with a direct all-to-all-v
+// computed in Go; this file checks the flags and prints.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -71,26 +72,9 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
 	if counts.Ranks() != n {
 		return fmt.Errorf("--counts %s: a %d×%d matrix for a plan of %d ranks", spec, counts.Ranks(), counts.Ranks(), n)
 	}
-	vp, err := executor.NewVarPlan(p)
-	if err != nil {
-		return namePlan(path, err)
-	}
-	elem := dt.Size()
-	inst, err := vp.Bind(counts, elem)
-	if err != nil {
-		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
-	}
 	budget, err := runBudget(c.String("max-memory"), c.IsSet("max-memory"))
 	if err != nil {
 		return err
-	}
-	var need uint64
-	for r := range n {
-		in, out := counts.Extents(r)
-		need += 2*uint64(in+out)*uint64(elem) + inst.ScratchBytes
-	}
-	if budget.bytes > 0 && need > budget.bytes {
-		return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, need, budget.bytes)
 	}
 	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
 	backend := rb.new(c.Int("threads"))
@@ -98,16 +82,27 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	total := uint64(counts.Total()) * uint64(elem)
 	w := d.stdout
-	res, err := harness.RunCounts(ctx, harness.CountsConfig{
-		Backend: backend, Instance: inst, Counts: counts, Options: opts, Iters: iters, Warmup: warmup,
-		Opened: func() {
+	res, err := harness.RunAllToAllV(ctx, harness.AllToAllVConfig{
+		Plan: p, Counts: counts, Backend: backend, Options: opts, Iters: iters, Warmup: warmup, MaxBytes: budget.bytes,
+		Opened: func(run harness.AllToAllVRun) {
 			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
 			fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
-			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
+			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", run.Total, run.Largest, run.Instance.ScratchBytes)
 		},
 	})
+	var ae *harness.AllToAllVError
+	if errors.As(err, &ae) {
+		switch ae.Stage {
+		case harness.StagePlan:
+			return namePlan(path, ae.Err)
+		case harness.StageCounts:
+			return fmt.Errorf("%s: --counts %s: %w", path, spec, ae.Err)
+		case harness.StageBudget:
+			return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, ae.Need, ae.Max)
+		}
+		return fmt.Errorf("%s: %w", path, ae.Err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -118,13 +113,8 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
 		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Deadlock)
 		return &reportedError{code: ExitDeadlock}
 	}
-	us := float64(res.Elapsed.Microseconds()) / float64(iters)
-	algbw := 0.0
-	if us > 0 {
-		algbw = float64(total) / 1e3 / us
-	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, dt.Name(), formatTime(us), algbw, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Total, dt.Name(), formatTime(res.TimeUS), res.AlgBW, res.Wrong)
 	switch {
 	case res.Race != nil:
 		return &reportedError{code: ExitRace}
@@ -133,17 +123,6 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
 		return &reportedError{code: ExitError}
 	}
 	return nil
-}
-
-// largestBlock returns the largest count of c.
-func largestBlock(c *executor.Counts) int64 {
-	var m int64
-	for _, row := range c.Send {
-		for _, x := range row {
-			m = max(m, x)
-		}
-	}
-	return m
 }
 
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 )
@@ -55,7 +56,7 @@ func runModelCounts(c *cli.Context, d *deps, path string, p *plan.Plan, o *model
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective alltoallv, %d ranks (%d node(s) of %d), protocol %s\n", path, p.Name, n, (n+perNode-1)/perNode, perNode, p.Protocol)
 	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, counts %s\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), spec)
-	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes\n#\n", pt.Bytes, largestBlock(counts)*int64(o.dtype.Size()))
+	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes\n#\n", pt.Bytes, harness.LargestBlock(counts)*int64(o.dtype.Size()))
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
 	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8s\n", pt.Bytes, o.dtype.Name(), formatTime(pt.Time), pt.AlgBW, "-")
 	return nil
