@@ -14,6 +14,8 @@
 //     (package nccl) drives: each collective call, on the caller's device
 //     buffers and stream, opens or reuses a session of its plan.
 //
+// For example, with the emulated driver:
+//
 //	b := gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{}))
 //	sess, err := b.Open(inst, opts) // then sess.Launch, as with any executor.Backend
 //
