@@ -372,3 +372,67 @@ func TestRunCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAllToAllV runs the bundled alltoallv algorithm through
+// RunAllToAllV, and checks the step each refusal names: a plan that is
+// not variable-size, counts of another shape, a memory bound.
+func TestRunAllToAllV(t *testing.T) {
+	t.Parallel()
+	load := func(script string, defines map[string]string) *plan.Plan {
+		t.Helper()
+		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), script, starlib.Options{Defines: defines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := res.Programs[0].Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Load(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	v2 := load("alltoallv.star", map[string]string{"world_size": "2"})
+	fixed := load("allgather.star", nil)
+	counts := executor.MatrixCounts([][]int64{{100, 7}, {3, 0}})
+	three := executor.MatrixCounts(executor.UniformMatrix(3, 1))
+	opts := executor.Options{DType: executor.Float32}
+	for _, tt := range []struct {
+		name   string
+		p      *plan.Plan
+		counts *executor.Counts
+		max    uint64
+		stage  harness.AllToAllVStage // when err
+		err    bool
+	}{
+		{name: "clean", p: v2, counts: counts},
+		{name: "not alltoallv", p: fixed, counts: counts, err: true, stage: harness.StagePlan},
+		{name: "counts of 3 ranks", p: v2, counts: three, err: true, stage: harness.StageCounts},
+		{name: "over the bound", p: v2, counts: counts, max: 100, err: true, stage: harness.StageBudget},
+	} {
+		var opened harness.AllToAllVRun
+		res, err := harness.RunAllToAllV(context.Background(), harness.AllToAllVConfig{
+			Plan: tt.p, Counts: tt.counts, Backend: cpu.New(), Options: opts, Iters: 2, Warmup: 1, MaxBytes: tt.max,
+			Opened: func(run harness.AllToAllVRun) { opened = run },
+		})
+		if tt.err {
+			var ae *harness.AllToAllVError
+			if !errors.As(err, &ae) || ae.Stage != tt.stage {
+				t.Errorf("%s: error %v, want an *AllToAllVError of stage %d", tt.name, err, tt.stage)
+			}
+			if tt.stage == harness.StageBudget && (ae.Max != tt.max || ae.Need <= tt.max) {
+				t.Errorf("%s: need %d, max %d; want the bound %d and more than it", tt.name, ae.Need, ae.Max, tt.max)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		// 110 elements of 4 bytes in all; the largest block is 100.
+		if res.Total != 440 || res.Largest != 400 || res.Wrong != 0 || res.Deadlock != nil || res.Race != nil || opened.Total != 440 || opened.Instance == nil {
+			t.Errorf("%s: %+v, opened with %+v; want 440 bytes in all, largest block 400, no wrong byte", tt.name, res, opened)
+		}
+	}
+}
