@@ -30,24 +30,24 @@ func (c collective) hasOp() bool {
 // the argument.
 func (c *comm) checkCall(k call) error {
 	if k.dtype < 0 || k.dtype >= len(dtypeNames) {
-		return errorf(resultInvalidArgument, "%s: data type %d is not an ncclDataType_t (0 to %d)", k.fn, k.dtype, len(dtypeNames)-1)
+		return errorf(resultInvalidArgument, "data type %d is not an ncclDataType_t (0 to %d)", k.dtype, len(dtypeNames)-1)
 	}
 	if k.coll.hasOp() {
 		switch {
 		case k.op < 0:
-			return errorf(resultInvalidArgument, "%s: reduction %d is not an ncclRedOp_t", k.fn, k.op)
+			return errorf(resultInvalidArgument, "reduction %d is not an ncclRedOp_t", k.op)
 		case k.op >= numOps && !c.hasOp(k.op):
-			return errorf(resultInvalidArgument, "%s: reduction %d is neither one of ncclSum to ncclAvg (0 to %d) nor created on this communicator by ncclRedOpCreatePreMulSum", k.fn, k.op, numOps-1)
+			return errorf(resultInvalidArgument, "reduction %d is neither one of ncclSum to ncclAvg (0 to %d) nor created on this communicator by ncclRedOpCreatePreMulSum", k.op, numOps-1)
 		}
 	}
 	switch k.coll {
 	case collBroadcast, collReduce:
 		if k.peer < 0 || k.peer >= c.size {
-			return errorf(resultInvalidArgument, "%s: root %d outside the %d ranks of the communicator", k.fn, k.peer, c.size)
+			return errorf(resultInvalidArgument, "root %d outside the %d ranks of the communicator", k.peer, c.size)
 		}
 	case collSend, collRecv:
 		if k.peer < 0 || k.peer >= c.size {
-			return errorf(resultInvalidArgument, "%s: peer %d outside the %d ranks of the communicator", k.fn, k.peer, c.size)
+			return errorf(resultInvalidArgument, "peer %d outside the %d ranks of the communicator", k.peer, c.size)
 		}
 	}
 	one, err := callBytes(k, 1)
@@ -78,7 +78,7 @@ func (c *comm) checkCall(k call) error {
 		bytes uint64
 	}{{"send", k.send, in}, {"receive", k.recv, out}} {
 		if _, carry := bits.Add64(uint64(b.addr), b.bytes, 0); carry != 0 {
-			return errorf(resultInvalidArgument, "%s: the %s buffer %#x of %d bytes runs past the end of the address space", k.fn, b.name, b.addr, b.bytes)
+			return errorf(resultInvalidArgument, "the %s buffer %#x of %d bytes runs past the end of the address space", b.name, b.addr, b.bytes)
 		}
 	}
 	return nil
@@ -98,9 +98,9 @@ func callBytes(k call, ranks int) (uint64, error) {
 	}
 	switch {
 	case hi != 0:
-		return 0, errorf(resultInvalidArgument, "%s: %s overflows 64 bits", k.fn, what)
+		return 0, errorf(resultInvalidArgument, "%s overflows 64 bits", what)
 	case lo > maxCallBytes:
-		return 0, errorf(resultInvalidArgument, "%s: %s is %d bytes, more than the %d (2^48) one call may name", k.fn, what, lo, uint64(maxCallBytes))
+		return 0, errorf(resultInvalidArgument, "%s is %d bytes, more than the %d (2^48) one call may name", what, lo, uint64(maxCallBytes))
 	}
 	return lo, nil
 }

@@ -433,7 +433,11 @@ static ncclResult_t check_comm(const struct ncclComm *comm, const char *fn) {
  * ncclInvalidArgument. */
 static ncclResult_t check_end(const struct ncclComm *comm, const char *fn) {
   if (comm != NULL) {
+    /* The magic is read once: another thread's end may change it. */
     uint64_t magic = comm_magic(comm);
+    if (magic == COMM_LIVE) {
+      return ncclSuccess;
+    }
     if (magic == COMM_DEAD || magic == COMM_ENDING) {
       return fail(ncclInvalidArgument, "mscclgo: %s: communicator %p (rank %d of %d) was ended already by %s", fn,
                   (const void *)comm, comm->rank, comm->nranks, comm_ended_by(comm));
