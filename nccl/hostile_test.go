@@ -399,6 +399,10 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 		env:  append([]string{"MSCCLGO_NCCL_TIMEOUT=600s"}, hostmem...),
 		want: []string{"rank 0: ncclCommAbort -> 0", "rank 0: ncclAllReduce waiting for rank 1 -> 5", "ended its communicator (ncclCommDestroy or ncclCommAbort) while it waited for ranks [1]", "the waiting call returned", "rank 1: ncclCommDestroy -> 0"}})
 
+	add(hostileCase{class: "abort", name: "emulated device wait", args: []string{"abortwait"}, emu: true,
+		env:  []string{"MSCCLGO_NCCL_TIMEOUT=600s", "MSCCLGO_PLAN_PATH=$PLANS"},
+		want: []string{"rank 0: ncclCommAbort -> 0", "rank 0: ncclAllReduce waiting for rank 1 -> 5", "rank 1 had not arrived", "the waiting call returned", "rank 1: ncclCommDestroy -> 0"}})
+
 	// A call that returns an error has stopped touching the buffers: a
 	// run outlasting the waiting ranks' timeout is stopped first, and a
 	// caller that unmaps its buffer then does not crash.
@@ -418,7 +422,7 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 	// Unique ids: used once; refused inits close their listeners.
 	for _, u := range []struct{ n1, n2, destroy string }{{"2", "4", "0"}, {"2", "4", "1"}, {"2", "2", "1"}, {"4", "2", "0"}, {"3", "3", "0"}} {
 		add(hostileCase{class: "unique ids", name: "reused " + u.n1 + " then " + u.n2 + " destroy " + u.destroy, args: []string{"reuseid", u.n1, u.n2, u.destroy},
-			env: []string{"MSCCLGO_NCCL_TIMEOUT=600s"},
+			env: []string{"MSCCLGO_NCCL_TIMEOUT=600s", "MSCCLGO_NCCL_HOSTMEM=1"},
 			want: []string{"rank 0: first ncclCommInitRank -> 0", "rank 0: second ncclCommInitRank -> 5", "rank 1: second ncclCommInitRank -> 5",
 				"a unique id makes one communicator (make a new one with ncclGetUniqueId)"}})
 	}
