@@ -474,6 +474,8 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 		env: []string{"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + brokenPlans}, re: []string{`rank 0: allreduce error: .*` + regexp.QuoteMeta(filepath.Join(brokenPlans, "allreduce_2.json"))}})
 	add(hostileCase{class: "messages", name: "register /dev/null", args: []string{"register", "/dev/null"},
 		want: []string{"rank 0: mscclgoRegisterPlan -> 4", "mscclgoRegisterPlan: /dev/null: not a plan file or a plan-set directory"}, not: []string{"mscclgo-plan-"}})
+	add(hostileCase{class: "ends", name: "mscclgoCommDestroy twice", args: []string{"selector", "NULL"},
+		want: []string{"rank 0: mscclgoCommDestroy -> 0", "rank 0: mscclgoCommDestroy again -> 4", "mscclgoCommDestroy: communicator 0x", "was destroyed already"}})
 	add(hostileCase{class: "messages", name: "group after a refused ncclGroupSimulateEnd", args: []string{"simgroup"},
 		want: []string{"rank 0: ncclGroupSimulateEnd -> 5", "rank 0: empty group's ncclGroupEnd -> 0", "rank 0: ncclCommCount of the simulated init -> 5",
 			"used after ncclGroupSimulateEnd, which creates no communicator"}})

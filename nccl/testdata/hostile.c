@@ -531,6 +531,7 @@ static int custom(const char *mode, const char *arg) {
     say("rank 0: data %s\n", changed ? "CHANGED" : "untouched");
   }
   report(0, "mscclgoCommDestroy", mscclgoCommDestroy(comm));
+  report(0, "mscclgoCommDestroy again", mscclgoCommDestroy(comm));
   return 0;
 }
 
