@@ -98,7 +98,7 @@ func (cs *customState) register(path string) (int, error) {
 		return 0, err
 	}
 	if !st.IsDir() && !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s: not a plan file or a plan-set directory (its mode is %v)", path, st.Mode().Type())
+		return 0, fmt.Errorf("%s: not a plan file or a plan-set directory (%s)", path, fileKind(st.Mode()))
 	}
 	dir := path
 	if !st.IsDir() {
@@ -134,6 +134,21 @@ func (cs *customState) register(path string) (int, error) {
 	defer cs.mu.Unlock()
 	cs.sources = append(cs.sources, planset.Source{Dir: dir, Index: idx})
 	return len(idx.Plans), nil
+}
+
+// fileKind names a file that is neither regular nor a directory.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
 }
 
 // close removes the directories made for plan files.
