@@ -428,6 +428,8 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 	}
 	add(hostileCase{class: "unique ids", name: "500 refused inits", args: []string{"refusedfds", "500"},
 		want: []string{"500 of 500 inits refused"}, re: []string{`refused, \d descriptors more`}})
+	add(hostileCase{class: "unique ids", name: "100 finished inits", args: []string{"finishedfds", "100"}, env: []string{"MSCCLGO_NCCL_HOSTMEM=1"},
+		want: []string{"100 communicators made and destroyed"}, re: []string{`destroyed, -?\d descriptors more`}})
 	add(hostileCase{class: "unique ids", name: "id of a refused init", args: []string{"reuseid", "1", "1", "1"}, env: []string{"MSCCLGO_NCCL_TIMEOUT=600s"},
 		want: []string{"rank 0: first ncclCommInitRank -> 0", "rank 0: second ncclCommInitRank -> 5", "rank 0 of unique id"}})
 

@@ -19,6 +19,7 @@
  *   hostile timeoutfree COUNT                 a run outlasts the waiting ranks' timeout; they free
  *   hostile reuseid N1 N2 DESTROY             a unique id used for a second communicator
  *   hostile refusedfds N                      N refused inits: the fds left open
+ *   hostile finishedfds N                     N communicators made and destroyed: the fds left open
  *   hostile samedev                           two ranks as threads, no device chosen
  *   hostile initall NDEV                      ncclCommInitAll(NDEV): the code and the peak memory
  *   hostile env                               one rank: init and one allreduce (for bad variables)
@@ -342,6 +343,12 @@ static void *init_main(void *p) {
   return NULL;
 }
 
+static void *init_quiet(void *p) {
+  struct init_arg *a = p;
+  ncclCommInitRank(&a->comm, a->n, a->id, a->rank);
+  return NULL;
+}
+
 static void init_threads(ncclUniqueId id, int n, const char *what, ncclComm_t *out) {
   struct init_arg *args = calloc((size_t)n, sizeof *args);
   pthread_t *ts = calloc((size_t)n, sizeof *ts);
@@ -416,6 +423,42 @@ static int refusedfds(int n) {
     refused += ncclCommInitRank(&comm, 2, id, 2) == ncclInvalidArgument;
   }
   say("rank 0: %d of %d inits refused, %d descriptors more\n", refused, n, open_fds() - before);
+  return 0;
+}
+
+/* finishedfds: N communicators of two ranks (threads), made and
+ * destroyed: the fds left open. */
+static int finishedfds(int n) {
+  int before = -1;
+  for (int i = 0; i <= n; i++) {
+    if (i == 1) {
+      before = open_fds(); /* after one round: the library's own are counted */
+    }
+    ncclUniqueId id;
+    ncclResult_t g = ncclGetUniqueId(&id);
+    if (g != ncclSuccess) {
+      report(0, "ncclGetUniqueId", g);
+      return 1;
+    }
+    ncclComm_t comms[2] = {0};
+    struct init_arg args[2];
+    pthread_t ts[2];
+    for (int r = 0; r < 2; r++) {
+      args[r] = (struct init_arg){.id = id, .n = 2, .rank = r, .what = "ncclCommInitRank"};
+      pthread_create(&ts[r], NULL, init_quiet, &args[r]);
+    }
+    for (int r = 0; r < 2; r++) {
+      pthread_join(ts[r], NULL);
+      comms[r] = args[r].comm;
+    }
+    for (int r = 0; r < 2; r++) {
+      if (comms[r] == NULL || ncclCommDestroy(comms[r]) != ncclSuccess) {
+        say("rank %d: round %d failed: %s\n", r, i, mscclgoGetLastError());
+        return 1;
+      }
+    }
+  }
+  say("rank 0: %d communicators made and destroyed, %d descriptors more\n", n, open_fds() - before);
   return 0;
 }
 
@@ -559,6 +602,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(m, "refusedfds") == 0 && argc == 3) {
     return refusedfds(atoi(argv[2]));
+  }
+  if (strcmp(m, "finishedfds") == 0 && argc == 3) {
+    return finishedfds(atoi(argv[2]));
   }
   if (strcmp(m, "samedev") == 0) {
     return samedev();
