@@ -10,10 +10,12 @@ package main
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -56,7 +58,7 @@ func mgoCustomInitEnv(dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int
 	if err != nil {
 		return answer(fn, &ncclError{code: resultInvalidArgument, err: err})
 	}
-	c, err := connect(w, nil, int(dev), timeout)
+	c, err := connect(context.Background(), w, nil, int(dev), timeout)
 	if err != nil {
 		return answer(fn, err)
 	}
@@ -95,6 +97,9 @@ func (cs *customState) register(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: not a plan file or a plan-set directory (%s)", path, fileKind(st.Mode()))
+	}
 	dir := path
 	if !st.IsDir() {
 		// A file is scanned as the only plan of a directory of its own.
@@ -117,12 +122,33 @@ func (cs *customState) register(path string) (int, error) {
 		idx, err = planset.ScanDir(dir)
 	}
 	if err != nil {
+		if dir != path {
+			// Name the caller's file, not the directory made for it.
+			abs, _ := filepath.Abs(path)
+			msg := strings.ReplaceAll(err.Error(), filepath.Join(dir, filepath.Base(abs)), path)
+			return 0, errors.New(strings.ReplaceAll(msg, dir, path))
+		}
 		return 0, err
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.sources = append(cs.sources, planset.Source{Dir: dir, Index: idx})
 	return len(idx.Plans), nil
+}
+
+// fileKind names a file that is neither regular nor a directory.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
 }
 
 // close removes the directories made for plan files.
@@ -185,6 +211,10 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			return decision{}, errorf(resultInvalidUsage, "the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))
 		}
 		plan = C.GoString(got)
+		if plan == "" {
+			// Not a silent fall back to select's rules: "" names no plan.
+			return decision{}, errorf(resultInvalidUsage, "the selector returned an empty plan name for %s of %d bytes (%s): return a registered plan's name, or NULL to refuse the call", req.Collective, req.Size, placeName(req.InPlace))
+		}
 	}
 	if plan == "" {
 		choice, err := planset.Select(sources, req)
@@ -213,6 +243,9 @@ func mgoCustomSelect(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.
 	defer guard(fn, &res)
 	c, cs := customOf(h)
 	k, err := customCall(fn, collective, send, recv, count, dtype)
+	if err == nil {
+		err = c.checkCall(k)
+	}
 	if err != nil {
 		return answer(fn, err)
 	}
@@ -238,6 +271,9 @@ func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe
 		return answer(fn, err)
 	}
 	k, err := customCall(fn, collective, send, recv, count, dtype)
+	if err == nil {
+		err = c.checkCall(k)
+	}
 	if err != nil {
 		return answer(fn, err)
 	}

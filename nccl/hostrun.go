@@ -51,6 +51,10 @@ type hostRound struct {
 	done  chan struct{}
 	err   error
 	order []int // ranks in arrival order
+	// stopRun stops the run once every rank came (nil before): a rank
+	// that gives up waiting stops it and waits for it to end, so that no
+	// call returns while the run still holds its buffers.
+	stopRun context.CancelCauseFunc
 }
 
 // runOnHost runs the plan of d for call k when host-memory runs are on.
@@ -84,8 +88,8 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		op = " " + opName(k.op)
 	}
 	sig := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(inPlace), d.plan)
-	err = c.hub.meet(c.rank, sig, mine, c.timeout, func(all []executor.RankBuffers) error {
-		return c.hub.execute(d.path, size, dt, inPlace, all)
+	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []executor.RankBuffers) error {
+		return c.hub.execute(ctx, d.path, size, dt, inPlace, all)
 	})
 	return true, err, ""
 }
@@ -114,8 +118,11 @@ func planDType(d int) executor.ElemType {
 // meet hands rank's buffers for the call sig to the round; the rank that
 // completes it runs exec on every rank's buffers. Every rank gets exec's
 // error, or the error of a rank that called something else, or, after
-// timeout, an error naming the ranks that did not call.
-func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout time.Duration, exec func([]executor.RankBuffers) error) error {
+// timeout or once stop is closed (the communicator ended), an error
+// naming the ranks that did not call. A rank that gives up while the run
+// is under way stops it and returns only once it has ended: a call that
+// returns has stopped touching its buffers.
+func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout time.Duration, stop <-chan struct{}, exec func(context.Context, []executor.RankBuffers) error) error {
 	h.mu.Lock()
 	r := h.round
 	if r == nil {
@@ -139,20 +146,55 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 	}
 	if r.n == h.size {
 		h.round = nil
+		ctx, cancel := context.WithCancelCause(context.Background())
+		r.stopRun = cancel
 		h.mu.Unlock()
-		r.err = exec(r.bufs)
+		ended := make(chan struct{})
+		go func() {
+			select {
+			case <-stop:
+				cancel(errorf(resultInvalidUsage, "rank %d's communicator ended during the call", rank))
+			case <-ended:
+			}
+		}()
+		err := exec(ctx, r.bufs)
+		close(ended)
+		h.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
 		close(r.done)
+		h.mu.Unlock()
+		cancel(nil)
 		return r.err
 	}
 	h.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	why := fmt.Sprintf("waited %v (MSCCLGO_NCCL_TIMEOUT)", timeout)
 	select {
 	case <-r.done:
 		return r.err
 	case <-t.C:
+	case <-stop:
+		why = "ended its communicator (ncclCommDestroy or ncclCommAbort) while it waited"
 	}
 	h.mu.Lock()
+	if r.stopRun != nil {
+		// Every rank came and the run is under way: stop it, and return
+		// once it no longer touches the buffers.
+		select {
+		case <-r.done:
+		default:
+			if r.err == nil {
+				r.err = errorf(resultInvalidUsage, "rank %d %s for %s, and stopped its run", rank, why, sig)
+			}
+			r.stopRun(r.err)
+		}
+		h.mu.Unlock()
+		<-r.done
+		return r.err
+	}
 	defer h.mu.Unlock()
 	select {
 	case <-r.done:
@@ -165,7 +207,7 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 			missing = append(missing, q)
 		}
 	}
-	r.err = errorf(resultInvalidUsage, "rank %d waited %v for ranks %v to call %s", rank, timeout, missing, sig)
+	r.err = errorf(resultInvalidUsage, "rank %d %s for ranks %v to call %s", rank, why, missing, sig)
 	if h.round == r {
 		h.round = nil
 	}
@@ -175,7 +217,7 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 
 // execute runs the plan in file on every rank's buffers with the CPU
 // backend.
-func (h *hostHub) execute(file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
+func (h *hostHub) execute(ctx context.Context, file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
 	inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
 	if err != nil {
 		return err
@@ -188,5 +230,5 @@ func (h *hostHub) execute(file string, size uint64, dt executor.ElemType, inPlac
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	defer sess.Close()
-	return sess.Launch(context.Background(), bufs)
+	return sess.Launch(ctx, bufs)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -23,6 +24,9 @@ func (f *planFiles) load(file string) (*plan.Plan, error) {
 	}
 	p, err := executor.LoadFile(file)
 	if err != nil {
+		if !strings.Contains(err.Error(), file) {
+			err = fmt.Errorf("%s: %w", file, err)
+		}
 		return nil, err
 	}
 	if f.plans == nil {

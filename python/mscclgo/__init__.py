@@ -91,6 +91,30 @@ def _dtype(tensor):
     return _DTYPES[name]
 
 
+def _check_tensors(collective, output, input, world_size):
+    """Checks a call's tensors as torch.distributed does, before the
+    library reads or writes them through their data pointers: one dtype
+    that plans compute, one device, dense (contiguous) storage, and sizes
+    that fit the collective (all_gather's output world_size x its input,
+    reduce_scatter's input world_size x its output)."""
+    for what, t in (("output", output), ("input", input)):
+        if not hasattr(t, "data_ptr") or not hasattr(t, "numel"):
+            raise MscclgoError(4, f"{collective}: {what} is a {type(t).__name__}, not a tensor")
+        if hasattr(t, "is_contiguous") and not t.is_contiguous():
+            raise MscclgoError(4, f"{collective}: the {what} tensor is not contiguous (call .contiguous() first)")
+    if str(input.dtype) != str(output.dtype):
+        raise MscclgoError(4, f"{collective}: input {input.dtype} and output {output.dtype} differ")
+    _dtype(output)
+    if getattr(input, "device", None) != getattr(output, "device", None):
+        raise MscclgoError(4, f"{collective}: input on {input.device} and output on {output.device}: one device")
+    n_in, n_out = input.numel(), output.numel()
+    want = {"allreduce": (n_out, "input", n_in, "output's"),
+            "allgather": (world_size * n_in, "output", n_out, f"{world_size} ranks x the input's"),
+            "reducescatter": (world_size * n_out, "input", n_in, f"{world_size} ranks x the output's")}[collective]
+    if want[0] != want[2]:
+        raise MscclgoError(4, f"{collective}: the {want[1]} has {want[2]} elements, want {want[0]} (the {want[3]} {n_in if collective == 'allgather' else n_out})")
+
+
 def _stream(tensor):
     if getattr(tensor, "is_cuda", False):
         import torch  # only for CUDA tensors
@@ -112,6 +136,7 @@ class Communicator:
             _check(self._lib, self._lib.mscclgoCommInitRank(ctypes.byref(self._comm), world_size,
                                                             _UniqueId.from_buffer_copy(uid), rank))
         self._selector = None
+        self._selector_error = None
         self._callback = None
         self._names = {}
         self._closed = False
@@ -150,29 +175,50 @@ class Communicator:
             self._callback = _SELECTOR()
         else:
             def call(req, _user):
-                r = req.contents
-                name = fn(Request(r.collective.decode(), r.size, r.worldSize, r.ranksPerNode, bool(r.inPlace), r.dtype))
-                if name is None:
+                # Nothing may escape a ctypes callback (its return value
+                # would be garbage): an exception or a wrong type refuses
+                # the call (NULL), and _refused names why.
+                try:
+                    r = req.contents
+                    name = fn(Request(r.collective.decode(), r.size, r.worldSize, r.ranksPerNode, bool(r.inPlace), r.dtype))
+                    if name is None:
+                        return None
+                    if not isinstance(name, str):
+                        raise TypeError(f"the selector returned {name!r} ({type(name).__name__}), want a plan name (str) or None")
+                    buf = self._names.setdefault(name, ctypes.create_string_buffer(name.encode()))
+                    return ctypes.addressof(buf)
+                except BaseException as e:  # noqa: B036 (a callback must not raise)
+                    self._selector_error = e
                     return None
-                buf = self._names.setdefault(name, ctypes.create_string_buffer(name.encode()))
-                return ctypes.addressof(buf)
+            self._selector_error = None
             self._callback = _SELECTOR(call)
         _check(self._lib, self._lib.mscclgoSetSelector(self._comm, self._callback, None))
         self._selector = fn
 
     def _args(self, collective, output, input, plan):
+        _check_tensors(collective, output, input, self.world_size)
         count = {"allreduce": output.numel(), "allgather": input.numel(), "reducescatter": output.numel()}[collective]
         return (self._comm, collective.encode(), plan.encode() if plan else None, input.data_ptr(), output.data_ptr(),
                 count, _dtype(output))
 
+    def _call(self, f, *args):
+        """Calls f; a failure raises MscclgoError, naming the selector's
+        exception or wrong answer when that refused the call."""
+        self._selector_error = None
+        code = f(*args)
+        err, self._selector_error = self._selector_error, None
+        if code != 0 and err is not None:
+            raise MscclgoError(code, f"{self._lib.mscclgoGetLastError().decode()}: the selector failed: {err!r}") from err
+        _check(self._lib, code)
+
     def select(self, collective, output, input=None, plan=None):
         """The name of the plan a call would run."""
         name = ctypes.create_string_buffer(256)
-        _check(self._lib, self._lib.mscclgoSelect(*self._args(collective, output, input or output, plan), name, 256))
+        self._call(self._lib.mscclgoSelect, *self._args(collective, output, output if input is None else input, plan), name, 256)
         return name.value.decode()
 
     def _execute(self, collective, output, input, plan):
-        _check(self._lib, self._lib.mscclgoExecute(*self._args(collective, output, input, plan), _stream(output)))
+        self._call(self._lib.mscclgoExecute, *self._args(collective, output, input, plan), _stream(output))
 
     def all_reduce(self, tensor, plan=None):
         """Sums tensor over the ranks, in place."""
