@@ -19,7 +19,8 @@ bench:
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for
-# LD_LIBRARY_PATH use, nccl.h and mscclgo.h. Go decides what to rebuild.
+# LD_LIBRARY_PATH use, a libnccl.so link for the linker (-lnccl), nccl.h
+# and mscclgo.h. Go decides what to rebuild.
 # NCCL_BACKEND picks the device backend calls whose plan fits run on:
 # empty (the default), none, so they fall back; cuda, the CUDA devices
 # through gpu/cuda (needs make gpu's kernels; the library then links
@@ -33,6 +34,7 @@ nccl: $(if $(filter cuda,$(NCCL_BACKEND)),check-nvcc $(KERNELS),)
 	$(GO) build $(NCCL_TAGS) -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
 	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
 	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
+	ln -sf libnccl.so.2 $(NCCL_DIR)/libnccl.so
 	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
 
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
