@@ -71,6 +71,9 @@ type comm struct {
 	// hub is where this process's ranks meet for host-memory runs
 	// (hostrun.go); nil when they are off or a rank is elsewhere.
 	hub *hostHub
+	// procs are this rank's host-memory sessions when the ranks are
+	// processes (hostrun.go); nil when they meet in hub.
+	procs *hostProcs
 
 	// gpu is the communicator's rank on the build's device backend
 	// (device.go); nil without one. plansRun are the plans it has run.
@@ -149,15 +152,9 @@ func initRank(nranks, rank int, id []byte, dev int, hasReal bool, realID []byte)
 		c.boot.Close()
 		return nil, err
 	}
-	if hostMemEnabled() {
-		local, err := c.allInProcess()
-		if err != nil {
-			c.boot.Close()
-			return nil, err
-		}
-		if local {
-			c.hub = theLibrary.hostHub(u, nranks)
-		}
+	if err := c.setUpHost(func() *hostHub { return theLibrary.hostHub(u, nranks) }); err != nil {
+		c.boot.Close()
+		return nil, err
 	}
 	return c, nil
 }
@@ -248,11 +245,10 @@ func initAll(devs []int) ([]*comm, error) {
 		}
 		return nil, err
 	}
-	if hostMemEnabled() {
-		h := newHostHub(len(comms))
-		for _, c := range comms {
-			c.hub = h
-		}
+	h := newHostHub(len(comms))
+	for _, c := range comms {
+		c.hub = h
+		h.join()
 	}
 	return comms, nil
 }
@@ -322,10 +318,9 @@ func (c *comm) split(color, key int) (*comm, error) {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
 	nc, err := connect(bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
-	if err != nil || c.hub == nil {
+	if err != nil {
 		return nc, err
 	}
-	// The parent's ranks are all here, so the new one's are.
 	tok, err := hex.DecodeString(token)
 	if err != nil || len(tok) != 16 {
 		nc.boot.Close()
@@ -333,7 +328,10 @@ func (c *comm) split(color, key int) (*comm, error) {
 	}
 	var u uniqueID
 	copy(u.token[:], tok)
-	nc.hub = theLibrary.hostHub(u, len(group))
+	if err := nc.setUpHost(func() *hostHub { return theLibrary.hostHub(u, len(group)) }); err != nil {
+		nc.boot.Close()
+		return nil, err
+	}
 	return nc, nil
 }
 
@@ -373,6 +371,7 @@ func (c *comm) end(abort bool) {
 			logInfo("rank %d of %d: closing its plan sessions: %v", c.rank, c.size, err)
 		}
 	}
+	c.closeHost()
 	c.boot.Close()
 	c.mu.Lock()
 	cs := c.custom

@@ -600,7 +600,11 @@ func TestPythonPackage(t *testing.T) {
 
 // TestCustomFromEnv: two processes make mscclgo.h communicators from
 // torchrun's variables, register a plan directory and select from it;
-// execution is refused (processes, not threads: no launch path for them).
+// mscclgoExecute is refused, naming the real reason (this build has no
+// device backend and MSCCLGO_NCCL_HOSTMEM is not set), and
+// mscclgoExecuteHost runs the plan on host memory across the processes
+// (the CPU backend's multi-process transport), in place and, through the
+// in-place plan after a copy, out of place; the driver checks the data.
 func TestCustomFromEnv(t *testing.T) {
 	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -616,7 +620,7 @@ func TestCustomFromEnv(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			runs[rank] = runCheck(t, []string{fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2", "LOCAL_RANK=" + fmt.Sprint(rank), "LOCAL_WORLD_SIZE=2",
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans, "MSCCLGO_NCCL_HOSTMEM=1"}, "custom")
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans}, "custom")
 		}()
 	}
 	wg.Wait()
@@ -628,6 +632,7 @@ func TestCustomFromEnv(t *testing.T) {
 		for call, code := range map[string]string{
 			"mscclgoCommSize": "0", "mscclgoRegisterPlan missing": "4", "mscclgoRegisterPlan": "0", "mscclgoSelect": "0",
 			"mscclgoExecute": "5", "mscclgoExecute broadcast": "4", "mscclgoCommDestroy": "0", "mscclgoCommRank after destroy": "5",
+			"mscclgoExecuteHost round 0": "0", "mscclgoExecuteHost round 1": "0", "mscclgoExecuteHost round 2": "0",
 		} {
 			if got := res[fmt.Sprintf("rank %d: %s", rank, call)]; got != code {
 				t.Errorf("rank %d: %s -> %q, want %s\n%s", rank, call, got, code, r.stdout)
@@ -636,9 +641,12 @@ func TestCustomFromEnv(t *testing.T) {
 		for _, s := range []string{
 			fmt.Sprintf("rank %d: size 2, 1 plans registered, selected allreduce_packet_2gpu", rank),
 			"/nonexistent/plans: no such file or directory",
-			"plan allreduce_packet_2gpu: this build cannot launch plans on the caller's device buffers yet",
+			"plan allreduce_packet_2gpu: this build has no device backend to launch plans on the caller's device buffers",
 			`collective "broadcast": mscclgo runs allreduce, allgather and reducescatter`,
 			"was used after mscclgoCommDestroy",
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 0 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 1 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 2 ok", rank),
 		} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("rank %d: output lacks %q:\n%s", rank, s, r.stdout)

@@ -27,7 +27,8 @@
  *                           cudaSetDevice), buffers from cuMemAlloc
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
  *                           the launcher's environment (torchrun's variables),
- *                           with the plans of NCCLCHECK_PLANS
+ *                           with the plans of NCCLCHECK_PLANS; allreduces on
+ *                           host memory (mscclgoExecuteHost) checked
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
@@ -1061,6 +1062,32 @@ static int custom(void) {
   printf("rank %d: size %d, %d plans registered, selected %s\n", rank, size, n, name);
   report(rank, "mscclgoExecute", mscclgoExecute(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, NULL));
   report(rank, "mscclgoExecute broadcast", mscclgoExecute(comm, "broadcast", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  /* Host memory: in place twice (the second call reuses the plan's
+   * session), then out of place through the in-place plan after a copy. */
+  float *out = calloc(1024, sizeof *out);
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 1024; i++) {
+      buf[i] = (float)value(rank, (size_t)i) + (float)round;
+    }
+    float *dst = round < 2 ? buf : out;
+    char what[64];
+    snprintf(what, sizeof what, "mscclgoExecuteHost round %d", round);
+    if (report(rank, what, mscclgoExecuteHost(comm, "allreduce", NULL, buf, dst, 1024, ncclFloat32)) != ncclSuccess) {
+      continue;
+    }
+    int bad = -1;
+    for (int i = 0; i < 1024 && bad < 0; i++) {
+      double want = (double)size * round;
+      for (int q = 0; q < size; q++) {
+        want += value(q, (size_t)i);
+      }
+      if (dst[i] != (float)want) {
+        bad = i;
+      }
+    }
+    printf("rank %d: DATA %s %s\n", rank, what, bad < 0 ? "ok" : "WRONG");
+  }
+  free(out);
   report(rank, "mscclgoCommDestroy", mscclgoCommDestroy(comm));
   report(rank, "mscclgoCommRank after destroy", mscclgoCommRank(comm, &rank));
   free(buf);
