@@ -903,9 +903,10 @@ func TestErrors(t *testing.T) {
 }
 
 // TestPlanChoice runs two ranks with a plan directory holding one 2-rank
-// in-place allgather plan: the in-place float32 allgather finds it (and,
-// with no launch on device buffers yet, falls back naming it); the
-// out-of-place one and the allreduce do not.
+// in-place allgather plan: the in-place float32 allgather finds it, the
+// out-of-place one finds it to run after a copy of the input (and, with
+// no device backend in this build, both fall back naming it and the real
+// reason); the allreduce finds none.
 func TestPlanChoice(t *testing.T) {
 	dir := artifacts(t)
 	plans := t.TempDir()
@@ -920,8 +921,8 @@ func TestPlanChoice(t *testing.T) {
 	for _, l := range []string{
 		"rank 0 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits",
-		"but this build cannot launch plans on the caller's device buffers yet",
-		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place",
+		"but this build has no device backend to launch plans on the caller's device buffers (make nccl NCCL_BACKEND=cuda builds one; MSCCLGO_NCCL_HOSTMEM=1 runs plans on the CPU backend where device memory is host memory)",
+		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no out-of-place plan fits; in-place plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 0 of 2: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): fallback: no plan for allreduce of 4096 bytes on 2 ranks (2 per node), in-place",
 		"plan set of 1 plans in 1 directories",
 	} {

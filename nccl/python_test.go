@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// torchPython is a python3 that imports torch (Debian's python3-torch is
+// for /usr/bin/python3; python3 on PATH may be another), or "" for none.
+func torchPython() string {
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = exec.CommandContext(ctx, path, "-c", "import torch.distributed.run").Run()
+		cancel()
+		if err == nil {
+			return path
+		}
+	}
+	return ""
+}
+
+// freePort is a TCP port nothing listens on now (torchrun's store port).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// pythonPlans are the plans python/tests/torchrun_check.py runs on n
+// ranks: allreduce, allgather and reducescatter, in place and out of
+// place.
+func pythonPlans(t *testing.T, n int) string {
+	ws := strconv.Itoa(n)
+	defs := map[string]planDef{}
+	for _, a := range []string{"allreduce_packet", "allgather", "reducescatter"} {
+		defs[a+"_in.json"] = planDef{a, map[string]string{"world_size": ws}}
+		defs[a+"_out.json"] = planDef{a, map[string]string{"world_size": ws, "inplace": "false"}}
+	}
+	return bundledPlans(t, defs)
+}
+
+// TestPythonTorchrun runs python/tests/torchrun_check.py under torchrun
+// (python3 -m torch.distributed.run) with 2 and 4 processes: the
+// package's Communicator() from torchrun's environment (rank 0's unique
+// id through torchrun's store, or through a gloo process group), then
+// all_reduce, all_gather and reduce_scatter on CPU tensors, float32 and
+// float16, three sizes, in place and out of place, every value checked.
+// No variable asks for host-memory runs: CPU tensors take them.
+func TestPythonTorchrun(t *testing.T) {
+	python := torchPython()
+	if python == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
+	}
+	dir := artifacts(t)
+	for _, c := range []struct {
+		name  string
+		procs int
+		gloo  bool
+	}{{"2 procs, torchrun's store", 2, false}, {"4 procs, torchrun's store", 4, false}, {"2 procs, gloo group", 2, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", strconv.Itoa(c.procs),
+				"--master_addr", "127.0.0.1", "--master_port", freePort(t),
+				// torch 1.13 on Python 3.11 needs both (a torch bug).
+				"--redirects", "1", "--tee", "1",
+				filepath.Join("..", "python", "tests", "torchrun_check.py"), pythonPlans(t, c.procs)}
+			if c.gloo {
+				args = append(args, "--gloo")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python, args...)
+			cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+				"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=30s",
+				"MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("torchrun ran past 2 minutes:\n%s", out)
+			}
+			if err != nil {
+				t.Fatalf("torchrun: %v\n%s", err, out)
+			}
+			const cases = 2 * 3 * 7 // dtypes × sizes × checks
+			for rank := range c.procs {
+				if want := "rank " + strconv.Itoa(rank) + ": done " + strconv.Itoa(cases) + " cases, 0 wrong"; !strings.Contains(string(out), want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if n := strings.Count(string(out), " ok\n"); n != cases*c.procs {
+				t.Errorf("%d cases ok, want %d:\n%s", n, cases*c.procs, out)
+			}
+		})
+	}
+}
