@@ -37,6 +37,36 @@ nccl: $(if $(filter cuda,$(NCCL_BACKEND)),check-nvcc $(KERNELS),)
 	ln -sf libnccl.so.2 $(NCCL_DIR)/libnccl.so
 	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
 
+# nccl-tests' default sweep (sum; float, half, bfloat16, int32; 2, 4 and 8
+# ranks; 1 KiB to 64 MiB by 2; out of place then in place; every result
+# checked) through the emulated-device build of the library with the
+# default plan set and no fallback: every call must be served by a plan.
+# One process per rank count and type (ncclcheck sweep, nccl/testdata).
+# go test ./nccl -run TestSweepDevice runs a subset of the sizes.
+NCCL_EMU_DIR := build/nccl-emu
+SWEEP_RANKS ?= 2 4 8
+SWEEP_TYPES ?= float half bfloat16 int32
+SWEEP_MAX ?= 67108864
+
+nccl-emu: build
+	@mkdir -p $(NCCL_EMU_DIR)
+	$(GO) build -tags mscclgo_emu -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_EMU_DIR)/libnccl.so.2 ./nccl
+	@rm -f $(NCCL_EMU_DIR)/libnccl.h
+	$(CC) -std=c11 -O2 -Wall -Wextra -DMSCCLGO_NCCL_NO_CUDA_RUNTIME -Inccl/include -o $(NCCL_EMU_DIR)/ncclcheck nccl/testdata/ncclcheck.c \
+		-L$(NCCL_EMU_DIR) -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NCCL_EMU_DIR) -lpthread -ldl -rdynamic
+	bin/mscclgo install --dir $(NCCL_EMU_DIR)/plans
+
+nccl-sweep: nccl-emu
+	@for n in $(SWEEP_RANKS); do for ty in $(SWEEP_TYPES); do \
+		echo "make nccl-sweep: $$n ranks, $$ty, 1024 to $(SWEEP_MAX) bytes"; \
+		NCCLCHECK_SWEEP_TYPES=$$ty MSCCLGO_NCCL_FALLBACK=none MSCCLGO_PLAN_PATH=$(CURDIR)/$(NCCL_EMU_DIR)/plans MSCCLGO_NCCL_TIMEOUT=300s \
+			$(NCCL_EMU_DIR)/ncclcheck sweep $$n 1024 $(SWEEP_MAX) 2 > $(NCCL_EMU_DIR)/sweep.out 2>&1 || { cat $(NCCL_EMU_DIR)/sweep.out; exit 1; }; \
+		grep -E 'SWEEP (cases|.*WRONG)|-> [1-9]|error' $(NCCL_EMU_DIR)/sweep.out; \
+		if grep -qE 'WRONG|-> [1-9]|wrong [1-9]|failed [1-9]' $(NCCL_EMU_DIR)/sweep.out; then exit 1; fi; \
+	done; done
+
+.PHONY: nccl-emu nccl-sweep
+
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
 # one after another: make fuzz FUZZTIME=30s. FUZZFLAGS are go test flags
