@@ -67,6 +67,42 @@ nccl-sweep: nccl-emu
 
 .PHONY: nccl-emu nccl-sweep
 
+# make nccl-bench: the NCCL library's host time per call, one command per
+# row (issue 30). Host memory (MSCCLGO_NCCL_HOSTMEM=1, the CPU backend,
+# synchronous: a call returns when its allreduce is done), ranks as
+# threads and as processes: 128 B and 4 KiB allreduce, and a call that
+# does nothing (ncclCommGetAsyncError), at 2 and 8 ranks. Then the Python
+# package's all_reduce on CPU tensors against torch.distributed's gloo on
+# the same tensors, under torchrun (skipped without a python3 that imports
+# torch). NCCL_BENCH_ITERS calls per row.
+NCCL_BENCH_DIR := build/nccl-bench
+NCCL_BENCH_ITERS ?= 300
+TORCH_PYTHON ?= /usr/bin/python3
+NCCL_BENCH_HOST := MSCCLGO_NCCL_FALLBACK=none MSCCLGO_NCCL_HOSTMEM=1 MSCCLGO_PLAN_PATH=$(CURDIR)/$(NCCL_BENCH_DIR)/plans
+NCCL_BENCH_TORCHRUN := MSCCLGO_LIBRARY=$(CURDIR)/$(NCCL_DIR)/libmscclgo_nccl.so PYTHONPATH=$(CURDIR)/python OMP_NUM_THREADS=1 \
+	$(TORCH_PYTHON) -m torch.distributed.run --nnodes 1 --master_addr 127.0.0.1 --redirects 1 --tee 1
+# A port nothing listens on, for torchrun's store.
+FREE_PORT = $$($(TORCH_PYTHON) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+nccl-bench-prep: nccl build
+	@mkdir -p $(NCCL_BENCH_DIR)
+	$(CC) -std=c11 -O2 -Wall -Wextra -DMSCCLGO_NCCL_NO_CUDA_RUNTIME -Inccl/include -o $(NCCL_BENCH_DIR)/ncclcheck nccl/testdata/ncclcheck.c \
+		-L$(NCCL_DIR) -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NCCL_DIR) -lpthread -ldl -rdynamic
+	bin/mscclgo install --dir $(NCCL_BENCH_DIR)/plans
+
+nccl-bench: nccl-bench-prep
+	@echo "make nccl-bench: host time per call until it returns (rank 0's mean over $(NCCL_BENCH_ITERS) calls)"
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 2 $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 8 $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, processes" nccl/testdata/procs.sh 2 $(NCCL_BENCH_DIR)/ncclcheck benchprocs $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, processes" nccl/testdata/procs.sh 8 $(NCCL_BENCH_DIR)/ncclcheck benchprocs $(NCCL_BENCH_ITERS) | grep BENCH
+	@if $(TORCH_PYTHON) -c 'import torch.distributed.run' 2>/dev/null; then \
+		$(NCCL_BENCH_TORCHRUN) --master_port $(FREE_PORT) --nproc_per_node 2 python/tests/bench_torch.py $(CURDIR)/$(NCCL_BENCH_DIR)/plans $(NCCL_BENCH_ITERS) 2>&1 | grep -o 'BENCH.*'; \
+		$(NCCL_BENCH_TORCHRUN) --master_port $(FREE_PORT) --nproc_per_node 8 python/tests/bench_torch.py $(CURDIR)/$(NCCL_BENCH_DIR)/plans $(NCCL_BENCH_ITERS) 2>&1 | grep -o 'BENCH.*'; \
+	else echo "make nccl-bench: $(TORCH_PYTHON) cannot import torch: no Python rows"; fi
+
+.PHONY: nccl-bench-prep nccl-bench
+
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
 # one after another: make fuzz FUZZTIME=30s. FUZZFLAGS are go test flags
@@ -191,7 +227,7 @@ gpu-test: gpu fakecuda build
 	@# process and as 2 and 4 processes (buffers registered by IPC handle),
 	@# and a call captured into a graph (global mode) and replayed.
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
-		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture)CUDA'
+		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep)CUDA'
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
 	@# One process on a fake machine of four GPUs: rank r on device r mod 4,

@@ -36,6 +36,10 @@
  *                           sweep (every data type, collective, size from
  *                           MIN to MAX bytes by FACTOR, out of place and in
  *                           place) and check every result
+ *   ncclcheck bench N ITERS N ranks as threads time ncclAllReduce (128 B,
+ *                           4 KiB) and ncclCommGetAsyncError, per call
+ *   ncclcheck benchprocs ITERS  the same as one rank of a job of processes
+ *                           (as procs)
  *   ncclcheck groupdata N   N ranks driven by one thread, as nccl-tests' -g N:
  *                           each round one group with an allreduce per rank,
  *                           results checked after the group ends
@@ -193,7 +197,8 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH };
+static void *bench_main(void *p);
 
 /* put_id writes id to file, atomically. */
 static int put_id(const char *file, const ncclUniqueId *id) {
@@ -307,9 +312,9 @@ static int procs(int mode) {
       return 1;
     }
   }
-  if (mode == PROCS_DATA) {
+  if (mode == PROCS_DATA || mode == PROCS_BENCH) {
     struct rank_arg a = {comm, rank, n};
-    data_main(&a);
+    (mode == PROCS_DATA ? data_main : bench_main)(&a);
     return 0;
   }
   if (lose) {
@@ -1228,6 +1233,72 @@ static void *sweep_main(void *p) {
   return NULL;
 }
 
+/* The host time per call (ncclcheck bench N ITERS, benchprocs ITERS):
+ * each rank makes ITERS in-place float32 ncclAllReduce calls of 128 B,
+ * then of 4 KiB, after 20 unmeasured ones, and ITERS ncclCommGetAsyncError
+ * calls (a call that does nothing); rank 0 prints the mean time until each
+ * call returned, "BENCH LABEL ranks N allreduce 128 B: T us/call" (LABEL
+ * is NCCLCHECK_BENCH_LABEL). On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
+ * call returns when its collective is done. */
+static int bench_iters = 1000;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void *bench_main(void *p) {
+  struct rank_arg *a = p;
+  const char *label = getenv("NCCLCHECK_BENCH_LABEL");
+  label = label != NULL ? label : "";
+  static const size_t sizes[] = {128, 4096};
+  float *buf = data_alloc(4096);
+  if (buf == NULL) {
+    report(a->rank, "bench buffer", ncclSystemError);
+    return NULL;
+  }
+  memset(buf, 0, 4096);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t count = sizes[k] / sizeof(float);
+    double start = 0;
+    for (int i = 0; i < 20 + bench_iters; i++) {
+      if (i == 20) {
+        start = now_us();
+      }
+      ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
+      if (r != ncclSuccess) {
+        report(a->rank, "bench ncclAllReduce", r);
+        data_free(buf);
+        return NULL;
+      }
+    }
+    double per = (now_us() - start) / bench_iters;
+    stream_sync(a->comm);
+    if (a->rank == 0) {
+      pthread_mutex_lock(&out_mu);
+      printf("BENCH %s ranks %d allreduce %zu B: %.2f us/call\n", label, a->n, sizes[k], per);
+      fflush(stdout);
+      pthread_mutex_unlock(&out_mu);
+    }
+  }
+  ncclResult_t async = ncclSuccess;
+  double start = now_us();
+  for (int i = 0; i < bench_iters; i++) {
+    ncclCommGetAsyncError(a->comm, &async);
+  }
+  double per = (now_us() - start) / bench_iters;
+  if (a->rank == 0) {
+    pthread_mutex_lock(&out_mu);
+    printf("BENCH %s ranks %d ncclCommGetAsyncError: %.2f us/call\n", label, a->n, per);
+    fflush(stdout);
+    pthread_mutex_unlock(&out_mu);
+  }
+  data_free(buf);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
 static int custom(void) {
   mscclgoComm_t comm = NULL;
   if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
@@ -1280,7 +1351,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | sweep N MIN MAX FACTOR | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -1321,6 +1392,14 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "custom") == 0) {
     return custom();
+  }
+  if (strcmp(argv[1], "bench") == 0 && argc == 4) {
+    bench_iters = atoi(argv[3]);
+    return data(atoi(argv[2]), bench_main);
+  }
+  if (strcmp(argv[1], "benchprocs") == 0 && argc == 3) {
+    bench_iters = atoi(argv[2]);
+    return procs(PROCS_BENCH);
   }
   if (strcmp(argv[1], "sweep") == 0 && argc == 6) {
     sweep_min = strtoull(argv[3], NULL, 10);
