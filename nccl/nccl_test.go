@@ -575,7 +575,8 @@ func checkCapture(t *testing.T, r run, n int, backend string, first bool) {
 
 // TestPythonPackage runs python/tests/test_mscclgo.py: the package
 // python/mscclgo over the library, driven with stand-in tensors on host
-// memory by two ranks as threads.
+// memory by two ranks as threads, with no MSCCLGO_NCCL_HOSTMEM: tensors
+// that are not CUDA tensors run on host memory.
 func TestPythonPackage(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -588,7 +589,7 @@ func TestPythonPackage(t *testing.T) {
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "python", "tests", "test_mscclgo.py"))
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
 		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_TEST_PLANS="+plans,
-		"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
+		"MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("test_mscclgo.py: %v\n%s", err, out)
