@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -103,5 +104,38 @@ func TestPythonTorchrun(t *testing.T) {
 				t.Errorf("%d cases ok, want %d:\n%s", n, cases*c.procs, out)
 			}
 		})
+	}
+}
+
+// TestCustomMpirun: the custom mode of TestCustomFromEnv under a real
+// mpirun (OpenMPI), two processes: mscclgoExecuteHost runs the plan on
+// host memory across them, results checked. Skipped without mpirun.
+func TestCustomMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found (apt-get install openmpi-bin): the run under a real MPI launcher is skipped")
+	}
+	dir := artifacts(t)
+	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+		"-x", "NCCLCHECK_PLANS="+plans, "-x", "MSCCLGO_RENDEZVOUS_DIR="+t.TempDir(), "-x", "MSCCLGO_NCCL_TIMEOUT=30s",
+		"-x", "MSCCLGO_CACHE_DIR="+t.TempDir(), filepath.Join(dir, "ncclcheck"), "custom")
+	cmd.Env = append(cleanEnv(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("mpirun ran past 2 minutes:\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, out)
+	}
+	t.Logf("mpirun:\n%s", out)
+	for rank := range 2 {
+		for round := range 3 {
+			if want := fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round %d ok", rank, round); !strings.Contains(string(out), want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
 	}
 }
