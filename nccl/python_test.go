@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -137,5 +138,46 @@ func TestCustomMpirun(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
 		}
+	}
+}
+
+// TestHostMemoryProcs runs the data checks of TestHostMemoryRuns with the
+// ranks as four processes (ncclcheck hostprocs, the unique id through a
+// file) on host memory with MSCCLGO_NCCL_HOSTMEM=1: each rank runs its
+// part of the plan over the CPU backend's multi-process transport, the
+// halves of a split too; every result is checked, no fallback.
+func TestHostMemoryProcs(t *testing.T) {
+	plans := bundledPlans(t, map[string]planDef{
+		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
+		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
+		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
+	})
+	idFile := filepath.Join(t.TempDir(), "id")
+	const n = 4
+	var wg sync.WaitGroup
+	runs := make([]run, n)
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans,
+				fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE=" + idFile}, "hostprocs")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	const cases = 7 // six on the four ranks, one on each half of a split
+	for rank, r := range runs {
+		r.succeeded(t)
+		if got := strings.Count(r.stdout, " ok\n"); got != cases || strings.Contains(r.stdout, "WRONG") {
+			t.Errorf("rank %d: %d results right, want %d:\n%s", rank, got, cases, r.stdout)
+		}
+	}
+	if l := "rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on host memory (CPU backend)"; !strings.Contains(runs[3].stderr, l) {
+		t.Errorf("rank 3's log lacks %q:\n%s", l, runs[3].stderr)
 	}
 }

@@ -25,6 +25,9 @@
  *                           NCCLCHECK_ID_FILE), on device rank mod the CUDA
  *                           driver's device count (this program's stand-in
  *                           cudaSetDevice), buffers from cuMemAlloc
+ *   ncclcheck hostprocs     the data checks of data N as one rank of a job of
+ *                           processes (as procs), buffers in host memory
+ *                           (MSCCLGO_NCCL_HOSTMEM=1)
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
  *                           the launcher's environment (torchrun's variables),
  *                           with the plans of NCCLCHECK_PLANS; allreduces on
@@ -197,7 +200,7 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA };
 static void *bench_main(void *p);
 
 /* put_id writes id to file, atomically. */
@@ -312,9 +315,9 @@ static int procs(int mode) {
       return 1;
     }
   }
-  if (mode == PROCS_DATA || mode == PROCS_BENCH) {
+  if (mode == PROCS_DATA || mode == PROCS_HOSTDATA || mode == PROCS_BENCH) {
     struct rank_arg a = {comm, rank, n};
-    (mode == PROCS_DATA ? data_main : bench_main)(&a);
+    (mode == PROCS_BENCH ? bench_main : data_main)(&a);
     return 0;
   }
   if (lose) {
@@ -1351,7 +1354,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | hostprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -1386,6 +1389,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "dataprocs") == 0) {
     return procs(PROCS_DATA);
+  }
+  if (strcmp(argv[1], "hostprocs") == 0) {
+    return procs(PROCS_HOSTDATA);
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);
