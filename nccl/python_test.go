@@ -108,6 +108,34 @@ func TestPythonTorchrun(t *testing.T) {
 	}
 }
 
+// TestPythonExampleCPU runs python/examples/customized_comm_cpu.py as its
+// docstring says (torchrun, the default plan set), with 2 processes.
+func TestPythonExampleCPU(t *testing.T) {
+	python := torchPython()
+	if python == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
+	}
+	dir := artifacts(t)
+	plans := defaultSet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+		"--master_addr", "127.0.0.1", "--master_port", freePort(t), "--redirects", "1", "--tee", "1",
+		filepath.Join("..", "python", "examples", "customized_comm_cpu.py"), plans)
+	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=30s",
+		"MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("torchrun customized_comm_cpu.py: %v\n%s", err, out)
+	}
+	for rank := range 2 {
+		if want := fmt.Sprintf("rank %d: allreduce with plan allreduce_packet_2gpu ok", rank); !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestCustomMpirun: the custom mode of TestCustomFromEnv under a real
 // mpirun (OpenMPI), two processes: mscclgoExecuteHost runs the plan on
 // host memory across them, results checked. Skipped without mpirun.
