@@ -71,6 +71,9 @@ type comm struct {
 	// hub is where this process's ranks meet for host-memory runs
 	// (hostrun.go); nil when they are off or a rank is elsewhere.
 	hub *hostHub
+	// procs are this rank's host-memory sessions when the ranks are
+	// processes (hostrun.go); nil when they meet in hub.
+	procs *hostProcs
 
 	// gpu is the communicator's rank on the build's device backend
 	// (device.go); nil without one. plansRun are the plans it has run.
@@ -184,15 +187,9 @@ func initRankOf(u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) 
 		c.end("its failed ncclCommInitRank")
 		return nil, err
 	}
-	if hostMemEnabled() {
-		local, err := c.allInProcess()
-		if err != nil {
-			c.end("its failed ncclCommInitRank")
-			return nil, err
-		}
-		if local {
-			c.hub, c.hubKey = theLibrary.hostHub(u, nranks), u.tokenString()
-		}
+	if err := c.setUpHost(u.tokenString(), func() *hostHub { return theLibrary.hostHub(u, nranks) }); err != nil {
+		c.end("its failed ncclCommInitRank")
+		return nil, err
 	}
 	return c, nil
 }
@@ -322,11 +319,10 @@ func initAll(devs []int) ([]*comm, error) {
 		}
 		return nil, err
 	}
-	if hostMemEnabled() {
-		h := newHostHub(len(comms))
-		for _, c := range comms {
-			c.hub = h
-		}
+	h := newHostHub(len(comms))
+	for _, c := range comms {
+		c.hub = h
+		h.join()
 	}
 	return comms, nil
 }
@@ -396,10 +392,9 @@ func (c *comm) split(color, key int) (*comm, error) {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
 	nc, err := connect(context.Background(), bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
-	if err != nil || c.hub == nil {
+	if err != nil {
 		return nc, err
 	}
-	// The parent's ranks are all here, so the new one's are.
 	tok, err := hex.DecodeString(token)
 	if err != nil || len(tok) != 16 {
 		nc.boot.Close()
@@ -407,7 +402,10 @@ func (c *comm) split(color, key int) (*comm, error) {
 	}
 	var u uniqueID
 	copy(u.token[:], tok)
-	nc.hub, nc.hubKey = theLibrary.hostHub(u, len(group)), u.tokenString()
+	if err := nc.setUpHost(u.tokenString(), func() *hostHub { return theLibrary.hostHub(u, len(group)) }); err != nil {
+		nc.end("its failed ncclCommSplit")
+		return nil, err
+	}
 	return nc, nil
 }
 
@@ -493,6 +491,7 @@ func (c *comm) endNow(abort bool) {
 			logInfo("rank %d of %d: closing its plan sessions: %v", c.rank, c.size, err)
 		}
 	}
+	c.closeHost()
 	c.boot.Close()
 	c.mu.Lock()
 	cs := c.custom

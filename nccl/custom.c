@@ -164,7 +164,20 @@ ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const ch
     return failc(ncclInvalidArgument, "mscclgo: mscclgoExecute: collective is NULL");
   }
   return (ncclResult_t)mgoCustomExecute(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
-                                            (int)datatype, (uintptr_t)stream);
+                                            (int)datatype, (uintptr_t)stream, 0);
+}
+
+ncclResult_t mscclgoExecuteHost(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                                void *recvbuff, size_t count, ncclDataType_t datatype) {
+  ncclResult_t r = check(comm, "mscclgoExecuteHost");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (collective == NULL) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoExecuteHost: collective is NULL");
+  }
+  return (ncclResult_t)mgoCustomExecute(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
+                                            (int)datatype, 0, 1);
 }
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {

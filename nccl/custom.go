@@ -62,15 +62,9 @@ func mgoCustomInitEnv(dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int
 	if err != nil {
 		return answer(fn, err)
 	}
-	if hostMemEnabled() {
-		local, err := c.allInProcess()
-		if err != nil {
-			c.boot.Close()
-			return answer(fn, err)
-		}
-		if local {
-			c.hub = newHostHub(c.size)
-		}
+	if err := c.setUpHost("", func() *hostHub { return newHostHub(c.size) }); err != nil {
+		c.boot.Close()
+		return answer(fn, err)
 	}
 	*out = newHandle(c)
 	*rank, *size = C.int(c.rank), C.int(c.size)
@@ -217,11 +211,11 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		}
 	}
 	if plan == "" {
-		choice, err := planset.Select(sources, req)
+		choice, viaCopy, err := selectOrInPlace(sources, req)
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}
-		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why}, nil
+		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why, viaCopy: viaCopy}, nil
 	}
 	for _, s := range sources {
 		for _, e := range s.Index.Plans {
@@ -231,7 +225,8 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			if e.Collective != req.Collective || e.WorldSize != c.size {
 				return decision{}, errorf(resultInvalidUsage, "plan %s is a %s plan for %d ranks, not %s for %d", plan, e.Collective, e.WorldSize, req.Collective, c.size)
 			}
-			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named"}, nil
+			// An in-place plan runs an out-of-place call after a copy.
+			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace}, nil
 		}
 	}
 	return decision{}, errorf(resultInvalidUsage, "no registered plan is named %q (mscclgoRegisterPlan)", plan)
@@ -263,8 +258,11 @@ func mgoCustomSelect(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.
 }
 
 //export mgoCustomExecute
-func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype C.int, stream C.uintptr_t) (res C.int) {
-	const fn = "mscclgoExecute"
+func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype C.int, stream C.uintptr_t, host C.int) (res C.int) {
+	fn := "mscclgoExecute"
+	if host != 0 {
+		fn = "mscclgoExecuteHost"
+	}
 	defer guard(fn, &res)
 	c, cs := customOf(h)
 	if err := c.use(); err != nil {
@@ -278,16 +276,21 @@ func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe
 		return answer(fn, err)
 	}
 	k.stream = uintptr(stream)
+	k.hostMem = host != 0
 	d, err := c.choose(cs, k, goStringOrEmpty(plan))
 	if err != nil {
 		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
-	ran, err, reason := c.runOnDevice(k, d)
-	if ran {
-		if logging() {
-			logInfo("%s: plan %s on %s, enqueued", c.describe(k), d.plan, deviceBackend)
+	var ran bool
+	var reason string
+	if !k.hostMem {
+		ran, err, reason = c.runOnDevice(k, d)
+		if ran {
+			if logging() {
+				logInfo("%s: plan %s on %s, enqueued", c.describe(k), d.plan, deviceBackend)
+			}
+			return answer(fn, err)
 		}
-		return answer(fn, err)
 	}
 	if reason == "" {
 		ran, err, reason = c.runOnHost(k, d)

@@ -85,7 +85,7 @@ func runHostile(t *testing.T, c hostileCase, plans, big string) string {
 		if strings.HasPrefix(args[0], "ctypes_") {
 			args = append(args, filepath.Join(dir, "ours", "libnccl.so.2"))
 		}
-		cmd = exec.CommandContext(ctx, torchPython(t), append([]string{filepath.Join("testdata", "hostile.py")}, args...)...)
+		cmd = exec.CommandContext(ctx, torchPythonOrSkip(t), append([]string{filepath.Join("testdata", "hostile.py")}, args...)...)
 	} else {
 		cmd = exec.CommandContext(ctx, filepath.Join(dir, "hostile"), c.args...)
 	}
@@ -112,25 +112,13 @@ func runHostile(t *testing.T, c hostileCase, plans, big string) string {
 	return string(out)
 }
 
-var (
-	torchOnce sync.Once
-	torchPath string
-)
-
-// torchPython is a Python with torch (Debian's), or skips t.
-func torchPython(t *testing.T) string {
-	torchOnce.Do(func() {
-		for _, p := range []string{"/usr/bin/python3", "python3"} {
-			if exec.Command(p, "-c", "import torch").Run() == nil {
-				torchPath = p
-				return
-			}
-		}
-	})
-	if torchPath == "" {
-		t.Skip("no Python with torch")
+// torchPythonOrSkip is a Python with torch (Debian's), or skips t.
+func torchPythonOrSkip(t *testing.T) string {
+	p := torchPython()
+	if p == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
 	}
-	return torchPath
+	return p
 }
 
 func TestHostile(t *testing.T) {

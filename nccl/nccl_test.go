@@ -577,7 +577,8 @@ func checkCapture(t *testing.T, r run, n int, backend string, first bool) {
 
 // TestPythonPackage runs python/tests/test_mscclgo.py: the package
 // python/mscclgo over the library, driven with stand-in tensors on host
-// memory by two ranks as threads.
+// memory by two ranks as threads, with no MSCCLGO_NCCL_HOSTMEM: tensors
+// that are not CUDA tensors run on host memory.
 func TestPythonPackage(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -590,7 +591,7 @@ func TestPythonPackage(t *testing.T) {
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "python", "tests", "test_mscclgo.py"))
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
 		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_TEST_PLANS="+plans,
-		"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
+		"MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("test_mscclgo.py: %v\n%s", err, out)
@@ -602,7 +603,11 @@ func TestPythonPackage(t *testing.T) {
 
 // TestCustomFromEnv: two processes make mscclgo.h communicators from
 // torchrun's variables, register a plan directory and select from it;
-// execution is refused (processes, not threads: no launch path for them).
+// mscclgoExecute is refused, naming the real reason (this build has no
+// device backend and MSCCLGO_NCCL_HOSTMEM is not set), and
+// mscclgoExecuteHost runs the plan on host memory across the processes
+// (the CPU backend's multi-process transport), in place and, through the
+// in-place plan after a copy, out of place; the driver checks the data.
 func TestCustomFromEnv(t *testing.T) {
 	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -618,7 +623,7 @@ func TestCustomFromEnv(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			runs[rank] = runCheck(t, []string{fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2", "LOCAL_RANK=" + fmt.Sprint(rank), "LOCAL_WORLD_SIZE=2",
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans, "MSCCLGO_NCCL_HOSTMEM=1"}, "custom")
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans}, "custom")
 		}()
 	}
 	wg.Wait()
@@ -630,6 +635,7 @@ func TestCustomFromEnv(t *testing.T) {
 		for call, code := range map[string]string{
 			"mscclgoCommSize": "0", "mscclgoRegisterPlan missing": "4", "mscclgoRegisterPlan": "0", "mscclgoSelect": "0",
 			"mscclgoExecute": "5", "mscclgoExecute broadcast": "4", "mscclgoCommDestroy": "0", "mscclgoCommRank after destroy": "5",
+			"mscclgoExecuteHost round 0": "0", "mscclgoExecuteHost round 1": "0", "mscclgoExecuteHost round 2": "0",
 		} {
 			if got := res[fmt.Sprintf("rank %d: %s", rank, call)]; got != code {
 				t.Errorf("rank %d: %s -> %q, want %s\n%s", rank, call, got, code, r.stdout)
@@ -638,9 +644,12 @@ func TestCustomFromEnv(t *testing.T) {
 		for _, s := range []string{
 			fmt.Sprintf("rank %d: size 2, 1 plans registered, selected allreduce_packet_2gpu", rank),
 			"/nonexistent/plans: no such file or directory",
-			"plan allreduce_packet_2gpu: this build cannot launch plans on the caller's device buffers yet",
+			"plan allreduce_packet_2gpu: this build has no device backend to launch plans on the caller's device buffers",
 			`collective "broadcast": mscclgo runs allreduce, allgather and reducescatter`,
 			"was used after mscclgoCommDestroy",
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 0 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 1 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 2 ok", rank),
 		} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("rank %d: output lacks %q:\n%s", rank, s, r.stdout)
@@ -899,9 +908,10 @@ func TestErrors(t *testing.T) {
 }
 
 // TestPlanChoice runs two ranks with a plan directory holding one 2-rank
-// in-place allgather plan: the in-place float32 allgather finds it (and,
-// with no launch on device buffers yet, falls back naming it); the
-// out-of-place one and the allreduce do not.
+// in-place allgather plan: the in-place float32 allgather finds it, the
+// out-of-place one finds it to run after a copy of the input (and, with
+// no device backend in this build, both fall back naming it and the real
+// reason); the allreduce finds none.
 func TestPlanChoice(t *testing.T) {
 	dir := artifacts(t)
 	plans := t.TempDir()
@@ -916,8 +926,8 @@ func TestPlanChoice(t *testing.T) {
 	for _, l := range []string{
 		"rank 0 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits",
-		"but this build cannot launch plans on the caller's device buffers yet",
-		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place",
+		"but this build has no device backend to launch plans on the caller's device buffers (make nccl NCCL_BACKEND=cuda builds one; MSCCLGO_NCCL_HOSTMEM=1 runs plans on the CPU backend where device memory is host memory)",
+		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no out-of-place plan fits; in-place plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 0 of 2: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): fallback: no plan for allreduce of 4096 bytes on 2 ranks (2 per node), in-place",
 		"plan set of 1 plans in 1 directories",
 	} {

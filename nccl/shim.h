@@ -78,7 +78,7 @@ extern int mgoCustomSetSelector(uintptr_t h, mscclgoSelector_t selector, void *u
 extern int mgoCustomSelect(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
                                char *name, size_t cap);
 extern int mgoCustomExecute(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
-                                uintptr_t stream);
+                                uintptr_t stream, int host);
 
 /* The C side, for Go. */
 const char *mscclgo_call_selector(mscclgoSelector_t selector, const mscclgoRequest_t *req, void *user);
