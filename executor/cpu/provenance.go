@@ -229,9 +229,12 @@ type Explanation struct {
 	Element  Place
 	Arrivals []Arrival
 	// Holes are elements the result read that no op wrote and that are
-	// no input (stale scratch or output).
-	Holes   []Place
-	Missing []Miss
+	// no input (stale scratch or output); HoleReaders[i] is the step
+	// that read Holes[i] (Op nil when the explained element itself is
+	// the hole: no op wrote it).
+	Holes       []Place
+	HoleReaders []Step
+	Missing     []Miss
 	// Extra are the arrivals beyond the expected ones: contributions not
 	// expected, or arriving more often than expected.
 	Extra []Arrival
@@ -325,6 +328,11 @@ func (p *Prov) Explain(rank int, off uint64, want []Contribution) *Explanation {
 				x.Arrivals = append(x.Arrivals, Arrival{From: c, Path: rev})
 			} else if !slices.Contains(x.Holes, at) {
 				x.Holes = append(x.Holes, at)
+				var by Step
+				if len(path) > 0 {
+					by = path[len(path)-1]
+				}
+				x.HoleReaders = append(x.HoleReaders, by)
 			}
 			return
 		}

@@ -1,0 +1,207 @@
+package cli
+
+// deadlock.go prints run's deadlock report: the most likely cause first
+// (for a thread block waiting for LL packets: the op that wrote the
+// nearest wrong slot of that scratch, or that no op writes there), then
+// the blocked thread blocks, at most maxReportLines lines unless
+// --explain.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// packetWait matches the CPU backend's description of a packet wait.
+var packetWait = regexp.MustCompile(`^packet at scratch\[(\d+)\] has flag \d+, want (\d+)`)
+
+// reportDeadlock prints err (a launch's deadlock) after prefix, with the
+// most likely cause first.
+func reportDeadlock(w io.Writer, prefix string, inst *executor.Instance, err error, all bool) {
+	limit := maxReportLines
+	if all {
+		limit = 0
+	}
+	var dl *executor.DeadlockError
+	if !errors.As(err, &dl) || inst == nil {
+		limitLines(w, prefix+err.Error()+"\n", limit)
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%sdeadlock: %d thread block(s) blocked\n", prefix, len(dl.Blocked))
+	var cs []*cause
+	byKey := map[string]*cause{}
+	for _, t := range dl.Blocked {
+		c := packetCause(inst, t)
+		if c == nil {
+			continue
+		}
+		k := byKey[c.key]
+		if k == nil {
+			k = c
+			byKey[c.key] = k
+			cs = append(cs, k)
+		}
+		k.n++
+	}
+	slices.SortStableFunc(cs, func(a, b *cause) int { return int(b.n) - int(a.n) })
+	printCauses(&b, cs, uint64(len(dl.Blocked)), "blocked thread blocks")
+	for _, t := range dl.Blocked {
+		fmt.Fprintf(&b, "  rank %d tb %d %s: %s\n", t.Rank, t.TB, t.Op, t.Waiting)
+	}
+	limitLines(w, b.String(), limit)
+}
+
+// opOf finds the op a blocked thread block reports (by its description).
+func opOf(inst *executor.Instance, t executor.BlockedTB) *executor.OpInstance {
+	if t.Rank < 0 || t.Rank >= len(inst.Ranks) {
+		return nil
+	}
+	for i := range inst.Ranks[t.Rank].TBs {
+		tb := &inst.Ranks[t.Rank].TBs[i]
+		if tb.ID != t.TB {
+			continue
+		}
+		var found *executor.OpInstance
+		eachOp(tb.Ops, func(op *executor.OpInstance) {
+			if found == nil && op.Describe() == t.Op {
+				found = op
+			}
+		})
+		return found
+	}
+	return nil
+}
+
+// eachOp calls f on every op of ops, pipeline bodies included.
+func eachOp(ops []executor.OpInstance, f func(op *executor.OpInstance)) {
+	for i := range ops {
+		f(&ops[i])
+		eachOp(ops[i].Body, f)
+	}
+}
+
+// writesPackets reports whether op writes LL packets (its scratch
+// destinations are packet regions).
+func writesPackets(op *executor.OpInstance) bool {
+	switch op.Type {
+	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpReduceSendPacket,
+		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+		return true
+	}
+	return false
+}
+
+// packetWriter is an op that writes packets into a rank's scratch.
+type packetWriter struct {
+	rank, tb int
+	op       *executor.OpInstance
+	dst      executor.Region
+}
+
+// packetCause names the most likely cause of a thread block that waits
+// for LL packets that never come: the packet writer into the same
+// scratch whose destination is nearest to the slot waited for (a wrong
+// slot), or that no op writes packets into that scratch. It returns nil
+// for other waits, and for a wait whose slot some op does write (that
+// writer is itself held up: another blocked thread block names it).
+func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
+	m := packetWait.FindStringSubmatch(t.Waiting)
+	if m == nil {
+		return nil
+	}
+	op := opOf(inst, t)
+	if op == nil {
+		return nil
+	}
+	pkt, _ := strconv.ParseUint(m[1], 10, 64)
+	flag, _ := strconv.ParseUint(m[2], 10, 64)
+	if inst.Plan != nil && inst.Plan.UseDoubleScratch && flag%2 == 0 && pkt >= inst.ScratchBytes/2 {
+		pkt -= inst.ScratchBytes / 2
+	}
+	data := pkt / 2 // a packet region is twice its payload (docs/semantics.md §3.3)
+	// The scratch operand of the op that holds the slot waited for.
+	var want *executor.Region
+	for i := range op.Src {
+		s := &op.Src[i]
+		if s.Buffer != executor.Scratch {
+			continue
+		}
+		if want == nil || s.Offset <= data && data < s.Offset+s.Size {
+			want = s
+		}
+	}
+	if want == nil {
+		return nil
+	}
+	var writers []packetWriter
+	for _, ri := range inst.Ranks {
+		for _, tb := range ri.TBs {
+			eachOp(tb.Ops, func(o *executor.OpInstance) {
+				if !writesPackets(o) {
+					return
+				}
+				for _, d := range o.Dst {
+					if d.Buffer == executor.Scratch && d.Rank == t.Rank && d.Switch < 0 {
+						writers = append(writers, packetWriter{rank: ri.Rank, tb: tb.ID, op: o, dst: d})
+					}
+				}
+			})
+		}
+	}
+	reader := fmt.Sprintf("the %s at %s", op.Type, strings.Join(op.Source, ", "))
+	if len(op.Source) == 0 {
+		reader = fmt.Sprintf("the %s of rank %d tb %d %s", op.Type, t.Rank, t.TB, op.Path)
+	}
+	slot := func(r executor.Region) string {
+		if inst.ChunkBytes == 0 {
+			return fmt.Sprintf("scratch[%d:%d]", r.Offset, r.Offset+r.Size)
+		}
+		if r.Size > inst.ChunkBytes {
+			return fmt.Sprintf("slots %d-%d", r.Offset/inst.ChunkBytes, (r.Offset+r.Size-1)/inst.ChunkBytes)
+		}
+		return fmt.Sprintf("slot %d", r.Offset/inst.ChunkBytes)
+	}
+	if len(writers) == 0 {
+		return &cause{key: "none " + strconv.Itoa(t.Rank) + " " + reader,
+			text: fmt.Sprintf("no op writes packets into rank %d's scratch, where %s reads %s (rank %d tb %d %s)", t.Rank, reader, slot(*want), t.Rank, t.TB, op.Path)}
+	}
+	// Writers into the slot itself: the wait is held up elsewhere.
+	for _, w := range writers {
+		if w.dst.Offset < want.Offset+want.Size && want.Offset < w.dst.Offset+w.dst.Size {
+			return nil
+		}
+	}
+	// How often each destination is written: a slot written more often
+	// than once is the likelier wrong one.
+	count := map[uint64]int{}
+	for _, w := range writers {
+		count[w.dst.Offset]++
+	}
+	dist := func(w packetWriter) uint64 {
+		if w.dst.Offset > want.Offset {
+			return w.dst.Offset - want.Offset
+		}
+		return want.Offset - w.dst.Offset
+	}
+	best := writers[0]
+	for _, w := range writers[1:] {
+		switch d, bd := dist(w), dist(best); {
+		case d < bd, d == bd && count[w.dst.Offset] > count[best.dst.Offset]:
+			best = w
+		}
+	}
+	writer := fmt.Sprintf("the %s at %s", best.op.Type, strings.Join(best.op.Source, ", "))
+	if len(best.op.Source) == 0 {
+		writer = fmt.Sprintf("the %s of rank %d tb %d %s", best.op.Type, best.rank, best.tb, best.op.Path)
+	}
+	return &cause{key: "slot " + writer,
+		text: fmt.Sprintf("%s wrote %s of rank %d's scratch (rank %d tb %d %s), where %s reads %s (rank %d tb %d %s); no op writes %s",
+			writer, slot(best.dst), t.Rank, best.rank, best.tb, best.op.Path, reader, slot(*want), t.Rank, t.TB, op.Path, slot(*want))}
+}
