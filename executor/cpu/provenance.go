@@ -216,7 +216,8 @@ type Miss struct {
 	// How says why Step is named: "hole" (Step wrote Near's peer, buffer
 	// or offset: Near is an element the result read that nothing wrote),
 	// "elsewhere" (Step read Near, an element the result was built from,
-	// but wrote elsewhere), "last" (Step moved the contribution last),
+	// but wrote elsewhere), "last" (Step moved the contribution last: its
+	// last move to the explained element's rank, if any),
 	// "overwritten" (Step wrote over the input element before any op
 	// read it), or "unread" (no op read the input element; Step is nil).
 	How  string
@@ -491,6 +492,13 @@ func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Mi
 			}
 		}
 	}
+	// The last move to the explained element's rank, else the last.
 	m.How, m.Step = "last", &moves[len(moves)-1].step
+	for i := len(moves) - 1; i >= 0; i-- {
+		if moves[i].step.Wrote.Rank == x.Element.Rank {
+			m.Step = &moves[i].step
+			break
+		}
+	}
 	return m
 }

@@ -155,10 +155,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
 			})
 		}
 	}
-	reader := fmt.Sprintf("the %s at %s", op.Type, strings.Join(op.Source, ", "))
-	if len(op.Source) == 0 {
-		reader = fmt.Sprintf("the %s of rank %d tb %d %s", op.Type, t.Rank, t.TB, op.Path)
-	}
+	reader := opName(op, t.Rank, t.TB, false)
 	slot := func(r executor.Region) string {
 		if inst.ChunkBytes == 0 {
 			return fmt.Sprintf("scratch[%d:%d]", r.Offset, r.Offset+r.Size)
@@ -197,10 +194,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
 			best = w
 		}
 	}
-	writer := fmt.Sprintf("the %s at %s", best.op.Type, strings.Join(best.op.Source, ", "))
-	if len(best.op.Source) == 0 {
-		writer = fmt.Sprintf("the %s of rank %d tb %d %s", best.op.Type, best.rank, best.tb, best.op.Path)
-	}
+	writer := opName(best.op, best.rank, best.tb, true)
 	return &cause{key: "slot " + writer,
 		text: fmt.Sprintf("%s wrote %s of rank %d's scratch (rank %d tb %d %s), where %s reads %s (rank %d tb %d %s); no op writes %s",
 			writer, slot(best.dst), t.Rank, best.rank, best.tb, best.op.Path, reader, slot(*want), t.Rank, t.TB, op.Path, slot(*want))}

@@ -320,10 +320,23 @@ func opAt(s cpu.Step) string {
 	if s.Op == nil {
 		return fmt.Sprintf("an op of rank %d tb %d", s.Rank, s.TB)
 	}
-	if len(s.Op.Source) > 0 {
-		return fmt.Sprintf("the %s at %s", s.Op.Type, strings.Join(s.Op.Source, ", "))
+	return opName(s.Op, s.Rank, s.TB, false)
+}
+
+// opName is "the put at x.star:9:28", or "the put of rank R tb T op K"
+// without .star lines. A fused op has the lines of the calls it was
+// fused from, the reading part (a reduce) first and the sending part (a
+// put) last; sending names the sending part first.
+func opName(op *executor.OpInstance, rank, tb int, sending bool) string {
+	if len(op.Source) == 0 {
+		return fmt.Sprintf("the %s of rank %d tb %d %s", op.Type, rank, tb, op.Path)
 	}
-	return fmt.Sprintf("the %s of rank %d tb %d %s", s.Op.Type, s.Rank, s.TB, s.Op.Path)
+	src := op.Source
+	if sending && len(src) > 1 {
+		src = slices.Clone(src)
+		slices.Reverse(src)
+	}
+	return fmt.Sprintf("the %s at %s", op.Type, strings.Join(src, ", "))
 }
 
 // where is "rank 1 tb 0 op 3" of a step, for the cause line.
@@ -351,6 +364,34 @@ func chunkText(inst *executor.Instance, p cpu.Place) string {
 // causesOf lists the candidate causes one explanation names.
 func causesOf(inst *executor.Instance, x *cpu.Explanation) []cause {
 	var cs []cause
+	// A missing input left in scratch, which no op read after, and an op
+	// on the result's way that read another place of the same scratch:
+	// that op read the wrong slot.
+	for _, m := range x.Missing {
+		if m.How != "last" || m.Step == nil || m.Step.Wrote.Buffer != executor.Scratch {
+			continue
+		}
+		w := m.Step.Wrote
+		var near *cpu.Step
+		var nearDist uint64
+		for _, a := range x.Arrivals {
+			for i := range a.Path {
+				st := &a.Path[i]
+				if st.Op == nil || st.Read.Rank != w.Rank || st.Read.Buffer != w.Buffer || st.Read.Offset == w.Offset {
+					continue
+				}
+				d := max(st.Read.Offset, w.Offset) - min(st.Read.Offset, w.Offset)
+				if near == nil || d < nearDist {
+					near, nearDist = st, d
+				}
+			}
+		}
+		if near != nil {
+			cs = append(cs, cause{key: "misread " + stepKey(*near), rank: 0,
+				text: fmt.Sprintf("%s reads %s, where %s wrote %s, which no op reads (%s)",
+					opAt(*near), chunkText(inst, near.Read), opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), where(*near))})
+		}
+	}
 	for i, h := range x.Holes {
 		if i >= len(x.HoleReaders) || x.HoleReaders[i].Op == nil {
 			continue
@@ -428,16 +469,23 @@ func rankCauses(inst *executor.Instance, pats []*pattern) []*cause {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *cause) int {
-		switch {
-		case a.n != b.n:
-			if a.n > b.n {
-				return -1
-			}
+		switch wa, wb := a.weight(), b.weight(); {
+		case wa > wb:
+			return -1
+		case wa < wb:
 			return 1
 		}
 		return a.rank - b.rank
 	})
 	return out
+}
+
+// weight is how strongly c is the cause: the wrong elements it explains,
+// halved for each step of weaker evidence (an op that wrote elsewhere
+// counts half, the last mover of a missing input a quarter: it is often
+// a correct op the data never reached).
+func (c *cause) weight() float64 {
+	return float64(c.n) / float64(uint64(1)<<c.rank)
 }
 
 // printCauses prints the most likely cause and up to maxOtherCauses
