@@ -38,19 +38,26 @@ func reportDeadlock(w io.Writer, prefix string, inst *executor.Instance, err err
 	var cs []*cause
 	byKey := map[string]*cause{}
 	for _, t := range dl.Blocked {
-		c := packetCause(inst, t)
-		if c == nil {
-			continue
+		for _, c := range packetCause(inst, t) {
+			k := byKey[c.key]
+			if k == nil {
+				k = c
+				byKey[c.key] = k
+				cs = append(cs, k)
+			}
+			k.n++
+			k.rank = min(k.rank, c.rank)
 		}
-		k := byKey[c.key]
-		if k == nil {
-			k = c
-			byKey[c.key] = k
-			cs = append(cs, k)
-		}
-		k.n++
 	}
-	slices.SortStableFunc(cs, func(a, b *cause) int { return int(b.n) - int(a.n) })
+	slices.SortStableFunc(cs, func(a, b *cause) int {
+		switch wa, wb := a.weight(), b.weight(); {
+		case wa > wb:
+			return -1
+		case wa < wb:
+			return 1
+		}
+		return 0
+	})
 	printCauses(&b, cs, uint64(len(dl.Blocked)), "blocked thread blocks")
 	for _, t := range dl.Blocked {
 		fmt.Fprintf(&b, "  rank %d tb %d %s: %s\n", t.Rank, t.TB, t.Op, t.Waiting)
@@ -98,6 +105,17 @@ func writesPackets(op *executor.OpInstance) bool {
 	return false
 }
 
+// readsPackets reports whether op waits for LL packets in its scratch
+// sources (docs/semantics.md §3.5).
+func readsPackets(op *executor.OpInstance) bool {
+	switch op.Type {
+	case executor.OpUnpackPacket, executor.OpReadPutPacket, executor.OpReducePacket, executor.OpReduceSendPacket,
+		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+		return true
+	}
+	return false
+}
+
 // packetWriter is an op that writes packets into a rank's scratch.
 type packetWriter struct {
 	rank, tb int
@@ -105,13 +123,15 @@ type packetWriter struct {
 	dst      executor.Region
 }
 
-// packetCause names the most likely cause of a thread block that waits
-// for LL packets that never come: the packet writer into the same
-// scratch whose destination is nearest to the slot waited for (a wrong
-// slot), or that no op writes packets into that scratch. It returns nil
-// for other waits, and for a wait whose slot some op does write (that
-// writer is itself held up: another blocked thread block names it).
-func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
+// packetCause names the likely causes of a thread block that waits for
+// LL packets that never come, likelier first: the packet writer into the
+// same scratch whose destination is nearest to the slot waited for (a
+// wrong slot), or the blocked op itself when that writer's slot is read
+// as planned (it reads the wrong slot), or that no op writes packets
+// into that scratch. It returns nil for other waits, and for a wait
+// whose slot some op does write (that writer is itself held up: another
+// blocked thread block names it).
+func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 	m := packetWait.FindStringSubmatch(t.Waiting)
 	if m == nil {
 		return nil
@@ -166,8 +186,8 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
 		return fmt.Sprintf("slot %d", r.Offset/inst.ChunkBytes)
 	}
 	if len(writers) == 0 {
-		return &cause{key: "none " + strconv.Itoa(t.Rank) + " " + reader,
-			text: fmt.Sprintf("no op writes packets into rank %d's scratch, where %s reads %s (rank %d tb %d %s)", t.Rank, reader, slot(*want), t.Rank, t.TB, op.Path)}
+		return []*cause{{key: "none " + strconv.Itoa(t.Rank) + " " + reader,
+			text: fmt.Sprintf("no op writes packets into rank %d's scratch, where %s reads %s (rank %d tb %d %s)", t.Rank, reader, slot(*want), t.Rank, t.TB, op.Path)}}
 	}
 	// Writers into the slot itself: the wait is held up elsewhere.
 	for _, w := range writers {
@@ -187,15 +207,54 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) *cause {
 		}
 		return want.Offset - w.dst.Offset
 	}
+	// readBy is an op of the rank, other than the blocked one, that
+	// reads the slot w wrote: then w's slot is consumed as planned.
+	readBy := func(w packetWriter) *executor.OpInstance {
+		var other *executor.OpInstance
+		for _, tb := range inst.Ranks[t.Rank].TBs {
+			eachOp(tb.Ops, func(o *executor.OpInstance) {
+				if other != nil || o == op || !readsPackets(o) {
+					return
+				}
+				for _, s := range o.Src {
+					if s.Buffer == executor.Scratch && s.Switch < 0 && s.Offset < w.dst.Offset+w.dst.Size && w.dst.Offset < s.Offset+s.Size {
+						other = o
+					}
+				}
+			})
+		}
+		return other
+	}
+	// The nearest writer; at the same distance, one whose slot no op
+	// reads (a write gone astray), then one whose slot more ops write.
 	best := writers[0]
+	bestRead := readBy(best)
 	for _, w := range writers[1:] {
-		switch d, bd := dist(w), dist(best); {
-		case d < bd, d == bd && count[w.dst.Offset] > count[best.dst.Offset]:
-			best = w
+		d, bd := dist(w), dist(best)
+		if d > bd {
+			continue
+		}
+		wr := readBy(w)
+		switch {
+		case d < bd, wr == nil && bestRead != nil, (wr == nil) == (bestRead == nil) && count[w.dst.Offset] > count[best.dst.Offset]:
+			best, bestRead = w, wr
 		}
 	}
 	writer := opName(best.op, best.rank, best.tb, true)
-	return &cause{key: "slot " + writer,
+	wrote := &cause{key: "slot " + writer,
 		text: fmt.Sprintf("%s wrote %s of rank %d's scratch (rank %d tb %d %s), where %s reads %s (rank %d tb %d %s); no op writes %s",
 			writer, slot(best.dst), t.Rank, best.rank, best.tb, best.op.Path, reader, slot(*want), t.Rank, t.TB, op.Path, slot(*want))}
+	misread := &cause{key: "misread " + reader,
+		text: fmt.Sprintf("%s reads %s of rank %d's scratch (rank %d tb %d %s), which no op writes; %s writes %s",
+			reader, slot(*want), t.Rank, t.Rank, t.TB, op.Path, writer, slot(best.dst))}
+	// A slot written and read as planned: the blocked op reads the wrong
+	// slot. A slot written and never read: the write went astray, or
+	// (as likely, from the slots alone) the read did.
+	if bestRead != nil {
+		misread.text += ", which " + opName(bestRead, t.Rank, -1, false) + " reads"
+		wrote.rank = 1
+		return []*cause{misread, wrote}
+	}
+	misread.rank = 1
+	return []*cause{wrote, misread}
 }
