@@ -117,7 +117,7 @@ func runView(c *cli.Context, d *deps) error {
 		return err
 	}
 	// The page is written; the deadlock is the command's outcome.
-	fmt.Fprintf(d.stderr, "mscclgo: %s: size %d: %v\n", arg, tl.Size, dl)
+	reportDeadlock(d.stderr, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
 	return &reportedError{code: ExitDeadlock}
 }
 
