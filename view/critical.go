@@ -39,7 +39,10 @@ func CriticalPath(tl *timeline.Timeline) []int {
 		best := -1
 		consider := func(j int) {
 			t := tl.Slices[j]
-			if seen[j] || t.End > s.End || t.Start > s.Start {
+			// A releasing op may start after the wait it releases (a
+			// wait starts as soon as its thread block reaches it), but
+			// it ends by the wait's end.
+			if seen[j] || t.End > s.End {
 				return
 			}
 			if best < 0 || t.End > tl.Slices[best].End {

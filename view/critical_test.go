@@ -27,6 +27,10 @@ func TestCriticalPath(t *testing.T) {
 		// op 2 before it on its own lane.
 		{"released by a peer", []timeline.Slice{s(0, 0, 0, 1), s(0, 0, 1, 5), s(1, 0, 0, 2), s(1, 0, 2, 7)},
 			[]timeline.Flow{{From: 1, To: 3}}, []int{0, 1, 3}},
+		// A wait from the start of its lane, released by a signal that
+		// started later.
+		{"wait released later", []timeline.Slice{s(0, 0, 0, 3), s(0, 0, 3, 4), s(1, 0, 0, 4.5), s(1, 0, 4.5, 6)},
+			[]timeline.Flow{{From: 1, To: 2}}, []int{0, 1, 2, 3}},
 		// The signal ends before the lane's previous op: the lane wins.
 		{"held by its own lane", []timeline.Slice{s(0, 0, 0, 1), s(1, 0, 0, 4), s(1, 0, 4, 6)},
 			[]timeline.Flow{{From: 0, To: 2}}, []int{1, 2}},

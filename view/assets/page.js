@@ -6,9 +6,10 @@
 //
 // A big plan stays readable: a rank's thread blocks are folded into one
 // lane of thin strips unless there are few lanes in all (a click on the
-// rank unfolds them); arrows are bundled per pair of ranks, drawn by
-// default only when there are few bundles; a click on an op draws its own
-// arrows instead. The URL's fragment sets the initial state, for links
+// rank unfolds them); arrows are drawn one per flow when there are few,
+// else bundled per pair of ranks and kinds of op, drawn by default only
+// when there are few bundles; a click on an op draws its own arrows
+// instead. The URL's fragment sets the initial state, for links
 // and screenshots: #unfold=all or #unfold=0,3, #select=N (slice N),
 // #arrows=all.
 (function () {
@@ -318,6 +319,12 @@
       (inFlows[i] || []).concat(outFlows[i] || []).forEach(function (fi) {
         var f = flows[fi], a = slices[f.from], b = slices[f.to];
         curve(center(a, a.ts + a.dur), center(b, Math.max(b.ts, a.ts + a.dur)), "flow sel", "arrowsel", a.name + " rank " + a.pid + " tb " + a.tid + " -> " + b.name + " rank " + b.pid + " tb " + b.tid);
+      });
+    } else if (!state.allArrows && flows.length <= MAX_ARROWS) {
+      // Few flows (a small ring): each its own arrow.
+      flows.forEach(function (f) {
+        var a = slices[f.from], b = slices[f.to];
+        curve(center(a, a.ts + a.dur), center(b, Math.max(b.ts, a.ts + a.dur)), "flow", "arrow", a.name + " rank " + a.pid + " tb " + a.tid + " -> " + b.name + " rank " + b.pid + " tb " + b.tid);
       });
     } else if (state.allArrows || bundles.length <= MAX_ARROWS) {
       bundles.forEach(function (b) {
