@@ -502,3 +502,35 @@ func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Mi
 	}
 	return m
 }
+
+// Readers counts the logged movements that read place pl (any payload
+// byte at its address): more than one for an element that several ops
+// consume.
+func (p *Prov) Readers(pl Place) int {
+	if pl.Rank < 0 || pl.Rank >= len(p.bufs) {
+		return 0
+	}
+	var b []byte
+	switch pl.Buffer {
+	case executor.Input:
+		b = p.bufs[pl.Rank][0]
+	case executor.Output:
+		b = p.bufs[pl.Rank][1]
+	case executor.Scratch:
+		b = p.bufs[pl.Rank][2]
+	}
+	if pl.Offset >= uint64(len(b)) {
+		return 0
+	}
+	a := addrOf(b) + uintptr(pl.Offset)
+	n := 0
+	for i := range p.entries {
+		for _, s := range p.entries[i].srcs {
+			if _, ok := s.index(a); ok {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}

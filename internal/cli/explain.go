@@ -106,7 +106,7 @@ func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *
 		pats[j].n += g.n
 		pats[j].groups = append(pats[j].groups, g)
 	}
-	printCauses(w, rankCauses(inst, pats), total, "wrong elements")
+	printCauses(w, rankCauses(inst, pats, prov.Readers), total, "wrong elements")
 	fmt.Fprintf(w, "  %d wrong element(s) in %d pattern(s) (a re-run of this size on the CPU backend, tracking which inputs reach each element):\n", total, len(pats))
 	for i, p := range pats {
 		if i == maxPatterns {
@@ -361,12 +361,13 @@ func chunkText(inst *executor.Instance, p cpu.Place) string {
 	return fmt.Sprintf("%s chunk %d of rank %d", p.Buffer.Name(), p.Offset/inst.ChunkBytes, p.Rank)
 }
 
-// causesOf lists the candidate causes one explanation names.
-func causesOf(inst *executor.Instance, x *cpu.Explanation) []cause {
+// causesOf lists the candidate causes one explanation names; readers
+// counts the ops that read a place in the re-run.
+func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Place) int) []cause {
 	var cs []cause
 	// A missing input left in scratch, which no op read after, and an op
 	// on the result's way that read another place of the same scratch:
-	// that op read the wrong slot.
+	// that op read the wrong slot, or the write went to the wrong one.
 	for _, m := range x.Missing {
 		if m.How != "last" || m.Step == nil || m.Step.Wrote.Buffer != executor.Scratch {
 			continue
@@ -386,10 +387,24 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation) []cause {
 				}
 			}
 		}
-		if near != nil {
-			cs = append(cs, cause{key: "misread " + stepKey(*near), rank: 0,
-				text: fmt.Sprintf("%s reads %s, where %s wrote %s, which no op reads (%s)",
-					opAt(*near), chunkText(inst, near.Read), opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), where(*near))})
+		if near == nil {
+			continue
+		}
+		misread := cause{key: "misread " + stepKey(*near), rank: 0,
+			text: fmt.Sprintf("%s reads %s, where %s wrote %s, which no op reads (%s)",
+				opAt(*near), chunkText(inst, near.Read), opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), where(*near))}
+		astray := cause{key: "astray " + stepKey(*m.Step), rank: 0,
+			text: fmt.Sprintf("%s wrote %s, which no op reads, where %s reads %s (%s)",
+				opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), opAt(*near), chunkText(inst, near.Read), where(*m.Step))}
+		// A place another op reads too was not this read's to take: the
+		// read is wrong. Else the write went astray (or, as likely from
+		// the places alone, the read did).
+		if readers(near.Read) > 1 {
+			astray.rank = 1
+			cs = append(cs, misread, astray)
+		} else {
+			misread.rank = 1
+			cs = append(cs, astray, misread)
 		}
 	}
 	for i, h := range x.Holes {
@@ -449,11 +464,11 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation) []cause {
 // rankCauses orders the candidate causes of the patterns by how many
 // wrong elements they explain (each pattern counts once per cause), then
 // by the kind of evidence.
-func rankCauses(inst *executor.Instance, pats []*pattern) []*cause {
+func rankCauses(inst *executor.Instance, pats []*pattern, readers func(cpu.Place) int) []*cause {
 	byKey := map[string]*cause{}
 	var out []*cause
 	for i, p := range pats {
-		for _, c := range causesOf(inst, p.x) {
+		for _, c := range causesOf(inst, p.x, readers) {
 			k := byKey[c.key]
 			if k == nil {
 				c := c

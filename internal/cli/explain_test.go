@@ -82,14 +82,14 @@ var causeLine = regexp.MustCompile(`(?m)^# (cause|candidate): line (\d+)$`)
 // and a 4-rank LL all-pairs allgather with a wrong source chunk or a
 // wrong scratch slot in the put_packets line, or a wrong slot in the
 // unpack_packets line; Simple ring reduce-scatters with a wrong source
-// chunk) and checks that the report opens with the
+// chunk or a wrong scratch slot in the put or the reduce) and checks that the report opens with the
 // most likely cause, naming the line of the mistake, in at most
 // maxReportLines lines, that --explain prints more, and compares the
 // report with the golden file beside each (-update rewrites them).
 func TestCauseFirst(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "causes", "*.star"))
-	if err != nil || len(files) < 7 {
+	if err != nil || len(files) < 9 {
 		t.Fatalf("planted mistakes: %v, %v", files, err)
 	}
 	for _, f := range files {
