@@ -216,7 +216,8 @@ type Miss struct {
 	// How says why Step is named: "hole" (Step wrote Near's peer, buffer
 	// or offset: Near is an element the result read that nothing wrote),
 	// "elsewhere" (Step read Near, an element the result was built from,
-	// but wrote elsewhere), "last" (Step moved the contribution last),
+	// but wrote elsewhere), "last" (Step moved the contribution last: its
+	// last move to the explained element's rank, if any),
 	// "overwritten" (Step wrote over the input element before any op
 	// read it), or "unread" (no op read the input element; Step is nil).
 	How  string
@@ -229,9 +230,12 @@ type Explanation struct {
 	Element  Place
 	Arrivals []Arrival
 	// Holes are elements the result read that no op wrote and that are
-	// no input (stale scratch or output).
-	Holes   []Place
-	Missing []Miss
+	// no input (stale scratch or output); HoleReaders[i] is the step
+	// that read Holes[i] (Op nil when the explained element itself is
+	// the hole: no op wrote it).
+	Holes       []Place
+	HoleReaders []Step
+	Missing     []Miss
 	// Extra are the arrivals beyond the expected ones: contributions not
 	// expected, or arriving more often than expected.
 	Extra []Arrival
@@ -325,6 +329,11 @@ func (p *Prov) Explain(rank int, off uint64, want []Contribution) *Explanation {
 				x.Arrivals = append(x.Arrivals, Arrival{From: c, Path: rev})
 			} else if !slices.Contains(x.Holes, at) {
 				x.Holes = append(x.Holes, at)
+				var by Step
+				if len(path) > 0 {
+					by = path[len(path)-1]
+				}
+				x.HoleReaders = append(x.HoleReaders, by)
 			}
 			return
 		}
@@ -483,6 +492,45 @@ func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Mi
 			}
 		}
 	}
+	// The last move to the explained element's rank, else the last.
 	m.How, m.Step = "last", &moves[len(moves)-1].step
+	for i := len(moves) - 1; i >= 0; i-- {
+		if moves[i].step.Wrote.Rank == x.Element.Rank {
+			m.Step = &moves[i].step
+			break
+		}
+	}
 	return m
+}
+
+// Readers counts the logged movements that read place pl (any payload
+// byte at its address): more than one for an element that several ops
+// consume.
+func (p *Prov) Readers(pl Place) int {
+	if pl.Rank < 0 || pl.Rank >= len(p.bufs) {
+		return 0
+	}
+	var b []byte
+	switch pl.Buffer {
+	case executor.Input:
+		b = p.bufs[pl.Rank][0]
+	case executor.Output:
+		b = p.bufs[pl.Rank][1]
+	case executor.Scratch:
+		b = p.bufs[pl.Rank][2]
+	}
+	if pl.Offset >= uint64(len(b)) {
+		return 0
+	}
+	a := addrOf(b) + uintptr(pl.Offset)
+	n := 0
+	for i := range p.entries {
+		for _, s := range p.entries[i].srcs {
+			if _, ok := s.index(a); ok {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

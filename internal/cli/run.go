@@ -50,6 +50,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
 			&cli.StringFlag{Name: "backend", Usage: "run on `NAME`: " + strings.Join(knownBackends, " or ") + " (default: the best built into this binary)"},
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`; default: the plan's for gpu, 8 for gpu-emu)"},
+			&cli.BoolFlag{Name: "explain", Usage: "print the whole wrong-data or deadlock report (default: the most likely cause first, at most 25 lines)"},
 			&cli.BoolFlag{Name: "keep-going", Usage: "run the remaining sizes after one with wrong data (default: stop there)"},
 			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
@@ -315,7 +316,7 @@ func runRun(c *cli.Context, d *deps) error {
 			explain := func(w io.Writer) bool {
 				return explainWrong(ctx, w, res.Instance, res.Layout, cfg.Checker, o.opts)
 			}
-			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain)
+			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain, c.Bool("explain"))
 		}
 		if race != nil {
 			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
@@ -325,7 +326,7 @@ func runRun(c *cli.Context, d *deps) error {
 			if dl.Warmup {
 				launch = "warm-up " + launch
 			}
-			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, %s: %v\n", path, res.Size, launch, dl.Err)
+			reportDeadlock(d.stderr, fmt.Sprintf("mscclgo: %s: size %d, %s: ", path, res.Size, launch), res.Instance, dl.Err, c.Bool("explain"))
 			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", res.Size)
 			deadlock = true
 			return
@@ -438,24 +439,30 @@ func formatTime(us float64) string {
 // (explainWrong) when it can, or else, for each rank with wrong data, its
 // first wrong elements: byte offset, chunk, expected and actual values,
 // and the ops that write that byte (with their .star positions).
-func reportWrong(w io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool) {
-	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, rep.Launch)
-	if explain != nil && explain(w) {
+func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool, all bool) {
+	var w strings.Builder
+	limit := maxReportLines
+	if all {
+		limit = 0
+	}
+	defer func() { limitLines(out, w.String(), limit) }()
+	fmt.Fprintf(&w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, rep.Launch)
+	if explain != nil && explain(&w) {
 		return
 	}
 	for _, rw := range rep.Ranks {
-		fmt.Fprintf(w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
+		fmt.Fprintf(&w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
 		for _, e := range rw.Elements {
 			chunk := ""
 			if inst.ChunkBytes > 0 {
 				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
 			}
-			fmt.Fprintf(w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
+			fmt.Fprintf(&w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
 			if len(e.Writers) == 0 {
-				fmt.Fprintf(w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
+				fmt.Fprintf(&w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
 			}
 			for _, s := range e.Writers {
-				fmt.Fprintf(w, "      written by %s\n", s)
+				fmt.Fprintf(&w, "      written by %s\n", s)
 			}
 		}
 	}

@@ -141,7 +141,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 			return
 		}
 		if rep := res.FirstWrong; rep != nil && rank == 0 {
-			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil)
+			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil, false)
 		}
 		if len(res.Failures) > 0 {
 			code = reportFailures(res.Failures, rank, path, res.Size, stderr)
