@@ -512,11 +512,11 @@ func (p *Prov) Readers(pl Place) int {
 	}
 	var b []byte
 	switch pl.Buffer {
-	case executor.Input:
+	case plan.Input:
 		b = p.bufs[pl.Rank][0]
-	case executor.Output:
+	case plan.Output:
 		b = p.bufs[pl.Rank][1]
-	case executor.Scratch:
+	case plan.Scratch:
 		b = p.bufs[pl.Rank][2]
 	}
 	if pl.Offset >= uint64(len(b)) {

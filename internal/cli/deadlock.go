@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // packetWait matches the CPU backend's description of a packet wait.
@@ -98,8 +99,7 @@ func eachOp(ops []executor.OpInstance, f func(op *executor.OpInstance)) {
 // destinations are packet regions).
 func writesPackets(op *executor.OpInstance) bool {
 	switch op.Type {
-	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpReduceSendPacket,
-		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		return true
 	}
 	return false
@@ -109,8 +109,7 @@ func writesPackets(op *executor.OpInstance) bool {
 // sources (docs/semantics.md §3.5).
 func readsPackets(op *executor.OpInstance) bool {
 	switch op.Type {
-	case executor.OpUnpackPacket, executor.OpReadPutPacket, executor.OpReducePacket, executor.OpReduceSendPacket,
-		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+	case plan.OpUnpackPacket, plan.OpReadPutPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
 		return true
 	}
 	return false
@@ -150,7 +149,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 	var want *executor.Region
 	for i := range op.Src {
 		s := &op.Src[i]
-		if s.Buffer != executor.Scratch {
+		if s.Buffer != plan.Scratch {
 			continue
 		}
 		if want == nil || s.Offset <= data && data < s.Offset+s.Size {
@@ -168,7 +167,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 					return
 				}
 				for _, d := range o.Dst {
-					if d.Buffer == executor.Scratch && d.Rank == t.Rank && d.Switch < 0 {
+					if d.Buffer == plan.Scratch && d.Rank == t.Rank && d.Switch < 0 {
 						writers = append(writers, packetWriter{rank: ri.Rank, tb: tb.ID, op: o, dst: d})
 					}
 				}
@@ -217,7 +216,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 					return
 				}
 				for _, s := range o.Src {
-					if s.Buffer == executor.Scratch && s.Switch < 0 && s.Offset < w.dst.Offset+w.dst.Size && w.dst.Offset < s.Offset+s.Size {
+					if s.Buffer == plan.Scratch && s.Switch < 0 && s.Offset < w.dst.Offset+w.dst.Size && w.dst.Offset < s.Offset+s.Size {
 						other = o
 					}
 				}

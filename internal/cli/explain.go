@@ -356,7 +356,7 @@ func where(s cpu.Step) string {
 // when the plan's chunks have no size or the place is an LL plan's
 // scratch, where packets take twice their data).
 func chunkText(inst *executor.Instance, p cpu.Place) string {
-	if inst.ChunkBytes == 0 || p.Buffer == executor.Scratch && (inst.Plan == nil || inst.Plan.Protocol == "LL") {
+	if inst.ChunkBytes == 0 || p.Buffer == plan.Scratch && (inst.Plan == nil || inst.Plan.Protocol == "LL") {
 		return p.String()
 	}
 	return fmt.Sprintf("%s chunk %d of rank %d", p.Buffer.Name(), p.Offset/inst.ChunkBytes, p.Rank)
@@ -370,7 +370,7 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Plac
 	// on the result's way that read another place of the same scratch:
 	// that op read the wrong slot, or the write went to the wrong one.
 	for _, m := range x.Missing {
-		if m.How != "last" || m.Step == nil || m.Step.Wrote.Buffer != executor.Scratch {
+		if m.How != "last" || m.Step == nil || m.Step.Wrote.Buffer != plan.Scratch {
 			continue
 		}
 		w := m.Step.Wrote
@@ -421,11 +421,11 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Plac
 			continue
 		}
 		s := a.Path[0]
-		from := cpu.Place{Rank: a.From.Rank, Buffer: executor.Input, Offset: a.From.Offset}
+		from := cpu.Place{Rank: a.From.Rank, Buffer: plan.Input, Offset: a.From.Offset}
 		text := fmt.Sprintf("%s reads %s, which %s should not contain (%s)", opAt(s), chunkText(inst, from), chunkText(inst, x.Element), where(s))
 		for _, m := range x.Missing {
 			if m.Want.Rank == a.From.Rank && m.Want != a.From {
-				want := cpu.Place{Rank: m.Want.Rank, Buffer: executor.Input, Offset: m.Want.Offset}
+				want := cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}
 				text = fmt.Sprintf("%s reads %s where %s is needed (%s)", opAt(s), chunkText(inst, from), chunkText(inst, want), where(s))
 				break
 			}
@@ -453,10 +453,10 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Plac
 				text: fmt.Sprintf("%s read %s, which the result is built from, but wrote %s (%s)", opAt(s), chunkText(inst, m.Near), chunkText(inst, s.Wrote), where(s))})
 		case "overwritten":
 			cs = append(cs, cause{key: "over " + stepKey(s), rank: 2,
-				text: fmt.Sprintf("%s wrote over %s before any op read it (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: executor.Input, Offset: m.Want.Offset}), where(s))})
+				text: fmt.Sprintf("%s wrote over %s before any op read it (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}), where(s))})
 		default:
 			cs = append(cs, cause{key: "last " + stepKey(s), rank: 2,
-				text: fmt.Sprintf("%s moved %s last, to %s, and no op brought it further (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: executor.Input, Offset: m.Want.Offset}), chunkText(inst, s.Wrote), where(s))})
+				text: fmt.Sprintf("%s moved %s last, to %s, and no op brought it further (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}), chunkText(inst, s.Wrote), where(s))})
 		}
 	}
 	return cs
