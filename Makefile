@@ -35,7 +35,8 @@ test-fabric-cuda: gpu fakecuda
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for
-# LD_LIBRARY_PATH use, nccl.h and mscclgo.h. Go decides what to rebuild.
+# LD_LIBRARY_PATH use, a libnccl.so link for the linker (-lnccl), nccl.h
+# and mscclgo.h. Go decides what to rebuild.
 # NCCL_BACKEND picks the device backend calls whose plan fits run on:
 # empty (the default), none, so they fall back; cuda, the CUDA devices
 # through gpu/cuda (needs make gpu's kernels; the library then links
@@ -49,7 +50,74 @@ nccl: $(if $(filter cuda,$(NCCL_BACKEND)),check-nvcc $(KERNELS),)
 	$(GO) build $(NCCL_TAGS) -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_DIR)/libmscclgo_nccl.so ./nccl
 	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
 	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
+	ln -sf libnccl.so.2 $(NCCL_DIR)/libnccl.so
 	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
+
+# nccl-tests' default sweep (sum; float, half, bfloat16, int32; 2, 4 and 8
+# ranks; 1 KiB to 64 MiB by 2; out of place then in place; every result
+# checked) through the emulated-device build of the library with the
+# default plan set and no fallback: every call must be served by a plan.
+# One process per rank count and type (ncclcheck sweep, nccl/testdata).
+# go test ./nccl -run TestSweepDevice runs a subset of the sizes.
+NCCL_EMU_DIR := build/nccl-emu
+SWEEP_RANKS ?= 2 4 8
+SWEEP_TYPES ?= float half bfloat16 int32
+SWEEP_MAX ?= 67108864
+
+nccl-emu: build
+	@mkdir -p $(NCCL_EMU_DIR)
+	$(GO) build -tags mscclgo_emu -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NCCL_EMU_DIR)/libnccl.so.2 ./nccl
+	@rm -f $(NCCL_EMU_DIR)/libnccl.h
+	$(CC) -std=c11 -O2 -Wall -Wextra -DMSCCLGO_NCCL_NO_CUDA_RUNTIME -Inccl/include -o $(NCCL_EMU_DIR)/ncclcheck nccl/testdata/ncclcheck.c \
+		-L$(NCCL_EMU_DIR) -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NCCL_EMU_DIR) -lpthread -ldl -rdynamic
+	bin/mscclgo install --dir $(NCCL_EMU_DIR)/plans
+
+nccl-sweep: nccl-emu
+	@for n in $(SWEEP_RANKS); do for ty in $(SWEEP_TYPES); do \
+		echo "make nccl-sweep: $$n ranks, $$ty, 1024 to $(SWEEP_MAX) bytes"; \
+		NCCLCHECK_SWEEP_TYPES=$$ty MSCCLGO_NCCL_FALLBACK=none MSCCLGO_PLAN_PATH=$(CURDIR)/$(NCCL_EMU_DIR)/plans MSCCLGO_NCCL_TIMEOUT=300s \
+			$(NCCL_EMU_DIR)/ncclcheck sweep $$n 1024 $(SWEEP_MAX) 2 > $(NCCL_EMU_DIR)/sweep.out 2>&1 || { cat $(NCCL_EMU_DIR)/sweep.out; exit 1; }; \
+		grep -E 'SWEEP (cases|.*WRONG)|-> [1-9]|error' $(NCCL_EMU_DIR)/sweep.out; \
+		if grep -qE 'WRONG|-> [1-9]|wrong [1-9]|failed [1-9]' $(NCCL_EMU_DIR)/sweep.out; then exit 1; fi; \
+	done; done
+
+.PHONY: nccl-emu nccl-sweep
+
+# make nccl-bench: the NCCL library's host time per call, one command per
+# row (issue 30). Host memory (MSCCLGO_NCCL_HOSTMEM=1, the CPU backend,
+# synchronous: a call returns when its allreduce is done), ranks as
+# threads and as processes: 128 B and 4 KiB allreduce, and a call that
+# does nothing (ncclCommGetAsyncError), at 2 and 8 ranks. Then the Python
+# package's all_reduce on CPU tensors against torch.distributed's gloo on
+# the same tensors, under torchrun (skipped without a python3 that imports
+# torch). NCCL_BENCH_ITERS calls per row.
+NCCL_BENCH_DIR := build/nccl-bench
+NCCL_BENCH_ITERS ?= 300
+TORCH_PYTHON ?= /usr/bin/python3
+NCCL_BENCH_HOST := MSCCLGO_NCCL_FALLBACK=none MSCCLGO_NCCL_HOSTMEM=1 MSCCLGO_PLAN_PATH=$(CURDIR)/$(NCCL_BENCH_DIR)/plans
+NCCL_BENCH_TORCHRUN := MSCCLGO_LIBRARY=$(CURDIR)/$(NCCL_DIR)/libmscclgo_nccl.so PYTHONPATH=$(CURDIR)/python OMP_NUM_THREADS=1 \
+	$(TORCH_PYTHON) -m torch.distributed.run --nnodes 1 --master_addr 127.0.0.1 --redirects 1 --tee 1
+# A port nothing listens on, for torchrun's store.
+FREE_PORT = $$($(TORCH_PYTHON) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+nccl-bench-prep: nccl build
+	@mkdir -p $(NCCL_BENCH_DIR)
+	$(CC) -std=c11 -O2 -Wall -Wextra -DMSCCLGO_NCCL_NO_CUDA_RUNTIME -Inccl/include -o $(NCCL_BENCH_DIR)/ncclcheck nccl/testdata/ncclcheck.c \
+		-L$(NCCL_DIR) -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NCCL_DIR) -lpthread -ldl -rdynamic
+	bin/mscclgo install --dir $(NCCL_BENCH_DIR)/plans
+
+nccl-bench: nccl-bench-prep
+	@echo "make nccl-bench: host time per call until it returns (rank 0's mean over $(NCCL_BENCH_ITERS) calls)"
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 2 $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 8 $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, processes" nccl/testdata/procs.sh 2 $(NCCL_BENCH_DIR)/ncclcheck benchprocs $(NCCL_BENCH_ITERS) | grep BENCH
+	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, processes" nccl/testdata/procs.sh 8 $(NCCL_BENCH_DIR)/ncclcheck benchprocs $(NCCL_BENCH_ITERS) | grep BENCH
+	@if $(TORCH_PYTHON) -c 'import torch.distributed.run' 2>/dev/null; then \
+		$(NCCL_BENCH_TORCHRUN) --master_port $(FREE_PORT) --nproc_per_node 2 python/tests/bench_torch.py $(CURDIR)/$(NCCL_BENCH_DIR)/plans $(NCCL_BENCH_ITERS) 2>&1 | grep -o 'BENCH.*'; \
+		$(NCCL_BENCH_TORCHRUN) --master_port $(FREE_PORT) --nproc_per_node 8 python/tests/bench_torch.py $(CURDIR)/$(NCCL_BENCH_DIR)/plans $(NCCL_BENCH_ITERS) 2>&1 | grep -o 'BENCH.*'; \
+	else echo "make nccl-bench: $(TORCH_PYTHON) cannot import torch: no Python rows"; fi
+
+.PHONY: nccl-bench-prep nccl-bench
 
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
@@ -175,7 +243,7 @@ gpu-test: gpu fakecuda build
 	@# process and as 2 and 4 processes (buffers registered by IPC handle),
 	@# and a call captured into a graph (global mode) and replayed.
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
-		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture)CUDA'
+		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep)CUDA'
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
 	@# One process on a fake machine of four GPUs: rank r on device r mod 4,

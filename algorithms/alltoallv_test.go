@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -47,7 +48,7 @@ for r in range(n):
 
 // evalVarPlan evaluates a bundled algorithm (or the source src when not
 // empty) with defines and loads its plan.
-func evalVarPlan(t testing.TB, file, src string, defines map[string]string) *executor.Plan {
+func evalVarPlan(t testing.TB, file, src string, defines map[string]string) *plan.Plan {
 	t.Helper()
 	var source starlib.Source = starlib.FSSource(FS, "algorithms")
 	if src != "" {
@@ -61,11 +62,11 @@ func evalVarPlan(t testing.TB, file, src string, defines map[string]string) *exe
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	return plan
+	return p
 }
 
 // varTestPlan is an alltoallv program the tests run: a bundled
@@ -182,8 +183,8 @@ for r in range(2):
 
 // benchVarBackend runs plan bound to counts on backend, one Bind and one
 // launch per iteration (fill and check outside the timer).
-func benchVarBackend(b *testing.B, backend executor.Backend, plan *executor.Plan, counts *executor.Counts) {
-	vp, err := executor.NewVarPlan(plan)
+func benchVarBackend(b *testing.B, backend executor.Backend, p *plan.Plan, counts *executor.Counts) {
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,12 +3,11 @@
 // print(json.dumps(plan, indent=2)): Write streams it to an io.Writer and
 // Marshal returns it. Both check the program first (ErrInvalid), so an
 // invalid program writes nothing. SourceMap relates each op of the plan to
-// the .star line that recorded it (package plan's source map), and Plan,
-// with Decode and Encode, is an independent, struct-based view of plan
-// files that the tests use to check that every plan is a fixed point of
-// decoding and re-encoding.
+// the .star line that recorded it (package plan's source map). The JSON
+// layout is package plan's writer (plan.Writer), the format's one encoder;
+// emit decides what to write and in which order.
 //
-// The writer never iterates maps and never reorders: every list is written
-// in the order the IR holds it. It does not modify the program. The format
-// is described in docs/plan-format.md and the writer in docs/design.md §5.
+// It never iterates maps and never reorders: every list is written in the
+// order the IR holds it. It does not modify the program. The format is
+// described in docs/plan-format.md and the writer in docs/design.md §5.
 package emit

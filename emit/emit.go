@@ -101,14 +101,18 @@ func Write(w io.Writer, p *ir.Program) error {
 	if err := check(p); err != nil {
 		return err
 	}
-	e := &encoder{w: w, buf: make([]byte, 0, flushAt+flushAt/4)}
+	e := &encoder{plan.NewWriter(w)}
 	e.program(p)
-	e.buf = append(e.buf, '\n')
-	e.flush()
-	if e.err != nil {
-		return fmt.Errorf("emit: %w", e.err)
+	e.Byte('\n')
+	if err := e.Flush(); err != nil {
+		return fmt.Errorf("emit: %w", err)
 	}
 	return nil
+}
+
+// encoder writes an ir.Program through the plan format's writer.
+type encoder struct {
+	*plan.Writer
 }
 
 // Marshal returns the plan text of p followed by one newline, the same
@@ -159,41 +163,41 @@ func (c *collector) join() []byte {
 
 // program writes the top-level object.
 func (e *encoder) program(p *ir.Program) {
-	e.open('{')
-	e.key(kName)
-	e.buf = AppendString(e.buf, p.Name)
-	e.key(kCollective)
-	e.buf = AppendString(e.buf, p.Collective)
-	e.key(kProtocol)
-	e.buf = AppendString(e.buf, p.Protocol)
-	e.key(kInplace)
-	e.bool(p.Inplace)
-	e.key(kReuseResources)
-	e.bool(p.ReuseResources)
-	e.key(kGPUs)
-	e.open('[')
+	e.Open('{')
+	e.Key(kName)
+	e.Quoted(p.Name)
+	e.Key(kCollective)
+	e.Quoted(p.Collective)
+	e.Key(kProtocol)
+	e.Quoted(p.Protocol)
+	e.Key(kInplace)
+	e.Bool(p.Inplace)
+	e.Key(kReuseResources)
+	e.Bool(p.ReuseResources)
+	e.Key(kGPUs)
+	e.Open('[')
 	for _, g := range p.GPUs {
-		if e.err != nil {
+		if e.Err() != nil {
 			return
 		}
-		e.member()
+		e.Member()
 		e.gpu(g)
 	}
-	e.close(']')
-	e.key(kNumThreadsPerBlock)
-	e.bigInt(p.NumThreadsPerBlock, DefaultNumThreadsPerBlock)
-	e.key(kUseDoubleScratchBuffer)
-	e.bool(p.UseDoubleScratchBuffer)
-	e.key(kBufferAlignment)
-	e.bigInt(p.BufferAlignment, DefaultBufferAlignment)
-	e.key(kMinMessageSize)
-	e.bigInt(p.MinMessageSize, DefaultMinMessageSize)
-	e.key(kMaxMessageSize)
-	e.bigInt(p.MaxMessageSize, DefaultMaxMessageSize)
+	e.Close(']')
+	e.Key(kNumThreadsPerBlock)
+	e.BigInt(p.NumThreadsPerBlock, DefaultNumThreadsPerBlock)
+	e.Key(kUseDoubleScratchBuffer)
+	e.Bool(p.UseDoubleScratchBuffer)
+	e.Key(kBufferAlignment)
+	e.BigInt(p.BufferAlignment, DefaultBufferAlignment)
+	e.Key(kMinMessageSize)
+	e.BigInt(p.MinMessageSize, DefaultMinMessageSize)
+	e.Key(kMaxMessageSize)
+	e.BigInt(p.MaxMessageSize, DefaultMaxMessageSize)
 	if p.Collective == plan.AllToAllVCollective {
 		e.allToAllV(p)
 	}
-	e.close('}')
+	e.Close('}')
 }
 
 // allToAllV writes the "alltoallv" extension object: one block per rank
@@ -203,293 +207,293 @@ func (e *encoder) allToAllV(p *ir.Program) {
 	if n := len(p.GPUs); n > 0 {
 		per = p.GPUs[0].InputChunks / n
 	}
-	e.key(kAllToAllV)
-	e.open('{')
-	e.key(kVersion)
-	e.int(plan.AllToAllVVersion)
-	e.key(kBlocks)
-	e.int(len(p.GPUs))
-	e.key(kChunksPerBlock)
-	e.int(per)
-	e.close('}')
+	e.Key(kAllToAllV)
+	e.Open('{')
+	e.Key(kVersion)
+	e.Int(plan.AllToAllVVersion)
+	e.Key(kBlocks)
+	e.Int(len(p.GPUs))
+	e.Key(kChunksPerBlock)
+	e.Int(per)
+	e.Close('}')
 }
 
 // gpu writes one rank's object.
 func (e *encoder) gpu(g *ir.GPU) {
-	e.open('{')
-	e.key(kID)
-	e.int(g.ID)
-	e.key(kInputChunks)
-	e.int(g.InputChunks)
-	e.key(kOutputChunks)
-	e.int(g.OutputChunks)
-	e.key(kScratchChunks)
-	e.int(g.ScratchChunks)
+	e.Open('{')
+	e.Key(kID)
+	e.Int(g.ID)
+	e.Key(kInputChunks)
+	e.Int(g.InputChunks)
+	e.Key(kOutputChunks)
+	e.Int(g.OutputChunks)
+	e.Key(kScratchChunks)
+	e.Int(g.ScratchChunks)
 
-	e.key(kThreadBlocks)
-	e.open('[')
+	e.Key(kThreadBlocks)
+	e.Open('[')
 	for _, tb := range g.ThreadBlocks {
-		if e.err != nil {
+		if e.Err() != nil {
 			return
 		}
-		e.member()
+		e.Member()
 		e.threadBlock(tb)
 	}
-	e.close(']')
+	e.Close(']')
 
-	e.key(kChannels)
-	e.open('[')
+	e.Key(kChannels)
+	e.Open('[')
 	for i := range g.Channels {
 		c := &g.Channels[i]
-		e.member()
-		e.open('{')
-		e.key(kChannelType)
-		e.lit(c.Type.String())
-		e.key(kConnectedTo)
-		e.ints(c.ConnectedTo)
-		e.close('}')
+		e.Member()
+		e.Open('{')
+		e.Key(kChannelType)
+		e.Lit(c.Type.String())
+		e.Key(kConnectedTo)
+		e.Ints(c.ConnectedTo)
+		e.Close('}')
 	}
 	for i := range g.Switches {
 		s := &g.Switches[i]
-		e.member()
-		e.open('{')
-		e.key(kChannelType)
-		e.lit(ir.Switch.String())
-		e.key(kBufferType)
-		e.lit(s.Buffer.String())
-		e.key(kRankGroups)
-		e.open('[')
-		e.member()
-		e.open('{')
-		e.key(kSize)
-		e.int(len(s.Ranks))
-		e.key(kRanks)
-		e.ints(s.Ranks)
-		e.close('}')
-		e.close(']')
-		e.close('}')
+		e.Member()
+		e.Open('{')
+		e.Key(kChannelType)
+		e.Lit(ir.Switch.String())
+		e.Key(kBufferType)
+		e.Lit(s.Buffer.String())
+		e.Key(kRankGroups)
+		e.Open('[')
+		e.Member()
+		e.Open('{')
+		e.Key(kSize)
+		e.Int(len(s.Ranks))
+		e.Key(kRanks)
+		e.Ints(s.Ranks)
+		e.Close('}')
+		e.Close(']')
+		e.Close('}')
 	}
-	e.close(']')
+	e.Close(']')
 
-	e.key(kRemoteBuffers)
-	e.open('[')
+	e.Key(kRemoteBuffers)
+	e.Open('[')
 	for i := range g.RemoteBuffers {
 		rb := &g.RemoteBuffers[i]
-		e.member()
-		e.open('{')
-		e.key(kRank)
-		e.int(rb.Rank)
-		e.key(kType)
-		e.lit(rb.Buffer.String())
-		e.key(kAccessChannelTypes)
-		e.open('[')
+		e.Member()
+		e.Open('{')
+		e.Key(kRank)
+		e.Int(rb.Rank)
+		e.Key(kType)
+		e.Lit(rb.Buffer.String())
+		e.Key(kAccessChannelTypes)
+		e.Open('[')
 		if rb.Memory {
-			e.member()
-			e.lit(ir.Memory.String())
+			e.Member()
+			e.Lit(ir.Memory.String())
 		}
 		if rb.Port {
-			e.member()
-			e.lit(ir.Port.String())
+			e.Member()
+			e.Lit(ir.Port.String())
 		}
-		e.close(']')
-		e.close('}')
+		e.Close(']')
+		e.Close('}')
 	}
-	e.close(']')
+	e.Close(']')
 
-	e.key(kSemaphores)
-	e.open('[')
+	e.Key(kSemaphores)
+	e.Open('[')
 	for _, v := range g.Semaphores {
-		e.member()
-		e.open('{')
-		e.key(kInitValue)
-		e.bigInt(v, "0")
-		e.close('}')
+		e.Member()
+		e.Open('{')
+		e.Key(kInitValue)
+		e.BigInt(v, "0")
+		e.Close('}')
 	}
-	e.close(']')
-	e.close('}')
+	e.Close(']')
+	e.Close('}')
 }
 
 // idTables writes a thread block's per-kind id tables (its channels or
 // its remote buffer refs) as an array of {typeKey: kind, idsKey: [ids]}.
 func (e *encoder) idTables(tables []ir.IDTable, typeKey, idsKey string) {
-	e.open('[')
+	e.Open('[')
 	for i := range tables {
 		t := &tables[i]
-		e.member()
-		e.open('{')
-		e.key(typeKey)
-		e.lit(t.Type.String())
-		e.key(idsKey)
-		e.ints(t.IDs)
-		e.close('}')
+		e.Member()
+		e.Open('{')
+		e.Key(typeKey)
+		e.Lit(t.Type.String())
+		e.Key(idsKey)
+		e.Ints(t.IDs)
+		e.Close('}')
 	}
-	e.close(']')
+	e.Close(']')
 }
 
 // threadBlock writes one thread block with all four keys.
 func (e *encoder) threadBlock(tb *ir.ThreadBlock) {
-	e.open('{')
-	e.key(kID)
-	e.int(tb.ID)
-	e.key(kOps)
+	e.Open('{')
+	e.Key(kID)
+	e.Int(tb.ID)
+	e.Key(kOps)
 	e.ops(tb.Ops)
-	e.key(kChannels)
+	e.Key(kChannels)
 	e.idTables(tb.Channels, kChannelType, kChannelIDs)
-	e.key(kRemoteBufferRefs)
+	e.Key(kRemoteBufferRefs)
 	e.idTables(tb.RemoteRefs, kAccessChannelType, kRemoteBufferIDs)
-	e.close('}')
+	e.Close('}')
 }
 
 // ops writes an op array.
 func (e *encoder) ops(ops []*ir.Op) {
-	e.open('[')
+	e.Open('[')
 	for _, op := range ops {
-		e.member()
+		e.Member()
 		e.op(op)
-		e.maybeFlush()
+		e.MaybeFlush()
 	}
-	e.close(']')
+	e.Close(']')
 }
 
 // op writes one op object with the key list of its kind (docs/plan-format.md §6–§7).
 func (e *encoder) op(op *ir.Op) {
-	e.open('{')
-	e.key(kName)
-	e.lit(op.Kind.String())
+	e.Open('{')
+	e.Key(kName)
+	e.Lit(op.Kind.String())
 	switch op.Kind.Family() {
 	case ir.FamSync:
 		if op.Kind == ir.Barrier {
-			e.key(kBarrierID)
-			e.int(op.Barrier.ID)
-			e.key(kNumThreadblocks)
-			e.int(len(op.Barrier.TBList))
+			e.Key(kBarrierID)
+			e.Int(op.Barrier.ID)
+			e.Key(kNumThreadblocks)
+			e.Int(len(op.Barrier.TBList))
 		}
 
 	case ir.FamDataSync:
 		if op.Kind == ir.SemAcquire || op.Kind == ir.SemRelease {
-			e.key(kSemaphoreIDs)
-			e.ints(op.SemaphoreIDs)
+			e.Key(kSemaphoreIDs)
+			e.Ints(op.SemaphoreIDs)
 			break
 		}
-		e.key(kChannelIDs)
+		e.Key(kChannelIDs)
 		if op.IDSet != nil {
-			e.ints(op.IDSet.Keys())
+			e.Ints(op.IDSet.Keys())
 		} else {
-			e.ints(op.ChannelIDs)
+			e.Ints(op.ChannelIDs)
 		}
-		e.key(kChannelType)
-		e.lit(op.ChannelType.String())
+		e.Key(kChannelType)
+		e.Lit(op.ChannelType.String())
 
 	case ir.FamCopy:
-		e.key(kSrcBuff)
+		e.Key(kSrcBuff)
 		e.refs(false, op.Src, nil, nil)
-		e.key(kDstBuff)
+		e.Key(kDstBuff)
 		e.refs(false, op.Dst, nil, nil)
 		e.tbg(op.TBG)
 
 	case ir.FamGet:
-		e.key(kSrcBuff)
+		e.Key(kSrcBuff)
 		e.refs(true, op.Src, nil, nil)
-		e.key(kDstBuff)
+		e.Key(kDstBuff)
 		e.refs(false, op.Dst, nil, nil)
-		e.key(kChannelIDs)
-		e.ints(op.ChannelIDs)
-		e.key(kChannelType)
-		e.lit(op.ChannelType.String())
+		e.Key(kChannelIDs)
+		e.Ints(op.ChannelIDs)
+		e.Key(kChannelType)
+		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
 	case ir.FamPut:
-		e.key(kSrcBuff)
+		e.Key(kSrcBuff)
 		e.refs(false, op.Src, nil, nil)
-		e.key(kDstBuff)
+		e.Key(kDstBuff)
 		e.refs(true, op.Dst, nil, nil)
 		if op.ChannelType == ir.Port {
-			e.key(kChannelIDs)
-			e.ints(op.ChannelIDs)
+			e.Key(kChannelIDs)
+			e.Ints(op.ChannelIDs)
 		}
-		e.key(kChannelType)
-		e.lit(op.ChannelType.String())
+		e.Key(kChannelType)
+		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
 	case ir.FamReduce:
-		e.key(kSrcBuff)
+		e.Key(kSrcBuff)
 		e.refs(false, op.LocalSrc, nil, op.RemoteSrc)
-		e.key(kDstBuff)
+		e.Key(kDstBuff)
 		e.refs(false, op.LocalDst, op.LocalPktDst, op.RemoteDst)
 		if op.ChannelType != ir.NoChannel {
-			e.key(kChannelType)
-			e.lit(op.ChannelType.String())
+			e.Key(kChannelType)
+			e.Lit(op.ChannelType.String())
 		}
-		e.key(kReduceOp)
-		e.lit(op.ReduceOp.String())
+		e.Key(kReduceOp)
+		e.Lit(op.ReduceOp.String())
 		e.tbg(op.TBG)
 
 	case ir.FamSwitch:
 		e.switchOp(op)
 
 	case ir.FamPipeline:
-		e.key(kIterContext)
-		e.open('{')
-		e.key(kUnitSize)
-		e.int64(op.UnitSize)
-		e.key(kNumChunks)
-		e.int64(op.NumChunks)
-		e.close('}')
-		e.key(kOps)
+		e.Key(kIterContext)
+		e.Open('{')
+		e.Key(kUnitSize)
+		e.Int64(op.UnitSize)
+		e.Key(kNumChunks)
+		e.Int64(op.NumChunks)
+		e.Close('}')
+		e.Key(kOps)
 		e.ops(op.Body)
 	}
-	e.close('}')
+	e.Close('}')
 }
 
 // switchOp writes the keys of glre, gstore, gstorepkt and glres after name.
 func (e *encoder) switchOp(op *ir.Op) {
 	switch op.Kind {
 	case ir.GroupLoadReduce:
-		e.key(kBufferType)
-		e.lit(op.SwitchBuffer.String())
-		e.key(kBufferOffset)
-		e.int(op.BufferOffset)
-		e.key(kSize)
-		e.int(op.Size)
-		e.key(kDstChunk)
+		e.Key(kBufferType)
+		e.Lit(op.SwitchBuffer.String())
+		e.Key(kBufferOffset)
+		e.Int(op.BufferOffset)
+		e.Key(kSize)
+		e.Int(op.Size)
+		e.Key(kDstChunk)
 		e.chunk(op.SwitchChunk)
-		e.key(kChannelIDs)
-		e.ints(op.ChannelIDs)
-		e.key(kChannelType)
-		e.lit(ir.Switch.String())
-		e.key(kReduceOp)
-		e.lit(op.ReduceOp.String())
+		e.Key(kChannelIDs)
+		e.Ints(op.ChannelIDs)
+		e.Key(kChannelType)
+		e.Lit(ir.Switch.String())
+		e.Key(kReduceOp)
+		e.Lit(op.ReduceOp.String())
 
 	case ir.GroupStore, ir.GroupStorePacket:
-		e.key(kSrcBuff)
-		e.open('[')
-		e.member()
+		e.Key(kSrcBuff)
+		e.Open('[')
+		e.Member()
 		e.chunk(op.SwitchChunk)
-		e.close(']')
-		e.key(kDstBuff)
-		e.open('[')
-		e.member()
+		e.Close(']')
+		e.Key(kDstBuff)
+		e.Open('[')
+		e.Member()
 		e.switchRef(op.ChannelIDs[0], op.BufferOffset, op.Size)
-		e.close(']')
-		e.key(kChannelType)
-		e.lit(ir.Switch.String())
+		e.Close(']')
+		e.Key(kChannelType)
+		e.Lit(ir.Switch.String())
 
 	case ir.GroupLoadReduceStore:
 		// Both sides print the reduce (source) offsets: quirk Q1 of the
 		// reference, which records DstIndex but never serialises it.
 		for _, k := range [...]string{kSrcBuff, kDstBuff} {
-			e.key(k)
-			e.open('[')
+			e.Key(k)
+			e.Open('[')
 			for i, idx := range op.SrcIndex {
-				e.member()
+				e.Member()
 				e.switchRef(op.ChannelIDs[i], idx, op.Size)
 			}
-			e.close(']')
+			e.Close(']')
 		}
-		e.key(kChannelType)
-		e.lit(ir.Switch.String())
-		e.key(kReduceOp)
-		e.lit(op.ReduceOp.String())
+		e.Key(kChannelType)
+		e.Lit(ir.Switch.String())
+		e.Key(kReduceOp)
+		e.Lit(op.ReduceOp.String())
 	}
 }
 
@@ -498,64 +502,64 @@ func (e *encoder) switchOp(op *ir.Op) {
 // remote. The shape follows the list a ref comes from; Ref.Remote is not
 // consulted.
 func (e *encoder) refs(aRemote bool, a, b, remote []ir.Ref) {
-	e.open('[')
+	e.Open('[')
 	for i := range a {
-		e.member()
+		e.Member()
 		e.ref(aRemote, &a[i])
 	}
 	for i := range b {
-		e.member()
+		e.Member()
 		e.ref(false, &b[i])
 	}
 	for i := range remote {
-		e.member()
+		e.Member()
 		e.ref(true, &remote[i])
 	}
-	e.close(']')
+	e.Close(']')
 }
 
 // ref writes a local {type, index, size} or remote {buffer_id, index, size}
 // operand.
 func (e *encoder) ref(remote bool, r *ir.Ref) {
-	e.open('{')
+	e.Open('{')
 	if remote {
-		e.key(kBufferID)
-		e.int(r.BufferID)
+		e.Key(kBufferID)
+		e.Int(r.BufferID)
 	} else {
-		e.key(kType)
-		e.lit(r.Buffer.String())
+		e.Key(kType)
+		e.Lit(r.Buffer.String())
 	}
-	e.key(kIndex)
-	e.int(r.Index)
-	e.key(kSize)
-	e.int(r.Size)
-	e.close('}')
+	e.Key(kIndex)
+	e.Int(r.Index)
+	e.Key(kSize)
+	e.Int(r.Size)
+	e.Close('}')
 }
 
 // chunk writes a chunk-with-rank operand {rank, type, index, size}.
 func (e *encoder) chunk(c *ir.Chunk) {
-	e.open('{')
-	e.key(kRank)
-	e.int(c.Rank)
-	e.key(kType)
-	e.lit(c.Buffer.String())
-	e.key(kIndex)
-	e.int(c.Index)
-	e.key(kSize)
-	e.int(c.Size)
-	e.close('}')
+	e.Open('{')
+	e.Key(kRank)
+	e.Int(c.Rank)
+	e.Key(kType)
+	e.Lit(c.Buffer.String())
+	e.Key(kIndex)
+	e.Int(c.Index)
+	e.Key(kSize)
+	e.Int(c.Size)
+	e.Close('}')
 }
 
 // switchRef writes a switch operand {switch_channel_id, index, size}.
 func (e *encoder) switchRef(ch, index, size int) {
-	e.open('{')
-	e.key(kSwitchChannelID)
-	e.int(ch)
-	e.key(kIndex)
-	e.int(index)
-	e.key(kSize)
-	e.int(size)
-	e.close('}')
+	e.Open('{')
+	e.Key(kSwitchChannelID)
+	e.Int(ch)
+	e.Key(kIndex)
+	e.Int(index)
+	e.Key(kSize)
+	e.Int(size)
+	e.Close('}')
 }
 
 // tbg writes the optional trailing tbg_info member.
@@ -563,11 +567,11 @@ func (e *encoder) tbg(t *ir.TBGInfo) {
 	if t == nil {
 		return
 	}
-	e.key(kTBGInfo)
-	e.open('{')
-	e.key(kTBID)
-	e.int(t.TBID)
-	e.key(kTBGSize)
-	e.int(t.TBGSize)
-	e.close('}')
+	e.Key(kTBGInfo)
+	e.Open('{')
+	e.Key(kTBID)
+	e.Int(t.TBID)
+	e.Key(kTBGSize)
+	e.Int(t.TBGSize)
+	e.Close('}')
 }

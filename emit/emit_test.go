@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // indented lays out compact JSON the way json.dumps(indent=2) does, using
@@ -152,9 +153,9 @@ func TestOp(t *testing.T) {
 			if err := checkOps([]*ir.Op{tt.op}, 0, 0, ""); err != nil {
 				t.Fatal(err)
 			}
-			e := &encoder{}
+			e := &encoder{plan.NewWriter(nil)}
 			e.op(tt.op)
-			if diff := cmp.Diff(indented(t, tt.want), string(e.buf)); diff != "" {
+			if diff := cmp.Diff(indented(t, tt.want), string(e.Bytes())); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -378,6 +379,9 @@ func (w *failWriter) Write(b []byte) (int, error) {
 	w.n -= len(b)
 	return len(b), nil
 }
+
+// flushAt is the buffered size at which plan.Writer hands its bytes on.
+const flushAt = 64 << 10
 
 func TestWriteStreams(t *testing.T) {
 	t.Parallel()

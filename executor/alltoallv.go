@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/mscclgo/mscclgo/plan"
 	"math"
 )
 
@@ -20,7 +21,7 @@ var ErrVariableSizes = errors.New("variable-size plan")
 // for one call's counts. A VarPlan is not safe for concurrent use, and
 // Bind must not run while a launch of its instance does.
 type VarPlan struct {
-	Plan *Plan
+	Plan *plan.Plan
 	inst *Instance
 	refs []varRef
 	// pipes are the pipelines, whose iteration counts follow their body's
@@ -38,7 +39,7 @@ type VarPlan struct {
 // varRef is one operand: the region it fills and how to compute it.
 type varRef struct {
 	reg    *Region
-	buf    BufferType
+	buf    plan.BufferType
 	owner  int    // the rank whose buffer it addresses
 	index  uint64 // chunk units
 	size   uint64
@@ -60,7 +61,7 @@ type varPipe struct {
 }
 
 // NewVarPlan resolves p, an alltoallv plan, up to its sizes.
-func NewVarPlan(p *Plan) (*VarPlan, error) {
+func NewVarPlan(p *plan.Plan) (*VarPlan, error) {
 	if p.AllToAllV == nil {
 		return nil, sizeErr("", "collective %q is not a variable-size plan: use Instantiate", p.Collective)
 	}
@@ -89,33 +90,32 @@ func NewVarPlan(p *Plan) (*VarPlan, error) {
 		g := &p.GPUs[r]
 		for t := range g.ThreadBlocks {
 			tb := &g.ThreadBlocks[t]
-			tbPath := indexPath(indexPath("gpus", r)+".threadblocks", t)
+			tbPath := plan.IndexPath(plan.IndexPath("gpus", r)+".threadblocks", t)
 			for k := range tb.Ops {
-				vp.addOp(&tb.Ops[k], &inst.Ranks[r].TBs[t].Ops[k], indexPath(tbPath+".ops", k))
+				vp.addOp(&tb.Ops[k], &inst.Ranks[r].TBs[t].Ops[k], plan.IndexPath(tbPath+".ops", k))
 			}
 		}
 	}
 	return vp, nil
 }
 
-func (vp *VarPlan) addOp(op *Op, oi *OpInstance, path string) {
-	if op.Type == OpPipeline {
+func (vp *VarPlan) addOp(op *plan.Op, oi *OpInstance, path string) {
+	if op.Type == plan.OpPipeline {
 		lo := len(vp.refs)
 		for j := range op.Ops {
-			vp.addOp(&op.Ops[j], &oi.Body[j], indexPath(path+".ops", j))
+			vp.addOp(&op.Ops[j], &oi.Body[j], plan.IndexPath(path+".ops", j))
 		}
 		vp.pipes = append(vp.pipes, varPipe{op: oi, lo: lo, hi: len(vp.refs)})
 		return
 	}
-	spec := opSpecs[op.Type]
 	first := len(vp.refs)
-	add := func(opds []Operand, regs []Region, s side, key string) {
+	add := func(opds []plan.Operand, regs []Region, packetAt func(plan.OpType, int) bool, key string) {
 		for i := range opds {
 			opd := &opds[i]
 			ref := varRef{
 				reg: &regs[i], buf: regs[i].Buffer, owner: regs[i].Rank,
 				index: opd.Index, size: opd.Size, counterpart: -1,
-				packet: s.at(i).packet || (op.Type == OpPutPacket && op.ChannelType == Port && key == "src_buff"),
+				packet: packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == "src_buff"),
 				path:   path, where: fmt.Sprintf("%s[%d]", key, i),
 			}
 			if op.TBG != nil && op.TBG.TBGSize > 0 {
@@ -124,20 +124,20 @@ func (vp *VarPlan) addOp(op *Op, oi *OpInstance, path string) {
 			vp.refs = append(vp.refs, ref)
 		}
 	}
-	add(op.Src, oi.Src, spec.src, "src_buff")
-	add(op.Dst, oi.Dst, spec.dst, "dst_buff")
+	add(op.Src, oi.Src, plan.SrcPacket, "src_buff")
+	add(op.Dst, oi.Dst, plan.DstPacket, "dst_buff")
 	// Scratch operands take the size of the op's first input or output
 	// operand: a scratch chunk holds a piece of some block, whose size
 	// only that operand knows.
 	cp := -1
 	for i := first; i < len(vp.refs); i++ {
-		if vp.refs[i].buf != Scratch {
+		if vp.refs[i].buf != plan.Scratch {
 			cp = i
 			break
 		}
 	}
 	for i := first; i < len(vp.refs); i++ {
-		if vp.refs[i].buf == Scratch {
+		if vp.refs[i].buf == plan.Scratch {
 			vp.refs[i].counterpart = cp
 		}
 	}
@@ -206,14 +206,14 @@ func (vp *VarPlan) Bind(c *Counts, elem int) (*Instance, error) {
 	for pass := 0; pass < 2; pass++ {
 		for i := range vp.refs {
 			ref := &vp.refs[i]
-			if (ref.buf == Scratch) != (pass == 1) {
+			if (ref.buf == plan.Scratch) != (pass == 1) {
 				continue
 			}
 			var off, size uint64
 			switch ref.buf {
-			case Input, Output:
+			case plan.Input, plan.Output:
 				counts, displ := c.Send[ref.owner], c.SendDispls[ref.owner]
-				if ref.buf == Output {
+				if ref.buf == plan.Output {
 					counts, displ = c.Recv[ref.owner], c.RecvDispls[ref.owner]
 				}
 				b := ref.index / per
@@ -225,7 +225,7 @@ func (vp *VarPlan) Bind(c *Counts, elem int) (*Instance, error) {
 				lo := splitUnits(cnt, j, per)
 				hi := splitUnits(cnt, j+ref.size, per)
 				off, size = uint64(displ[b])*e+lo*e, (hi-lo)*e
-			case Scratch:
+			case plan.Scratch:
 				off = ref.index * sc
 				size = ref.size * sc
 				if ref.counterpart >= 0 {
@@ -247,7 +247,7 @@ func (vp *VarPlan) Bind(c *Counts, elem int) (*Instance, error) {
 				return nil, &CountsError{Err: ErrCountsBounds, Field: ref.path + " " + ref.where,
 					Msg: fmt.Sprintf("LL packet operand of %d bytes at byte %d: packet operands of alltoallv plans need multiples of 8 bytes", size, off)}
 			}
-			if ref.buf == Scratch {
+			if ref.buf == plan.Scratch {
 				end := off + size
 				if ref.packet {
 					end *= 2

@@ -12,6 +12,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Validate checks everything about inst with opts that does not depend
@@ -38,9 +39,9 @@ func Validate(inst *Instance, opts Options) error {
 			return fmt.Errorf("Ranks[%d] is rank %d", r, ri.Rank)
 		}
 		for _, tc := range []struct {
-			t   ChannelType
+			t   plan.ChannelType
 			chs []ChannelEnd
-		}{{Memory, ri.MemoryChannels}, {Port, ri.PortChannels}} {
+		}{{plan.Memory, ri.MemoryChannels}, {plan.Port, ri.PortChannels}} {
 			for c, end := range tc.chs {
 				if end.Peer < 0 || end.Peer >= n {
 					return fmt.Errorf("rank %d %s channel %d: peer %d out of range [0:%d]", r, tc.t, c, end.Peer, n)
@@ -58,7 +59,7 @@ func Validate(inst *Instance, opts Options) error {
 			}
 		}
 		for g, sw := range ri.Switches {
-			if sw.Buffer > Scratch {
+			if sw.Buffer > plan.Scratch {
 				return fmt.Errorf("rank %d switch channel %d: bad buffer type %v", r, g, sw.Buffer)
 			}
 			seen := map[int]bool{}
@@ -84,8 +85,8 @@ func Validate(inst *Instance, opts Options) error {
 	return nil
 }
 
-func peerChannels(inst *Instance, rank int, t ChannelType) []ChannelEnd {
-	if t == Port {
+func peerChannels(inst *Instance, rank int, t plan.ChannelType) []ChannelEnd {
+	if t == plan.Port {
 		return inst.Ranks[rank].PortChannels
 	}
 	return inst.Ranks[rank].MemoryChannels
@@ -93,34 +94,31 @@ func peerChannels(inst *Instance, rank int, t ChannelType) []ChannelEnd {
 
 // operandCounts says how many sources and destinations an op needs: at
 // least minSrc/minDst, at most maxSrc/maxDst (-1: any).
-func operandCounts(t OpType) (minSrc, maxSrc, minDst, maxDst int) {
+func operandCounts(t plan.OpType) (minSrc, maxSrc, minDst, maxDst int) {
 	switch t {
-	case OpCopy, OpCopyPacket, OpUnpackPacket,
-		OpMultiLoadReduceStore, OpMultiStore, OpMultiStorePacket:
+	case plan.OpCopy, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpMultiLoadReduceStore, plan.OpMultiStore, plan.OpMultiStorePacket:
 		return 1, 1, 1, 1
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush, OpPutPacket:
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket:
 		return 1, -1, 1, -1
-	case OpReadPutPacket:
+	case plan.OpReadPutPacket:
 		return 1, 1, 1, -1
-	case OpGet:
+	case plan.OpGet:
 		return 1, -1, 1, -1
-	case OpReduce, OpReadReduce, OpReducePacket:
+	case plan.OpReduce, plan.OpReadReduce, plan.OpReducePacket:
 		return 1, -1, 1, 1
-	case OpReduceSend, OpReadReduceSend, OpReduceSendPacket:
+	case plan.OpReduceSend, plan.OpReadReduceSend, plan.OpReduceSendPacket:
 		return 1, -1, 1, -1
-	case OpReduceCopyPacket:
+	case plan.OpReduceCopyPacket:
 		return 1, -1, 2, 2
-	case OpReduceCopySendPacket:
+	case plan.OpReduceCopySendPacket:
 		return 1, -1, 2, -1
 	}
 	return 0, -1, 0, -1
 }
 
-func isDataOp(t OpType) bool {
+func isDataOp(t plan.OpType) bool {
 	switch t {
-	case OpNop, OpBarrier, OpSignal, OpRelaxedSignal,
-		OpWait, OpRelaxedWait, OpFlush,
-		OpSemAcquire, OpSemRelease, OpPipeline:
+	case plan.OpNop, plan.OpBarrier, plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease, plan.OpPipeline:
 		return false
 	}
 	return true
@@ -131,11 +129,11 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 	chans := func() error {
 		var tab []ChannelEnd
 		switch op.ChannelType {
-		case Memory:
+		case plan.Memory:
 			tab = ri.MemoryChannels
-		case Port:
+		case plan.Port:
 			tab = ri.PortChannels
-		case Switch:
+		case plan.Switch:
 			for _, c := range op.Channels {
 				if c < 0 || c >= len(ri.Switches) {
 					return fmt.Errorf("switch channel %d out of range [0:%d]", c, len(ri.Switches))
@@ -159,29 +157,29 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 		return err
 	}
 	switch op.Type {
-	case OpNop:
+	case plan.OpNop:
 		return nil
-	case OpBarrier:
-		if op.BarrierID < 0 || op.BarrierID > MaxBarrierID {
-			return fmt.Errorf("barrier id %d out of range [0:%d]", op.BarrierID, MaxBarrierID+1)
+	case plan.OpBarrier:
+		if op.BarrierID < 0 || op.BarrierID > plan.MaxBarrierID {
+			return fmt.Errorf("barrier id %d out of range [0:%d]", op.BarrierID, plan.MaxBarrierID+1)
 		}
 		if op.NumThreadBlocks < 0 {
 			return fmt.Errorf("negative thread block count %d", op.NumThreadBlocks)
 		}
 		return nil
-	case OpSignal, OpRelaxedSignal, OpWait, OpRelaxedWait, OpFlush:
-		if op.ChannelType == NoChannel {
+	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush:
+		if op.ChannelType == plan.NoChannel {
 			return errors.New("no channel type")
 		}
 		return nil
-	case OpSemAcquire, OpSemRelease:
+	case plan.OpSemAcquire, plan.OpSemRelease:
 		for _, id := range op.Semaphores {
 			if id < 0 || id >= len(ri.Semaphores) {
 				return fmt.Errorf("semaphore %d out of range [0:%d]", id, len(ri.Semaphores))
 			}
 		}
 		return nil
-	case OpPipeline:
+	case plan.OpPipeline:
 		if inPipeline {
 			return errors.New("nested pipeline")
 		}
@@ -210,11 +208,11 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 		return fmt.Errorf("%d destination operand(s), want %s", len(op.Dst), countRange(minD, maxD))
 	}
 	switch op.Type {
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush, OpPutPacket:
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket:
 		if len(op.Src) < len(op.Dst) {
 			return fmt.Errorf("%d source(s) for %d destination(s)", len(op.Src), len(op.Dst))
 		}
-	case OpGet:
+	case plan.OpGet:
 		if len(op.Dst) < len(op.Src) {
 			return fmt.Errorf("%d destination(s) for %d source(s)", len(op.Dst), len(op.Src))
 		}
@@ -222,29 +220,29 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 	if usesPort(op) && len(op.Channels) < len(op.Dst) {
 		return fmt.Errorf("%d port channel(s) for %d destination(s)", len(op.Channels), len(op.Dst))
 	}
-	check := func(what string, i int, r Region, rl OperandKind) error {
+	check := func(what string, i int, r Region, rl plan.OperandKind) error {
 		switch rl {
-		case SwitchOperand:
+		case plan.SwitchOperand:
 			if r.Switch < 0 || r.Switch >= len(ri.Switches) {
 				return fmt.Errorf("%s %d: switch channel %d out of range [0:%d]", what, i, r.Switch, len(ri.Switches))
 			}
-		case RemoteOperand:
+		case plan.RemoteOperand:
 			if r.Rank < 0 || r.Rank >= n {
 				return fmt.Errorf("%s %d: owner rank %d out of range [0:%d]", what, i, r.Rank, n)
 			}
 		}
-		if r.Buffer > Scratch {
+		if r.Buffer > plan.Scratch {
 			return fmt.Errorf("%s %d: bad buffer type %v", what, i, r.Buffer)
 		}
 		return nil
 	}
 	for i, r := range op.Src {
-		if err := check("source", i, r, SrcKind(op.Type, i)); err != nil {
+		if err := check("source", i, r, plan.SrcKind(op.Type, i)); err != nil {
 			return err
 		}
 	}
 	for i, r := range op.Dst {
-		if err := check("destination", i, r, DstKind(op.Type, i)); err != nil {
+		if err := check("destination", i, r, plan.DstKind(op.Type, i)); err != nil {
 			return err
 		}
 	}
@@ -253,12 +251,11 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 
 // usesPort reports whether a data op goes through the proxy.
 func usesPort(op *OpInstance) bool {
-	if op.ChannelType != Port {
+	if op.ChannelType != plan.Port {
 		return false
 	}
 	switch op.Type {
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush,
-		OpPutPacket, OpReadPutPacket:
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket, plan.OpReadPutPacket:
 		return true
 	}
 	return false
@@ -333,7 +330,7 @@ func (ro *RankOperands) check() error {
 		tb := &ri.TBs[t]
 		for i := range tb.Ops {
 			op := &tb.Ops[i]
-			if op.Type != OpPipeline {
+			if op.Type != plan.OpPipeline {
 				if isDataOp(op.Type) {
 					if _, err := ro.Resolve(op, 0, NoUnit, nil); err != nil {
 						return operandError(ri.Rank, tb, op, -1, err)

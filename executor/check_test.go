@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"github.com/mscclgo/mscclgo/plan"
 	"testing"
 )
 
@@ -31,7 +32,7 @@ func TestCheckBuffers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := Load([]byte(rankPlanJSON("", 2, 2, 0, tt.ops)))
+			p, err := plan.Load([]byte(rankPlanJSON("", 2, 2, 0, tt.ops)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +59,7 @@ func TestCheckBuffers(t *testing.T) {
 	}
 	t.Run("rank count", func(t *testing.T) {
 		t.Parallel()
-		p, err := Load([]byte(rankPlanJSON("", 2, 2, 0, copyOp)))
+		p, err := plan.Load([]byte(rankPlanJSON("", 2, 2, 0, copyOp)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,8 @@
-// Package executor loads MSCCL++ execution plans, instantiates them for
-// the buffers of a call, and defines the backends that run them and the
-// checks they share. Load (or LoadFile) parses and validates any plan,
-// made by mscclgo or by MSCCL++, into a Plan, naming every problem (Check
-// lists them all, for mscclgo check); Instantiate resolves a Plan for the
+// Package executor instantiates MSCCL++ execution plans for the buffers
+// of a call, and defines the backends that run them and the checks they
+// share. LoadFile reads a plan file with the process's limits and parses
+// it with plan.Load (the format, its reader and its validation are
+// package plan's); Instantiate resolves a plan.Plan for the
 // buffer sizes of a call into an Instance (byte regions, paired channels,
 // pipeline iteration counts); a Backend opens a Session on an Instance and
 // launches it on the caller's buffers. What every backend checks is here,
@@ -14,10 +14,10 @@
 // one process per rank. BufferLayout lays out the buffers of a collective
 // at one message size, as MSCCL++'s executor_test.py does.
 //
-//	plan, err := executor.LoadFile("allreduce.json")
+//	p, err := executor.LoadFile("allreduce.json")
 //	...
-//	l, err := executor.PlanLayout(plan, 1<<20, executor.Float16, plan.Inplace)
-//	inst, err := executor.Instantiate(plan, l.Sizes)
+//	l, err := executor.PlanLayout(p, 1<<20, executor.Float16, p.Inplace)
+//	inst, err := executor.Instantiate(p, l.Sizes)
 //	sess, err := cpu.New().Open(inst, executor.Options{DType: executor.Float16})
 //	err = sess.Launch(ctx, l.Alloc())
 //
@@ -25,7 +25,5 @@
 // a sweep of sizes (harness.RunChecked is the shortest way to try a
 // plan). The semantics a backend implements are in docs/semantics.md;
 // loading, instantiation and the backends are described in
-// docs/executor.md. The plan vocabulary the executor shares with the
-// compiler (buffer, channel and op types, limits, source maps) is package
-// plan's; the types are aliased here.
+// docs/executor.md.
 package executor

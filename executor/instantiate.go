@@ -36,11 +36,11 @@ type rankLayout struct {
 }
 
 func sizeErr(path, format string, args ...any) error {
-	return &PlanError{Path: path, Err: ErrSize, Msg: fmt.Sprintf(format, args...)}
+	return &plan.PlanError{Path: path, Err: plan.ErrSize, Msg: fmt.Sprintf(format, args...)}
 }
 
 func limitErr(path, format string, args ...any) error {
-	return &PlanError{Path: path, Err: ErrLimit, Msg: fmt.Sprintf(format, args...)}
+	return &plan.PlanError{Path: path, Err: plan.ErrLimit, Msg: fmt.Sprintf(format, args...)}
 }
 
 func mulU64(a, b uint64) (uint64, bool) {
@@ -82,9 +82,9 @@ func split(total, i, n, a uint64) (uint64, bool) {
 
 // layoutOf checks the sizes against rank r's chunk counts and computes its
 // chunk arithmetic (docs/semantics.md §1.7, §1.11, §1.13).
-func layoutOf(p *Plan, r int, sizes Sizes) (rankLayout, error) {
+func layoutOf(p *plan.Plan, r int, sizes Sizes) (rankLayout, error) {
 	g := &p.GPUs[r]
-	path := indexPath("gpus", r)
+	path := plan.IndexPath("gpus", r)
 	a := p.BufferAlignment
 	inC, outC, scC := uint64(g.InputChunks), uint64(g.OutputChunks), uint64(g.ScratchChunks)
 	// Q11: a zero chunk count skips its divisibility check.
@@ -169,13 +169,13 @@ func (inst *Instance) ScratchSlot(rank int) uint64 {
 // docs/semantics.md §1.9), every channel to its paired end (§4.1) and every pipeline to an
 // iteration count (docs/semantics.md §1.10). Errors are *PlanErrors naming the size and the
 // rule, with ErrSize (or ErrLimit for offsets beyond 32 bits).
-func Instantiate(p *Plan, sizes Sizes) (*Instance, error) {
+func Instantiate(p *plan.Plan, sizes Sizes) (*Instance, error) {
 	a := p.BufferAlignment
 	if a == 0 {
 		return nil, sizeErr("", "buffer_alignment is 0")
 	}
 	if p.AllToAllV != nil {
-		return nil, &PlanError{Err: ErrVariableSizes, Msg: "an alltoallv plan has no single message size: its block sizes come from each call's counts and displacements (NewVarPlan, Bind; mscclgo run --counts)"}
+		return nil, &plan.PlanError{Err: ErrVariableSizes, Msg: "an alltoallv plan has no single message size: its block sizes come from each call's counts and displacements (NewVarPlan, Bind; mscclgo run --counts)"}
 	}
 	if len(p.GPUs) == 0 {
 		return nil, sizeErr("", "the plan has no ranks")
@@ -220,22 +220,22 @@ func Instantiate(p *Plan, sizes Sizes) (*Instance, error) {
 
 // resolver builds the RankInstances.
 type resolver struct {
-	p    *Plan
+	p    *plan.Plan
 	inst *Instance
 	lays []rankLayout
 	// back[ct][peer][r] lists the positions, in peer's flattened channels
 	// of type ct, of those connected to r (built on first use).
-	back map[ChannelType][]map[int][]int
+	back map[plan.ChannelType][]map[int][]int
 }
 
 // backIndex returns, for every rank, where in its flattened channels of
 // type ct each peer's channels are.
-func (z *resolver) backIndex(ct ChannelType) []map[int][]int {
+func (z *resolver) backIndex(ct plan.ChannelType) []map[int][]int {
 	if b, ok := z.back[ct]; ok {
 		return b
 	}
 	if z.back == nil {
-		z.back = map[ChannelType][]map[int][]int{}
+		z.back = map[plan.ChannelType][]map[int][]int{}
 	}
 	b := make([]map[int][]int, len(z.p.GPUs))
 	for q := range z.p.GPUs {
@@ -249,7 +249,7 @@ func (z *resolver) backIndex(ct ChannelType) []map[int][]int {
 }
 
 // flatPeers returns rank r's flattened connected_to list of type ct.
-func flatPeers(g *GPU, ct ChannelType) []int {
+func flatPeers(g *plan.GPU, ct plan.ChannelType) []int {
 	var out []int
 	for _, d := range g.Channels {
 		if d.Type == ct {
@@ -261,7 +261,7 @@ func flatPeers(g *GPU, ct ChannelType) []int {
 
 // channelEnds pairs rank r's channels of type ct (docs/semantics.md §4.1): the k-th channel
 // from r to peer pairs with peer's k-th channel of that type to r.
-func (z *resolver) channelEnds(r int, ct ChannelType) []ChannelEnd {
+func (z *resolver) channelEnds(r int, ct plan.ChannelType) []ChannelEnd {
 	mine := flatPeers(&z.p.GPUs[r], ct)
 	ends := make([]ChannelEnd, len(mine))
 	seen := map[int]int{}
@@ -283,23 +283,23 @@ func (z *resolver) rank(r int) (RankInstance, error) {
 	g := &z.p.GPUs[r]
 	ri := RankInstance{
 		Rank:           r,
-		MemoryChannels: z.channelEnds(r, Memory),
-		PortChannels:   z.channelEnds(r, Port),
+		MemoryChannels: z.channelEnds(r, plan.Memory),
+		PortChannels:   z.channelEnds(r, plan.Port),
 		Semaphores:     append([]int64{}, g.Semaphores...),
 		TBs:            make([]TBInstance, len(g.ThreadBlocks)),
 	}
-	for _, sw := range switchGroups(g) {
-		ri.Switches = append(ri.Switches, SwitchGroup{Buffer: sw.Buffer, Ranks: append([]int{}, sw.Ranks...)})
+	for _, sw := range g.SwitchGroups() {
+		ri.Switches = append(ri.Switches, plan.SwitchGroup{Buffer: sw.Buffer, Ranks: append([]int{}, sw.Ranks...)})
 	}
 	if ri.Switches == nil {
-		ri.Switches = []SwitchGroup{}
+		ri.Switches = []plan.SwitchGroup{}
 	}
 	for t := range g.ThreadBlocks {
 		tb := &g.ThreadBlocks[t]
 		ti := TBInstance{ID: t, Ops: make([]OpInstance, 0, len(tb.Ops))}
-		tbPath := indexPath(indexPath("gpus", r)+".threadblocks", t)
+		tbPath := plan.IndexPath(plan.IndexPath("gpus", r)+".threadblocks", t)
 		for k := range tb.Ops {
-			oi, err := z.op(r, tb, &tb.Ops[k], k, fmt.Sprintf("op %d", k), indexPath(tbPath+".ops", k), false)
+			oi, err := z.op(r, tb, &tb.Ops[k], k, fmt.Sprintf("op %d", k), plan.IndexPath(tbPath+".ops", k), false)
 			if err != nil {
 				return RankInstance{}, err
 			}
@@ -310,7 +310,7 @@ func (z *resolver) rank(r int) (RankInstance, error) {
 	return ri, nil
 }
 
-func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, inPipeline bool) (OpInstance, error) {
+func (z *resolver) op(r int, tb *plan.ThreadBlock, op *plan.Op, k int, name, path string, inPipeline bool) (OpInstance, error) {
 	oi := OpInstance{
 		Type:            op.Type,
 		ChannelType:     op.ChannelType,
@@ -328,18 +328,18 @@ func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, 
 		oi.Channels = make([]int, len(op.ChannelIDs))
 		for i, id := range op.ChannelIDs {
 			if id < 0 || id >= len(table) {
-				return oi, &PlanError{Path: path, Err: ErrOutOfRange, Msg: fmt.Sprintf("channel_ids[%d] = %d out of range: the thread block has %d %s channels", i, id, len(table), op.ChannelType)}
+				return oi, &plan.PlanError{Path: path, Err: plan.ErrOutOfRange, Msg: fmt.Sprintf("channel_ids[%d] = %d out of range: the thread block has %d %s channels", i, id, len(table), op.ChannelType)}
 			}
 			oi.Channels[i] = table[id]
 		}
 	}
-	if op.Type == OpPipeline {
+	if op.Type == plan.OpPipeline {
 		if inPipeline {
-			return oi, &PlanError{Path: path, Err: ErrStructure, Msg: "pipeline inside a pipeline"}
+			return oi, &plan.PlanError{Path: path, Err: plan.ErrStructure, Msg: "pipeline inside a pipeline"}
 		}
 		lay := z.lays[r]
 		if op.UnitSize == 0 {
-			return oi, &PlanError{Path: path, Err: ErrOutOfRange, Msg: "unit_size = 0"}
+			return oi, &plan.PlanError{Path: path, Err: plan.ErrOutOfRange, Msg: "unit_size = 0"}
 		}
 		// docs/semantics.md §1.10: ceil(num_chunks × chunk bytes / unit_size), kept in 32
 		// bits (Q10: MSCCL++ truncates it to 16 on the device).
@@ -361,7 +361,7 @@ func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, 
 		oi.Iterations = int(iters)
 		oi.Body = make([]OpInstance, 0, len(op.Ops))
 		for j := range op.Ops {
-			b, err := z.op(r, tb, &op.Ops[j], j, fmt.Sprintf("%s.%d", name, j), indexPath(path+".ops", j), true)
+			b, err := z.op(r, tb, &op.Ops[j], j, fmt.Sprintf("%s.%d", name, j), plan.IndexPath(path+".ops", j), true)
 			if err != nil {
 				return oi, err
 			}
@@ -369,18 +369,17 @@ func (z *resolver) op(r int, tb *ThreadBlock, op *Op, k int, name, path string, 
 		}
 		return oi, nil
 	}
-	spec := opSpecs[op.Type]
 	var err error
-	if oi.Src, err = z.regions(r, tb, op, op.Src, spec.src, "src_buff", path, inPipeline); err != nil {
+	if oi.Src, err = z.regions(r, tb, op, op.Src, plan.SrcPacket, "src_buff", path, inPipeline); err != nil {
 		return oi, err
 	}
-	if oi.Dst, err = z.regions(r, tb, op, op.Dst, spec.dst, "dst_buff", path, inPipeline); err != nil {
+	if oi.Dst, err = z.regions(r, tb, op, op.Dst, plan.DstPacket, "dst_buff", path, inPipeline); err != nil {
 		return oi, err
 	}
 	return oi, nil
 }
 
-func (z *resolver) regions(r int, tb *ThreadBlock, op *Op, opds []Operand, s side, key, path string, inPipeline bool) ([]Region, error) {
+func (z *resolver) regions(r int, tb *plan.ThreadBlock, op *plan.Op, opds []plan.Operand, packetAt func(plan.OpType, int) bool, key, path string, inPipeline bool) ([]Region, error) {
 	if len(opds) == 0 {
 		return nil, nil
 	}
@@ -391,7 +390,7 @@ func (z *resolver) regions(r int, tb *ThreadBlock, op *Op, opds []Operand, s sid
 		if err != nil {
 			return nil, err
 		}
-		packet := s.at(i).packet || (op.Type == OpPutPacket && op.ChannelType == Port && key == "src_buff")
+		packet := packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == "src_buff")
 		if err := z.checkRegion(reg, packet, inPipeline, path, where); err != nil {
 			return nil, err
 		}
@@ -401,17 +400,17 @@ func (z *resolver) regions(r int, tb *ThreadBlock, op *Op, opds []Operand, s sid
 }
 
 // region resolves one operand of rank r (docs/semantics.md §1.8, §1.9).
-func (z *resolver) region(r int, tb *ThreadBlock, op *Op, opd Operand, path, where string) (Region, error) {
+func (z *resolver) region(r int, tb *plan.ThreadBlock, op *plan.Op, opd plan.Operand, path, where string) (Region, error) {
 	g := &z.p.GPUs[r]
 	lay := z.lays[r]
 	reg := Region{Rank: r, Switch: -1}
 	bad := func(format string, args ...any) (Region, error) {
-		return Region{}, &PlanError{Path: path, Err: ErrOutOfRange, Msg: where + ": " + fmt.Sprintf(format, args...)}
+		return Region{}, &plan.PlanError{Path: path, Err: plan.ErrOutOfRange, Msg: where + ": " + fmt.Sprintf(format, args...)}
 	}
 	switch opd.Kind {
-	case LocalOperand:
+	case plan.LocalOperand:
 		reg.Buffer = opd.Type
-	case RemoteOperand:
+	case plan.RemoteOperand:
 		refs := tb.RemoteRefs[op.ChannelType]
 		if opd.BufferID < 0 || opd.BufferID >= len(refs) {
 			return bad("buffer_id = %d out of range: the thread block has %d remote buffers accessed through %s channels", opd.BufferID, len(refs), op.ChannelType)
@@ -422,13 +421,13 @@ func (z *resolver) region(r int, tb *ThreadBlock, op *Op, opd Operand, path, whe
 		}
 		rb := g.RemoteBuffers[gid]
 		reg.Rank, reg.Buffer = rb.Rank, rb.Type
-	case SwitchOperand:
-		table := tb.Channels[Switch]
+	case plan.SwitchOperand:
+		table := tb.Channels[plan.Switch]
 		if opd.SwitchID < 0 || opd.SwitchID >= len(table) {
 			return bad("switch_channel_id = %d out of range: the thread block has %d switch channels", opd.SwitchID, len(table))
 		}
 		gi := table[opd.SwitchID]
-		groups := switchGroups(g)
+		groups := g.SwitchGroups()
 		if gi < 0 || gi >= len(groups) {
 			return bad("switch channel %d out of range: the rank has %d", gi, len(groups))
 		}
@@ -444,7 +443,7 @@ func (z *resolver) region(r int, tb *ThreadBlock, op *Op, opd Operand, path, whe
 		return overflow()
 	}
 	off, size := start, end-start
-	if reg.Buffer == Scratch && lay.useSlot {
+	if reg.Buffer == plan.Scratch && lay.useSlot {
 		var ok bool
 		if off, ok = mulU64(opd.Index, lay.slot); !ok {
 			return overflow()
@@ -472,11 +471,11 @@ func (z *resolver) region(r int, tb *ThreadBlock, op *Op, opd Operand, path, whe
 func (z *resolver) checkRegion(reg Region, packet, inPipeline bool, path, where string) error {
 	var have uint64
 	switch reg.Buffer {
-	case Input:
+	case plan.Input:
 		have = z.inst.Sizes.Input
-	case Output:
+	case plan.Output:
 		have = z.inst.Sizes.Output
-	case Scratch:
+	case plan.Scratch:
 		if inPipeline && z.p.ReuseResources {
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 const (
@@ -13,9 +14,9 @@ const (
 	giB = uint64(1) << 30
 )
 
-func mustLoad(t *testing.T, data string) *Plan {
+func mustLoad(t *testing.T, data string) *plan.Plan {
 	t.Helper()
-	p, err := Load([]byte(data))
+	p, err := plan.Load([]byte(data))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -23,19 +24,21 @@ func mustLoad(t *testing.T, data string) *Plan {
 }
 
 // onePlan is a one-rank plan with one thread block holding ops.
-func onePlan(in, out, sc int, ops ...Op) *Plan {
-	return &Plan{Name: "one", Collective: "allreduce", Protocol: "Simple", NumThreadsPerBlock: 1024,
+func onePlan(in, out, sc int, ops ...plan.Op) *plan.Plan {
+	return &plan.Plan{Name: "one", Collective: "allreduce", Protocol: "Simple", NumThreadsPerBlock: 1024,
 		BufferAlignment: 16, MaxMessageSize: ^uint64(0),
-		GPUs: []GPU{{ID: 0, InputChunks: in, OutputChunks: out, ScratchChunks: sc,
-			ThreadBlocks: []ThreadBlock{{ID: 0, Ops: ops, Channels: map[ChannelType][]int{}, RemoteRefs: map[ChannelType][]int{}}},
+		GPUs: []plan.GPU{{ID: 0, InputChunks: in, OutputChunks: out, ScratchChunks: sc,
+			ThreadBlocks: []plan.ThreadBlock{{ID: 0, Ops: ops, Channels: map[plan.ChannelType][]int{}, RemoteRefs: map[plan.ChannelType][]int{}}},
 			Semaphores:   []int64{}}}}
 }
 
-func localOpd(bt BufferType, index, size uint64) Operand {
-	return Operand{Kind: LocalOperand, Type: bt, Index: index, Size: size}
+func localOpd(bt plan.BufferType, index, size uint64) plan.Operand {
+	return plan.Operand{Kind: plan.LocalOperand, Type: bt, Index: index, Size: size}
 }
 
-func copyOpOf(src, dst Operand) Op { return Op{Type: OpCopy, Src: []Operand{src}, Dst: []Operand{dst}} }
+func copyOpOf(src, dst plan.Operand) plan.Op {
+	return plan.Op{Type: plan.OpCopy, Src: []plan.Operand{src}, Dst: []plan.Operand{dst}}
+}
 
 func TestSplit(t *testing.T) {
 	t.Parallel()
@@ -73,10 +76,10 @@ func TestSplit(t *testing.T) {
 // docs/semantics.md §1.8: an operand of 2 chunks of 16 MiB, A = 16, tbg_size 3.
 func TestTBGExample(t *testing.T) {
 	t.Parallel()
-	var ops []Op
+	var ops []plan.Op
 	for id := 0; id < 3; id++ {
-		op := copyOpOf(localOpd(Input, 0, 2), localOpd(Output, 0, 2))
-		op.TBG = &TBGInfo{TBID: id, TBGSize: 3}
+		op := copyOpOf(localOpd(plan.Input, 0, 2), localOpd(plan.Output, 0, 2))
+		op.TBG = &plan.TBGInfo{TBID: id, TBGSize: 3}
 		ops = append(ops, op)
 	}
 	p := onePlan(2, 2, 0, ops...)
@@ -85,14 +88,14 @@ func TestTBGExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Region{
-		{Rank: 0, Buffer: Input, Offset: 0, Size: 699051 * 16, Switch: -1},
-		{Rank: 0, Buffer: Input, Offset: 699051 * 16, Size: 699051 * 16, Switch: -1},
-		{Rank: 0, Buffer: Input, Offset: 2 * 699051 * 16, Size: 699050 * 16, Switch: -1},
+		{Rank: 0, Buffer: plan.Input, Offset: 0, Size: 699051 * 16, Switch: -1},
+		{Rank: 0, Buffer: plan.Input, Offset: 699051 * 16, Size: 699051 * 16, Switch: -1},
+		{Rank: 0, Buffer: plan.Input, Offset: 2 * 699051 * 16, Size: 699050 * 16, Switch: -1},
 	}
 	var got []Region
 	for _, oi := range inst.Ranks[0].TBs[0].Ops {
 		got = append(got, oi.Src[0])
-		if oi.Dst[0].Offset != oi.Src[0].Offset || oi.Dst[0].Size != oi.Src[0].Size || oi.Dst[0].Buffer != Output {
+		if oi.Dst[0].Offset != oi.Src[0].Offset || oi.Dst[0].Size != oi.Src[0].Size || oi.Dst[0].Buffer != plan.Output {
 			t.Errorf("dst %+v does not match src %+v", oi.Dst[0], oi.Src[0])
 		}
 	}
@@ -137,9 +140,9 @@ func TestReducePackExample(t *testing.T) {
 		t.Errorf("ScratchBytes = %d, want 192 MiB (16 MiB × 3 × LL 2 × double 2)", inst.ScratchBytes)
 	}
 	op := inst.Ranks[0].TBs[0].Ops[0]
-	want := OpInstance{Type: OpPutPacket, ChannelType: Memory, Path: "op 0",
-		Src: []Region{{Rank: 0, Buffer: Input, Offset: 16 * miB, Size: 16 * miB, Switch: -1}},
-		Dst: []Region{{Rank: 1, Buffer: Scratch, Offset: 16 * miB, Size: 16 * miB, Switch: -1}},
+	want := OpInstance{Type: plan.OpPutPacket, ChannelType: plan.Memory, Path: "op 0",
+		Src: []Region{{Rank: 0, Buffer: plan.Input, Offset: 16 * miB, Size: 16 * miB, Switch: -1}},
+		Dst: []Region{{Rank: 1, Buffer: plan.Scratch, Offset: 16 * miB, Size: 16 * miB, Switch: -1}},
 	}
 	if diff := cmp.Diff(want, op); diff != "" {
 		t.Errorf("rank 0 op 0 (-want +got):\n%s", diff)
@@ -152,7 +155,7 @@ func TestReducePackExample(t *testing.T) {
 
 func TestSizeErrors(t *testing.T) {
 	t.Parallel()
-	base := func(in, out int, mut func(p *Plan)) *Plan {
+	base := func(in, out int, mut func(p *plan.Plan)) *plan.Plan {
 		p := onePlan(in, out, 0)
 		if mut != nil {
 			mut(p)
@@ -161,7 +164,7 @@ func TestSizeErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		plan  *Plan
+		plan  *plan.Plan
 		sizes Sizes
 		msg   string // empty: valid
 		chunk uint64
@@ -175,15 +178,15 @@ func TestSizeErrors(t *testing.T) {
 		{name: "zero input chunks", plan: base(0, 2, nil), sizes: Sizes{16, 64}, chunk: 32},
 		{name: "zero output chunks", plan: base(2, 0, nil), sizes: Sizes{64, 16}, chunk: 32},
 		{name: "both zero gives zero-byte chunks", plan: base(0, 0, nil), sizes: Sizes{64, 64}, chunk: 0},
-		{name: "min inclusive", plan: base(1, 1, func(p *Plan) { p.MinMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},
-		{name: "below min", plan: base(1, 1, func(p *Plan) { p.MinMessageSize = 64 }), sizes: Sizes{48, 48}, msg: "message size 48 (the input size): below min_message_size 64"},
-		{name: "max inclusive", plan: base(1, 1, func(p *Plan) { p.MaxMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},
-		{name: "above max", plan: base(1, 1, func(p *Plan) { p.MaxMessageSize = 64 }), sizes: Sizes{80, 80}, msg: "message size 80 (the input size): above max_message_size 64"},
-		{name: "allgather uses output", plan: base(1, 2, func(p *Plan) { p.Collective = "allgather"; p.MinMessageSize = 64 }), sizes: Sizes{32, 64}, chunk: 32},
-		{name: "allgather below min", plan: base(1, 2, func(p *Plan) { p.Collective = "allgather"; p.MinMessageSize = 128 }), sizes: Sizes{32, 64},
+		{name: "min inclusive", plan: base(1, 1, func(p *plan.Plan) { p.MinMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},
+		{name: "below min", plan: base(1, 1, func(p *plan.Plan) { p.MinMessageSize = 64 }), sizes: Sizes{48, 48}, msg: "message size 48 (the input size): below min_message_size 64"},
+		{name: "max inclusive", plan: base(1, 1, func(p *plan.Plan) { p.MaxMessageSize = 64 }), sizes: Sizes{64, 64}, chunk: 64},
+		{name: "above max", plan: base(1, 1, func(p *plan.Plan) { p.MaxMessageSize = 64 }), sizes: Sizes{80, 80}, msg: "message size 80 (the input size): above max_message_size 64"},
+		{name: "allgather uses output", plan: base(1, 2, func(p *plan.Plan) { p.Collective = "allgather"; p.MinMessageSize = 64 }), sizes: Sizes{32, 64}, chunk: 32},
+		{name: "allgather below min", plan: base(1, 2, func(p *plan.Plan) { p.Collective = "allgather"; p.MinMessageSize = 128 }), sizes: Sizes{32, 64},
 			msg: "message size 64 (the output size): below min_message_size 128"},
 		{name: "zero size", plan: base(1, 1, nil), sizes: Sizes{0, 0}, chunk: 0},
-		{name: "offsets beyond 32 bits", plan: onePlan(2, 2, 0, copyOpOf(localOpd(Input, 1, 1), localOpd(Output, 1, 1))), sizes: Sizes{8 * giB, 8 * giB},
+		{name: "offsets beyond 32 bits", plan: onePlan(2, 2, 0, copyOpOf(localOpd(plan.Input, 1, 1), localOpd(plan.Output, 1, 1))), sizes: Sizes{8 * giB, 8 * giB},
 			msg: "src_buff[0]: byte offset 4294967296, size 4294967296: the executor stores offsets and sizes in 32 bits"},
 	}
 	for _, tt := range tests {
@@ -202,7 +205,7 @@ func TestSizeErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("Instantiate = %v, want an error containing %q", err, tt.msg)
 			}
-			if !errors.Is(err, ErrSize) && !errors.Is(err, ErrLimit) {
+			if !errors.Is(err, plan.ErrSize) && !errors.Is(err, plan.ErrLimit) {
 				t.Errorf("%v is neither ErrSize nor ErrLimit", err)
 			}
 		})
@@ -231,11 +234,11 @@ func TestPipelineIterations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			body := copyOpOf(localOpd(Input, 0, 1), localOpd(Output, 0, 1))
-			p := onePlan(1, 1, 0, Op{Type: OpPipeline, UnitSize: tt.unit, NumChunks: tt.numChunks, Ops: []Op{{Type: OpNop}, body}})
+			body := copyOpOf(localOpd(plan.Input, 0, 1), localOpd(plan.Output, 0, 1))
+			p := onePlan(1, 1, 0, plan.Op{Type: plan.OpPipeline, UnitSize: tt.unit, NumChunks: tt.numChunks, Ops: []plan.Op{{Type: plan.OpNop}, body}})
 			inst, err := Instantiate(p, Sizes{Input: tt.size, Output: tt.size})
 			if tt.limit {
-				if !errors.Is(err, ErrLimit) {
+				if !errors.Is(err, plan.ErrLimit) {
 					t.Fatalf("Instantiate = %v, want ErrLimit", err)
 				}
 				return
@@ -249,10 +252,10 @@ func TestPipelineIterations(t *testing.T) {
 			}
 			// Nested ops are resolved at full length.
 			wantBody := []OpInstance{
-				{Type: OpNop, Index: 0, Path: "op 0.0"},
-				{Type: OpCopy, Index: 1, Path: "op 0.1",
-					Src: []Region{{Rank: 0, Buffer: Input, Size: tt.size, Switch: -1}},
-					Dst: []Region{{Rank: 0, Buffer: Output, Size: tt.size, Switch: -1}}},
+				{Type: plan.OpNop, Index: 0, Path: "op 0.0"},
+				{Type: plan.OpCopy, Index: 1, Path: "op 0.1",
+					Src: []Region{{Rank: 0, Buffer: plan.Input, Size: tt.size, Switch: -1}},
+					Dst: []Region{{Rank: 0, Buffer: plan.Output, Size: tt.size, Switch: -1}}},
 			}
 			if diff := cmp.Diff(wantBody, pipe.Body); diff != "" {
 				t.Errorf("body (-want +got):\n%s", diff)
@@ -286,8 +289,8 @@ const pairingPlan = `{
 
 func TestChannelPairing(t *testing.T) {
 	t.Parallel()
-	errs := Check([]byte(pairingPlan))
-	if len(errs) != 1 || !errors.Is(errs[0], ErrUnpairedUnused) {
+	errs := plan.Check([]byte(pairingPlan))
+	if len(errs) != 1 || !errors.Is(errs[0], plan.ErrUnpairedUnused) {
 		t.Fatalf("Check = %v, want one unused-unpaired warning (rank 0's channel to rank 2)", errs)
 	}
 	p := mustLoad(t, pairingPlan)
@@ -370,21 +373,21 @@ func TestScratchSizing(t *testing.T) {
 // scratch chunk j starts at j × slot; lengths stay full chunk lengths.
 func TestReuseSlots(t *testing.T) {
 	t.Parallel()
-	body := copyOpOf(localOpd(Input, 1, 1), localOpd(Scratch, 1, 1))
-	p := onePlan(2, 2, 2, Op{Type: OpPipeline, UnitSize: miB, NumChunks: 1, Ops: []Op{body}})
+	body := copyOpOf(localOpd(plan.Input, 1, 1), localOpd(plan.Scratch, 1, 1))
+	p := onePlan(2, 2, 2, plan.Op{Type: plan.OpPipeline, UnitSize: miB, NumChunks: 1, Ops: []plan.Op{body}})
 	p.ReuseResources = true
 	inst, err := Instantiate(p, Sizes{Input: 96 * miB, Output: 96 * miB})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := inst.Ranks[0].TBs[0].Ops[0].Body[0].Dst[0]
-	want := Region{Rank: 0, Buffer: Scratch, Offset: 32 * miB, Size: 48 * miB, Switch: -1}
+	want := Region{Rank: 0, Buffer: plan.Scratch, Offset: 32 * miB, Size: 48 * miB, Switch: -1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	// Outside a pipeline the same access overruns the 64 MiB scratch.
-	p.GPUs[0].ThreadBlocks[0].Ops = []Op{body}
-	if _, err := Instantiate(p, Sizes{Input: 96 * miB, Output: 96 * miB}); !errors.Is(err, ErrSize) || !strings.Contains(err.Error(), "beyond rank 0's scratch buffer of 67108864 bytes") {
+	p.GPUs[0].ThreadBlocks[0].Ops = []plan.Op{body}
+	if _, err := Instantiate(p, Sizes{Input: 96 * miB, Output: 96 * miB}); !errors.Is(err, plan.ErrSize) || !strings.Contains(err.Error(), "beyond rank 0's scratch buffer of 67108864 bytes") {
 		t.Errorf("Instantiate = %v, want the scratch overrun", err)
 	}
 }
@@ -418,17 +421,17 @@ func TestSwitchRegions(t *testing.T) {
 	}
 	ops := inst.Ranks[0].TBs[0].Ops
 	want := []OpInstance{
-		{Type: OpMultiLoadReduceStore, ChannelType: Switch, Index: 0, Path: "op 0",
-			Src: []Region{{Rank: -1, Buffer: Input, Offset: 0, Size: 32, Switch: 1}},
-			Dst: []Region{{Rank: -1, Buffer: Input, Offset: 0, Size: 32, Switch: 1}}},
-		{Type: OpMultiStore, ChannelType: Switch, Index: 1, Path: "op 1",
-			Src: []Region{{Rank: 0, Buffer: Output, Offset: 32, Size: 32, Switch: -1}},
-			Dst: []Region{{Rank: -1, Buffer: Output, Offset: 32, Size: 32, Switch: 0}}},
+		{Type: plan.OpMultiLoadReduceStore, ChannelType: plan.Switch, Index: 0, Path: "op 0",
+			Src: []Region{{Rank: -1, Buffer: plan.Input, Offset: 0, Size: 32, Switch: 1}},
+			Dst: []Region{{Rank: -1, Buffer: plan.Input, Offset: 0, Size: 32, Switch: 1}}},
+		{Type: plan.OpMultiStore, ChannelType: plan.Switch, Index: 1, Path: "op 1",
+			Src: []Region{{Rank: 0, Buffer: plan.Output, Offset: 32, Size: 32, Switch: -1}},
+			Dst: []Region{{Rank: -1, Buffer: plan.Output, Offset: 32, Size: 32, Switch: 0}}},
 	}
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("ops (-want +got):\n%s", diff)
 	}
-	wantGroups := []SwitchGroup{{Buffer: Output, Ranks: []int{0, 1}}, {Buffer: Input, Ranks: []int{1, 0}}}
+	wantGroups := []plan.SwitchGroup{{Buffer: plan.Output, Ranks: []int{0, 1}}, {Buffer: plan.Input, Ranks: []int{1, 0}}}
 	if diff := cmp.Diff(wantGroups, inst.Ranks[0].Switches); diff != "" {
 		t.Errorf("switches (-want +got):\n%s", diff)
 	}
@@ -447,7 +450,7 @@ func TestRemoteRegions(t *testing.T) {
 		t.Errorf("ScratchBytes = %d, want 64", inst.ScratchBytes)
 	}
 	put := inst.Ranks[1].TBs[0].Ops[0]
-	want := []Region{{Rank: 0, Buffer: Scratch, Offset: 32, Size: 32, Switch: -1}}
+	want := []Region{{Rank: 0, Buffer: plan.Scratch, Offset: 32, Size: 32, Switch: -1}}
 	if diff := cmp.Diff(want, put.Dst); diff != "" {
 		t.Errorf("put dst (-want +got):\n%s", diff)
 	}
@@ -455,7 +458,7 @@ func TestRemoteRegions(t *testing.T) {
 		t.Errorf("semaphores = %v", sem)
 	}
 	bar := inst.Ranks[0].TBs[1].Ops[1]
-	if bar.Type != OpBarrier || bar.BarrierID != 0 || bar.NumThreadBlocks != 2 {
+	if bar.Type != plan.OpBarrier || bar.BarrierID != 0 || bar.NumThreadBlocks != 2 {
 		t.Errorf("barrier = %+v", bar)
 	}
 	if s := inst.Ranks[0].TBs[1].Ops[0].Semaphores; !cmp.Equal(s, []int{0}) {
@@ -466,8 +469,8 @@ func TestRemoteRegions(t *testing.T) {
 // TestPacketBounds: an LL packet region takes twice its data range.
 func TestPacketBounds(t *testing.T) {
 	t.Parallel()
-	p := onePlan(1, 1, 1, Op{Type: OpCopyPacket, Src: []Operand{localOpd(Input, 0, 1)}, Dst: []Operand{localOpd(Scratch, 0, 1)}})
-	if _, err := Instantiate(p, Sizes{Input: 64, Output: 64}); !errors.Is(err, ErrSize) || !strings.Contains(err.Error(), "bytes [0, 128) (as LL packets: twice the data range) beyond rank 0's scratch buffer of 64 bytes") {
+	p := onePlan(1, 1, 1, plan.Op{Type: plan.OpCopyPacket, Src: []plan.Operand{localOpd(plan.Input, 0, 1)}, Dst: []plan.Operand{localOpd(plan.Scratch, 0, 1)}})
+	if _, err := Instantiate(p, Sizes{Input: 64, Output: 64}); !errors.Is(err, plan.ErrSize) || !strings.Contains(err.Error(), "bytes [0, 128) (as LL packets: twice the data range) beyond rank 0's scratch buffer of 64 bytes") {
 		t.Errorf("Simple protocol: Instantiate = %v, want a packet overrun", err)
 	}
 	p.Protocol = "LL"

@@ -11,6 +11,7 @@ package executor
 
 import (
 	"fmt"
+	"github.com/mscclgo/mscclgo/plan"
 	"math/bits"
 )
 
@@ -55,7 +56,7 @@ func CheckLaunch(inst *Instance, l *BufferLayout, ll8 bool) error {
 			for k := range tb.Ops {
 				op := &tb.Ops[k]
 				path := fmt.Sprintf("gpus[%d].threadblocks[%d].ops[%d]", r, tb.ID, op.Index)
-				if op.Type != OpPipeline {
+				if op.Type != plan.OpPipeline {
 					if err := c.op(ro, op, path, nil); err != nil {
 						return err
 					}
@@ -85,7 +86,7 @@ type launchCheck struct {
 }
 
 func (c *launchCheck) errf(path string, format string, args ...any) error {
-	return &PlanError{Path: path, Err: ErrSize, Msg: fmt.Sprintf(format, args...)}
+	return &plan.PlanError{Path: path, Err: plan.ErrSize, Msg: fmt.Sprintf(format, args...)}
 }
 
 // op checks one op, a pipeline body's op when pipe is its pipeline.
@@ -164,7 +165,7 @@ func (c *launchCheck) packets(d operand, path string) error {
 		why += fmt.Sprintf(", plus %d, where this in-place %s starts in the buffer it shares", base, d.buffer.Name())
 	}
 	at := base + packetOffset(d.off)
-	if at%packetAlign == 0 && d.buffer == Scratch && c.half%packetAlign != 0 {
+	if at%packetAlign == 0 && d.buffer == plan.Scratch && c.half%packetAlign != 0 {
 		// Launches alternate between the scratch halves: every
 		// second one uses the upper half, which starts at half.
 		at += c.half
@@ -183,7 +184,7 @@ func (c *launchCheck) packets(d operand, path string) error {
 // must stay inside the scratch the access sees (the current half for
 // shifted accesses with double buffering, the whole scratch otherwise).
 func (c *launchCheck) ring(d operand, path string, pipe *OpInstance) error {
-	if d.buffer != Scratch {
+	if d.buffer != plan.Scratch {
 		return nil
 	}
 	window := c.inst.ScratchBytes
@@ -287,14 +288,14 @@ func modInverse(a, m uint64) uint64 {
 // holds it, in the buffers Alloc lays out: non-zero for an in-place
 // allgather input (a slice of the output) and an in-place reducescatter
 // output (a slice of the input).
-func (l *BufferLayout) baseOffset(rank int, bt BufferType) uint64 {
+func (l *BufferLayout) baseOffset(rank int, bt plan.BufferType) uint64 {
 	if !l.InPlace || rank < 0 {
 		return 0
 	}
 	switch {
-	case l.c == AllGather && bt == Input:
+	case l.c == AllGather && bt == plan.Input:
 		return uint64(rank) * l.Sizes.Input
-	case l.c == ReduceScatter && bt == Output:
+	case l.c == ReduceScatter && bt == plan.Output:
 		return uint64(rank) * l.Sizes.Output
 	}
 	return 0

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // rankPlanJSON is a one-rank test plan with the given top-level fields and
@@ -40,33 +41,33 @@ func TestCheckLaunchMessages(t *testing.T) {
 		want planProblem // zero: no problem
 	}{
 		{name: "unit 1", plan: rankPlanJSON("", 1, 1, 0, pipeJSON(1, reJSON)), size: 2 << 20, dt: Float16,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", ErrSize.Error(), "re: 1 bytes is not a whole number of 2-byte half elements (pipeline unit_size 1, iteration 0)"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", plan.ErrSize.Error(), "re: 1 bytes is not a whole number of 2-byte half elements (pipeline unit_size 1, iteration 0)"}},
 		{name: "unit 7", plan: rankPlanJSON("", 1, 1, 0, pipeJSON(7, reJSON)), size: 2 << 20, dt: Float16,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", ErrSize.Error(), "re: 7 bytes is not a whole number of 2-byte half elements (pipeline unit_size 7, iteration 0)"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", plan.ErrSize.Error(), "re: 7 bytes is not a whole number of 2-byte half elements (pipeline unit_size 7, iteration 0)"}},
 		{name: "unit 6, bfloat16", plan: rankPlanJSON("", 1, 1, 0, pipeJSON(6, reJSON)), size: 2 << 20, dt: BFloat16},
 		{name: "last iteration", plan: rankPlanJSON(`"buffer_alignment": 2,`, 2, 2, 0, pipeJSON(4, reJSON)), size: 12, dt: Float32,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", ErrSize.Error(), "re: 2 bytes is not a whole number of 4-byte float elements (pipeline unit_size 4, iteration 1)"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", plan.ErrSize.Error(), "re: 2 bytes is not a whole number of 4-byte float elements (pipeline unit_size 4, iteration 1)"}},
 		{name: "no pipeline", plan: rankPlanJSON(`"buffer_alignment": 2,`, 2, 2, 0, reJSON), size: 12, dt: Float32,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0]", ErrSize.Error(), "re: 6 bytes is not a whole number of 4-byte float elements"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0]", plan.ErrSize.Error(), "re: 6 bytes is not a whole number of 4-byte float elements"}},
 		{name: "packets", plan: rankPlanJSON(`"buffer_alignment": 2,`, 4, 4, 4,
 			`{"name": "cpkt", "src_buff": [{"type": "i", "index": 1, "size": 1}], "dst_buff": [{"type": "s", "index": 1, "size": 1}]}`), size: 40, dt: Float16,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0]", ErrSize.Error(), "dst_buff[0]: LL packets at byte 20 of rank 0's scratch are not 8-byte aligned (twice the data offset 10): a packet word is accessed atomically"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0]", plan.ErrSize.Error(), "dst_buff[0]: LL packets at byte 20 of rank 0's scratch are not 8-byte aligned (twice the data offset 10): a packet word is accessed atomically"}},
 		{name: "fewer bytes than a packet", plan: rankPlanJSON(`"buffer_alignment": 2,`, 4, 4, 4,
 			`{"name": "cpkt", "src_buff": [{"type": "i", "index": 1, "size": 1}], "dst_buff": [{"type": "s", "index": 1, "size": 1}]}`), size: 24, dt: Float16},
 		{name: "fewer bytes than an LL16 packet, LL8", plan: rankPlanJSON(`"buffer_alignment": 2,`, 4, 4, 4,
 			`{"name": "cpkt", "src_buff": [{"type": "i", "index": 1, "size": 1}], "dst_buff": [{"type": "s", "index": 1, "size": 1}]}`), size: 24, dt: Float16, ll8: true,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0]", ErrSize.Error(), "dst_buff[0]: LL packets at byte 12 of rank 0's scratch are not 8-byte aligned (twice the data offset 6): a packet word is accessed atomically"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0]", plan.ErrSize.Error(), "dst_buff[0]: LL packets at byte 12 of rank 0's scratch are not 8-byte aligned (twice the data offset 6): a packet word is accessed atomically"}},
 		{name: "upper scratch half", plan: rankPlanJSON(`"buffer_alignment": 2, "use_double_scratch_buffer": true, "protocol": "LL",`, 1, 1, 1,
 			`{"name": "cpkt", "src_buff": [{"type": "i", "index": 0, "size": 1}], "dst_buff": [{"type": "s", "index": 0, "size": 1}]}`), size: 10, dt: Float16,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0]", ErrSize.Error(), "dst_buff[0]: LL packets at byte 20 of rank 0's scratch are not 8-byte aligned (twice the data offset 0, plus the double-buffer half 20 (every second launch)): a packet word is accessed atomically"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0]", plan.ErrSize.Error(), "dst_buff[0]: LL packets at byte 20 of rank 0's scratch are not 8-byte aligned (twice the data offset 0, plus the double-buffer half 20 (every second launch)): a packet word is accessed atomically"}},
 		{name: "reuse ring", plan: rankPlanJSON(`"reuse_resources": true,`, 1, 1, 64,
 			pipeJSON(1536<<10, `{"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}], "dst_buff": [{"type": "s", "index": 63, "size": 1}]}`)), size: 1536 << 10, dt: Float16,
-			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", ErrSize.Error(), "dst_buff[0]: pipeline iteration 0 accesses bytes [66060288, 67633152), beyond rank 0's scratch of 67108864 bytes (in a reuse_resources pipeline, scratch offsets wrap in slots of 1048576 bytes and an iteration takes up to unit_size 1572864 bytes from there)"}},
+			want: planProblem{"gpus[0].threadblocks[0].ops[0].ops[0]", plan.ErrSize.Error(), "dst_buff[0]: pipeline iteration 0 accesses bytes [66060288, 67633152), beyond rank 0's scratch of 67108864 bytes (in a reuse_resources pipeline, scratch offsets wrap in slots of 1048576 bytes and an iteration takes up to unit_size 1572864 bytes from there)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := Load([]byte(tt.plan))
+			p, err := plan.Load([]byte(tt.plan))
 			if err != nil {
 				t.Fatal(err)
 			}

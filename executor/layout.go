@@ -109,13 +109,13 @@ func Layout(collective string, nranks int, size uint64, dt Numeric, inPlace bool
 // output sized to keep rank 0's chunk size (size/input_chunks ×
 // output_chunks, when input_chunks divides size), so that any message
 // size the input chunking divides is valid.
-func PlanLayout(plan *Plan, size uint64, dt Numeric, inPlace bool) (*BufferLayout, error) {
-	l, err := Layout(plan.Collective, len(plan.GPUs), size, dt, inPlace)
+func PlanLayout(p *plan.Plan, size uint64, dt Numeric, inPlace bool) (*BufferLayout, error) {
+	l, err := Layout(p.Collective, len(p.GPUs), size, dt, inPlace)
 	if err != nil {
 		return nil, err
 	}
-	if l.c == TestCollective && len(plan.GPUs) > 0 {
-		g := plan.GPUs[0]
+	if l.c == TestCollective && len(p.GPUs) > 0 {
+		g := p.GPUs[0]
 		if in := uint64(g.InputChunks); in > 0 && g.OutputChunks > 0 && size%in == 0 {
 			l.Sizes.Output = size / in * uint64(g.OutputChunks)
 		}

@@ -4,6 +4,7 @@ package executor
 
 import (
 	"fmt"
+	"github.com/mscclgo/mscclgo/plan"
 	"strings"
 	"testing"
 )
@@ -54,7 +55,7 @@ func TestLayout(t *testing.T) {
 
 func TestPlanLayout(t *testing.T) {
 	t.Parallel()
-	p := &Plan{Collective: "test", GPUs: []GPU{{InputChunks: 3, OutputChunks: 2}, {InputChunks: 3, OutputChunks: 2}}}
+	p := &plan.Plan{Collective: "test", GPUs: []plan.GPU{{InputChunks: 3, OutputChunks: 2}, {InputChunks: 3, OutputChunks: 2}}}
 	l, err := PlanLayout(p, 3*64, Float32, false)
 	if err != nil {
 		t.Fatal(err)

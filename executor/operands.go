@@ -11,6 +11,7 @@ package executor
 
 import (
 	"fmt"
+	"github.com/mscclgo/mscclgo/plan"
 	"math"
 	"slices"
 	"unsafe"
@@ -58,7 +59,7 @@ const (
 type OperandSpan struct {
 	Role   OperandRole
 	Rank   int
-	Buffer BufferType
+	Buffer plan.BufferType
 	Offset uint64
 	Len    uint64
 }
@@ -122,15 +123,15 @@ func (c *Operands) Rank(r int) *RankOperands {
 // half of scratch (local scratch and packet accesses:
 // docs/semantics.md §1.12); unshifted scratch accesses (non-packet
 // remote, NVLS: quirk Q8) see the whole scratch from its base.
-func (c *Operands) window(rank int, bt BufferType, shifted bool) (base, size uint64, addr uintptr) {
+func (c *Operands) window(rank int, bt plan.BufferType, shifted bool) (base, size uint64, addr uintptr) {
 	b := c.bufs[rank][bt]
 	size = uint64(len(b))
-	if bt == Scratch && b == nil {
+	if bt == plan.Scratch && b == nil {
 		size = c.inst.ScratchBytes
 	} else if len(b) > 0 {
 		addr = uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	}
-	if bt == Scratch && shifted && c.double {
+	if bt == plan.Scratch && shifted && c.double {
 		return c.so, c.half, addr + uintptr(c.so)
 	}
 	return 0, size, addr
@@ -138,7 +139,7 @@ func (c *Operands) window(rank int, bt BufferType, shifted bool) (base, size uin
 
 // span checks [off, off+n) of the window and returns it as an operand
 // and its address.
-func (c *Operands) span(rank int, bt BufferType, shifted bool, off, n uint64) (OperandSpan, uintptr, error) {
+func (c *Operands) span(rank int, bt plan.BufferType, shifted bool, off, n uint64) (OperandSpan, uintptr, error) {
 	base, size, addr := c.window(rank, bt, shifted)
 	if n == 0 {
 		// Nothing is accessed (a clamped pipeline tail, an empty
@@ -147,7 +148,7 @@ func (c *Operands) span(rank int, bt BufferType, shifted bool, off, n uint64) (O
 	}
 	if off > size || n > size-off {
 		lim := fmt.Sprintf("the buffer has %d bytes", size)
-		if bt == Scratch && shifted && c.double {
+		if bt == plan.Scratch && shifted && c.double {
 			lim = fmt.Sprintf("the scratch half of this launch is [%d:%d]", base, base+size)
 		}
 		hi := "overflow"
@@ -170,8 +171,8 @@ func clampLen(n, o, u uint64) uint64 {
 // adj is the pipeline offset of an operand of buffer type bt
 // (docs/semantics.md §2.4): o, reduced modulo the scratch ring of
 // reuse_resources plans.
-func (ro *RankOperands) adj(bt BufferType, o uint64) uint64 {
-	if bt == Scratch && ro.slot > 0 {
+func (ro *RankOperands) adj(bt plan.BufferType, o uint64) uint64 {
+	if bt == plan.Scratch && ro.slot > 0 {
 		return o % ro.slot
 	}
 	return o
@@ -203,7 +204,7 @@ type operand struct {
 	// rank is whose buffer it is: the executing rank's for a local
 	// operand, a switch member's for each member of a switch operand.
 	rank   int
-	buffer BufferType
+	buffer plan.BufferType
 	off    uint64 // the region's offset (the data offset for packets)
 	// length is the op's length in bytes at pipeline offset 0 with no
 	// unit (modeData), or the data bytes the packets carry.
@@ -237,9 +238,9 @@ func packetOffset(off uint64) uint64 { return 2 * off }
 // reduces reports whether ops of type t reduce elements of the data type
 // over their sources (a byte count that is not a whole number of elements
 // is an error).
-func reduces(t OpType) bool {
+func reduces(t plan.OpType) bool {
 	switch t {
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend, OpMultiLoadReduceStore:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
 		return true
 	}
 	return false
@@ -263,12 +264,12 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 	}
 	local := func(role OperandRole, i int, r Region, n uint64) { put(role, i, me, r, modeData, n, true) }
 	remote := func(role OperandRole, i int, r Region, n uint64) { put(role, i, r.Rank, r, modeData, n, false) }
-	pkts := func(role OperandRole, i, rank int, bt BufferType, off, n uint64) {
+	pkts := func(role OperandRole, i, rank int, bt plan.BufferType, off, n uint64) {
 		put(role, i, rank, Region{Buffer: bt, Offset: off}, modePackets, n, true)
 	}
 	raw := func(role OperandRole, r Region, n uint64) { put(role, 0, me, r, modeRaw, n, true) }
-	byKind := func(role OperandRole, i int, r Region, k OperandKind, n uint64) {
-		if k == RemoteOperand {
+	byKind := func(role OperandRole, i int, r Region, k plan.OperandKind, n uint64) {
+		if k == plan.RemoteOperand {
 			remote(role, i, r, n)
 		} else {
 			local(role, i, r, n)
@@ -286,51 +287,51 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 	}
 	pairs := min(len(op.Src), len(op.Dst))
 	switch op.Type {
-	case OpCopy:
+	case plan.OpCopy:
 		if pairs > 0 {
 			local(RoleSrc, 0, op.Src[0], srcLen)
 			local(RoleDst, 0, op.Dst[0], srcLen)
 		}
 
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush:
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		// Port transfers read the local source through its registration
 		// at the buffer's base: no double-buffer shift
 		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
 		for i, d := range op.Dst[:pairs] {
-			put(RoleSrc, i, me, op.Src[i], modeData, d.Size, op.ChannelType != Port)
+			put(RoleSrc, i, me, op.Src[i], modeData, d.Size, op.ChannelType != plan.Port)
 			remote(RoleDst, i, d, d.Size)
 		}
 
-	case OpGet:
+	case plan.OpGet:
 		for i, r := range op.Src[:pairs] {
 			remote(RoleSrc, i, r, r.Size)
 			local(RoleDst, i, op.Dst[i], r.Size)
 		}
 
-	case OpReduce, OpReduceSend, OpReadReduce, OpReadReduceSend:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
 		for i, r := range op.Src {
-			byKind(RoleSrc, i, r, SrcKind(op.Type, i), srcLen)
+			byKind(RoleSrc, i, r, plan.SrcKind(op.Type, i), srcLen)
 		}
 		for i, r := range op.Dst {
-			byKind(RoleDst, i, r, DstKind(op.Type, i), srcLen)
+			byKind(RoleDst, i, r, plan.DstKind(op.Type, i), srcLen)
 		}
 
-	case OpMultiLoadReduceStore:
+	case plan.OpMultiLoadReduceStore:
 		if pairs > 0 {
 			members(RoleSrc, op.Src[0], modeData, srcLen)
 			members(RoleDst, op.Dst[0], modeData, srcLen)
 		}
 
-	case OpMultiStore:
+	case plan.OpMultiStore:
 		if pairs > 0 {
 			local(RoleSrc, 0, op.Src[0], srcLen)
 			members(RoleDst, op.Dst[0], modeData, srcLen)
 		}
 
-	case OpPutPacket:
+	case plan.OpPutPacket:
 		for i, d := range op.Dst[:pairs] {
 			s := op.Src[i]
-			if op.ChannelType == Port {
+			if op.ChannelType == plan.Port {
 				// The source is already in packet form
 				// (docs/semantics.md §2.5).
 				pkts(RoleSrc, i, me, s.Buffer, s.Offset, s.Size)
@@ -340,47 +341,47 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, s.Size)
 		}
 
-	case OpReadPutPacket:
+	case plan.OpReadPutPacket:
 		if len(op.Src) > 0 {
-			pkts(RoleSrc, 0, me, Scratch, op.Src[0].Offset, srcLen)
+			pkts(RoleSrc, 0, me, plan.Scratch, op.Src[0].Offset, srcLen)
 		}
 		for i, d := range op.Dst {
 			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, srcLen)
 		}
 
-	case OpCopyPacket:
+	case plan.OpCopyPacket:
 		if pairs > 0 {
 			raw(RoleRawIn, op.Src[0], srcLen)
 			pkts(RolePktOut, 0, me, op.Dst[0].Buffer, op.Dst[0].Offset, srcLen)
 		}
 
-	case OpUnpackPacket:
+	case plan.OpUnpackPacket:
 		if pairs > 0 {
 			// The source is always local scratch, whatever its type
 			// (docs/semantics.md §2.6).
-			pkts(RolePktIn, 0, me, Scratch, op.Src[0].Offset, srcLen)
+			pkts(RolePktIn, 0, me, plan.Scratch, op.Src[0].Offset, srcLen)
 			raw(RoleRawOut, op.Dst[0], srcLen)
 		}
 
-	case OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
+	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		if pairs == 0 {
 			break
 		}
 		raw(RoleRawIn, op.Src[0], srcLen)
 		for i := 1; i < len(op.Src); i++ {
-			pkts(RolePktIn, i, me, Scratch, op.Src[i].Offset, srcLen)
+			pkts(RolePktIn, i, me, plan.Scratch, op.Src[i].Offset, srcLen)
 		}
 		raw(RoleRawOut, op.Dst[0], srcLen)
 		for i := 1; i < len(op.Dst); i++ {
 			d := op.Dst[i]
 			rank := me
-			if DstKind(op.Type, i) == RemoteOperand {
+			if plan.DstKind(op.Type, i) == plan.RemoteOperand {
 				rank = d.Rank
 			}
 			pkts(RolePktOut, i, rank, d.Buffer, d.Offset, srcLen)
 		}
 
-	case OpMultiStorePacket:
+	case plan.OpMultiStorePacket:
 		if pairs > 0 {
 			pkts(RolePktIn, 0, me, op.Src[0].Buffer, op.Src[0].Offset, srcLen)
 			members(RolePktOut, op.Dst[0], modePackets, srcLen)
@@ -454,7 +455,7 @@ func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)
 		if n := clampLen(op.Src[0].Size, o, u); n%c.elem != 0 {
 			return 0, fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
 		}
-	case op.Type == OpReducePacket || op.Type == OpReduceSendPacket || op.Type == OpReduceCopyPacket || op.Type == OpReduceCopySendPacket:
+	case op.Type == plan.OpReducePacket || op.Type == plan.OpReduceSendPacket || op.Type == plan.OpReduceCopyPacket || op.Type == plan.OpReduceCopySendPacket:
 		if c.payload%c.elem != 0 {
 			return 0, fmt.Errorf("packet payload of %d bytes is not a whole number of %s elements", c.payload, c.dt.Name())
 		}
@@ -467,8 +468,7 @@ func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)
 		return 0, x.err
 	}
 	switch op.Type {
-	case OpReadPutPacket, OpCopyPacket, OpUnpackPacket, OpMultiStorePacket,
-		OpReducePacket, OpReduceSendPacket, OpReduceCopyPacket, OpReduceCopySendPacket:
+	case plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpMultiStorePacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		packets = op.Src[0].Size / c.payload
 	}
 	return packets, nil

@@ -8,54 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
-// AttachSources sets the Source of every op of p that m names. m must
-// have been written for these plan bytes (its sha256) and for p's ranks,
-// thread blocks and ops.
-func (p *Plan) AttachSources(m *plan.SourceMap, data []byte) error {
-	if h := plan.Hash(data); m.SHA256 != h {
-		return fmt.Errorf("source map: written for another plan (sha256 %.12s…, the plan's is %.12s…): evaluate again", m.SHA256, h)
-	}
-	for i := range m.Ops {
-		o := &m.Ops[i]
-		op, err := p.opAt(o.Rank, o.TB, o.Op)
-		if err != nil {
-			return fmt.Errorf("source map: ops[%d]: %w", i, err)
-		}
-		op.Source = m.Positions(o)
-	}
-	return nil
-}
-
-// opAt finds the op of rank r, thread block tb (its position in the
-// rank's list) and path "K" or "K.J".
-func (p *Plan) opAt(r, tb int, path string) (*Op, error) {
-	if r < 0 || r >= len(p.GPUs) || tb < 0 || tb >= len(p.GPUs[r].ThreadBlocks) {
-		return nil, fmt.Errorf("no rank %d thread block %d", r, tb)
-	}
-	ops := p.GPUs[r].ThreadBlocks[tb].Ops
-	var op *Op
-	for _, part := range strings.Split(path, ".") {
-		k, err := strconv.Atoi(part)
-		if err != nil || k < 0 || k >= len(ops) {
-			return nil, fmt.Errorf("rank %d tb %d has no op %s", r, tb, path)
-		}
-		op = &ops[k]
-		ops = op.Ops
-	}
-	return op, nil
-}
-
 // LoadSourceMap reads the source map beside planPath, if there is one, and
 // attaches it to p. It returns a note when a map is there but unusable
 // (stale or malformed): the plan still loads, without positions.
-func LoadSourceMap(p *Plan, planPath string, data []byte) (note string) {
+func LoadSourceMap(p *plan.Plan, planPath string, data []byte) (note string) {
 	m, note := ReadSourceMap(planPath, data)
 	if m == nil {
 		return note

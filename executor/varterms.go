@@ -1,5 +1,7 @@
 package executor
 
+import "github.com/mscclgo/mscclgo/plan"
+
 // This file exports the operand terms of a variable-size plan, for
 // backends that resolve operands themselves from each call's counts (the
 // GPU backend evaluates them on the device from a per-call table, so that
@@ -14,7 +16,7 @@ type VarTerm struct {
 	// operands use the owner's counts and displacements).
 	Owner int
 	// Buffer is the buffer the operand addresses.
-	Buffer BufferType
+	Buffer plan.BufferType
 	// Index and Size are the operand's chunks [Index, Index+Size).
 	Index, Size uint64
 	// TBGID and TBGN are the thread-block-group member and group size

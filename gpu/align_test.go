@@ -5,25 +5,26 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestCheckAlignment: operands the device would access misaligned are
 // refused with the op's position; aligned ones pass.
 func TestCheckAlignment(t *testing.T) {
 	reg := func(off uint64) executor.Region {
-		return executor.Region{Buffer: executor.Scratch, Offset: off, Size: 64, Switch: -1}
+		return executor.Region{Buffer: plan.Scratch, Offset: off, Size: 64, Switch: -1}
 	}
 	inst := func(op executor.OpInstance, double bool, scratch uint64) *executor.Instance {
 		return &executor.Instance{
-			Plan:         &executor.Plan{UseDoubleScratch: double},
+			Plan:         &plan.Plan{UseDoubleScratch: double},
 			ScratchBytes: scratch,
 			Ranks:        []executor.RankInstance{{TBs: []executor.TBInstance{{ID: 3, Ops: []executor.OpInstance{op}}}}},
 		}
 	}
 	cpkt := func(src, dst uint64) executor.OpInstance {
-		return executor.OpInstance{Type: executor.OpCopyPacket, Path: "op 1", Src: []executor.Region{reg(src)}, Dst: []executor.Region{reg(dst)}}
+		return executor.OpInstance{Type: plan.OpCopyPacket, Path: "op 1", Src: []executor.Region{reg(src)}, Dst: []executor.Region{reg(dst)}}
 	}
-	re := executor.OpInstance{Type: executor.OpReduce, Path: "op 2", Src: []executor.Region{reg(0), reg(6)}, Dst: []executor.Region{reg(0)}}
+	re := executor.OpInstance{Type: plan.OpReduce, Path: "op 2", Src: []executor.Region{reg(0), reg(6)}, Dst: []executor.Region{reg(0)}}
 	for _, c := range []struct {
 		name         string
 		inst         *executor.Instance

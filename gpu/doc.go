@@ -1,19 +1,30 @@
-// Package gpu is the host runtime of mscclgo's GPU backend: an
-// executor.Backend that runs instantiated plans on the plan interpreter
-// kernel of csrc/ through a Driver, the seam between the runtime and a
-// device. New makes the backend from a Config whose Open returns the
-// driver of each session:
+// Package gpu is the host runtime of mscclgo's GPU backend: it runs
+// instantiated plans on the plan interpreter kernel of csrc/ through a
+// Driver, the seam between the runtime and a device. A Config (NewConfig)
+// names the backend and the driver each session opens. There are three
+// entries, each a session kind in a file of its own:
 //
-//	b := gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open})
+//   - New (backend.go) is an executor.Backend: Open returns a session
+//     (session.go) that runs every rank of a plan on one device, or, with
+//     several devices, a localSession (local.go) of one rank session per
+//     device connected in-process (hub.go);
+//   - OpenRank (rank.go) runs one rank of a job started as one process per
+//     rank (mpirun, torchrun), connected through a rankwire.World;
+//   - OpenComm (comm.go) returns a Comm, the communicator the NCCL library
+//     (package nccl) drives: each collective call, on the caller's device
+//     buffers and stream, opens or reuses a session of its plan.
+//
+// For example, with the emulated driver:
+//
+//	b := gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{}))
 //	sess, err := b.Open(inst, opts) // then sess.Launch, as with any executor.Backend
 //
-// A session encodes the instance into the kernel's tables (the Go mirror
-// of csrc/mscclgo/layout.h), keeps the persistent device state (scratch,
-// channel counters, semaphores, barriers, port-channel FIFOs), and runs
-// each launch with one proxy goroutine per rank with port channels and a
-// watchdog that turns a launch without progress into an
-// *executor.DeadlockError. OpenRank runs one rank of a job started as one
-// process per rank.
+// A session encodes the instance into the kernel's tables (layout.go, the
+// Go mirror of csrc/mscclgo/layout.h), keeps the persistent device state
+// (scratch, channel counters, semaphores, barriers, port-channel FIFOs),
+// and runs each launch (run.go) with one proxy goroutine per rank with
+// port channels and a watchdog that turns a launch without progress into
+// an *executor.DeadlockError.
 //
 // Drivers: gpu/emu runs the g++-built kernel on host threads (cgo);
 // gpu/cuda runs the nvcc-built kernel on an NVIDIA GPU through

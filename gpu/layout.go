@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Constants of layout.h.
@@ -23,7 +24,7 @@ const (
 	trigSync       = 4
 	trigPackets    = 8
 	maxSwitchRanks = 32
-	numBarriers    = executor.MaxBarrierID + 1
+	numBarriers    = plan.MaxBarrierID + 1
 )
 
 // Block states and wait kinds of mg_progress.
@@ -175,7 +176,7 @@ func buildTables(inst *executor.Instance) (*tables, error) {
 				refs = append(refs, op)
 				for k := range op.Body {
 					b := &op.Body[k]
-					if b.Type == executor.OpPipeline {
+					if b.Type == plan.OpPipeline {
 						return nil, fmt.Errorf("gpu: rank %d tb %d %s: nested pipelines are not supported", r, tb.ID, b.Path)
 					}
 					if err := t.addOp(ri, b, blk); err != nil {
@@ -199,12 +200,12 @@ func buildTables(inst *executor.Instance) (*tables, error) {
 
 // addOp appends one op record with block-relative region and id indices.
 func (t *tables) addOp(ri *executor.RankInstance, op *executor.OpInstance, blk mgBlock) error {
-	if len(op.Src) > executor.MaxOperandsPerSide || len(op.Dst) > executor.MaxOperandsPerSide {
+	if len(op.Src) > plan.MaxOperandsPerSide || len(op.Dst) > plan.MaxOperandsPerSide {
 		return fmt.Errorf("%d sources and %d destinations: the kernel takes at most %d on a side",
-			len(op.Src), len(op.Dst), executor.MaxOperandsPerSide)
+			len(op.Src), len(op.Dst), plan.MaxOperandsPerSide)
 	}
 	ids := op.Channels
-	if op.Type == executor.OpSemAcquire || op.Type == executor.OpSemRelease {
+	if op.Type == plan.OpSemAcquire || op.Type == plan.OpSemRelease {
 		ids = op.Semaphores
 	}
 	if len(ids) > 255 {
@@ -217,10 +218,10 @@ func (t *tables) addOp(ri *executor.RankInstance, op *executor.OpInstance, blk m
 		FirstRegion: uint32(len(t.regions)) - blk.FirstRegion,
 		FirstID:     uint32(len(t.ids)) - blk.FirstID,
 	}
-	if op.Type == executor.OpBarrier {
+	if op.Type == plan.OpBarrier {
 		rec.NThreadBlocks = uint32(op.NumThreadBlocks)
 	}
-	if op.Type == executor.OpPipeline {
+	if op.Type == plan.OpPipeline {
 		if op.Iterations < 0 || uint64(op.Iterations) > 1<<31 {
 			return fmt.Errorf("%d pipeline iterations", op.Iterations)
 		}
@@ -230,14 +231,14 @@ func (t *tables) addOp(ri *executor.RankInstance, op *executor.OpInstance, blk m
 		t.ids = append(t.ids, uint32(id))
 	}
 	for i, r := range op.Src {
-		reg, err := region(ri, r, executor.SrcKind(op.Type, i))
+		reg, err := region(ri, r, plan.SrcKind(op.Type, i))
 		if err != nil {
 			return fmt.Errorf("source %d: %w", i, err)
 		}
 		t.regions = append(t.regions, reg)
 	}
 	for i, r := range op.Dst {
-		reg, err := region(ri, r, executor.DstKind(op.Type, i))
+		reg, err := region(ri, r, plan.DstKind(op.Type, i))
 		if err != nil {
 			return fmt.Errorf("destination %d: %w", i, err)
 		}
@@ -247,10 +248,10 @@ func (t *tables) addOp(ri *executor.RankInstance, op *executor.OpInstance, blk m
 	return nil
 }
 
-func region(ri *executor.RankInstance, r executor.Region, kind executor.OperandKind) (mgRegion, error) {
+func region(ri *executor.RankInstance, r executor.Region, kind plan.OperandKind) (mgRegion, error) {
 	reg := mgRegion{Offset: r.Offset, Size: r.Size, Rank: int32(r.Rank), Buf: uint8(r.Buffer), Kind: uint8(kind)}
 	switch kind {
-	case executor.SwitchOperand:
+	case plan.SwitchOperand:
 		if r.Switch < 0 || r.Switch >= len(ri.Switches) {
 			return reg, fmt.Errorf("switch channel %d out of range", r.Switch)
 		}
@@ -258,7 +259,7 @@ func region(ri *executor.RankInstance, r executor.Region, kind executor.OperandK
 			return reg, fmt.Errorf("switch channel %d has %d members: the kernel takes at most %d", r.Switch, n, maxSwitchRanks)
 		}
 		reg.Rank, reg.Sw = -1, uint16(r.Switch)
-	case executor.LocalOperand:
+	case plan.LocalOperand:
 		reg.Rank = int32(ri.Rank)
 	}
 	return reg, nil
@@ -310,27 +311,27 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 		}
 	}
 	switch op.Type {
-	case executor.OpCopyPacket:
+	case plan.OpCopyPacket:
 		check(word("source", 0, op.Src[0], 4))
 		check(pkt("destination", 0, op.Dst[0]))
-	case executor.OpUnpackPacket:
+	case plan.OpUnpackPacket:
 		check(pkt("source", 0, op.Src[0]))
 		check(word("destination", 0, op.Dst[0], 4))
-	case executor.OpPutPacket:
+	case plan.OpPutPacket:
 		for i := range op.Dst {
-			if op.ChannelType == executor.Port {
+			if op.ChannelType == plan.Port {
 				check(pkt("source", i, op.Src[i]))
 			} else {
 				check(word("source", i, op.Src[i], 4))
 			}
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case executor.OpReadPutPacket, executor.OpMultiStorePacket:
+	case plan.OpReadPutPacket, plan.OpMultiStorePacket:
 		check(pkt("source", 0, op.Src[0]))
 		for i := range op.Dst {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		check(word("source", 0, op.Src[0], 4))
 		for i := 1; i < len(op.Src); i++ {
 			check(pkt("source", i, op.Src[i]))
@@ -339,8 +340,7 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 		for i := 1; i < len(op.Dst); i++ {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
-		executor.OpMultiLoadReduceStore:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
 		for i, r := range op.Src {
 			check(word("source", i, r, elem))
 		}

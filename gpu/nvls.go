@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Multicaster is implemented by drivers of devices with NVLS multicast
@@ -100,7 +101,7 @@ func (s *session) allocBound(n uint64) (DevPtr, error) {
 // mcGroup is a switch group's multicast object in a local session.
 type mcGroup struct {
 	ranks []int // ascending
-	buf   executor.BufferType
+	buf   plan.BufferType
 	slot  map[int][]int // member rank -> its switch channels bound to the group
 	h     uint64
 	size  uint64
@@ -111,12 +112,12 @@ type mcGroup struct {
 // boundBuffer returns the allocation that holds rank's buffer of type bt
 // in a rank session, the buffer's offset in it and the allocation's
 // requested size.
-func boundBuffer(rs *RankSession, bt executor.BufferType) (alloc DevPtr, off, size uint64) {
+func boundBuffer(rs *RankSession, bt plan.BufferType) (alloc DevPtr, off, size uint64) {
 	s, m := rs.s, rs.s.mp
 	switch bt {
-	case executor.Input:
+	case plan.Input:
 		return m.io, uint64(m.devIn - m.io), m.l.RankBytes(m.rank)
-	case executor.Output:
+	case plan.Output:
 		return m.io, uint64(m.devOut - m.io), m.l.RankBytes(m.rank)
 	}
 	return s.ranks[m.rank].scratch, 0, s.inst.ScratchBytes

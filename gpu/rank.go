@@ -602,3 +602,24 @@ func (w rankWatch) WatchDeadlock(launch uint64, blocked []executor.BlockedTB) {
 		}
 	}
 }
+
+// launchWith runs Launch with the caller's buffers b, of the session's
+// layout: both go to the device (a plan may read what the output held)
+// and come back.
+func (r *RankSession) launchWith(ctx context.Context, b executor.RankBuffers) error {
+	s, m := r.s, r.s.mp
+	// Aliased buffers alias alike on both sides, so the order is free.
+	copy(m.own.Output, b.Output)
+	copy(m.own.Input, b.Input)
+	if len(m.own.Output) > 0 {
+		if err := s.d.HtoD(m.devOut, m.own.Output); err != nil {
+			return fmt.Errorf("%s: copying rank %d's output: %w", s.name, m.rank, err)
+		}
+	}
+	if err := r.Launch(ctx); err != nil {
+		return err
+	}
+	copy(b.Output, m.own.Output)
+	copy(b.Input, m.own.Input)
+	return nil
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // run launches the kernel once with the session's current buffers. On
@@ -495,9 +496,9 @@ func (w *watchdog) describe(rank int, p mgProgress) string {
 	}
 	switch p.WaitKind {
 	case waitChannel:
-		ct := executor.ChannelType(p.WaitCt)
+		ct := plan.ChannelType(p.WaitCt)
 		chs := w.s.ranks[rank].ri.MemoryChannels
-		if ct == executor.Port {
+		if ct == plan.Port {
 			chs = w.s.ranks[rank].ri.PortChannels
 		}
 		if int(p.WaitA) < len(chs) {
@@ -510,7 +511,7 @@ func (w *watchdog) describe(rank int, p mgProgress) string {
 		}
 		return fmt.Sprintf("%s channel %d expects signal %d, has %d", ct, p.WaitA, p.WaitExpect, p.WaitGot)
 	case waitPacket:
-		return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", executor.BufferType(p.WaitA), p.WaitAt, p.WaitGot, p.WaitExpect)
+		return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", plan.BufferType(p.WaitA), p.WaitAt, p.WaitGot, p.WaitExpect)
 	case waitBarrier:
 		return fmt.Sprintf("barrier %d: %d of %d thread blocks arrived", p.WaitA, p.WaitGot, p.WaitExpect)
 	case waitSem:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestStateImage: a rank's state block image has each object where
@@ -16,9 +17,9 @@ func TestStateImage(t *testing.T) {
 		MemoryChannels: []executor.ChannelEnd{{Peer: 1, PeerIndex: 0}, {Peer: 1, PeerIndex: -1}},
 		PortChannels:   []executor.ChannelEnd{{Peer: 1, PeerIndex: 0}},
 		Semaphores:     []int64{5, -7},
-		Switches: []executor.SwitchGroup{
-			{Ranks: []int{1, 0}, Buffer: executor.Output},
-			{Ranks: []int{0, 1}, Buffer: executor.Scratch},
+		Switches: []plan.SwitchGroup{
+			{Ranks: []int{1, 0}, Buffer: plan.Output},
+			{Ranks: []int{0, 1}, Buffer: plan.Scratch},
 		},
 	}
 	r1 := executor.RankInstance{Rank: 1}
@@ -41,8 +42,8 @@ func TestStateImage(t *testing.T) {
 		sl.sws + 24:      state0 + sl.members[1],
 		sl.members[0]:    1 << 32, // members 0, 1 as int32
 		sl.members[1]:    1 << 32,
-		sl.sws + 16:      2 | uint64(executor.Output)<<32, // members, buffer
-		sl.sws + 24 + 16: 2 | uint64(executor.Scratch)<<32,
+		sl.sws + 16:      2 | uint64(plan.Output)<<32, // members, buffer
+		sl.sws + 24 + 16: 2 | uint64(plan.Scratch)<<32,
 	}
 	for off := uint64(0); off < sl.size; off += 8 {
 		if got := word(off); got != want[off] {

@@ -12,19 +12,19 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // locate returns the rank, buffer type and offset of the n bytes at
 // device address p as this process addresses them.
-func (m *multi) locate(p, n uint64) (rank int, bt executor.BufferType, off uint64, ok bool) {
+func (m *multi) locate(p, n uint64) (rank int, bt plan.BufferType, off uint64, ok bool) {
 	m.mu.Lock() // a communicator's session sets the bases per call (comm.go)
 	defer m.mu.Unlock()
 	for r, b := range m.base {
 		for t := 2; t >= 0; t-- {
 			if p >= b[t] && p-b[t] <= m.lens[t] && n <= m.lens[t]-(p-b[t]) {
-				return r, executor.BufferType(t), p - b[t], true
+				return r, plan.BufferType(t), p - b[t], true
 			}
 		}
 	}
@@ -51,12 +51,12 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 			if err := d.DtoH(data, DevPtr(src)); err != nil {
 				return fmt.Errorf("%s: proxy of rank %d: reading %d bytes to send: %w", s.name, m.rank, size, err)
 			}
-			if end, ok := m.fusedFlag(s, peer, kind, ch); ok {
+			if idx, ok := m.fusedFlag(s, peer, kind, ch); ok {
 				// A put with signal to that peer: one transfer.
 				if err := d.Fence(); err != nil {
 					return fmt.Errorf("%s: proxy of rank %d: %w", s.name, m.rank, err)
 				}
-				if err := m.send.SendDataFlag(m.ctx, peer, bt, off, kind&trigPackets != 0, data, end.PeerIndex); err != nil {
+				if err := m.send.SendDataFlag(m.ctx, peer, bt, off, kind&trigPackets != 0, data, idx); err != nil {
 					return fmt.Errorf("%s: proxy of rank %d: sending %d bytes with a flag to rank %d: %w", s.name, m.rank, size, peer, err)
 				}
 				return nil
@@ -97,16 +97,16 @@ func (m *multi) handle(s *session, dst, src, size, kind uint64, ch int) error {
 	return nil
 }
 
-// fusedFlag returns the far end of port channel ch when a trigger of
-// kind is a put with signal (no flush) whose flag goes to peer, the rank
-// its data goes to: the two can travel as one.
-func (m *multi) fusedFlag(s *session, peer int, kind uint64, ch int) (executor.ChannelEnd, bool) {
+// fusedFlag returns the far end's channel index of port channel ch when
+// a trigger of kind is a put with signal (no flush) whose flag goes to
+// peer, the rank its data goes to: the two can travel as one.
+func (m *multi) fusedFlag(s *session, peer int, kind uint64, ch int) (int, bool) {
 	ri := s.ranks[m.rank].ri
 	if kind&trigFlag == 0 || kind&trigSync != 0 || ch < 0 || ch >= len(ri.PortChannels) {
-		return executor.ChannelEnd{}, false
+		return 0, false
 	}
 	end := ri.PortChannels[ch]
-	return end, end.Peer == peer && end.PeerIndex >= 0
+	return end.PeerIndex, end.Peer == peer && end.PeerIndex >= 0
 }
 
 // startReceivers starts one receiver per peer with a port channel into

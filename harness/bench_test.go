@@ -10,6 +10,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -23,7 +24,7 @@ const (
 
 // allreducePlan compiles tests/ports/single_node/allreduce.star for 8
 // ranks.
-func allreducePlan(b *testing.B) *executor.Plan {
+func allreducePlan(b *testing.B) *plan.Plan {
 	b.Helper()
 	res, err := starlib.Eval(starlib.DirSource("../tests/ports/single_node"), "allreduce.star",
 		starlib.Options{Defines: map[string]string{"num_gpus": "8"}})
@@ -34,14 +35,14 @@ func allreducePlan(b *testing.B) *executor.Plan {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := executor.Load(data)
+	p, err := plan.Load(data)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(plan.GPUs) != benchRanks || plan.Collective != "allreduce" {
-		b.Fatalf("plan %q: %s on %d ranks, want allreduce on %d", plan.Name, plan.Collective, len(plan.GPUs), benchRanks)
+	if len(p.GPUs) != benchRanks || p.Collective != "allreduce" {
+		b.Fatalf("plan %q: %s on %d ranks, want allreduce on %d", p.Name, p.Collective, len(p.GPUs), benchRanks)
 	}
-	return plan
+	return p
 }
 
 // BenchmarkAllreduce8 runs the same 8-rank, 64 MiB float32 allreduce on

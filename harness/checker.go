@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // maxSizeTries bounds the consecutive multiples of a plan's size unit
@@ -29,30 +30,30 @@ const maxSizeTries = 64
 // unit, fill up to n: a plan whose range starts at 2 MiB + 1 is validated
 // at the three smallest valid sizes above 2 MiB, never above its
 // MaxMessageSize.
-func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
+func CheckSizes(p *plan.Plan, dt executor.ElemType, maxBytes uint64, n int) []uint64 {
 	if n <= 0 {
 		return nil
 	}
-	unit := sizeUnit(plan, dt)
+	unit := sizeUnit(p, dt)
 	const top = uint64(1) << 40
 	valid := func(s uint64) bool {
-		if s < plan.MinMessageSize || s > plan.MaxMessageSize || s > top {
+		if s < p.MinMessageSize || s > p.MaxMessageSize || s > top {
 			return false
 		}
-		l, err := PlanLayout(plan, s, dt, plan.Inplace)
+		l, err := PlanLayout(p, s, dt, p.Inplace)
 		if err != nil {
 			return false
 		}
-		inst, err := executor.Instantiate(plan, l.Sizes)
+		inst, err := executor.Instantiate(p, l.Sizes)
 		return err == nil && executor.CheckLaunch(inst, l.BufferLayout, false) == nil
 	}
 	// The smallest valid size: the first valid multiple of unit in range.
-	lo := max(plan.MinMessageSize, unit)
+	lo := max(p.MinMessageSize, unit)
 	if r := lo % unit; r != 0 {
 		lo += unit - r
 	}
 	first := uint64(0)
-	for s, i := lo, 0; i < maxSizeTries && s >= lo && s <= plan.MaxMessageSize && s <= top; s, i = s+unit, i+1 {
+	for s, i := lo, 0; i < maxSizeTries && s >= lo && s <= p.MaxMessageSize && s <= top; s, i = s+unit, i+1 {
 		if valid(s) {
 			first = s
 			break
@@ -90,7 +91,7 @@ func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n in
 			continue
 		}
 		if !valid(s) {
-			if s > plan.MaxMessageSize || s > top {
+			if s > p.MaxMessageSize || s > top {
 				break
 			}
 			continue
@@ -104,20 +105,20 @@ func CheckSizes(plan *executor.Plan, dt executor.ElemType, maxBytes uint64, n in
 
 // sizeUnit is the smallest message size worth trying: the alignment times
 // the chunk counts and the rank count, so that every buffer divides.
-func sizeUnit(plan *executor.Plan, dt executor.ElemType) uint64 {
-	a := plan.BufferAlignment
+func sizeUnit(p *plan.Plan, dt executor.ElemType) uint64 {
+	a := p.BufferAlignment
 	if a == 0 {
 		a = 16
 	}
 	u := lcm(a, uint64(dt.Size()))
-	for _, g := range plan.GPUs {
+	for _, g := range p.GPUs {
 		for _, c := range []int{g.InputChunks, g.OutputChunks} {
 			if c > 0 {
 				u = lcm(u, a*uint64(c))
 			}
 		}
 	}
-	return lcm(u, a*uint64(len(plan.GPUs)))
+	return lcm(u, a*uint64(len(p.GPUs)))
 }
 
 func gcd(a, b uint64) uint64 {
@@ -132,8 +133,8 @@ func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
 // RunChecked runs plan at one message size for iters launches on backend,
 // with race detection, checking the results of every launch (plans
 // without a defined result only run).
-func RunChecked(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
-	return NewChecker().Run(ctx, backend, plan, size, dt, inPlace, iters)
+func RunChecked(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
+	return NewChecker().Run(ctx, backend, p, size, dt, inPlace, iters)
 }
 
 // Checker runs plans as RunChecked does, drawing the inputs of every
@@ -508,12 +509,12 @@ var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 func view16(b []byte) []uint16 { return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2) }
 
 // Run is RunChecked with the Checker's data.
-func (c *Checker) Run(ctx context.Context, backend executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
-	l, err := PlanLayout(plan, size, dt, inPlace)
+func (c *Checker) Run(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
+	l, err := PlanLayout(p, size, dt, inPlace)
 	if err != nil {
 		return err
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		return err
 	}

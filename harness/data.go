@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file reproduces the data side of MSCCL++'s python/test/
@@ -127,8 +128,8 @@ type Layout struct {
 }
 
 // PlanLayout is executor.PlanLayout with the reference fill.
-func PlanLayout(plan *executor.Plan, size uint64, dt executor.Numeric, inPlace bool) (*Layout, error) {
-	l, err := executor.PlanLayout(plan, size, dt, inPlace)
+func PlanLayout(p *plan.Plan, size uint64, dt executor.Numeric, inPlace bool) (*Layout, error) {
+	l, err := executor.PlanLayout(p, size, dt, inPlace)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,8 @@
 // RunRank is the same loop for one rank of a run of one process per
 // rank: the rank's own session, and the outcome of every launch
 // exchanged with the other ranks over a Group. RunCounts and RunVar run
-// alltoallv plans bound to a counts matrix. Layout and Checker are the
+// alltoallv plans bound to a counts matrix; RunAllToAllV binds one to the
+// matrix, bounds its memory and runs it (`mscclgo run --counts`). Layout and Checker are the
 // data: the reference fill of each rank and iteration, the expected
 // results and their tolerance, docs/semantics.md §5.
 package harness

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // MemoryOptions say what a run allocates besides the buffers and scratch.
@@ -145,7 +146,7 @@ func EstimateMemory(inst *executor.Instance, l *executor.BufferLayout, o MemoryO
 				op := &tb.Ops[i]
 				ops++
 				regions += len(op.Src) + len(op.Dst)
-				if op.Type != executor.OpPipeline {
+				if op.Type != plan.OpPipeline {
 					accesses += opAccesses(&inst.Ranks[r], op, payload)
 					continue
 				}
@@ -186,14 +187,14 @@ func opAccesses(ri *executor.RankInstance, op *executor.OpInstance, payload uint
 		return 1
 	}
 	for i, r := range op.Src {
-		if executor.SrcKind(op.Type, i) == executor.SwitchOperand {
+		if plan.SrcKind(op.Type, i) == plan.SwitchOperand {
 			n += members(r)
 		} else {
 			n++
 		}
 	}
 	for i, r := range op.Dst {
-		if executor.DstKind(op.Type, i) == executor.SwitchOperand {
+		if plan.DstKind(op.Type, i) == plan.SwitchOperand {
 			n += members(r)
 		} else {
 			n++
@@ -207,10 +208,9 @@ func opAccesses(ri *executor.RankInstance, op *executor.OpInstance, payload uint
 }
 
 // isPacketOp reports whether an op reads or writes LL packets.
-func isPacketOp(t executor.OpType) bool {
+func isPacketOp(t plan.OpType) bool {
 	switch t {
-	case executor.OpCopyPacket, executor.OpUnpackPacket, executor.OpPutPacket, executor.OpReadPutPacket, executor.OpReducePacket, executor.OpReduceSendPacket,
-		executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+	case plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpPutPacket, plan.OpReadPutPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
 		return true
 	}
 	return false
@@ -252,12 +252,12 @@ func round8(n uint64) uint64 { return (n + 7) &^ 7 }
 // Footprint is EstimateMemory for plan at message size bytes of dt, laid
 // out as the plan's inplace field says: PlanLayout and Instantiate
 // (which allocates per op, never per byte) followed by the estimate.
-func Footprint(plan *executor.Plan, size uint64, dt executor.ElemType, o MemoryOptions) (MemoryUse, error) {
-	l, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+func Footprint(p *plan.Plan, size uint64, dt executor.ElemType, o MemoryOptions) (MemoryUse, error) {
+	l, err := executor.PlanLayout(p, size, dt, p.Inplace)
 	if err != nil {
 		return MemoryUse{}, err
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		return MemoryUse{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // allocated returns the bytes of the distinct allocations of the buffer
@@ -183,7 +184,7 @@ func FuzzEstimateMemory(f *testing.F) {
 		f.Add(data, uint64(1<<20))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, size uint64) {
-		p, err := executor.Load(data)
+		p, err := plan.Load(data)
 		if err != nil {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // DefaultShowWrong is how many wrong elements a WrongReport lists per
@@ -22,7 +23,7 @@ const DefaultShowWrong = 3
 type Config struct {
 	// Backend runs the plan (Run; RunRank opens rank sessions instead).
 	Backend executor.Backend
-	Plan    *executor.Plan
+	Plan    *plan.Plan
 	// Sizes are the message sizes, in bytes, in the order they run.
 	Sizes []uint64
 	// Sweep skips a size the plan rejects (SizeResult.Skipped) instead
@@ -381,9 +382,9 @@ func (cfg *Config) report(l *Layout, inst *executor.Instance, bufs []executor.Ra
 func withWriters(inst *executor.Instance, l *Layout, es []WrongElement) []WrongElement {
 	for i := range es {
 		e := &es[i]
-		e.Writers = Writers(inst, e.Rank, executor.Output, e.Offset)
+		e.Writers = Writers(inst, e.Rank, plan.Output, e.Offset)
 		if in, ok := l.OutputInInput(e.Rank, e.Offset); ok {
-			e.Writers = append(e.Writers, Writers(inst, e.Rank, executor.Input, in)...)
+			e.Writers = append(e.Writers, Writers(inst, e.Rank, plan.Input, in)...)
 		}
 	}
 	return es
@@ -396,7 +397,7 @@ const MaxWriters = 4
 // rank's buffer bt (at most MaxWriters): local destinations of the
 // rank's own ops, remote ones of its peers', and switch destinations
 // whose group it is in. Each is "rank R tb T" and the op's description.
-func Writers(inst *executor.Instance, rank int, bt executor.BufferType, off uint64) []string {
+func Writers(inst *executor.Instance, rank int, bt plan.BufferType, off uint64) []string {
 	var out []string
 	covers := func(r executor.Region, owner int) bool {
 		return owner == rank && r.Buffer == bt && off >= r.Offset && off-r.Offset < r.Size
@@ -408,15 +409,15 @@ func Writers(inst *executor.Instance, rank int, bt executor.BufferType, off uint
 		}
 		for i, d := range op.Dst {
 			hit := false
-			switch executor.DstKind(op.Type, i) {
-			case executor.SwitchOperand:
+			switch plan.DstKind(op.Type, i) {
+			case plan.SwitchOperand:
 				if d.Switch >= 0 && d.Switch < len(inst.Ranks[r].Switches) {
 					g := inst.Ranks[r].Switches[d.Switch]
 					for _, m := range g.Ranks {
 						hit = hit || (m == rank && g.Buffer == bt && off >= d.Offset && off-d.Offset < d.Size)
 					}
 				}
-			case executor.RemoteOperand:
+			case plan.RemoteOperand:
 				hit = covers(d, d.Rank)
 			default:
 				hit = covers(d, r)

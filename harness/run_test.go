@@ -20,17 +20,18 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // portPlan loads a plan of tests/ports.
-func portPlan(t *testing.T, file string) *executor.Plan {
+func portPlan(t *testing.T, file string) *plan.Plan {
 	t.Helper()
-	plan, err := executor.LoadFile(filepath.Join("..", "tests", "ports", file))
+	p, err := executor.LoadFile(filepath.Join("..", "tests", "ports", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	return p
 }
 
 // corrupt is a backend whose sessions flip a bit of rank's output element
@@ -180,14 +181,14 @@ func TestRun(t *testing.T) {
 // data: the launch, the rank, the element and the ops that write it.
 func TestRunWrongReport(t *testing.T) {
 	t.Parallel()
-	plan := portPlan(t, "single_node/allreduce.plan.json")
+	p := portPlan(t, "single_node/allreduce.plan.json")
 	// The plan is an in-place one (out of place, its outputs stay
 	// empty); test out of place, the report also names the writers of
 	// the input byte the output element shares.
 	for _, inPlace := range []bool{true} {
 		cfg := harness.Config{
 			Backend: corrupt{Backend: cpu.New(), rank: 5, off: 200, launch: 1},
-			Plan:    plan, Sizes: []uint64{1 << 12}, DType: executor.Float16, InPlace: inPlace, Iters: 3,
+			Plan:    p, Sizes: []uint64{1 << 12}, DType: executor.Float16, InPlace: inPlace, Iters: 3,
 		}
 		got, err := harness.Run(context.Background(), cfg)
 		if err != nil {
@@ -206,9 +207,9 @@ func TestRunWrongReport(t *testing.T) {
 			t.Errorf("in place %v: element %+v, want rank 5 offset 200 with its writers", inPlace, e)
 		}
 		// The writers are the ops Writers finds for the byte.
-		want := harness.Writers(got[0].Instance, 5, executor.Output, 200)
+		want := harness.Writers(got[0].Instance, 5, plan.Output, 200)
 		if in, ok := got[0].Layout.OutputInInput(5, 200); ok {
-			want = append(want, harness.Writers(got[0].Instance, 5, executor.Input, in)...)
+			want = append(want, harness.Writers(got[0].Instance, 5, plan.Input, in)...)
 		}
 		if d := cmp.Diff(want, e.Writers); d != "" || len(want) == 0 {
 			t.Errorf("in place %v: writers (-Writers +report):\n%s", inPlace, d)
@@ -334,11 +335,11 @@ func TestRunCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vp, err := executor.NewVarPlan(plan)
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +369,70 @@ func TestRunCounts(t *testing.T) {
 		var mm *harness.VarMismatch
 		if got.Wrong != tt.wrong || (tt.wrong > 0) != errors.As(got.FirstWrong, &mm) || (got.Deadlock != nil) != tt.deadlock || got.Race != nil || !opened {
 			t.Errorf("%s: %+v (opened %v), want %d wrong bytes, deadlock %v", tt.name, got, opened, tt.wrong, tt.deadlock)
+		}
+	}
+}
+
+// TestRunAllToAllV runs the bundled alltoallv algorithm through
+// RunAllToAllV, and checks the step each refusal names: a plan that is
+// not variable-size, counts of another shape, a memory bound.
+func TestRunAllToAllV(t *testing.T) {
+	t.Parallel()
+	load := func(script string, defines map[string]string) *plan.Plan {
+		t.Helper()
+		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), script, starlib.Options{Defines: defines})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := res.Programs[0].Plan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Load(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	v2 := load("alltoallv.star", map[string]string{"world_size": "2"})
+	fixed := load("allgather.star", nil)
+	counts := executor.MatrixCounts([][]int64{{100, 7}, {3, 0}})
+	three := executor.MatrixCounts(executor.UniformMatrix(3, 1))
+	opts := executor.Options{DType: executor.Float32}
+	for _, tt := range []struct {
+		name   string
+		p      *plan.Plan
+		counts *executor.Counts
+		max    uint64
+		stage  harness.AllToAllVStage // when err
+		err    bool
+	}{
+		{name: "clean", p: v2, counts: counts},
+		{name: "not alltoallv", p: fixed, counts: counts, err: true, stage: harness.StagePlan},
+		{name: "counts of 3 ranks", p: v2, counts: three, err: true, stage: harness.StageCounts},
+		{name: "over the bound", p: v2, counts: counts, max: 100, err: true, stage: harness.StageBudget},
+	} {
+		var opened harness.AllToAllVRun
+		res, err := harness.RunAllToAllV(context.Background(), harness.AllToAllVConfig{
+			Plan: tt.p, Counts: tt.counts, Backend: cpu.New(), Options: opts, Iters: 2, Warmup: 1, MaxBytes: tt.max,
+			Opened: func(run harness.AllToAllVRun) { opened = run },
+		})
+		if tt.err {
+			var ae *harness.AllToAllVError
+			if !errors.As(err, &ae) || ae.Stage != tt.stage {
+				t.Errorf("%s: error %v, want an *AllToAllVError of stage %d", tt.name, err, tt.stage)
+			}
+			if tt.stage == harness.StageBudget && (ae.Max != tt.max || ae.Need <= tt.max) {
+				t.Errorf("%s: need %d, max %d; want the bound %d and more than it", tt.name, ae.Need, ae.Max, tt.max)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		// 110 elements of 4 bytes in all; the largest block is 100.
+		if res.Total != 440 || res.Largest != 400 || res.Wrong != 0 || res.Deadlock != nil || res.Race != nil || opened.Total != 440 || opened.Instance == nil {
+			t.Errorf("%s: %+v, opened with %+v; want 440 bytes in all, largest block 400, no wrong byte", tt.name, res, opened)
 		}
 	}
 }

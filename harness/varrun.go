@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file runs alltoallv plans: bound to one counts matrix and timed
@@ -76,12 +77,12 @@ func RunVar(ctx context.Context, backend executor.Backend, vp *executor.VarPlan,
 
 // ValidateVar runs plan, an alltoallv plan, with every case of
 // VarValidationCases, launches launches each.
-func ValidateVar(ctx context.Context, backend executor.Backend, plan *executor.Plan, opts executor.Options, launches int) error {
-	vp, err := executor.NewVarPlan(plan)
+func ValidateVar(ctx context.Context, backend executor.Backend, p *plan.Plan, opts executor.Options, launches int) error {
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		return err
 	}
-	for _, vc := range VarValidationCases(len(plan.GPUs)) {
+	for _, vc := range VarValidationCases(len(p.GPUs)) {
 		if err := RunVar(ctx, backend, vp, vc.Counts, opts, launches); err != nil {
 			return fmt.Errorf("counts %q: %w", vc.Name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // CountsPoint is the prediction of an alltoallv plan for one call's
@@ -23,14 +24,14 @@ type CountsPoint struct {
 
 // PredictCounts binds plan, an alltoallv plan, to the counts c for
 // elements of dt and predicts the call on hw.
-func PredictCounts(plan *executor.Plan, c *executor.Counts, dt executor.DType, hw *Profile, opts Options) (*CountsPoint, error) {
-	vp, err := executor.NewVarPlan(plan)
+func PredictCounts(p *plan.Plan, c *executor.Counts, dt executor.DType, hw *Profile, opts Options) (*CountsPoint, error) {
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		return nil, err
 	}
 	inst, err := vp.Bind(c, dt.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", plan.Name, err)
+		return nil, fmt.Errorf("%s: %w", p.Name, err)
 	}
 	res, err := Predict(inst, hw, opts)
 	if err != nil {

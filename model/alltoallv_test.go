@@ -11,13 +11,14 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
-func predictCounts(t *testing.T, plan *executor.Plan, m [][]int64, hw *model.Profile) *model.CountsPoint {
+func predictCounts(t *testing.T, p *plan.Plan, m [][]int64, hw *model.Profile) *model.CountsPoint {
 	t.Helper()
-	pt, err := model.PredictCounts(plan, executor.MatrixCounts(m), executor.Float32, hw, model.Options{})
+	pt, err := model.PredictCounts(p, executor.MatrixCounts(m), executor.Float32, hw, model.Options{})
 	if err != nil {
-		t.Fatalf("%s: %v", plan.Name, err)
+		t.Fatalf("%s: %v", p.Name, err)
 	}
 	return pt
 }

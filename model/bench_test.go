@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // sizes21 are the sizes 1 KiB, 2 KiB, ..., 1 GiB.
@@ -22,7 +23,7 @@ func sizes21() []uint64 {
 
 // plan64 is the bundled hierarchical LL allreduce on 8 nodes of 8 ranks
 // (the Simple one, allreduce_hier, needs 4 KiB at least at 64 ranks).
-func plan64(b *testing.B) *executor.Plan {
+func plan64(b *testing.B) *plan.Plan {
 	return bundled(b, "allreduce_hier_packet", map[string]string{"world_size": "64", "ranks_per_node": "8",
 		"min_message_size": "0", "max_message_size": "18446744073709551615"})
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Measurement is one measured point: a message size and the time per
@@ -103,12 +104,12 @@ func RelErr(pred, meas float64) float64 { return (pred - meas) / meas }
 // cross-node path, CrossNodeFitParams. Otherwise the launch overhead
 // charged, the per-op and latency terms, and the bandwidth efficiencies
 // the plan's transfers depend on.
-func DefaultFitParams(plan *executor.Plan, hw *Profile, opts Options) []string {
+func DefaultFitParams(p *plan.Plan, hw *Profile, opts Options) []string {
 	perNode := opts.RanksPerNode
 	if perNode <= 0 {
 		perNode = hw.GPUsPerNode
 	}
-	if crossesNodes(plan, perNode) {
+	if crossesNodes(p, perNode) {
 		return CrossNodeFitParams()
 	}
 	ps := []string{"graph_launch_us", "op_us", "nvlink_latency_us", "nvlink_efficiency", "block_inflight_kib"}
@@ -116,10 +117,10 @@ func DefaultFitParams(plan *executor.Plan, hw *Profile, opts Options) []string {
 		ps[0] = "launch_us"
 	}
 	sw, port := false, false
-	for _, g := range plan.GPUs {
+	for _, g := range p.GPUs {
 		for _, ch := range g.Channels {
-			sw = sw || ch.Type == executor.Switch
-			port = port || ch.Type == executor.Port
+			sw = sw || ch.Type == plan.Switch
+			port = port || ch.Type == plan.Port
 		}
 	}
 	if sw {
@@ -141,10 +142,10 @@ func CrossNodeFitParams() []string {
 
 // crossesNodes reports whether a port channel of plan connects ranks on
 // different nodes, perNode ranks to a node.
-func crossesNodes(plan *executor.Plan, perNode int) bool {
-	for _, g := range plan.GPUs {
+func crossesNodes(p *plan.Plan, perNode int) bool {
+	for _, g := range p.GPUs {
 		for _, ch := range g.Channels {
-			if ch.Type != executor.Port {
+			if ch.Type != plan.Port {
 				continue
 			}
 			for _, peer := range ch.ConnectedTo {
@@ -160,14 +161,14 @@ func crossesNodes(plan *executor.Plan, perNode int) bool {
 // Fit adjusts the parameters fo.Params of hw so that plan's predicted
 // times match meas: a coordinate search in log space that minimises the
 // mean squared log error. hw is not changed.
-func Fit(plan *executor.Plan, meas []Measurement, hw *Profile, opts Options, fo FitOptions) (*FitResult, error) {
+func Fit(pl *plan.Plan, meas []Measurement, hw *Profile, opts Options, fo FitOptions) (*FitResult, error) {
 	opts.NoTimeline = true
 	if fo.DType == nil {
 		fo.DType = executor.Float16
 	}
 	names := fo.Params
 	if names == nil {
-		names = DefaultFitParams(plan, hw, opts)
+		names = DefaultFitParams(pl, hw, opts)
 	}
 	prof := hw.Clone()
 	var params []*Param
@@ -183,7 +184,7 @@ func Fit(plan *executor.Plan, meas []Measurement, hw *Profile, opts Options, fo 
 	}
 	insts := make([]*executor.Instance, len(meas))
 	for i, m := range meas {
-		inst, _, err := instantiate(plan, m.Size, fo.DType, fo.InPlace)
+		inst, _, err := instantiate(pl, m.Size, fo.DType, fo.InPlace)
 		if err != nil {
 			return nil, fmt.Errorf("fit: line %d: size %d: %w", m.Line, m.Size, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // twoNodeTruth is the profile the synthetic two-node results were
@@ -30,7 +31,7 @@ func twoNodeTruth(tb testing.TB) *model.Profile {
 
 // twoNodeResults writes nccl-tests output of plan at sizes 1 KiB to
 // 64 KiB on 2 × 8 ranks, the times predicted with truth.
-func twoNodeResults(tb testing.TB, plan *executor.Plan, truth *model.Profile) string {
+func twoNodeResults(tb testing.TB, p *plan.Plan, truth *model.Profile) string {
 	var b strings.Builder
 	b.WriteString("# Synthetic: not a measurement. The times are mscclgo's model of the plan\n")
 	b.WriteString("# allreduce_hier_packet_2x8gpu_small on h100-sxm with proxy_poll_us 9 and\n")
@@ -47,7 +48,7 @@ func twoNodeResults(tb testing.TB, plan *executor.Plan, truth *model.Profile) st
 	var busSum float64
 	n := 0
 	for s := uint64(1 * kib); s <= 64*kib; s *= 2 {
-		pt := predict(tb, plan, s, truth, model.Options{NoTimeline: true, RanksPerNode: 8})
+		pt := predict(tb, p, s, truth, model.Options{NoTimeline: true, RanksPerNode: 8})
 		col := fmt.Sprintf("%8.2f  %6.2f  %6.2f  %5d", pt.Time, pt.AlgBW, pt.BusBW, 0)
 		fmt.Fprintf(&b, "%12d  %12d      half     sum      -1  %s  %s\n", s, s/2, col, col)
 		busSum += pt.BusBW

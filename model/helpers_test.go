@@ -11,11 +11,12 @@ import (
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // bundled evaluates the bundled algorithm name with defines into a plan.
-func bundled(tb testing.TB, name string, defines map[string]string) *executor.Plan {
+func bundled(tb testing.TB, name string, defines map[string]string) *plan.Plan {
 	tb.Helper()
 	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), name+".star", starlib.Options{Defines: defines})
 	if err != nil {
@@ -28,7 +29,7 @@ func bundled(tb testing.TB, name string, defines map[string]string) *executor.Pl
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := executor.Load(data)
+	p, err := plan.Load(data)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func bundled(tb testing.TB, name string, defines map[string]string) *executor.Pl
 
 // port loads a plan of ../tests/ports (the ports of MSCCL++'s reference
 // programs, byte-identical to its plans).
-func port(tb testing.TB, rel string) *executor.Plan {
+func port(tb testing.TB, rel string) *plan.Plan {
 	tb.Helper()
 	p, err := executor.LoadFile(filepath.Join("..", "tests", "ports", filepath.FromSlash(rel)))
 	if err != nil {
@@ -57,11 +58,11 @@ func h100(tb testing.TB) *model.Profile {
 }
 
 // predict predicts plan at size in its own in-place mode, float16.
-func predict(tb testing.TB, plan *executor.Plan, size uint64, hw *model.Profile, opts model.Options) *model.Point {
+func predict(tb testing.TB, p *plan.Plan, size uint64, hw *model.Profile, opts model.Options) *model.Point {
 	tb.Helper()
-	pt, err := model.PredictSize(plan, size, executor.Float16, plan.Inplace, hw, opts)
+	pt, err := model.PredictSize(p, size, executor.Float16, p.Inplace, hw, opts)
 	if err != nil {
-		tb.Fatalf("%s at %d: %v", plan.Name, size, err)
+		tb.Fatalf("%s at %d: %v", p.Name, size, err)
 	}
 	return pt
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -29,7 +30,7 @@ import (
 type multiNodePoint struct {
 	name         string // what was measured
 	hw           string // the bundled profile of its hardware
-	plan         func(testing.TB) *executor.Plan
+	plan         func(testing.TB) *plan.Plan
 	ranksPerNode int
 	size         uint64
 	publishedUS  float64
@@ -38,8 +39,8 @@ type multiNodePoint struct {
 }
 
 // testdataPlan evaluates model/testdata/NAME.star into a plan.
-func testdataPlan(name string) func(testing.TB) *executor.Plan {
-	return func(tb testing.TB) *executor.Plan {
+func testdataPlan(name string) func(testing.TB) *plan.Plan {
+	return func(tb testing.TB) *plan.Plan {
 		tb.Helper()
 		res, err := starlib.Eval(starlib.DirSource("testdata"), name+".star", starlib.Options{})
 		if err != nil {
@@ -49,7 +50,7 @@ func testdataPlan(name string) func(testing.TB) *executor.Plan {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		p, err := executor.Load(data)
+		p, err := plan.Load(data)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func testdataPlan(name string) func(testing.TB) *executor.Plan {
 // hierSmall2x8 is MSCCL++'s default two-node small-message allreduce
 // (allreduce_2nodes_1K_64K), as the bundled allreduce_hier_packet's
 // default-set entry allreduce_hier_packet_2x8gpu_small.
-func hierSmall2x8(tb testing.TB) *executor.Plan {
+func hierSmall2x8(tb testing.TB) *plan.Plan {
 	return bundled(tb, "allreduce_hier_packet", map[string]string{"world_size": "16", "ranks_per_node": "8",
 		"min_message_size": "1024", "max_message_size": "65536", "nblocks": "4", "instances": "1", "name": "allreduce_hier_packet_2x8gpu_small"})
 }
@@ -90,12 +91,12 @@ func loadProfile(tb testing.TB, name string) *model.Profile {
 }
 
 // predictMultiNode predicts p on hw (nil: p's bundled profile).
-func predictMultiNode(tb testing.TB, p multiNodePoint, plan *executor.Plan, hw *model.Profile) float64 {
+func predictMultiNode(tb testing.TB, p multiNodePoint, pl *plan.Plan, hw *model.Profile) float64 {
 	tb.Helper()
 	if hw == nil {
 		hw = loadProfile(tb, p.hw)
 	}
-	return predict(tb, plan, p.size, hw, model.Options{NoTimeline: true, RanksPerNode: p.ranksPerNode}).Time
+	return predict(tb, pl, p.size, hw, model.Options{NoTimeline: true, RanksPerNode: p.ranksPerNode}).Time
 }
 
 const (
@@ -159,7 +160,7 @@ func medianMax(errs []float64) (median, largest float64) {
 func TestMultiNodeCalibration(t *testing.T) {
 	type calPoint struct {
 		p    multiNodePoint
-		plan *executor.Plan
+		plan *plan.Plan
 		hw   *model.Profile
 	}
 	var cal []calPoint

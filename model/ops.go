@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -24,24 +25,22 @@ type cost struct {
 
 // isPacketOp reports whether the op addresses LL packets (and ignores
 // pipeline offsets, docs/semantics.md §2.4).
-func isPacketOp(t executor.OpType) bool {
+func isPacketOp(t plan.OpType) bool {
 	switch t {
-	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpUnpackPacket,
-		executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket,
-		executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
 		return true
 	}
 	return false
 }
 
 // pktSrc reports whether source i of an op of type t holds packets.
-func pktSrc(t executor.OpType, i int) bool {
+func pktSrc(t plan.OpType, i int) bool {
 	switch t {
-	case executor.OpReadPutPacket, executor.OpUnpackPacket:
+	case plan.OpReadPutPacket, plan.OpUnpackPacket:
 		return i == 0
-	case executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		return i >= 1
-	case executor.OpMultiStorePacket:
+	case plan.OpMultiStorePacket:
 		return true
 	}
 	return false
@@ -49,13 +48,13 @@ func pktSrc(t executor.OpType, i int) bool {
 
 // pktDst reports whether destination i of an op of type t receives
 // packets.
-func pktDst(t executor.OpType, i int) bool {
+func pktDst(t plan.OpType, i int) bool {
 	switch t {
-	case executor.OpPutPacket, executor.OpReadPutPacket, executor.OpCopyPacket, executor.OpMultiStorePacket:
+	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpMultiStorePacket:
 		return true
-	case executor.OpReduceSendPacket, executor.OpReduceCopySendPacket:
+	case plan.OpReduceSendPacket, plan.OpReduceCopySendPacket:
 		return i >= 1
-	case executor.OpReduceCopyPacket:
+	case plan.OpReduceCopyPacket:
 		return i == 1
 	}
 	return false
@@ -63,11 +62,11 @@ func pktDst(t executor.OpType, i int) bool {
 
 // isPortData reports whether the op's transfers go through the proxy.
 func isPortData(op *executor.OpInstance) bool {
-	if op.ChannelType != executor.Port {
+	if op.ChannelType != plan.Port {
 		return false
 	}
 	switch op.Type {
-	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush, executor.OpPutPacket, executor.OpReadPutPacket:
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket, plan.OpReadPutPacket:
 		return true
 	}
 	return false
@@ -135,16 +134,16 @@ func (s *sim) costOf(r int, st step) cost {
 	p := s.prof
 	op := st.op
 	switch op.Type {
-	case executor.OpNop:
+	case plan.OpNop:
 		return cost{pre: p.NopUS.Value}
-	case executor.OpBarrier:
+	case plan.OpBarrier:
 		return cost{pre: 2 * p.NopUS.Value}
-	case executor.OpSignal, executor.OpRelaxedSignal:
-		if op.ChannelType == executor.Port {
+	case plan.OpSignal, plan.OpRelaxedSignal:
+		if op.ChannelType == plan.Port {
 			return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
 		}
 		return cost{pre: p.OpUS.Value}
-	case executor.OpWait, executor.OpRelaxedWait, executor.OpFlush, executor.OpSemAcquire, executor.OpSemRelease:
+	case plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
 		return cost{pre: p.OpUS.Value}
 	}
 	if isPortData(op) {
@@ -199,7 +198,7 @@ func (s *sim) costOf(r int, st step) cost {
 	case remoteRead:
 		lat = max(p.NVLinkLatencyUS.Value, p.LocalLatencyUS.Value)
 	}
-	threads := float64(s.inst.Plan.NumThreadsPerBlock) / executor.MaxThreadsPerBlock
+	threads := float64(s.inst.Plan.NumThreadsPerBlock) / plan.MaxThreadsPerBlock
 	if threads <= 0 {
 		threads = 1
 	}
@@ -213,7 +212,7 @@ func (s *sim) costOf(r int, st step) cost {
 // packetReads appends the packet regions step st on rank r reads.
 func (s *sim) packetReads(r int, st step, out []pktRead) []pktRead {
 	op := st.op
-	if op.ChannelType == executor.Port && op.Type == executor.OpPutPacket {
+	if op.ChannelType == plan.Port && op.Type == plan.OpPutPacket {
 		return out // the source is copied as it is, flags included
 	}
 	for i, reg := range op.Src {
@@ -233,7 +232,7 @@ func (s *sim) registerWrites(t *tbRun, st step) []*pktWrite {
 		return nil
 	}
 	var ws []*pktWrite
-	add := func(rank int, buf executor.BufferType, off, size uint64) {
+	add := func(rank int, buf plan.BufferType, off, size uint64) {
 		w := &pktWrite{rank: rank, buf: buf, off: off, end: off + size, slice: t.slice}
 		s.ranks[rank].pkts = append(s.ranks[rank].pkts, w)
 		ws = append(ws, w)
@@ -282,17 +281,17 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 		s.wakeWriters(writes)
 	}
 	switch op.Type {
-	case executor.OpSignal, executor.OpRelaxedSignal:
+	case plan.OpSignal, plan.OpRelaxedSignal:
 		for _, c := range op.Channels {
 			switch op.ChannelType {
-			case executor.Memory:
+			case plan.Memory:
 				end := ri.MemoryChannels[c]
-				s.deliver(end.Peer, executor.Memory, end.PeerIndex, s.now+s.latency(r, end.Peer), t.slice)
-			case executor.Port:
+				s.deliver(end.Peer, plan.Memory, end.PeerIndex, s.now+s.latency(r, end.Peer), t.slice)
+			case plan.Port:
 				s.push(&trigger{rank: r, ch: c, flag: true, src: r, dst: ri.PortChannels[c].Peer, slice: t.slice})
 			}
 		}
-	case executor.OpSemRelease:
+	case plan.OpSemRelease:
 		for _, id := range op.Semaphores {
 			id := id
 			slice := t.slice
@@ -314,17 +313,17 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 	if !isPortData(op) {
 		return
 	}
-	flag := op.Type == executor.OpPutWithSignal || op.Type == executor.OpPutWithSignalAndFlush
-	sync := op.Type == executor.OpPutWithSignalAndFlush
+	flag := op.Type == plan.OpPutWithSignal || op.Type == plan.OpPutWithSignalAndFlush
+	sync := op.Type == plan.OpPutWithSignalAndFlush
 	for i, dst := range op.Dst {
 		if i >= len(op.Channels) {
 			break
 		}
 		tr := &trigger{rank: r, ch: op.Channels[i], data: true, flag: flag, src: r, dst: dst.Rank, dstRegion: dst, slice: t.slice}
 		switch op.Type {
-		case executor.OpPutPacket:
+		case plan.OpPutPacket:
 			tr.bytes, tr.pkt = 2*dst.Size, true
-		case executor.OpReadPutPacket:
+		case plan.OpReadPutPacket:
 			tr.bytes, tr.pkt = 2*op.Src[0].Size, true
 		default:
 			tr.bytes = regionBytes(dst, st)
@@ -403,7 +402,7 @@ func (s *sim) nicSlot(r int, t float64) float64 {
 
 // deliver adds a signal to rank peer's channel end idx of type ct at
 // time at.
-func (s *sim) deliver(peer int, ct executor.ChannelType, idx int, at float64, slice int) {
+func (s *sim) deliver(peer int, ct plan.ChannelType, idx int, at float64, slice int) {
 	if idx < 0 {
 		return // an unpaired channel: the signal is lost
 	}
@@ -512,7 +511,7 @@ func (s *sim) flag(tr *trigger, ch *chanState, end executor.ChannelEnd, lat floa
 
 func (s *sim) flushFlags(ch *chanState, end executor.ChannelEnd, lat float64) {
 	for _, tr := range ch.pendingFlags {
-		s.deliver(end.Peer, executor.Port, end.PeerIndex, s.now+lat, tr.slice)
+		s.deliver(end.Peer, plan.Port, end.PeerIndex, s.now+lat, tr.slice)
 	}
 	ch.pendingFlags = ch.pendingFlags[:0]
 }
@@ -539,9 +538,9 @@ func (s *sim) sliceOf(t *tbRun, st step) timeline.Slice {
 		for i, c := range op.Channels {
 			ids[i] = fmt.Sprint(c)
 			switch op.ChannelType {
-			case executor.Memory:
+			case plan.Memory:
 				peers[ri.MemoryChannels[c].Peer] = true
-			case executor.Port:
+			case plan.Port:
 				peers[ri.PortChannels[c].Peer] = true
 			}
 		}

@@ -9,8 +9,8 @@ package model_test
 import (
 	"testing"
 
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 const maxSize = "18446744073709551615"
@@ -23,7 +23,7 @@ func TestOrderings(t *testing.T) {
 	refNVLS := port(t, "single_node/allreduce_nvls_zero_copy.plan.json")
 	tests := []struct {
 		name          string
-		faster, other *executor.Plan
+		faster, other *plan.Plan
 		size          uint64
 	}{
 		{"LL all-pairs beats RS+AG at 1 KiB", packet, rsag, 1 * kib},
@@ -49,7 +49,7 @@ func TestPeakBandwidths(t *testing.T) {
 	hw := h100(t)
 	tests := []struct {
 		name   string
-		plan   *executor.Plan
+		plan   *plan.Plan
 		size   uint64
 		lo, hi float64 // busbw bounds, GB/s
 	}{
@@ -103,7 +103,7 @@ func TestHardware(t *testing.T) {
 	rsag := bundled(t, "allreduce_rsag", map[string]string{"world_size": "8", "min_message_size": "0"})
 	tests := []struct {
 		name           string
-		plan           *executor.Plan
+		plan           *plan.Plan
 		size           uint64
 		fastHW, slowHW *model.Profile
 		fast, slow     model.Options

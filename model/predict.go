@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -85,8 +86,8 @@ type Point struct {
 // PredictSize lays out, instantiates and predicts plan at message size
 // (nccl-tests' size: the output of allgather, the input otherwise) with
 // elements of dt, in place or not.
-func PredictSize(plan *executor.Plan, size uint64, dt executor.Numeric, inPlace bool, hw *Profile, opts Options) (*Point, error) {
-	inst, l, err := instantiate(plan, size, dt, inPlace)
+func PredictSize(p *plan.Plan, size uint64, dt executor.Numeric, inPlace bool, hw *Profile, opts Options) (*Point, error) {
+	inst, l, err := instantiate(p, size, dt, inPlace)
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +96,11 @@ func PredictSize(plan *executor.Plan, size uint64, dt executor.Numeric, inPlace 
 
 // Sweep predicts plan at each size; sizes the plan rejects are skipped
 // and reported in skipped (size → error). Points are in size order.
-func Sweep(plan *executor.Plan, sizes []uint64, dt executor.Numeric, inPlace bool, hw *Profile, opts Options) (pts []Point, skipped map[uint64]error, err error) {
+func Sweep(p *plan.Plan, sizes []uint64, dt executor.Numeric, inPlace bool, hw *Profile, opts Options) (pts []Point, skipped map[uint64]error, err error) {
 	sorted := append([]uint64(nil), sizes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	for _, sz := range sorted {
-		inst, l, err := instantiate(plan, sz, dt, inPlace)
+		inst, l, err := instantiate(p, sz, dt, inPlace)
 		if err != nil {
 			if skipped == nil {
 				skipped = map[uint64]error{}
@@ -117,12 +118,12 @@ func Sweep(plan *executor.Plan, sizes []uint64, dt executor.Numeric, inPlace boo
 }
 
 // instantiate lays out and instantiates plan at size.
-func instantiate(plan *executor.Plan, size uint64, dt executor.Numeric, inPlace bool) (*executor.Instance, *executor.BufferLayout, error) {
-	l, err := executor.PlanLayout(plan, size, dt, inPlace)
+func instantiate(p *plan.Plan, size uint64, dt executor.Numeric, inPlace bool) (*executor.Instance, *executor.BufferLayout, error) {
+	l, err := executor.PlanLayout(p, size, dt, inPlace)
 	if err != nil {
 		return nil, nil, err
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -92,7 +93,7 @@ type barState struct {
 // pktWrite is a write of LL packets into a rank's buffer, as data bytes.
 type pktWrite struct {
 	rank     int
-	buf      executor.BufferType
+	buf      plan.BufferType
 	off, end uint64
 	done     bool
 	at       float64 // when visible (done only)
@@ -102,7 +103,7 @@ type pktWrite struct {
 // pktRead is a region a packet op reads.
 type pktRead struct {
 	rank     int
-	buf      executor.BufferType
+	buf      plan.BufferType
 	off, end uint64
 }
 
@@ -122,7 +123,7 @@ type trigger struct {
 type rankSim struct {
 	mem, port  []chanState
 	sems       []semState
-	bars       [executor.MaxBarrierID + 1]barState
+	bars       [plan.MaxBarrierID + 1]barState
 	pkts       []*pktWrite
 	pktWaiters []*tbRun
 	proxyFree  float64 // when the proxy has served its last trigger
@@ -223,7 +224,7 @@ func newSim(inst *executor.Instance, p *Profile, opts Options) (*sim, error) {
 			t := &tbRun{rank: r, id: tb.ID, slice: -1}
 			for i := range tb.Ops {
 				op := &tb.Ops[i]
-				if op.Type == executor.OpPipeline {
+				if op.Type == plan.OpPipeline {
 					for it := 0; it < op.Iterations; it++ {
 						for j := range op.Body {
 							t.steps = append(t.steps, step{op: &op.Body[j], pipe: op, iter: it})
@@ -318,7 +319,7 @@ func (s *sim) describe(t *tbRun) string {
 		return fmt.Sprintf("%s channel signals", op.ChannelType)
 	case t.semWant > 0:
 		return "semaphore"
-	case op.Type == executor.OpBarrier:
+	case op.Type == plan.OpBarrier:
 		return fmt.Sprintf("barrier %d", op.BarrierID)
 	case len(t.reads) > 0:
 		return "LL packets not written"
@@ -355,7 +356,7 @@ func (s *sim) next(t *tbRun) {
 	}
 	rs := &s.ranks[t.rank]
 	switch op.Type {
-	case executor.OpWait, executor.OpRelaxedWait:
+	case plan.OpWait, plan.OpRelaxedWait:
 		chans := s.chans(t.rank, op.ChannelType)
 		for _, c := range op.Channels {
 			if chans == nil || c >= len(chans) {
@@ -364,7 +365,7 @@ func (s *sim) next(t *tbRun) {
 			chans[c].expected++
 			t.need = append(t.need, chans[c].expected)
 		}
-	case executor.OpSemAcquire:
+	case plan.OpSemAcquire:
 		for _, id := range op.Semaphores {
 			sm := &rs.sems[id]
 			if sm.v > 0 {
@@ -375,7 +376,7 @@ func (s *sim) next(t *tbRun) {
 				t.semWant++
 			}
 		}
-	case executor.OpBarrier:
+	case plan.OpBarrier:
 		if op.NumThreadBlocks <= 1 {
 			t.barDone = true
 			break
@@ -396,8 +397,8 @@ func (s *sim) next(t *tbRun) {
 				}
 			})
 		}
-	case executor.OpFlush:
-		if op.ChannelType == executor.Port {
+	case plan.OpFlush:
+		if op.ChannelType == plan.Port {
 			for _, c := range op.Channels {
 				t.flush = append(t.flush, rs.port[c].pushed)
 			}
@@ -408,11 +409,11 @@ func (s *sim) next(t *tbRun) {
 }
 
 // chans returns rank r's channel ends of type ct.
-func (s *sim) chans(r int, ct executor.ChannelType) []chanState {
+func (s *sim) chans(r int, ct plan.ChannelType) []chanState {
 	switch ct {
-	case executor.Memory:
+	case plan.Memory:
 		return s.ranks[r].mem
-	case executor.Port:
+	case plan.Port:
 		return s.ranks[r].port
 	}
 	return nil
@@ -426,7 +427,7 @@ func (s *sim) check(t *tbRun) {
 	op := t.steps[t.pc].op
 	rs := &s.ranks[t.rank]
 	switch op.Type {
-	case executor.OpWait, executor.OpRelaxedWait:
+	case plan.OpWait, plan.OpRelaxedWait:
 		chans := s.chans(t.rank, op.ChannelType)
 		ok := true
 		for i, c := range op.Channels {
@@ -446,15 +447,15 @@ func (s *sim) check(t *tbRun) {
 				s.flowFromKind(t, chans[c].arrivals[t.need[i]-1].slice, "signal")
 			}
 		}
-	case executor.OpSemAcquire:
+	case plan.OpSemAcquire:
 		if t.semWant > 0 {
 			return
 		}
-	case executor.OpBarrier:
+	case plan.OpBarrier:
 		if !t.barDone {
 			return
 		}
-	case executor.OpFlush:
+	case plan.OpFlush:
 		for i, c := range op.Channels {
 			if i < len(t.flush) && rs.port[c].done < t.flush[i] {
 				rs.port[c].waiters = append(rs.port[c].waiters, t)

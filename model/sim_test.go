@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func TestShareRates(t *testing.T) {
@@ -52,7 +53,7 @@ func TestShareRates(t *testing.T) {
 	}
 }
 
-func loadPort(t *testing.T, rel string) *executor.Plan {
+func loadPort(t *testing.T, rel string) *plan.Plan {
 	t.Helper()
 	p, err := executor.LoadFile(filepath.Join("..", "tests", "ports", filepath.FromSlash(rel)))
 	if err != nil {
@@ -122,17 +123,17 @@ func TestDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := loadPort(t, "single_node/allreduce.plan.json")
+	p := loadPort(t, "single_node/allreduce.plan.json")
 	// Rank 0 never signals: its peers wait forever.
-	for i := range plan.GPUs[0].ThreadBlocks {
-		for j := range plan.GPUs[0].ThreadBlocks[i].Ops {
-			op := &plan.GPUs[0].ThreadBlocks[i].Ops[j]
-			if op.Type == executor.OpSignal || op.Type == executor.OpRelaxedSignal {
-				op.Type, op.ChannelType, op.ChannelIDs = executor.OpNop, executor.NoChannel, nil
+	for i := range p.GPUs[0].ThreadBlocks {
+		for j := range p.GPUs[0].ThreadBlocks[i].Ops {
+			op := &p.GPUs[0].ThreadBlocks[i].Ops[j]
+			if op.Type == plan.OpSignal || op.Type == plan.OpRelaxedSignal {
+				op.Type, op.ChannelType, op.ChannelIDs = plan.OpNop, plan.NoChannel, nil
 			}
 		}
 	}
-	_, err = PredictSize(plan, 1<<20, executor.Float16, true, hw, Options{})
+	_, err = PredictSize(p, 1<<20, executor.Float16, true, hw, Options{})
 	var de *executor.DeadlockError
 	if !errors.As(err, &de) {
 		t.Fatalf("error %v, want a deadlock", err)

@@ -71,6 +71,9 @@ type comm struct {
 	// hub is where this process's ranks meet for host-memory runs
 	// (hostrun.go); nil when they are off or a rank is elsewhere.
 	hub *hostHub
+	// procs are this rank's host-memory sessions when the ranks are
+	// processes (hostrun.go); nil when they meet in hub.
+	procs *hostProcs
 
 	// gpu is the communicator's rank on the build's device backend
 	// (device.go); nil without one. plansRun are the plans it has run.
@@ -81,19 +84,34 @@ type comm struct {
 	// for an NCCL communicator. Guarded by mu.
 	custom *customState
 
+	// hubKey is the token hub was taken under (library.releaseHub).
+	hubKey string
+
+	// stop is closed when the communicator ends (destroy, abort): every
+	// wait of its calls on the host gives up then.
+	stop chan struct{}
+
 	mu    sync.Mutex
 	state string // "" live, else the call that ended its use: "ncclCommFinalize"
+	ended string // "" until ncclCommDestroy or ncclCommAbort (the one that won)
+	// ops are the reductions created on the communicator
+	// (ncclRedOpCreatePreMulSum, the fallback's), which calls may name.
+	ops map[int]bool
 }
 
-// connect joins the bootstrap of w and makes the communicator.
-func connect(w bootstrap.World, ln net.Listener, dev int, timeout time.Duration) (*comm, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// connect joins the bootstrap of w and makes the communicator; it gives
+// up when parent ends, with parent's cause.
+func connect(parent context.Context, w bootstrap.World, ln net.Listener, dev int, timeout time.Duration) (*comm, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	b, err := bootstrap.Connect(ctx, w, bootstrap.Options{Timeout: timeout, Listener: ln})
 	if err != nil {
+		if cause := context.Cause(parent); cause != nil {
+			return nil, cause
+		}
 		return nil, err
 	}
-	c := &comm{rank: w.Rank, size: w.Size, dev: dev, boot: b, timeout: timeout, ranksPerNode: w.Size}
+	c := &comm{rank: w.Rank, size: w.Size, dev: dev, boot: b, timeout: timeout, ranksPerNode: w.Size, stop: make(chan struct{})}
 	for _, h := range b.Hosts() {
 		for _, r := range h.Ranks {
 			if r == w.Rank {
@@ -102,6 +120,10 @@ func connect(w bootstrap.World, ln net.Listener, dev int, timeout time.Duration)
 		}
 	}
 	c.plans = loadPlans()
+	if err := c.checkDevices(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := c.openDevice(); err != nil {
 		b.Close()
 		return nil, err
@@ -125,41 +147,90 @@ func checkRanks(nranks, rank int) error {
 // initRank is ncclCommInitRank's mscclgo half: it joins the ranks of id
 // and, when the ranks have a fallback NCCL, hands rank 0's fallback id
 // (realID, filled by rank 0) to every rank.
+//
+// A refused or failed init spends the id (library.spendID): its listener,
+// if this process made it, is closed, and a later use of it is refused by
+// name.
 func initRank(nranks, rank int, id []byte, dev int, hasReal bool, realID []byte) (*comm, error) {
-	if err := checkRanks(nranks, rank); err != nil {
-		return nil, err
-	}
 	u, err := decodeID(id)
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
+	}
+	c, err := initRankOf(u, nranks, rank, dev, hasReal, realID)
+	if err != nil {
+		theLibrary.spendID(u, nranks, fmt.Sprintf("the ncclCommInitRank of rank %d of %d failed: %v", rank, nranks, err))
+	}
+	return c, err
+}
+
+func initRankOf(u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) (*comm, error) {
+	if err := checkRanks(nranks, rank); err != nil {
+		return nil, err
 	}
 	timeout, err := initTimeout()
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
+	idCtx, err := theLibrary.joinID(u, nranks, rank)
+	if err != nil {
+		return nil, err
+	}
 	var ln net.Listener
 	if rank == 0 {
 		ln = theLibrary.takeRoot(u)
 	}
-	c, err := connect(bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
+	c, err := connect(idCtx, bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.shareFallbackID(hasReal, realID); err != nil {
-		c.boot.Close()
+		c.end("its failed ncclCommInitRank")
 		return nil, err
 	}
-	if hostMemEnabled() {
-		local, err := c.allInProcess()
-		if err != nil {
-			c.boot.Close()
-			return nil, err
-		}
-		if local {
-			c.hub = theLibrary.hostHub(u, nranks)
-		}
+	if err := c.setUpHost(u.tokenString(), func() *hostHub { return theLibrary.hostHub(u, nranks) }); err != nil {
+		c.end("its failed ncclCommInitRank")
+		return nil, err
 	}
 	return c, nil
+}
+
+// sharedDeviceVar allows ranks of one communicator in one process on one
+// device (checkDevices).
+const sharedDeviceVar = "MSCCLGO_NCCL_SHARED_DEVICE"
+
+// checkDevices refuses, as NCCL does, two ranks of c that are threads of
+// one process on one device, when the build runs plans on devices
+// (their launches would wait for each other on the one device) and
+// MSCCLGO_NCCL_SHARED_DEVICE=1 does not allow it. Ranks of different
+// processes are not compared: each process may see other GPUs under a
+// number (CUDA_VISIBLE_DEVICES). Every rank of c calls it at once.
+func (c *comm) checkDevices() error {
+	if !theLibrary.hasDevices() || c.size == 1 {
+		return nil
+	}
+	switch v := os.Getenv(sharedDeviceVar); v {
+	case "1":
+		return nil
+	case "", "0":
+	default:
+		return errorf(resultInvalidArgument, "rank %d of %d: %s=%q: want 1 (ranks of one process may share a device) or 0", c.rank, c.size, sharedDeviceVar, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	mine := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(os.Getpid())), uint64(int64(c.dev)))
+	all, err := c.boot.AllGather(ctx, mine)
+	if err != nil {
+		return err
+	}
+	for r, p := range all {
+		for q := range r {
+			if bytes.Equal(all[q], p) {
+				return errorf(resultInvalidUsage, "ranks %d and %d of %d are threads of one process on device %d: NCCL refuses a duplicate GPU (call cudaSetDevice before the init of each rank, or set %s=1 to let ranks share a device)",
+					q, r, c.size, c.dev, sharedDeviceVar)
+			}
+		}
+	}
+	return nil
 }
 
 // allInProcess reports whether every rank of c is a thread of this
@@ -236,23 +307,22 @@ func initAll(devs []int) ([]*comm, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comms[r], errs[r] = connect(bootstrap.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString()}, l, devs[r], timeout)
+			comms[r], errs[r] = connect(context.Background(), bootstrap.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString()}, l, devs[r], timeout)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		for _, c := range comms {
 			if c != nil {
-				c.boot.Close()
+				c.end("its failed ncclCommInitAll")
 			}
 		}
 		return nil, err
 	}
-	if hostMemEnabled() {
-		h := newHostHub(len(comms))
-		for _, c := range comms {
-			c.hub = h
-		}
+	h := newHostHub(len(comms))
+	for _, c := range comms {
+		c.hub = h
+		h.join()
 	}
 	return comms, nil
 }
@@ -321,11 +391,10 @@ func (c *comm) split(color, key int) (*comm, error) {
 	if _, err := fmt.Sscan(string(offers[group[0].rank]), &token, &addr); err != nil {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
-	nc, err := connect(bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
-	if err != nil || c.hub == nil {
+	nc, err := connect(context.Background(), bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
+	if err != nil {
 		return nc, err
 	}
-	// The parent's ranks are all here, so the new one's are.
 	tok, err := hex.DecodeString(token)
 	if err != nil || len(tok) != 16 {
 		nc.boot.Close()
@@ -333,7 +402,10 @@ func (c *comm) split(color, key int) (*comm, error) {
 	}
 	var u uniqueID
 	copy(u.token[:], tok)
-	nc.hub = theLibrary.hostHub(u, len(group))
+	if err := nc.setUpHost(u.tokenString(), func() *hostHub { return theLibrary.hostHub(u, len(group)) }); err != nil {
+		nc.end("its failed ncclCommSplit")
+		return nil, err
+	}
 	return nc, nil
 }
 
@@ -347,20 +419,66 @@ func (c *comm) use() error {
 	return nil
 }
 
-// finalize ends the communicator's collectives (ncclCommFinalize).
+// finalize ends the communicator's collectives (ncclCommFinalize). A
+// second finalize, or one after the end, is refused.
 func (c *comm) finalize() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != "" {
-		return errorf(resultInvalidUsage, "rank %d of %d: ncclCommFinalize after %s", c.rank, c.size, c.state)
+		return errorf(resultInvalidArgument, "rank %d of %d: ncclCommFinalize after %s", c.rank, c.size, c.state)
 	}
 	c.state = "ncclCommFinalize"
 	return nil
 }
 
-// end closes the bootstrap (ncclCommDestroy, ncclCommAbort): the peers
-// learn that this rank left, not that it was lost.
-func (c *comm) end(abort bool) {
+// addOp records reduction op created (or, with created unset, destroyed)
+// on the communicator.
+func (c *comm) addOp(op int, created bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[int]bool{}
+	}
+	if created {
+		c.ops[op] = true
+	} else {
+		delete(c.ops, op)
+	}
+}
+
+// hasOp reports whether reduction op was created on the communicator.
+func (c *comm) hasOp(op int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops[op]
+}
+
+// end ends the communicator for fn (ncclCommDestroy, ncclCommAbort, or a
+// failed init): once; a second end, concurrent or later, is refused.
+// Every wait of its calls on the host is woken (stop), launches still
+// running are stopped (abort) or waited for, and the bootstrap is closed:
+// the peers learn that this rank left, not that it was lost.
+func (c *comm) end(fn string) error {
+	c.mu.Lock()
+	if c.ended != "" {
+		c.mu.Unlock()
+		return errorf(resultInvalidArgument, "rank %d of %d: %s after %s", c.rank, c.size, fn, c.ended)
+	}
+	c.ended = fn
+	if c.state == "" || c.state == "ncclCommFinalize" {
+		c.state = fn
+	}
+	close(c.stop)
+	c.mu.Unlock()
+	c.endNow(fn == "ncclCommAbort")
+	if c.hub != nil {
+		theLibrary.releaseHub(c.hubKey, c.hub)
+	}
+	return nil
+}
+
+// endNow is end's work.
+func (c *comm) endNow(abort bool) {
 	if c.gpu != nil {
 		// Launches still running end first (Abort stops them).
 		var err error
@@ -373,6 +491,7 @@ func (c *comm) end(abort bool) {
 			logInfo("rank %d of %d: closing its plan sessions: %v", c.rank, c.size, err)
 		}
 	}
+	c.closeHost()
 	c.boot.Close()
 	c.mu.Lock()
 	cs := c.custom

@@ -36,11 +36,12 @@ static ncclResult_t check(const struct mscclgoComm *comm, const char *fn) {
   if (comm == NULL) {
     return failc(ncclInvalidArgument, "mscclgo: %s: the communicator is NULL", fn);
   }
-  if (comm->magic == MCOMM_DEAD) {
+  uint64_t magic = __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE);
+  if (magic == MCOMM_DEAD) {
     return failc(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used after mscclgoCommDestroy", fn,
                  (const void *)comm, comm->rank, comm->nranks);
   }
-  if (comm->magic != MCOMM_LIVE) {
+  if (magic != MCOMM_LIVE) {
     return failc(ncclInvalidArgument, "mscclgo: %s: %p is not an mscclgo communicator", fn, (const void *)comm);
   }
   return ncclSuccess;
@@ -163,16 +164,36 @@ ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const ch
     return failc(ncclInvalidArgument, "mscclgo: mscclgoExecute: collective is NULL");
   }
   return (ncclResult_t)mgoCustomExecute(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
-                                            (int)datatype, (uintptr_t)stream);
+                                            (int)datatype, (uintptr_t)stream, 0);
+}
+
+ncclResult_t mscclgoExecuteHost(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                                void *recvbuff, size_t count, ncclDataType_t datatype) {
+  ncclResult_t r = check(comm, "mscclgoExecuteHost");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (collective == NULL) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoExecuteHost: collective is NULL");
+  }
+  return (ncclResult_t)mgoCustomExecute(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
+                                            (int)datatype, 0, 1);
 }
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {
+  if (comm != NULL && __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) == MCOMM_DEAD) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
+                 (const void *)comm, comm->rank, comm->nranks);
+  }
   ncclResult_t r = check(comm, "mscclgoCommDestroy");
   if (r != ncclSuccess) {
     return r;
   }
-  r = (ncclResult_t)mgoCommDestroy(comm->ours);
-  comm->magic = MCOMM_DEAD;
-  comm->ours = 0;
-  return r;
+  /* One destroy wins; another, concurrent or later, is refused. */
+  uint64_t live = MCOMM_LIVE;
+  if (!__atomic_compare_exchange_n(&comm->magic, &live, MCOMM_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
+                 (const void *)comm, comm->rank, comm->nranks);
+  }
+  return (ncclResult_t)mgoCommDestroy(comm->ours);
 }

@@ -10,10 +10,12 @@ package main
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -56,19 +58,13 @@ func mgoCustomInitEnv(dev C.int, out *C.uintptr_t, rank, size *C.int) (res C.int
 	if err != nil {
 		return answer(fn, &ncclError{code: resultInvalidArgument, err: err})
 	}
-	c, err := connect(w, nil, int(dev), timeout)
+	c, err := connect(context.Background(), w, nil, int(dev), timeout)
 	if err != nil {
 		return answer(fn, err)
 	}
-	if hostMemEnabled() {
-		local, err := c.allInProcess()
-		if err != nil {
-			c.boot.Close()
-			return answer(fn, err)
-		}
-		if local {
-			c.hub = newHostHub(c.size)
-		}
+	if err := c.setUpHost("", func() *hostHub { return newHostHub(c.size) }); err != nil {
+		c.boot.Close()
+		return answer(fn, err)
 	}
 	*out = newHandle(c)
 	*rank, *size = C.int(c.rank), C.int(c.size)
@@ -95,6 +91,9 @@ func (cs *customState) register(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: not a plan file or a plan-set directory (%s)", path, fileKind(st.Mode()))
+	}
 	dir := path
 	if !st.IsDir() {
 		// A file is scanned as the only plan of a directory of its own.
@@ -117,12 +116,33 @@ func (cs *customState) register(path string) (int, error) {
 		idx, err = planset.ScanDir(dir)
 	}
 	if err != nil {
+		if dir != path {
+			// Name the caller's file, not the directory made for it.
+			abs, _ := filepath.Abs(path)
+			msg := strings.ReplaceAll(err.Error(), filepath.Join(dir, filepath.Base(abs)), path)
+			return 0, errors.New(strings.ReplaceAll(msg, dir, path))
+		}
 		return 0, err
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.sources = append(cs.sources, planset.Source{Dir: dir, Index: idx})
 	return len(idx.Plans), nil
+}
+
+// fileKind names a file that is neither regular nor a directory.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
 }
 
 // close removes the directories made for plan files.
@@ -185,13 +205,17 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			return decision{}, errorf(resultInvalidUsage, "the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))
 		}
 		plan = C.GoString(got)
+		if plan == "" {
+			// Not a silent fall back to select's rules: "" names no plan.
+			return decision{}, errorf(resultInvalidUsage, "the selector returned an empty plan name for %s of %d bytes (%s): return a registered plan's name, or NULL to refuse the call", req.Collective, req.Size, placeName(req.InPlace))
+		}
 	}
 	if plan == "" {
-		choice, err := planset.Select(sources, req)
+		choice, viaCopy, err := selectOrInPlace(sources, req)
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}
-		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why}, nil
+		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why, viaCopy: viaCopy}, nil
 	}
 	for _, s := range sources {
 		for _, e := range s.Index.Plans {
@@ -201,7 +225,8 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			if e.Collective != req.Collective || e.WorldSize != c.size {
 				return decision{}, errorf(resultInvalidUsage, "plan %s is a %s plan for %d ranks, not %s for %d", plan, e.Collective, e.WorldSize, req.Collective, c.size)
 			}
-			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named"}, nil
+			// An in-place plan runs an out-of-place call after a copy.
+			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace}, nil
 		}
 	}
 	return decision{}, errorf(resultInvalidUsage, "no registered plan is named %q (mscclgoRegisterPlan)", plan)
@@ -213,6 +238,9 @@ func mgoCustomSelect(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.
 	defer guard(fn, &res)
 	c, cs := customOf(h)
 	k, err := customCall(fn, collective, send, recv, count, dtype)
+	if err == nil {
+		err = c.checkCall(k)
+	}
 	if err != nil {
 		return answer(fn, err)
 	}
@@ -230,28 +258,39 @@ func mgoCustomSelect(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.
 }
 
 //export mgoCustomExecute
-func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype C.int, stream C.uintptr_t) (res C.int) {
-	const fn = "mscclgoExecute"
+func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype C.int, stream C.uintptr_t, host C.int) (res C.int) {
+	fn := "mscclgoExecute"
+	if host != 0 {
+		fn = "mscclgoExecuteHost"
+	}
 	defer guard(fn, &res)
 	c, cs := customOf(h)
 	if err := c.use(); err != nil {
 		return answer(fn, err)
 	}
 	k, err := customCall(fn, collective, send, recv, count, dtype)
+	if err == nil {
+		err = c.checkCall(k)
+	}
 	if err != nil {
 		return answer(fn, err)
 	}
 	k.stream = uintptr(stream)
+	k.hostMem = host != 0
 	d, err := c.choose(cs, k, goStringOrEmpty(plan))
 	if err != nil {
 		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
-	ran, err, reason := c.runOnDevice(k, d)
-	if ran {
-		if logging() {
-			logInfo("%s: plan %s on %s, enqueued", c.describe(k), d.plan, deviceBackend)
+	var ran bool
+	var reason string
+	if !k.hostMem {
+		ran, err, reason = c.runOnDevice(k, d)
+		if ran {
+			if logging() {
+				logInfo("%s: plan %s on %s, enqueued", c.describe(k), d.plan, deviceBackend)
+			}
+			return answer(fn, err)
 		}
-		return answer(fn, err)
 	}
 	if reason == "" {
 		ran, err, reason = c.runOnHost(k, d)

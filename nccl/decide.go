@@ -51,6 +51,7 @@ type call struct {
 	hasFallback bool
 	groupDepth  int
 	deferred    bool // run at the end of its group (groupDepth is the depth it was made at)
+	hostMem     bool // the buffers are host memory (mscclgoExecuteHost): run on the CPU backend
 }
 
 // dtypeNames are ncclDataType_t's names; elemSize their sizes.
@@ -96,6 +97,10 @@ type decision struct {
 	plan string // the plan that fits the call, "" for none
 	path string // its file
 	why  string // why it fits, or why no plan does
+	// viaCopy is set when the plan is in place and the call is not: the
+	// call copies its input to where the plan reads it, then runs the
+	// plan in place.
+	viaCopy bool
 }
 
 // inPlace reports whether c is in place, as NCCL defines it per
@@ -148,15 +153,34 @@ func (c *comm) decide(k call) decision {
 		InPlace:      k.inPlace(c.rank),
 		ElementSize:  int(elemSize(k.dtype)),
 	}
-	choice, err := planset.Select(c.plans.sources, req)
+	choice, viaCopy, err := selectOrInPlace(c.plans.sources, req)
 	if errors.Is(err, planset.ErrNoPlan) && len(c.plans.sources) == 0 {
 		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs)}
 	}
 	if err != nil {
 		return decision{why: err.Error()}
 	}
-	return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
-		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why)}
+	d := decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
+		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why), viaCopy: viaCopy}
+	if viaCopy {
+		d.why = fmt.Sprintf("no out-of-place plan fits; in-place plan %s fits (%s) after a copy of the input", choice.Entry.Name, choice.Why)
+	}
+	return d
+}
+
+// selectOrInPlace is select's choice for req; for an out-of-place call
+// that no out-of-place plan fits, the in-place plan that fits it, with
+// viaCopy set. The error is the out-of-place search's.
+func selectOrInPlace(sources []planset.Source, req planset.Request) (*planset.Choice, bool, error) {
+	choice, err := planset.Select(sources, req)
+	if err == nil || req.InPlace || !errors.Is(err, planset.ErrNoPlan) {
+		return choice, false, err
+	}
+	req.InPlace = true
+	if ip, ipErr := planset.Select(sources, req); ipErr == nil {
+		return ip, true, nil
+	}
+	return choice, false, err
 }
 
 // describe is the call as the log shows it.

@@ -77,7 +77,8 @@ func TestUniqueIDRoundTrip(t *testing.T) {
 }
 
 // TestDecide checks the reasons a call gets, against a plan set of one
-// 2-rank in-place allgather plan.
+// 2-rank in-place allgather plan: an out-of-place allgather gets it, to
+// run after a copy of the input.
 func TestDecide(t *testing.T) {
 	dir := t.TempDir()
 	data, err := os.ReadFile(filepath.Join("..", "tests", "ports", "single_node", "allgather.plan.json"))
@@ -94,6 +95,8 @@ func TestDecide(t *testing.T) {
 	withPlans := &comm{rank: 1, size: 2, ranksPerNode: 2, plans: planSet{sources: []planset.Source{{Dir: dir, Index: idx}}, dirs: []string{dir}}}
 	noPlans := &comm{rank: 0, size: 2, ranksPerNode: 2, plans: planSet{dirs: []string{"/nowhere"}}}
 	const base = 0x100000
+	// The calls that run an in-place plan after a copy.
+	viaCopy := map[string]bool{"out-of-place allgather": true}
 	for _, c := range []struct {
 		name string
 		c    *comm
@@ -104,7 +107,9 @@ func TestDecide(t *testing.T) {
 		{"in-place allgather fits", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 4096, recv: base, count: 1024, dtype: 7, op: -1},
 			"allgather", "plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192"},
 		{"out-of-place allgather", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 65536, recv: base, count: 1024, dtype: 7, op: -1},
-			"", "no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place"},
+			"allgather", "no out-of-place plan fits; in-place plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192"},
+		{"out-of-place allreduce", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, send: base + 65536, recv: base, count: 1024, dtype: 7, op: 0},
+			"", "no plan for allreduce of 4096 bytes on 2 ranks (2 per node), out-of-place"},
 		{"allreduce", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, send: base, recv: base, count: 1024, dtype: 7, op: 0},
 			"", "no plan for allreduce of 4096 bytes"},
 		{"float64", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 8192, recv: base, count: 1024, dtype: 8, op: -1},
@@ -119,8 +124,8 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := c.c.decide(c.k)
-			if d.plan != c.plan || !strings.Contains(d.why, c.why) {
-				t.Errorf("decide = %+v, want plan %q and a reason containing %q", d, c.plan, c.why)
+			if d.plan != c.plan || !strings.Contains(d.why, c.why) || d.viaCopy != viaCopy[c.name] {
+				t.Errorf("decide = %+v, want plan %q (viaCopy %v) and a reason containing %q", d, c.plan, viaCopy[c.name], c.why)
 			}
 		})
 	}

@@ -10,7 +10,6 @@ package main
 
 import (
 	"os"
-	"strconv"
 
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
@@ -25,8 +24,8 @@ const deviceBackend = "gpu"
 // thread).
 func newDevices() *devices {
 	node := cuda.NewNode()
-	threads, _ := strconv.Atoi(os.Getenv("MSCCLGO_NCCL_THREADS"))
+	settings := gpu.SettingsFromEnv(os.Getenv)
 	return &devices{cfgs: map[int]gpu.Config{}, open: func(dev int) gpu.Config {
-		return gpu.Config{Name: "gpu", Open: func() (gpu.Driver, error) { return node.Open(dev) }, Threads: max(threads, 0)}
+		return gpu.NewConfig("gpu", func() (gpu.Driver, error) { return node.Open(dev) }, settings)
 	}}
 }

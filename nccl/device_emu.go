@@ -34,7 +34,7 @@ func newDevices() *devices {
 		ss := emu.NewStreams()
 		ss.Adopt()
 		streams[dev] = ss
-		return gpu.Config{Name: "gpu-emu", Open: ss.OpenIPC, Threads: 2}
+		return gpu.NewConfig("gpu-emu", ss.OpenIPC, gpu.Settings{Threads: 2})
 	}, streams: streams}
 }
 

@@ -12,9 +12,10 @@ import "C"
 
 import (
 	"fmt"
-	"runtime/cgo"
 	"sync"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/bootstrap"
 )
 
 // cResult is the C value of r.
@@ -71,17 +72,50 @@ func answer(fn string, err error) C.int {
 	return cResult(codeOf(err))
 }
 
-// guard turns a panic of an export into ncclInternalError.
+// guard turns a panic of an export into ncclInternalError, or, for the
+// panic of commOf, its error.
 func guard(fn string, out *C.int) {
 	if p := recover(); p != nil {
-		*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
+		*out = answer(fn, panicError(p))
 	}
 }
 
-// commOf is the communicator of handle h.
-func commOf(h C.uintptr_t) *comm { return cgo.Handle(h).Value().(*comm) }
+// panicError is the error of a recovered panic p.
+func panicError(p any) error {
+	if e, ok := p.(*ncclError); ok {
+		return e
+	}
+	return errorf(resultInternal, "internal error: %v", p)
+}
 
-func newHandle(c *comm) C.uintptr_t { return C.uintptr_t(cgo.NewHandle(c)) }
+// commOf is the communicator of handle h. A handle of a communicator
+// that was ended (a caller racing its own destroy) panics with an
+// ncclInvalidArgument error, which guard returns.
+func commOf(h C.uintptr_t) *comm {
+	c := theLibrary.comm(uintptr(h))
+	if c == nil {
+		panic(errorf(resultInvalidArgument, "the communicator was destroyed or aborted (its handle %d is no longer valid)", uintptr(h)))
+	}
+	return c
+}
+
+func newHandle(c *comm) C.uintptr_t { return C.uintptr_t(theLibrary.addComm(c)) }
+
+//export mgoCheckRanks
+func mgoCheckRanks(fn, what *C.char, n C.int) (res C.int) {
+	name := C.GoString(fn)
+	defer guard(name, &res)
+	if n < 1 || int(n) > bootstrap.MaxWorldSize {
+		return answer(name, errorf(resultInvalidArgument, "%s %d: a communicator has 1 to %d ranks", C.GoString(what), n, bootstrap.MaxWorldSize))
+	}
+	return C.ncclSuccess
+}
+
+//export mgoRedOp
+func mgoRedOp(h C.uintptr_t, op, created C.int) {
+	defer func() { _ = recover() }() // an ended communicator has no ops to track
+	commOf(h).addOp(int(op), created != 0)
+}
 
 //export mgoUniqueID
 func mgoUniqueID(id *C.char) (res C.int) {
@@ -193,11 +227,14 @@ func mgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") 
 //export mgoCommAbort
 func mgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
 
-// endComm ends the communicator of h and frees the handle.
+// endComm ends the communicator of h and frees the handle; a second end,
+// concurrent or later, is refused with ncclInvalidArgument.
 func endComm(h C.uintptr_t, fn string) (res C.int) {
 	defer guard(fn, &res)
-	commOf(h).end(fn == "ncclCommAbort")
-	cgo.Handle(h).Delete()
+	if err := commOf(h).end(fn); err != nil {
+		return answer(fn, err)
+	}
+	theLibrary.dropComm(uintptr(h))
 	return C.ncclSuccess
 }
 
@@ -226,7 +263,7 @@ func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool
 	fn := C.GoString(k.fn)
 	defer func() {
 		if p := recover(); p != nil {
-			*out = answer(fn, errorf(resultInternal, "internal error: %v", p))
+			*out = answer(fn, panicError(p))
 			res = C.MSCCLGO_DONE
 		}
 	}()
@@ -237,6 +274,10 @@ func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool
 	}
 	kc := callOf(k)
 	kc.deferred = deferred
+	if err := c.checkCall(kc); err != nil {
+		*out = answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
+		return C.MSCCLGO_DONE
+	}
 	d := c.decide(kc)
 	if !deferred && d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
 		// Run at the end of the group, when every call of the group is

@@ -11,22 +11,68 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
-// Host-memory runs (MSCCLGO_NCCL_HOSTMEM=1) execute the chosen plan on the
-// CPU reference backend, reading and writing the caller's buffers
-// directly, synchronously, in the calling thread. They are right only
-// where "device" pointers are host memory (the fake CUDA driver, the
-// emulated device, tests) and every rank of the communicator is a thread
-// of this process. They exist to run the plan path end to end without a
-// GPU; they are not NCCL's semantics (the call returns when the
-// collective is done, the stream is ignored).
+// Host-memory runs execute the chosen plan on the CPU reference backend
+// on buffers in host memory, synchronously, in the calling thread (the
+// call returns when the collective is done; the stream is ignored). Two
+// kinds of call take them:
+//   - a call of mscclgo's own communicator on host memory
+//     (mscclgoExecuteHost: the Python package's CPU tensors), always;
+//   - an NCCL call or mscclgoExecute with MSCCLGO_NCCL_HOSTMEM=1, where
+//     "device" pointers are host memory (the fake CUDA driver, tests).
+//
+// Where every rank of the communicator is a thread of this process they
+// meet in a hostHub and the last to arrive runs the plan for all, on the
+// callers' buffers. Where the ranks are processes (torchrun, mpirun) each
+// runs its own rank over the CPU backend's multi-process transport
+// (cpu.OpenRank, the one `mscclgo run` uses under mpirun): the peers on
+// this host share the session's buffers through shared memory, and the
+// call copies its input in and its output out. Either way each plan
+// instance (plan, size, element type, in place or not) keeps one CPU
+// session for the communicator's life.
 
 // hostMemEnabled reports whether MSCCLGO_NCCL_HOSTMEM asks for host-memory
-// runs.
+// runs of NCCL calls.
 func hostMemEnabled() bool {
 	v := os.Getenv("MSCCLGO_NCCL_HOSTMEM")
 	return v != "" && v != "0"
+}
+
+// hostTag is the first bootstrap message tag of a communicator's
+// multi-process host sessions (deviceTag's sessions count up from 1<<20).
+const hostTag = 1 << 28
+
+// setUpHost prepares c's host-memory runs, on every rank of c at once:
+// when all its ranks are threads of this process, they share the hub
+// that hub returns (taken under the token key, "" for a hub of c's
+// own); otherwise each runs its rank over the multi-process
+// transport.
+func (c *comm) setUpHost(key string, hub func() *hostHub) error {
+	local, err := c.allInProcess()
+	if err != nil {
+		return err
+	}
+	if local {
+		c.hub, c.hubKey = hub(), key
+		c.hub.join()
+	} else {
+		c.procs = &hostProcs{}
+	}
+	return nil
+}
+
+// closeHost ends c's host sessions (ncclCommDestroy, ncclCommAbort).
+func (c *comm) closeHost() {
+	if c.hub != nil {
+		c.hub.leave()
+	}
+	if c.procs != nil {
+		if err := c.procs.close(); err != nil && logging() {
+			logInfo("rank %d of %d: closing its host sessions: %v", c.rank, c.size, err)
+		}
+	}
 }
 
 // hostHub is where the ranks of one communicator, all threads of this
@@ -36,10 +82,41 @@ type hostHub struct {
 	mu    sync.Mutex
 	round *hostRound
 	plans planFiles
+	// members counts the communicators using the hub; the last to leave
+	// closes the sessions.
+	members int
+
+	// run serializes the plans' runs; sessions are the CPU sessions by
+	// plan instance (instanceKey).
+	run      sync.Mutex
+	sessions map[string]executor.Session
 }
 
 func newHostHub(size int) *hostHub {
 	return &hostHub{size: size}
+}
+
+func (h *hostHub) join() {
+	h.mu.Lock()
+	h.members++
+	h.mu.Unlock()
+}
+
+// leave drops one member; the last closes the hub's sessions.
+func (h *hostHub) leave() {
+	h.mu.Lock()
+	h.members--
+	last := h.members <= 0
+	h.mu.Unlock()
+	if !last {
+		return
+	}
+	h.run.Lock()
+	defer h.run.Unlock()
+	for k, s := range h.sessions {
+		s.Close()
+		delete(h.sessions, k)
+	}
 }
 
 // hostRound is one call being gathered.
@@ -51,23 +128,58 @@ type hostRound struct {
 	done  chan struct{}
 	err   error
 	order []int // ranks in arrival order
+	// stopRun stops the run once every rank came (nil before): a rank
+	// that gives up waiting stops it and waits for it to end, so that no
+	// call returns while the run still holds its buffers.
+	stopRun context.CancelCauseFunc
 }
 
-// runOnHost runs the plan of d for call k when host-memory runs are on.
-// ran is false, with the reason, when they are off or cannot take k.
-func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string) {
+// hostProcs is one rank's multi-process host sessions.
+type hostProcs struct {
+	mu       sync.Mutex // one call at a time
+	sessions map[string]*cpu.RankSession
+	next     uint32 // the next session's tag offset from hostTag
+}
+
+func (p *hostProcs) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first error
+	for k, s := range p.sessions {
+		if err := s.Close(); err != nil && first == nil {
+			first = err
+		}
+		delete(p.sessions, k)
+	}
+	return first
+}
+
+// hostRefusal is why call k cannot run on host memory, "" when it can.
+func (c *comm) hostRefusal(k call) string {
 	switch {
-	case c.hub == nil:
-		return false, nil, "this build cannot launch plans on the caller's device buffers yet (MSCCLGO_NCCL_HOSTMEM=1 runs them where device memory is host memory)"
+	case !k.hostMem && !hostMemEnabled():
+		if deviceBackend == "" {
+			return "this build has no device backend to launch plans on the caller's device buffers (make nccl NCCL_BACKEND=cuda builds one; MSCCLGO_NCCL_HOSTMEM=1 runs plans on the CPU backend where device memory is host memory)"
+		}
+		return "the device backend did not take the call and MSCCLGO_NCCL_HOSTMEM is not set"
+	case c.hub == nil && c.procs == nil:
+		return "host-memory runs were not set up for this communicator"
 	case k.groupDepth > 0:
-		return false, nil, "host-memory runs take no calls inside a group (they run synchronously)"
+		return "host-memory runs take no calls inside a group (they run synchronously)"
+	}
+	return ""
+}
+
+// runOnHost runs the plan of d for call k on host memory. ran is false,
+// with the reason, when k cannot run there.
+func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string) {
+	if why := c.hostRefusal(k); why != "" {
+		return false, nil, why
 	}
 	if k.sendPtr == nil || k.recvPtr == nil {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %p, receive %p)", k.fn, k.sendPtr, k.recvPtr), ""
 	}
-	dt := planDType(k.dtype)
 	size := k.size(c.size)
-	inPlace := k.inPlace(c.rank)
 	in, out := size, size
 	switch k.coll {
 	case collAllGather:
@@ -75,19 +187,54 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	case collReduceScatter:
 		out = size / uint64(c.size)
 	}
-	mine := executor.RankBuffers{
-		Input:  unsafe.Slice((*byte)(k.sendPtr), in),
-		Output: unsafe.Slice((*byte)(k.recvPtr), out),
+	send := unsafe.Slice((*byte)(k.sendPtr), in)
+	recv := unsafe.Slice((*byte)(k.recvPtr), out)
+	inPlace := k.inPlace(c.rank) || d.viaCopy
+	if d.viaCopy && logging() {
+		logInfo("%s: plan %s is in place and the call is not: the input is copied first (host copy)", c.describe(k), d.plan)
 	}
 	op := ""
 	if k.op >= 0 {
 		op = " " + opName(k.op)
 	}
-	sig := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(inPlace), d.plan)
-	err = c.hub.meet(c.rank, sig, mine, c.timeout, func(all []executor.RankBuffers) error {
-		return c.hub.execute(d.path, size, dt, inPlace, all)
+	sig := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
+	key := instanceKey(d.path, size, planDType(k.dtype), inPlace)
+	if c.procs != nil {
+		return true, c.procs.run(c, k, d, key, sig, send, recv), ""
+	}
+	mine := executor.RankBuffers{Input: send, Output: recv}
+	var staged []byte
+	if d.viaCopy {
+		// The plan runs in place on the receive buffer (allreduce,
+		// allgather) or on a copy of the input (reducescatter, whose
+		// receive buffer cannot hold its input).
+		switch k.coll {
+		case collAllGather:
+			at := uint64(c.rank) * in
+			copy(recv[at:at+in], send)
+			mine = executor.RankBuffers{Input: recv[at : at+in], Output: recv}
+		case collReduceScatter:
+			staged = slices.Clone(send)
+			at := uint64(c.rank) * out
+			mine = executor.RankBuffers{Input: staged, Output: staged[at : at+out]}
+		default:
+			copy(recv, send)
+			mine = executor.RankBuffers{Input: recv, Output: recv}
+		}
+	}
+	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []executor.RankBuffers) error {
+		return c.hub.execute(ctx, key, d.path, size, planDType(k.dtype), inPlace, all)
 	})
+	if err == nil && staged != nil {
+		copy(recv, mine.Output)
+	}
 	return true, err, ""
+}
+
+// instanceKey names a plan instance: the plan's file laid out for one
+// size, element type and placement.
+func instanceKey(file string, size uint64, dt executor.ElemType, inPlace bool) string {
+	return fmt.Sprintf("%s|%d|%s|%v", file, size, dt.Name(), inPlace)
 }
 
 func placeName(inPlace bool) string {
@@ -114,8 +261,11 @@ func planDType(d int) executor.ElemType {
 // meet hands rank's buffers for the call sig to the round; the rank that
 // completes it runs exec on every rank's buffers. Every rank gets exec's
 // error, or the error of a rank that called something else, or, after
-// timeout, an error naming the ranks that did not call.
-func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout time.Duration, exec func([]executor.RankBuffers) error) error {
+// timeout or once stop is closed (the communicator ended), an error
+// naming the ranks that did not call. A rank that gives up while the run
+// is under way stops it and returns only once it has ended: a call that
+// returns has stopped touching its buffers.
+func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout time.Duration, stop <-chan struct{}, exec func(context.Context, []executor.RankBuffers) error) error {
 	h.mu.Lock()
 	r := h.round
 	if r == nil {
@@ -139,20 +289,55 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 	}
 	if r.n == h.size {
 		h.round = nil
+		ctx, cancel := context.WithCancelCause(context.Background())
+		r.stopRun = cancel
 		h.mu.Unlock()
-		r.err = exec(r.bufs)
+		ended := make(chan struct{})
+		go func() {
+			select {
+			case <-stop:
+				cancel(errorf(resultInvalidUsage, "rank %d's communicator ended during the call", rank))
+			case <-ended:
+			}
+		}()
+		err := exec(ctx, r.bufs)
+		close(ended)
+		h.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
 		close(r.done)
+		h.mu.Unlock()
+		cancel(nil)
 		return r.err
 	}
 	h.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	why := fmt.Sprintf("waited %v (MSCCLGO_NCCL_TIMEOUT)", timeout)
 	select {
 	case <-r.done:
 		return r.err
 	case <-t.C:
+	case <-stop:
+		why = "ended its communicator (ncclCommDestroy or ncclCommAbort) while it waited"
 	}
 	h.mu.Lock()
+	if r.stopRun != nil {
+		// Every rank came and the run is under way: stop it, and return
+		// once it no longer touches the buffers.
+		select {
+		case <-r.done:
+		default:
+			if r.err == nil {
+				r.err = errorf(resultInvalidUsage, "rank %d %s for %s, and stopped its run", rank, why, sig)
+			}
+			r.stopRun(r.err)
+		}
+		h.mu.Unlock()
+		<-r.done
+		return r.err
+	}
 	defer h.mu.Unlock()
 	select {
 	case <-r.done:
@@ -165,7 +350,7 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 			missing = append(missing, q)
 		}
 	}
-	r.err = errorf(resultInvalidUsage, "rank %d waited %v for ranks %v to call %s", rank, timeout, missing, sig)
+	r.err = errorf(resultInvalidUsage, "rank %d %s for ranks %v to call %s", rank, why, missing, sig)
 	if h.round == r {
 		h.round = nil
 	}
@@ -173,20 +358,100 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 	return r.err
 }
 
-// execute runs the plan in file on every rank's buffers with the CPU
-// backend.
-func (h *hostHub) execute(file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
-	inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
-	if err != nil {
+// execute runs the plan instance key (the plan in file) on every rank's
+// buffers with the CPU backend, in the instance's session, opened on
+// first use.
+func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
+	h.run.Lock()
+	defer h.run.Unlock()
+	sess := h.sessions[key]
+	if sess == nil {
+		inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
+		if err != nil {
+			return err
+		}
+		if got := []uint64{uint64(len(bufs[0].Input)), uint64(len(bufs[0].Output))}; !slices.Equal(got, []uint64{layout.Sizes.Input, layout.Sizes.Output}) {
+			return errorf(resultInternal, "%s: buffers of %v bytes, the plan's layout has %d and %d", file, got, layout.Sizes.Input, layout.Sizes.Output)
+		}
+		if sess, err = cpu.New().Open(inst, executor.Options{DType: dt}); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if h.sessions == nil {
+			h.sessions = map[string]executor.Session{}
+		}
+		h.sessions[key] = sess
+	}
+	if err := sess.Launch(ctx, bufs); err != nil {
+		// A stopped or failed run may leave the session unusable: the
+		// next call opens a new one.
+		sess.Close()
+		delete(h.sessions, key)
 		return err
 	}
-	if got := []uint64{uint64(len(bufs[0].Input)), uint64(len(bufs[0].Output))}; !slices.Equal(got, []uint64{layout.Sizes.Input, layout.Sizes.Output}) {
-		return errorf(resultInternal, "%s: buffers of %v bytes, the plan's layout has %d and %d", file, got, layout.Sizes.Input, layout.Sizes.Output)
+	return nil
+}
+
+// run runs this rank of call k (plan instance key of d) in the
+// instance's multi-process session, opened on first use: the input is
+// copied into the session's buffers, the output out of them.
+func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.sessions[key]
+	if s == nil {
+		var err error
+		if s, err = p.open(c, k, d, key, sig); err != nil {
+			return err
+		}
 	}
-	sess, err := cpu.New().Open(inst, executor.Options{DType: dt})
+	b := s.Buffers()
+	if len(b.Input) != len(send) || len(b.Output) != len(recv) {
+		return errorf(resultInternal, "%s: buffers of %d and %d bytes, the plan's layout has %d and %d", d.path, len(send), len(recv), len(b.Input), len(b.Output))
+	}
+	copy(b.Input, send)
+	if err := s.Launch(context.Background()); err != nil {
+		return fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
+	}
+	copy(recv, b.Output)
+	return nil
+}
+
+// open opens the session of plan instance key on every rank at once.
+// The ranks first compare their calls (one exchange per new instance,
+// none per call), so that mismatched calls are named on every rank.
+func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.RankSession, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	all, err := c.boot.AllGather(ctx, []byte(sig))
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("rank %d of %d: %s: meeting the peers: %w", c.rank, c.size, sig, err)
 	}
-	defer sess.Close()
-	return sess.Launch(context.Background(), bufs)
+	for r, s := range all {
+		if string(s) != sig {
+			return nil, errorf(resultInvalidUsage, "mismatched calls: rank %d called %s, rank %d called %s", c.rank, sig, r, s)
+		}
+	}
+	dt := planDType(k.dtype)
+	inPlace := k.inPlace(c.rank) || d.viaCopy
+	inst, layout, err := c.plansRun.instantiate(d.path, k.size(c.size), dt, inPlace)
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]int, c.size)
+	for i, h := range c.boot.Hosts() {
+		for _, r := range h.Ranks {
+			hosts[r] = i
+		}
+	}
+	w := rankwire.World{Net: c.boot, Host: hosts, Tag: hostTag + p.next}
+	p.next += rankwire.TagsPerSession
+	s, err := cpu.OpenRank(ctx, inst, layout, executor.Options{DType: dt}, w)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
+	}
+	if p.sessions == nil {
+		p.sessions = map[string]*cpu.RankSession{}
+	}
+	p.sessions[key] = s
+	return s, nil
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -18,23 +20,154 @@ type library struct {
 	mu    sync.Mutex
 	roots map[string]net.Listener // by the id's token
 	hubs  map[string]*hostHub     // host-memory runs' meeting points, by the id's token
+	// hubRefs counts the live communicators of each hub; the last to end
+	// removes it.
+	hubRefs map[string]int
+	// ids are the unique ids ranks of this process joined, by token: a
+	// unique id makes one communicator, and a second use is refused by
+	// name instead of meeting a stale peer (see joinID).
+	ids map[string]*idUse
 	// devices is the build's device backend (device.go), nil for none.
 	devices *devices
+	// comms are the live communicators by their C handle (exports.go);
+	// lastHandle is the last handle given.
+	comms      map[uintptr]*comm
+	lastHandle uintptr
+}
+
+// hasDevices reports whether the build runs plans on a device backend.
+func (l *library) hasDevices() bool { return l.devices != nil && l.devices.open != nil }
+
+// addComm gives c a handle for the C side.
+func (l *library) addComm(c *comm) uintptr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastHandle++
+	l.comms[l.lastHandle] = c
+	return l.lastHandle
+}
+
+// comm is the communicator of handle h, nil once it was ended.
+func (l *library) comm(h uintptr) *comm {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.comms[h]
+}
+
+// dropComm forgets handle h.
+func (l *library) dropComm(h uintptr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.comms, h)
 }
 
 // theLibrary is the library's one instance (see library).
-var theLibrary = &library{roots: map[string]net.Listener{}, hubs: map[string]*hostHub{}, devices: newDevices()}
+var theLibrary = &library{roots: map[string]net.Listener{}, hubs: map[string]*hostHub{}, hubRefs: map[string]int{},
+	ids: map[string]*idUse{}, comms: map[uintptr]*comm{}, devices: newDevices()}
 
-// hostHub is the meeting point of the ranks of id u in this process.
+// hostHub is the meeting point of the ranks of id u in this process; each
+// communicator that takes it gives it back with releaseHub.
 func (l *library) hostHub(u uniqueID, size int) *hostHub {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.hubs[u.tokenString()]
-	if h == nil {
+	key := u.tokenString()
+	h := l.hubs[key]
+	if h == nil || h.size != size {
 		h = newHostHub(size)
-		l.hubs[u.tokenString()] = h
+		l.hubs[key] = h
+		l.hubRefs[key] = 0
 	}
+	l.hubRefs[key]++
 	return h
+}
+
+// releaseHub gives back a communicator's hub of token key; the last one
+// removes it.
+func (l *library) releaseHub(key string, h *hostHub) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.hubs[key] != h {
+		return
+	}
+	if l.hubRefs[key]--; l.hubRefs[key] <= 0 {
+		delete(l.hubs, key)
+		delete(l.hubRefs, key)
+	}
+}
+
+// idUse is what this process knows of one unique id's communicator: its
+// size, the ranks of this process that joined it, and, once an init of
+// it was refused or failed, why (the id is spent).
+type idUse struct {
+	size   int
+	joined map[int]bool
+	spent  string
+	// ctx bounds the inits of the id in this process: a refusal of one
+	// cancels the others, with the refusal as the cause.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// joinID records that rank of a communicator of size ranks joins with
+// id u, or says why it may not: the id made a communicator of another
+// size, this rank joined it already, or an init of it failed.
+//
+// The context it returns ends, with the refusal as its cause, when an
+// init of the same id in this process is refused: the ranks already
+// waiting for their peers give up at once instead of at the timeout.
+func (l *library) joinID(u uniqueID, size, rank int) (context.Context, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := u.tokenString()
+	use := l.ids[key]
+	if use == nil {
+		use = &idUse{size: size, joined: map[int]bool{rank: true}}
+		use.ctx, use.cancel = context.WithCancelCause(context.Background())
+		l.ids[key] = use
+		return use.ctx, nil
+	}
+	var err error
+	switch {
+	case use.spent != "":
+		return nil, errorf(resultInvalidUsage, "unique id %s is spent: %s (make a new one with ncclGetUniqueId)", u.short(), use.spent)
+	case use.size != size:
+		err = errorf(resultInvalidUsage, "unique id %s was used for a communicator of %d ranks in this process, and rank %d asks for %d: a unique id makes one communicator (make a new one with ncclGetUniqueId)", u.short(), use.size, rank, size)
+	case use.joined[rank]:
+		err = errorf(resultInvalidUsage, "rank %d of unique id %s joined already in this process: a unique id makes one communicator (make a new one with ncclGetUniqueId)", rank, u.short())
+	default:
+		use.joined[rank] = true
+		return use.ctx, nil
+	}
+	use.spent = err.Error()
+	use.joined = nil
+	use.cancel(err)
+	return nil, err
+}
+
+// spendID marks id u spent by a refused or failed init (why), and closes
+// its bootstrap listener if this process made it and it still waits: no
+// rank 0 will take it now.
+func (l *library) spendID(u uniqueID, size int, why string) {
+	l.mu.Lock()
+	key := u.tokenString()
+	use := l.ids[key]
+	if use == nil {
+		use = &idUse{size: size}
+		l.ids[key] = use
+	}
+	if use.spent == "" {
+		use.spent = why
+	}
+	if use.cancel != nil {
+		use.cancel(errorf(resultInvalidUsage, "unique id %s: %s", u.short(), why))
+	}
+	use.joined = nil
+	ln := l.roots[key]
+	delete(l.roots, key)
+	l.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
 }
 
 // keepRoot holds the listener of a new id until its rank 0 joins.
@@ -74,18 +207,43 @@ func replayTimeout() (time.Duration, error) {
 	return envDuration("MSCCLGO_NCCL_REPLAY_TIMEOUT", DefaultReplayTimeout)
 }
 
+// The bounds of the library's durations (MSCCLGO_NCCL_TIMEOUT,
+// MSCCLGO_NCCL_REPLAY_TIMEOUT): shorter than a millisecond is no time to
+// meet in, longer than a day is a hang in all but name.
+const (
+	minEnvDuration = time.Millisecond
+	maxEnvDuration = 24 * time.Hour
+)
+
 // envDuration reads variable name as a Go duration or a number of
-// seconds; def when it is unset.
+// seconds, from a millisecond to a day; def when it is unset.
 func envDuration(name string, def time.Duration) (time.Duration, error) {
 	v := os.Getenv(name)
 	if v == "" {
 		return def, nil
 	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return d, nil
+	return parseEnvDuration(name, v)
+}
+
+// parseEnvDuration is envDuration's reading of value v of variable name.
+func parseEnvDuration(name, v string) (time.Duration, error) {
+	var d time.Duration
+	if pd, err := time.ParseDuration(v); err == nil {
+		d = pd
+	} else if s, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(s) {
+		// Bounded before the conversion, which would overflow.
+		switch {
+		case s > maxEnvDuration.Seconds():
+			return 0, fmt.Errorf("%s=%q: %g seconds is more than %v: set a duration from %v to %v", name, v, s, maxEnvDuration, minEnvDuration, maxEnvDuration)
+		case s < minEnvDuration.Seconds():
+			return 0, fmt.Errorf("%s=%q: %g seconds is less than %v: set a duration from %v to %v", name, v, s, minEnvDuration, minEnvDuration, maxEnvDuration)
+		}
+		d = time.Duration(s * float64(time.Second))
+	} else {
+		return 0, fmt.Errorf("%s=%q: not a duration (e.g. 30s) or a number of seconds", name, v)
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second)), nil
+	if d < minEnvDuration || d > maxEnvDuration {
+		return 0, fmt.Errorf("%s=%q: %v is outside %v to %v", name, v, d, minEnvDuration, maxEnvDuration)
 	}
-	return 0, fmt.Errorf("%s=%q: not a positive duration (e.g. 30s) or number of seconds", name, v)
+	return d, nil
 }

@@ -387,11 +387,13 @@ func TestInitInGroup(t *testing.T) {
 		t.Errorf("the stub made no unique id:\n%s", strings.Join(r.stub, "\n"))
 	}
 
+	// Ranks of one process that disagree on the size: the unique id's
+	// record refuses the second size, and the others give up at once.
 	bad := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_TIMEOUT=5s"}, "groupbad")
-	if got := bad.results()["rank -1: ncclGroupEnd"]; got != "2" {
-		t.Errorf("ncclGroupEnd of ranks that disagree -> %q, want 2\n%s", got, bad.stdout)
+	if got := bad.results()["rank -1: ncclGroupEnd"]; got != "5" {
+		t.Errorf("ncclGroupEnd of ranks that disagree -> %q, want 5\n%s", got, bad.stdout)
 	}
-	for _, s := range []string{"rank 1 reported world size 3",
+	for _, s := range []string{"a unique id makes one communicator",
 		"rank 0: ncclCommCount after a failed group error: mscclgo: ncclCommCount: communicator 0x"} {
 		if !strings.Contains(bad.stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, bad.stdout)
@@ -575,7 +577,8 @@ func checkCapture(t *testing.T, r run, n int, backend string, first bool) {
 
 // TestPythonPackage runs python/tests/test_mscclgo.py: the package
 // python/mscclgo over the library, driven with stand-in tensors on host
-// memory by two ranks as threads.
+// memory by two ranks as threads, with no MSCCLGO_NCCL_HOSTMEM: tensors
+// that are not CUDA tensors run on host memory.
 func TestPythonPackage(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -588,7 +591,7 @@ func TestPythonPackage(t *testing.T) {
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "python", "tests", "test_mscclgo.py"))
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
 		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_TEST_PLANS="+plans,
-		"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
+		"MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_CACHE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("test_mscclgo.py: %v\n%s", err, out)
@@ -600,7 +603,11 @@ func TestPythonPackage(t *testing.T) {
 
 // TestCustomFromEnv: two processes make mscclgo.h communicators from
 // torchrun's variables, register a plan directory and select from it;
-// execution is refused (processes, not threads: no launch path for them).
+// mscclgoExecute is refused, naming the real reason (this build has no
+// device backend and MSCCLGO_NCCL_HOSTMEM is not set), and
+// mscclgoExecuteHost runs the plan on host memory across the processes
+// (the CPU backend's multi-process transport), in place and, through the
+// in-place plan after a copy, out of place; the driver checks the data.
 func TestCustomFromEnv(t *testing.T) {
 	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -616,7 +623,7 @@ func TestCustomFromEnv(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			runs[rank] = runCheck(t, []string{fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2", "LOCAL_RANK=" + fmt.Sprint(rank), "LOCAL_WORLD_SIZE=2",
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans, "MSCCLGO_NCCL_HOSTMEM=1"}, "custom")
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "NCCLCHECK_PLANS=" + plans}, "custom")
 		}()
 	}
 	wg.Wait()
@@ -628,6 +635,7 @@ func TestCustomFromEnv(t *testing.T) {
 		for call, code := range map[string]string{
 			"mscclgoCommSize": "0", "mscclgoRegisterPlan missing": "4", "mscclgoRegisterPlan": "0", "mscclgoSelect": "0",
 			"mscclgoExecute": "5", "mscclgoExecute broadcast": "4", "mscclgoCommDestroy": "0", "mscclgoCommRank after destroy": "5",
+			"mscclgoExecuteHost round 0": "0", "mscclgoExecuteHost round 1": "0", "mscclgoExecuteHost round 2": "0",
 		} {
 			if got := res[fmt.Sprintf("rank %d: %s", rank, call)]; got != code {
 				t.Errorf("rank %d: %s -> %q, want %s\n%s", rank, call, got, code, r.stdout)
@@ -636,9 +644,12 @@ func TestCustomFromEnv(t *testing.T) {
 		for _, s := range []string{
 			fmt.Sprintf("rank %d: size 2, 1 plans registered, selected allreduce_packet_2gpu", rank),
 			"/nonexistent/plans: no such file or directory",
-			"plan allreduce_packet_2gpu: this build cannot launch plans on the caller's device buffers yet",
+			"plan allreduce_packet_2gpu: this build has no device backend to launch plans on the caller's device buffers",
 			`collective "broadcast": mscclgo runs allreduce, allgather and reducescatter`,
 			"was used after mscclgoCommDestroy",
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 0 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 1 ok", rank),
+			fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round 2 ok", rank),
 		} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("rank %d: output lacks %q:\n%s", rank, s, r.stdout)
@@ -844,7 +855,7 @@ func TestErrors(t *testing.T) {
 			"ncclCommDestroy":               "0",
 			"ncclCommCount after destroy":   "5",
 			"ncclAllReduce after destroy":   "5",
-			"ncclCommDestroy after destroy": "5",
+			"ncclCommDestroy after destroy": "4",
 			"ncclAllReduce after finalize":  "5",
 			"ncclCommAbort":                 "0",
 			"ncclCommUserRank after abort":  "5",
@@ -870,10 +881,12 @@ func TestErrors(t *testing.T) {
 			"ncclGroupEnd without a matching ncclGroupStart",
 			"ncclCommCount: the communicator is NULL",
 		}},
+		// Ranks of one process: the second size is refused by the unique
+		// id's record, and the rank already waiting learns it at once.
 		{"mismatch", map[string]string{}, []string{
-			"rank 0: ncclCommInitRank of 2 ranks -> 2",
-			"rank 1: ncclCommInitRank of 3 ranks -> 2",
-			"rank 1 reported world size 3", // in rank 0's words or rank 1's, whichever failed last
+			"rank 0: ncclCommInitRank of 2 ranks -> 5",
+			"rank 1: ncclCommInitRank of 3 ranks -> 5",
+			"a unique id makes one communicator (make a new one with ncclGetUniqueId)",
 		}},
 	}
 	for _, c := range cases {
@@ -895,9 +908,10 @@ func TestErrors(t *testing.T) {
 }
 
 // TestPlanChoice runs two ranks with a plan directory holding one 2-rank
-// in-place allgather plan: the in-place float32 allgather finds it (and,
-// with no launch on device buffers yet, falls back naming it); the
-// out-of-place one and the allreduce do not.
+// in-place allgather plan: the in-place float32 allgather finds it, the
+// out-of-place one finds it to run after a copy of the input (and, with
+// no device backend in this build, both fall back naming it and the real
+// reason); the allreduce finds none.
 func TestPlanChoice(t *testing.T) {
 	dir := artifacts(t)
 	plans := t.TempDir()
@@ -912,8 +926,8 @@ func TestPlanChoice(t *testing.T) {
 	for _, l := range []string{
 		"rank 0 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (in-place, 8192 bytes): fallback: plan allgather fits",
-		"but this build cannot launch plans on the caller's device buffers yet",
-		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no plan for allgather of 8192 bytes on 2 ranks (2 per node), out-of-place",
+		"but this build has no device backend to launch plans on the caller's device buffers (make nccl NCCL_BACKEND=cuda builds one; MSCCLGO_NCCL_HOSTMEM=1 runs plans on the CPU backend where device memory is host memory)",
+		"rank 1 of 2: ncclAllGather count 1024 ncclFloat32 (out-of-place, 8192 bytes): fallback: no out-of-place plan fits; in-place plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 8192",
 		"rank 0 of 2: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): fallback: no plan for allreduce of 4096 bytes on 2 ranks (2 per node), in-place",
 		"plan set of 1 plans in 1 directories",
 	} {

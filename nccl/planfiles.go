@@ -2,19 +2,21 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // planFiles loads each plan file once, for the calls that run it.
 type planFiles struct {
 	mu    sync.Mutex
-	plans map[string]*executor.Plan
+	plans map[string]*plan.Plan
 }
 
 // load returns the plan in file, loading it on first use.
-func (f *planFiles) load(file string) (*executor.Plan, error) {
+func (f *planFiles) load(file string) (*plan.Plan, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p := f.plans[file]; p != nil {
@@ -22,10 +24,13 @@ func (f *planFiles) load(file string) (*executor.Plan, error) {
 	}
 	p, err := executor.LoadFile(file)
 	if err != nil {
+		if !strings.Contains(err.Error(), file) {
+			err = fmt.Errorf("%s: %w", file, err)
+		}
 		return nil, err
 	}
 	if f.plans == nil {
-		f.plans = map[string]*executor.Plan{}
+		f.plans = map[string]*plan.Plan{}
 	}
 	f.plans[file] = p
 	return p, nil

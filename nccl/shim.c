@@ -31,14 +31,23 @@
 #define COMM_LIVE 0x6d7363636c676f31ULL /* "msccl go1" */
 #define COMM_DEAD 0x6d7363636c676f30ULL
 #define COMM_PENDING 0x6d7363636c676f32ULL
+#define COMM_ENDING 0x6d7363636c676f33ULL /* a destroy or abort is under way */
 
 struct ncclComm {
   uint64_t magic;
   uintptr_t ours;       /* the Go communicator; 0 once destroyed */
   ncclComm_t real;      /* the fallback's communicator, or NULL */
   int rank, nranks, dev;
-  const char *ended_by; /* "ncclCommDestroy" or "ncclCommAbort" */
+  const char *ended_by; /* "ncclCommDestroy" or "ncclCommAbort" (atomic) */
 };
+
+/* The magic and ended_by are read and changed atomically: ends race. */
+static uint64_t comm_magic(const struct ncclComm *c) { return __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE); }
+
+static const char *comm_ended_by(const struct ncclComm *c) {
+  const char *e = __atomic_load_n(&c->ended_by, __ATOMIC_ACQUIRE);
+  return e != NULL ? e : "another thread's ncclCommDestroy or ncclCommAbort";
+}
 
 /* Exported so that the fallback search recognises this library (or a copy
  * of it) and never loads it as the real NCCL. */
@@ -214,13 +223,14 @@ static int same_file(const char *a, const char *b) {
  * file is searched, not loaded (loading a copy would start a second Go
  * runtime in the process). */
 static int carries_marker(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* Non-blocking: a FIFO's open would wait for a writer. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return 0;
   }
   struct stat st;
   int found = 0;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p != MAP_FAILED) {
       const char *name = "mscclgo_nccl_marker";
@@ -239,8 +249,13 @@ static int carries_marker(const char *path) {
 static int try_load(const char *path, const char *self, char *skipped, size_t cap) {
   size_t used = strlen(skipped);
   if (strchr(path, '/') != NULL) {
-    if (access(path, F_OK) != 0) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
       snprintf(skipped + used, cap - used, "%s%s: %s", used ? "; " : "", path, strerror(errno));
+      return 0;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      snprintf(skipped + used, cap - used, "%s%s: not a regular file (a shared library is one)", used ? "; " : "", path);
       return 0;
     }
     if ((self != NULL && same_file(path, self)) || carries_marker(path)) {
@@ -397,18 +412,38 @@ static ncclResult_t check_comm(const struct ncclComm *comm, const char *fn) {
   if (comm == NULL) {
     return fail(ncclInvalidArgument, "mscclgo: %s: the communicator is NULL", fn);
   }
-  if (comm->magic == COMM_DEAD) {
+  uint64_t magic = comm_magic(comm);
+  if (magic == COMM_DEAD || magic == COMM_ENDING) {
     return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used after %s", fn, (const void *)comm,
-                comm->rank, comm->nranks, comm->ended_by);
+                comm->rank, comm->nranks, comm_ended_by(comm));
   }
-  if (comm->magic == COMM_PENDING) {
+  if (magic == COMM_PENDING) {
     return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used before the ncclGroupEnd that creates it",
                 fn, (const void *)comm, comm->rank, comm->nranks);
   }
-  if (comm->magic != COMM_LIVE) {
+  if (magic != COMM_LIVE) {
     return fail(ncclInvalidArgument, "mscclgo: %s: %p is not a communicator of this library", fn, (const void *)comm);
   }
   return ncclSuccess;
+}
+
+/* check_end is check_comm for the calls that end a communicator
+ * (ncclCommFinalize, ncclCommDestroy, ncclCommAbort): on one that was
+ * ended, or is being ended by another thread, they are refused with
+ * ncclInvalidArgument. */
+static ncclResult_t check_end(const struct ncclComm *comm, const char *fn) {
+  if (comm != NULL) {
+    /* The magic is read once: another thread's end may change it. */
+    uint64_t magic = comm_magic(comm);
+    if (magic == COMM_LIVE) {
+      return ncclSuccess;
+    }
+    if (magic == COMM_DEAD || magic == COMM_ENDING) {
+      return fail(ncclInvalidArgument, "mscclgo: %s: communicator %p (rank %d of %d) was ended already by %s", fn,
+                  (const void *)comm, comm->rank, comm->nranks, comm_ended_by(comm));
+    }
+  }
+  return check_comm(comm, fn);
 }
 
 static ncclComm_t new_comm(uintptr_t ours, ncclComm_t theirs, int rank, int nranks, int dev) {
@@ -516,7 +551,8 @@ static void init_done(struct rank_init *p, ncclResult_t r) {
     mgoCommAbort(p->ours);
   }
   if (p->comm->real != NULL) {
-    real.CommAbort(p->comm->real);
+    /* ncclCommDestroy is one of the symbols every fallback has. */
+    (real.CommAbort != NULL ? real.CommAbort : real.CommDestroy)(p->comm->real);
   }
   p->comm->real = NULL;
   p->comm->magic = COMM_DEAD;
@@ -631,6 +667,11 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   if (ndev < 1) {
     return fail(ncclInvalidArgument, "mscclgo: %s: ndev %d: must be at least 1", fn, ndev);
   }
+  /* Bounded before anything is allocated for ndev ranks. */
+  ncclResult_t rc = (ncclResult_t)mgoCheckRanks((char *)fn, "ndev", ndev);
+  if (rc != ncclSuccess) {
+    return rc;
+  }
   int *devs = calloc((size_t)ndev, sizeof *devs);
   uintptr_t *ours = calloc((size_t)ndev, sizeof *ours);
   ncclComm_t *theirs = calloc((size_t)ndev, sizeof *theirs);
@@ -726,7 +767,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  ncclResult_t r = check_comm(comm, "ncclCommFinalize");
+  ncclResult_t r = check_end(comm, "ncclCommFinalize");
   if (r != ncclSuccess) {
     return r;
   }
@@ -743,10 +784,21 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 /* end destroys or aborts comm: the mscclgo communicator first, then the
  * fallback's (which may still have work of this communicator queued). */
 static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
-  ncclResult_t r = check_comm(comm, fn);
+  ncclResult_t r = check_end(comm, fn);
   if (r != ncclSuccess) {
     return r;
   }
+  if (abort && comm->real != NULL && real.CommAbort == NULL) {
+    /* Checked before anything ends: the caller may still destroy it. */
+    return fail(ncclInvalidUsage, "mscclgo: %s: the fallback NCCL %s lacks ncclCommAbort, so its communicator cannot be aborted; "
+                "ncclCommDestroy ends it", fn, real.path);
+  }
+  /* One end wins; the others, concurrent or later, are refused. */
+  uint64_t live = COMM_LIVE;
+  if (!__atomic_compare_exchange_n(&comm->magic, &live, COMM_ENDING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return check_end(comm, fn);
+  }
+  __atomic_store_n(&comm->ended_by, fn, __ATOMIC_RELEASE);
   r = (ncclResult_t)(abort ? mgoCommAbort(comm->ours) : mgoCommDestroy(comm->ours));
   if (comm->real != NULL) {
     ncclResult_t rr = forwarded(abort ? real.CommAbort(comm->real) : real.CommDestroy(comm->real));
@@ -754,10 +806,8 @@ static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
       r = rr;
     }
   }
-  comm->magic = COMM_DEAD;
-  comm->ours = 0;
   comm->real = NULL;
-  comm->ended_by = fn;
+  __atomic_store_n(&comm->magic, COMM_DEAD, __ATOMIC_RELEASE);
   logf_("rank %d of %d: communicator %p ended by %s", comm->rank, comm->nranks, (void *)comm, fn);
   return r;
 }
@@ -913,7 +963,11 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTyp
     return r;
   }
   if (comm->real != NULL && real.RedOpCreatePreMulSum != NULL) {
-    return forwarded(real.RedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real));
+    r = forwarded(real.RedOpCreatePreMulSum(op, scalar, datatype, residence, comm->real));
+    if (r == ncclSuccess && op != NULL) {
+      mgoRedOp(comm->ours, (int)*op, 1); /* calls of this communicator may name it */
+    }
+    return r;
   }
   return no_fallback("ncclRedOpCreatePreMulSum", "user-defined reductions are the fallback's");
 }
@@ -924,7 +978,11 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     return r;
   }
   if (comm->real != NULL && real.RedOpDestroy != NULL) {
-    return forwarded(real.RedOpDestroy(op, comm->real));
+    r = forwarded(real.RedOpDestroy(op, comm->real));
+    if (r == ncclSuccess) {
+      mgoRedOp(comm->ours, (int)op, 0);
+    }
+    return r;
   }
   return no_fallback("ncclRedOpDestroy", "user-defined reductions are the fallback's");
 }
@@ -1319,11 +1377,34 @@ ncclResult_t ncclGroupEnd(void) {
   return r;
 }
 
+/* discard_group drops this thread's group at the end of a simulated one,
+ * which runs nothing: its deferred inits leave their handles ended (a use
+ * names it), its deferred calls are forgotten. Nothing of it is left for
+ * the next group. */
+static void discard_group(void) {
+  while (group_inits != NULL) {
+    struct rank_init *p = group_inits;
+    group_inits = p->next;
+    p->comm->ended_by = "ncclGroupSimulateEnd, which creates no communicator";
+    __atomic_store_n(&p->comm->magic, COMM_DEAD, __ATOMIC_RELEASE);
+    free(p);
+  }
+  while (group_calls != NULL) {
+    struct deferred_call *d = group_calls;
+    group_calls = d->next;
+    free(d);
+  }
+  group_calls_tail = NULL;
+}
+
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   if (group_depth == 0) {
     return fail(ncclInvalidUsage, "mscclgo: ncclGroupSimulateEnd without a matching ncclGroupStart");
   }
   group_depth--;
+  if (group_depth == 0) {
+    discard_group();
+  }
   if (have_real() && real.GroupSimulateEnd != NULL) {
     return forwarded(real.GroupSimulateEnd(simInfo));
   }

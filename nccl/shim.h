@@ -53,6 +53,12 @@ enum mscclgo_decision {
 extern int mgoUniqueID(char *id);
 extern void mgoReleaseIDs(char *ids, int n);
 extern int mgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
+/* mgoCheckRanks checks a count of ranks (what: the argument's name) before
+ * anything is allocated for them. */
+extern int mgoCheckRanks(char *fn, char *what, int n);
+/* mgoRedOp records a reduction created (created set) or destroyed on the
+ * communicator, which calls may then name. */
+extern void mgoRedOp(uintptr_t h, int op, int created);
 extern int mgoCommInitAll(int ndev, int *devs, uintptr_t *out);
 extern int mgoCommSplit(uintptr_t parent, int color, int key, int dev, uintptr_t *out, int *rank, int *size);
 extern int mgoCommFinalize(uintptr_t h);
@@ -72,7 +78,7 @@ extern int mgoCustomSetSelector(uintptr_t h, mscclgoSelector_t selector, void *u
 extern int mgoCustomSelect(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
                                char *name, size_t cap);
 extern int mgoCustomExecute(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
-                                uintptr_t stream);
+                                uintptr_t stream, int host);
 
 /* The C side, for Go. */
 const char *mscclgo_call_selector(mscclgoSelector_t selector, const mscclgoRequest_t *req, void *user);

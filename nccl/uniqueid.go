@@ -65,6 +65,10 @@ func decodeID(b []byte) (uniqueID, error) {
 	return u, nil
 }
 
+// short names the id in messages: its token's first bytes and rank 0's
+// address.
+func (u uniqueID) short() string { return fmt.Sprintf("%x… (rank 0 at %s)", u.token[:4], u.addr) }
+
 // tokenString is the job token of the bootstrap (bootstrap.World.Token).
 func (u uniqueID) tokenString() string { return hex.EncodeToString(u.token[:]) }
 

@@ -1,11 +1,23 @@
-// Package plan is the vocabulary of the MSCCL++ JSON execution plan that
-// the compiler (package emit) writes and the executor (package executor)
-// reads: the buffer types, channel types and op types with their plan
-// spellings, the values of "collective", the MSCCL++ executor's limits,
-// the "alltoallv" extension's constants, and the source map that relates
-// a plan's ops to the .star lines that recorded them. It is the one place
-// a spelling is defined; both sides use it, and it imports no other
-// package of mscclgo.
+// Package plan is the MSCCL++ JSON execution plan format, which the
+// compiler (package emit) writes and the executor (package executor)
+// reads, the way go/ast, go/parser and go/printer are one family:
+//
+//   - the vocabulary: the buffer types, channel types and op types with
+//     their plan spellings, the values of "collective", the MSCCL++
+//     executor's limits and the "alltoallv" extension's constants;
+//   - the document types (Plan, GPU, ThreadBlock, Op, Operand), a
+//     faithful, validated image of the JSON;
+//   - the reader and format validation: Load parses and validates any
+//     plan, made by mscclgo or by MSCCL++, naming the first problem as a
+//     *PlanError; Check lists them all (for mscclgo check);
+//   - the writer (Writer), through which emit writes the JSON byte for
+//     byte as the Python DSL prints it;
+//   - the source map that relates a plan's ops to the .star lines that
+//     recorded them.
+//
+// It is the one place a spelling is defined and imports no other package
+// of mscclgo. Reading a plan file with the process's limits
+// (executor.LoadFile) and running a plan are package executor's.
 //
 // Spellings go both ways: String gives the plan's spelling and a Parse
 // function reads it back.
@@ -14,6 +26,6 @@
 //	op, ok := plan.ParseOpType("rres")  // plan.OpReadReduceSend, true
 //	fmt.Println(bt, bt.Name(), op)      // s scratch rres
 //
-// The format is described in docs/plan-format.md, the source map in
-// docs/executor.md.
+// The format is described in docs/plan-format.md, the reader and the
+// source map in docs/executor.md.
 package plan

@@ -32,6 +32,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // SourceMapVersion is the format version written and read.
@@ -105,4 +107,41 @@ func (m *SourceMap) Positions(o *SourceOps) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// AttachSources sets the Source of every op of p that m names. m must
+// have been written for these plan bytes (its sha256) and for p's ranks,
+// thread blocks and ops.
+func (p *Plan) AttachSources(m *SourceMap, data []byte) error {
+	if h := Hash(data); m.SHA256 != h {
+		return fmt.Errorf("source map: written for another plan (sha256 %.12s…, the plan's is %.12s…): evaluate again", m.SHA256, h)
+	}
+	for i := range m.Ops {
+		o := &m.Ops[i]
+		op, err := p.opAt(o.Rank, o.TB, o.Op)
+		if err != nil {
+			return fmt.Errorf("source map: ops[%d]: %w", i, err)
+		}
+		op.Source = m.Positions(o)
+	}
+	return nil
+}
+
+// opAt finds the op of rank r, thread block tb (its position in the
+// rank's list) and path "K" or "K.J".
+func (p *Plan) opAt(r, tb int, path string) (*Op, error) {
+	if r < 0 || r >= len(p.GPUs) || tb < 0 || tb >= len(p.GPUs[r].ThreadBlocks) {
+		return nil, fmt.Errorf("no rank %d thread block %d", r, tb)
+	}
+	ops := p.GPUs[r].ThreadBlocks[tb].Ops
+	var op *Op
+	for _, part := range strings.Split(path, ".") {
+		k, err := strconv.Atoi(part)
+		if err != nil || k < 0 || k >= len(ops) {
+			return nil, fmt.Errorf("rank %d tb %d has no op %s", r, tb, path)
+		}
+		op = &ops[k]
+		ops = op.Ops
+	}
+	return op, nil
 }

@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/infile"
-	"github.com/mscclgo/mscclgo/starlib"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // IndexFile is the name of the index written beside an installed plan set.
@@ -60,6 +59,21 @@ type Entry struct {
 	// set, for a set installed with a hardware profile (install --hw);
 	// nil otherwise.
 	Predicted *Prediction `json:"predicted,omitempty"`
+}
+
+// Prediction is the predicted time curve of an installed plan, and how
+// it was predicted.
+type Prediction struct {
+	// Hardware is the profile's name; Launch "graph" or "kernel"; DType
+	// the element type.
+	Hardware string `json:"hardware"`
+	Launch   string `json:"launch"`
+	DType    string `json:"dtype"`
+	// Sizes are message sizes and TimesUS the predicted times per call.
+	Sizes   []uint64  `json:"sizes"`
+	TimesUS []float64 `json:"times_us"`
+	// Range says how the entry's size range was set.
+	Range string `json:"range"`
 }
 
 // MaxIndexBytes bounds the size of an index.json.
@@ -112,14 +126,33 @@ func ScanDir(dir string) (*Index, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		spec := &starlib.SpecInfo{WorldSize: len(plan.GPUs), RanksPerNode: len(plan.GPUs), InPlace: plan.Inplace}
-		e := entryOf(plan, spec, algorithms.Job{})
+		e := NewEntry(plan, len(plan.GPUs), len(plan.GPUs))
 		e.File = filepath.Base(f)
-		e.Algorithm = ""
 		idx.Plans = append(idx.Plans, e)
 	}
 	if len(idx.Plans) == 0 {
 		return nil, fmt.Errorf("%s: %w and no plan files", dir, ErrNoIndex)
 	}
 	return idx, nil
+}
+
+// NewEntry builds the index entry of a loaded plan for a machine of
+// worldSize ranks, ranksPerNode per node; the caller sets File and, for a
+// generated plan, Algorithm, Params and Tags.
+func NewEntry(p *plan.Plan, worldSize, ranksPerNode int) Entry {
+	e := Entry{
+		Name: p.Name, Collective: p.Collective, WorldSize: worldSize, RanksPerNode: ranksPerNode,
+		Protocol: p.Protocol, InPlace: p.Inplace,
+		MinMessageSize: p.MinMessageSize, MaxMessageSize: p.MaxMessageSize,
+		BufferAlignment: p.BufferAlignment,
+	}
+	if len(p.GPUs) > 0 {
+		e.InputChunks, e.OutputChunks = p.GPUs[0].InputChunks, p.GPUs[0].OutputChunks
+	}
+	for _, g := range p.GPUs {
+		for _, c := range g.Channels {
+			e.NVLS = e.NVLS || c.Type == plan.Switch
+		}
+	}
+	return e
 }

@@ -25,8 +25,10 @@ const modulePath = "github.com/mscclgo/mscclgo"
 // redraw docs/architecture.md. Test-only packages (tests/...) may import
 // anything and are not listed.
 var allowedImports = map[string][]string{
+	// The format: imports nothing of ours (closedDeps says it too).
+	"plan": nil,
+
 	// The compile wing: a script becomes a plan.
-	"plan":       nil,
 	"ir":         {"plan"},
 	"passes":     {"ir"},
 	"emit":       {"ir", "plan"},
@@ -36,10 +38,10 @@ var allowedImports = map[string][]string{
 	// Plans at run time: loading and instantiation, what every backend
 	// shares, and the backends side by side (neither imports the other).
 	"executor":             {"internal/infile", "internal/memlimit", "plan"},
-	"executor/rankwire":    {"executor"},
+	"executor/rankwire":    {"executor", "plan"},
 	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
-	"executor/cpu":         {"executor", "executor/rankwire", "timeline"},
-	"gpu":                  {"executor", "executor/rankwire"},
+	"executor/cpu":         {"executor", "executor/rankwire", "plan", "timeline"},
+	"gpu":                  {"executor", "executor/rankwire", "plan"},
 	"gpu/emu":              {"gpu"},
 	"gpu/cuda":             {"gpu"},
 	"gpu/internal/clayout": nil,
@@ -47,23 +49,38 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":  {"executor"},
-	"planset":  {"algorithms", "executor", "executor/cpu", "harness", "internal/infile", "model", "plan", "starlib"},
-	"model":    {"executor", "internal/infile", "timeline"},
-	"timeline": nil,
-	"trace":    {"timeline"},
-	"view":     {"executor", "plan", "timeline", "trace"},
+	"harness":         {"executor", "plan"},
+	"planset":         {"executor", "internal/infile", "plan"},
+	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
+	"model":           {"executor", "internal/infile", "plan", "timeline"},
+	"timeline":        nil,
+	"trace":           {"timeline"},
+	"view":            {"executor", "plan", "timeline", "trace"},
 
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "starlib", "timeline", "trace", "view"},
-	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "planset"},
-	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "starlib"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "timeline", "trace", "view"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
+	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
+	// The base: utilities any layer may import, importing nothing of ours.
 	"internal/infile":   nil,
 	"internal/memlimit": nil,
 	"internal/testnote": nil,
+}
+
+// closedDeps are rules on a package's whole dependency closure (its
+// imports, their imports and so on, from non-test files whatever their
+// build tags), which allowedImports, one edge at a time, does not state:
+// the NCCL library (a shared object PyTorch loads) links select, search
+// and the runtime, never the compiler or the drivers above it; the plan
+// format imports nothing of ours. An entry names packages of ours
+// (directories) or module paths (go.starlark.net); "*" forbids every
+// package of ours.
+var closedDeps = map[string][]string{
+	"nccl": {"algorithms", "emit", "harness", "ir", "model", "passes", "planset/install", "starlib", "go.starlark.net"},
+	"plan": {"*"},
 }
 
 // ourImports returns, for each package directory of the tree, the
@@ -71,6 +88,17 @@ var allowedImports = map[string][]string{
 // tags).
 func ourImports(t *testing.T) map[string][]string {
 	t.Helper()
+	ours, _ := allImports(t)
+	return ours
+}
+
+// allImports returns, for each package directory of the tree, the
+// packages of ours and the other modules' packages (neither ours nor the
+// standard library's) its non-test Go files import, whatever their build
+// tags.
+func allImports(t *testing.T) (ours, others map[string][]string) {
+	t.Helper()
+	ext := map[string]map[string]bool{}
 	deps := map[string]map[string]bool{}
 	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -105,6 +133,11 @@ func ourImports(t *testing.T) map[string][]string {
 			}
 			if rest, ok := strings.CutPrefix(ip, modulePath+"/"); ok {
 				deps[pkg][rest] = true
+			} else if first, _, _ := strings.Cut(ip, "/"); strings.Contains(first, ".") {
+				if ext[pkg] == nil {
+					ext[pkg] = map[string]bool{}
+				}
+				ext[pkg][ip] = true
 			}
 		}
 		return nil
@@ -112,8 +145,12 @@ func ourImports(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sortedSets(deps), sortedSets(ext)
+}
+
+func sortedSets(sets map[string]map[string]bool) map[string][]string {
 	out := map[string][]string{}
-	for pkg, set := range deps {
+	for pkg, set := range sets {
 		list := []string{}
 		for d := range set {
 			list = append(list, d)
@@ -124,13 +161,65 @@ func ourImports(t *testing.T) map[string][]string {
 	return out
 }
 
+// closureProblems checks the closedDeps rules against the import graph:
+// ours (packages of ours each package imports) and others (the other
+// modules' packages each imports).
+func closureProblems(ours, others map[string][]string, rules map[string][]string) []string {
+	var out []string
+	for pkg, banned := range rules {
+		// The closure, in breadth-first order with the path that reached
+		// each package, to name the chain in the message.
+		via := map[string]string{pkg: ""}
+		queue := []string{pkg}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			for _, d := range ours[p] {
+				if _, seen := via[d]; !seen {
+					via[d] = p
+					queue = append(queue, d)
+				}
+			}
+		}
+		chain := func(p string) string {
+			parts := []string{p}
+			for q := via[p]; q != ""; q = via[q] {
+				parts = append([]string{q}, parts...)
+			}
+			return strings.Join(parts, " -> ")
+		}
+		for p := range via {
+			for _, b := range banned {
+				switch {
+				case b == "*" && p != pkg:
+					out = append(out, fmt.Sprintf("%s depends on %s (%s): it may depend on no package of ours (closedDeps in tests/architecture_test.go)", pkg, p, chain(p)))
+				case b == p && p != pkg:
+					out = append(out, fmt.Sprintf("%s depends on %s (%s), which closedDeps forbids", pkg, p, chain(p)))
+				}
+			}
+			for _, e := range others[p] {
+				for _, b := range banned {
+					if e == b || strings.HasPrefix(e, b+"/") {
+						out = append(out, fmt.Sprintf("%s depends on %s (%s imports it: %s), which closedDeps forbids", pkg, e, p, chain(p)))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // TestImportEdges: every import between our packages is one
 // allowedImports allows, every allowed edge is used (so that the table,
 // and the picture drawn from it, stay the tree's), and the package graph
 // in docs/architecture.md is current.
 func TestImportEdges(t *testing.T) {
-	got := ourImports(t)
+	got, others := allImports(t)
 	for _, p := range edgeProblems(got, allowedImports) {
+		t.Error(p)
+	}
+	for _, p := range closureProblems(got, others, closedDeps) {
 		t.Error(p)
 	}
 	checkGenerated(t, filepath.Join(repoRoot, "docs", "architecture.md"), graphText(got))
@@ -148,6 +237,23 @@ func TestEdgeProblems(t *testing.T) {
 		"package new is not in allowedImports (tests/architecture_test.go): place it in a layer",
 	}
 	if got := edgeProblems(got, allowed); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestClosureProblems: the closure rule catches a banned package reached
+// through another, a banned module, and any import of a package that may
+// import nothing of ours.
+func TestClosureProblems(t *testing.T) {
+	ours := map[string][]string{"nccl": {"planset"}, "planset": {"algorithms"}, "algorithms": {"starlib"}, "starlib": nil, "plan": {"internal/infile"}}
+	others := map[string][]string{"starlib": {"go.starlark.net/starlark"}}
+	rules := map[string][]string{"nccl": {"algorithms", "go.starlark.net"}, "plan": {"*"}}
+	want := []string{
+		"nccl depends on algorithms (nccl -> planset -> algorithms), which closedDeps forbids",
+		"nccl depends on go.starlark.net/starlark (starlib imports it: nccl -> planset -> algorithms -> starlib), which closedDeps forbids",
+		"plan depends on internal/infile (plan -> internal/infile): it may depend on no package of ours (closedDeps in tests/architecture_test.go)",
+	}
+	if got := closureProblems(ours, others, rules); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestReferencePlansRun runs every reference plan that the MSCCL++ loader
@@ -29,19 +30,19 @@ func TestReferencePlansRun(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".json")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			plan, err := executor.LoadFile(file)
+			p, err := executor.LoadFile(file)
 			if err != nil {
-				if errors.Is(err, executor.ErrUnknownOp) && strings.Contains(err.Error(), "glre") {
+				if errors.Is(err, plan.ErrUnknownOp) && strings.Contains(err.Error(), "glre") {
 					t.Skipf("rejected like the MSCCL++ loader: %v", err)
 				}
 				t.Fatal(err)
 			}
-			sizes := harness.CheckSizes(plan, executor.Float16, 1<<20, 3)
+			sizes := harness.CheckSizes(p, executor.Float16, 1<<20, 3)
 			if len(sizes) == 0 {
-				t.Fatalf("no valid message size in [%d, %d]", plan.MinMessageSize, plan.MaxMessageSize)
+				t.Fatalf("no valid message size in [%d, %d]", p.MinMessageSize, p.MaxMessageSize)
 			}
 			for _, size := range sizes {
-				err := harness.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
+				err := harness.RunChecked(context.Background(), cpu.New(), p, size, executor.Float16, p.Inplace, 2)
 				var race *executor.RaceError
 				var dead *executor.DeadlockError
 				switch {
@@ -51,7 +52,7 @@ func TestReferencePlansRun(t *testing.T) {
 						t.Errorf("size %d: race without both positions: %v", size, err)
 					}
 					t.Logf("size %d: %v", size, err)
-				case plan.Collective == "test" && errors.As(err, &dead):
+				case p.Collective == "test" && errors.As(err, &dead):
 					t.Logf("size %d (test plan, no defined result): %v", size, firstLine(err))
 				default:
 					t.Errorf("size %d: %v", size, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -25,17 +26,17 @@ var update = flag.Bool("update", false, "rewrite the golden traces under testdat
 
 // record runs the plan file on the CPU backend at size bytes and returns
 // its timeline and plan.
-func record(t *testing.T, file string, size uint64) (*timeline.Timeline, *executor.Plan) {
+func record(t *testing.T, file string, size uint64) (*timeline.Timeline, *plan.Plan) {
 	t.Helper()
-	plan, err := executor.LoadFile(file)
-	if err != nil && !executor.IsWarning(err) {
+	p, err := executor.LoadFile(file)
+	if err != nil && !plan.IsWarning(err) {
 		t.Fatal(err)
 	}
-	lay, err := executor.PlanLayout(plan, size, executor.Float32, plan.Inplace)
+	lay, err := executor.PlanLayout(p, size, executor.Float32, p.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, lay.Sizes)
+	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func record(t *testing.T, file string, size uint64) (*timeline.Timeline, *execut
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tl, plan
+	return tl, p
 }
 
 // executedOps counts the ops a run executes: a pipeline counts its body
@@ -53,7 +54,7 @@ func executedOps(inst *executor.Instance) int {
 	for _, ri := range inst.Ranks {
 		for _, tb := range ri.TBs {
 			for _, op := range tb.Ops {
-				if op.Type == executor.OpPipeline {
+				if op.Type == plan.OpPipeline {
 					n += op.Iterations * len(op.Body)
 				} else {
 					n++

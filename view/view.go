@@ -55,6 +55,11 @@ type pageData struct {
 	Trace    *trace.File `json:"trace"`
 	Channels []Channel   `json:"channels"`
 	Clock    string      `json:"clock"`
+	// Flows are the timeline's flows as [from, to] indices of its
+	// slices, which are the trace's complete ("X") events in order.
+	Flows [][2]int `json:"flows"`
+	// Critical is the critical path, as indices of slices.
+	Critical []int `json:"critical"`
 }
 
 // ChannelsOf lists inst's channels by (rank, peer, type), the switch
@@ -112,11 +117,15 @@ func Write(w io.Writer, p Page) error {
 		// Chart escapes every text it draws.
 		chart = template.HTML(svg)
 	}
+	flows := make([][2]int, 0, len(p.Timeline.Flows))
+	for _, f := range p.Timeline.Flows {
+		flows = append(flows, [2]int{f.From, f.To})
+	}
 	return tmpl.Execute(w, map[string]any{
 		"Title":  p.Title,
 		"Meta":   p.Meta,
 		"Chart":  chart,
-		"Data":   pageData{Trace: trace.Events(p.Timeline), Channels: p.Channels, Clock: string(p.Timeline.Clock)},
+		"Data":   pageData{Trace: trace.Events(p.Timeline), Channels: p.Channels, Clock: string(p.Timeline.Clock), Flows: flows, Critical: CriticalPath(p.Timeline)},
 		"Script": template.JS(pageJS),
 	})
 }

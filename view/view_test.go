@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html"
 	"os"
 	"os/exec"
@@ -94,15 +95,15 @@ func TestChartAxis(t *testing.T) {
 // timeline.
 func page(t *testing.T, file string, size uint64) ([]byte, *timeline.Timeline, *executor.Instance) {
 	t.Helper()
-	plan, err := executor.LoadFile(file)
-	if err != nil && !executor.IsWarning(err) {
+	p, err := executor.LoadFile(file)
+	if err != nil && !plan.IsWarning(err) {
 		t.Fatal(err)
 	}
-	lay, err := executor.PlanLayout(plan, size, executor.Float32, plan.Inplace)
+	lay, err := executor.PlanLayout(p, size, executor.Float32, p.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, lay.Sizes)
+	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +143,11 @@ func TestPageSelfContained(t *testing.T) {
 
 // selfCheck is what the page's script writes into #selfcheck.
 type selfCheck struct {
-	Lanes, Ops, Boxes, Flows, UnmatchedFlows, Channels int
-	Errors                                             []string
+	// Lanes are the thread-block lanes drawn (of TBLanes), RankLanes
+	// the folded ranks; Arrows the arrows drawn, Bundles the bundles
+	// the flows make; Critical the ops of the critical path's row.
+	Lanes, RankLanes, TBLanes, Ops, Boxes, Flows, UnmatchedFlows, Bundles, Arrows, Critical, Channels int
+	Errors                                                                                            []string
 	// Blocked are the marks of blocked ops, BlockedLabels their texts;
 	// Ticks are the time axis's ticks.
 	Blocked       int
@@ -231,7 +235,14 @@ func TestPageInBrowser(t *testing.T) {
 			if got.Ticks < 2 {
 				t.Errorf("time axis: %d ticks, want at least 2", got.Ticks)
 			}
-			want := selfCheck{Lanes: tbs, Ops: len(tl.Slices), Boxes: len(tl.Slices), Flows: len(tl.Flows), Channels: len(ChannelsOf(inst)),
+			// Small plans: every thread block unfolded, every flow drawn
+			// (or, above maxArrows, every bundle).
+			arrows := len(tl.Flows)
+			if arrows > maxArrows {
+				arrows = bundles(tl)
+			}
+			want := selfCheck{Lanes: tbs, TBLanes: tbs, Ops: len(tl.Slices), Boxes: len(tl.Slices), Flows: len(tl.Flows), Channels: len(ChannelsOf(inst)),
+				Bundles: bundles(tl), Arrows: arrows, Critical: len(CriticalPath(tl)),
 				Blocked: len(tc.blocked), BlockedLabels: tc.blocked, Ticks: got.Ticks}
 			if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("self-check (-want +got):\n%s", d)
@@ -261,5 +272,139 @@ func TestChannelColors(t *testing.T) {
 		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c.String()) + `:`).MatchString(m[1]) {
 			t.Errorf("page.js: chanColors {%s} has no color for channel type %q", m[1], c)
 		}
+	}
+}
+
+// bundles counts the arrows the page bundles the flows of tl into: one
+// per (rank, peer rank, releasing op type, released op type).
+func bundles(tl *timeline.Timeline) int {
+	type key struct {
+		from, to int
+		a, b     string
+	}
+	seen := map[key]bool{}
+	for _, f := range tl.Flows {
+		a, b := tl.Slices[f.From], tl.Slices[f.To]
+		if a.Rank != b.Rank {
+			seen[key{a.Rank, b.Rank, a.Name, b.Name}] = true
+		}
+	}
+	return len(seen)
+}
+
+// maxArrows and maxLanes are the readable density: at most this many
+// arrows drawn at once and thread-block lanes unfolded by default
+// (page.js's MAX_ARROWS and MAX_LANES).
+const maxArrows, maxLanes = 24, 16
+
+// loadPage loads file (with its URL fragment) in headless chromium and
+// returns the page's self-check.
+func loadPage(t *testing.T, bin, dir, file, fragment string) selfCheck {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := append(browserArgs(filepath.Join(dir, "profile-"+fmt.Sprint(len(fragment)))), "--dump-dom", "file://"+file+fragment)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	dom, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	m := regexp.MustCompile(`<pre id="selfcheck">([^<]*)</pre>`).FindSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no self-check in the dumped DOM:\n%.2000s", dom)
+	}
+	var got selfCheck
+	if err := json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &got); err != nil {
+		t.Fatalf("self-check %q: %v", m[1], err)
+	}
+	if len(got.Errors) > 0 {
+		t.Errorf("%s: script errors: %v", fragment, got.Errors)
+	}
+	return got
+}
+
+// TestBigPlanReadable loads the page of the LL all-pairs allreduce at 4
+// and 8 ranks (16 and 64 thread blocks) in headless chromium and checks
+// that it stays readable: by default the ranks are folded (one lane
+// each) when there are more than maxLanes thread blocks, and at most
+// maxArrows arrows are drawn; unfolded with an op selected, every lane
+// is drawn with the selected op's arrows only; with all arrows asked for,
+// the bundles. With $MSCCLGO_ARTIFACTS set, it writes screenshots of
+// each state there.
+func TestBigPlanReadable(t *testing.T) {
+	bin := chromium(t)
+	art := os.Getenv("MSCCLGO_ARTIFACTS")
+	if art != "" {
+		if err := os.MkdirAll(art, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int{4, 8} {
+		t.Run(fmt.Sprintf("%d ranks", n), func(t *testing.T) {
+			data, tl, inst := page(t, fmt.Sprintf("testdata/allreduce_packet_%dgpu.plan.json", n), 1<<16)
+			dir := t.TempDir()
+			file := filepath.Join(dir, "plan.html")
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tbs := 0
+			for _, ri := range inst.Ranks {
+				tbs += len(ri.TBs)
+			}
+			got := loadPage(t, bin, dir, file, "")
+			wantLanes, wantRanks := tbs, 0
+			if tbs > maxLanes {
+				wantLanes, wantRanks = 0, n
+			}
+			if got.Lanes != wantLanes || got.RankLanes != wantRanks || got.TBLanes != tbs || got.Lanes > maxLanes {
+				t.Errorf("default: %d thread-block lanes and %d rank lanes of %d thread blocks, want %d and %d", got.Lanes, got.RankLanes, got.TBLanes, wantLanes, wantRanks)
+			}
+			if got.Arrows > maxArrows {
+				t.Errorf("default: %d arrows drawn, want at most %d", got.Arrows, maxArrows)
+			}
+			if got.Ops != len(tl.Slices) || got.Flows != len(tl.Flows) || got.Critical != len(CriticalPath(tl)) || got.Critical == 0 {
+				t.Errorf("default: %d ops, %d flows, critical path of %d; want %d, %d, %d", got.Ops, got.Flows, got.Critical, len(tl.Slices), len(tl.Flows), len(CriticalPath(tl)))
+			}
+			// The op released by the most flows, selected.
+			in := map[int]int{}
+			sel := 0
+			for _, f := range tl.Flows {
+				in[f.To]++
+				if in[f.To] > in[sel] {
+					sel = f.To
+				}
+			}
+			mine := 0
+			for _, f := range tl.Flows {
+				if f.To == sel || f.From == sel {
+					mine++
+				}
+			}
+			frag := fmt.Sprintf("#unfold=all&select=%d", sel)
+			got = loadPage(t, bin, dir, file, frag)
+			if got.Lanes != tbs || got.RankLanes != 0 || got.Arrows != mine {
+				t.Errorf("%s: %d lanes, %d rank lanes, %d arrows; want %d, 0, %d", frag, got.Lanes, got.RankLanes, got.Arrows, tbs, mine)
+			}
+			got = loadPage(t, bin, dir, file, "#arrows=all")
+			if got.Arrows != bundles(tl) || got.Bundles != bundles(tl) {
+				t.Errorf("#arrows=all: %d arrows of %d bundles, want %d", got.Arrows, got.Bundles, bundles(tl))
+			}
+			if art == "" {
+				return
+			}
+			for i, fr := range []string{"", frag, "#arrows=all"} {
+				shot := filepath.Join(art, fmt.Sprintf("allreduce_packet_%dgpu_%d.png", n, i))
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				args := append(browserArgs(filepath.Join(dir, "shot")), "--hide-scrollbars", "--window-size=1300,1000", "--screenshot="+shot, "file://"+file+fr)
+				out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+				}
+				t.Logf("screenshot: %s", shot)
+			}
+		})
 	}
 }

@@ -191,7 +191,7 @@ MG_UNROLL
   for (uint64_t i = done + c.tid; i < n; i += c.nt) store8(d + i, load8(s + i));
 }
 
-// kMaxOperands bounds the operands of one side (executor.MaxOperandsPerSide).
+// kMaxOperands bounds the operands of one side (plan.MaxOperandsPerSide).
 constexpr int kMaxOperands = 10;
 
 // reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // defaultDeadlockTimeout is the watchdog backstop when Options leaves it 0.
@@ -84,7 +85,7 @@ type rankState struct {
 	mem      []counter // by global memory channel index
 	port     []counter // by global port channel index
 	sems     []semaphore
-	barriers [executor.MaxBarrierID + 1]barrier
+	barriers [plan.MaxBarrierID + 1]barrier
 	proxy    proxy
 	tid0     int // vector-clock thread of TB 0
 	// reuseSlot is, for reuse_resources plans, scratchChunkSize of

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // BenchmarkPackets moves 16 MiB through LL packets: rank 0 packs into rank
@@ -22,8 +23,8 @@ func BenchmarkPackets(b *testing.B) {
 			bl := newBuilder(2, 2*size)
 			part := uint64(size / tbs)
 			for k := uint64(0); k < tbs; k++ {
-				bl.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, k*part, part)), rs(R(1, scr, k*part, part))))
-				bl.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, k*part, part)), rs(L(out, k*part, part))))
+				bl.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, k*part, part)), rs(R(1, scr, k*part, part))))
+				bl.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, k*part, part)), rs(L(out, k*part, part))))
 			}
 			o := opts()
 			o.LL8 = ll8
@@ -60,7 +61,7 @@ func BenchmarkReduce(b *testing.B) {
 						dsts = append(dsts, R(p, out, uint64(r)*part, part))
 					}
 				}
-				bl.tb(r, op(executor.OpReadReduceSend, mem, nil, srcs, dsts))
+				bl.tb(r, op(plan.OpReadReduceSend, mem, nil, srcs, dsts))
 			}
 			o := opts()
 			o.Race = race
@@ -86,16 +87,16 @@ func BenchmarkReduce(b *testing.B) {
 //
 //	go test ./executor/cpu -run '^$' -bench AllreducePort -benchtime 5x
 func BenchmarkAllreducePort(b *testing.B) {
-	plan, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
-	if err != nil && !executor.IsWarning(err) {
+	p, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+	if err != nil && !plan.IsWarning(err) {
 		b.Skip(err)
 	}
 	const size = 64 << 20
-	lay, err := harness.PlanLayout(plan, size, executor.Float32, true)
+	lay, err := harness.PlanLayout(p, size, executor.Float32, true)
 	if err != nil {
 		b.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, lay.Sizes)
+	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		b.Fatal(err)
 	}

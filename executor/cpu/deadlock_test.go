@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // deadlockCases are plans that cannot finish, with the exact report.
@@ -46,7 +47,7 @@ var deadlockCases = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.connect(prt, 0, 1)
-			b.tb(0, op(executor.OpPut, prt, ch(0), rs(L(in, 0, 16)), rs(R(1, out, 0, 16))))
+			b.tb(0, op(plan.OpPut, prt, ch(0), rs(L(in, 0, 16)), rs(R(1, out, 0, 16))))
 			b.tb(1, wt(prt, 0))
 			return b.inst
 		},
@@ -81,7 +82,7 @@ var deadlockCases = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(1, 0)
 			b.sems(0, 1, 0)
-			b.tb(0, sem(executor.OpSemAcquire, 0, 1))
+			b.tb(0, sem(plan.OpSemAcquire, 0, 1))
 			return b.inst
 		},
 		want: []executor.BlockedTB{{Rank: 0, TB: 0, Op: "op 0 sem_acquire", Waiting: "semaphore 1 value -1, waits for 0"}},
@@ -90,8 +91,8 @@ var deadlockCases = []struct {
 		name: "packet never written",
 		build: func() *executor.Instance {
 			b := newBuilder(2, 128)
-			b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, 16)), rs(R(1, scr, 0, 16))))
-			b.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, 32)), rs(L(out, 0, 32))))
+			b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, 16)), rs(R(1, scr, 0, 16))))
+			b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, 32)), rs(L(out, 0, 32))))
 			return b.inst
 		},
 		want: []executor.BlockedTB{{Rank: 1, TB: 0, Op: "op 0 upkt", Waiting: "packet at scratch[32] has flag 0, want 1"}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // f32 is a test-only float32 DType (IEEE binary32, round to nearest even
@@ -64,19 +65,19 @@ const local = -2 // Region.Rank placeholder: the executing rank
 
 func newBuilder(nranks int, scratch uint64) *builder {
 	inst := &executor.Instance{
-		Plan:         &executor.Plan{Name: "test", Protocol: "Simple", BufferAlignment: 16},
+		Plan:         &plan.Plan{Name: "test", Protocol: "Simple", BufferAlignment: 16},
 		ScratchBytes: scratch,
 		Ranks:        make([]executor.RankInstance, nranks),
 	}
 	for r := range inst.Ranks {
 		inst.Ranks[r].Rank = r
-		inst.Plan.GPUs = append(inst.Plan.GPUs, executor.GPU{ID: r})
+		inst.Plan.GPUs = append(inst.Plan.GPUs, plan.GPU{ID: r})
 	}
 	return &builder{inst: inst}
 }
 
-func (b *builder) chans(r int, t executor.ChannelType) *[]executor.ChannelEnd {
-	if t == executor.Port {
+func (b *builder) chans(r int, t plan.ChannelType) *[]executor.ChannelEnd {
+	if t == plan.Port {
 		return &b.inst.Ranks[r].PortChannels
 	}
 	return &b.inst.Ranks[r].MemoryChannels
@@ -84,7 +85,7 @@ func (b *builder) chans(r int, t executor.ChannelType) *[]executor.ChannelEnd {
 
 // connect pairs a new channel of type t on x with a new one on y and
 // returns their global indices.
-func (b *builder) connect(t executor.ChannelType, x, y int) (int, int) {
+func (b *builder) connect(t plan.ChannelType, x, y int) (int, int) {
 	cx, cy := b.chans(x, t), b.chans(y, t)
 	ix := len(*cx)
 	*cx = append(*cx, executor.ChannelEnd{Peer: y})
@@ -99,7 +100,7 @@ func (b *builder) connect(t executor.ChannelType, x, y int) (int, int) {
 }
 
 // unpaired adds a channel on x to y that y does not declare.
-func (b *builder) unpaired(t executor.ChannelType, x, y int) int {
+func (b *builder) unpaired(t plan.ChannelType, x, y int) int {
 	cx := b.chans(x, t)
 	*cx = append(*cx, executor.ChannelEnd{Peer: y, PeerIndex: -1})
 	return len(*cx) - 1
@@ -108,11 +109,11 @@ func (b *builder) unpaired(t executor.ChannelType, x, y int) int {
 // group adds a switch channel over ranks bound to bt on every member and
 // returns its index (the same on all members when groups are added in the
 // same order).
-func (b *builder) group(bt executor.BufferType, ranks ...int) int {
+func (b *builder) group(bt plan.BufferType, ranks ...int) int {
 	idx := -1
 	for _, r := range ranks {
 		ri := &b.inst.Ranks[r]
-		ri.Switches = append(ri.Switches, executor.SwitchGroup{Buffer: bt, Ranks: ranks})
+		ri.Switches = append(ri.Switches, plan.SwitchGroup{Buffer: bt, Ranks: ranks})
 		idx = len(ri.Switches) - 1
 	}
 	return idx
@@ -148,28 +149,28 @@ func fix(r int, ops []executor.OpInstance, prefix string) {
 }
 
 // Regions.
-func L(bt executor.BufferType, off, size uint64) executor.Region {
+func L(bt plan.BufferType, off, size uint64) executor.Region {
 	return executor.Region{Rank: local, Buffer: bt, Offset: off, Size: size, Switch: -1}
 }
 
-func R(rank int, bt executor.BufferType, off, size uint64) executor.Region {
+func R(rank int, bt plan.BufferType, off, size uint64) executor.Region {
 	return executor.Region{Rank: rank, Buffer: bt, Offset: off, Size: size, Switch: -1}
 }
 
-func SW(sw int, bt executor.BufferType, off, size uint64) executor.Region {
+func SW(sw int, bt plan.BufferType, off, size uint64) executor.Region {
 	return executor.Region{Rank: -1, Buffer: bt, Offset: off, Size: size, Switch: sw}
 }
 
 const (
-	in  = executor.Input
-	out = executor.Output
-	scr = executor.Scratch
-	mem = executor.Memory
-	prt = executor.Port
+	in  = plan.Input
+	out = plan.Output
+	scr = plan.Scratch
+	mem = plan.Memory
+	prt = plan.Port
 )
 
 // Ops.
-func op(t executor.OpType, ct executor.ChannelType, chs []int, src, dst []executor.Region) executor.OpInstance {
+func op(t plan.OpType, ct plan.ChannelType, chs []int, src, dst []executor.Region) executor.OpInstance {
 	return executor.OpInstance{Type: t, ChannelType: ct, Channels: chs, Src: src, Dst: dst}
 }
 
@@ -177,29 +178,29 @@ func rs(r ...executor.Region) []executor.Region { return r }
 func ch(c ...int) []int                         { return c }
 
 func cp(src, dst executor.Region) executor.OpInstance {
-	return op(executor.OpCopy, executor.NoChannel, nil, rs(src), rs(dst))
+	return op(plan.OpCopy, plan.NoChannel, nil, rs(src), rs(dst))
 }
 
-func sig(ct executor.ChannelType, c ...int) executor.OpInstance {
-	return op(executor.OpSignal, ct, c, nil, nil)
+func sig(ct plan.ChannelType, c ...int) executor.OpInstance {
+	return op(plan.OpSignal, ct, c, nil, nil)
 }
 
-func wt(ct executor.ChannelType, c ...int) executor.OpInstance {
-	return op(executor.OpWait, ct, c, nil, nil)
+func wt(ct plan.ChannelType, c ...int) executor.OpInstance {
+	return op(plan.OpWait, ct, c, nil, nil)
 }
 
-func nop() executor.OpInstance { return executor.OpInstance{Type: executor.OpNop} }
+func nop() executor.OpInstance { return executor.OpInstance{Type: plan.OpNop} }
 
 func bar(id, n int) executor.OpInstance {
-	return executor.OpInstance{Type: executor.OpBarrier, BarrierID: id, NumThreadBlocks: n}
+	return executor.OpInstance{Type: plan.OpBarrier, BarrierID: id, NumThreadBlocks: n}
 }
 
-func sem(t executor.OpType, ids ...int) executor.OpInstance {
+func sem(t plan.OpType, ids ...int) executor.OpInstance {
 	return executor.OpInstance{Type: t, Semaphores: ids}
 }
 
 func pipe(unit uint64, iters int, body ...executor.OpInstance) executor.OpInstance {
-	return executor.OpInstance{Type: executor.OpPipeline, UnitSize: unit, Iterations: iters, Body: body}
+	return executor.OpInstance{Type: plan.OpPipeline, UnitSize: unit, Iterations: iters, Body: body}
 }
 
 // bufs allocates per-rank buffers; inputs get pattern data.

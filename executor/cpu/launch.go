@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // errStop unwinds a thread block or proxy goroutine once its launch has
@@ -372,7 +373,7 @@ func (t *tbRun) runOps() (err error) {
 	}()
 	for i := range t.tb.Ops {
 		op := &t.tb.Ops[i]
-		if op.Type == executor.OpPipeline {
+		if op.Type == plan.OpPipeline {
 			for it := 0; it < op.Iterations; it++ {
 				o := uint64(it) * op.UnitSize
 				for j := range op.Body {
@@ -411,18 +412,18 @@ func (t *tbRun) exec(op *executor.OpInstance, o, u uint64, iter int) error {
 	}
 	var err error
 	switch op.Type {
-	case executor.OpNop:
-	case executor.OpBarrier:
+	case plan.OpNop:
+	case plan.OpBarrier:
 		err = t.barrier(op)
-	case executor.OpSignal, executor.OpRelaxedSignal:
+	case plan.OpSignal, plan.OpRelaxedSignal:
 		err = t.signal(op)
-	case executor.OpWait, executor.OpRelaxedWait:
+	case plan.OpWait, plan.OpRelaxedWait:
 		err = t.wait(op)
-	case executor.OpFlush:
+	case plan.OpFlush:
 		err = t.flush(op)
-	case executor.OpSemAcquire:
+	case plan.OpSemAcquire:
 		err = t.semAcquire(op)
-	case executor.OpSemRelease:
+	case plan.OpSemRelease:
 		err = t.semRelease(op)
 	default:
 		err = t.data(op, o, u)

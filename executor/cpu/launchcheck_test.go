@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // lcPlan is a one-rank "test" plan whose thread block 0 runs ops.
@@ -22,7 +23,7 @@ type lcPlan struct {
 	ops              []any
 }
 
-func (p lcPlan) load(t *testing.T) *executor.Plan {
+func (p lcPlan) load(t *testing.T) *plan.Plan {
 	t.Helper()
 	proto := p.protocol
 	if proto == "" {
@@ -44,11 +45,11 @@ func (p lcPlan) load(t *testing.T) *executor.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := executor.Load(data)
+	pl, err := plan.Load(data)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	return plan
+	return pl
 }
 
 // opd is a local operand of one chunk.

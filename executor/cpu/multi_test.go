@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // connectWorld connects n ranks in this process.
@@ -40,7 +41,7 @@ func connectWorld(t *testing.T, n int) []*bootstrap.Bootstrap {
 // runRanks runs plan with one rank session per rank for launches
 // launches and returns each rank's output after the last one, or each
 // rank's error.
-func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay *harness.Layout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
+func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, p *plan.Plan, lay *harness.Layout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
 	n := len(bs)
 	outs := make([][]byte, n)
 	errs := make([]error, n)
@@ -48,7 +49,7 @@ func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, plan *executor.Plan, lay 
 	for r := range n {
 		wg.Go(func() {
 			errs[r] = func() error {
-				inst, err := executor.Instantiate(plan, lay.Sizes)
+				inst, err := executor.Instantiate(p, lay.Sizes)
 				if err != nil {
 					return err
 				}
@@ -99,8 +100,8 @@ func exchangeResult(ctx context.Context, b *bootstrap.Bootstrap, err error) erro
 }
 
 // singleProcess runs plan on the ordinary session for launches launches.
-func singleProcess(t *testing.T, plan *executor.Plan, lay *harness.Layout, o executor.Options, launches int) [][]byte {
-	inst, err := executor.Instantiate(plan, lay.Sizes)
+func singleProcess(t *testing.T, p *plan.Plan, lay *harness.Layout, o executor.Options, launches int) [][]byte {
+	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,29 +257,29 @@ func TestRankSessionsRefuse(t *testing.T) {
 // sends; every rank's launch ends with a deadlock report that lists the
 // blocked thread block.
 func TestRankSessionsDeadlock(t *testing.T) {
-	plan, err := executor.LoadFile("../../tests/ports/unit_tests/signal_wait/signal_wait_test.plan.json")
+	p, err := executor.LoadFile("../../tests/ports/unit_tests/signal_wait/signal_wait_test.plan.json")
 	if err != nil {
 		t.Skip(err)
 	}
 	// Drop rank 1's signals: its waits' partners never come.
-	for i := range plan.GPUs[1].ThreadBlocks {
-		tb := &plan.GPUs[1].ThreadBlocks[i]
-		var keep []executor.Op
+	for i := range p.GPUs[1].ThreadBlocks {
+		tb := &p.GPUs[1].ThreadBlocks[i]
+		var keep []plan.Op
 		for _, op := range tb.Ops {
-			if op.Type != executor.OpSignal {
+			if op.Type != plan.OpSignal {
 				keep = append(keep, op)
 			}
 		}
 		tb.Ops = keep
 	}
 	dt := f32Type(t)
-	lay, _, err := instantiate(plan, dt)
+	lay, _, err := instantiate(p, dt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(plan.GPUs)
+	n := len(p.GPUs)
 	o := executor.Options{DType: dt, DeadlockTimeout: 200 * time.Millisecond}
-	_, errs := runRanks(t, connectWorld(t, n), plan, lay, make([]int, n), o, 1, 4000)
+	_, errs := runRanks(t, connectWorld(t, n), p, lay, make([]int, n), o, 1, 4000)
 	for r, err := range errs {
 		var de *executor.DeadlockError
 		if r == 0 && !errors.As(err, &de) {

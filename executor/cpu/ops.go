@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Block sizes: the most work one step does between checks for a stopped
@@ -34,25 +35,24 @@ func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
 // move performs the data movement of op on its resolved operands.
 func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
 	switch op.Type {
-	case executor.OpCopy, executor.OpGet:
+	case plan.OpCopy, plan.OpGet:
 		return t.copyPairs(sp.src, sp.dst)
-	case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush:
-		if op.ChannelType == executor.Port {
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		if op.ChannelType == plan.Port {
 			return t.portPut(op, sp.src, sp.dst, false)
 		}
 		// Memory channels: pws and pwsf are plain puts (docs/semantics.md §2.5).
 		return t.copyPairs(sp.src, sp.dst)
-	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
-		executor.OpMultiLoadReduceStore:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
 		return t.reduce(sp.src, sp.dst)
-	case executor.OpMultiStore:
+	case plan.OpMultiStore:
 		srcs := make([]span, len(sp.dst))
 		for i := range srcs {
 			srcs[i] = sp.src[0]
 		}
 		return t.copyPairs(srcs, sp.dst)
-	case executor.OpPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpPutPacket:
+		if op.ChannelType == plan.Port {
 			return t.portPut(op, sp.src, sp.dst, true)
 		}
 		for i := range sp.dst {
@@ -62,8 +62,8 @@ func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
 			}
 		}
 		return nil
-	case executor.OpReadPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpReadPutPacket:
+		if op.ChannelType == plan.Port {
 			return t.readPutPort(op, sp)
 		}
 		return t.packetOp(&sp.pk)

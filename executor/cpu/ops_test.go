@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Every row builds an instance, runs one launch on fresh buffers (inputs
@@ -105,7 +106,7 @@ func TestDataOps(t *testing.T) {
 			name: "put memory, each source its own buffer (Q6)",
 			build: func() *executor.Instance {
 				b := newBuilder(2, 0)
-				b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, 32), L(out, 0, 32)), rs(R(1, out, 0, 32), R(1, out, 32, 32))))
+				b.tb(0, op(plan.OpPut, mem, nil, rs(L(in, 0, 32), L(out, 0, 32)), rs(R(1, out, 0, 32), R(1, out, 32, 32))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -117,8 +118,8 @@ func TestDataOps(t *testing.T) {
 			name: "pws and pwsf on memory channels are puts",
 			build: func() *executor.Instance {
 				b := newBuilder(2, 0)
-				b.tb(0, op(executor.OpPutWithSignal, mem, nil, rs(L(in, 0, 32)), rs(R(1, out, 0, 32))),
-					op(executor.OpPutWithSignalAndFlush, mem, nil, rs(L(in, 32, 32)), rs(R(1, out, 32, 32))))
+				b.tb(0, op(plan.OpPutWithSignal, mem, nil, rs(L(in, 0, 32)), rs(R(1, out, 0, 32))),
+					op(plan.OpPutWithSignalAndFlush, mem, nil, rs(L(in, 32, 32)), rs(R(1, out, 32, 32))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -130,7 +131,7 @@ func TestDataOps(t *testing.T) {
 			name: "get uses its own offsets (Q2)",
 			build: func() *executor.Instance {
 				b := newBuilder(2, 0)
-				b.tb(0, op(executor.OpGet, mem, nil, rs(R(1, in, 16, 32)), rs(L(out, 0, 32))))
+				b.tb(0, op(plan.OpGet, mem, nil, rs(R(1, in, 16, 32)), rs(L(out, 0, 32))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -142,7 +143,7 @@ func TestDataOps(t *testing.T) {
 			name: "re accumulates left to right",
 			build: func() *executor.Instance {
 				b := newBuilder(1, 0)
-				b.tb(0, op(executor.OpReduce, 0, nil, rs(L(in, 0, 16), L(in, 16, 16), L(in, 32, 16)), rs(L(out, 0, 16))))
+				b.tb(0, op(plan.OpReduce, 0, nil, rs(L(in, 0, 16), L(in, 16, 16), L(in, 32, 16)), rs(L(out, 0, 16))))
 				return b.inst
 			},
 			in: func(int) []byte {
@@ -159,9 +160,9 @@ func TestDataOps(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(1, 0)
 				b.tb(0,
-					op(executor.OpReduce, 0, nil, rs(L(in, 0, 16), L(in, 16, 16)), rs(L(in, 0, 16))),
+					op(plan.OpReduce, 0, nil, rs(L(in, 0, 16), L(in, 16, 16)), rs(L(in, 0, 16))),
 					nop(),
-					op(executor.OpReduce, 0, nil, rs(L(in, 32, 16), L(in, 48, 16), L(in, 64, 16)), rs(L(in, 64, 16))))
+					op(plan.OpReduce, 0, nil, rs(L(in, 32, 16), L(in, 48, 16), L(in, 64, 16)), rs(L(in, 64, 16))))
 				return b.inst
 			},
 			in: func(int) []byte {
@@ -177,10 +178,10 @@ func TestDataOps(t *testing.T) {
 				b := newBuilder(3, 0)
 				// rank 0: res of its two input halves to its output
 				// and rank 1's output[0:16].
-				b.tb(0, op(executor.OpReduceSend, 0, nil, rs(L(in, 0, 16), L(in, 16, 16)), rs(L(out, 0, 16), R(1, out, 0, 16))))
+				b.tb(0, op(plan.OpReduceSend, 0, nil, rs(L(in, 0, 16), L(in, 16, 16)), rs(L(out, 0, 16), R(1, out, 0, 16))))
 				// rank 2: rre of its input with ranks 0 and 1 inputs.
-				b.tb(2, op(executor.OpReadReduce, mem, nil, rs(L(in, 0, 16), R(0, in, 0, 16), R(1, in, 0, 16)), rs(L(out, 16, 16))),
-					op(executor.OpReadReduceSend, mem, nil, rs(L(in, 16, 16), R(1, in, 16, 16)), rs(L(out, 32, 16), R(0, out, 32, 16), R(1, out, 32, 16))))
+				b.tb(2, op(plan.OpReadReduce, mem, nil, rs(L(in, 0, 16), R(0, in, 0, 16), R(1, in, 0, 16)), rs(L(out, 16, 16))),
+					op(plan.OpReadReduceSend, mem, nil, rs(L(in, 16, 16), R(1, in, 16, 16)), rs(L(out, 32, 16), R(0, out, 32, 16), R(1, out, 32, 16))))
 				return b.inst
 			},
 			in: func(r int) []byte {
@@ -220,7 +221,7 @@ func TestDataOps(t *testing.T) {
 				c0, c1 := b.connect(mem, 0, 1)
 				b.tb(0, pipe(32, 4,
 					wt(mem, 0), nop(),
-					op(executor.OpPut, mem, nil, rs(L(in, 0, 128)), rs(R(1, scr, 0, 128))), nop(),
+					op(plan.OpPut, mem, nil, rs(L(in, 0, 128)), rs(R(1, scr, 0, 128))), nop(),
 					sig(mem, 0)))
 				b.tb(1, pipe(32, 4,
 					sig(mem, 0), wt(mem, 0), nop(),
@@ -283,10 +284,10 @@ func TestBounds(t *testing.T) {
 		want string
 	}{
 		{"local output", cp(L(in, 0, 64), L(out, 32, 64)), "rank 0 tb 0 op 0 copy: destination 0: output[32:96] of rank 0 out of range: the buffer has 64 bytes"},
-		{"remote input", op(executor.OpGet, mem, nil, rs(R(1, in, 32, 64)), rs(L(out, 0, 64))), "source 0: input[32:96] of rank 1 out of range"},
-		{"scratch packets", op(executor.OpPutPacket, mem, nil, rs(L(in, 0, 64)), rs(R(1, scr, 16, 64))), "scratch[32:160] of rank 1 out of range: the buffer has 128 bytes"},
+		{"remote input", op(plan.OpGet, mem, nil, rs(R(1, in, 32, 64)), rs(L(out, 0, 64))), "source 0: input[32:96] of rank 1 out of range"},
+		{"scratch packets", op(plan.OpPutPacket, mem, nil, rs(L(in, 0, 64)), rs(R(1, scr, 16, 64))), "scratch[32:160] of rank 1 out of range: the buffer has 128 bytes"},
 		{"pipeline", pipe(16, 8, cp(L(in, 0, 128), L(out, 0, 128))), "rank 0 tb 0 op 0.0 copy: source 0: input[0:128] of rank 0 out of range"},
-		{"reduce elements", op(executor.OpReduce, 0, nil, rs(L(in, 0, 6), L(in, 8, 6)), rs(L(out, 0, 6))), "6 bytes is not a whole number of float elements"},
+		{"reduce elements", op(plan.OpReduce, 0, nil, rs(L(in, 0, 6), L(in, 8, 6)), rs(L(out, 0, 6))), "6 bytes is not a whole number of float elements"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -319,14 +320,14 @@ func TestValidate(t *testing.T) {
 		want  string
 	}{
 		{"channel index", func(b *builder) { b.tb(0, sig(mem, 3)) }, "rank 0 tb 0 op 0 signal: memory channel 3 out of range [0:0]"},
-		{"semaphore", func(b *builder) { b.tb(0, sem(executor.OpSemAcquire, 0)) }, "semaphore 0 out of range"},
+		{"semaphore", func(b *builder) { b.tb(0, sem(plan.OpSemAcquire, 0)) }, "semaphore 0 out of range"},
 		{"barrier id", func(b *builder) { b.tb(0, bar(16, 2)) }, "barrier id 16 out of range"},
-		{"operands", func(b *builder) { b.tb(0, op(executor.OpCopy, 0, nil, nil, rs(L(out, 0, 4)))) }, "0 source operand(s), want 1"},
-		{"remote owner", func(b *builder) { b.tb(0, op(executor.OpGet, mem, nil, rs(R(5, in, 0, 4)), rs(L(out, 0, 4)))) }, "owner rank 5 out of range"},
-		{"switch", func(b *builder) { b.tb(0, op(executor.OpMultiStore, 0, nil, rs(L(in, 0, 4)), rs(SW(0, out, 0, 4)))) }, "switch channel 0 out of range"},
+		{"operands", func(b *builder) { b.tb(0, op(plan.OpCopy, 0, nil, nil, rs(L(out, 0, 4)))) }, "0 source operand(s), want 1"},
+		{"remote owner", func(b *builder) { b.tb(0, op(plan.OpGet, mem, nil, rs(R(5, in, 0, 4)), rs(L(out, 0, 4)))) }, "owner rank 5 out of range"},
+		{"switch", func(b *builder) { b.tb(0, op(plan.OpMultiStore, 0, nil, rs(L(in, 0, 4)), rs(SW(0, out, 0, 4)))) }, "switch channel 0 out of range"},
 		{"port channels", func(b *builder) {
 			b.connect(prt, 0, 1)
-			b.tb(0, op(executor.OpPut, prt, nil, rs(L(in, 0, 4)), rs(R(1, out, 0, 4))))
+			b.tb(0, op(plan.OpPut, prt, nil, rs(L(in, 0, 4)), rs(R(1, out, 0, 4))))
 		}, "0 port channel(s) for 1 destination(s)"},
 		{"nested pipeline", func(b *builder) { b.tb(0, pipe(16, 1, pipe(16, 1))) }, "nested pipeline"},
 		{"pairing", func(b *builder) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // wantPackets encodes payload as packets with flag, in the device layout.
@@ -38,8 +39,8 @@ func TestPacketOps(t *testing.T) {
 			name: "ppkt memory then upkt, exact layout",
 			build: func() *executor.Instance {
 				b := newBuilder(2, 4*N)
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
-				b.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
+				b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -53,9 +54,9 @@ func TestPacketOps(t *testing.T) {
 			name: "ppkt with several destinations, each source its own buffer",
 			build: func() *executor.Instance {
 				b := newBuilder(3, 2*N)
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N), L(out, 0, N)), rs(R(1, scr, 0, N), R(2, scr, 0, N))))
-				b.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
-				b.tb(2, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N), L(out, 0, N)), rs(R(1, scr, 0, N), R(2, scr, 0, N))))
+				b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(2, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -68,8 +69,8 @@ func TestPacketOps(t *testing.T) {
 			name: "cpkt then upkt locally",
 			build: func() *executor.Instance {
 				b := newBuilder(1, 2*N)
-				b.tb(0, op(executor.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
-					op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
+					op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -82,10 +83,10 @@ func TestPacketOps(t *testing.T) {
 			name: "rppkt forwards",
 			build: func() *executor.Instance {
 				b := newBuilder(3, 2*N)
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
-				b.tb(1, op(executor.OpReadPutPacket, mem, nil, rs(L(scr, 0, N)), rs(R(2, scr, 0, N), R(0, scr, 0, N))))
-				b.tb(2, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
-				b.tb(0, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
+				b.tb(1, op(plan.OpReadPutPacket, mem, nil, rs(L(scr, 0, N)), rs(R(2, scr, 0, N), R(0, scr, 0, N))))
+				b.tb(2, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -98,9 +99,9 @@ func TestPacketOps(t *testing.T) {
 			name: "repkt order: zero, packets in operand order, raw source last",
 			build: func() *executor.Instance {
 				b := newBuilder(3, 4*N)
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
-				b.tb(2, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
-				b.tb(1, op(executor.OpReducePacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N), L(scr, N, N)), rs(L(out, 0, N))))
+				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
+				b.tb(2, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
+				b.tb(1, op(plan.OpReducePacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N), L(scr, N, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			in: func(r int) []byte {
@@ -122,19 +123,19 @@ func TestPacketOps(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(3, 8*N)
 				// ranks 0 and 2 send packets of their input to rank 1.
-				b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
-				b.tb(2, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
+				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
+				b.tb(2, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
 				// rank 1: respkt sends the sum to rank 0 scratch[2N];
 				// recpkt keeps a packet copy at its scratch[2N];
 				// recspkt does both (rank 2 scratch[3N]).
 				b.tb(1,
-					op(executor.OpReduceSendPacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N), L(scr, N, N)), rs(L(out, 0, N), R(0, scr, 2*N, N))),
-					op(executor.OpReduceCopyPacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(out, N, N), L(scr, 2*N, N))),
-					op(executor.OpReduceCopySendPacket, 0, nil, rs(L(in, 0, N), L(scr, N, N)), rs(L(out, 2*N, N), L(scr, 3*N, N), R(2, scr, 3*N, N))),
-					op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 2*N, N)), rs(L(out, 3*N, N))),
-					op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 3*N, N)), rs(L(out, 4*N, N))))
-				b.tb(0, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 2*N, N)), rs(L(out, 0, N))))
-				b.tb(2, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 3*N, N)), rs(L(out, 0, N))))
+					op(plan.OpReduceSendPacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N), L(scr, N, N)), rs(L(out, 0, N), R(0, scr, 2*N, N))),
+					op(plan.OpReduceCopyPacket, 0, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(out, N, N), L(scr, 2*N, N))),
+					op(plan.OpReduceCopySendPacket, 0, nil, rs(L(in, 0, N), L(scr, N, N)), rs(L(out, 2*N, N), L(scr, 3*N, N), R(2, scr, 3*N, N))),
+					op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 2*N, N)), rs(L(out, 3*N, N))),
+					op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 3*N, N)), rs(L(out, 4*N, N))))
+				b.tb(0, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 2*N, N)), rs(L(out, 0, N))))
+				b.tb(2, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 3*N, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			in:   func(r int) []byte { return fill(N/4, float32(r+1), 0.5) },
@@ -157,8 +158,8 @@ func TestPacketOps(t *testing.T) {
 				// The packet ops repeat with the same regions; the second
 				// write of a slot carries the same flag and data.
 				b.tb(0, pipe(16, 3,
-					op(executor.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
-					op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N)))))
+					op(plan.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
+					op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N)))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -188,8 +189,8 @@ func TestDoubleScratch(t *testing.T) {
 			t.Parallel()
 			b := newBuilder(2, 4*N) // two halves of 2N
 			b.inst.Plan.UseDoubleScratch = true
-			b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
-			b.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+			b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
+			b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
 			o := opts()
 			o.LL8 = ll8
 			s := openT(t, b.inst, o, schedule{})
@@ -219,7 +220,7 @@ func TestStalePackets(t *testing.T) {
 		t.Run(fmt.Sprintf("LL8=%v", ll8), func(t *testing.T) {
 			t.Parallel()
 			b := newBuilder(1, 64)
-			b.tb(0, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, 32)), rs(L(out, 0, 32))))
+			b.tb(0, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, 32)), rs(L(out, 0, 32))))
 			o := opts()
 			o.LL8 = ll8
 			s := openT(t, b.inst, o, schedule{})

@@ -13,6 +13,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // portPlans are the project's plans: the ports of MSCCL++'s DSL examples
@@ -36,15 +37,15 @@ func portPlans(t *testing.T) []string {
 }
 
 // instantiate picks the smallest of a few message sizes the plan accepts.
-func instantiate(plan *executor.Plan, dt executor.Numeric) (*harness.Layout, *executor.Instance, error) {
+func instantiate(p *plan.Plan, dt executor.Numeric) (*harness.Layout, *executor.Instance, error) {
 	var last error
 	for _, size := range []uint64{1 << 14, 1 << 16, 1 << 18, 1 << 20, 3 << 20} {
-		lay, err := harness.PlanLayout(plan, size, dt, plan.Inplace)
+		lay, err := harness.PlanLayout(p, size, dt, p.Inplace)
 		if err != nil {
 			last = err
 			continue
 		}
-		inst, err := executor.Instantiate(plan, lay.Sizes)
+		inst, err := executor.Instantiate(p, lay.Sizes)
 		if err != nil {
 			last = err
 			continue
@@ -66,11 +67,11 @@ func TestPortPlans(t *testing.T) {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(file), "../../tests/"), ".plan.json")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			plan, err := executor.LoadFile(file)
-			if err != nil && !executor.IsWarning(err) {
+			p, err := executor.LoadFile(file)
+			if err != nil && !plan.IsWarning(err) {
 				t.Skipf("not loadable: %v", err)
 			}
-			lay, inst, err := instantiate(plan, executor.Float32)
+			lay, inst, err := instantiate(p, executor.Float32)
 			if err != nil {
 				t.Skipf("no message size: %v", err)
 			}
@@ -129,11 +130,11 @@ func TestAllreduceTypes(t *testing.T) {
 		for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32} {
 			t.Run(fmt.Sprintf("%s/%s", filepath.Base(file), dt), func(t *testing.T) {
 				t.Parallel()
-				plan, err := executor.LoadFile(file)
-				if err != nil && !executor.IsWarning(err) {
+				p, err := executor.LoadFile(file)
+				if err != nil && !plan.IsWarning(err) {
 					t.Fatal(err)
 				}
-				lay, inst, err := instantiate(plan, dt)
+				lay, inst, err := instantiate(p, dt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -166,11 +167,11 @@ func TestAllreduceTypes(t *testing.T) {
 // while the peer's put overwrites it. The race detector must say so.
 func TestPutFuseRace(t *testing.T) {
 	t.Parallel()
-	plan, err := executor.LoadFile("../../tests/ports/unit_tests/put/put_fuse_test.plan.json")
-	if err != nil && !executor.IsWarning(err) {
+	p, err := executor.LoadFile("../../tests/ports/unit_tests/put/put_fuse_test.plan.json")
+	if err != nil && !plan.IsWarning(err) {
 		t.Skipf("plan not available: %v", err)
 	}
-	lay, inst, err := instantiate(plan, executor.Float32)
+	lay, inst, err := instantiate(p, executor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}

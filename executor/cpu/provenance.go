@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // maxTraceNodes bounds the backward walk of one element.
@@ -30,7 +31,7 @@ const maxTraceNodes = 1 << 14
 // raw or LL packet region at addr (rank's buffer bt at byte off).
 type pspan struct {
 	rank   int
-	bt     executor.BufferType
+	bt     plan.BufferType
 	off    uint64
 	addr   uintptr
 	n      uint64 // payload bytes
@@ -123,27 +124,26 @@ func (pl *provLog) data(t *tbRun, op *executor.OpInstance, sp *opSpans) {
 		return f
 	}
 	switch op.Type {
-	case executor.OpCopy, executor.OpGet, executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush:
-		if op.ChannelType == executor.Port && op.Type != executor.OpCopy && op.Type != executor.OpGet {
+	case plan.OpCopy, plan.OpGet, plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		if op.ChannelType == plan.Port && op.Type != plan.OpCopy && op.Type != plan.OpGet {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, nil, false)
 		}
-	case executor.OpReduce, executor.OpReduceSend, executor.OpReadReduce, executor.OpReadReduceSend,
-		executor.OpMultiLoadReduceStore:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
 		pl.add(t, op, sp.src, sp.dst, nil, nil, true)
-	case executor.OpMultiStore:
+	case plan.OpMultiStore:
 		pl.add(t, op, sp.src[:1], sp.dst, nil, nil, false)
-	case executor.OpPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpPutPacket:
+		if op.ChannelType == plan.Port {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, []bool{true}, false)
 		}
-	case executor.OpReadPutPacket:
-		if op.ChannelType == executor.Port {
+	case plan.OpReadPutPacket:
+		if op.ChannelType == plan.Port {
 			return
 		}
 		pl.packets(t, op, &sp.pk, flags)
@@ -180,7 +180,7 @@ func (pl *provLog) transfer(tr *trigger) {
 // Place is an element of a rank's buffer.
 type Place struct {
 	Rank   int
-	Buffer executor.BufferType
+	Buffer plan.BufferType
 	Offset uint64
 }
 
@@ -216,7 +216,8 @@ type Miss struct {
 	// How says why Step is named: "hole" (Step wrote Near's peer, buffer
 	// or offset: Near is an element the result read that nothing wrote),
 	// "elsewhere" (Step read Near, an element the result was built from,
-	// but wrote elsewhere), "last" (Step moved the contribution last),
+	// but wrote elsewhere), "last" (Step moved the contribution last: its
+	// last move to the explained element's rank, if any),
 	// "overwritten" (Step wrote over the input element before any op
 	// read it), or "unread" (no op read the input element; Step is nil).
 	How  string
@@ -229,9 +230,12 @@ type Explanation struct {
 	Element  Place
 	Arrivals []Arrival
 	// Holes are elements the result read that no op wrote and that are
-	// no input (stale scratch or output).
-	Holes   []Place
-	Missing []Miss
+	// no input (stale scratch or output); HoleReaders[i] is the step
+	// that read Holes[i] (Op nil when the explained element itself is
+	// the hole: no op wrote it).
+	Holes       []Place
+	HoleReaders []Step
+	Missing     []Miss
 	// Extra are the arrivals beyond the expected ones: contributions not
 	// expected, or arriving more often than expected.
 	Extra []Arrival
@@ -306,7 +310,7 @@ func (e *provEntry) step(read pspan, dst pspan, j uint64) Step {
 // Explain walks back from rank's output element at byte off and compares
 // the contributions that arrived with want, the expected ones.
 func (p *Prov) Explain(rank int, off uint64, want []Contribution) *Explanation {
-	x := &Explanation{Element: Place{Rank: rank, Buffer: executor.Output, Offset: off}}
+	x := &Explanation{Element: Place{Rank: rank, Buffer: plan.Output, Offset: off}}
 	out := p.bufs[rank][1]
 	read := map[uintptr][]span2{}
 	nodes := 0
@@ -325,6 +329,11 @@ func (p *Prov) Explain(rank int, off uint64, want []Contribution) *Explanation {
 				x.Arrivals = append(x.Arrivals, Arrival{From: c, Path: rev})
 			} else if !slices.Contains(x.Holes, at) {
 				x.Holes = append(x.Holes, at)
+				var by Step
+				if len(path) > 0 {
+					by = path[len(path)-1]
+				}
+				x.HoleReaders = append(x.HoleReaders, by)
 			}
 			return
 		}
@@ -388,7 +397,7 @@ type move struct {
 func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Miss {
 	m := Miss{Want: c, How: "unread"}
 	start := addrOf(p.bufs[c.Rank][0]) + uintptr(c.Offset)
-	held := map[uintptr]Place{start: {Rank: c.Rank, Buffer: executor.Input, Offset: c.Offset}}
+	held := map[uintptr]Place{start: {Rank: c.Rank, Buffer: plan.Input, Offset: c.Offset}}
 	var moves []move
 	var overwrite *Step // the write over c before any op read it
 	for i := range p.entries {
@@ -483,6 +492,45 @@ func (p *Prov) miss(c Contribution, x *Explanation, read map[uintptr][]span2) Mi
 			}
 		}
 	}
+	// The last move to the explained element's rank, else the last.
 	m.How, m.Step = "last", &moves[len(moves)-1].step
+	for i := len(moves) - 1; i >= 0; i-- {
+		if moves[i].step.Wrote.Rank == x.Element.Rank {
+			m.Step = &moves[i].step
+			break
+		}
+	}
 	return m
+}
+
+// Readers counts the logged movements that read place pl (any payload
+// byte at its address): more than one for an element that several ops
+// consume.
+func (p *Prov) Readers(pl Place) int {
+	if pl.Rank < 0 || pl.Rank >= len(p.bufs) {
+		return 0
+	}
+	var b []byte
+	switch pl.Buffer {
+	case plan.Input:
+		b = p.bufs[pl.Rank][0]
+	case plan.Output:
+		b = p.bufs[pl.Rank][1]
+	case plan.Scratch:
+		b = p.bufs[pl.Rank][2]
+	}
+	if pl.Offset >= uint64(len(b)) {
+		return 0
+	}
+	a := addrOf(b) + uintptr(pl.Offset)
+	n := 0
+	for i := range p.entries {
+		for _, s := range p.entries[i].srcs {
+			if _, ok := s.index(a); ok {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

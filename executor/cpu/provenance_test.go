@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestProvenance explains rank 0's first output element in small
@@ -38,17 +39,17 @@ func TestProvenance(t *testing.T) {
 		want   result
 	}{
 		{name: "right",
-			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(out, 0, N))),
+			reduce: op(plan.OpReduce, plan.NoChannel, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(out, 0, N))),
 			want:   result{Arrived: want}},
 		{name: "onto the scratch",
-			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(scr, N, N))),
+			reduce: op(plan.OpReduce, plan.NoChannel, nil, rs(L(in, 0, N), L(scr, 0, N)), rs(L(scr, N, N))),
 			then:   []executor.OpInstance{cp(L(in, 0, N), L(out, 0, N))},
 			want:   result{Arrived: want[:1], Missing: []miss{{Want: want[1], How: "elsewhere", Step: "r0 tb0 op 1 wrote rank 0 scratch[64]", Near: "rank 0 input[0]"}}}},
 		{name: "skips the scratch",
-			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N)), rs(L(out, 0, N))),
+			reduce: op(plan.OpReduce, plan.NoChannel, nil, rs(L(in, 0, N)), rs(L(out, 0, N))),
 			want:   result{Arrived: want[:1], Missing: []miss{{Want: want[1], How: "last", Step: "r1 tb0 op 0 wrote rank 0 scratch[0]"}}}},
 		{name: "reads the wrong scratch",
-			reduce: op(executor.OpReduce, executor.NoChannel, nil, rs(L(in, 0, N), L(scr, N, N)), rs(L(out, 0, N))),
+			reduce: op(plan.OpReduce, plan.NoChannel, nil, rs(L(in, 0, N), L(scr, N, N)), rs(L(out, 0, N))),
 			want: result{Arrived: want[:1], Holes: []string{"rank 0 scratch[64]"},
 				Missing: []miss{{Want: want[1], How: "hole", Step: "r1 tb0 op 0 wrote rank 0 scratch[0]", Near: "rank 0 scratch[64]"}}}},
 	}
@@ -58,7 +59,7 @@ func TestProvenance(t *testing.T) {
 			b := newBuilder(2, 2*N)
 			c0, c1 := b.connect(mem, 0, 1)
 			b.tb(0, append([]executor.OpInstance{wt(mem, c0), tc.reduce}, tc.then...)...)
-			b.tb(1, op(executor.OpPut, mem, ch(c1), rs(L(in, 0, N)), rs(R(0, scr, 0, N))), sig(mem, c1))
+			b.tb(1, op(plan.OpPut, mem, ch(c1), rs(L(in, 0, N)), rs(R(0, scr, 0, N))), sig(mem, c1))
 			p, err := Provenance(context.Background(), b.inst, opts(), bufs(2, N, N))
 			if err != nil {
 				t.Fatal(err)

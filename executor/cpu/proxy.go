@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Trigger kinds (docs/semantics.md §4.3), OR-able.
@@ -71,9 +72,9 @@ func (t *tbRun) awaitTrigger(tr *trigger) error {
 func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) error {
 	kind := uint8(trigData)
 	switch op.Type {
-	case executor.OpPutWithSignal:
+	case plan.OpPutWithSignal:
 		kind |= trigFlag
-	case executor.OpPutWithSignalAndFlush:
+	case plan.OpPutWithSignalAndFlush:
 		kind |= trigFlag | trigSync
 	}
 	s := t.l.s
@@ -153,14 +154,14 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 			tr.doneVC = snap
 		}
 		if tr.kind&trigFlag != 0 {
-			end, _ := s.channelEnd(rs.id, executor.Port, tr.ch)
+			end, _ := s.channelEnd(rs.id, plan.Port, tr.ch)
 			if end.PeerIndex >= 0 && s.isRemote(end.Peer) {
 				if err := l.remote(func(ctx context.Context) error { return s.mp.send.SendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
 					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: signal to rank %d: %w", rs.id, tr.op, end.Peer, err))
 					return
 				}
 			} else if end.PeerIndex >= 0 {
-				_, peer := s.channelEnd(end.Peer, executor.Port, end.PeerIndex)
+				_, peer := s.channelEnd(end.Peer, plan.Port, end.PeerIndex)
 				s.rec.proxySignal(tr, peer)
 				peer.signal(l, snap)
 			}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Race detection (Options.Race) is happens-before based, as in
@@ -97,7 +98,7 @@ type accessKey struct {
 	op       string
 	write    bool
 	owner    int
-	buf      executor.BufferType
+	buf      plan.BufferType
 }
 
 type raceState struct {

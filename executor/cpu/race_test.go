@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // reduceTBG is the pattern of the MSCCL++ CI plan reduce_tbg.json
@@ -32,7 +33,7 @@ func reduceTBG(racy bool) (*executor.Instance, func(b []executor.RankBuffers) []
 				ops = append(ops, cp(L(in, 0, 64), L(scr, 0, 64)), nop())
 			}
 			ops = append(ops, sig(mem, int(k)), wt(mem, int(k)), nop(),
-				op(executor.OpReadReduce, mem, nil, rs(L(in, 32*k, 32), R(peer, scr, 32*k, 32)), rs(L(out, 32*k, 32))))
+				op(plan.OpReadReduce, mem, nil, rs(L(in, 32*k, 32), R(peer, scr, 32*k, 32)), rs(L(out, 32*k, 32))))
 			b.tb(r, ops...)
 		}
 	}
@@ -116,7 +117,7 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.connect(mem, 0, 1)
-			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(0, op(plan.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
 			b.tb(1, cp(L(in, 0, plantN), L(out, plantN, plantN)), wt(mem, 0))
 			return b.inst
 		},
@@ -128,7 +129,7 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.connect(mem, 0, 1)
-			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(0, op(plan.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
 			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)), wt(mem, 0))
 			return b.inst
 		},
@@ -140,7 +141,7 @@ var plantedRaces = []struct {
 			b := newBuilder(2, 0)
 			b.connect(mem, 0, 1)
 			b.connect(mem, 0, 1)
-			b.tb(0, op(executor.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
+			b.tb(0, op(plan.OpPut, mem, nil, rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(), sig(mem, 0))
 			b.tb(0, sig(mem, 1))
 			b.tb(1, wt(mem, 1), nop(), cp(L(out, 0, plantN), L(in, 0, plantN)), wt(mem, 0))
 			return b.inst
@@ -152,8 +153,8 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.connect(prt, 0, 1)
-			b.tb(0, op(executor.OpPut, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(),
-				cp(L(out, 0, plantN), L(in, 0, plantN)), nop(), op(executor.OpFlush, prt, ch(0), nil, nil))
+			b.tb(0, op(plan.OpPut, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))), nop(),
+				cp(L(out, 0, plantN), L(in, 0, plantN)), nop(), op(plan.OpFlush, prt, ch(0), nil, nil))
 			return b.inst
 		},
 		want: [2]string{"0 0 op 0 put (proxy) false", "0 0 op 2 copy true"},
@@ -163,7 +164,7 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.connect(prt, 0, 1)
-			b.tb(0, op(executor.OpPutWithSignal, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))))
+			b.tb(0, op(plan.OpPutWithSignal, prt, ch(0), rs(L(in, 0, plantN)), rs(R(1, out, 0, plantN))))
 			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)), nop(), wt(prt, 0))
 			return b.inst
 		},
@@ -187,8 +188,8 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(1, plantN)
 			b.sems(0, 0)
-			b.tb(0, sem(executor.OpSemRelease, 0), cp(L(in, 0, plantN), L(scr, 0, plantN)))
-			b.tb(0, sem(executor.OpSemAcquire, 0), cp(L(scr, 0, plantN), L(out, 0, plantN)))
+			b.tb(0, sem(plan.OpSemRelease, 0), cp(L(in, 0, plantN), L(scr, 0, plantN)))
+			b.tb(0, sem(plan.OpSemAcquire, 0), cp(L(scr, 0, plantN), L(out, 0, plantN)))
 			return b.inst
 		},
 		want: [2]string{"0 0 op 1 copy true", "0 1 op 1 copy false"},
@@ -197,8 +198,8 @@ var plantedRaces = []struct {
 		name: "two writers of one packet slot",
 		build: func() *executor.Instance {
 			b := newBuilder(3, 2*plantN)
-			b.tb(0, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
-			b.tb(1, op(executor.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
+			b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
+			b.tb(1, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, plantN)), rs(R(2, scr, 0, plantN))))
 			return b.inst
 		},
 		want: [2]string{"0 0 op 0 ppkt true", "1 0 op 0 ppkt true"},
@@ -208,7 +209,7 @@ var plantedRaces = []struct {
 		build: func() *executor.Instance {
 			b := newBuilder(2, 0)
 			b.group(out, 0, 1)
-			b.tb(0, op(executor.OpMultiStore, 0, nil, rs(L(in, 0, plantN)), rs(SW(0, out, 0, plantN))))
+			b.tb(0, op(plan.OpMultiStore, 0, nil, rs(L(in, 0, plantN)), rs(SW(0, out, 0, plantN))))
 			b.tb(1, cp(L(out, 0, plantN), L(in, 0, plantN)))
 			return b.inst
 		},

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -461,15 +462,15 @@ func describe(ri *executor.RankInstance, members [][]int, op *executor.OpInstanc
 	for i, c := range op.Channels {
 		ids[i] = strconv.Itoa(c)
 		switch op.ChannelType {
-		case executor.Memory:
+		case plan.Memory:
 			if c < len(ri.MemoryChannels) {
 				peers[ri.MemoryChannels[c].Peer] = true
 			}
-		case executor.Port:
+		case plan.Port:
 			if c < len(ri.PortChannels) {
 				peers[ri.PortChannels[c].Peer] = true
 			}
-		case executor.Switch:
+		case plan.Switch:
 			if c < len(members) {
 				for _, m := range members[c] {
 					if m != ri.Rank {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 )
 
@@ -75,8 +76,8 @@ func TestRecord(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(1, 0)
 				b.sems(0, 0)
-				b.tb(0, nop(), nop(), sem(executor.OpSemRelease, 0))
-				b.tb(0, sem(executor.OpSemAcquire, 0), nop())
+				b.tb(0, nop(), nop(), sem(plan.OpSemRelease, 0))
+				b.tb(0, sem(plan.OpSemAcquire, 0), nop())
 				return b.inst
 			},
 			slices: []recSlice{
@@ -109,8 +110,8 @@ func TestRecord(t *testing.T) {
 			name: "packets: the reader starts after the writer",
 			build: func() *executor.Instance {
 				b := newBuilder(2, 4*N)
-				b.tb(0, nop(), op(executor.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
-				b.tb(1, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
+				b.tb(0, nop(), op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, N, N))))
+				b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			slices: []recSlice{
@@ -171,7 +172,7 @@ func TestRecordDescribes(t *testing.T) {
 	b := newBuilder(3, 0)
 	c01, c10 := b.connect(mem, 0, 1)
 	c02, c20 := b.connect(mem, 0, 2)
-	b.tb(0, op(executor.OpPut, mem, ch(c01, c02), rs(L(in, 0, 32), L(in, 32, 32)), rs(R(1, out, 0, 32), R(2, out, 0, 32))), sig(mem, c01, c02))
+	b.tb(0, op(plan.OpPut, mem, ch(c01, c02), rs(L(in, 0, 32), L(in, 32, 32)), rs(R(1, out, 0, 32), R(2, out, 0, 32))), sig(mem, c01, c02))
 	b.tb(1, wt(mem, c10))
 	b.tb(2, wt(mem, c20))
 	tl, err := Record(context.Background(), b.inst, opts(), bufs(3, 64, 64))

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // noUnit is the unit of ops outside pipelines.
@@ -10,7 +11,7 @@ const noUnit = executor.NoUnit
 // span is a resolved, bounds-checked byte range of one rank's buffer.
 type span struct {
 	rank int
-	bt   executor.BufferType
+	bt   plan.BufferType
 	off  uint64 // absolute offset in the owner's whole buffer
 	b    []byte // the bytes, len(b) is the size
 }
@@ -77,9 +78,9 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 	}
 	sp.pk.np = np
 	switch op.Type {
-	case executor.OpReadPutPacket:
+	case plan.OpReadPutPacket:
 		sp.pk.pktIn, sp.pk.pktOut = sp.src, sp.dst
-	case executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket, executor.OpReduceCopySendPacket:
+	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		sp.pk.reduce = true
 	}
 	return sp, nil

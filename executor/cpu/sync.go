@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // counter is one end of a memory or port channel (docs/semantics.md §4.2, §4.3): the
@@ -105,9 +106,9 @@ func (t *tbRun) acquire(vc vclock) {
 	}
 }
 
-func (s *session) channelEnd(rank int, ct executor.ChannelType, c int) (executor.ChannelEnd, *counter) {
+func (s *session) channelEnd(rank int, ct plan.ChannelType, c int) (executor.ChannelEnd, *counter) {
 	rs := s.ranks[rank]
-	if ct == executor.Port {
+	if ct == plan.Port {
 		return rs.ri.PortChannels[c], &rs.port[c]
 	}
 	return rs.ri.MemoryChannels[c], &rs.mem[c]
@@ -118,7 +119,7 @@ func (s *session) channelEnd(rank int, ct executor.ChannelType, c int) (executor
 // trigger (docs/semantics.md §4.3). A signal on an unpaired channel is lost. Switch channels
 // do nothing (docs/semantics.md §2.5).
 func (t *tbRun) signal(op *executor.OpInstance) error {
-	if op.ChannelType == executor.Switch {
+	if op.ChannelType == plan.Switch {
 		return nil
 	}
 	s := t.l.s
@@ -126,13 +127,13 @@ func (t *tbRun) signal(op *executor.OpInstance) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range op.Channels {
-		if op.ChannelType == executor.Port {
+		if op.ChannelType == plan.Port {
 			t.push(&trigger{kind: trigFlag, ch: c, vc: snap, from: t, op: opName(op)})
 			continue
 		}
-		end, _ := s.channelEnd(t.r.id, executor.Memory, c)
+		end, _ := s.channelEnd(t.r.id, plan.Memory, c)
 		if end.PeerIndex >= 0 {
-			_, peer := s.channelEnd(end.Peer, executor.Memory, end.PeerIndex)
+			_, peer := s.channelEnd(end.Peer, plan.Memory, end.PeerIndex)
 			s.rec.signal(t, peer)
 			peer.signal(t.l, snap)
 			if s.isRemote(end.Peer) {
@@ -147,7 +148,7 @@ func (t *tbRun) signal(op *executor.OpInstance) error {
 // acquires the clocks of signals 1..k. One thread per channel does this on
 // the device, so every channel's expected count is taken before any wait.
 func (t *tbRun) wait(op *executor.OpInstance) error {
-	if op.ChannelType == executor.Switch {
+	if op.ChannelType == plan.Switch {
 		return nil
 	}
 	s := t.l.s
@@ -184,7 +185,7 @@ func (t *tbRun) wait(op *executor.OpInstance) error {
 // earlier transfer of the rank is then complete (Q1: the intended flush).
 // Memory and switch channels have nothing to flush.
 func (t *tbRun) flush(op *executor.OpInstance) error {
-	if op.ChannelType != executor.Port {
+	if op.ChannelType != plan.Port {
 		return nil
 	}
 	s := t.l.s

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func TestSyncOps(t *testing.T) {
 	t.Parallel()
 	const N = 64
-	put := func(ct executor.ChannelType, t executor.OpType, c int, src, dst executor.Region) executor.OpInstance {
+	put := func(ct plan.ChannelType, t plan.OpType, c int, src, dst executor.Region) executor.OpInstance {
 		var chs []int
 		if ct == prt {
 			chs = ch(c)
@@ -20,17 +21,17 @@ func TestSyncOps(t *testing.T) {
 	cases := []dataCase{}
 	for _, kind := range []struct {
 		name   string
-		s, w   executor.OpType
-		ct     executor.ChannelType
-		putOp  executor.OpType
+		s, w   plan.OpType
+		ct     plan.ChannelType
+		putOp  plan.OpType
 		signal bool // put needs a separate signal
 	}{
-		{"memory signal/wait", executor.OpSignal, executor.OpWait, mem, executor.OpPut, true},
-		{"memory rlxsignal/rlxwait", executor.OpRelaxedSignal, executor.OpRelaxedWait, mem, executor.OpPut, true},
-		{"port put/signal/wait", executor.OpSignal, executor.OpWait, prt, executor.OpPut, true},
-		{"port rlxsignal/rlxwait", executor.OpRelaxedSignal, executor.OpRelaxedWait, prt, executor.OpPut, true},
-		{"port pws", executor.OpSignal, executor.OpWait, prt, executor.OpPutWithSignal, false},
-		{"port pwsf", executor.OpSignal, executor.OpWait, prt, executor.OpPutWithSignalAndFlush, false},
+		{"memory signal/wait", plan.OpSignal, plan.OpWait, mem, plan.OpPut, true},
+		{"memory rlxsignal/rlxwait", plan.OpRelaxedSignal, plan.OpRelaxedWait, mem, plan.OpPut, true},
+		{"port put/signal/wait", plan.OpSignal, plan.OpWait, prt, plan.OpPut, true},
+		{"port rlxsignal/rlxwait", plan.OpRelaxedSignal, plan.OpRelaxedWait, prt, plan.OpPut, true},
+		{"port pws", plan.OpSignal, plan.OpWait, prt, plan.OpPutWithSignal, false},
+		{"port pwsf", plan.OpSignal, plan.OpWait, prt, plan.OpPutWithSignalAndFlush, false},
 	} {
 		kind := kind
 		cases = append(cases, dataCase{
@@ -86,8 +87,8 @@ func TestSyncOps(t *testing.T) {
 				b := newBuilder(2, 0)
 				b.connect(prt, 0, 1)
 				b.tb(0,
-					op(executor.OpPut, prt, ch(0), rs(L(in, 0, N)), rs(R(1, out, 0, N))),
-					op(executor.OpFlush, prt, ch(0), nil, nil), nop(),
+					op(plan.OpPut, prt, ch(0), rs(L(in, 0, N)), rs(R(1, out, 0, N))),
+					op(plan.OpFlush, prt, ch(0), nil, nil), nop(),
 					cp(L(out, 0, N), L(in, 0, N)), nop(), // overwrite the source with zeros
 					sig(prt, 0))
 				b.tb(1, wt(prt, 0))
@@ -105,12 +106,12 @@ func TestSyncOps(t *testing.T) {
 				b := newBuilder(3, 4*N)
 				b.connect(prt, 0, 1)
 				b.connect(prt, 1, 2)
-				b.tb(0, op(executor.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, N, N))), nop(),
-					op(executor.OpPutPacket, prt, ch(0), rs(L(scr, N, N)), rs(R(1, scr, 0, N))))
+				b.tb(0, op(plan.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, N, N))), nop(),
+					op(plan.OpPutPacket, prt, ch(0), rs(L(scr, N, N)), rs(R(1, scr, 0, N))))
 				// rank 1: channel 0 from rank 0, channel 1 to rank 2.
-				b.tb(1, op(executor.OpReadPutPacket, prt, ch(1), rs(L(scr, 0, N)), rs(R(2, scr, N, N))),
-					op(executor.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
-				b.tb(2, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
+				b.tb(1, op(plan.OpReadPutPacket, prt, ch(1), rs(L(scr, 0, N)), rs(R(2, scr, N, N))),
+					op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, N)), rs(L(out, 0, N))))
+				b.tb(2, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -126,8 +127,8 @@ func TestSyncOps(t *testing.T) {
 				b.sems(0, 0, 1)
 				// TB0 produces, TB1 consumes; semaphore 1 is a credit
 				// the consumer hands back.
-				b.tb(0, sem(executor.OpSemAcquire, 1), cp(L(in, 0, N), L(scr, 0, N)), nop(), sem(executor.OpSemRelease, 0))
-				b.tb(0, sem(executor.OpSemAcquire, 0), nop(), cp(L(scr, 0, N), L(out, 0, N)), nop(), sem(executor.OpSemRelease, 1))
+				b.tb(0, sem(plan.OpSemAcquire, 1), cp(L(in, 0, N), L(scr, 0, N)), nop(), sem(plan.OpSemRelease, 0))
+				b.tb(0, sem(plan.OpSemAcquire, 0), nop(), cp(L(scr, 0, N), L(out, 0, N)), nop(), sem(plan.OpSemRelease, 1))
 				return b.inst
 			},
 			inB: N, outB: N,
@@ -176,7 +177,7 @@ func TestSyncOps(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(2, 0)
 				b.group(out, 0, 1)
-				b.tb(0, op(executor.OpSignal, executor.Switch, ch(0), nil, nil), op(executor.OpWait, executor.Switch, ch(0), nil, nil))
+				b.tb(0, op(plan.OpSignal, plan.Switch, ch(0), nil, nil), op(plan.OpWait, plan.Switch, ch(0), nil, nil))
 				return b.inst
 			},
 			check: func(t *testing.T, b []executor.RankBuffers, s *session) {},
@@ -196,7 +197,7 @@ func TestSwitchOps(t *testing.T) {
 				b.group(out, 0, 2, 1) // members are summed in rank order
 				for r := 0; r < 3; r++ {
 					part := uint64(r) * N / 3
-					b.tb(r, op(executor.OpMultiLoadReduceStore, 0, nil, rs(SW(0, out, part, N/3)), rs(SW(0, out, part, N/3))))
+					b.tb(r, op(plan.OpMultiLoadReduceStore, 0, nil, rs(SW(0, out, part, N/3)), rs(SW(0, out, part, N/3))))
 				}
 				return b.inst
 			},
@@ -221,7 +222,7 @@ func TestSwitchOps(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(3, 0)
 				b.group(out, 0, 1, 2)
-				b.tb(1, op(executor.OpMultiStore, 0, nil, rs(L(in, 0, N)), rs(SW(0, out, N, N))))
+				b.tb(1, op(plan.OpMultiStore, 0, nil, rs(L(in, 0, N)), rs(SW(0, out, N, N))))
 				return b.inst
 			},
 			inB: N, outB: 2 * N,
@@ -236,10 +237,10 @@ func TestSwitchOps(t *testing.T) {
 			build: func() *executor.Instance {
 				b := newBuilder(2, 4*N)
 				b.group(scr, 0, 1)
-				b.tb(0, op(executor.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
-					op(executor.OpMultiStorePacket, 0, nil, rs(L(scr, 0, N)), rs(SW(0, scr, N, N))))
+				b.tb(0, op(plan.OpCopyPacket, 0, nil, rs(L(in, 0, N)), rs(L(scr, 0, N))),
+					op(plan.OpMultiStorePacket, 0, nil, rs(L(scr, 0, N)), rs(SW(0, scr, N, N))))
 				for r := 0; r < 2; r++ {
-					b.tb(r, op(executor.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
+					b.tb(r, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, N, N)), rs(L(out, 0, N))))
 				}
 				return b.inst
 			},

@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 const benchBytes = 64 << 20
@@ -29,11 +30,11 @@ const benchBytes = 64 << 20
 // the ranks are on different logical hosts, so the bytes cross TCP.
 func BenchmarkPortTransport(b *testing.B) {
 	bd := newBuilder(2, 0)
-	c0, c1 := bd.connect(executor.Port, 0, 1)
+	c0, c1 := bd.connect(plan.Port, 0, 1)
 	const n = benchBytes
-	bd.tb(0, op(executor.OpPutWithSignal, executor.Port, ch(c0), rs(L(executor.Input, 0, n)), rs(R(1, executor.Output, 0, n))),
-		op(executor.OpFlush, executor.Port, ch(c0), nil, nil))
-	bd.tb(1, wt(executor.Port, c1))
+	bd.tb(0, op(plan.OpPutWithSignal, plan.Port, ch(c0), rs(L(plan.Input, 0, n)), rs(R(1, plan.Output, 0, n))),
+		op(plan.OpFlush, plan.Port, ch(c0), nil, nil))
+	bd.tb(1, wt(plan.Port, c1))
 	lay, err := executor.Layout("test", 2, n, executor.Float32, false)
 	if err != nil {
 		b.Fatal(err)

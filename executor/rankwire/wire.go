@@ -27,7 +27,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // The tags a rank session uses, relative to its first tag.
@@ -97,7 +97,7 @@ func Transport(net Link) string {
 
 // SendData sends data for peer's buffer bt at byte offset off (packets:
 // LL packet words, to be stored whole).
-func (s *Sender) SendData(ctx context.Context, peer int, bt executor.BufferType, off uint64, packets bool, data []byte) error {
+func (s *Sender) SendData(ctx context.Context, peer int, bt plan.BufferType, off uint64, packets bool, data []byte) error {
 	var h [24]byte
 	h[0], h[1] = Data, byte(bt)
 	if packets {
@@ -119,7 +119,7 @@ func (s *Sender) SendData(ctx context.Context, peer int, bt executor.BufferType,
 // SendDataFlag sends data as SendData does, then signals peer's port
 // channel idx (a put with signal): over a PortWire, one transfer (the
 // receiver still sees a DATA and then a FLAG).
-func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt executor.BufferType, off uint64, packets bool, data []byte, idx int) error {
+func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt plan.BufferType, off uint64, packets bool, data []byte, idx int) error {
 	if s.wire == nil {
 		if err := s.SendData(ctx, peer, bt, off, packets, data); err != nil {
 			return err
@@ -204,11 +204,11 @@ func (s *Sender) Fence(ctx context.Context) error {
 // Msg is one received DATA or FLAG.
 type Msg struct {
 	Kind    int
-	Buffer  executor.BufferType // DATA
-	Packets bool                // DATA
-	Offset  uint64              // DATA
-	Bytes   []byte              // DATA; over a PortWire valid only until the next Receive from that peer
-	Channel int                 // FLAG: the receiver's port channel index
+	Buffer  plan.BufferType // DATA
+	Packets bool            // DATA
+	Offset  uint64          // DATA
+	Bytes   []byte          // DATA; over a PortWire valid only until the next Receive from that peer
+	Channel int             // FLAG: the receiver's port channel index
 }
 
 // Receive returns the next DATA or FLAG from peer, answering the FENCEs
@@ -238,7 +238,7 @@ func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 			if msg[1] >= 3 {
 				return Msg{}, fmt.Errorf("DATA into buffer type %d", msg[1])
 			}
-			m := Msg{Kind: Data, Buffer: executor.BufferType(msg[1]), Packets: msg[2] == 1, Offset: binary.LittleEndian.Uint64(msg[8:])}
+			m := Msg{Kind: Data, Buffer: plan.BufferType(msg[1]), Packets: msg[2] == 1, Offset: binary.LittleEndian.Uint64(msg[8:])}
 			n := binary.LittleEndian.Uint64(msg[16:])
 			if wire != nil {
 				m.Bytes = payload
@@ -273,7 +273,7 @@ func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 }
 
 // InRange checks that n bytes at off fit a buffer of size bytes.
-func InRange(bt executor.BufferType, off, n, size uint64) error {
+func InRange(bt plan.BufferType, off, n, size uint64) error {
 	if off > size || n > size-off {
 		return fmt.Errorf("DATA into %s[%d:%d] past its %d bytes", bt.Name(), off, off+n, size)
 	}

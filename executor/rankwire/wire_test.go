@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // memNet is an ordered in-memory network: queues per (from, to, tag).
@@ -75,7 +75,7 @@ func TestRoundTrip(t *testing.T) {
 			got <- m
 		}
 	}()
-	if err := s.SendData(ctx, 1, executor.Scratch, 64, true, []byte{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
+	if err := s.SendData(ctx, 1, plan.Scratch, 64, true, []byte{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SendFlag(ctx, 1, 3); err != nil {
@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Msg{
-		{Kind: Data, Buffer: executor.Scratch, Packets: true, Offset: 64, Bytes: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
+		{Kind: Data, Buffer: plan.Scratch, Packets: true, Offset: 64, Bytes: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
 		{Kind: Flag, Channel: 3},
 	}
 	var have []Msg
@@ -128,7 +128,7 @@ func TestMalformed(t *testing.T) {
 			}
 		})
 	}
-	if err := InRange(executor.Output, 8, 16, 16); err == nil || !strings.Contains(err.Error(), "output[8:24] past its 16 bytes") {
+	if err := InRange(plan.Output, 8, 16, 16); err == nil || !strings.Contains(err.Error(), "output[8:24] past its 16 bytes") {
 		t.Errorf("InRange: %v", err)
 	}
 }

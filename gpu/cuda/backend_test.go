@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // sharedGolden holds the MSCCL++ reference plans, beside the checkout.
@@ -70,24 +71,24 @@ func TestDifferential(t *testing.T) {
 // every builtin (port channels included).
 func TestDifferentialProjectPlan(t *testing.T) {
 	t.Parallel()
-	plan, err := executor.LoadFile("../../tests/testdata/every_builtin.plan.json")
+	p, err := executor.LoadFile("../../tests/testdata/every_builtin.plan.json")
 	if err != nil {
-		if errors.Is(err, executor.ErrUnknownOp) || strings.Contains(err.Error(), "data after the plan's JSON object") {
+		if errors.Is(err, plan.ErrUnknownOp) || strings.Contains(err.Error(), "data after the plan's JSON object") {
 			t.Skipf("not a single loadable plan: %v", err)
 		}
 		t.Fatal(err)
 	}
-	run(t, plan, "every builtin")
+	run(t, p, "every builtin")
 }
 
-func run(t *testing.T, plan *executor.Plan, what string) {
+func run(t *testing.T, p *plan.Plan, what string) {
 	t.Helper()
-	sizes := harness.CheckSizes(plan, executor.Float32, 1<<14, 3)
+	sizes := harness.CheckSizes(p, executor.Float32, 1<<14, 3)
 	if len(sizes) == 0 {
-		t.Fatalf("no valid float32 size in [%d, %d]", plan.MinMessageSize, plan.MaxMessageSize)
+		t.Fatalf("no valid float32 size in [%d, %d]", p.MinMessageSize, p.MaxMessageSize)
 	}
 	for _, size := range sizes {
-		c := gputest.Case{Plan: plan, Size: size, DType: executor.Float32, InPlace: plan.Inplace, Launches: 2,
+		c := gputest.Case{Plan: p, Size: size, DType: executor.Float32, InPlace: p.Inplace, Launches: 2,
 			Timeout: 2 * time.Second}
 		if !runCase(t, c, what) {
 			return

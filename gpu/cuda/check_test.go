@@ -29,13 +29,14 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // checkPlan is a plan found for the check and where it came from.
 type checkPlan struct {
 	name string
-	plan *executor.Plan
+	plan *plan.Plan
 	err  error // the plan could not be loaded or generated
 }
 
@@ -161,7 +162,7 @@ func findPlans(t *testing.T) []checkPlan {
 				out = append(out, checkPlan{name: name, err: err})
 				continue
 			}
-			p, err := executor.Load(text)
+			p, err := plan.Load(text)
 			out = append(out, checkPlan{name: name, plan: p, err: err})
 		}
 	}

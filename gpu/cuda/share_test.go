@@ -27,6 +27,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // childEnv marks the child process of rerun.
@@ -166,7 +167,7 @@ func TestConcurrentSessions(t *testing.T) {
 	if !rerun(t, "MSCCLGO_FAKECUDA_SMS=4") {
 		return
 	}
-	var plans []*executor.Plan
+	var plans []*plan.Plan
 	for _, f := range []string{"single_node/allreduce.plan.json", "single_node/allgather_pkt.plan.json", "single_node/allgather.plan.json"} {
 		p, err := executor.LoadFile(filepath.Join("../../tests/ports", f))
 		if err != nil {
@@ -181,13 +182,13 @@ func TestConcurrentSessions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			plan := plans[g%len(plans)]
-			size := harness.CheckSizes(plan, executor.Float32, 1<<13, 1)
+			pl := plans[g%len(plans)]
+			size := harness.CheckSizes(pl, executor.Float32, 1<<13, 1)
 			if len(size) == 0 {
-				errs[g] = fmt.Errorf("plan %s: no float32 size up to 8 KiB", plan.Name)
+				errs[g] = fmt.Errorf("plan %s: no float32 size up to 8 KiB", pl.Name)
 				return
 			}
-			c := gputest.Case{Plan: plan, Size: size[0], DType: executor.Float32, InPlace: plan.Inplace, Launches: 3,
+			c := gputest.Case{Plan: pl, Size: size[0], DType: executor.Float32, InPlace: pl.Inplace, Launches: 3,
 				Timeout: 20 * time.Second}
 			out, err := gputest.Run(context.Background(), backend(), c)
 			if err == nil && out != gputest.Same {

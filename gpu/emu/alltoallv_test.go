@@ -23,6 +23,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -46,7 +47,7 @@ for r in range(n):
 `
 
 // varPlan evaluates a bundled algorithm (src empty) or src.
-func varPlan(t *testing.T, name, src string, defines map[string]string) *executor.Plan {
+func varPlan(t *testing.T, name, src string, defines map[string]string) *plan.Plan {
 	t.Helper()
 	source := starlib.FSSource(algorithms.FS, "algorithms")
 	if src != "" {
@@ -60,11 +61,11 @@ func varPlan(t *testing.T, name, src string, defines map[string]string) *executo
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	return p
 }
 
 // recorder is a driver that records where the host writes device memory.

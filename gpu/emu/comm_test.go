@@ -26,6 +26,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // commRank is one rank of a communicator test: its comm, stream and
@@ -46,7 +47,7 @@ type commRank struct {
 // commCase is one plan at one size on a communicator.
 type commCase struct {
 	name     string
-	plan     *executor.Plan
+	plan     *plan.Plan
 	size     uint64
 	dt       executor.Numeric
 	inPlace  bool
@@ -346,13 +347,13 @@ func hangCommCase(t *testing.T) (commCase, *harness.Layout) {
 }
 
 // hangCase is a plan whose rank 1 never signals: rank 0 waits for ever.
-func hangCase(t *testing.T) (*executor.Plan, *harness.Layout) {
+func hangCase(t *testing.T) (*plan.Plan, *harness.Layout) {
 	c := rankCase(t, "unit_tests/signal_wait/signal_wait_test.plan.json", executor.Float32)
 	for i := range c.Plan.GPUs[1].ThreadBlocks {
 		tb := &c.Plan.GPUs[1].ThreadBlocks[i]
-		var keep []executor.Op
+		var keep []plan.Op
 		for _, op := range tb.Ops {
-			if op.Type != executor.OpSignal {
+			if op.Type != plan.OpSignal {
 				keep = append(keep, op)
 			}
 		}

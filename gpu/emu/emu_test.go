@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/testnote"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -84,9 +85,9 @@ func TestDifferential(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".json")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			plan, err := executor.LoadFile(file)
+			p, err := executor.LoadFile(file)
 			if err != nil {
-				if errors.Is(err, executor.ErrUnknownOp) {
+				if errors.Is(err, plan.ErrUnknownOp) {
 					t.Skipf("rejected like the MSCCL++ loader: %v", err)
 				}
 				if strings.Contains(err.Error(), "data after the plan's JSON object") {
@@ -94,7 +95,7 @@ func TestDifferential(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			runMatrix(t, plan)
+			runMatrix(t, p)
 		})
 	}
 }
@@ -105,31 +106,31 @@ func TestDifferential(t *testing.T) {
 // float16 size); under ThreadSanitizer one size per type. Then the other
 // buffer mode (in place for an out-of-place plan and the reverse) at one
 // size, when the CPU backend gives right results in it without races.
-func matrix(plan *executor.Plan) []gputest.Case {
+func matrix(p *plan.Plan) []gputest.Case {
 	var cases []gputest.Case
 	add := func(size uint64, dt executor.ElemType, ll8, inPlace bool) {
-		cases = append(cases, gputest.Case{Plan: plan, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
+		cases = append(cases, gputest.Case{Plan: p, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
 			Timeout: 2 * time.Second, SkipRacy: tsan})
 	}
-	packets := usesPackets(plan)
+	packets := usesPackets(p)
 	nsizes := 3
 	if tsan {
 		nsizes = 1
 	}
 	for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32, executor.Int32} {
-		for i, size := range harness.CheckSizes(plan, dt, 1<<15, nsizes) {
-			add(size, dt, false, plan.Inplace)
+		for i, size := range harness.CheckSizes(p, dt, 1<<15, nsizes) {
+			add(size, dt, false, p.Inplace)
 			if packets || (dt == executor.Float16 && i == 0) {
-				add(size, dt, true, plan.Inplace)
+				add(size, dt, true, p.Inplace)
 			}
 		}
 	}
 	// The other buffer mode, where the plan allows it: a collective whose
 	// results are right in that mode on the CPU backend, without races.
-	if sizes := harness.CheckSizes(plan, executor.Float16, 1<<15, 1); len(sizes) > 0 && plan.Collective != "test" && !tsan {
-		err := harness.RunChecked(context.Background(), cpu.New(), plan, sizes[0], executor.Float16, !plan.Inplace, 1)
+	if sizes := harness.CheckSizes(p, executor.Float16, 1<<15, 1); len(sizes) > 0 && p.Collective != "test" && !tsan {
+		err := harness.RunChecked(context.Background(), cpu.New(), p, sizes[0], executor.Float16, !p.Inplace, 1)
 		if err == nil {
-			add(sizes[0], executor.Float16, false, !plan.Inplace)
+			add(sizes[0], executor.Float16, false, !p.Inplace)
 		}
 	}
 	return cases
@@ -137,14 +138,12 @@ func matrix(plan *executor.Plan) []gputest.Case {
 
 // usesPackets reports whether a plan has LL packet ops (whose layout
 // LL8 changes).
-func usesPackets(plan *executor.Plan) bool {
-	var walk func(ops []executor.Op) bool
-	walk = func(ops []executor.Op) bool {
+func usesPackets(p *plan.Plan) bool {
+	var walk func(ops []plan.Op) bool
+	walk = func(ops []plan.Op) bool {
 		for _, op := range ops {
 			switch op.Type {
-			case executor.OpCopyPacket, executor.OpUnpackPacket, executor.OpPutPacket, executor.OpReadPutPacket,
-				executor.OpReducePacket, executor.OpReduceSendPacket, executor.OpReduceCopyPacket,
-				executor.OpReduceCopySendPacket, executor.OpMultiStorePacket:
+			case plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpPutPacket, plan.OpReadPutPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
 				return true
 			}
 			if walk(op.Ops) {
@@ -153,7 +152,7 @@ func usesPackets(plan *executor.Plan) bool {
 		}
 		return false
 	}
-	for _, g := range plan.GPUs {
+	for _, g := range p.GPUs {
 		for _, tb := range g.ThreadBlocks {
 			if walk(tb.Ops) {
 				return true
@@ -163,21 +162,21 @@ func usesPackets(plan *executor.Plan) bool {
 	return false
 }
 
-func runMatrix(t *testing.T, plan *executor.Plan) {
-	threads := 1 + int(len(plan.Name))%4 // 1 to 4 threads per block: every partitioning
-	for _, c := range matrix(plan) {
+func runMatrix(t *testing.T, p *plan.Plan) {
+	threads := 1 + int(len(p.Name))%4 // 1 to 4 threads per block: every partitioning
+	for _, c := range matrix(p) {
 		out, err := gputest.Run(context.Background(), backend(threads), c)
 		switch {
 		case err != nil:
 			t.Errorf("%s (%d threads): %v", c, threads, err)
 		case out == gputest.Deadlock:
-			if plan.Collective != "test" {
+			if p.Collective != "test" {
 				t.Errorf("%s: collective plan deadlocks on both backends", c)
 			}
 			t.Logf("%s: deadlock on both backends (watchdog report)", c)
 			return
 		case out == gputest.Racy:
-			t.Logf("%s %s: racy plan (the CPU backend reports a race): outputs not compared", plan.Name, c)
+			t.Logf("%s %s: racy plan (the CPU backend reports a race): outputs not compared", p.Name, c)
 		}
 	}
 }
@@ -230,11 +229,11 @@ func TestUnseenPlans(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				plan, err := executor.Load(text)
+				p, err := plan.Load(text)
 				if err != nil {
 					t.Fatal(err)
 				}
-				runMatrix(t, plan)
+				runMatrix(t, p)
 			}
 		})
 	}

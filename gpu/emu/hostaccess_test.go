@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // hostThreads are the block sizes of TestHostAccesses: a plan runs at
@@ -42,7 +43,7 @@ func fanOut(inst *executor.Instance) int {
 	walk = func(ops []executor.OpInstance) {
 		for i := range ops {
 			op := &ops[i]
-			if op.ChannelType == executor.Port {
+			if op.ChannelType == plan.Port {
 				most = max(most, len(op.Channels), len(op.Dst))
 			}
 			walk(op.Body)
@@ -195,12 +196,12 @@ func (d slowCopies) Copy(dst, src gpu.DevPtr, n uint64, packets bool) error {
 func TestHostAccessesIndependentOfWaiting(t *testing.T) {
 	// Two nodes of two ranks: port channels between the nodes (puts,
 	// signals, flushes, waits).
-	plan := gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "1", "min_message_size": "0"})
-	l, err := executor.PlanLayout(plan, harness.CheckSizes(plan, executor.Float16, 1<<15, 1)[0], executor.Float16, plan.Inplace)
+	p := gputest.AlgorithmPlan(t, "allreduce_hier", map[string]string{"world_size": "4", "ranks_per_node": "2", "instances": "1", "min_message_size": "0"})
+	l, err := executor.PlanLayout(p, harness.CheckSizes(p, executor.Float16, 1<<15, 1)[0], executor.Float16, p.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestHostAccessesIndependentOfWaiting(t *testing.T) {
 	}
 
 	// A block that spins until the watchdog aborts the launch.
-	dl, err := executor.Load([]byte(deadlockPlan))
+	dl, err := plan.Load([]byte(deadlockPlan))
 	if err != nil {
 		t.Fatal(err)
 	}

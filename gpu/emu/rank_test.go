@@ -21,6 +21,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func rankConfig() gpu.Config { return gpu.Config{Name: "gpu-emu", Open: OpenIPC, Threads: 2} }
@@ -138,9 +139,9 @@ func TestRankSessionsDeadlock(t *testing.T) {
 	c := rankCase(t, "unit_tests/signal_wait/signal_wait_test.plan.json", executor.Float32)
 	for i := range c.Plan.GPUs[1].ThreadBlocks {
 		tb := &c.Plan.GPUs[1].ThreadBlocks[i]
-		var keep []executor.Op
+		var keep []plan.Op
 		for _, op := range tb.Ops {
-			if op.Type != executor.OpSignal {
+			if op.Type != plan.OpSignal {
 				keep = append(keep, op)
 			}
 		}

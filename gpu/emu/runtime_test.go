@@ -15,6 +15,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // deadlockPlan: rank 0 waits on a memory channel that rank 1 never
@@ -33,15 +34,15 @@ const deadlockPlan = `{"name": "deadlock", "collective": "test", "protocol": "Si
 
 func openPlan(t *testing.T, text string, size uint64, cfg gpu.Config, opts executor.Options) (executor.Session, *executor.BufferLayout) {
 	t.Helper()
-	plan, err := executor.Load([]byte(text))
+	p, err := plan.Load([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := executor.PlanLayout(plan, size, executor.Float32, plan.Inplace)
+	l, err := executor.PlanLayout(p, size, executor.Float32, p.Inplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/algorithms"
-	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
 // AlgorithmPlan evaluates the bundled algorithm name (algorithms/NAME.star)
 // with defines and loads the plan of its first program; any error fails tb.
-func AlgorithmPlan(tb testing.TB, name string, defines map[string]string) *executor.Plan {
+func AlgorithmPlan(tb testing.TB, name string, defines map[string]string) *plan.Plan {
 	tb.Helper()
 	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), name+".star", starlib.Options{Defines: defines})
 	if err != nil {
@@ -20,9 +20,9 @@ func AlgorithmPlan(tb testing.TB, name string, defines map[string]string) *execu
 	if err != nil {
 		tb.Fatal(err)
 	}
-	plan, err := executor.Load(text)
+	p, err := plan.Load(text)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return plan
+	return p
 }

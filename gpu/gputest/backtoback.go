@@ -13,18 +13,19 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // BackToBack launches plan at size (float16, the plan's buffer mode) once
 // on be, then b.N times back to back with gpu.Relauncher. ns/op is the
 // wall time per launch; it also reports kernel-us, the mean kernel time,
 // and wall-kernel-us, their difference (the host path's cost per call).
-func BackToBack(b *testing.B, be executor.Backend, plan *executor.Plan, size uint64) {
-	l, err := executor.PlanLayout(plan, size, executor.Float16, plan.Inplace)
+func BackToBack(b *testing.B, be executor.Backend, p *plan.Plan, size uint64) {
+	l, err := executor.PlanLayout(p, size, executor.Float16, p.Inplace)
 	if err != nil {
 		b.Fatal(err)
 	}
-	inst, err := executor.Instantiate(plan, l.Sizes)
+	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,12 +54,12 @@ func BackToBack(b *testing.B, be executor.Backend, plan *executor.Plan, size uin
 // MSCCLGO_BENCH_PLAN (a plan file), MSCCLGO_BENCH_SIZE (bytes) and
 // MSCCLGO_BENCH_THREADS (0: the backend's default); ok is false when
 // MSCCLGO_BENCH_PLAN is unset.
-func BenchEnv() (plan *executor.Plan, size uint64, threads int, ok bool, err error) {
+func BenchEnv() (p *plan.Plan, size uint64, threads int, ok bool, err error) {
 	file := os.Getenv("MSCCLGO_BENCH_PLAN")
 	if file == "" {
 		return nil, 0, 0, false, nil
 	}
-	plan, err = executor.LoadFile(file)
+	p, err = executor.LoadFile(file)
 	if err != nil {
 		return nil, 0, 0, true, err
 	}
@@ -71,5 +72,5 @@ func BenchEnv() (plan *executor.Plan, size uint64, threads int, ok bool, err err
 			return nil, 0, 0, true, fmt.Errorf("MSCCLGO_BENCH_THREADS: %w", err)
 		}
 	}
-	return plan, size, threads, true, nil
+	return p, size, threads, true, nil
 }

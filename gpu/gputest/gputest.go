@@ -15,11 +15,12 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Case is one differential run.
 type Case struct {
-	Plan    *executor.Plan
+	Plan    *plan.Plan
 	Size    uint64
 	DType   executor.ElemType
 	InPlace bool

@@ -19,11 +19,12 @@ import (
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // RankCase is one run of rank sessions.
 type RankCase struct {
-	Plan   *executor.Plan
+	Plan   *plan.Plan
 	Layout *harness.Layout
 	Opts   executor.Options
 	// Hosts[r] numbers rank r's host (nil: one host).

@@ -1,14 +1,15 @@
 package cli
 
 // alltoallv.go holds `mscclgo run` for alltoallv plans (--counts): the
-// counts come from a file or a generator, the plan is resolved once
-// (executor.NewVarPlan) and bound to the counts, run on the CPU backend
-// or a GPU backend (whose kernel resolves the operands from a per-call
-// table, docs/gpu.md §10) by harness.RunCounts, which compares every
-// byte of every output with a direct all-to-all-v computed in Go.
+// counts come from a file or a generator; harness.RunAllToAllV binds the
+// plan to them and runs it on the CPU backend or a GPU backend (whose
+// kernel resolves the operands from a per-call table, docs/gpu.md §10),
+// comparing every byte of every output with a direct all-to-all-v
+// computed in Go; this file checks the flags and prints.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // countsFlag is run's --counts flag.
@@ -25,9 +27,9 @@ func countsFlag() cli.Flag {
 
 // runAllToAllV runs plan, an alltoallv plan read from path, for the
 // counts of --counts.
-func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) error {
-	if plan.AllToAllV == nil {
-		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, plan.Collective)
+func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
+	if p.AllToAllV == nil {
+		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, p.Collective)
 	}
 	spec := c.String("counts")
 	if spec == "" {
@@ -48,8 +50,8 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if rb.name != "cpu" && c.Bool("race") {
 		return usageErr("--race: the %s backend does not detect races; the cpu backend does", rb.name)
 	}
-	if t := c.Int("threads"); t < 0 || t > executor.MaxThreadsPerBlock {
-		return usageErr("--threads %d: want 1 to %d", t, executor.MaxThreadsPerBlock)
+	if t := c.Int("threads"); t < 0 || t > plan.MaxThreadsPerBlock {
+		return usageErr("--threads %d: want 1 to %d", t, plan.MaxThreadsPerBlock)
 	}
 	dt, err := executor.ParseDType(c.String("dtype"))
 	if err != nil {
@@ -62,7 +64,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if c.Duration("timeout") <= 0 {
 		return usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
 	}
-	n := len(plan.GPUs)
+	n := len(p.GPUs)
 	counts, err := executor.CountsFor(spec, n)
 	if err != nil {
 		return err
@@ -70,26 +72,9 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if counts.Ranks() != n {
 		return fmt.Errorf("--counts %s: a %d×%d matrix for a plan of %d ranks", spec, counts.Ranks(), counts.Ranks(), n)
 	}
-	vp, err := executor.NewVarPlan(plan)
-	if err != nil {
-		return namePlan(path, err)
-	}
-	elem := dt.Size()
-	inst, err := vp.Bind(counts, elem)
-	if err != nil {
-		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
-	}
 	budget, err := runBudget(c.String("max-memory"), c.IsSet("max-memory"))
 	if err != nil {
 		return err
-	}
-	var need uint64
-	for r := range n {
-		in, out := counts.Extents(r)
-		need += 2*uint64(in+out)*uint64(elem) + inst.ScratchBytes
-	}
-	if budget.bytes > 0 && need > budget.bytes {
-		return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, need, budget.bytes)
 	}
 	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
 	backend := rb.new(c.Int("threads"))
@@ -97,16 +82,27 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	total := uint64(counts.Total()) * uint64(elem)
 	w := d.stdout
-	res, err := harness.RunCounts(ctx, harness.CountsConfig{
-		Backend: backend, Instance: inst, Counts: counts, Options: opts, Iters: iters, Warmup: warmup,
-		Opened: func() {
-			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, plan.Name, n, plan.Protocol)
+	res, err := harness.RunAllToAllV(ctx, harness.AllToAllVConfig{
+		Plan: p, Counts: counts, Backend: backend, Options: opts, Iters: iters, Warmup: warmup, MaxBytes: budget.bytes,
+		Opened: func(run harness.AllToAllVRun) {
+			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
 			fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
-			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", total, largestBlock(counts)*int64(elem), inst.ScratchBytes)
+			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", run.Total, run.Largest, run.Instance.ScratchBytes)
 		},
 	})
+	var ae *harness.AllToAllVError
+	if errors.As(err, &ae) {
+		switch ae.Stage {
+		case harness.StagePlan:
+			return namePlan(path, ae.Err)
+		case harness.StageCounts:
+			return fmt.Errorf("%s: --counts %s: %w", path, spec, ae.Err)
+		case harness.StageBudget:
+			return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, ae.Need, ae.Max)
+		}
+		return fmt.Errorf("%s: %w", path, ae.Err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -117,13 +113,8 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Deadlock)
 		return &reportedError{code: ExitDeadlock}
 	}
-	us := float64(res.Elapsed.Microseconds()) / float64(iters)
-	algbw := 0.0
-	if us > 0 {
-		algbw = float64(total) / 1e3 / us
-	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, dt.Name(), formatTime(us), algbw, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Total, dt.Name(), formatTime(res.TimeUS), res.AlgBW, res.Wrong)
 	switch {
 	case res.Race != nil:
 		return &reportedError{code: ExitRace}
@@ -134,29 +125,18 @@ func runAllToAllV(c *cli.Context, d *deps, path string, plan *executor.Plan) err
 	return nil
 }
 
-// largestBlock returns the largest count of c.
-func largestBlock(c *executor.Counts) int64 {
-	var m int64
-	for _, row := range c.Send {
-		for _, x := range row {
-			m = max(m, x)
-		}
-	}
-	return m
-}
-
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will
 // not run it, and binds it to the counts of harness.VarValidationCases
 // (message sizes do not apply).
-func checkVarPlan(w io.Writer, path string, plan *executor.Plan, dt executor.ElemType) bool {
+func checkVarPlan(w io.Writer, path string, p *plan.Plan, dt executor.ElemType) bool {
 	fmt.Fprintf(w, "%s: note: an alltoallv plan (an mscclgo extension, docs/executor.md): MSCCL++ refuses it: its collective \"alltoallv\" matches no MSCCL++ collective and its min_message_size %d > max_message_size %d admits no message size, so MSCCL++'s executor rejects every call instead of reading its chunks as equal slices; mscclgo runs it with run --counts\n",
-		path, plan.MinMessageSize, plan.MaxMessageSize)
-	vp, err := executor.NewVarPlan(plan)
+		path, p.MinMessageSize, p.MaxMessageSize)
+	vp, err := executor.NewVarPlan(p)
 	if err != nil {
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	for _, vc := range harness.VarValidationCases(len(plan.GPUs)) {
+	for _, vc := range harness.VarValidationCases(len(p.GPUs)) {
 		if _, err := vp.Bind(vc.Counts, dt.Size()); err != nil {
 			fmt.Fprintf(w, "%s: counts %q: %v\n", path, vc.Name, err)
 			return false

@@ -54,12 +54,12 @@ func runBackends() []runBackend {
 	if emu.Available {
 		// Rank sessions export their memory to same-host peers.
 		cfg := func(threads, _ int) gpu.Config {
-			return gpu.Config{Name: "gpu-emu", Open: emu.OpenIPC, Threads: threads}
+			return gpu.NewConfig("gpu-emu", emu.OpenIPC, gpu.Settings{Threads: threads})
 		}
 		// The device memory is host memory.
 		mem := harness.MemoryOptions{DeviceCopies: true}
 		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, memory: mem, new: func(threads int) executor.Backend {
-			return gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: threads})
+			return gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{Threads: threads}))
 		}})
 	}
 	return bs

@@ -26,7 +26,7 @@ func cudaBackends() []runBackend {
 			}
 			return node.Open(device)
 		}
-		return gpu.Config{Name: "gpu", Open: open, Threads: threads}
+		return gpu.NewConfig("gpu", open, gpu.Settings{Threads: threads})
 	}
 	// In one process (no launcher) rank r runs on device r mod N.
 	// The device memory is the GPU's, not counted.

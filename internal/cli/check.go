@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func checkCommand(d *deps) *cli.Command {
@@ -82,8 +83,8 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 	}
 	path = in.name
 	clean := true
-	for _, p := range executor.Check(in.data) {
-		if executor.IsWarning(p) {
+	for _, p := range plan.Check(in.data) {
+		if plan.IsWarning(p) {
 			fmt.Fprintf(w, "%s: warning: %v\n", path, in.locate(p))
 			continue
 		}
@@ -93,19 +94,19 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 	if !clean {
 		return false
 	}
-	plan, err := in.load()
+	pl, err := in.load()
 	if err != nil { // unreachable: Check found no error
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	if plan.AllToAllV != nil {
-		return checkVarPlan(w, path, plan, dt)
+	if pl.AllToAllV != nil {
+		return checkVarPlan(w, path, pl, dt)
 	}
 	for _, size := range sizes {
-		layout, err := executor.PlanLayout(plan, size, dt, plan.Inplace)
+		layout, err := executor.PlanLayout(pl, size, dt, pl.Inplace)
 		var inst *executor.Instance
 		if err == nil {
-			inst, err = executor.Instantiate(plan, layout.Sizes)
+			inst, err = executor.Instantiate(pl, layout.Sizes)
 		}
 		if err == nil {
 			err = executor.CheckLaunch(inst, layout, false)

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,83 @@ func TestStopAfterFirstWrongSize(t *testing.T) {
 		if code != ExitError || rows != tt.rows || strings.Count(stderr, "wrong data:") != tt.rows {
 			t.Errorf("%v: exit %d, %d rows (want %d), stderr:\n%s\nstdout:\n%s", tt.args, code, rows, tt.rows, stderr, stdout)
 		}
+	}
+}
+
+// causeLine is the .star line a planted mistake's file names: "# cause:
+// line N" (the most likely cause names it) or "# candidate: line N" (the
+// most likely cause or one of the others does: a mistake that looks like
+// another).
+var causeLine = regexp.MustCompile(`(?m)^# (cause|candidate): line (\d+)$`)
+
+// TestCauseFirst runs the planted mistakes of testdata/causes (an 8-rank
+// and a 4-rank LL all-pairs allgather with a wrong source chunk or a
+// wrong scratch slot in the put_packets line, or a wrong slot in the
+// unpack_packets line; Simple ring reduce-scatters with a wrong source
+// chunk or a wrong scratch slot in the put or the reduce) and checks that the report opens with the
+// most likely cause, naming the line of the mistake, in at most
+// maxReportLines lines, that --explain prints more, and compares the
+// report with the golden file beside each (-update rewrites them).
+func TestCauseFirst(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "causes", "*.star"))
+	if err != nil || len(files) < 9 {
+		t.Fatalf("planted mistakes: %v, %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := causeLine.FindSubmatch(src)
+			if m == nil {
+				t.Fatalf("%s: no \"# cause: line N\" comment", f)
+			}
+			code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "1")
+			if code != ExitError && code != ExitDeadlock {
+				t.Fatalf("exit %d, want %d or %d:\n%s", code, ExitError, ExitDeadlock, stderr)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			// The report, without the run's closing count of wrong elements.
+			report := lines
+			if code == ExitError {
+				report = lines[:len(lines)-1]
+			}
+			if len(report) > maxReportLines {
+				t.Errorf("report of %d lines, want at most %d:\n%s", len(report), maxReportLines, stderr)
+			}
+			if len(lines) < 2 || !strings.HasPrefix(lines[1], "  most likely cause: ") {
+				t.Fatalf("the report does not open with the most likely cause:\n%s", stderr)
+			}
+			want := regexp.MustCompile(regexp.QuoteMeta(filepath.Base(f)) + `:` + string(m[2]) + `:\d+`)
+			found := false
+			for i, l := range lines[1:] {
+				if i > 0 && (string(m[1]) == "cause" || !strings.HasPrefix(l, "  or: ")) {
+					break
+				}
+				found = found || want.MatchString(regexp.MustCompile(`\S+\.star:\d+:\d+`).FindString(l))
+			}
+			if !found {
+				t.Errorf("the %s does not name line %s first:\n%s", m[1], m[2], strings.Join(lines[1:min(4, len(lines))], "\n"))
+			}
+			golden := strings.TrimSuffix(f, ".star") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(stderr), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if g, err := os.ReadFile(golden); err != nil {
+				t.Fatalf("%v (go test -run TestCauseFirst -update writes it)", err)
+			} else if stderr != string(g) {
+				t.Errorf("report differs from %s:\n%s", golden, stderr)
+			}
+			if strings.Contains(stderr, "--explain") {
+				_, _, all := run(t, "", "run", f, "-s", "16K", "-n", "1", "--explain")
+				if n := strings.Count(all, "\n"); n <= len(lines) || strings.Contains(all, "--explain") {
+					t.Errorf("--explain: %d lines, want more than %d, uncut:\n%s", n, len(lines), all)
+				}
+			}
+		})
 	}
 }

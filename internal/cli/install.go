@@ -18,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/planset"
+	"github.com/mscclgo/mscclgo/planset/install"
 )
 
 func installCommand(d *deps) *cli.Command {
@@ -73,7 +74,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	if c.Int("jobs") < 0 {
 		return usageErr("--jobs: %d is negative", c.Int("jobs"))
 	}
-	opts := planset.InstallOptions{
+	opts := install.Options{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
 		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
 		Note: func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
@@ -87,7 +88,7 @@ func runInstall(c *cli.Context, d *deps) error {
 		if err != nil {
 			return err
 		}
-		opts.Tune = &planset.TuneOptions{Hardware: hw, Model: mo, DType: dt}
+		opts.Tune = &install.TuneOptions{Hardware: hw, Model: mo, DType: dt}
 	} else if c.IsSet("launch") {
 		return usageErr("--launch applies to --hw")
 	}
@@ -112,7 +113,7 @@ func runInstall(c *cli.Context, d *deps) error {
 		// The description is what varies in width (long shape names):
 		// the bar, the count and the rate take about 50 columns.
 		descWidth := max(termWidth(d.stderr)-50, 10)
-		opts.Progress = func(ev planset.InstallEvent) {
+		opts.Progress = func(ev install.Event) {
 			if !ev.Finished {
 				bar.Describe(fit(ev.Job, descWidth))
 			}
@@ -120,13 +121,13 @@ func runInstall(c *cli.Context, d *deps) error {
 		}
 		defer bar.Finish()
 	} else {
-		opts.Progress = func(ev planset.InstallEvent) {
+		opts.Progress = func(ev install.Event) {
 			if ev.Finished {
 				fmt.Fprintln(d.stderr, installProgressLine(ev))
 			}
 		}
 	}
-	idx, err := planset.Install(jobs, opts)
+	idx, err := install.Install(jobs, opts)
 	if err != nil {
 		return fmt.Errorf("%w\nthe installed plan set in %s was left unchanged", err, dir)
 	}
@@ -142,19 +143,19 @@ func runInstall(c *cli.Context, d *deps) error {
 // cache) when neither can be found.
 func validationCacheDir() string {
 	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		return filepath.Join(d, planset.ValidationCacheDir)
+		return filepath.Join(d, install.ValidationCacheDir)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(home, ".cache", "mscclgo", planset.ValidationCacheDir)
+	return filepath.Join(home, ".cache", "mscclgo", install.ValidationCacheDir)
 }
 
 // installProgressLine is the line printed for a finished job when standard error
 // is not a terminal: "install: [12/34] JOB: validated at 128, 16K, 1M"
 // (or "cached"); a job with several plans names each.
-func installProgressLine(ev planset.InstallEvent) string {
+func installProgressLine(ev install.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "install: [%d/%d] %s:", ev.Done, ev.Total, ev.Job)
 	for i, p := range ev.Plans {

@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func modelCommand(d *deps) *cli.Command {
@@ -61,8 +62,8 @@ type modelOptions struct {
 	inPlace bool
 }
 
-func parseModelFlags(c *cli.Context, plan *executor.Plan) (*modelOptions, error) {
-	o := &modelOptions{inPlace: plan.Inplace}
+func parseModelFlags(c *cli.Context, p *plan.Plan) (*modelOptions, error) {
+	o := &modelOptions{inPlace: p.Inplace}
 	if c.IsSet("in-place") {
 		o.inPlace = c.Bool("in-place")
 	}
@@ -186,7 +187,7 @@ func isDeadlock(err error) bool {
 const maxResultsBytes = 64 << 20
 
 // runFit is mscclgo model --fit.
-func runFit(c *cli.Context, d *deps, path string, plan *executor.Plan, o *modelOptions) error {
+func runFit(c *cli.Context, d *deps, path string, pl *plan.Plan, o *modelOptions) error {
 	if c.IsSet("size") || c.IsSet("minbytes") || c.IsSet("maxbytes") {
 		return usageErr("--fit takes its sizes from the results file: no --size or -b/-e")
 	}
@@ -205,12 +206,12 @@ func runFit(c *cli.Context, d *deps, path string, plan *executor.Plan, o *modelO
 			fo.Params = append(fo.Params, strings.TrimSpace(p))
 		}
 	}
-	res, err := model.Fit(plan, meas, o.hw, o.opts, fo)
+	res, err := model.Fit(pl, meas, o.hw, o.opts, fo)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	w := d.stdout
-	fmt.Fprintf(w, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, plan.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
+	fmt.Fprintf(w, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, pl.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
 	fmt.Fprintf(w, "#%11s  %9s  %9s  %7s  %9s  %7s\n", "size", "measured", "before", "error", "after", "error")
 	var meass, before, after []float64
 	for _, p := range res.Points {

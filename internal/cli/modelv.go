@@ -11,14 +11,16 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // runModelCounts predicts plan, an alltoallv plan read from path, for the
 // counts of --counts.
-func runModelCounts(c *cli.Context, d *deps, path string, plan *executor.Plan, o *modelOptions) error {
-	if plan.AllToAllV == nil {
-		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, plan.Collective)
+func runModelCounts(c *cli.Context, d *deps, path string, p *plan.Plan, o *modelOptions) error {
+	if p.AllToAllV == nil {
+		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, p.Collective)
 	}
 	spec := c.String("counts")
 	if spec == "" {
@@ -29,7 +31,7 @@ func runModelCounts(c *cli.Context, d *deps, path string, plan *executor.Plan, o
 			return usageErr("--%s does not apply to an alltoallv prediction (the sizes come from --counts)", f)
 		}
 	}
-	n := len(plan.GPUs)
+	n := len(p.GPUs)
 	counts, err := executor.CountsFor(spec, n)
 	if err != nil {
 		return err
@@ -39,7 +41,7 @@ func runModelCounts(c *cli.Context, d *deps, path string, plan *executor.Plan, o
 	}
 	opts := o.opts
 	opts.NoTimeline = true
-	pt, err := model.PredictCounts(plan, counts, o.dtype, o.hw, opts)
+	pt, err := model.PredictCounts(p, counts, o.dtype, o.hw, opts)
 	if err != nil {
 		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
 	}
@@ -52,9 +54,9 @@ func runModelCounts(c *cli.Context, d *deps, path string, plan *executor.Plan, o
 		launch = "kernel"
 	}
 	w := d.stdout
-	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective alltoallv, %d ranks (%d node(s) of %d), protocol %s\n", path, plan.Name, n, (n+perNode-1)/perNode, perNode, plan.Protocol)
+	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective alltoallv, %d ranks (%d node(s) of %d), protocol %s\n", path, p.Name, n, (n+perNode-1)/perNode, perNode, p.Protocol)
 	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, counts %s\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), spec)
-	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes\n#\n", pt.Bytes, largestBlock(counts)*int64(o.dtype.Size()))
+	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes\n#\n", pt.Bytes, harness.LargestBlock(counts)*int64(o.dtype.Size()))
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
 	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8s\n", pt.Bytes, o.dtype.Name(), formatTime(pt.Time), pt.AlgBW, "-")
 	return nil

@@ -138,8 +138,8 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 }
 
 // load loads the plan with its positions.
-func (in *planInput) load() (*executor.Plan, error) {
-	p, err := executor.Load(in.data)
+func (in *planInput) load() (*plan.Plan, error) {
+	p, err := plan.Load(in.data)
 	if err != nil {
 		return nil, in.locate(err)
 	}
@@ -160,7 +160,7 @@ func (in *planInput) where(err error) string {
 	if in.smap == nil {
 		return ""
 	}
-	var pe *executor.PlanError
+	var pe *plan.PlanError
 	if !errors.As(err, &pe) {
 		return ""
 	}

@@ -50,6 +50,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "in-place", Usage: "run in place; --in-place=false forces out of place", DefaultText: "the plan's inplace field"},
 			&cli.StringFlag{Name: "backend", Usage: "run on `NAME`: " + strings.Join(knownBackends, " or ") + " (default: the best built into this binary)"},
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`; default: the plan's for gpu, 8 for gpu-emu)"},
+			&cli.BoolFlag{Name: "explain", Usage: "print the whole wrong-data or deadlock report (default: the most likely cause first, at most 25 lines)"},
 			&cli.BoolFlag{Name: "keep-going", Usage: "run the remaining sizes after one with wrong data (default: stop there)"},
 			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
@@ -87,7 +88,7 @@ type runOptions struct {
 }
 
 // parseRunFlags parses the flags of run for plan, read from path.
-func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOptions, error) {
+func parseRunFlags(c *cli.Context, path string, plan *planfmt.Plan) (*runOptions, error) {
 	o := &runOptions{iters: c.Int("iters"), inPlace: plan.Inplace}
 	if o.iters < 1 {
 		return nil, usageErr("--iters %d: want at least 1", o.iters)
@@ -125,8 +126,8 @@ func parseRunFlags(c *cli.Context, path string, plan *executor.Plan) (*runOption
 			return nil, usageErr("%s: --split-mask %d: groups of %d do not divide %d ranks", path, o.splitMask, o.splitMask+1, n)
 		}
 	}
-	if c.Int("threads") < 0 || c.Int("threads") > executor.MaxThreadsPerBlock {
-		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), executor.MaxThreadsPerBlock)
+	if c.Int("threads") < 0 || c.Int("threads") > planfmt.MaxThreadsPerBlock {
+		return nil, usageErr("--threads %d: want 1 to %d", c.Int("threads"), planfmt.MaxThreadsPerBlock)
 	}
 	if c.Duration("timeout") <= 0 {
 		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
@@ -316,7 +317,7 @@ func runRun(c *cli.Context, d *deps) error {
 			explain := func(w io.Writer) bool {
 				return explainWrong(ctx, w, res.Instance, res.Layout, cfg.Checker, o.opts)
 			}
-			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain)
+			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain, c.Bool("explain"))
 		}
 		if race != nil {
 			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
@@ -326,7 +327,7 @@ func runRun(c *cli.Context, d *deps) error {
 			if dl.Warmup {
 				launch = "warm-up " + launch
 			}
-			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, %s: %v\n", path, res.Size, launch, dl.Err)
+			reportDeadlock(d.stderr, fmt.Sprintf("mscclgo: %s: size %d, %s: ", path, res.Size, launch), res.Instance, dl.Err, c.Bool("explain"))
 			fmt.Fprintf(w, "# size %d: deadlock (reported on standard error)\n", res.Size)
 			deadlock = true
 			return
@@ -358,7 +359,7 @@ func runRun(c *cli.Context, d *deps) error {
 }
 
 // config is the harness run of o for plan, without its backend.
-func (o *runOptions) config(plan *executor.Plan) harness.Config {
+func (o *runOptions) config(plan *planfmt.Plan) harness.Config {
 	return harness.Config{
 		Plan:      plan,
 		Sizes:     o.sizes,
@@ -439,24 +440,30 @@ func formatTime(us float64) string {
 // (explainWrong) when it can, or else, for each rank with wrong data, its
 // first wrong elements: byte offset, chunk, expected and actual values,
 // and the ops that write that byte (with their .star positions).
-func reportWrong(w io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool) {
-	fmt.Fprintf(w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, rep.Launch)
-	if explain != nil && explain(w) {
+func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool, all bool) {
+	var w strings.Builder
+	limit := maxReportLines
+	if all {
+		limit = 0
+	}
+	defer func() { limitLines(out, w.String(), limit) }()
+	fmt.Fprintf(&w, "mscclgo: %s: size %d, launch %d: wrong data:\n", path, l.Size, rep.Launch)
+	if explain != nil && explain(&w) {
 		return
 	}
 	for _, rw := range rep.Ranks {
-		fmt.Fprintf(w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
+		fmt.Fprintf(&w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
 		for _, e := range rw.Elements {
 			chunk := ""
 			if inst.ChunkBytes > 0 {
 				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
 			}
-			fmt.Fprintf(w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
+			fmt.Fprintf(&w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
 			if len(e.Writers) == 0 {
-				fmt.Fprintf(w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
+				fmt.Fprintf(&w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
 			}
 			for _, s := range e.Writers {
-				fmt.Fprintf(w, "      written by %s\n", s)
+				fmt.Fprintf(&w, "      written by %s\n", s)
 			}
 		}
 	}

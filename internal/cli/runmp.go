@@ -27,6 +27,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // launchedWorld returns the job this process belongs to, if a launcher
@@ -84,7 +85,7 @@ func openRank(ctx context.Context, o *runOptions, threads, device int, setup tim
 }
 
 // runLaunched runs plan as rank world.Rank of a multi-process job.
-func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan *executor.Plan, o *runOptions, world bootstrap.World) error {
+func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, world bootstrap.World) error {
 	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
 		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
@@ -105,7 +106,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 		}
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}
-	if n := len(plan.GPUs); n != b.Size() {
+	if n := len(p.GPUs); n != b.Size() {
 		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
 	}
 	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
@@ -131,13 +132,13 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 		w = d.stdout
 	}
 	stderr := d.stderr
-	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
+	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, p.Name, p.Collective, len(p.GPUs), p.Protocol)
 	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	table := newRunTable(w, o.dtype)
 	ran, code := 0, ExitOK
-	cfg := harness.RankConfig{Config: o.config(plan), Rank: rank, Group: b}
+	cfg := harness.RankConfig{Config: o.config(p), Rank: rank, Group: b}
 	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
 		cw := rankwire.World{Net: port, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
 		return openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, cw)
@@ -149,7 +150,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, plan
 			return
 		}
 		if rep := res.FirstWrong; rep != nil && rank == 0 {
-			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil)
+			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil, false)
 		}
 		if len(res.Failures) > 0 {
 			code = reportFailures(res.Failures, rank, path, res.Size, stderr)

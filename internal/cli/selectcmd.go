@@ -18,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
+	"github.com/mscclgo/mscclgo/planset/install"
 )
 
 // planSources returns the plan directories to search, in order: the --plans
@@ -41,9 +42,9 @@ func planSources(c *cli.Context, stderr io.Writer) ([]planset.Source, error) {
 // leaves everything alone (the running install's files are not leftovers),
 // and a failure to clean up is only noted.
 func recoverDefault(dir string, stderr io.Writer) {
-	rec, err := planset.RecoverPlanSet(dir)
+	rec, err := install.RecoverPlanSet(dir)
 	switch {
-	case errors.Is(err, planset.ErrInstallRunning):
+	case errors.Is(err, install.ErrRunning):
 	case err != nil:
 		fmt.Fprintf(stderr, "mscclgo: note: could not check %s for the leftovers of an interrupted install: %v\n", dir, err)
 	case !rec.Empty():

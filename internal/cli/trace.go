@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
 	"github.com/mscclgo/mscclgo/trace"
 )
@@ -95,15 +96,15 @@ func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *exe
 	if in.note != "" {
 		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
 	}
-	plan, err := in.load()
-	if err != nil && !executor.IsWarning(err) {
+	p, err := in.load()
+	if err != nil && !plan.IsWarning(err) {
 		return nil, nil, namePlan(in.name, err)
 	}
-	layout, err := executor.PlanLayout(plan, size, dt, c.Bool("in-place"))
+	layout, err := executor.PlanLayout(p, size, dt, c.Bool("in-place"))
 	if err != nil {
 		return nil, nil, atSize(in.name, size, err)
 	}
-	inst, err := executor.Instantiate(plan, layout.Sizes)
+	inst, err := executor.Instantiate(p, layout.Sizes)
 	if err != nil {
 		return nil, nil, atSize(in.name, size, err)
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -29,7 +31,7 @@ func viewCommand(d *deps) *cli.Command {
 			"channels between ranks, details on hover (op type, bytes, peer, channel, .star\n" +
 			"position), and the cost model's predicted busbw from 1K to --curve-max on --hw.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the page to `FILE` (default: standard output)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the page to `FILE` (default: PLAN.html beside the plan, whose path is printed, when standard output is a terminal; else standard output)"},
 			&cli.StringFlag{Name: "curve-max", Value: "1G", Usage: "largest message `SIZE` of the busbw curve (powers of 4 from 1K; 0: no curve)"},
 		}, timelineFlags()...),
 		Action:       func(c *cli.Context) error { return interruptibleOutput(c, func() error { return runView(c, d) }) },
@@ -98,8 +100,16 @@ func runView(c *cli.Context, d *deps) error {
 	if deadlock {
 		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
 	}
-	if out := c.String("output"); out != "" {
+	out := c.String("output")
+	if out == "" && isCharDevice(d.stdout) {
+		// A terminal gets the page's path, not 70 KB of HTML.
+		out = besidePlan(arg)
+	}
+	if out != "" {
 		err = writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
+		if err == nil && c.String("output") == "" {
+			fmt.Fprintln(d.stdout, out)
+		}
 	} else {
 		err = view.Write(d.stdout, p)
 	}
@@ -107,6 +117,28 @@ func runView(c *cli.Context, d *deps) error {
 		return err
 	}
 	// The page is written; the deadlock is the command's outcome.
-	fmt.Fprintf(d.stderr, "mscclgo: %s: size %d: %v\n", arg, tl.Size, dl)
+	reportDeadlock(d.stderr, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
 	return &reportedError{code: ExitDeadlock}
+}
+
+// isCharDevice reports whether w is a terminal (or another character
+// device, such as /dev/null): not a pipe or a file.
+func isCharDevice(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// besidePlan is the page's default file: PLAN.html beside PLAN.json or
+// ALGO.star, or NAME.html in the current directory for a bundled
+// algorithm's name.
+func besidePlan(arg string) string {
+	ext := filepath.Ext(arg)
+	if ext != ".json" && ext != ".star" {
+		return filepath.Base(arg) + ".html"
+	}
+	return strings.TrimSuffix(arg, ext) + ".html"
 }

@@ -6,11 +6,12 @@
  * mscclgoGetLastError gives the message of the calling thread's last
  * failure (ncclGetLastError the process's).
  *
- * Plans run only where mscclgo can launch them: on a device through the
- * library's device build (make nccl NCCL_BACKEND=cuda), or, with
- * MSCCLGO_NCCL_HOSTMEM=1, on buffers in host memory with every rank a
- * thread of this process (docs/integration.md). Elsewhere mscclgoExecute
- * returns ncclInvalidUsage saying so.
+ * Plans run on a device through the library's device build (make nccl
+ * NCCL_BACKEND=cuda), and on buffers in host memory on the CPU backend:
+ * mscclgoExecuteHost always, mscclgoExecute with MSCCLGO_NCCL_HOSTMEM=1.
+ * Host-memory runs take ranks that are threads of one process and ranks
+ * that are processes (torchrun, mpirun) alike (docs/integration.md).
+ * Elsewhere mscclgoExecute returns ncclInvalidUsage saying why.
  */
 #ifndef MSCCLGO_H_
 #define MSCCLGO_H_
@@ -76,6 +77,13 @@ ncclResult_t mscclgoSelect(mscclgoComm_t comm, const char *collective, const cha
  * on stream; count as for mscclgoSelect. Reductions are sums. */
 ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
                             void *recvbuff, size_t count, ncclDataType_t datatype, cudaStream_t stream);
+
+/* Runs collective as mscclgoExecute does on buffers in host memory, on
+ * the CPU backend, synchronously: it returns when the collective is done
+ * on this rank. Each plan instance keeps one CPU session for the
+ * communicator's life. */
+ncclResult_t mscclgoExecuteHost(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                                void *recvbuff, size_t count, ncclDataType_t datatype);
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm);
 

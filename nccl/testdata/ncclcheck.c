@@ -25,12 +25,24 @@
  *                           NCCLCHECK_ID_FILE), on device rank mod the CUDA
  *                           driver's device count (this program's stand-in
  *                           cudaSetDevice), buffers from cuMemAlloc
+ *   ncclcheck hostprocs     the data checks of data N as one rank of a job of
+ *                           processes (as procs), buffers in host memory
+ *                           (MSCCLGO_NCCL_HOSTMEM=1)
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
  *                           the launcher's environment (torchrun's variables),
- *                           with the plans of NCCLCHECK_PLANS
+ *                           with the plans of NCCLCHECK_PLANS; allreduces on
+ *                           host memory (mscclgoExecuteHost) checked
  *   ncclcheck lost          as procs, but rank 1 exits at once without
  *                           ncclCommDestroy; rank 0 polls
  *                           ncclCommGetAsyncError, then aborts
+ *   ncclcheck sweep N MIN MAX FACTOR  N ranks as threads run nccl-tests'
+ *                           sweep (every data type, collective, size from
+ *                           MIN to MAX bytes by FACTOR, out of place and in
+ *                           place) and check every result
+ *   ncclcheck bench N ITERS N ranks as threads time ncclAllReduce (128 B,
+ *                           4 KiB) and ncclCommGetAsyncError, per call
+ *   ncclcheck benchprocs ITERS  the same as one rank of a job of processes
+ *                           (as procs)
  *   ncclcheck groupdata N   N ranks driven by one thread, as nccl-tests' -g N:
  *                           each round one group with an allreduce per rank,
  *                           results checked after the group ends
@@ -188,7 +200,8 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA };
+static void *bench_main(void *p);
 
 /* put_id writes id to file, atomically. */
 static int put_id(const char *file, const ncclUniqueId *id) {
@@ -302,9 +315,9 @@ static int procs(int mode) {
       return 1;
     }
   }
-  if (mode == PROCS_DATA) {
+  if (mode == PROCS_DATA || mode == PROCS_HOSTDATA || mode == PROCS_BENCH) {
     struct rank_arg a = {comm, rank, n};
-    data_main(&a);
+    (mode == PROCS_BENCH ? bench_main : data_main)(&a);
     return 0;
   }
   if (lose) {
@@ -1043,6 +1056,252 @@ static int scalable(int n, int k) {
   return 0;
 }
 
+/* The nccl-tests-shaped sweep (ncclcheck sweep N MIN MAX FACTOR): for
+ * every data type nccl-tests' -d all takes that plans compute (float,
+ * half, bfloat16, int32), every collective (allreduce, allgather,
+ * reducescatter) and every size from MIN to MAX bytes by FACTOR, the
+ * out-of-place call then the in-place one, as nccl-tests runs them: sizes
+ * count the whole message (allgather's output, reducescatter's input), one
+ * send and one receive buffer per rank for the whole sweep, allocated once
+ * at the largest size, sums (ncclSum). NCCLCHECK_SWEEP_TYPES, if set,
+ * names the types to run ("half,int32"). Every result is checked; each
+ * rank prints its failures and "rank R: SWEEP cases C wrong W failed F". */
+static size_t sweep_min = 1024, sweep_max = 1 << 20, sweep_factor = 2;
+
+struct sweep_type {
+  ncclDataType_t dtype;
+  const char *name;
+  size_t size;
+};
+
+static const struct sweep_type sweep_types[] = {
+    {ncclFloat32, "float", 4}, {ncclFloat16, "half", 2}, {ncclBfloat16, "bfloat16", 2}, {ncclInt32, "int32", 4}};
+
+/* half_of and of_half convert the sweep's values (small integers, exact
+ * in every type) to and from IEEE half precision. */
+static uint16_t half_of(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  if ((x & 0x7fffffffu) == 0) {
+    return (uint16_t)sign;
+  }
+  int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+  return (uint16_t)(sign | ((uint32_t)exp << 10) | ((x & 0x7fffffu) >> 13));
+}
+
+static float of_half(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x = sign;
+  if (exp == 0x1f) {
+    x |= 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    x |= ((exp - 15 + 127) << 23) | (mant << 13);
+  } /* zero and subnormals (never a right result here) read as zero */
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+static void sweep_set(void *b, ncclDataType_t dt, size_t i, double v) {
+  float f = (float)v;
+  uint32_t x;
+  switch (dt) {
+  case ncclFloat16:
+    ((uint16_t *)b)[i] = half_of(f);
+    break;
+  case ncclBfloat16:
+    memcpy(&x, &f, sizeof x);
+    ((uint16_t *)b)[i] = (uint16_t)(x >> 16);
+    break;
+  default:
+    set(b, dt, i, v);
+  }
+}
+
+static double sweep_get(const void *b, ncclDataType_t dt, size_t i) {
+  uint32_t x;
+  float f;
+  switch (dt) {
+  case ncclFloat16:
+    return of_half(((const uint16_t *)b)[i]);
+  case ncclBfloat16:
+    x = (uint32_t)((const uint16_t *)b)[i] << 16;
+    memcpy(&f, &x, sizeof f);
+    return f;
+  default:
+    return get(b, dt, i);
+  }
+}
+
+/* sweep_named reports whether name is one of the comma-separated list. */
+static int sweep_named(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p != '\0';) {
+    const char *end = strchr(p, ',');
+    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) {
+      return 1;
+    }
+    if (end == NULL) {
+      break;
+    }
+    p = end + 1;
+  }
+  return 0;
+}
+
+static const char *const sweep_colls[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter"};
+
+static void *sweep_main(void *p) {
+  struct rank_arg *a = p;
+  int r = a->rank, n = a->n, cases = 0, wrong = 0, failed = 0;
+  char *sendb = data_alloc(sweep_max), *recvb = data_alloc(sweep_max);
+  if (sendb == NULL || recvb == NULL) {
+    report(r, "sweep buffers", ncclSystemError);
+    return NULL;
+  }
+  for (size_t t = 0; t < sizeof sweep_types / sizeof sweep_types[0]; t++) {
+    const struct sweep_type *ty = &sweep_types[t];
+    const char *only = getenv("NCCLCHECK_SWEEP_TYPES");
+    if (only != NULL && !sweep_named(only, ty->name)) {
+      continue;
+    }
+    for (int coll = 0; coll < 3; coll++) {
+      for (size_t bytes = sweep_min; bytes <= sweep_max; bytes *= sweep_factor) {
+        for (int inplace = 0; inplace < 2; inplace++) {
+          size_t count = coll == 0 ? bytes / ty->size : bytes / ty->size / (size_t)n; /* as NCCL counts */
+          if (count == 0) {
+            continue;
+          }
+          size_t in = coll == 2 ? count * (size_t)n : count, out = coll == 1 ? count * (size_t)n : count;
+          char *inb = sendb, *outb = recvb;
+          if (inplace) {
+            inb = coll == 1 ? recvb + (size_t)r * count * ty->size : recvb;
+            outb = coll == 2 ? recvb + (size_t)r * count * ty->size : recvb;
+          }
+          memset(recvb, 0, bytes);
+          for (size_t i = 0; i < in; i++) {
+            sweep_set(inb, ty->dtype, i, value(r, i));
+          }
+          ncclResult_t res;
+          if (coll == 0) {
+            res = ncclAllReduce(inb, outb, count, ty->dtype, ncclSum, a->comm, NULL);
+          } else if (coll == 1) {
+            res = ncclAllGather(inb, outb, count, ty->dtype, a->comm, NULL);
+          } else {
+            res = ncclReduceScatter(inb, outb, count, ty->dtype, ncclSum, a->comm, NULL);
+          }
+          if (res == ncclSuccess) {
+            res = stream_sync(a->comm);
+          }
+          char what[160];
+          snprintf(what, sizeof what, "SWEEP %s %s %zu bytes %s", sweep_colls[coll], ty->name, bytes,
+                   inplace ? "in-place" : "out-of-place");
+          cases++;
+          if (res != ncclSuccess) {
+            failed++;
+            report(r, what, res);
+            continue;
+          }
+          for (size_t i = 0; i < out; i++) {
+            double want = 0;
+            if (coll == 1) {
+              want = value((int)(i / count), i % count);
+            } else {
+              size_t at = coll == 2 ? (size_t)r * count + i : i;
+              for (int q = 0; q < n; q++) {
+                want += value(q, at);
+              }
+            }
+            double got = sweep_get(outb, ty->dtype, i);
+            if (got != want) {
+              wrong++;
+              pthread_mutex_lock(&out_mu);
+              printf("rank %d: %s WRONG at %zu: got %g, want %g\n", r, what, i, got, want);
+              pthread_mutex_unlock(&out_mu);
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+  data_free(sendb);
+  data_free(recvb);
+  pthread_mutex_lock(&out_mu);
+  printf("rank %d: SWEEP cases %d wrong %d failed %d\n", r, cases, wrong, failed);
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+  finish(a->comm, r);
+  return NULL;
+}
+
+/* The host time per call (ncclcheck bench N ITERS, benchprocs ITERS):
+ * each rank makes ITERS in-place float32 ncclAllReduce calls of 128 B,
+ * then of 4 KiB, after 20 unmeasured ones, and ITERS ncclCommGetAsyncError
+ * calls (a call that does nothing); rank 0 prints the mean time until each
+ * call returned, "BENCH LABEL ranks N allreduce 128 B: T us/call" (LABEL
+ * is NCCLCHECK_BENCH_LABEL). On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
+ * call returns when its collective is done. */
+static int bench_iters = 1000;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void *bench_main(void *p) {
+  struct rank_arg *a = p;
+  const char *label = getenv("NCCLCHECK_BENCH_LABEL");
+  label = label != NULL ? label : "";
+  static const size_t sizes[] = {128, 4096};
+  float *buf = data_alloc(4096);
+  if (buf == NULL) {
+    report(a->rank, "bench buffer", ncclSystemError);
+    return NULL;
+  }
+  memset(buf, 0, 4096);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t count = sizes[k] / sizeof(float);
+    double start = 0;
+    for (int i = 0; i < 20 + bench_iters; i++) {
+      if (i == 20) {
+        start = now_us();
+      }
+      ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
+      if (r != ncclSuccess) {
+        report(a->rank, "bench ncclAllReduce", r);
+        data_free(buf);
+        return NULL;
+      }
+    }
+    double per = (now_us() - start) / bench_iters;
+    stream_sync(a->comm);
+    if (a->rank == 0) {
+      pthread_mutex_lock(&out_mu);
+      printf("BENCH %s ranks %d allreduce %zu B: %.2f us/call\n", label, a->n, sizes[k], per);
+      fflush(stdout);
+      pthread_mutex_unlock(&out_mu);
+    }
+  }
+  ncclResult_t async = ncclSuccess;
+  double start = now_us();
+  for (int i = 0; i < bench_iters; i++) {
+    ncclCommGetAsyncError(a->comm, &async);
+  }
+  double per = (now_us() - start) / bench_iters;
+  if (a->rank == 0) {
+    pthread_mutex_lock(&out_mu);
+    printf("BENCH %s ranks %d ncclCommGetAsyncError: %.2f us/call\n", label, a->n, per);
+    fflush(stdout);
+    pthread_mutex_unlock(&out_mu);
+  }
+  data_free(buf);
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
 static int custom(void) {
   mscclgoComm_t comm = NULL;
   if (report(-1, "mscclgoCommInitEnv", mscclgoCommInitEnv(&comm)) != ncclSuccess) {
@@ -1061,6 +1320,32 @@ static int custom(void) {
   printf("rank %d: size %d, %d plans registered, selected %s\n", rank, size, n, name);
   report(rank, "mscclgoExecute", mscclgoExecute(comm, "allreduce", NULL, buf, buf, 1024, ncclFloat32, NULL));
   report(rank, "mscclgoExecute broadcast", mscclgoExecute(comm, "broadcast", NULL, buf, buf, 1024, ncclFloat32, NULL));
+  /* Host memory: in place twice (the second call reuses the plan's
+   * session), then out of place through the in-place plan after a copy. */
+  float *out = calloc(1024, sizeof *out);
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 1024; i++) {
+      buf[i] = (float)value(rank, (size_t)i) + (float)round;
+    }
+    float *dst = round < 2 ? buf : out;
+    char what[64];
+    snprintf(what, sizeof what, "mscclgoExecuteHost round %d", round);
+    if (report(rank, what, mscclgoExecuteHost(comm, "allreduce", NULL, buf, dst, 1024, ncclFloat32)) != ncclSuccess) {
+      continue;
+    }
+    int bad = -1;
+    for (int i = 0; i < 1024 && bad < 0; i++) {
+      double want = (double)size * round;
+      for (int q = 0; q < size; q++) {
+        want += value(q, (size_t)i);
+      }
+      if (dst[i] != (float)want) {
+        bad = i;
+      }
+    }
+    printf("rank %d: DATA %s %s\n", rank, what, bad < 0 ? "ok" : "WRONG");
+  }
+  free(out);
   report(rank, "mscclgoCommDestroy", mscclgoCommDestroy(comm));
   report(rank, "mscclgoCommRank after destroy", mscclgoCommRank(comm, &rank));
   free(buf);
@@ -1069,7 +1354,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | custom | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | hostprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -1105,11 +1390,32 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "dataprocs") == 0) {
     return procs(PROCS_DATA);
   }
+  if (strcmp(argv[1], "hostprocs") == 0) {
+    return procs(PROCS_HOSTDATA);
+  }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);
   }
   if (strcmp(argv[1], "custom") == 0) {
     return custom();
+  }
+  if (strcmp(argv[1], "bench") == 0 && argc == 4) {
+    bench_iters = atoi(argv[3]);
+    return data(atoi(argv[2]), bench_main);
+  }
+  if (strcmp(argv[1], "benchprocs") == 0 && argc == 3) {
+    bench_iters = atoi(argv[2]);
+    return procs(PROCS_BENCH);
+  }
+  if (strcmp(argv[1], "sweep") == 0 && argc == 6) {
+    sweep_min = strtoull(argv[3], NULL, 10);
+    sweep_max = strtoull(argv[4], NULL, 10);
+    sweep_factor = strtoull(argv[5], NULL, 10);
+    if (sweep_min == 0 || sweep_max < sweep_min || sweep_factor < 2) {
+      fprintf(stderr, "ncclcheck sweep N MIN MAX FACTOR: MIN > 0, MAX >= MIN, FACTOR >= 2\n");
+      return 2;
+    }
+    return data(atoi(argv[2]), sweep_main);
   }
   if (strcmp(argv[1], "groupdata") == 0 && argc == 3) {
     return groupdata(atoi(argv[2]));

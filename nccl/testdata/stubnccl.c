@@ -151,12 +151,16 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* STUB_NCCL_NO_ABORT builds a fallback without ncclCommAbort
+ * (hostile_test.go). */
+#ifndef STUB_NCCL_NO_ABORT
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   ENTER("ncclCommAbort");
   record("ncclCommAbort %s", WHO(comm));
   comm->magic = 0;
   return ncclSuccess;
 }
+#endif
 
 const char *ncclGetLastError(ncclComm_t comm) {
   (void)comm;

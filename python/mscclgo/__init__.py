@@ -8,13 +8,23 @@ mscclgo.h in libmscclgo_nccl.so (nothing to compile).
     comm.all_reduce(tensor)                    # in place, on the current CUDA stream
 
 Tensors are used through data_ptr(), numel() and dtype (float16, bfloat16,
-float32, int32). The library is MSCCLGO_LIBRARY, else libmscclgo_nccl.so
-through the loader's search. docs/integration.md says what runs where:
-today plans run only with MSCCLGO_NCCL_HOSTMEM=1 on host memory.
+float32, int32). CUDA tensors run on the caller's current stream through
+the library's device build; CPU tensors (is_cuda false) run on host memory
+on the CPU backend, synchronously, with ranks as threads of one process
+or as processes (torchrun, mpirun), with no variable to set. The library
+is MSCCLGO_LIBRARY, else libmscclgo_nccl.so through the loader's search.
+
+Under torchrun, Communicator() does not bind torchrun's MASTER_PORT: rank
+0 makes a unique id (its bootstrap listens on a port the system picks)
+and hands it to the other ranks through torch.distributed: the default
+process group when one is initialized, else torchrun's own store at
+MASTER_ADDR:MASTER_PORT (docs/integration.md, Host memory).
 """
 
 import collections
 import ctypes
+import datetime
+import itertools
 import os
 
 __all__ = ["Communicator", "MscclgoError", "Request", "unique_id"]
@@ -65,6 +75,8 @@ def _load(path=None):
                                       ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         lib.mscclgoExecute.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        lib.mscclgoExecuteHost.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
+                                           ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         lib.mscclgoCommDestroy.argtypes = [ctypes.c_void_p]
         _libs[path] = lib
     return lib
@@ -91,11 +103,78 @@ def _dtype(tensor):
     return _DTYPES[name]
 
 
+def _check_tensors(collective, output, input, world_size):
+    """Checks a call's tensors as torch.distributed does, before the
+    library reads or writes them through their data pointers: one dtype
+    that plans compute, one device, dense (contiguous) storage, and sizes
+    that fit the collective (all_gather's output world_size x its input,
+    reduce_scatter's input world_size x its output)."""
+    for what, t in (("output", output), ("input", input)):
+        if not hasattr(t, "data_ptr") or not hasattr(t, "numel"):
+            raise MscclgoError(4, f"{collective}: {what} is a {type(t).__name__}, not a tensor")
+        if hasattr(t, "is_contiguous") and not t.is_contiguous():
+            raise MscclgoError(4, f"{collective}: the {what} tensor is not contiguous (call .contiguous() first)")
+    if str(input.dtype) != str(output.dtype):
+        raise MscclgoError(4, f"{collective}: input {input.dtype} and output {output.dtype} differ")
+    _dtype(output)
+    if getattr(input, "device", None) != getattr(output, "device", None):
+        raise MscclgoError(4, f"{collective}: input on {input.device} and output on {output.device}: one device")
+    n_in, n_out = input.numel(), output.numel()
+    want = {"allreduce": (n_out, "input", n_in, "output's"),
+            "allgather": (world_size * n_in, "output", n_out, f"{world_size} ranks x the input's"),
+            "reducescatter": (world_size * n_out, "input", n_in, f"{world_size} ranks x the output's")}[collective]
+    if want[0] != want[2]:
+        raise MscclgoError(4, f"{collective}: the {want[1]} has {want[2]} elements, want {want[0]} (the {want[3]} {n_in if collective == 'allgather' else n_out})")
+
+
 def _stream(tensor):
-    if getattr(tensor, "is_cuda", False):
-        import torch  # only for CUDA tensors
-        return torch.cuda.current_stream(tensor.device).cuda_stream
-    return 0
+    import torch  # only for CUDA tensors
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
+# Numbers the communicators this process makes from torchrun's store, so
+# that every rank's n-th communicator reads the n-th key.
+_store_keys = itertools.count()
+
+
+def _timeout():
+    """MSCCLGO_NCCL_TIMEOUT in seconds (a number or a Go-style "30s"), else
+    the library's 120 s."""
+    v = os.environ.get("MSCCLGO_NCCL_TIMEOUT", "").strip()
+    try:
+        return float(v[:-1] if v.endswith("s") and not v.endswith("ms") else v) if v else 120.0
+    except ValueError:
+        return 120.0
+
+
+def _torch_id(rank, library):
+    """Rank 0's unique id, handed out through torch.distributed, or None
+    where there is no torch way to hand it out: the default process group
+    when it is initialized, else torchrun's agent store (the TCPStore that
+    torchrun's static rendezvous serves at MASTER_ADDR:MASTER_PORT)."""
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        if agent_store:
+            raise MscclgoError(5, "under torchrun mscclgo needs torch.distributed to hand out rank 0's unique id "
+                               "(it does not bind torchrun's MASTER_PORT)")
+        return None
+    if dist.is_available() and dist.is_initialized():
+        box = [unique_id(library) if rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+    if not agent_store:
+        return None
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=datetime.timedelta(seconds=_timeout()))
+    key = "mscclgo/{}/{}/{}".format(os.environ.get("TORCHELASTIC_RUN_ID", ""),
+                                    os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), next(_store_keys))
+    if rank == 0:
+        uid = unique_id(library)
+        store.set(key, uid)
+        return uid
+    return bytes(store.get(key))
 
 
 class Communicator:
@@ -106,12 +185,19 @@ class Communicator:
     def __init__(self, rank=None, world_size=None, uid=None, library=None, selector=None):
         self._lib = _load(library)
         self._comm = ctypes.c_void_p()
+        if rank is None and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            # torchrun's environment: rank 0's id through torch, if it can.
+            env_rank, env_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            uid = _torch_id(env_rank, library)
+            if uid is not None:
+                rank, world_size = env_rank, env_size
         if rank is None:
             _check(self._lib, self._lib.mscclgoCommInitEnv(ctypes.byref(self._comm)))
         else:
             _check(self._lib, self._lib.mscclgoCommInitRank(ctypes.byref(self._comm), world_size,
                                                             _UniqueId.from_buffer_copy(uid), rank))
         self._selector = None
+        self._selector_error = None
         self._callback = None
         self._names = {}
         self._closed = False
@@ -150,34 +236,62 @@ class Communicator:
             self._callback = _SELECTOR()
         else:
             def call(req, _user):
-                r = req.contents
-                name = fn(Request(r.collective.decode(), r.size, r.worldSize, r.ranksPerNode, bool(r.inPlace), r.dtype))
-                if name is None:
+                # Nothing may escape a ctypes callback (its return value
+                # would be garbage): an exception or a wrong type refuses
+                # the call (NULL), and _refused names why.
+                try:
+                    r = req.contents
+                    name = fn(Request(r.collective.decode(), r.size, r.worldSize, r.ranksPerNode, bool(r.inPlace), r.dtype))
+                    if name is None:
+                        return None
+                    if not isinstance(name, str):
+                        raise TypeError(f"the selector returned {name!r} ({type(name).__name__}), want a plan name (str) or None")
+                    buf = self._names.setdefault(name, ctypes.create_string_buffer(name.encode()))
+                    return ctypes.addressof(buf)
+                except BaseException as e:  # noqa: B036 (a callback must not raise)
+                    self._selector_error = e
                     return None
-                buf = self._names.setdefault(name, ctypes.create_string_buffer(name.encode()))
-                return ctypes.addressof(buf)
+            self._selector_error = None
             self._callback = _SELECTOR(call)
         _check(self._lib, self._lib.mscclgoSetSelector(self._comm, self._callback, None))
         self._selector = fn
 
     def _args(self, collective, output, input, plan):
+        _check_tensors(collective, output, input, self.world_size)
         count = {"allreduce": output.numel(), "allgather": input.numel(), "reducescatter": output.numel()}[collective]
         return (self._comm, collective.encode(), plan.encode() if plan else None, input.data_ptr(), output.data_ptr(),
                 count, _dtype(output))
 
+    def _call(self, f, *args):
+        """Calls f; a failure raises MscclgoError, naming the selector's
+        exception or wrong answer when that refused the call."""
+        self._selector_error = None
+        code = f(*args)
+        err, self._selector_error = self._selector_error, None
+        if code != 0 and err is not None:
+            raise MscclgoError(code, f"{self._lib.mscclgoGetLastError().decode()}: the selector failed: {err!r}") from err
+        _check(self._lib, code)
+
     def select(self, collective, output, input=None, plan=None):
         """The name of the plan a call would run."""
         name = ctypes.create_string_buffer(256)
-        _check(self._lib, self._lib.mscclgoSelect(*self._args(collective, output, input or output, plan), name, 256))
+        self._call(self._lib.mscclgoSelect, *self._args(collective, output, output if input is None else input, plan), name, 256)
         return name.value.decode()
 
     def _execute(self, collective, output, input, plan):
-        _check(self._lib, self._lib.mscclgoExecute(*self._args(collective, output, input, plan), _stream(output)))
+        args = self._args(collective, output, input, plan)
+        if getattr(output, "is_cuda", False):
+            self._call(self._lib.mscclgoExecute, *args, _stream(output))
+        else:
+            # Host memory: the CPU backend, synchronously.
+            self._call(self._lib.mscclgoExecuteHost, *args)
 
-    def all_reduce(self, tensor, plan=None):
-        """Sums tensor over the ranks, in place."""
-        self._execute("allreduce", tensor, tensor, plan)
-        return tensor
+    def all_reduce(self, tensor, plan=None, out=None):
+        """Sums tensor over the ranks: in place, or into out (tensor is
+        then left as it was)."""
+        output = tensor if out is None else out
+        self._execute("allreduce", output, tensor, plan)
+        return output
 
     def all_gather(self, output, input, plan=None):
         """Gathers every rank's input into output (world_size × input)."""

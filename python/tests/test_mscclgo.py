@@ -1,6 +1,7 @@
 """Tests of the mscclgo package with stand-in tensors (data_ptr, numel,
-dtype over host memory): two ranks as threads of this process, plans run
-on host memory (MSCCLGO_NCCL_HOSTMEM=1). Run by go test ./nccl with
+dtype over host memory, no is_cuda): two ranks as threads of this
+process, plans run on host memory (mscclgoExecuteHost, no variable to
+set). Run by go test ./nccl with
 MSCCLGO_LIBRARY (the library) and MSCCLGO_TEST_PLANS (a directory holding
 allreduce.json, a 2-rank in-place allreduce plan) set:
 

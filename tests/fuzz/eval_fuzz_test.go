@@ -89,11 +89,10 @@ const mainName = "fuzz.star"
 //   - the plan is a function of the script: a second evaluation, with the
 //     plan streamed by WritePlan as `mscclgo eval` writes it, gives the
 //     same bytes, and JSON() in the script (when it calls it) the same
-//     text; the plan is valid JSON and a fixed point of emit.Decode and
-//     Encode; its source map (eval --source-map) attaches to the loaded
-//     plan;
-//   - load and check agree: executor.Load fails exactly when
-//     executor.Check (what `mscclgo check` prints) reports an error;
+//     text; the plan is valid JSON; its source map (eval --source-map)
+//     attaches to the loaded plan;
+//   - load and check agree: plan.Load fails exactly when
+//     plan.Check (what `mscclgo check` prints) reports an error;
 //   - eval and check agree: a program the generator wrote cleanly (no
 //     deliberate mistake, no construct the docs say the loader refuses)
 //     that eval compiles without a warning gives a plan check accepts,
@@ -355,7 +354,7 @@ func checkFusionVariant(t *testing.T, in input, orig *evalOutcome, runs []*sessi
 		if v.errs[i] != nil {
 			failf(t, vin, "program %q compiles with the original instr_fusion, not flipped: %v", p.Name(), v.errs[i])
 		}
-		plan, err := executor.Load(v.plans[i])
+		plan, err := planfmt.Load(v.plans[i])
 		if err != nil {
 			continue // an unfused glre, say
 		}
@@ -390,30 +389,22 @@ func checkPlan(t *testing.T, in input, p *starlib.Program, data []byte) *session
 	if !json.Valid(data) {
 		failf(t, in, "program %q: the plan is not valid JSON", p.Name())
 	}
-	// The plan is a fixed point of emit's independent decoder and encoder.
-	decoded, err := emit.Decode(data)
-	if err != nil {
-		failf(t, in, "program %q: emit.Decode: %v", p.Name(), err)
-	}
-	if again := decoded.Encode(); !bytes.Equal(again, data) {
-		failf(t, in, "program %q: emit.Decode then Encode changes the plan:\n%s", p.Name(), firstDiff(data, again))
-	}
 	var hard []error
-	for _, e := range executor.Check(data) {
-		if !executor.IsWarning(e) {
+	for _, e := range planfmt.Check(data) {
+		if !planfmt.IsWarning(e) {
 			hard = append(hard, e)
 		}
 	}
-	plan, err := executor.Load(data)
+	plan, err := planfmt.Load(data)
 	if (err != nil) != (len(hard) > 0) {
-		failf(t, in, "program %q: executor.Load error %v, but executor.Check found %v", p.Name(), err, hard)
+		failf(t, in, "program %q: plan.Load error %v, but plan.Check found %v", p.Name(), err, hard)
 	}
 	if plan == nil {
 		// eval warns of what the MSCCL++ executor cannot run; a clean
 		// program without warnings must load.
 		if in.clean && len(emit.Warnings(p.IR)) == 0 {
 			for _, e := range hard {
-				if !errors.Is(e, executor.ErrLimit) {
+				if !errors.Is(e, planfmt.ErrLimit) {
 					failf(t, in, "program %q: eval accepts it without a warning, check rejects the plan: %v", p.Name(), hard)
 				}
 			}
@@ -487,7 +478,7 @@ func launchChecksAgree(t *testing.T, in input, name string, inst *executor.Insta
 // or deadlock is run again, with the other LL packet size, in a fresh
 // session: two runs free of races compute the same bytes (see
 // comparable).
-func runPlan(t *testing.T, in input, name string, plan *executor.Plan, size uint64) *session {
+func runPlan(t *testing.T, in input, name string, plan *planfmt.Plan, size uint64) *session {
 	layout, err := harness.PlanLayout(plan, size, in.dtype, plan.Inplace)
 	if err != nil {
 		failf(t, in, "program %q: size %d from CheckSizes: PlanLayout: %v", name, size, err)
@@ -560,7 +551,7 @@ func portWritesOverlap(inst *executor.Instance) bool {
 			return false
 		}
 		if a.Buffer != b.Buffer {
-			return inplace && a.Buffer != executor.Scratch && b.Buffer != executor.Scratch
+			return inplace && a.Buffer != planfmt.Scratch && b.Buffer != planfmt.Scratch
 		}
 		return a.Offset < b.Offset+b.Size && b.Offset < a.Offset+a.Size
 	}
@@ -570,11 +561,11 @@ func portWritesOverlap(inst *executor.Instance) bool {
 		collect = func(tb int, ops []executor.OpInstance) {
 			for _, op := range ops {
 				collect(tb, op.Body)
-				if op.ChannelType != executor.Port {
+				if op.ChannelType != planfmt.Port {
 					continue
 				}
 				switch op.Type {
-				case executor.OpPut, executor.OpPutWithSignal, executor.OpPutWithSignalAndFlush, executor.OpPutPacket, executor.OpReadPutPacket:
+				case planfmt.OpPut, planfmt.OpPutWithSignal, planfmt.OpPutWithSignalAndFlush, planfmt.OpPutPacket, planfmt.OpReadPutPacket:
 					for _, d := range op.Dst {
 						accesses = append(accesses, access{tb, d, true})
 					}
@@ -787,7 +778,7 @@ func TestGeneratorYield(t *testing.T) {
 					good = false
 					break
 				}
-				if _, err := executor.Load(plan); err != nil {
+				if _, err := planfmt.Load(plan); err != nil {
 					good = false
 				}
 			}

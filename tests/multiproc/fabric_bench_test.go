@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
-	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
 func TestFabricBench(t *testing.T) {
@@ -115,7 +115,7 @@ func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 					return
 				}
 			}
-			if err := s.SendDataFlag(ctx, 0, executor.Output, 0, false, make([]byte, 8), 0); err != nil {
+			if err := s.SendDataFlag(ctx, 0, planfmt.Output, 0, false, make([]byte, 8), 0); err != nil {
 				errc <- err
 				return
 			}
@@ -125,7 +125,7 @@ func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 	s := rankwire.NewSender(nt[0], tag)
 	start := time.Now()
 	for range n {
-		if err := s.SendDataFlag(ctx, 1, executor.Output, 0, false, make([]byte, 8), 0); err != nil {
+		if err := s.SendDataFlag(ctx, 1, planfmt.Output, 0, false, make([]byte, 8), 0); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
@@ -159,7 +159,7 @@ func stream(t *testing.T, nt [2]rankwire.Net, size, n int) float64 {
 	data := make([]byte, size)
 	start := time.Now()
 	for range n {
-		if err := s.SendData(ctx, 1, executor.Output, 0, false, data); err != nil {
+		if err := s.SendData(ctx, 1, planfmt.Output, 0, false, data); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Fence(ctx); err != nil {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// torchPython is a python3 that imports torch (Debian's python3-torch is
+// for /usr/bin/python3; python3 on PATH may be another), or "" for none.
+func torchPython() string {
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = exec.CommandContext(ctx, path, "-c", "import torch.distributed.run").Run()
+		cancel()
+		if err == nil {
+			return path
+		}
+	}
+	return ""
+}
+
+// freePort is a TCP port nothing listens on now (torchrun's store port).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// pythonPlans are the plans python/tests/torchrun_check.py runs on n
+// ranks: allreduce, allgather and reducescatter, in place and out of
+// place.
+func pythonPlans(t *testing.T, n int) string {
+	ws := strconv.Itoa(n)
+	defs := map[string]planDef{}
+	for _, a := range []string{"allreduce_packet", "allgather", "reducescatter"} {
+		defs[a+"_in.json"] = planDef{a, map[string]string{"world_size": ws}}
+		defs[a+"_out.json"] = planDef{a, map[string]string{"world_size": ws, "inplace": "false"}}
+	}
+	return bundledPlans(t, defs)
+}
+
+// TestPythonTorchrun runs python/tests/torchrun_check.py under torchrun
+// (python3 -m torch.distributed.run) with 2 and 4 processes: the
+// package's Communicator() from torchrun's environment (rank 0's unique
+// id through torchrun's store, or through a gloo process group), then
+// all_reduce, all_gather and reduce_scatter on CPU tensors, float32 and
+// float16, three sizes, in place and out of place, every value checked.
+// No variable asks for host-memory runs: CPU tensors take them.
+func TestPythonTorchrun(t *testing.T) {
+	python := torchPython()
+	if python == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
+	}
+	dir := artifacts(t)
+	for _, c := range []struct {
+		name  string
+		procs int
+		gloo  bool
+	}{{"2 procs, torchrun's store", 2, false}, {"4 procs, torchrun's store", 4, false}, {"2 procs, gloo group", 2, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", strconv.Itoa(c.procs),
+				"--master_addr", "127.0.0.1", "--master_port", freePort(t),
+				// torch 1.13 on Python 3.11 needs both (a torch bug).
+				"--redirects", "1", "--tee", "1",
+				filepath.Join("..", "python", "tests", "torchrun_check.py"), pythonPlans(t, c.procs)}
+			if c.gloo {
+				args = append(args, "--gloo")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python, args...)
+			cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+				"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=30s",
+				"MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("torchrun ran past 2 minutes:\n%s", out)
+			}
+			if err != nil {
+				t.Fatalf("torchrun: %v\n%s", err, out)
+			}
+			const cases = 2 * 3 * 7 // dtypes × sizes × checks
+			for rank := range c.procs {
+				if want := "rank " + strconv.Itoa(rank) + ": done " + strconv.Itoa(cases) + " cases, 0 wrong"; !strings.Contains(string(out), want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if n := strings.Count(string(out), " ok\n"); n != cases*c.procs {
+				t.Errorf("%d cases ok, want %d:\n%s", n, cases*c.procs, out)
+			}
+		})
+	}
+}
+
+// TestPythonExampleCPU runs python/examples/customized_comm_cpu.py as its
+// docstring says (torchrun, the default plan set), with 2 processes.
+func TestPythonExampleCPU(t *testing.T) {
+	python := torchPython()
+	if python == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
+	}
+	dir := artifacts(t)
+	plans := defaultSet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+		"--master_addr", "127.0.0.1", "--master_port", freePort(t), "--redirects", "1", "--tee", "1",
+		filepath.Join("..", "python", "examples", "customized_comm_cpu.py"), plans)
+	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=30s",
+		"MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("torchrun customized_comm_cpu.py: %v\n%s", err, out)
+	}
+	for rank := range 2 {
+		if want := fmt.Sprintf("rank %d: allreduce with plan allreduce_packet_2gpu ok", rank); !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCustomMpirun: the custom mode of TestCustomFromEnv under a real
+// mpirun (OpenMPI), two processes: mscclgoExecuteHost runs the plan on
+// host memory across them, results checked. Skipped without mpirun.
+func TestCustomMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("mpirun not found (apt-get install openmpi-bin): the run under a real MPI launcher is skipped")
+	}
+	dir := artifacts(t)
+	plans := bundledPlans(t, map[string]planDef{"allreduce.json": {"allreduce_packet", map[string]string{"world_size": "2"}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+		"-x", "NCCLCHECK_PLANS="+plans, "-x", "MSCCLGO_RENDEZVOUS_DIR="+t.TempDir(), "-x", "MSCCLGO_NCCL_TIMEOUT=30s",
+		"-x", "MSCCLGO_CACHE_DIR="+t.TempDir(), filepath.Join(dir, "ncclcheck"), "custom")
+	cmd.Env = append(cleanEnv(), "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("mpirun ran past 2 minutes:\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, out)
+	}
+	t.Logf("mpirun:\n%s", out)
+	for rank := range 2 {
+		for round := range 3 {
+			if want := fmt.Sprintf("rank %d: DATA mscclgoExecuteHost round %d ok", rank, round); !strings.Contains(string(out), want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	}
+}
+
+// TestHostMemoryProcs runs the data checks of TestHostMemoryRuns with the
+// ranks as four processes (ncclcheck hostprocs, the unique id through a
+// file) on host memory with MSCCLGO_NCCL_HOSTMEM=1: each rank runs its
+// part of the plan over the CPU backend's multi-process transport, the
+// halves of a split too; every result is checked, no fallback.
+func TestHostMemoryProcs(t *testing.T) {
+	plans := bundledPlans(t, map[string]planDef{
+		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+		"allgather.json":     {"allgather", map[string]string{"world_size": "4"}},
+		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
+		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
+	})
+	idFile := filepath.Join(t.TempDir(), "id")
+	const n = 4
+	var wg sync.WaitGroup
+	runs := make([]run, n)
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans,
+				fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE=" + idFile}, "hostprocs")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	const cases = 7 // six on the four ranks, one on each half of a split
+	for rank, r := range runs {
+		r.succeeded(t)
+		if got := strings.Count(r.stdout, " ok\n"); got != cases || strings.Contains(r.stdout, "WRONG") {
+			t.Errorf("rank %d: %d results right, want %d:\n%s", rank, got, cases, r.stdout)
+		}
+	}
+	if l := "rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on host memory (CPU backend)"; !strings.Contains(runs[3].stderr, l) {
+		t.Errorf("rank 3's log lacks %q:\n%s", l, runs[3].stderr)
+	}
+}

@@ -1,0 +1,146 @@
+package plan
+
+// document.go: the parsed plan, a faithful, validated image of the JSON
+// that Load reads and Check validates.
+
+// Plan is a loaded execution plan.
+type Plan struct {
+	Name               string
+	Collective         string
+	Protocol           string // "Simple" or "LL"
+	Inplace            bool
+	ReuseResources     bool
+	UseDoubleScratch   bool
+	NumThreadsPerBlock int
+	BufferAlignment    uint64
+	MinMessageSize     uint64
+	MaxMessageSize     uint64
+	GPUs               []GPU
+	// AllToAllV is the layout of a variable-size plan (collective
+	// "alltoallv", loadv.go); nil for every other plan.
+	AllToAllV *VarLayout
+	// SourceNote says why a source map beside the plan file was not used
+	// (LoadFile); "" when there is none or it was attached.
+	SourceNote string
+}
+
+// GPU is one rank of a plan.
+type GPU struct {
+	ID                                       int
+	InputChunks, OutputChunks, ScratchChunks int
+	ThreadBlocks                             []ThreadBlock
+	Channels                                 []ChannelDecl
+	RemoteBuffers                            []RemoteBuffer
+	Semaphores                               []int64 // initial values
+}
+
+// ChannelDecl is one entry of a rank's "channels": memory/port channels to
+// the peers of ConnectedTo, or one switch channel per rank group.
+type ChannelDecl struct {
+	Type        ChannelType
+	ConnectedTo []int      // memory, port
+	Buffer      BufferType // switch
+	RankGroups  [][]int    // switch: the ranks of each group
+}
+
+// RemoteBuffer is a buffer of another rank reached through channels.
+type RemoteBuffer struct {
+	Rank   int
+	Type   BufferType
+	Access []ChannelType // memory and/or port
+}
+
+// ThreadBlock is one thread block of one rank.
+type ThreadBlock struct {
+	ID         int
+	Ops        []Op
+	Channels   map[ChannelType][]int // TB-local index -> rank-level (global) index
+	RemoteRefs map[ChannelType][]int // TB-local buffer_id -> rank-level remote buffer index
+}
+
+// OperandKind says how an operand addresses memory.
+type OperandKind uint8
+
+// The operand kinds.
+const (
+	LocalOperand  OperandKind = iota // {type, index, size}
+	RemoteOperand                    // {buffer_id, index, size}
+	SwitchOperand                    // {switch_channel_id, index, size}
+)
+
+// Operand is one src_buff or dst_buff entry, in chunk units.
+type Operand struct {
+	Kind     OperandKind
+	Type     BufferType // LocalOperand
+	BufferID int        // RemoteOperand: TB-local remote buffer index
+	SwitchID int        // SwitchOperand: TB-local switch channel index
+	Index    uint64
+	Size     uint64
+}
+
+// SrcKind returns how source operand i of an op of type t is addressed
+// on the device (the positional roles of docs/semantics.md §2.11):
+// remote for get and the remote sources of rre/rres, switch for glres,
+// local otherwise.
+func SrcKind(t OpType, i int) OperandKind {
+	switch t {
+	case OpGet:
+		return RemoteOperand
+	case OpReadReduce, OpReadReduceSend:
+		if i > 0 {
+			return RemoteOperand
+		}
+	case OpMultiLoadReduceStore:
+		return SwitchOperand
+	}
+	return LocalOperand
+}
+
+// DstKind returns how destination operand i of an op of type t is
+// addressed on the device (docs/semantics.md §2.11).
+func DstKind(t OpType, i int) OperandKind {
+	switch t {
+	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush, OpPutPacket, OpReadPutPacket:
+		return RemoteOperand
+	case OpReduceSend, OpReadReduceSend, OpReduceSendPacket:
+		if i > 0 {
+			return RemoteOperand
+		}
+	case OpReduceCopySendPacket:
+		if i > 1 {
+			return RemoteOperand
+		}
+	case OpMultiLoadReduceStore, OpMultiStore, OpMultiStorePacket:
+		return SwitchOperand
+	}
+	return LocalOperand
+}
+
+// TBGInfo is the thread-block-group position of an op.
+type TBGInfo struct {
+	TBID, TBGSize int
+}
+
+// Op is one op of a thread block.
+type Op struct {
+	Type            OpType
+	ChannelType     ChannelType
+	ChannelIDs      []int // TB-local indices of ChannelType
+	Src, Dst        []Operand
+	TBG             *TBGInfo
+	BarrierID       int
+	NumThreadBlocks int
+	SemaphoreIDs    []int
+	UnitSize        uint64 // pipeline
+	NumChunks       uint64 // pipeline
+	Ops             []Op   // pipeline body
+	// Source are the .star positions that recorded the op ("algo.star:12:5"),
+	// from the plan's source map; nil without one.
+	Source []string
+}
+
+// SwitchGroup is one NVLS multicast group.
+type SwitchGroup struct {
+	Buffer BufferType
+	Ranks  []int
+}
