@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "3030e82f4c29cdf93c8ce48d6389d230c3aa8940c16f9745cec2262003e04b80"
+const kernelSourceSum = "6562bb76baec2c1a5a2424abd555c1496f64a5ee7683b62c75aad05f74e883df"
