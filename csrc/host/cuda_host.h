@@ -1,7 +1,7 @@
 // cuda_host.h maps the part of the CUDA execution model the interpreter
 // uses onto host threads, so that g++ compiles the same kernel source:
-// one std::thread per CUDA thread, a std::barrier per block for
-// __syncthreads, thread-local threadIdx/blockIdx/blockDim/gridDim, and a
+// one host thread per CUDA thread (a pool, launch.cc), an
+// mg_host_barrier per block for __syncthreads, thread-local threadIdx/blockIdx/blockDim/gridDim, and a
 // per-block dynamic shared-memory buffer. launch.h runs a grid.
 #ifndef MSCCLGO_CUDA_HOST_H
 #define MSCCLGO_CUDA_HOST_H
@@ -10,7 +10,6 @@
 #error "cuda_host.h is for the host build only"
 #endif
 
-#include <barrier>
 #include <climits>
 #include <cstdint>
 #include <ctime>
@@ -19,6 +18,8 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#else
+#include <thread>
 #endif
 
 struct mg_dim3 {
@@ -70,6 +71,40 @@ struct mg_host_park {
   }
 };
 
+// mg_host_barrier is a block's __syncthreads: the last of n arrivals
+// starts the next phase (gen) and wakes the others, which sleep on gen
+// (a futex) instead of spinning or yielding. The arrivals' read-modify-
+// writes of arrived form a release sequence that the last one's release
+// of gen publishes, so every thread's work before the barrier happens
+// before every thread's work after it (ThreadSanitizer sees the
+// atomics).
+struct mg_host_barrier {
+  unsigned n = 1;
+  uint32_t arrived = 0;
+  uint32_t gen = 0;
+
+  void init(unsigned count) { n = count; }
+
+  void arrive_and_wait() {
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL) == n) {
+      __atomic_store_n(&arrived, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&gen, g + 1, __ATOMIC_RELEASE);
+#if defined(__linux__)
+      if (n > 1) syscall(SYS_futex, &gen, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+#endif
+      return;
+    }
+    while (__atomic_load_n(&gen, __ATOMIC_ACQUIRE) == g) {
+#if defined(__linux__)
+      syscall(SYS_futex, &gen, FUTEX_WAIT_PRIVATE, g, nullptr, nullptr, 0);
+#else
+      std::this_thread::yield();
+#endif
+    }
+  }
+};
+
 // mg_host_probe counts, per block of one launch, the kernel's accesses
 // to host-mapped memory (addresses in [lo[i], hi[i])) and the ops it
 // executed. Its owner (gpu/emu) fills the ranges before the launch and
@@ -99,7 +134,7 @@ struct mg_host_probe {
 // mg_host_thread is what a host thread knows of its CUDA position.
 struct mg_host_thread {
   mg_dim3 thread_idx, block_idx, block_dim, grid_dim;
-  std::barrier<>* bar;
+  mg_host_barrier* bar;
   unsigned char* shmem;
   mg_host_probe* probe;  // NULL: nothing counted
 };

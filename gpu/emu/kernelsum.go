@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "3030e82f4c29cdf93c8ce48d6389d230c3aa8940c16f9745cec2262003e04b80"
+const kernelSourceSum = "3ce2e1f949a274e15281adaca181e5b8231ab4528abdc9c347b0f1b37a964ab9"

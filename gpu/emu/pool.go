@@ -1,0 +1,15 @@
+//go:build cgo
+
+package emu
+
+/*
+#include <stdint.h>
+uint64_t mg_host_threads_started(void);
+*/
+import "C"
+
+// HostThreadsStarted returns how many host threads the emulated
+// devices of this process have started: the launcher keeps them in a
+// pool across launches and devices (csrc/host/launch.cc), so a launch
+// starts only those its grid needs beyond the idle ones.
+func HostThreadsStarted() uint64 { return uint64(C.mg_host_threads_started()) }
