@@ -1,13 +1,18 @@
-// launch.cc runs a grid on a process-wide pool of host threads: every
-// block gets a barrier of its size (mg_host_barrier) and a zeroed,
-// 16-byte aligned shared-memory buffer; every CUDA thread of the grid
-// gets a pooled host thread of its own, its position in thread-local
-// storage, for the whole launch (a block's threads meet at barriers, so
-// all of them run at once). A launch takes idle threads from the pool and
-// starts only the ones missing, which go back to the pool when their
-// kernel returns: launches of the same shape after the first start none.
-// Idle threads sleep on a condition variable, costing nothing.
+// launch.cc runs a grid on the process's pool of host threads, one per
+// core, each running CUDA threads as fibers (ucontext): every block gets
+// a barrier of its size (mg_host_barrier) and a zeroed, 16-byte aligned
+// shared-memory buffer; every CUDA thread gets a fiber with its position,
+// and all fibers of a block run on the same pool thread, taking turns
+// whenever one waits (mg_host_turn, the barrier). A turn is a user-space
+// context switch: no thread starts per launch and no wait enters the
+// kernel's scheduler. A pool thread whose fibers all wait without any
+// becoming ready sleeps on a futex until a store that may release a
+// waiter (mg_host_notify) or a short timeout (stores of other processes
+// and of the host are not notified). Fiber stacks are pooled too.
 #include "host/launch.h"
+
+#include <sys/mman.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,19 +26,39 @@
 
 #include "host/cuda_host.h"
 
-mg_host_thread& mg_host_self() {
-  thread_local mg_host_thread self;
-  return self;
-}
+#if defined(__SANITIZE_THREAD__)
+extern "C" void* __tsan_get_current_fiber(void);
+extern "C" void* __tsan_create_fiber(unsigned flags);
+extern "C" void __tsan_destroy_fiber(void* fiber);
+extern "C" void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+#endif
 
 namespace {
+
+struct HostLaunch;
+
+// Fiber is one CUDA thread of a launch: its context, its pooled stack
+// and its position.
+struct Fiber {
+  ucontext_t ctx;
+  void* stack = nullptr;
+  mg_host_thread pos{};
+  HostLaunch* launch = nullptr;
+  bool started = false, done = false;
+#if defined(__SANITIZE_THREAD__)
+  void* tsan = nullptr;
+#endif
+};
+
+constexpr size_t kStack = 256 << 10;  // bytes of a fiber's stack, a guard page below
+constexpr size_t kGuard = 4096;
 
 struct HostBlock {
   mg_host_barrier bar;
   std::vector<uint64_t> shmem;
 };
 
-// HostLaunch is one launch: what its threads run and how many have not
+// HostLaunch is one launch: what its fibers run and how many have not
 // returned yet.
 struct HostLaunch {
   mg_host_kernel kernel;
@@ -41,7 +66,7 @@ struct HostLaunch {
   std::vector<HostBlock> blocks;
   std::mutex mu;
   std::condition_variable cv;
-  size_t left = 0;  // threads still running (mu)
+  size_t left = 0;  // fibers still running (mu)
 
   void finish() {
     std::lock_guard<std::mutex> lk(mu);
@@ -49,23 +74,34 @@ struct HostLaunch {
   }
 };
 
-// Worker is one pooled host thread. It sleeps until a launch gives it a
-// task (launch and pos, under mu), runs the kernel, goes back to the
-// pool's idle list and then tells the launch it finished.
+// Worker is one pool thread: the fibers given to it (inbox, under mu)
+// and those it runs, in turns.
 struct Worker {
   std::mutex mu;
   std::condition_variable cv;
-  HostLaunch* launch = nullptr;  // the task, nullptr while idle (mu)
-  mg_host_thread pos{};          // its CUDA position (mu)
+  std::vector<Fiber*> inbox;  // mu
+  std::vector<Fiber*> run;    // the worker's own
+  ucontext_t sched;
+  Fiber* cur = nullptr;
+  bool progress = false;
+#if defined(__SANITIZE_THREAD__)
+  void* tsan = nullptr;
+#endif
 };
 
-// Pool is the process's host threads: the idle ones and how many were
-// ever started. It is never destroyed (its threads outlive main's
-// return, parked), so that no launch races with its destructor.
+// Pool is the process's pool threads and free fiber stacks. It is never
+// destroyed (its threads outlive main's return, asleep), so that no
+// launch races with its destructor.
 struct Pool {
   std::mutex mu;
-  std::vector<Worker*> idle;  // mu
+  std::vector<Worker*> workers;  // made once (mu)
+  std::vector<void*> stacks;     // free fiber stacks (mu)
+  unsigned next = 0;             // round robin of blocks over workers (mu)
   std::atomic<uint64_t> started{0};
+  // wake is bumped by every notify; sleepers counts pool threads asleep
+  // on it.
+  uint32_t wake = 0;
+  uint32_t sleepers = 0;
 };
 
 Pool& pool() {
@@ -73,63 +109,191 @@ Pool& pool() {
   return *p;
 }
 
+// The pool thread's worker and the fiber it runs (thread-local: fibers
+// never move between pool threads). self is an atomic so that the
+// scheduler's switches are not data races to ThreadSanitizer, which sees
+// each fiber as a thread of its own.
+thread_local Worker* tl_worker = nullptr;
+thread_local std::atomic<mg_host_thread*> tl_self{nullptr};
+thread_local mg_host_thread tl_host{};  // outside any fiber
+
+void to_scheduler(Worker* w, Fiber* f, bool sync) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_switch_to_fiber(w->tsan, sync ? 0 : 1);
+#else
+  (void)sync;
+#endif
+  swapcontext(&f->ctx, &w->sched);
+}
+
+void fiber_main() {
+  Worker* w = tl_worker;
+  Fiber* f = w->cur;
+  f->launch->kernel(f->launch->arg);
+  f->done = true;
+  to_scheduler(w, f, true);
+}
+
+// resume runs fiber f (starting it on its first turn) until it yields
+// or ends. Apart from work, so that work's locals live across no
+// getcontext/swapcontext.
+__attribute__((noinline)) void resume(Worker* w, Fiber* f) {
+  w->cur = f;
+  tl_self.store(&f->pos, std::memory_order_relaxed);
+  bool sync = !f->started;
+  if (!f->started) {
+    f->started = true;
+    w->progress = true;
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = static_cast<char*>(f->stack) + kGuard;
+    f->ctx.uc_stack.ss_size = kStack - kGuard;
+    f->ctx.uc_link = nullptr;
+    makecontext(&f->ctx, fiber_main, 0);
+  }
+#if defined(__SANITIZE_THREAD__)
+  __tsan_switch_to_fiber(f->tsan, sync ? 0 : 1);
+#else
+  (void)sync;
+#endif
+  swapcontext(&w->sched, &f->ctx);
+  tl_self.store(&tl_host, std::memory_order_relaxed);
+  w->cur = nullptr;
+}
+
+void sleep_until_notified(Pool& p, uint32_t g, unsigned us) {
+  __atomic_fetch_add(&p.sleepers, 1, __ATOMIC_SEQ_CST);
+  timespec ts{0, long(us) * 1000};
+#if defined(__linux__)
+  syscall(SYS_futex, &p.wake, FUTEX_WAIT_PRIVATE, g, &ts, nullptr, 0);
+#else
+  (void)g;
+  nanosleep(&ts, nullptr);
+#endif
+  __atomic_fetch_sub(&p.sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
 void work(Worker* w) {
   Pool& p = pool();
+  tl_worker = w;
+#if defined(__SANITIZE_THREAD__)
+  w->tsan = __tsan_get_current_fiber();
+#endif
+  unsigned nap = 20;  // microseconds of the next sleep without progress
   for (;;) {
-    HostLaunch* l;
     {
       std::unique_lock<std::mutex> lk(w->mu);
-      w->cv.wait(lk, [w] { return w->launch != nullptr; });
-      l = w->launch;
-      w->launch = nullptr;
-      mg_host_self() = w->pos;
+      if (w->run.empty()) w->cv.wait(lk, [w] { return !w->inbox.empty(); });
+      w->run.insert(w->run.end(), w->inbox.begin(), w->inbox.end());
+      w->inbox.clear();
     }
-    l->kernel(l->arg);
-    {
-      std::lock_guard<std::mutex> lk(p.mu);
-      p.idle.push_back(w);
+    uint32_t g = __atomic_load_n(&p.wake, __ATOMIC_SEQ_CST);
+    w->progress = false;
+    size_t kept = 0;
+    for (size_t i = 0; i < w->run.size(); i++) {
+      Fiber* f = w->run[i];
+      resume(w, f);
+      if (!f->done) {
+        w->run[kept++] = f;
+        continue;
+      }
+      w->progress = true;
+#if defined(__SANITIZE_THREAD__)
+      __tsan_destroy_fiber(f->tsan);
+#endif
+      HostLaunch* l = f->launch;
+      {
+        std::lock_guard<std::mutex> lk(p.mu);
+        p.stacks.push_back(f->stack);
+      }
+      delete f;
+      // The stack is free before the launch ends: the caller's next
+      // launch finds every stack of this one in the pool.
+      l->finish();
     }
-    // Back in the pool before the launch ends: the caller's next launch
-    // finds every thread of this one idle.
-    l->finish();
+    w->run.resize(kept);
+    if (w->progress) {
+      nap = 20;
+    } else if (!w->run.empty()) {
+      sleep_until_notified(p, g, nap);
+      nap = std::min(nap * 2, 1000u);
+    }
   }
 }
 
-// take returns n idle workers, starting the missing ones; on failure it
-// gives back what it took and returns false.
-bool take(size_t n, std::vector<Worker*>& out) {
-  Pool& p = pool();
-  {
-    std::lock_guard<std::mutex> lk(p.mu);
-    size_t k = std::min(n, p.idle.size());
-    out.assign(p.idle.end() - long(k), p.idle.end());
-    p.idle.resize(p.idle.size() - k);
-  }
+// start_workers makes the pool threads once: one per core, at least two.
+bool start_workers(Pool& p) {
+  if (!p.workers.empty()) return true;
+  unsigned n = std::max(2u, std::thread::hardware_concurrency());
   try {
-    out.reserve(n);
-    while (out.size() < n) {
+    for (unsigned i = 0; i < n; i++) {
       std::unique_ptr<Worker> w(new Worker);
       std::thread(work, w.get()).detach();
-      out.push_back(w.release());
+      p.workers.push_back(w.release());
       p.started.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (const std::exception&) {
-    std::lock_guard<std::mutex> lk(p.mu);
-    p.idle.insert(p.idle.end(), out.begin(), out.end());
-    out.clear();
-    return false;
+    return !p.workers.empty();
+  }
+  return true;
+}
+
+// take_stacks returns n free fiber stacks, mapping the missing ones
+// (p.mu held); false if the memory ran out (what it took goes back).
+bool take_stacks(Pool& p, size_t n, std::vector<void*>& out) {
+  size_t k = std::min(n, p.stacks.size());
+  out.assign(p.stacks.end() - long(k), p.stacks.end());
+  p.stacks.resize(p.stacks.size() - k);
+  while (out.size() < n) {
+    void* s = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (s == MAP_FAILED) {
+      p.stacks.insert(p.stacks.end(), out.begin(), out.end());
+      return false;
+    }
+    mprotect(s, kGuard, PROT_NONE);
+    out.push_back(s);
   }
   return true;
 }
 
 }  // namespace
 
+mg_host_thread& mg_host_self() {
+  mg_host_thread* s = tl_self.load(std::memory_order_relaxed);
+  return s != nullptr ? *s : tl_host;
+}
+
+void mg_host_yield() {
+  Worker* w = tl_worker;
+  if (w == nullptr || w->cur == nullptr) {
+    std::this_thread::yield();  // not on a fiber
+    return;
+  }
+  to_scheduler(w, w->cur, false);
+}
+
+void mg_host_progress() {
+  if (tl_worker != nullptr) tl_worker->progress = true;
+}
+
+void mg_host_notify() {
+  Pool& p = pool();
+  __atomic_fetch_add(&p.wake, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&p.sleepers, __ATOMIC_SEQ_CST) != 0) {
+#if defined(__linux__)
+    syscall(SYS_futex, &p.wake, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+#endif
+  }
+}
+
 extern "C" void* mg_host_launch_async(mg_host_kernel kernel, unsigned grid, unsigned block, unsigned shmem,
                                       const void* arg, mg_host_probe* probe) {
   if (block == 0) return nullptr;
-  HostLaunch* l = new (std::nothrow) HostLaunch;
+  std::unique_ptr<HostLaunch> l(new (std::nothrow) HostLaunch);
   if (l == nullptr) return nullptr;
-  std::vector<Worker*> ws;
+  Pool& p = pool();
+  size_t n = size_t(grid) * block;
+  std::vector<void*> stacks;
+  unsigned first = 0;
   try {
     l->kernel = kernel;
     l->arg = arg;
@@ -138,34 +302,47 @@ extern "C" void* mg_host_launch_async(mg_host_kernel kernel, unsigned grid, unsi
       b.bar.init(block);
       b.shmem.assign((shmem + 7) / 8 + 2, 0);
     }
+    std::lock_guard<std::mutex> lk(p.mu);
+    if (!start_workers(p) || !take_stacks(p, n, stacks)) return nullptr;
+    first = p.next;
+    p.next += grid;
   } catch (const std::exception&) {
-    delete l;
-    return nullptr;
-  }
-  size_t n = size_t(grid) * block;
-  if (!take(n, ws)) {
-    delete l;
+    std::lock_guard<std::mutex> lk(p.mu);
+    p.stacks.insert(p.stacks.end(), stacks.begin(), stacks.end());
     return nullptr;
   }
   l->left = n;
   size_t i = 0;
+  std::vector<std::vector<Fiber*>> per(p.workers.size());
   for (unsigned b = 0; b < grid; b++) {
     HostBlock* hb = &l->blocks[b];
+    auto& to = per[(first + b) % per.size()];
     for (unsigned t = 0; t < block; t++) {
-      Worker* w = ws[i++];
-      std::lock_guard<std::mutex> lk(w->mu);
-      w->pos = mg_host_thread{mg_dim3{t, 0, 0},
+      Fiber* f = new Fiber;
+      f->stack = stacks[i++];
+      f->launch = l.get();
+      f->pos = mg_host_thread{mg_dim3{t, 0, 0},
                               mg_dim3{b, 0, 0},
                               mg_dim3{block, 1, 1},
                               mg_dim3{grid, 1, 1},
                               &hb->bar,
                               reinterpret_cast<unsigned char*>(hb->shmem.data()),
                               probe};
-      w->launch = l;
-      w->cv.notify_one();
+#if defined(__SANITIZE_THREAD__)
+      f->tsan = __tsan_create_fiber(0);
+#endif
+      to.push_back(f);
     }
   }
-  return l;
+  for (size_t k = 0; k < per.size(); k++) {
+    if (per[k].empty()) continue;
+    Worker* w = p.workers[k];
+    std::lock_guard<std::mutex> lk(w->mu);
+    w->inbox.insert(w->inbox.end(), per[k].begin(), per[k].end());
+    w->cv.notify_one();
+  }
+  mg_host_notify();  // a worker asleep with fibers of its own
+  return l.release();
 }
 
 extern "C" void mg_host_wait(void* handle) {

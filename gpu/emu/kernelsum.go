@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "3ce2e1f949a274e15281adaca181e5b8231ab4528abdc9c347b0f1b37a964ab9"
+const kernelSourceSum = "87827a920920935a45f4ebfc3a6f294d11f5a83ad5af9538acdbd0cd568fe86d"
