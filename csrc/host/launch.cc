@@ -44,7 +44,8 @@ struct Fiber {
   void* stack = nullptr;
   mg_host_thread pos{};
   HostLaunch* launch = nullptr;
-  bool started = false, done = false;
+  bool started = false;           // the scheduler's
+  std::atomic<bool> done{false};  // set by the fiber as it ends
 #if defined(__SANITIZE_THREAD__)
   void* tsan = nullptr;
 #endif
@@ -82,8 +83,11 @@ struct Worker {
   std::vector<Fiber*> inbox;  // mu
   std::vector<Fiber*> run;    // the worker's own
   ucontext_t sched;
-  Fiber* cur = nullptr;
-  bool progress = false;
+  // The running fiber and whether a turn made progress: atomics, since
+  // ThreadSanitizer sees the scheduler and each fiber as threads of
+  // their own (switches do not synchronise them).
+  std::atomic<Fiber*> cur{nullptr};
+  std::atomic<bool> progress{false};
 #if defined(__SANITIZE_THREAD__)
   void* tsan = nullptr;
 #endif
@@ -128,9 +132,9 @@ void to_scheduler(Worker* w, Fiber* f, bool sync) {
 
 void fiber_main() {
   Worker* w = tl_worker;
-  Fiber* f = w->cur;
+  Fiber* f = w->cur.load(std::memory_order_relaxed);
   f->launch->kernel(f->launch->arg);
-  f->done = true;
+  f->done.store(true, std::memory_order_relaxed);
   to_scheduler(w, f, true);
 }
 
@@ -138,12 +142,12 @@ void fiber_main() {
 // or ends. Apart from work, so that work's locals live across no
 // getcontext/swapcontext.
 __attribute__((noinline)) void resume(Worker* w, Fiber* f) {
-  w->cur = f;
+  w->cur.store(f, std::memory_order_relaxed);
   tl_self.store(&f->pos, std::memory_order_relaxed);
   bool sync = !f->started;
   if (!f->started) {
     f->started = true;
-    w->progress = true;
+    w->progress.store(true, std::memory_order_relaxed);
     getcontext(&f->ctx);
     f->ctx.uc_stack.ss_sp = static_cast<char*>(f->stack) + kGuard;
     f->ctx.uc_stack.ss_size = kStack - kGuard;
@@ -157,7 +161,7 @@ __attribute__((noinline)) void resume(Worker* w, Fiber* f) {
 #endif
   swapcontext(&w->sched, &f->ctx);
   tl_self.store(&tl_host, std::memory_order_relaxed);
-  w->cur = nullptr;
+  w->cur.store(nullptr, std::memory_order_relaxed);
 }
 
 void sleep_until_notified(Pool& p, uint32_t g, unsigned us) {
@@ -187,16 +191,16 @@ void work(Worker* w) {
       w->inbox.clear();
     }
     uint32_t g = __atomic_load_n(&p.wake, __ATOMIC_SEQ_CST);
-    w->progress = false;
+    w->progress.store(false, std::memory_order_relaxed);
     size_t kept = 0;
     for (size_t i = 0; i < w->run.size(); i++) {
       Fiber* f = w->run[i];
       resume(w, f);
-      if (!f->done) {
+      if (!f->done.load(std::memory_order_relaxed)) {
         w->run[kept++] = f;
         continue;
       }
-      w->progress = true;
+      w->progress.store(true, std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
       __tsan_destroy_fiber(f->tsan);
 #endif
@@ -211,7 +215,7 @@ void work(Worker* w) {
       l->finish();
     }
     w->run.resize(kept);
-    if (w->progress) {
+    if (w->progress.load(std::memory_order_relaxed)) {
       nap = 20;
     } else if (!w->run.empty()) {
       sleep_until_notified(p, g, nap);
@@ -264,15 +268,16 @@ mg_host_thread& mg_host_self() {
 
 void mg_host_yield() {
   Worker* w = tl_worker;
-  if (w == nullptr || w->cur == nullptr) {
+  Fiber* f = w != nullptr ? w->cur.load(std::memory_order_relaxed) : nullptr;
+  if (f == nullptr) {
     std::this_thread::yield();  // not on a fiber
     return;
   }
-  to_scheduler(w, w->cur, false);
+  to_scheduler(w, f, false);
 }
 
 void mg_host_progress() {
-  if (tl_worker != nullptr) tl_worker->progress = true;
+  if (tl_worker != nullptr) tl_worker->progress.store(true, std::memory_order_relaxed);
 }
 
 void mg_host_notify() {

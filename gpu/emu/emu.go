@@ -190,9 +190,8 @@ func (d *driver) Occupancy(block, shmem int) (int, error) {
 
 // UseKernel selects the kernel entry of later launches.
 func (d *driver) UseKernel(name string) error {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	e := C.mg_emu_entry(cname)
+	cname := cString(name)
+	e := C.mg_emu_entry((*C.char)(unsafe.Pointer(&cname[0])))
 	if e < 0 {
 		return fmt.Errorf("gpu-emu: no kernel entry %q", name)
 	}
@@ -382,9 +381,8 @@ func (d *driver) IpcOpen(h gpu.IpcHandle) (gpu.DevPtr, error) {
 	}
 	pid, fd, n := binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint64(h[16:]), binary.LittleEndian.Uint64(h[24:])
 	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	p, err := C.mg_emu_ipc_open(cpath, C.uint64_t(n))
+	cpath := cString(path)
+	p, err := C.mg_emu_ipc_open((*C.char)(unsafe.Pointer(&cpath[0])), C.uint64_t(n))
 	if p == 0 {
 		return 0, fmt.Errorf("ipc: mapping %d bytes of %s: %v", n, path, err)
 	}

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "87827a920920935a45f4ebfc3a6f294d11f5a83ad5af9538acdbd0cd568fe86d"
+const kernelSourceSum = "c8fb5d7733b31c7914a8da8f99bc44d1cdbc9a287843ada80781450210e3b9be"
