@@ -80,9 +80,9 @@ func BenchmarkReduce(b *testing.B) {
 	}
 }
 
-// BenchmarkAllreducePort runs the 8-rank allreduce port (64 MiB of
-// float32 per rank, in place) on the backend; compare with
-// BenchmarkAllreduce8 of package executor for the direct Go version.
+// BenchmarkAllreducePort runs the 8-rank allreduce port (64 MiB per
+// rank, in place) on the backend in float32 and float16; compare with
+// BenchmarkAllreduce8 of package harness for the direct Go version.
 //
 //	go test ./executor/cpu -run '^$' -bench AllreducePort -benchtime 5x
 func BenchmarkAllreducePort(b *testing.B) {
@@ -91,22 +91,26 @@ func BenchmarkAllreducePort(b *testing.B) {
 		b.Skip(err)
 	}
 	const size = 64 << 20
-	lay, err := harness.PlanLayout(plan, size, executor.Float32, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	inst, err := executor.Instantiate(plan, lay.Sizes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := openT(b, inst, executor.Options{DType: executor.Float32}, schedule{})
-	bb := lay.Alloc()
-	lay.FillInputs(bb, 0)
-	b.SetBytes(size)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := s.Launch(context.Background(), bb); err != nil {
-			b.Fatal(err)
-		}
+	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16} {
+		b.Run(dt.Name(), func(b *testing.B) {
+			lay, err := harness.PlanLayout(plan, size, dt, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			inst, err := executor.Instantiate(plan, lay.Sizes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := openT(b, inst, executor.Options{DType: dt}, schedule{})
+			bb := lay.Alloc()
+			lay.FillInputs(bb, 0)
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Launch(context.Background(), bb); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

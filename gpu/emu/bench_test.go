@@ -115,20 +115,20 @@ func cpuSpeed(t *testing.T, arPort, arPacket *executor.Plan) {
 	mem := memcpyBandwidth(64 << 20)
 	fmt.Printf("%-44s %10.2f GB/s\n", "memcpy (64 MiB, Go copy)", mem/1e9)
 	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16} {
-		d, err := perLaunch(cpu.New(), arPort, 64<<20, dt, time.Second)
+		d, u, err := perLaunchCPU(cpu.New(), arPort, 64<<20, dt, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bus := busBW(64<<20, 8, d)
-		fmt.Printf("%-44s %10.2f GB/s  %5.1f%% of memcpy  (%v per launch)\n",
-			fmt.Sprintf("cpu busbw allreduce port 8 ranks 64 MiB %s", dt), bus/1e9, 100*bus/mem, d.Round(time.Microsecond))
+		fmt.Printf("%-44s %10.2f GB/s  %5.1f%% of memcpy  (%v per launch, %v CPU time)\n",
+			fmt.Sprintf("cpu busbw allreduce port 8 ranks 64 MiB %s", dt), bus/1e9, 100*bus/mem, d.Round(time.Microsecond), u.Round(time.Microsecond))
 	}
 	for _, size := range []uint64{128, 64 << 10} {
-		d, err := perLaunch(cpu.New(), arPacket, size, executor.Float32, time.Second)
+		d, u, err := perLaunchCPU(cpu.New(), arPacket, size, executor.Float32, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("%-44s %10.3f ms per launch\n", fmt.Sprintf("cpu allreduce_packet 8 ranks %s float", sizeName(size)), d.Seconds()*1e3)
+		fmt.Printf("%-44s %10.3f ms per launch  (%.3f ms CPU time)\n", fmt.Sprintf("cpu allreduce_packet 8 ranks %s float", sizeName(size)), d.Seconds()*1e3, u.Seconds()*1e3)
 	}
 }
 
@@ -199,14 +199,6 @@ func memcpyBandwidth(n int) float64 {
 	return float64(n) / best.Seconds()
 }
 
-// perLaunch opens a session of plan at size on be, launches it once to
-// warm it up and then for at least least (and at least 3 times), and
-// returns the mean wall time of a launch.
-func perLaunch(be executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, least time.Duration) (time.Duration, error) {
-	wall, _, err := perLaunchCPU(be, plan, size, dt, least)
-	return wall, err
-}
-
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -216,9 +208,11 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// perLaunchCPU is perLaunch that also returns the mean CPU time (user and
-// system, every thread of the process) of a launch: on a shared machine,
-// the figure other processes' load disturbs least.
+// perLaunchCPU opens a session of plan at size on be, launches it once
+// to warm it up and then for at least least (and at least 3 times), and
+// returns the mean wall time and the mean CPU time (user and system,
+// every thread of the process) of a launch: on a shared machine, the CPU
+// time is the figure other processes' load disturbs least.
 func perLaunchCPU(be executor.Backend, plan *executor.Plan, size uint64, dt executor.ElemType, least time.Duration) (time.Duration, time.Duration, error) {
 	l, err := harness.PlanLayout(plan, size, dt, plan.Inplace)
 	if err != nil {
