@@ -114,3 +114,30 @@ func BenchmarkAllreducePort(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSmallLaunch is the time of one launch of the 8-rank
+// allreduce port at its smallest size (1 KiB of float32): what a launch
+// costs besides its data.
+func BenchmarkSmallLaunch(b *testing.B) {
+	plan, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+	if err != nil && !executor.IsWarning(err) {
+		b.Skip(err)
+	}
+	lay, err := harness.PlanLayout(plan, 1<<10, executor.Float32, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst, err := executor.Instantiate(plan, lay.Sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := openT(b, inst, executor.Options{DType: executor.Float32}, schedule{})
+	bb := lay.Alloc()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Launch(context.Background(), bb); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

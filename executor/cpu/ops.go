@@ -126,7 +126,7 @@ func (t *tbRun) reduce(src, dst []span) error {
 		}
 		if len(src) == 1 {
 			copy(res, src[0].b[off:e])
-		} else if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e) {
+		} else if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
 			dt.Add(res, src[0].b[off:e], src[1].b[off:e])
 			for _, s := range src[2:] {
 				dt.Add(res, res, s.b[off:e])
@@ -149,6 +149,14 @@ func (t *tbRun) reduce(src, dst []span) error {
 // once every thread block has run a reduction (launches never overlap).
 type tbBufs struct {
 	acc, tmp []byte
+	f32      []float32 // a run of fp16/bf16 sums (sum.go)
+}
+
+func (t *tbRun) f32Buf() []float32 {
+	if t.bufs.f32 == nil {
+		t.bufs.f32 = make([]float32, sumRun)
+	}
+	return t.bufs.f32
 }
 
 func (t *tbRun) accBuf(n int) []byte {

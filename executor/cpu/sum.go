@@ -22,10 +22,12 @@ import (
 const sumRun = 1024
 
 // sumElems stores the sum of srcs[k][off:e] (k in order) into res, which
-// may be srcs[0] or srcs[1] but no later source. It returns false when
+// may be srcs[0] or srcs[1] but no later source; acc holds a run of
+// fp16/bf16 sums (acc returns sumRun elements, called for those types
+// only: the caller's, so that no goroutine grows its stack for it). It returns false when
 // it cannot (an element type other than ElemType, or operands not
 // aligned to their element): the caller then adds with dt.Add.
-func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int) bool {
+func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int, acc func() []float32) bool {
 	if !sumAligned(res, dt) {
 		return false
 	}
@@ -53,11 +55,11 @@ func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int) bool {
 			addI32(d, d, u32s(s.b[off:], n))
 		}
 	case executor.Float16, executor.BFloat16:
-		var acc [sumRun]float32
+		buf := acc()
 		d := u16s(res, n)
 		for a := 0; a < n; a += sumRun {
 			b := min(a+sumRun, n)
-			r := acc[:b-a]
+			r := buf[:b-a]
 			if dt == executor.Float16 {
 				widenF16(r, u16s(srcs[0].b[off:], n)[a:b])
 				for _, s := range srcs[1:] {

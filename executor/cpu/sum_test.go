@@ -43,7 +43,8 @@ func TestSumElemsMatchesAdd(t *testing.T) {
 					}
 					// Two blocks, as reduce calls it.
 					half := (n / 2) * dt.Size()
-					if !sumElems(dt, res[:half], srcs, 0, half) || !sumElems(dt, res[half:], srcs, half, len(want)) {
+					acc := func() []float32 { return make([]float32, sumRun) }
+					if !sumElems(dt, res[:half], srcs, 0, half, acc) || !sumElems(dt, res[half:], srcs, half, len(want), acc) {
 						t.Fatal("sumElems refused aligned operands")
 					}
 					if !bytes.Equal(res, want) {
