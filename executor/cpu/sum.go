@@ -10,23 +10,24 @@ import (
 // sum.go reduces blocks of elements: ((src0 ⊕ src1) ⊕ src2) ⊕ … in the
 // order of docs/semantics.md §2.6, with the device's rounding after
 // every addition (executor.ElemType.Add), one element type dispatch per
-// block instead of one per element. fp16 and bf16 accumulate in float32
-// runs of sumRun elements: each source is widened once, added, and the
-// sum rounded back to the narrow type's precision in place (still a
-// float32, exactly a narrow value), so that the result is bit for bit
-// what Add gives, pair after pair. float32 adds straight into the
-// destination and makes a NaN result canonical once, at the end: a NaN
-// operand or sum stays NaN in every later addition, whatever its payload.
+// block instead of one per element. fp16 accumulates in float32 runs of
+// sumRun elements: each source is widened once, added, and the sum
+// rounded back to fp16 precision in place (still a float32, exactly an
+// fp16 value), so that the result is bit for bit what Add gives, pair
+// after pair. float32 adds straight into the destination and makes a NaN
+// result canonical once, at the end: a NaN operand or sum stays NaN in
+// every later addition, whatever its payload. bf16 keeps Add: its
+// widening is a shift, and runs measured slower (BenchmarkSum).
 
 // sumRun is the elements of one run: its float32 accumulator stays in L1.
 const sumRun = 1024
 
 // sumElems stores the sum of srcs[k][off:e] (k in order) into res, which
-// may be srcs[0] or srcs[1] but no later source; acc holds a run of
-// fp16/bf16 sums (acc returns sumRun elements, called for those types
-// only: the caller's, so that no goroutine grows its stack for it). It returns false when
-// it cannot (an element type other than ElemType, or operands not
-// aligned to their element): the caller then adds with dt.Add.
+// may be srcs[0] or srcs[1] but no later source; acc returns a run of
+// sumRun float32s for fp16 sums (the caller's, so that no goroutine grows
+// its stack for it). It returns false when it does not (bf16, or
+// operands not aligned to their element): the caller then adds with
+// dt.Add.
 func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int, acc func() []float32) bool {
 	if !sumAligned(res, dt) {
 		return false
@@ -54,25 +55,17 @@ func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int, acc fun
 		for _, s := range srcs[2:] {
 			addI32(d, d, u32s(s.b[off:], n))
 		}
-	case executor.Float16, executor.BFloat16:
+	case executor.Float16:
 		buf := acc()
 		d := u16s(res, n)
 		for a := 0; a < n; a += sumRun {
 			b := min(a+sumRun, n)
 			r := buf[:b-a]
-			if dt == executor.Float16 {
-				widenF16(r, u16s(srcs[0].b[off:], n)[a:b])
-				for _, s := range srcs[1:] {
-					addRoundF16(r, u16s(s.b[off:], n)[a:b])
-				}
-				narrowF16(d[a:b], r)
-			} else {
-				widenBF16(r, u16s(srcs[0].b[off:], n)[a:b])
-				for _, s := range srcs[1:] {
-					addRoundBF16(r, u16s(s.b[off:], n)[a:b])
-				}
-				narrowBF16(d[a:b], r)
+			widenF16(r, u16s(srcs[0].b[off:], n)[a:b])
+			for _, s := range srcs[1:] {
+				addRoundF16(r, u16s(s.b[off:], n)[a:b])
 			}
+			narrowF16(d[a:b], r)
 		}
 	default:
 		return false
@@ -135,15 +128,11 @@ func addI32(d, x, y []uint32) {
 	}
 }
 
-// widenF16 converts fp16 bits to float32, exactly.
+// widenF16 converts fp16 bits to float32, exactly (executor's table).
 func widenF16(d []float32, h []uint16) {
 	h = h[:len(d)]
 	for i, v := range h {
-		if e := v & 0x7c00; e != 0 && e != 0x7c00 {
-			d[i] = math.Float32frombits(uint32(v&0x8000)<<16 | (uint32(v&0x7fff)<<13 + 112<<23))
-		} else {
-			d[i] = executor.F16ToF32(v) // zero, subnormal, Inf, NaN
-		}
+		d[i] = executor.F16ToF32(v)
 	}
 }
 
@@ -153,13 +142,7 @@ func widenF16(d []float32, h []uint16) {
 func addRoundF16(d []float32, h []uint16) {
 	h = h[:len(d)]
 	for i, v := range h {
-		var y float32
-		if e := v & 0x7c00; e != 0 && e != 0x7c00 {
-			y = math.Float32frombits(uint32(v&0x8000)<<16 | (uint32(v&0x7fff)<<13 + 112<<23))
-		} else {
-			y = executor.F16ToF32(v)
-		}
-		s := math.Float32bits(d[i] + y)
+		s := math.Float32bits(d[i] + executor.F16ToF32(v))
 		if abs := s & 0x7fffffff; abs-0x38800000 < 0x477ff000-0x38800000 {
 			// A normal fp16 result: round off the 13 low mantissa bits.
 			abs = (abs + 0xfff + (abs>>13)&1) &^ 0x1fff
@@ -181,34 +164,5 @@ func narrowF16(d []uint16, f []float32) {
 		} else {
 			d[i] = executor.F32ToF16(v)
 		}
-	}
-}
-
-func widenBF16(d []float32, h []uint16) {
-	h = h[:len(d)]
-	for i, v := range h {
-		d[i] = math.Float32frombits(uint32(v) << 16)
-	}
-}
-
-// addRoundBF16 adds h to d and rounds each sum to bfloat16 precision, to
-// nearest even, as executor.F32ToBF16 (a NaN becomes the canonical one).
-func addRoundBF16(d []float32, h []uint16) {
-	h = h[:len(d)]
-	for i, v := range h {
-		s := math.Float32bits(d[i] + math.Float32frombits(uint32(v)<<16))
-		if s&0x7fffffff > 0x7f800000 {
-			s = 0x7fff0000
-		} else {
-			s = (s + 0x7fff + (s>>16)&1) &^ 0xffff
-		}
-		d[i] = math.Float32frombits(s)
-	}
-}
-
-func narrowBF16(d []uint16, f []float32) {
-	f = f[:len(d)]
-	for i, v := range f {
-		d[i] = uint16(math.Float32bits(v) >> 16)
 	}
 }
