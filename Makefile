@@ -14,7 +14,12 @@ test:
 golden:
 	$(GO) test ./tests/... -run TestGoldenPlans -update
 
+# The speed table of the CPU backend and the emulated device (issue 33,
+# docs/gpu.md §12), measured in one run: memcpy bandwidth, the CPU
+# backend's busbw at 64 MiB and time per launch, gpu-emu beside the CPU
+# backend per launch (wall and CPU time); then the compiler's benchmarks.
 bench:
+	MSCCLGO_SPEED_TABLE=1 $(GO) test -count=1 -timeout 30m ./gpu/emu -run '^TestSpeedTable$$' -v
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
 
 # Port channels between processes over libfabric (docs/fabric.md):

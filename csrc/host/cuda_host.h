@@ -1,7 +1,7 @@
 // cuda_host.h maps the part of the CUDA execution model the interpreter
 // uses onto host threads, so that g++ compiles the same kernel source:
-// one std::thread per CUDA thread, a std::barrier per block for
-// __syncthreads, thread-local threadIdx/blockIdx/blockDim/gridDim, and a
+// one fiber of a pool thread per CUDA thread (launch.cc), an
+// mg_host_barrier per block for __syncthreads, thread-local threadIdx/blockIdx/blockDim/gridDim, and a
 // per-block dynamic shared-memory buffer. launch.h runs a grid.
 #ifndef MSCCLGO_CUDA_HOST_H
 #define MSCCLGO_CUDA_HOST_H
@@ -10,7 +10,6 @@
 #error "cuda_host.h is for the host build only"
 #endif
 
-#include <barrier>
 #include <climits>
 #include <cstdint>
 #include <ctime>
@@ -25,48 +24,53 @@ struct mg_dim3 {
   unsigned x, y, z;
 };
 
-// mg_host_park lets a waiting host thread sleep until the word it polls
-// may have changed, instead of waking up on a timer: stores that release
-// a waiter (packets, signals, semaphores, barriers, the proxy's posted
-// words and packet copies) bump the generation of the address's bucket
-// and wake its sleepers (a futex); a waiter reads the generation before
-// it checks its condition and sleeps only while the generation is
-// unchanged, with a timeout (an abort is seen by polling). Thousands of
-// waiting host threads then cost nothing while they wait.
+// The launcher's pool (launch.cc): a CUDA thread is a fiber of a pool
+// thread. mg_host_yield gives the pool thread to its other fibers for a
+// turn; mg_host_progress tells it that the caller's wait ended (a pool
+// thread whose fibers all wait without progress sleeps until
+// mg_host_notify, or a short timeout); mg_host_notify follows every
+// store that may release a waiter (packets, signals, semaphores,
+// barriers, the proxy's posted words and packet copies).
+void mg_host_yield();
+void mg_host_progress();
+void mg_host_notify();
+
+// mg_host_turn is one step of a wait: a turn for the other fibers, then
+// progress if ready() holds.
+template <class Ready>
+inline void mg_host_turn(Ready ready) {
+  mg_host_yield();
+  if (ready()) mg_host_progress();
+}
+
+// mg_host_park is the emulated device's handle on the launcher's wake-up
+// of waiting fibers (gpu/emu's stores from the host notify through it).
 struct mg_host_park {
-  static constexpr unsigned kBuckets = 4096;
-  uint32_t gen[kBuckets];
-  uint32_t waiters[kBuckets];
+  void notify(uint64_t) { mg_host_notify(); }
+};
 
-  static unsigned bucket(uint64_t a) { return unsigned(((a >> 3) * 0x9E3779B97F4A7C15ull) >> 52); }
+// mg_host_barrier is a block's __syncthreads: the last of n arrivals
+// starts the next phase (gen); the others, fibers of the same pool
+// thread, take turns until it does. The arrivals' read-modify-writes of
+// arrived form a release sequence that the last one's release of gen
+// publishes, so every thread's work before the barrier happens before
+// every thread's work after it (ThreadSanitizer sees the atomics).
+struct mg_host_barrier {
+  unsigned n = 1;
+  uint32_t arrived = 0;
+  uint32_t gen = 0;
 
-  void notify(uint64_t a) {
-    unsigned b = bucket(a);
-    __atomic_fetch_add(&gen[b], 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&waiters[b], __ATOMIC_SEQ_CST) != 0) {
-#if defined(__linux__)
-      syscall(SYS_futex, &gen[b], FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-#endif
+  void init(unsigned count) { n = count; }
+
+  void arrive_and_wait() {
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&arrived, 1, __ATOMIC_ACQ_REL) == n) {
+      __atomic_store_n(&arrived, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&gen, g + 1, __ATOMIC_RELEASE);
+      return;
     }
-  }
-
-  // wait sleeps for at most ms milliseconds unless ready() holds or a
-  // store to a's bucket comes first.
-  template <class Ready>
-  void wait(uint64_t a, unsigned ms, Ready ready) {
-    unsigned b = bucket(a);
-    __atomic_fetch_add(&waiters[b], 1, __ATOMIC_SEQ_CST);
-    uint32_t g = __atomic_load_n(&gen[b], __ATOMIC_SEQ_CST);
-    if (!ready()) {
-      timespec ts{time_t(ms / 1000), long(ms % 1000) * 1000000};
-#if defined(__linux__)
-      syscall(SYS_futex, &gen[b], FUTEX_WAIT_PRIVATE, g, &ts, nullptr, 0);
-#else
-      (void)g;
-      nanosleep(&ts, nullptr);
-#endif
-    }
-    __atomic_fetch_sub(&waiters[b], 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&gen, __ATOMIC_ACQUIRE) == g) mg_host_yield();
+    mg_host_progress();
   }
 };
 
@@ -81,7 +85,7 @@ struct mg_host_probe {
   unsigned n_blocks;
   uint64_t* host_access;  // [n_blocks]
   uint64_t* ops;          // [n_blocks]
-  mg_host_park* park;     // NULL: waits back off on timers
+  mg_host_park* park;     // the device's wake-up of waiters (notify)
 
   void touch(uint64_t a, unsigned block) {
     for (unsigned i = 0; i < n_ranges; i++) {
@@ -99,7 +103,7 @@ struct mg_host_probe {
 // mg_host_thread is what a host thread knows of its CUDA position.
 struct mg_host_thread {
   mg_dim3 thread_idx, block_idx, block_dim, grid_dim;
-  std::barrier<>* bar;
+  mg_host_barrier* bar;
   unsigned char* shmem;
   mg_host_probe* probe;  // NULL: nothing counted
 };

@@ -1,5 +1,6 @@
 // launch.h declares the host grid launcher: it runs a kernel written for
-// CUDA on host threads, one std::thread per CUDA thread (cuda_host.h).
+// CUDA on host threads, one pooled host thread per CUDA thread
+// (cuda_host.h), kept across launches.
 #ifndef MSCCLGO_HOST_LAUNCH_H
 #define MSCCLGO_HOST_LAUNCH_H
 
@@ -23,6 +24,11 @@ void* mg_host_launch_async(mg_host_kernel kernel, unsigned grid, unsigned block,
 
 // mg_host_wait waits for the launch to end and frees the handle.
 void mg_host_wait(void* handle);
+
+// mg_host_threads_started returns how many host threads the launcher
+// has started in this process: a launch starts only those its grid needs
+// beyond the idle ones, so launches after the first of a shape add none.
+uint64_t mg_host_threads_started(void);
 
 #ifdef __cplusplus
 }

@@ -20,9 +20,7 @@
 #define MG_LAUNCH_BOUNDS __launch_bounds__(1024, 1)
 #else
 #include <atomic>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "host/cuda_host.h"
 #define MG_DEV inline
@@ -245,11 +243,11 @@ MG_DEV void count_op() {
   if (pr != nullptr) pr->op(mg_host_self().block_idx.x);
 }
 
-// notify wakes the threads parked on p's bucket (after a store to p that
-// may release them).
+// notify wakes the fibers waiting in turns (after a store to p that may
+// release them).
 MG_DEV void notify(const void* p) {
-  mg_host_probe* pr = mg_host_self().probe;
-  if (pr != nullptr && pr->park != nullptr) pr->park->notify(reinterpret_cast<uintptr_t>(p));
+  (void)p;
+  mg_host_notify();
 }
 
 template <class T>
@@ -371,37 +369,20 @@ MG_DEV void store8(void* p, unsigned char v) {
   *static_cast<unsigned char*>(p) = v;
 }
 
-// On the host a spin is a host thread that a few cores share with
-// thousands of others: the abort word is read and the wait published
-// after fewer spins; pause backs off exponentially, from yields to
-// sleeps of up to 4 ms, and wait_for parks the thread until the word
-// changes (emulated device) with timeouts growing to 100 ms.
+// On the host a spin is a fiber that a few pool threads share with
+// thousands of others (csrc/host/launch.cc): the abort word is read and
+// the wait published after fewer spins, and wait_for gives the other
+// fibers a turn (a user-space switch) and reports whether the wait is
+// over, so that a pool thread whose fibers all wait sleeps until a
+// notify.
 constexpr uint32_t kAbortEvery = 1;
 constexpr uint32_t kReport = 8;
 
-MG_DEV void pause(uint32_t spins) {
-  if (spins < 8) {
-    std::this_thread::yield();
-    return;
-  }
-  uint32_t step = (spins - 8) / 8;
-  uint32_t us = step >= 7 ? 4000 : 32u << step;
-  std::this_thread::sleep_for(std::chrono::microseconds(us));
-}
-
 template <class Ready>
 MG_DEV void wait_for(const void* p, uint32_t spins, Ready ready) {
-  mg_host_probe* pr = mg_host_self().probe;
-  if (pr == nullptr || pr->park == nullptr) {
-    pause(spins * 8);  // about the same sleeps per timer as with kAbortEvery 8
-    return;
-  }
-  if (spins < 4) {
-    std::this_thread::yield();
-    return;
-  }
-  uint32_t step = (spins - 4) / 2;
-  pr->park->wait(reinterpret_cast<uintptr_t>(p), step >= 7 ? 100u : 1u << step, ready);
+  (void)p;
+  (void)spins;
+  mg_host_turn(ready);
 }
 
 #endif

@@ -65,6 +65,9 @@ type session struct {
 	mu    sync.Mutex
 	ranks []*rankState
 	ntid  int // vector-clock threads: every TB, then one proxy per rank
+	// bufs are every thread block's block buffers, by vector-clock
+	// thread, kept across launches.
+	bufs []tbBufs
 
 	rec  *recorder // the logical clock of Record; nil otherwise
 	prov *provLog  // the movement log of Provenance; nil otherwise
@@ -197,6 +200,7 @@ func (s *session) finishRanks() {
 		tid++
 	}
 	s.ntid = tid
+	s.bufs = make([]tbBufs, tid)
 }
 
 func littleEndian() bool {

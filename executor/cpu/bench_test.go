@@ -81,9 +81,9 @@ func BenchmarkReduce(b *testing.B) {
 	}
 }
 
-// BenchmarkAllreducePort runs the 8-rank allreduce port (64 MiB of
-// float32 per rank, in place) on the backend; compare with
-// BenchmarkAllreduce8 of package executor for the direct Go version.
+// BenchmarkAllreducePort runs the 8-rank allreduce port (64 MiB per
+// rank, in place) on the backend in float32 and float16; compare with
+// BenchmarkAllreduce8 of package harness for the direct Go version.
 //
 //	go test ./executor/cpu -run '^$' -bench AllreducePort -benchtime 5x
 func BenchmarkAllreducePort(b *testing.B) {
@@ -92,7 +92,39 @@ func BenchmarkAllreducePort(b *testing.B) {
 		b.Skip(err)
 	}
 	const size = 64 << 20
-	lay, err := harness.PlanLayout(p, size, executor.Float32, true)
+	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16} {
+		b.Run(dt.Name(), func(b *testing.B) {
+			lay, err := harness.PlanLayout(p, size, dt, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			inst, err := executor.Instantiate(p, lay.Sizes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := openT(b, inst, executor.Options{DType: dt}, schedule{})
+			bb := lay.Alloc()
+			lay.FillInputs(bb, 0)
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Launch(context.Background(), bb); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSmallLaunch is the time of one launch of the 8-rank
+// allreduce port at its smallest size (1 KiB of float32): what a launch
+// costs besides its data.
+func BenchmarkSmallLaunch(b *testing.B) {
+	p, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+	if err != nil && !plan.IsWarning(err) {
+		b.Skip(err)
+	}
+	lay, err := harness.PlanLayout(p, 1<<10, executor.Float32, true)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,8 +134,7 @@ func BenchmarkAllreducePort(b *testing.B) {
 	}
 	s := openT(b, inst, executor.Options{DType: executor.Float32}, schedule{})
 	bb := lay.Alloc()
-	lay.FillInputs(bb, 0)
-	b.SetBytes(size)
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := s.Launch(context.Background(), bb); err != nil {

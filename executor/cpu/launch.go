@@ -79,8 +79,8 @@ type tbRun struct {
 	op   atomic.Pointer[executor.OpInstance]
 	iter atomic.Int64
 
-	acc, tmp []byte // block buffers of reductions and packets
-	rng      *rand.Rand
+	bufs *tbBufs // block buffers of reductions and packets (the session's)
+	rng  *rand.Rand
 
 	// Race detection; touched only by the TB's own goroutine, except inbox
 	// (written by a barrier's last arrival under s.mu before the wake-up).
@@ -225,7 +225,7 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 			l.bufs[r] = [3][]byte{bufs[r].Input, bufs[r].Output, rs.scratch}
 		}
 		for i := range rs.ri.TBs {
-			t := &tbRun{l: l, r: rs, tb: &rs.ri.TBs[i], tid: rs.tid0 + i}
+			t := &tbRun{l: l, r: rs, tb: &rs.ri.TBs[i], tid: rs.tid0 + i, bufs: &s.bufs[rs.tid0+i]}
 			t.iter.Store(-1)
 			t.cond.L = &s.mu
 			if s.sched.yield {

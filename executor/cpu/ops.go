@@ -126,7 +126,7 @@ func (t *tbRun) reduce(src, dst []span) error {
 		}
 		if len(src) == 1 {
 			copy(res, src[0].b[off:e])
-		} else {
+		} else if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
 			dt.Add(res, src[0].b[off:e], src[1].b[off:e])
 			for _, s := range src[2:] {
 				dt.Add(res, res, s.b[off:e])
@@ -143,18 +143,34 @@ func (t *tbRun) reduce(src, dst []span) error {
 	return nil
 }
 
-func (t *tbRun) accBuf(n int) []byte {
-	if t.acc == nil {
-		t.acc = make([]byte, bufBlock)
+// tbBufs are the block buffers of one thread block's reductions and
+// packets. They belong to the session (session.bufs, by vector-clock
+// thread) and are made on first use, so that a launch allocates none
+// once every thread block has run a reduction (launches never overlap).
+type tbBufs struct {
+	acc, tmp []byte
+	f32      []float32 // a run of fp16/bf16 sums (sum.go)
+}
+
+func (t *tbRun) f32Buf() []float32 {
+	if t.bufs.f32 == nil {
+		t.bufs.f32 = make([]float32, sumRun)
 	}
-	return t.acc[:n]
+	return t.bufs.f32
+}
+
+func (t *tbRun) accBuf(n int) []byte {
+	if t.bufs.acc == nil {
+		t.bufs.acc = make([]byte, bufBlock)
+	}
+	return t.bufs.acc[:n]
 }
 
 func (t *tbRun) tmpBuf(n int) []byte {
-	if t.tmp == nil {
-		t.tmp = make([]byte, bufBlock)
+	if t.bufs.tmp == nil {
+		t.bufs.tmp = make([]byte, bufBlock)
 	}
-	return t.tmp[:n]
+	return t.bufs.tmp[:n]
 }
 
 // overlap reports whether two byte slices share memory.

@@ -5,12 +5,18 @@ package emu
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // BenchmarkTwoNodeAllReduce runs the shape of MSCCL++'s default
@@ -73,4 +79,168 @@ func BenchmarkBackToBack(b *testing.B) {
 			gputest.BackToBack(b, gpu.New(gpu.Config{Name: "gpu-emu", Open: Open, Threads: threads, Graph: g}), plan, size)
 		})
 	}
+}
+
+// TestSpeedTable is `make bench`: one table, measured in one run, of the
+// machine's memcpy bandwidth, the CPU backend's busbw at 64 MiB (8-rank
+// allreduce port, float and half), its time per launch at 128 B and
+// 64 KiB, and the emulated device's time per launch beside the CPU
+// backend's on the plan shapes of issue 33 (docs/gpu.md). It prints
+// figures and asserts nothing about them (the machine is shared); it
+// runs only with MSCCLGO_SPEED_TABLE=1.
+func TestSpeedTable(t *testing.T) {
+	if os.Getenv("MSCCLGO_SPEED_TABLE") == "" {
+		t.Skip("set MSCCLGO_SPEED_TABLE=1 (make bench)")
+	}
+	port := func(tb testing.TB) *plan.Plan {
+		p, err := executor.LoadFile("../../tests/ports/single_node/allreduce.plan.json")
+		if err != nil && !plan.IsWarning(err) {
+			tb.Fatal(err)
+		}
+		return p
+	}
+	arPort := port(t)
+	arPacket := gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "8"})
+	ag := gputest.AlgorithmPlan(t, "allgather", map[string]string{"world_size": "8"})
+	twoNode := gputest.AlgorithmPlan(t, "allreduce_hier_packet", map[string]string{"world_size": "16", "ranks_per_node": "8", "nblocks": "28"})
+
+	only := os.Getenv("MSCCLGO_SPEED_ONLY") // a shape name prefix: that emulated shape alone
+	if only == "" {
+		cpuSpeed(t, arPort, arPacket)
+	}
+	emuSpeed(t, only, arPacket, ag, arPort, twoNode)
+}
+
+// cpuSpeed prints the CPU backend's lines of TestSpeedTable.
+func cpuSpeed(t *testing.T, arPort, arPacket *plan.Plan) {
+	mem := memcpyBandwidth(64 << 20)
+	fmt.Printf("%-44s %10.2f GB/s\n", "memcpy (64 MiB, Go copy)", mem/1e9)
+	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16} {
+		d, u, err := perLaunchCPU(cpu.New(), arPort, 64<<20, dt, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bus := busBW(64<<20, 8, d)
+		fmt.Printf("%-44s %10.2f GB/s  %5.1f%% of memcpy  (%v per launch, %v CPU time)\n",
+			fmt.Sprintf("cpu busbw allreduce port 8 ranks 64 MiB %s", dt), bus/1e9, 100*bus/mem, d.Round(time.Microsecond), u.Round(time.Microsecond))
+	}
+	for _, size := range []uint64{128, 64 << 10} {
+		d, u, err := perLaunchCPU(cpu.New(), arPacket, size, executor.Float32, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("%-44s %10.3f ms per launch  (%.3f ms CPU time)\n", fmt.Sprintf("cpu allreduce_packet 8 ranks %s float", sizeName(size)), d.Seconds()*1e3, u.Seconds()*1e3)
+	}
+}
+
+// emuSpeed prints the emulated device's lines of TestSpeedTable.
+func emuSpeed(t *testing.T, only string, arPacket, ag, arPort, twoNode *plan.Plan) {
+	fmt.Printf("\n%-36s %12s %12s %8s %12s %12s %8s\n", "per launch (half), wall and CPU time", "gpu-emu", "cpu", "ratio", "gpu-emu cpu", "cpu cpu", "ratio")
+	emu := gpu.New(gpu.Config{Name: "gpu-emu", Open: Open})
+	shapes := []struct {
+		name string
+		plan *plan.Plan
+		size uint64
+	}{
+		{"allreduce_packet 8 ranks", arPacket, 64 << 10},
+		{"allreduce_packet 8 ranks", arPacket, 1 << 20}, // its max_message_size
+		{"allgather 8 ranks", ag, 64 << 10},
+		{"allgather 8 ranks", ag, 4 << 20},
+		{"allreduce port 8 ranks", arPort, 64 << 10},
+		{"allreduce port 8 ranks", arPort, 4 << 20},
+		{"two-node allreduce 16 ranks", twoNode, 64 << 10},
+	}
+	before := HostThreadsStarted()
+	for _, s := range shapes {
+		if only != "" && !strings.HasPrefix(s.name+" "+sizeName(s.size), only) {
+			continue
+		}
+		de, ue, err := perLaunchCPU(emu, s.plan, s.size, executor.Float16, time.Second)
+		if err != nil {
+			t.Fatalf("gpu-emu %s: %v", s.name, err)
+		}
+		dc, uc, err := perLaunchCPU(cpu.New(), s.plan, s.size, executor.Float16, time.Second)
+		if err != nil {
+			t.Fatalf("cpu %s: %v", s.name, err)
+		}
+		fmt.Printf("%-36s %10.3fms %10.3fms %7.2fx %10.3fms %10.3fms %7.2fx\n", s.name+" "+sizeName(s.size),
+			de.Seconds()*1e3, dc.Seconds()*1e3, de.Seconds()/dc.Seconds(), ue.Seconds()*1e3, uc.Seconds()*1e3, ue.Seconds()/uc.Seconds())
+	}
+	fmt.Printf("\nhost threads started by the emulated launches above: %d\n", HostThreadsStarted()-before)
+}
+
+func sizeName(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// busBW is nccl-tests' bus bandwidth of an allreduce of size bytes on n
+// ranks taking d: size/d × 2(n-1)/n.
+func busBW(size uint64, n int, d time.Duration) float64 {
+	return float64(size) / d.Seconds() * 2 * float64(n-1) / float64(n)
+}
+
+// memcpyBandwidth is the bytes per second of Go's copy between two
+// buffers of n bytes (each counted once, as busbw counts them).
+func memcpyBandwidth(n int) float64 {
+	a, b := make([]byte, n), make([]byte, n)
+	copy(a, b)
+	copy(b, a)
+	best := time.Duration(1 << 62)
+	for range 8 {
+		start := time.Now()
+		copy(a, b)
+		best = min(best, time.Since(start))
+	}
+	return float64(n) / best.Seconds()
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perLaunchCPU opens a session of plan at size on be, launches it once
+// to warm it up and then for at least least (and at least 3 times), and
+// returns the mean wall time and the mean CPU time (user and system,
+// every thread of the process) of a launch: on a shared machine, the CPU
+// time is the figure other processes' load disturbs least.
+func perLaunchCPU(be executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, least time.Duration) (time.Duration, time.Duration, error) {
+	l, err := harness.PlanLayout(p, size, dt, p.Inplace)
+	if err != nil {
+		return 0, 0, err
+	}
+	inst, err := executor.Instantiate(p, l.Sizes)
+	if err != nil {
+		return 0, 0, err
+	}
+	s, err := be.Open(inst, executor.Options{DType: dt, DeadlockTimeout: 30 * time.Second})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Close()
+	bufs := l.Alloc()
+	l.FillInputs(bufs, 0)
+	ctx := context.Background()
+	if err := s.Launch(ctx, bufs); err != nil {
+		return 0, 0, err
+	}
+	n := 0
+	start, cpu0 := time.Now(), cpuTime()
+	for n < 3 || time.Since(start) < least {
+		if err := s.Launch(ctx, bufs); err != nil {
+			return 0, 0, err
+		}
+		n++
+	}
+	return time.Since(start) / time.Duration(n), (cpuTime() - cpu0) / time.Duration(n), nil
 }

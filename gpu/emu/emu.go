@@ -2,7 +2,7 @@
 
 // Package emu is the emulated device of the GPU backend: a gpu.Driver
 // whose kernel is the interpreter of csrc/ compiled by g++ (through cgo)
-// and run on host threads, one per CUDA thread, with host memory as
+// and run on host threads, a fiber per CUDA thread, with host memory as
 // device memory (OpenIPC: memory files, which IpcGet exports to other
 // processes of the host through /proc/PID/fd/FD). It is `mscclgo run --backend gpu-emu`: any plan runs
 // through the real kernel code without a GPU. Open (or OpenIPC, for a rank
@@ -55,11 +55,11 @@ import (
 const Available = true
 
 // MaxThreads bounds grid × block of one emulated launch: every CUDA
-// thread is a host thread.
+// thread is a fiber with a stack of its own.
 const MaxThreads = 8192
 
 // DefaultThreads is the block size unless the caller sets one: every
-// CUDA thread is a host thread.
+// CUDA thread is emulated (a fiber).
 const DefaultThreads = 8
 
 // Open returns a new emulated device. Its memory cannot be exported
@@ -180,7 +180,7 @@ func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
 	return nil
 }
 
-// Occupancy is unlimited up to MaxThreads host threads.
+// Occupancy is unlimited up to MaxThreads emulated threads.
 func (d *driver) Occupancy(block, shmem int) (int, error) {
 	if block <= 0 {
 		return 0, fmt.Errorf("block of %d threads", block)
@@ -190,9 +190,8 @@ func (d *driver) Occupancy(block, shmem int) (int, error) {
 
 // UseKernel selects the kernel entry of later launches.
 func (d *driver) UseKernel(name string) error {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	e := C.mg_emu_entry(cname)
+	cname := cString(name)
+	e := C.mg_emu_entry((*C.char)(unsafe.Pointer(&cname[0])))
 	if e < 0 {
 		return fmt.Errorf("gpu-emu: no kernel entry %q", name)
 	}
@@ -382,9 +381,8 @@ func (d *driver) IpcOpen(h gpu.IpcHandle) (gpu.DevPtr, error) {
 	}
 	pid, fd, n := binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint64(h[16:]), binary.LittleEndian.Uint64(h[24:])
 	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	p, err := C.mg_emu_ipc_open(cpath, C.uint64_t(n))
+	cpath := cString(path)
+	p, err := C.mg_emu_ipc_open((*C.char)(unsafe.Pointer(&cpath[0])), C.uint64_t(n))
 	if p == 0 {
 		return 0, fmt.Errorf("ipc: mapping %d bytes of %s: %v", n, path, err)
 	}

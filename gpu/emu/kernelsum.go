@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "6562bb76baec2c1a5a2424abd555c1496f64a5ee7683b62c75aad05f74e883df"
+const kernelSourceSum = "845afa0769bdc0dfcee7573ed8e7b26b9aeb34979177adf8544b51953db9f6a1"
