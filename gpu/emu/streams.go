@@ -387,3 +387,11 @@ func (d *driver) Capturing(st gpu.Stream) (bool, error) {
 }
 
 var _ gpu.StreamDriver = (*driver)(nil)
+
+// Gate holds the chosen stream until f has returned (gpu.Gater): the
+// stream's goroutine runs it in order with the stream's other work.
+func (d *driver) Gate(f func()) error {
+	return d.stream("gate", func() error { f(); return nil })
+}
+
+var _ gpu.Gater = (*driver)(nil)
