@@ -328,6 +328,102 @@ func TestCommMismatch(t *testing.T) {
 	}
 }
 
+// TestCommSteadyMismatch: in the steady state (the session open) a call
+// returns at once, without meeting its peers; a call that differs on one
+// rank becomes every rank's asynchronous error, naming both calls, and
+// its launch is stopped before its kernel runs: the output keeps what
+// the first call wrote.
+func TestCommSteadyMismatch(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay := c.layout(t)
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 0: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		first := make([]byte, cr.outLen)
+		if err := cr.dev.DtoH(first, cr.out); err != nil {
+			return err
+		}
+		if cr.rank == 1 {
+			call.Desc = "ncclAllReduce count 7"
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 1 failed at once (it should return, its mismatch found later): %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		aerr := cr.comm.AsyncError()
+		if aerr == nil || !strings.Contains(aerr.Error(), "mismatched calls: rank 0 called allreduce_packet of 4096 bytes float, rank 1 called ncclAllReduce count 7") {
+			return fmt.Errorf("async error %v, want the mismatch named", aerr)
+		}
+		after := make([]byte, cr.outLen)
+		if err := cr.dev.DtoH(after, cr.out); err != nil {
+			return err
+		}
+		if !bytes.Equal(first, after) {
+			return errors.New("the mismatched launch wrote the output")
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err == nil || !strings.Contains(err.Error(), "failed earlier") {
+			return fmt.Errorf("a call after the mismatch: %v, want the earlier failure", err)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
+// TestCommSteadyAbort: a steady-state call whose peer never makes it
+// returns at once and waits on its stream; Abort ends that wait long
+// before the set-up timeout, and the stream drains.
+func TestCommSteadyAbort(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay := c.layout(t)
+	errs := withRanksConfig(t, ss, 2, func(cfg *gpu.Config) { cfg.SetupTimeout = 10 * time.Minute }, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 0: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if cr.rank == 0 {
+			if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+				return fmt.Errorf("call 1 failed at once: %w", err)
+			}
+		}
+		if err := abortWithin(cr.comm, time.Minute); err != nil {
+			return err
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if aerr := cr.comm.AsyncError(); cr.rank == 0 && (aerr == nil || !strings.Contains(aerr.Error(), "canceled")) {
+			return fmt.Errorf("async error %v, want the cancelled launch", aerr)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
 // captureCall makes call on cr's stream while the stream captures, and
 // returns what was recorded; the error is the call's or the capture's.
 func (cr *commRank) captureCall(ss *Streams, call gpu.CommCall) (*StreamGraph, error) {
