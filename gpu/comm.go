@@ -218,7 +218,7 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	}
 	oneHost := !slices.ContainsFunc(w.Host, func(h int) bool { return h != w.Host[0] })
 	var mb *mailbox
-	if oneHost && w.Net.Rank() == 0 && mine.Err == "" {
+	if oneHost && !cfg.MeetEveryCall && w.Net.Rank() == 0 && mine.Err == "" {
 		// Without one, the calls meet over the bootstrap.
 		var path string
 		if path, mb, err = createMailbox(n); err == nil {
