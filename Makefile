@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
+.PHONY: build test golden bench fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -34,6 +34,39 @@ nccl: $(if $(filter cuda,$(NCCL_BACKEND)),check-nvcc $(KERNELS),)
 	@rm -f $(NCCL_DIR)/libmscclgo_nccl.h
 	ln -sf libmscclgo_nccl.so $(NCCL_DIR)/libnccl.so.2
 	cp nccl/include/nccl.h nccl/include/mscclgo.h $(NCCL_DIR)/
+
+# The library's host time per call until the call returns (issue 30),
+# side by side in one run: one row per command below, each printing its
+# own line (nccl/bench/ncclbench.c says what a row measures). The
+# emulated-device build of the library (go build -tags mscclgo_emu) with
+# 2- and 8-rank LL allreduce plans; "meet every call" is the baseline of
+# every call meeting its peers over the bootstrap
+# (MSCCLGO_NCCL_MEET_EVERY_CALL=1). Add rows as more lines.
+NB := build/nccl-bench
+NB_ENV := MSCCLGO_PLAN_PATH=$(NB)/plans MSCCLGO_NCCL_FALLBACK=none MSCCLGO_CACHE_DIR=$(NB)/cache
+NB_ITERS ?= 300
+
+nccl-bench: build
+	@mkdir -p $(NB)/emu $(NB)/plans
+	$(GO) build -tags mscclgo_emu -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NB)/emu/libnccl.so.2 ./nccl
+	@rm -f $(NB)/emu/libnccl.so.h
+	gcc -std=c11 -Wall -Wextra -Werror -Inccl/include -o $(NB)/ncclbench-emu nccl/bench/ncclbench.c -L$(NB)/emu -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NB)/emu -lpthread -ldl
+	bin/mscclgo eval allreduce_packet -D world_size=2 -o $(NB)/plans/allreduce_packet_2.json
+	bin/mscclgo eval allreduce_packet -D world_size=8 -o $(NB)/plans/allreduce_packet_8.json
+	@echo "== host time per call until it returns (emulated device; median over calls, mean over ranks)"
+	@$(NB)/ncclbench-emu header
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 2 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 2 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 8 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 8 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 2 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 2 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 8 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 8 4096 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu threads 2 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu threads 8 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu procs 2 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu procs 8 128 $(NB_ITERS)
 
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,

@@ -984,7 +984,10 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 	// The arguments of a communicator's session (epoch word) are the same
 	// at every launch: they are staged at the first, with nothing in
 	// flight, and a queued launch reads what its predecessors read.
-	args := s.argsImage(grid)
+	args := cs.args
+	if args == nil || s.epoch == 0 || s.inst.Var != nil {
+		args = s.argsImage(grid)
+	}
 	busy := cs.busy()
 	// The rank table when a buffer moved, the arguments, the cleared
 	// progress records and the kernel, in order on the caller's stream.

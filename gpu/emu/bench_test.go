@@ -5,7 +5,9 @@ package emu
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
@@ -71,6 +73,50 @@ func BenchmarkBackToBack(b *testing.B) {
 	for _, g := range []bool{false, true} {
 		b.Run(fmt.Sprintf("graph=%v", g), func(b *testing.B) {
 			gputest.BackToBack(b, gpu.New(gpu.Config{Name: "gpu-emu", Open: Open, Threads: threads, Graph: g}), plan, size)
+		})
+	}
+}
+
+// BenchmarkCommCall: the host time of a steady-state gpu.Comm call until
+// it returns (an in-place 128-byte LL allreduce, 2 ranks as goroutines),
+// the stream synchronised after each call outside the timing, so that
+// the kernel's time is excluded; "meet" is the baseline where every call
+// meets its peers over the bootstrap.
+func BenchmarkCommCall(b *testing.B) {
+	for _, meet := range []bool{false, true} {
+		b.Run(fmt.Sprintf("meet=%v", meet), func(b *testing.B) {
+			ss := NewStreams()
+			defer ss.Close()
+			c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(b, "allreduce_packet", map[string]string{"world_size": "2"}),
+				size: 128, dt: executor.Float32, inPlace: true}
+			lay := c.layout(b)
+			var mu sync.Mutex
+			var total time.Duration
+			errs := withRanksConfig(b, ss, 2, func(cfg *gpu.Config) { cfg.MeetEveryCall = meet }, func(cr *commRank) error {
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+				call := c.call(lay, cr, executor.Options{DType: c.dt})
+				var mine time.Duration
+				for i := range b.N + 1 {
+					t0 := time.Now()
+					if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+						return err
+					}
+					if i > 0 {
+						mine += time.Since(t0)
+					}
+					if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+						return err
+					}
+				}
+				mu.Lock()
+				total += mine
+				mu.Unlock()
+				return cr.comm.AsyncError()
+			})
+			noErrors(b, errs)
+			b.ReportMetric(float64(total.Nanoseconds())/float64(2*b.N), "ns/call")
 		})
 	}
 }

@@ -57,14 +57,14 @@ type commCase struct {
 // withRanks runs body on every rank of a communicator of n ranks, each in
 // a goroutine with its own bootstrap, comm and stream, and returns each
 // rank's error.
-func withRanks(t *testing.T, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
+func withRanks(t testing.TB, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
 	t.Helper()
 	return withRanksConfig(t, ss, n, func(cfg *gpu.Config) { cfg.SetupTimeout = timeout }, body)
 }
 
 // withRanksConfig is withRanks with the communicators' configuration
 // changed by set (from a set-up timeout of 20 s).
-func withRanksConfig(t *testing.T, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
+func withRanksConfig(t testing.TB, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -136,7 +136,7 @@ func (cr *commRank) place(l *executor.BufferLayout) error {
 }
 
 // layout returns c's buffer layout.
-func (c commCase) layout(t *testing.T) *harness.Layout {
+func (c commCase) layout(t testing.TB) *harness.Layout {
 	t.Helper()
 	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
 	if err != nil {
@@ -146,7 +146,7 @@ func (c commCase) layout(t *testing.T) *harness.Layout {
 }
 
 // noErrors fails t with every rank's error.
-func noErrors(t *testing.T, errs []error) {
+func noErrors(t testing.TB, errs []error) {
 	t.Helper()
 	for r, err := range errs {
 		if err != nil {

@@ -14,8 +14,10 @@
  * time on the (emulated) device is excluded, and the next call is the
  * steady state. Buffers are the emulated device's shareable memory
  * (mscclgoEmuMalloc) where the library has it, else host memory. The row
- * gives the mean over ranks of each rank's mean time per call, and the
- * slowest rank's. MSCCLGO_NCCL_MEET_EVERY_CALL=1 in the environment
+ * gives, for the allreduce, the mean over ranks of each rank's median
+ * time per call, the slowest rank's median, and the mean over ranks of
+ * the means (a shared machine's preemptions weigh on means); for the
+ * no-op, the mean. MSCCLGO_NCCL_MEET_EVERY_CALL=1 in the environment
  * measures the old per-call meeting (the baseline).
  */
 #define _GNU_SOURCE
@@ -42,11 +44,16 @@ static double now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* result is one rank's mean ns per call. */
+/* result is one rank's median and mean ns per call. */
 struct result {
-  double allreduce, noop;
+  double allreduce, mean, noop;
   int failed;
 };
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
 
 static int stream_sync(ncclComm_t comm) {
   int dev = 0;
@@ -86,7 +93,7 @@ static int check(int rank, const char *what, ncclResult_t r, ncclComm_t comm) {
 
 /* measure runs one rank's calls. */
 static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters) {
-  struct result res = {0, 0, 1};
+  struct result res = {0, 0, 0, 1};
   size_t count = bytes / sizeof(float);
   float *buf = buf_alloc(bytes);
   if (buf == NULL) {
@@ -94,6 +101,7 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
     return res;
   }
   double total = 0;
+  double *times = calloc((size_t)iters, sizeof *times);
   for (int i = 0; i < WARMUP + iters; i++) {
     double t0 = now_ns();
     ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
@@ -107,9 +115,12 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
     }
     if (i >= WARMUP) {
       total += t1 - t0;
+      times[i - WARMUP] = t1 - t0;
     }
   }
-  res.allreduce = total / iters;
+  qsort(times, (size_t)iters, sizeof *times, cmp_double);
+  res.allreduce = times[iters / 2];
+  res.mean = total / iters;
   ncclResult_t async = ncclSuccess;
   double t0 = now_ns();
   for (int i = 0; i < iters; i++) {
@@ -120,6 +131,7 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
     res.failed = 0;
   }
 out:
+  free(times);
   buf_free(buf);
   return res;
 }
@@ -139,21 +151,22 @@ static void *rank_main(void *p) {
 }
 
 static void row(const char *mode, int n, size_t bytes, const struct result *rs) {
-  double sum = 0, worst = 0, noop = 0;
+  double sum = 0, mean = 0, worst = 0, noop = 0;
   for (int r = 0; r < n; r++) {
     if (rs[r].failed) {
-      printf("%-7s %-17s %d ranks %5zu B: rank %d failed\n", mode, getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") ? "meet every call" : "mailbox", n, bytes, r);
+      printf("%-7s  %-15s  %d  %5zu  rank %d failed\n", mode, getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") ? "meet every call" : "mailbox", n, bytes, r);
       return;
     }
     sum += rs[r].allreduce;
+    mean += rs[r].mean;
     noop += rs[r].noop;
     if (rs[r].allreduce > worst) {
       worst = rs[r].allreduce;
     }
   }
   const char *how = getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") != NULL ? "meet every call" : "mailbox";
-  printf("%-7s %-17s %d ranks %5zu B: allreduce %9.2f us/call (slowest rank %9.2f)  ncclCommGetAsyncError %6.3f us/call\n",
-         mode, how, n, bytes, sum / n / 1e3, worst / 1e3, noop / n / 1e3);
+  printf("%-7s  %-15s  %d  %5zu  %10.2f  %10.2f  %10.2f  %8.3f\n", mode, how, n, bytes, sum / n / 1e3, worst / 1e3, mean / n / 1e3,
+         noop / n / 1e3);
 }
 
 static int threads(int n, size_t bytes, int iters) {
@@ -164,7 +177,7 @@ static int threads(int n, size_t bytes, int iters) {
   struct rank_arg *args = calloc((size_t)n, sizeof *args);
   pthread_t *ts = calloc((size_t)n, sizeof *ts);
   for (int r = 0; r < n; r++) {
-    args[r] = (struct rank_arg){comms[r], r, iters, bytes, {0, 0, 1}};
+    args[r] = (struct rank_arg){comms[r], r, iters, bytes, {0, 0, 0, 1}};
     pthread_create(&ts[r], NULL, rank_main, &args[r]);
   }
   struct result *rs = calloc((size_t)n, sizeof *rs);
@@ -213,7 +226,7 @@ static int child(int rank, int n, size_t bytes, int iters, const char *file) {
   }
   struct result res = measure(comm, rank, bytes, iters);
   ncclCommDestroy(comm);
-  printf("%d %.3f %.3f\n", res.failed, res.allreduce, res.noop);
+  printf("%d %.3f %.3f %.3f\n", res.failed, res.allreduce, res.mean, res.noop);
   return 0;
 }
 
@@ -256,7 +269,7 @@ static int procs(const char *self, int n, size_t bytes, int iters) {
   int bad = 0;
   for (int r = 0; r < n; r++) {
     res[r].failed = 1;
-    if (fscanf(outs[r], "%d %lf %lf", &res[r].failed, &res[r].allreduce, &res[r].noop) != 3) {
+    if (fscanf(outs[r], "%d %lf %lf %lf", &res[r].failed, &res[r].allreduce, &res[r].mean, &res[r].noop) != 4) {
       res[r].failed = 1;
     }
     fclose(outs[r]);
@@ -272,6 +285,11 @@ static int procs(const char *self, int n, size_t bytes, int iters) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "header") == 0) {
+    printf("%-7s  %-15s  %s  %5s  %10s  %10s  %10s  %8s\n", "ranks", "peers meet", "n", "bytes", "median us", "slowest", "mean us",
+           "noop us");
+    return 0;
+  }
   if (argc == 7 && strcmp(argv[1], "child") == 0) {
     return child(atoi(argv[2]), atoi(argv[3]), (size_t)atoll(argv[4]), atoi(argv[5]), argv[6]);
   }
