@@ -15,7 +15,8 @@ import (
 // TestDeviceNoSocketPerCall: under strace, a steady-state allreduce of
 // the emulated-device library (two ranks as threads, and as processes)
 // makes no socket system calls per call: the difference between a run of
-// 450 calls and one of 50, per extra call, is far below one, where the
+// 450 calls and one of 50, per extra call, is far below one (a few
+// calls the background watches make with time are allowed), where the
 // baseline (MSCCLGO_NCCL_MEET_EVERY_CALL=1: every call meets its peers
 // over the bootstrap) makes several, which shows the count sees them.
 func TestDeviceNoSocketPerCall(t *testing.T) {
@@ -40,7 +41,11 @@ func TestDeviceNoSocketPerCall(t *testing.T) {
 		log := filepath.Join(t.TempDir(), "strace.txt")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, strace, "-f", "-c", "-e", "trace=network", "-o", log, bench, mode, "2", "128", strconv.Itoa(calls))
+		// Go's network I/O is read and write on the socket's descriptor:
+		// every I/O call is traced with its descriptor's kind (-yy), and
+		// those on sockets are counted.
+		cmd := exec.CommandContext(ctx, strace, "-f", "-yy", "-e", "trace=read,write,readv,writev,sendmsg,recvmsg,sendto,recvfrom",
+			"-o", log, bench, mode, "2", "128", strconv.Itoa(calls))
 		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "failed") {
 			t.Fatalf("strace ncclbench %s 2 128 %d: %v\n%s", mode, calls, err, out)
@@ -49,16 +54,16 @@ func TestDeviceNoSocketPerCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		n := 0
 		for _, l := range strings.Split(string(text), "\n") {
-			if f := strings.Fields(l); len(f) >= 5 && f[len(f)-1] == "total" {
-				n, err := strconv.Atoi(f[3])
-				if err != nil {
-					t.Fatalf("strace's total line %q: %v", l, err)
-				}
-				return n
+			if strings.Contains(l, "resumed>") {
+				continue
+			}
+			if strings.Contains(l, "<TCP") || strings.Contains(l, "<UNIX") || strings.Contains(l, "<socket:") {
+				n++
 			}
 		}
-		return 0 // no network system call at all
+		return n
 	}
 	for _, c := range []struct {
 		mode     string
@@ -76,7 +81,7 @@ func TestDeviceNoSocketPerCall(t *testing.T) {
 			if c.baseline && per < 1 {
 				t.Errorf("the baseline makes %.2f socket system calls per call: the count does not see the meeting", per)
 			}
-			if !c.baseline && per > 0.1 {
+			if !c.baseline && per > 0.25 {
 				t.Errorf("%.2f socket system calls per steady-state call, want none", per)
 			}
 		})
