@@ -5,9 +5,16 @@ package gpu
 // as one of several threads of one process (ncclCommInitAll). Each call
 // runs a plan instance on the caller's device buffers and stream:
 //
-//   - the ranks meet for the call over the bootstrap (one all-gather of a
-//     small record: the call, its buffers, and the handles of buffers new
-//     to the peers), so a mismatched call fails on every rank, named;
+//   - in the steady state (the plan instance's session open, the ranks on
+//     one host) the ranks do not meet: each writes the call's record to
+//     the communicator's mailbox (mailbox.go, shared memory), and the
+//     launch waits on the caller's stream, behind a gate, for the peers'
+//     records of the same call; a mismatch becomes every rank's
+//     asynchronous error and the launch is aborted before its kernel
+//     starts. The first call of a plan instance, a capture, and every
+//     call across hosts meet over the bootstrap (one all-gather of a
+//     small record: the call, its buffers, and the handles of buffers
+//     new to the peers), so a mismatched call fails on every rank, named;
 //   - a rank's buffers are registered with its peers on first use and
 //     cached by address range (the allocation that holds them): a peer in
 //     another process maps it with the driver's IPC handle once, a peer in
