@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl
+.PHONY: build test golden bench bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -111,7 +111,38 @@ nccl-bench-prep: nccl build
 		-L$(NCCL_DIR) -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NCCL_DIR) -lpthread -ldl -rdynamic
 	bin/mscclgo install --dir $(NCCL_BENCH_DIR)/plans
 
+# The library's host time per call until the call returns (issue 30),
+# side by side in one run: one row per command below, each printing its
+# own line (nccl/bench/ncclbench.c says what a row measures). The
+# emulated-device build of the library (go build -tags mscclgo_emu) with
+# 2- and 8-rank LL allreduce plans; "meet every call" is the baseline of
+# every call meeting its peers over the bootstrap
+# (MSCCLGO_NCCL_MEET_EVERY_CALL=1). Add rows as more lines.
+NB := build/nccl-bench
+NB_ENV := MSCCLGO_PLAN_PATH=$(NB)/emuplans MSCCLGO_NCCL_FALLBACK=none MSCCLGO_CACHE_DIR=$(NB)/cache
+NB_ITERS ?= 300
+
 nccl-bench: nccl-bench-prep
+	@mkdir -p $(NB)/emu $(NB)/emuplans
+	$(GO) build -tags mscclgo_emu -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libnccl.so.2 -o $(NB)/emu/libnccl.so.2 ./nccl
+	@rm -f $(NB)/emu/libnccl.so.h
+	gcc -std=c11 -Wall -Wextra -Werror -Inccl/include -o $(NB)/ncclbench-emu nccl/bench/ncclbench.c -L$(NB)/emu -l:libnccl.so.2 -Wl,-rpath,$(CURDIR)/$(NB)/emu -lpthread -ldl
+	bin/mscclgo eval allreduce_packet -D world_size=2 -o $(NB)/emuplans/allreduce_packet_2.json
+	bin/mscclgo eval allreduce_packet -D world_size=8 -o $(NB)/emuplans/allreduce_packet_8.json
+	@echo "== host time per call until it returns (emulated device; median over calls, mean over ranks)"
+	@$(NB)/ncclbench-emu header
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 2 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 2 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 8 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu threads 8 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 2 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 2 4096 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 8 128 $(NB_ITERS)
+	@$(NB_ENV) $(NB)/ncclbench-emu procs 8 4096 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu threads 2 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu threads 8 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu procs 2 128 $(NB_ITERS)
+	@$(NB_ENV) MSCCLGO_NCCL_MEET_EVERY_CALL=1 $(NB)/ncclbench-emu procs 8 128 $(NB_ITERS)
 	@echo "make nccl-bench: host time per call until it returns (rank 0's mean over $(NCCL_BENCH_ITERS) calls)"
 	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 2 $(NCCL_BENCH_ITERS) | grep BENCH
 	@$(NCCL_BENCH_HOST) NCCLCHECK_BENCH_LABEL="host memory, threads" $(NCCL_BENCH_DIR)/ncclcheck bench 8 $(NCCL_BENCH_ITERS) | grep BENCH

@@ -5,9 +5,16 @@ package gpu
 // as one of several threads of one process (ncclCommInitAll). Each call
 // runs a plan instance on the caller's device buffers and stream:
 //
-//   - the ranks meet for the call over the bootstrap (one all-gather of a
-//     small record: the call, its buffers, and the handles of buffers new
-//     to the peers), so a mismatched call fails on every rank, named;
+//   - in the steady state (the plan instance's session open, the ranks on
+//     one host) the ranks do not meet: each writes the call's record to
+//     the communicator's mailbox (mailbox.go, shared memory), and the
+//     launch waits on the caller's stream, behind a gate, for the peers'
+//     records of the same call; a mismatch becomes every rank's
+//     asynchronous error and the launch is aborted before its kernel
+//     starts. The first call of a plan instance, a capture, and every
+//     call across hosts meet over the bootstrap (one all-gather of a
+//     small record: the call, its buffers, and the handles of buffers
+//     new to the peers), so a mismatched call fails on every rank, named;
 //   - a rank's buffers are registered with its peers on first use and
 //     cached by address range (the allocation that holds them): a peer in
 //     another process maps it with the driver's IPC handle once, a peer in
@@ -61,11 +68,22 @@ type Comm struct {
 	mu       sync.Mutex // serialises calls, Abort and Close
 	sessions map[string]*commSession
 	nextTag  uint32
-	exported map[DevPtr]uint64    // own allocations whose handles the peers have: their ids
-	mapped   map[peerAlloc]DevPtr // peers' allocations mapped here
-	regs     int                  // registrations made (exports and mappings)
 	calls    uint64
 	closed   bool
+
+	// mb is the host's mailbox (mailbox.go), nil when the ranks span
+	// hosts or it could not be made: then every call meets its peers
+	// over the bootstrap.
+	mb *mailbox
+
+	// regMu guards the registrations, which a call's resolution (on its
+	// stream, comm.go's gate) also makes.
+	regMu    sync.Mutex
+	exported map[DevPtr]uint64      // own allocations whose handles the peers have: their ids
+	shared   map[DevPtr]sharedAlloc // own allocations in the mailbox's table
+	mapped   map[peerAlloc]DevPtr   // peers' allocations mapped here
+	stale    []DevPtr               // peers' freed allocations, unmapped at Close
+	regs     int                    // registrations made (exports and mappings)
 
 	errMu sync.Mutex
 	async error // the first failed launch's, for AsyncError
@@ -164,6 +182,16 @@ type CommCall struct {
 type commProc struct {
 	Err  string `json:"err,omitempty"`
 	Proc string `json:"proc"`
+	// Mailbox is the path of the mailbox that rank 0 made (all ranks on
+	// its host), empty if none.
+	Mailbox string `json:"mailbox,omitempty"`
+}
+
+// sharedAlloc is an own allocation in the mailbox's table: its id and
+// index there.
+type sharedAlloc struct {
+	id  uint64
+	idx int
 }
 
 // OpenComm opens rank w.Net.Rank() of a communicator of w.Net.Size()
@@ -195,6 +223,16 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	} else {
 		io = sd
 	}
+	oneHost := !slices.ContainsFunc(w.Host, func(h int) bool { return h != w.Host[0] })
+	var mb *mailbox
+	if oneHost && !cfg.MeetEveryCall && w.Net.Rank() == 0 && mine.Err == "" {
+		// Without one, the calls meet over the bootstrap.
+		var path string
+		if path, mb, err = createMailbox(n); err == nil {
+			mine.Mailbox = path
+			defer func() { _ = removeMailbox(path) }()
+		}
+	}
 	gctx, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
 	defer cancel()
 	all, err := rankwire.GatherSetup(gctx, w.Net, mine, func(p *commProc) string { return p.Err }, "opening the communicator")
@@ -202,14 +240,43 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 		if io != nil {
 			_ = io.Close()
 		}
+		if mb != nil {
+			_ = mb.unmap()
+		}
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
 	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: n, io: io, sessions: map[string]*commSession{},
-		exported: map[DevPtr]uint64{}, mapped: map[peerAlloc]DevPtr{}}
+		exported: map[DevPtr]uint64{}, shared: map[DevPtr]sharedAlloc{}, mapped: map[peerAlloc]DevPtr{}}
 	for _, p := range all {
 		c.procs = append(c.procs, p.Proc)
 	}
 	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
+	if path := all[0].Mailbox; path != "" {
+		// Every rank maps rank 0's mailbox (then rank 0 removes its
+		// file), or none uses it.
+		var merr error
+		if mb == nil {
+			mb, merr = openMailbox(path, n)
+		}
+		res, err := c.gather(ctx, merr, "mapping the communicator's mailbox")
+		if err != nil {
+			if mb != nil {
+				_ = mb.unmap()
+			}
+			c.cancel()
+			if io != nil {
+				_ = io.Close()
+			}
+			return nil, err
+		}
+		if slices.ContainsFunc(res, func(p commProc) bool { return p.Err != "" }) {
+			if mb != nil {
+				_ = mb.unmap()
+			}
+			mb = nil
+		}
+		c.mb = mb
+	}
 	return c, nil
 }
 
@@ -225,11 +292,12 @@ func (c *Comm) inProcess() bool {
 
 // Registered returns how many buffer registrations the communicator has
 // made: own allocations exported to peers in other processes, peers'
-// allocations mapped here, and own address ranges first seen by
-// same-process peers.
+// allocations mapped here (a steady-state call maps them where its
+// launch is gated, after the call returned), and own allocations first
+// shown to same-process peers.
 func (c *Comm) Registered() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
 	return c.regs
 }
 
@@ -268,14 +336,23 @@ type callRec struct {
 	Bufs [2]bufRec `json:"bufs"`
 }
 
-// Enqueue runs call on this rank: it meets the peers' same call, opens
-// the instance's session on first use, registers new buffers, enqueues
-// the launch on call.Stream and returns. A launch that fails later makes
-// AsyncError return its error. Earlier launches of the same instance may
-// still be in flight: this one queues behind them on the stream, unless
-// the plan has port channels or per-call tables, or 64 are in flight;
-// then Enqueue first waits (at most the deadlock timeout and a margin)
-// for the previous one, or the oldest, to end.
+// Enqueue runs call on this rank: it opens the instance's session on
+// first use, registers new buffers, enqueues the launch on call.Stream
+// and returns. A launch that fails later makes AsyncError return its
+// error. Earlier launches of the same instance may still be in flight:
+// this one queues behind them on the stream, unless the plan has port
+// channels or per-call tables, or 64 are in flight; then Enqueue first
+// waits (at most the deadlock timeout and a margin) for the previous
+// one, or the oldest, to end.
+//
+// The ranks meet over the bootstrap only at the first call of a plan
+// instance (its session's set-up), at a capture, and in a communicator
+// without a mailbox (ranks on several hosts). Otherwise the call is the
+// steady state: its record goes to the mailbox, and the peers' records
+// of the same call are read and compared where the launch waits for
+// them on the stream (Gater), else here, with no system call either
+// way; a mismatch becomes the asynchronous error, and the launch is
+// aborted before its kernel starts.
 func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -285,15 +362,239 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	if err := c.AsyncError(); err != nil {
 		return fmt.Errorf("%s: rank %d: the communicator failed earlier: %w", c.cfg.Name, c.rank, err)
 	}
+	seq := c.calls
 	c.calls++
-	// Abort (another thread) ends a call waiting for its peers.
-	ctx, stop := rankwire.Merge(ctx, c.ctx)
-	defer stop()
 	cs := c.sessions[call.Key]
 	capturing, err := c.io.Capturing(call.Stream)
 	if err != nil {
-		return fmt.Errorf("%s: rank %d: %s: asking whether the stream is capturing: %w", c.cfg.Name, c.rank, call.Desc, err)
+		err = fmt.Errorf("%s: rank %d: %s: asking whether the stream is capturing: %w", c.cfg.Name, c.rank, call.Desc, err)
+		c.refuse(seq, call, err)
+		return err
 	}
+	if c.mb != nil && cs != nil && !capturing {
+		return c.steady(cs, seq, call)
+	}
+	return c.meet(ctx, cs, seq, call, capturing)
+}
+
+// refuse publishes that this rank refused call seq, for the peers that
+// read the mailbox.
+func (c *Comm) refuse(seq uint64, call CommCall, err error) {
+	if c.mb == nil {
+		return
+	}
+	_ = c.mb.publish(c.rank, seq, callRecord{refused: true, desc: call.Desc + ": " + err.Error()},
+		c.peers(), c.alive, c.cfg.SetupTimeout)
+}
+
+// peers are the other ranks.
+func (c *Comm) peers() []int {
+	var ps []int
+	for r := range c.n {
+		if r != c.rank {
+			ps = append(ps, r)
+		}
+	}
+	return ps
+}
+
+// alive is the error of an ended communicator (Abort, Close, the job's
+// end), nil while it lives.
+func (c *Comm) alive() error {
+	if c.ctx.Err() != nil {
+		return fmt.Errorf("the communicator ended: %w", context.Cause(c.ctx))
+	}
+	return nil
+}
+
+// steady is a call of an open session in a communicator with a mailbox.
+func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
+	fail := func(err error) error {
+		err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		c.refuse(seq, call, err)
+		return err
+	}
+	if err := cs.makeRoom(c.waitBound(cs)); err != nil {
+		return fail(err)
+	}
+	if err := checkUser(cs.l, c.rank, call.In, call.Out); err != nil {
+		return fail(err)
+	}
+	rec := callRecord{sig: signature(call.Key, call.Desc), desc: call.Desc}
+	for i, p := range []DevPtr{call.In, call.Out} {
+		sl, err := c.slot(p)
+		if err != nil {
+			return fail(err)
+		}
+		rec.bufs[i] = sl
+	}
+	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
+		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+	}
+	resolve := func() ([][2]DevPtr, error) {
+		bufs, err := c.resolve(seq, rec)
+		if err != nil {
+			err = fmt.Errorf("%s: rank %d: call %d (%s): %w", c.cfg.Name, c.rank, seq, call.Desc, err)
+		}
+		return bufs, err
+	}
+	if _, ok := cs.rs.s.d.(Gater); ok {
+		return c.launch(cs, call, nil, resolve)
+	}
+	// The driver cannot hold its stream for the host: the peers' records
+	// are read here (through memory).
+	bufs, err := resolve()
+	if err != nil {
+		c.fail(err)
+		return err
+	}
+	return c.launch(cs, call, bufs, nil)
+}
+
+// slot describes the buffer at p for the peers: its address (peers in
+// this process use it as it is), its allocation and, for peers in other
+// processes, the allocation's index in the mailbox's table, where its
+// IPC handle was put once.
+func (c *Comm) slot(p DevPtr) (slot, error) {
+	sl := slot{ptr: uint64(p), base: uint64(p), alloc: -1}
+	base, size, ok, err := c.io.AddressRange(p)
+	if err != nil {
+		return sl, fmt.Errorf("the allocation of %#x: %w", uint64(p), err)
+	}
+	if ok {
+		sl.base, sl.size = uint64(base), size
+	}
+	if c.inProcess() {
+		// The peers use the address as it is: the registration is only
+		// counted, once per allocation.
+		c.regMu.Lock()
+		defer c.regMu.Unlock()
+		c.seen(DevPtr(sl.base), sl.size)
+		return sl, nil
+	}
+	if !ok {
+		return sl, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
+	}
+	if ider, has := c.io.(AllocIDer); has {
+		if sl.id, err = ider.AllocID(base); err != nil {
+			return sl, fmt.Errorf("the id of the allocation at %#x: %w", uint64(base), err)
+		}
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if a, have := c.shared[base]; have && a.id == sl.id {
+		sl.alloc = a.idx
+		return sl, nil
+	}
+	h, err := c.io.IpcGet(base)
+	if err != nil {
+		return sl, fmt.Errorf("exporting the allocation at %#x: %w", uint64(base), err)
+	}
+	idx, err := c.mb.register(c.rank, uint64(base), size, sl.id, h)
+	if err != nil {
+		return sl, err
+	}
+	c.shared[base] = sharedAlloc{id: sl.id, idx: idx}
+	c.regs++
+	sl.alloc = idx
+	return sl, nil
+}
+
+// seen counts an own allocation the first time same-process peers are
+// shown it. The caller holds regMu.
+func (c *Comm) seen(base DevPtr, size uint64) {
+	k := peerAlloc{rank: c.rank, base: base, size: size}
+	if _, ok := c.mapped[k]; !ok {
+		c.mapped[k] = base
+		c.regs++
+	}
+}
+
+// resolve waits (at most the set-up timeout; Abort ends it) for every
+// peer's record of call seq, checks that every rank made the same call,
+// and returns every rank's input and output as this rank addresses them,
+// mapping peers' new allocations.
+func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
+	all := make([]callRecord, c.n)
+	all[c.rank] = mine
+	for r := range c.n {
+		if r == c.rank {
+			continue
+		}
+		var rerr error
+		err := c.mb.waitFor(func() bool {
+			rec, ok, err := c.mb.read(r, seq)
+			if err != nil {
+				rerr = err
+				return true
+			}
+			if ok {
+				all[r] = rec
+			}
+			return ok
+		}, c.alive, c.cfg.SetupTimeout)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rank %d has not made the call: %w", r, err)
+		}
+	}
+	c.mb.markConsumed(c.rank, seq)
+	for r, rec := range all {
+		if rec.refused {
+			return nil, fmt.Errorf("rank %d refused it: %s", r, rec.desc)
+		}
+	}
+	for r := 1; r < c.n; r++ {
+		if all[r].sig != all[0].sig {
+			return nil, fmt.Errorf("mismatched calls: rank 0 called %s, rank %d called %s", all[0].desc, r, all[r].desc)
+		}
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	out := make([][2]DevPtr, c.n)
+	for r, rec := range all {
+		for i, b := range rec.bufs {
+			k := peerAlloc{r, DevPtr(b.base), b.size, b.id}
+			if r == c.rank || c.procs[r] == thisProcess {
+				out[r][i] = DevPtr(b.ptr)
+				continue
+			}
+			p, ok := c.mapped[k]
+			if !ok {
+				h, err := c.mb.handle(r, b.alloc)
+				if err != nil {
+					return nil, fmt.Errorf("rank %d's buffer %#x: %w", r, b.ptr, err)
+				}
+				for old, q := range c.mapped {
+					if old.rank == r && old.base < k.base+DevPtr(k.size) && k.base < old.base+DevPtr(old.size) {
+						// Freed by the peer: unmapped at Close, since a
+						// launch may still read it.
+						c.stale = append(c.stale, q)
+						delete(c.mapped, old)
+					}
+				}
+				if p, err = c.io.IpcOpen(h); err != nil {
+					return nil, fmt.Errorf("mapping rank %d's allocation at %#x: %w", r, b.base, err)
+				}
+				c.mapped[k] = p
+				c.regs++
+			}
+			out[r][i] = p + DevPtr(b.ptr-b.base)
+		}
+	}
+	return out, nil
+}
+
+// meet is a call whose ranks meet over the bootstrap: the first call of
+// a plan instance, a capture, a communicator without a mailbox. Its
+// record also goes to the mailbox, for peers whose same call (by
+// sequence number) is in the steady state.
+func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommCall, capturing bool) error {
+	// Abort (another thread) ends a call waiting for its peers.
+	ctx, stop := rankwire.Merge(ctx, c.ctx)
+	defer stop()
 	var pre *opened
 	if capturing {
 		// Every rank refuses the same plan here, before meeting.
@@ -307,13 +608,17 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		}
 		if inst != nil {
 			if err := capturable(inst); err != nil {
-				return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+				err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+				c.refuse(seq, call, err)
+				return err
 			}
 		}
 	}
 	if cs != nil {
 		if err := cs.makeRoom(c.waitBound(cs)); err != nil {
-			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+			err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+			c.refuse(seq, call, err)
+			return err
 		}
 	}
 	mine := callRec{Key: call.Key, Desc: call.Desc}
@@ -323,6 +628,7 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 		}
 	}
 	newExports := map[DevPtr]uint64{}
+	c.regMu.Lock()
 	for i, p := range []DevPtr{call.In, call.Out} {
 		if mine.Err != "" {
 			break
@@ -333,6 +639,20 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 			break
 		}
 		mine.Bufs[i] = rec
+	}
+	c.regMu.Unlock()
+	if c.mb != nil {
+		rec := callRecord{sig: signature(call.Key, call.Desc), desc: call.Desc, refused: mine.Err != ""}
+		if mine.Err != "" {
+			rec.desc += ": " + mine.Err
+		}
+		for i := range rec.bufs {
+			rec.bufs[i].alloc = -1 // never read: this call's peers meet it here
+		}
+		if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
+			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		}
+		defer c.mb.markConsumed(c.rank, seq)
 	}
 	gctx, cancel := context.WithTimeoutCause(ctx, c.cfg.SetupTimeout,
 		fmt.Errorf("rank %d: %s: not every rank made the call within %v", c.rank, call.Desc, c.cfg.SetupTimeout))
@@ -347,11 +667,16 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	if err := mismatch(all); err != nil {
 		return fmt.Errorf("%s: %w", c.cfg.Name, err)
 	}
+	c.regMu.Lock()
 	for p, id := range newExports {
 		c.exported[p] = id
 		c.regs++
 	}
-	bases, regErr := c.peerBuffers(all)
+	bases, stale, regErr := c.peerBuffers(all)
+	c.regMu.Unlock()
+	if err := c.unmap(stale); err != nil {
+		regErr = errors.Join(regErr, fmt.Errorf("rank %d: %w", c.rank, err))
+	}
 	if cs == nil {
 		// Every rank opens the instance's session at this call: its
 		// set-up's all-gathers also tell every rank of a registration
@@ -372,7 +697,7 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	if capturing {
 		return c.capture(cs, call, bases)
 	}
-	return c.launch(cs, call, bases)
+	return c.launch(cs, call, bases, nil)
 }
 
 // mismatch names the first rank whose call differs from rank 0's.
@@ -455,8 +780,9 @@ func (c *Comm) describe(p DevPtr, newExports map[DevPtr]uint64) (bufRec, error) 
 // addresses them (0 for ranks on other hosts), mapping the allocations
 // of same-host peers in other processes on first use. A peer's new
 // allocation that overlaps one mapped here (freed, and its address used
-// again) unmaps the old one.
-func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
+// again) replaces the old one, which is returned for unmapping. The
+// caller holds regMu.
+func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, []DevPtr, error) {
 	out := make([][2]DevPtr, c.n)
 	var errs []string
 	var stale []DevPtr
@@ -467,11 +793,8 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 		for i, b := range rec.Bufs {
 			if r == c.rank || c.procs[r] == thisProcess {
 				out[r][i] = b.Ptr
-				if k := (peerAlloc{r, b.Base, b.Size, b.ID}); r != c.rank {
-					if _, ok := c.mapped[k]; !ok {
-						c.mapped[k] = b.Base
-						c.regs++
-					}
+				if r == c.rank && c.inProcess() {
+					c.seen(b.Base, b.Size)
 				}
 				continue
 			}
@@ -499,13 +822,10 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]DevPtr, error) {
 			out[r][i] = p + (b.Ptr - b.Base)
 		}
 	}
-	if err := c.unmap(stale); err != nil {
-		errs = append(errs, err.Error())
-	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
+		return nil, stale, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
 	}
-	return out, nil
+	return out, stale, nil
 }
 
 // unmap unmaps peers' freed allocations once the launches that may still
@@ -652,12 +972,17 @@ func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []by
 // of its own, the arguments do not change, the progress records are
 // cleared on the stream only), and this launch's goroutine starts
 // serving it once the previous one has finished.
-func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
+//
+// With resolve (a steady-state call, the driver a Gater) the buffers are
+// not known yet: the kernel waits on the stream behind a gate, in which
+// resolve reads the peers' records and the rank table is written (the
+// launches before it on the stream have ended then); when resolve fails
+// the abort word is raised there, so the kernel stops at its start.
+func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve func() ([][2]DevPtr, error)) error {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if err := s.guard.Ready(c.ctx); err != nil {
 		return err
 	}
-	img := c.setBuffers(cs, call, bufs)
 	sd := s.d.(StreamDriver)
 	if err := sd.UseStream(call.Stream); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
@@ -666,7 +991,10 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 	// The arguments of a communicator's session (epoch word) are the same
 	// at every launch: they are staged at the first, with nothing in
 	// flight, and a queued launch reads what its predecessors read.
-	args := s.argsImage(grid)
+	args := cs.args
+	if args == nil || s.epoch == 0 || s.inst.Var != nil {
+		args = s.argsImage(grid)
+	}
 	busy := cs.busy()
 	// The rank table when a buffer moved, the arguments, the cleared
 	// progress records and the kernel, in order on the caller's stream.
@@ -680,21 +1008,28 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		}
 	}
 	done := make(chan struct{})
-	if cs.captured || string(img) != string(s.ranksImg) {
-		h, at := s.host, uint64(ranksAt)
-		if busy {
-			var err error
-			if h, err = cs.image(s, img, done); err != nil {
-				return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+	if resolve == nil {
+		img := c.setBuffers(cs, call, bufs)
+		if cs.captured || string(img) != string(s.ranksImg) {
+			h, at := s.host, uint64(ranksAt)
+			if busy {
+				var err error
+				if h, err = cs.image(s, img, done); err != nil {
+					return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+				}
+				at = 0
+			} else {
+				s.stage(ranksAt, img)
 			}
-			at = 0
-		} else {
-			s.stage(ranksAt, img)
+			if err := s.d.Enqueue(s.ranksT, h, at, uint64(len(img))); err != nil {
+				return fmt.Errorf("%s: rank %d: writing the rank table: %w", c.cfg.Name, c.rank, err)
+			}
+			s.ranksImg = img
 		}
-		if err := s.d.Enqueue(s.ranksT, h, at, uint64(len(img))); err != nil {
-			return fmt.Errorf("%s: rank %d: writing the rank table: %w", c.cfg.Name, c.rank, err)
-		}
-		s.ranksImg = img
+	} else {
+		// The rank table is written in the gate: the next call that
+		// does not resolve there writes its own.
+		s.ranksImg = nil
 	}
 	s.flag++
 	if string(args) != string(cs.args) {
@@ -702,13 +1037,35 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr) error {
 		cs.args = args
 	}
 	if grid == 0 {
+		if resolve != nil {
+			go func() {
+				if _, err := resolve(); err != nil {
+					c.fail(err)
+				}
+			}()
+		}
 		m.mu.Lock()
 		m.launches++
 		m.mu.Unlock()
 		return nil
 	}
+	var gate func()
+	if resolve != nil {
+		gate = func() {
+			bufs, err := resolve()
+			if err == nil {
+				err = s.d.HtoD(s.ranksT, c.setBuffers(cs, call, bufs))
+			}
+			if err != nil {
+				c.fail(err)
+				if aerr := s.abort(); aerr != nil {
+					c.fail(aerr)
+				}
+			}
+		}
+	}
 	start := time.Now()
-	if err := s.launch(grid); err != nil {
+	if err := s.launchGated(grid, gate); err != nil {
 		err = fmt.Errorf("%s: rank %d: %s: launch of %d blocks: %w", c.cfg.Name, c.rank, call.Desc, grid, err)
 		s.guard.Fail(err)
 		return err
@@ -1059,7 +1416,15 @@ func (c *Comm) Close() error {
 			_ = c.io.IpcClose(p)
 		}
 	}
-	c.mapped = nil
+	for _, p := range c.stale {
+		_ = c.io.IpcClose(p)
+	}
+	c.mapped, c.stale = nil, nil
+	if c.mb != nil && len(errs) == 0 {
+		// (A launch that did not end may still read it.)
+		_ = c.mb.unmap()
+		c.mb = nil
+	}
 	c.cancel()
 	if c.io != nil {
 		_ = c.io.Close()

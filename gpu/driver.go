@@ -190,4 +190,8 @@ type Config struct {
 	// made by calls, since no job-wide view tells a hung replay from a
 	// peer that has not replayed its graph yet.
 	ReplayTimeout time.Duration
+	// MeetEveryCall makes a communicator's every call meet its peers
+	// over the bootstrap, as before the mailbox (comm.go): the baseline
+	// of make nccl-bench.
+	MeetEveryCall bool
 }

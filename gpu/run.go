@@ -436,13 +436,27 @@ func (w *watchdog) result() error {
 // launch puts the launch's work on the kernel's stream: the arguments
 // from the staging, the cleared control word and progress records, the
 // kernel; captured once and replayed with Config.Graph.
-func (s *session) launch(grid int) error {
+func (s *session) launch(grid int) error { return s.launchGated(grid, nil) }
+
+// launchGated is launch with gate (nil: none) run on the stream between
+// the cleared control word and the kernel (gpu.Gater); not with
+// Config.Graph.
+func (s *session) launchGated(grid int, gate func()) error {
 	enqueue := func() error {
 		if err := s.d.Enqueue(s.args, s.host, argsAt, sizeArgs); err != nil {
 			return fmt.Errorf("writing the launch arguments: %w", err)
 		}
 		if err := s.d.Zero(s.ctl, sizeControl+uint64(grid)*sizeProgress); err != nil {
 			return fmt.Errorf("clearing the progress records: %w", err)
+		}
+		if gate != nil {
+			g, ok := s.d.(Gater)
+			if !ok || s.useGraph {
+				return fmt.Errorf("the %T driver cannot hold its stream for the host", s.d)
+			}
+			if err := g.Gate(gate); err != nil {
+				return fmt.Errorf("holding the stream for the call's peers: %w", err)
+			}
 		}
 		return s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args)
 	}

@@ -37,3 +37,15 @@ type AllocIDer interface {
 	// AllocID returns the id of the allocation that holds p.
 	AllocID(p DevPtr) (uint64, error)
 }
+
+// Gater is a StreamDriver that can hold its stream for the host: Gate
+// enqueues f on the stream after the work enqueued so far, and the
+// stream's later work (the kernel) starts once f has returned. f may
+// use the driver (write device memory, map a peer's allocation), so it
+// runs on a thread of the driver's own, not in a stream callback where
+// CUDA forbids driver calls. A communicator gates a steady-state launch
+// on its peers' records of the call (comm.go), so that the call returns
+// at once. f must return within a bound of its own.
+type Gater interface {
+	Gate(f func()) error
+}

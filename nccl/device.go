@@ -36,6 +36,9 @@ func (c *comm) openDevice() error {
 		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
 	}
 	cfg.ReplayTimeout = replay
+	// The baseline of make nccl-bench: every call meets its peers over
+	// the bootstrap, as before the mailbox.
+	cfg.MeetEveryCall = os.Getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") == "1"
 	hosts := make([]int, c.size)
 	for i, h := range c.boot.Hosts() {
 		for _, r := range h.Ranks {

@@ -11,6 +11,7 @@ package main
 // mscclgoEmuStreamEndCapture and mscclgoEmuGraphLaunch capture a stream's
 // work and replay it, as CUDA graphs do.
 
+// #include <stddef.h>
 // #include <stdint.h>
 import "C"
 
@@ -115,4 +116,25 @@ func emuResult(fn string, f func(*emu.Streams) error, dev C.int) C.int {
 		return 1
 	}
 	return 0
+}
+
+// The emulated device's stand-ins for cuMemAlloc and cuMemFree: memory
+// that the communicator's peers in other processes can map (through the
+// emulated IPC handles), as a caller's device buffers. 0 is returned for
+// success, 1 (with ncclGetLastError's text) for failure.
+
+//export mscclgoEmuMalloc
+func mscclgoEmuMalloc(ptr *C.uintptr_t, size C.size_t) C.int {
+	p, err := emu.AllocShared(uint64(size))
+	if err != nil {
+		setError(fmt.Sprintf("mscclgo: mscclgoEmuMalloc: %v", err))
+		return 1
+	}
+	*ptr = C.uintptr_t(p)
+	return 0
+}
+
+//export mscclgoEmuFree
+func mscclgoEmuFree(ptr C.uintptr_t) {
+	emu.FreeShared(gpu.DevPtr(ptr))
 }

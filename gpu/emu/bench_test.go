@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -243,4 +244,48 @@ func perLaunchCPU(be executor.Backend, p *plan.Plan, size uint64, dt executor.El
 		n++
 	}
 	return time.Since(start) / time.Duration(n), (cpuTime() - cpu0) / time.Duration(n), nil
+}
+
+// BenchmarkCommCall: the host time of a steady-state gpu.Comm call until
+// it returns (an in-place 128-byte LL allreduce, 2 ranks as goroutines),
+// the stream synchronised after each call outside the timing, so that
+// the kernel's time is excluded; "meet" is the baseline where every call
+// meets its peers over the bootstrap.
+func BenchmarkCommCall(b *testing.B) {
+	for _, meet := range []bool{false, true} {
+		b.Run(fmt.Sprintf("meet=%v", meet), func(b *testing.B) {
+			ss := NewStreams()
+			defer ss.Close()
+			c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(b, "allreduce_packet", map[string]string{"world_size": "2"}),
+				size: 128, dt: executor.Float32, inPlace: true}
+			lay := c.layout(b)
+			var mu sync.Mutex
+			var total time.Duration
+			errs := withRanksConfig(b, ss, 2, func(cfg *gpu.Config) { cfg.MeetEveryCall = meet }, func(cr *commRank) error {
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+				call := c.call(lay, cr, executor.Options{DType: c.dt})
+				var mine time.Duration
+				for i := range b.N + 1 {
+					t0 := time.Now()
+					if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+						return err
+					}
+					if i > 0 {
+						mine += time.Since(t0)
+					}
+					if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+						return err
+					}
+				}
+				mu.Lock()
+				total += mine
+				mu.Unlock()
+				return cr.comm.AsyncError()
+			})
+			noErrors(b, errs)
+			b.ReportMetric(float64(total.Nanoseconds())/float64(2*b.N), "ns/call")
+		})
+	}
 }

@@ -58,14 +58,14 @@ type commCase struct {
 // withRanks runs body on every rank of a communicator of n ranks, each in
 // a goroutine with its own bootstrap, comm and stream, and returns each
 // rank's error.
-func withRanks(t *testing.T, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
+func withRanks(t testing.TB, ss *Streams, n int, timeout time.Duration, body func(cr *commRank) error) []error {
 	t.Helper()
 	return withRanksConfig(t, ss, n, func(cfg *gpu.Config) { cfg.SetupTimeout = timeout }, body)
 }
 
 // withRanksConfig is withRanks with the communicators' configuration
 // changed by set (from a set-up timeout of 20 s).
-func withRanksConfig(t *testing.T, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
+func withRanksConfig(t testing.TB, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -137,7 +137,7 @@ func (cr *commRank) place(l *executor.BufferLayout) error {
 }
 
 // layout returns c's buffer layout.
-func (c commCase) layout(t *testing.T) *harness.Layout {
+func (c commCase) layout(t testing.TB) *harness.Layout {
 	t.Helper()
 	lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
 	if err != nil {
@@ -147,7 +147,7 @@ func (c commCase) layout(t *testing.T) *harness.Layout {
 }
 
 // noErrors fails t with every rank's error.
-func noErrors(t *testing.T, errs []error) {
+func noErrors(t testing.TB, errs []error) {
 	t.Helper()
 	for r, err := range errs {
 		if err != nil {
@@ -327,6 +327,102 @@ func TestCommMismatch(t *testing.T) {
 			t.Errorf("rank %d: %v, want the mismatch named", r, err)
 		}
 	}
+}
+
+// TestCommSteadyMismatch: in the steady state (the session open) a call
+// returns at once, without meeting its peers; a call that differs on one
+// rank becomes every rank's asynchronous error, naming both calls, and
+// its launch is stopped before its kernel runs: the output keeps what
+// the first call wrote.
+func TestCommSteadyMismatch(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay := c.layout(t)
+	errs := withRanks(t, ss, 2, 20*time.Second, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 0: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		first := make([]byte, cr.outLen)
+		if err := cr.dev.DtoH(first, cr.out); err != nil {
+			return err
+		}
+		if cr.rank == 1 {
+			call.Desc = "ncclAllReduce count 7"
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 1 failed at once (it should return, its mismatch found later): %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		aerr := cr.comm.AsyncError()
+		if aerr == nil || !strings.Contains(aerr.Error(), "mismatched calls: rank 0 called allreduce_packet of 4096 bytes float, rank 1 called ncclAllReduce count 7") {
+			return fmt.Errorf("async error %v, want the mismatch named", aerr)
+		}
+		after := make([]byte, cr.outLen)
+		if err := cr.dev.DtoH(after, cr.out); err != nil {
+			return err
+		}
+		if !bytes.Equal(first, after) {
+			return errors.New("the mismatched launch wrote the output")
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err == nil || !strings.Contains(err.Error(), "failed earlier") {
+			return fmt.Errorf("a call after the mismatch: %v, want the earlier failure", err)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
+// TestCommSteadyAbort: a steady-state call whose peer never makes it
+// returns at once and waits on its stream; Abort ends that wait long
+// before the set-up timeout, and the stream drains.
+func TestCommSteadyAbort(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 1 << 12, dt: executor.Float32, inPlace: true}
+	lay := c.layout(t)
+	errs := withRanksConfig(t, ss, 2, func(cfg *gpu.Config) { cfg.SetupTimeout = 10 * time.Minute }, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 0: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if cr.rank == 0 {
+			if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+				return fmt.Errorf("call 1 failed at once: %w", err)
+			}
+		}
+		if err := abortWithin(cr.comm, time.Minute); err != nil {
+			return err
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if aerr := cr.comm.AsyncError(); cr.rank == 0 && (aerr == nil || !strings.Contains(aerr.Error(), "canceled")) {
+			return fmt.Errorf("async error %v, want the cancelled launch", aerr)
+		}
+		return nil
+	})
+	noErrors(t, errs)
 }
 
 // captureCall makes call on cr's stream while the stream captures, and

@@ -13,6 +13,8 @@ package emu
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
 void mg_emu_wait(uint64_t h);
 uint64_t mg_emu_range(uint64_t p, uint64_t* n);
+uint64_t mg_emu_alloc(uint64_t n, int shared);
+void mg_emu_free(uint64_t p, int shared);
 */
 import "C"
 
@@ -387,3 +389,25 @@ func (d *driver) Capturing(st gpu.Stream) (bool, error) {
 }
 
 var _ gpu.StreamDriver = (*driver)(nil)
+
+// Gate holds the chosen stream until f has returned (gpu.Gater): the
+// stream's goroutine runs it in order with the stream's other work.
+func (d *driver) Gate(f func()) error {
+	return d.stream("gate", func() error { f(); return nil })
+}
+
+var _ gpu.Gater = (*driver)(nil)
+
+// AllocShared allocates n bytes of emulated device memory that peers in
+// other processes can map (a drivers of OpenIPC's exports it), as a
+// caller's cuMemAlloc would: the buffers of a library's caller.
+func AllocShared(n uint64) (gpu.DevPtr, error) {
+	p := C.mg_emu_alloc(C.uint64_t(max(n, 1)), 1)
+	if p == 0 {
+		return 0, fmt.Errorf("gpu-emu: out of host memory for %d bytes", n)
+	}
+	return gpu.DevPtr(p), nil
+}
+
+// FreeShared frees memory of AllocShared.
+func FreeShared(p gpu.DevPtr) { C.mg_emu_free(C.uint64_t(p), 1) }
