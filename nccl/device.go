@@ -95,6 +95,8 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		return false, nil, "a call inside a group runs at the group's end"
 	case d.viaCopy:
 		return false, nil, "the plan is in place and the device path does not copy the input first yet"
+	case d.viaStage:
+		return false, nil, "the plan is out of place and the device path does not stage an in-place call's input yet"
 	}
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
