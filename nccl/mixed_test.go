@@ -68,3 +68,29 @@ func TestMixedPlacementHostProcs(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceInPlaceViaCopy: on the emulated device, with in-place plans
+// only, out-of-place allreduce and allgather run the in-place plan after
+// a device copy of the input on the caller's stream (issue 30), logged;
+// every value is checked, no fallback.
+func TestDeviceInPlaceViaCopy(t *testing.T) {
+	plans := bundledPlans(t, map[string]planDef{
+		"allreduce_in.json": {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allgather_in.json": {"allgather", map[string]string{"world_size": "4"}},
+	})
+	emuLib := "LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu")
+	r := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "oop", "4")
+	r.succeeded(t)
+	const cases = 4 // two collectives, twice
+	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*cases, r.stdout, r.stderr)
+	}
+	for _, l := range []string{
+		"rank 1 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_4gpu is in place and the call is not: the input is copied first (a device copy on the caller's stream)",
+		"rank 2 of 4: ncclAllGather count 1024 ncclFloat32 (out-of-place, 16384 bytes): plan allgather_4gpu on gpu-emu, enqueued",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+}

@@ -746,6 +746,24 @@ static void *mixed_main(void *p) {
   return NULL;
 }
 
+/* Out-of-place calls, each twice (TestDeviceInPlaceViaCopy: a plan set
+ * with in-place plans only). */
+static const struct data_case oop_cases[] = {
+    {"oop allreduce float32", 0, ncclFloat32, 1024, 0},
+    {"oop allgather float32", 1, ncclFloat32, 1024, 0},
+};
+
+static void *oop_main(void *p) {
+  struct rank_arg *a = p;
+  for (int round = 0; round < 2; round++) {
+    for (size_t k = 0; k < sizeof oop_cases / sizeof oop_cases[0]; k++) {
+      data_case_run(&oop_cases[k], a->comm, a->rank, a->n);
+    }
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
 static void *mismatch_data_main(void *p) {
   struct rank_arg *a = p;
   float *b = calloc(2048, sizeof *b);
@@ -1420,6 +1438,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "mixed") == 0 && argc == 3) {
     return data(atoi(argv[2]), mixed_main);
+  }
+  if (strcmp(argv[1], "oop") == 0 && argc == 3) {
+    return data(atoi(argv[2]), oop_main);
   }
   if (strcmp(argv[1], "mixedprocs") == 0) {
     return procs(PROCS_MIXED);
