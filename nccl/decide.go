@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/planset"
@@ -106,6 +107,54 @@ type decision struct {
 	viaStage bool
 	// planInPlace is the placement the plan is laid out for.
 	planInPlace bool
+	// devKey and devDesc are the device path's plan-instance key and
+	// call description (runOnDevice), made once per cached decision.
+	devKey, devDesc string
+}
+
+// decideKey is what a decision depends on, besides the communicator.
+type decideKey struct {
+	fn      string
+	coll    collective
+	count   uint64
+	dtype   int
+	op      int
+	inPlace bool
+}
+
+// maxDecisions bounds a communicator's decision cache; a full cache is
+// emptied (a sweep of many sizes makes new entries, a training loop
+// repeats a few).
+const maxDecisions = 4096
+
+// decisions caches a communicator's decisions by call, so that a
+// steady-state call chooses no plan and formats no string (issue 30).
+type decisions struct {
+	mu sync.Mutex
+	m  map[decideKey]decision
+}
+
+// decideCached is decide's answer for k, from the cache after the first
+// call of its kind; the device path's strings are made with it.
+func (c *comm) decideCached(k call) decision {
+	key := decideKey{fn: k.fn, coll: k.coll, count: k.count, dtype: k.dtype, op: k.op, inPlace: k.inPlace(c.rank)}
+	c.decided.mu.Lock()
+	d, ok := c.decided.m[key]
+	c.decided.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = c.decide(k)
+	if d.plan != "" {
+		d.devKey, d.devDesc = c.deviceStrings(k, d)
+	}
+	c.decided.mu.Lock()
+	if c.decided.m == nil || len(c.decided.m) >= maxDecisions {
+		c.decided.m = map[decideKey]decision{}
+	}
+	c.decided.m[key] = d
+	c.decided.mu.Unlock()
+	return d
 }
 
 // inPlace reports whether c is in place, as NCCL defines it per

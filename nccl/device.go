@@ -121,14 +121,13 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 			logInfo("%s: plan %s is in place and the call is not: the input is copied first (a device copy on the caller's stream)", c.describe(k), d.plan)
 		}
 	}
-	op := ""
-	if k.op >= 0 {
-		op = " " + opName(k.op)
+	key, desc := d.devKey, d.devDesc
+	if key == "" {
+		key, desc = c.deviceStrings(k, d)
 	}
-	desc := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
 	planInPlace := d.planInPlace
 	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
-		Key:  fmt.Sprintf("%s|%d|%s|%v", d.path, size, dt.Name(), planInPlace),
+		Key:  key,
 		Desc: desc,
 		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
 			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, planInPlace)
@@ -145,6 +144,18 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		return true, errorf(resultInvalidUsage, "%v", err), ""
 	}
 	return true, nil, ""
+}
+
+// deviceStrings are the plan-instance key and the description of call k
+// with the plan of d, as gpu.Comm compares them across ranks.
+func (c *comm) deviceStrings(k call, d decision) (key, desc string) {
+	op := ""
+	if k.op >= 0 {
+		op = " " + opName(k.op)
+	}
+	key = fmt.Sprintf("%s|%d|%s|%v", d.path, k.size(c.size), planDType(k.dtype).Name(), d.planInPlace)
+	desc = fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
+	return key, desc
 }
 
 // devices is the library's device backend: a driver configuration per
