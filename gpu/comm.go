@@ -377,6 +377,21 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	return c.meet(ctx, cs, seq, call, capturing)
 }
 
+// CopyOnStream enqueues a device-to-device copy of n bytes on the
+// caller's stream st, ahead of a call's launch there: the input of an
+// out-of-place call that runs an in-place plan (the nccl library).
+func (c *Comm) CopyOnStream(st Stream, dst, src DevPtr, n uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%s: rank %d: the communicator is closed", c.cfg.Name, c.rank)
+	}
+	if err := c.io.CopyOnStream(st, dst, src, n); err != nil {
+		return fmt.Errorf("%s: rank %d: copying %d bytes on the caller's stream: %w", c.cfg.Name, c.rank, n, err)
+	}
+	return nil
+}
+
 // refuse publishes that this rank refused call seq, for the peers that
 // read the mailbox.
 func (c *Comm) refuse(seq uint64, call CommCall, err error) {

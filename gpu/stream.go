@@ -26,6 +26,10 @@ type StreamDriver interface {
 	// its start and size (cuMemGetAddressRange). ok is false when the
 	// driver does not know it (memory it cannot export).
 	AddressRange(p DevPtr) (base DevPtr, size uint64, ok bool, err error)
+	// CopyOnStream enqueues a copy of n bytes of device memory from src
+	// to dst on the caller's stream st (cuMemcpyAsync), in order with
+	// the work enqueued there, and returns at once.
+	CopyOnStream(st Stream, dst, src DevPtr, n uint64) error
 }
 
 // AllocIDer is a StreamDriver that names each allocation for the life of

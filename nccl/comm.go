@@ -79,6 +79,8 @@ type comm struct {
 	// (device.go); nil without one. plansRun are the plans it has run.
 	gpu      *gpu.Comm
 	plansRun planFiles
+	// decided caches the decisions of calls (decideCached).
+	decided decisions
 
 	// custom is the state of a communicator of mscclgo.h (custom.go); nil
 	// for an NCCL communicator. Guarded by mu.

@@ -211,11 +211,12 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		}
 	}
 	if plan == "" {
-		choice, viaCopy, err := selectOrInPlace(sources, req)
+		choice, planInPlace, err := selectEitherPlace(sources, req)
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}
-		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why, viaCopy: viaCopy}, nil
+		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why,
+			planInPlace: planInPlace, viaCopy: planInPlace && !req.InPlace, viaStage: !planInPlace && req.InPlace}, nil
 	}
 	for _, s := range sources {
 		for _, e := range s.Index.Plans {
@@ -226,7 +227,7 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 				return decision{}, errorf(resultInvalidUsage, "plan %s is a %s plan for %d ranks, not %s for %d", plan, e.Collective, e.WorldSize, req.Collective, c.size)
 			}
 			// An in-place plan runs an out-of-place call after a copy.
-			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace}, nil
+			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace, planInPlace: e.InPlace || req.InPlace}, nil
 		}
 	}
 	return decision{}, errorf(resultInvalidUsage, "no registered plan is named %q (mscclgoRegisterPlan)", plan)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/planset"
@@ -101,6 +102,59 @@ type decision struct {
 	// call copies its input to where the plan reads it, then runs the
 	// plan in place.
 	viaCopy bool
+	// viaStage is set when the plan is out of place and the call is in
+	// place: the plan reads a staged copy of the input.
+	viaStage bool
+	// planInPlace is the placement the plan is laid out for.
+	planInPlace bool
+	// devKey and devDesc are the device path's plan-instance key and
+	// call description (runOnDevice), made once per cached decision.
+	devKey, devDesc string
+}
+
+// decideKey is what a decision depends on, besides the communicator.
+type decideKey struct {
+	fn      string
+	coll    collective
+	count   uint64
+	dtype   int
+	op      int
+	inPlace bool
+}
+
+// maxDecisions bounds a communicator's decision cache; a full cache is
+// emptied (a sweep of many sizes makes new entries, a training loop
+// repeats a few).
+const maxDecisions = 4096
+
+// decisions caches a communicator's decisions by call, so that a
+// steady-state call chooses no plan and formats no string (issue 30).
+type decisions struct {
+	mu sync.Mutex
+	m  map[decideKey]decision
+}
+
+// decideCached is decide's answer for k, from the cache after the first
+// call of its kind; the device path's strings are made with it.
+func (c *comm) decideCached(k call) decision {
+	key := decideKey{fn: k.fn, coll: k.coll, count: k.count, dtype: k.dtype, op: k.op, inPlace: k.inPlace(c.rank)}
+	c.decided.mu.Lock()
+	d, ok := c.decided.m[key]
+	c.decided.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = c.decide(k)
+	if d.plan != "" {
+		d.devKey, d.devDesc = c.deviceStrings(k, d)
+	}
+	c.decided.mu.Lock()
+	if c.decided.m == nil || len(c.decided.m) >= maxDecisions {
+		c.decided.m = map[decideKey]decision{}
+	}
+	c.decided.m[key] = d
+	c.decided.mu.Unlock()
+	return d
 }
 
 // inPlace reports whether c is in place, as NCCL defines it per
@@ -145,15 +199,23 @@ func (c *comm) decide(k call) decision {
 	case c.plans.err != nil:
 		return decision{why: c.plans.err.Error()}
 	}
+	callInPlace := k.inPlace(c.rank)
 	req := planset.Request{
 		Collective:   name,
 		WorldSize:    c.size,
 		RanksPerNode: c.ranksPerNode,
 		Size:         k.size(c.size),
-		InPlace:      k.inPlace(c.rank),
+		InPlace:      callInPlace,
 		ElementSize:  int(elemSize(k.dtype)),
 	}
-	choice, viaCopy, err := selectOrInPlace(c.plans.sources, req)
+	if c.procs != nil && c.gpu == nil {
+		// Ranks as processes run in session buffers of their own, so
+		// the caller's placement does not matter to the run; the plan
+		// is chosen from what every rank shares (placement is each
+		// rank's own in NCCL), out of place first.
+		req.InPlace = false
+	}
+	choice, planInPlace, err := selectEitherPlace(c.plans.sources, req)
 	if errors.Is(err, planset.ErrNoPlan) && len(c.plans.sources) == 0 {
 		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs)}
 	}
@@ -161,26 +223,30 @@ func (c *comm) decide(k call) decision {
 		return decision{why: err.Error()}
 	}
 	d := decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
-		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why), viaCopy: viaCopy}
-	if viaCopy {
-		d.why = fmt.Sprintf("no out-of-place plan fits; in-place plan %s fits (%s) after a copy of the input", choice.Entry.Name, choice.Why)
+		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why), planInPlace: planInPlace}
+	d.viaCopy = planInPlace && !callInPlace
+	d.viaStage = !planInPlace && callInPlace
+	if planInPlace != req.InPlace {
+		d.why = fmt.Sprintf("no %s plan fits; %s plan %s fits (%s) after a copy of the input", placeName(req.InPlace), placeName(planInPlace), choice.Entry.Name, choice.Why)
 	}
 	return d
 }
 
-// selectOrInPlace is select's choice for req; for an out-of-place call
-// that no out-of-place plan fits, the in-place plan that fits it, with
-// viaCopy set. The error is the out-of-place search's.
-func selectOrInPlace(sources []planset.Source, req planset.Request) (*planset.Choice, bool, error) {
+// selectEitherPlace is select's choice for req, and the placement of
+// the plan chosen: where no plan of req's placement fits, the plan of
+// the other placement that fits it (the call copies its input first).
+// The error is the search's of req's placement.
+func selectEitherPlace(sources []planset.Source, req planset.Request) (*planset.Choice, bool, error) {
 	choice, err := planset.Select(sources, req)
-	if err == nil || req.InPlace || !errors.Is(err, planset.ErrNoPlan) {
-		return choice, false, err
+	if err == nil || !errors.Is(err, planset.ErrNoPlan) {
+		return choice, req.InPlace, err
 	}
-	req.InPlace = true
-	if ip, ipErr := planset.Select(sources, req); ipErr == nil {
-		return ip, true, nil
+	other := req
+	other.InPlace = !req.InPlace
+	if c, otherErr := planset.Select(sources, other); otherErr == nil {
+		return c, other.InPlace, nil
 	}
-	return choice, false, err
+	return choice, req.InPlace, err
 }
 
 // describe is the call as the log shows it.

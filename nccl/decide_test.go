@@ -127,6 +127,14 @@ func TestDecide(t *testing.T) {
 			if d.plan != c.plan || !strings.Contains(d.why, c.why) || d.viaCopy != viaCopy[c.name] {
 				t.Errorf("decide = %+v, want plan %q (viaCopy %v) and a reason containing %q", d, c.plan, viaCopy[c.name], c.why)
 			}
+			// The cache answers the same, the second time from its map,
+			// with the device path's strings made once.
+			for range 2 {
+				cd := c.c.decideCached(c.k)
+				if cd.plan != d.plan || cd.why != d.why || cd.viaCopy != d.viaCopy || (cd.plan != "") != (cd.devKey != "") {
+					t.Errorf("decideCached = %+v, want decide's %+v with a device key where a plan fits", cd, d)
+				}
+			}
 		})
 	}
 }

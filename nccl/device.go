@@ -93,28 +93,47 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		return false, nil, ""
 	case k.groupDepth > 0 && !k.deferred:
 		return false, nil, "a call inside a group runs at the group's end"
-	case d.viaCopy:
-		return false, nil, "the plan is in place and the device path does not copy the input first yet"
+	case d.viaCopy && k.coll == collReduceScatter:
+		return false, nil, "the plan is in place, and an out-of-place reducescatter would need a staging buffer on the device for its input (not made yet)"
+	case d.viaStage:
+		return false, nil, "the plan is out of place, and the device path does not stage an in-place call's input yet"
 	}
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
 	}
 	dt := planDType(k.dtype)
 	size := k.size(c.size)
-	inPlace := k.inPlace(c.rank)
-	op := ""
-	if k.op >= 0 {
-		op = " " + opName(k.op)
+	in := gpu.DevPtr(k.send)
+	if d.viaCopy {
+		// The in-place plan runs on the receive buffer: the input goes
+		// where the plan reads it (allreduce: the whole buffer;
+		// allgather: the rank's slice) by a copy on the caller's stream,
+		// ahead of the launch.
+		bytes := k.count * elemSize(k.dtype)
+		in = gpu.DevPtr(k.recv)
+		if k.coll == collAllGather {
+			in += gpu.DevPtr(uint64(c.rank) * bytes)
+		}
+		if err := c.gpu.CopyOnStream(gpu.Stream(k.stream), in, gpu.DevPtr(k.send), bytes); err != nil {
+			return true, errorf(resultSystem, "%s: %v", c.describe(k), err), ""
+		}
+		if logging() {
+			logInfo("%s: plan %s is in place and the call is not: the input is copied first (a device copy on the caller's stream)", c.describe(k), d.plan)
+		}
 	}
-	desc := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(inPlace), d.plan)
+	key, desc := d.devKey, d.devDesc
+	if key == "" {
+		key, desc = c.deviceStrings(k, d)
+	}
+	planInPlace := d.planInPlace
 	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
-		Key:  fmt.Sprintf("%s|%d|%s|%v", d.path, size, dt.Name(), inPlace),
+		Key:  key,
 		Desc: desc,
 		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, inPlace)
+			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, planInPlace)
 			return inst, layout, executor.Options{DType: dt}, err
 		},
-		In: gpu.DevPtr(k.send), Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
+		In: in, Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
 	})
 	if errors.Is(err, gpu.ErrNotCapturable) {
 		// Refused on every rank before they met: the call goes on as if
@@ -125,6 +144,18 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 		return true, errorf(resultInvalidUsage, "%v", err), ""
 	}
 	return true, nil, ""
+}
+
+// deviceStrings are the plan-instance key and the description of call k
+// with the plan of d, as gpu.Comm compares them across ranks.
+func (c *comm) deviceStrings(k call, d decision) (key, desc string) {
+	op := ""
+	if k.op >= 0 {
+		op = " " + opName(k.op)
+	}
+	key = fmt.Sprintf("%s|%d|%s|%v", d.path, k.size(c.size), planDType(k.dtype).Name(), d.planInPlace)
+	desc = fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
+	return key, desc
 }
 
 // devices is the library's device backend: a driver configuration per

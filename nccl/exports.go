@@ -272,13 +272,13 @@ func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool
 		*out = answer(fn, err)
 		return C.MSCCLGO_DONE
 	}
-	kc := callOf(k)
+	kc := callOf(k, fn)
 	kc.deferred = deferred
 	if err := c.checkCall(kc); err != nil {
 		*out = answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 		return C.MSCCLGO_DONE
 	}
-	d := c.decide(kc)
+	d := c.decideCached(kc)
 	if !deferred && d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
 		// Run at the end of the group, when every call of the group is
 		// known: the ranks of one thread's group meet concurrently there.
@@ -287,10 +287,11 @@ func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool
 	return c.settle(kc, d, out)
 }
 
-// callOf is the Go view of a call from the C side.
-func callOf(k *C.struct_mscclgo_call) call {
+// callOf is the Go view of a call from the C side (fn: its function's
+// name, k.fn read once).
+func callOf(k *C.struct_mscclgo_call, fn string) call {
 	return call{
-		fn: C.GoString(k.fn), coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
+		fn: fn, coll: collective(k.coll), sendPtr: unsafe.Pointer(k.send), recvPtr: k.recv,
 		send: uintptr(unsafe.Pointer(k.send)), recv: uintptr(k.recv), count: uint64(k.count),
 		dtype: int(k.dtype), op: int(k.op), peer: int(k.peer), stream: uintptr(k.stream),
 		hasFallback: k.has_fallback != 0, groupDepth: int(k.group_depth),

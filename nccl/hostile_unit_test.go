@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
-	"github.com/mscclgo/mscclgo/executor"
 )
 
 // The Go side of TestHostile's classes, without the C library, so that
@@ -122,7 +121,7 @@ func TestHostileGoMeetStops(t *testing.T) {
 			h := newHostHub(2)
 			var ended atomic.Bool
 			running := make(chan struct{})
-			exec := func(ctx context.Context, _ []executor.RankBuffers) error {
+			exec := func(ctx context.Context, _ []hostPart) error {
 				close(running)
 				<-ctx.Done()
 				time.Sleep(20 * time.Millisecond) // still touching the buffers a while
@@ -139,7 +138,7 @@ func TestHostileGoMeetStops(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[0] = h.meet(0, "call", executor.RankBuffers{}, timeout, stop, exec)
+				errs[0] = h.meet(0, "call", hostPart{}, timeout, stop, exec)
 				if !ended.Load() {
 					t.Errorf("rank 0 returned while the run was still going")
 				}
@@ -148,7 +147,7 @@ func TestHostileGoMeetStops(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[1] = h.meet(1, "call", executor.RankBuffers{}, time.Hour, nil, exec)
+				errs[1] = h.meet(1, "call", hostPart{}, time.Hour, nil, exec)
 			}()
 			<-running
 			if how == "stop" {

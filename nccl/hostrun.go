@@ -123,7 +123,7 @@ func (h *hostHub) leave() {
 type hostRound struct {
 	sig   string   // the call, as every rank must make it
 	sigs  []string // each rank's, for the error of a mismatch
-	bufs  []executor.RankBuffers
+	parts []hostPart
 	n     int
 	done  chan struct{}
 	err   error
@@ -189,46 +189,95 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	}
 	send := unsafe.Slice((*byte)(k.sendPtr), in)
 	recv := unsafe.Slice((*byte)(k.recvPtr), out)
-	inPlace := k.inPlace(c.rank) || d.viaCopy
-	if d.viaCopy && logging() {
-		logInfo("%s: plan %s is in place and the call is not: the input is copied first (host copy)", c.describe(k), d.plan)
+	sig := hostSig(k)
+	if c.procs != nil {
+		// Session buffers of its own: the caller's placement is
+		// irrelevant to the run (decide chose the plan without it).
+		key := instanceKey(d.path, size, planDType(k.dtype), d.planInPlace)
+		return true, c.procs.run(c, k, d, key, sig+" with plan "+d.plan, send, recv), ""
 	}
+	mine := hostPart{coll: k.coll, send: send, recv: recv, callInPlace: k.inPlace(c.rank), d: d}
+	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
+		return c.hub.runParts(ctx, size, planDType(k.dtype), all)
+	})
+	return true, err, ""
+}
+
+// hostSig is call k as every rank must make it: its placement is each
+// rank's own (NCCL's rule), and so is the plan that placement chose.
+func hostSig(k call) string {
 	op := ""
 	if k.op >= 0 {
 		op = " " + opName(k.op)
 	}
-	sig := fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
-	key := instanceKey(d.path, size, planDType(k.dtype), inPlace)
-	if c.procs != nil {
-		return true, c.procs.run(c, k, d, key, sig, send, recv), ""
+	return fmt.Sprintf("%s count %d %s%s", k.fn, k.count, dtypeName(k.dtype), op)
+}
+
+// hostPart is one rank's part of a call on a hub: its buffers, its
+// placement and the plan its placement chose.
+type hostPart struct {
+	coll        collective
+	send, recv  []byte
+	callInPlace bool
+	d           decision
+}
+
+// buffers are the part's buffers laid out for a plan of placement
+// planInPlace: the caller's own where the placements agree; otherwise
+// the input copied first (host copy), into the receive buffer
+// (allreduce, allgather: an in-place plan for an out-of-place call) or
+// into a staging copy (reducescatter's in-place plan, whose receive
+// buffer cannot hold its input, and any out-of-place plan for an
+// in-place call). done copies a staged output back, nil where there is
+// none.
+func (p hostPart) buffers(rank int, planInPlace bool) (b executor.RankBuffers, done func()) {
+	in, out := uint64(len(p.send)), uint64(len(p.recv))
+	switch {
+	case p.callInPlace == planInPlace:
+		return executor.RankBuffers{Input: p.send, Output: p.recv}, nil
+	case p.callInPlace:
+		return executor.RankBuffers{Input: slices.Clone(p.send), Output: p.recv}, nil
 	}
-	mine := executor.RankBuffers{Input: send, Output: recv}
-	var staged []byte
-	if d.viaCopy {
-		// The plan runs in place on the receive buffer (allreduce,
-		// allgather) or on a copy of the input (reducescatter, whose
-		// receive buffer cannot hold its input).
-		switch k.coll {
-		case collAllGather:
-			at := uint64(c.rank) * in
-			copy(recv[at:at+in], send)
-			mine = executor.RankBuffers{Input: recv[at : at+in], Output: recv}
-		case collReduceScatter:
-			staged = slices.Clone(send)
-			at := uint64(c.rank) * out
-			mine = executor.RankBuffers{Input: staged, Output: staged[at : at+out]}
-		default:
-			copy(recv, send)
-			mine = executor.RankBuffers{Input: recv, Output: recv}
+	switch p.coll {
+	case collAllGather:
+		at := uint64(rank) * in
+		copy(p.recv[at:at+in], p.send)
+		return executor.RankBuffers{Input: p.recv[at : at+in], Output: p.recv}, nil
+	case collReduceScatter:
+		staged := slices.Clone(p.send)
+		at := uint64(rank) * out
+		return executor.RankBuffers{Input: staged, Output: staged[at : at+out]}, func() { copy(p.recv, staged[at:at+out]) }
+	}
+	copy(p.recv, p.send)
+	return executor.RankBuffers{Input: p.recv, Output: p.recv}, nil
+}
+
+// runParts runs one call of every rank of the hub (all, by rank). Every
+// rank runs one plan: the one its placement chose where all chose the
+// same, otherwise rank 0's (placements that differ across ranks are
+// legal in NCCL); a rank whose placement is not the plan's copies its
+// input first (hostPart.buffers).
+func (h *hostHub) runParts(ctx context.Context, size uint64, dt executor.ElemType, all []hostPart) error {
+	d := all[0].d
+	bufs := make([]executor.RankBuffers, len(all))
+	var after []func()
+	for r, p := range all {
+		var done func()
+		bufs[r], done = p.buffers(r, d.planInPlace)
+		if done != nil {
+			after = append(after, done)
+		}
+		if p.callInPlace != d.planInPlace && logging() {
+			logInfo("rank %d of %d: plan %s is %s and the call is not: the input is copied first (host copy)", r, len(all), d.plan, placeName(d.planInPlace))
 		}
 	}
-	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []executor.RankBuffers) error {
-		return c.hub.execute(ctx, key, d.path, size, planDType(k.dtype), inPlace, all)
-	})
-	if err == nil && staged != nil {
-		copy(recv, mine.Output)
+	if err := h.execute(ctx, instanceKey(d.path, size, dt, d.planInPlace), d.path, size, dt, d.planInPlace, bufs); err != nil {
+		return err
 	}
-	return true, err, ""
+	for _, f := range after {
+		f()
+	}
+	return nil
 }
 
 // instanceKey names a plan instance: the plan's file laid out for one
@@ -265,18 +314,18 @@ func planDType(d int) executor.ElemType {
 // naming the ranks that did not call. A rank that gives up while the run
 // is under way stops it and returns only once it has ended: a call that
 // returns has stopped touching its buffers.
-func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout time.Duration, stop <-chan struct{}, exec func(context.Context, []executor.RankBuffers) error) error {
+func (h *hostHub) meet(rank int, sig string, mine hostPart, timeout time.Duration, stop <-chan struct{}, exec func(context.Context, []hostPart) error) error {
 	h.mu.Lock()
 	r := h.round
 	if r == nil {
-		r = &hostRound{sig: sig, sigs: make([]string, h.size), bufs: make([]executor.RankBuffers, h.size), done: make(chan struct{})}
+		r = &hostRound{sig: sig, sigs: make([]string, h.size), parts: make([]hostPart, h.size), done: make(chan struct{})}
 		h.round = r
 	}
 	if r.sigs[rank] != "" {
 		h.mu.Unlock()
 		return errorf(resultInternal, "rank %d joined the call %q twice", rank, sig)
 	}
-	r.sigs[rank], r.bufs[rank] = sig, mine
+	r.sigs[rank], r.parts[rank] = sig, mine
 	r.order = append(r.order, rank)
 	r.n++
 	if sig != r.sig {
@@ -300,7 +349,7 @@ func (h *hostHub) meet(rank int, sig string, mine executor.RankBuffers, timeout 
 			case <-ended:
 			}
 		}()
-		err := exec(ctx, r.bufs)
+		err := exec(ctx, r.parts)
 		close(ended)
 		h.mu.Lock()
 		if r.err == nil {
@@ -432,8 +481,7 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.Ran
 		}
 	}
 	dt := planDType(k.dtype)
-	inPlace := k.inPlace(c.rank) || d.viaCopy
-	inst, layout, err := c.plansRun.instantiate(d.path, k.size(c.size), dt, inPlace)
+	inst, layout, err := c.plansRun.instantiate(d.path, k.size(c.size), dt, d.planInPlace)
 	if err != nil {
 		return nil, err
 	}

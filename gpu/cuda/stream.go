@@ -48,6 +48,24 @@ func (d *driver) Capturing(st gpu.Stream) (bool, error) {
 	return on, err
 }
 
+// CopyOnStream enqueues a device-to-device copy of n bytes on the
+// caller's stream st (cuMemcpyAsync: unified addressing tells the
+// direction).
+func (d *driver) CopyOnStream(st gpu.Stream, dst, src gpu.DevPtr, n uint64) error {
+	if err := d.open(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return d.do("a copy on the caller's stream", func() error {
+		if err := cu.MemcpyAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n), callerStream(st)); err != nil {
+			return fmt.Errorf("cuda: %d bytes from %#x to %#x on the caller's stream: %w", n, src, dst, err)
+		}
+		return nil
+	})
+}
+
 // callerStream is the caller's CUstream st as a cu.Stream (whose only
 // field is the CUstream).
 func callerStream(st gpu.Stream) cu.Stream {

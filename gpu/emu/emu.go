@@ -253,6 +253,24 @@ func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
 	})
 }
 
+// CopyOnStream copies n bytes of device memory from src to dst when the
+// caller's stream st reaches the copy.
+func (d *driver) CopyOnStream(st gpu.Stream, dst, src gpu.DevPtr, n uint64) error {
+	if d.streams == nil {
+		return errors.New("gpu-emu: this device was not opened from emu.Streams, so it has no caller's streams")
+	}
+	s, err := d.streams.get(st)
+	if err != nil {
+		return err
+	}
+	return s.push("copy", func() error {
+		if n > 0 {
+			C.mg_emu_copy(nil, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
+		}
+		return nil
+	})
+}
+
 // Zero clears device memory on the kernel's stream.
 func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
 	return d.stream("memset", func() error {

@@ -200,8 +200,9 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA, PROCS_MIXED };
 static void *bench_main(void *p);
+static void *mixed_main(void *p);
 
 /* put_id writes id to file, atomically. */
 static int put_id(const char *file, const ncclUniqueId *id) {
@@ -315,9 +316,9 @@ static int procs(int mode) {
       return 1;
     }
   }
-  if (mode == PROCS_DATA || mode == PROCS_HOSTDATA || mode == PROCS_BENCH) {
+  if (mode == PROCS_DATA || mode == PROCS_HOSTDATA || mode == PROCS_BENCH || mode == PROCS_MIXED) {
     struct rank_arg a = {comm, rank, n};
-    (mode == PROCS_BENCH ? bench_main : data_main)(&a);
+    (mode == PROCS_BENCH ? bench_main : mode == PROCS_MIXED ? mixed_main : data_main)(&a);
     return 0;
   }
   if (lose) {
@@ -489,7 +490,7 @@ struct data_case {
   int coll; /* 0 allreduce, 1 allgather, 2 reducescatter */
   ncclDataType_t dtype;
   size_t count;
-  int inplace;
+  int inplace; /* 1 in place, 0 out of place; 2 (3): even (odd) ranks in place, the others out of place */
 };
 
 static const struct data_case data_cases[] = {
@@ -645,7 +646,8 @@ static void data_case_run(const struct data_case *c, ncclComm_t comm, int r, int
   }
   memset(mem, 0, 2 * total * 4);
   void *outb = mem, *inb = mem + total * 4;
-  if (c->inplace) {
+  int inplace = c->inplace < 2 ? c->inplace : r % 2 == c->inplace - 2;
+  if (inplace) {
     /* NCCL's in-place: allgather's input is the rank's slice of its
      * output, reducescatter's output the rank's slice of its input. */
     inb = c->coll == 1 ? mem + (size_t)r * c->count * 4 : mem;
@@ -716,6 +718,47 @@ static void *data_main(void *p) {
       data_case_run(&split_case, sub, subRank, subN);
     }
     report(a->rank, "ncclCommDestroy split", ncclCommDestroy(sub));
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+/* Placement is each rank's own in NCCL: the ranks of one call mix
+ * in-place and out-of-place buffers (issue 31), each case twice (the
+ * second call is a steady-state one). */
+static const struct data_case mixed_cases[] = {
+    {"mixed allreduce float32 even in-place", 0, ncclFloat32, 1024, 2},
+    {"mixed allreduce float32 odd in-place", 0, ncclFloat32, 1024, 3},
+    {"mixed allgather float32 even in-place", 1, ncclFloat32, 1024, 2},
+    {"mixed allgather float32 odd in-place", 1, ncclFloat32, 1024, 3},
+    {"mixed reducescatter float32 even in-place", 2, ncclFloat32, 1024, 2},
+    {"mixed reducescatter float32 odd in-place", 2, ncclFloat32, 1024, 3},
+};
+
+static void *mixed_main(void *p) {
+  struct rank_arg *a = p;
+  for (int round = 0; round < 2; round++) {
+    for (size_t k = 0; k < sizeof mixed_cases / sizeof mixed_cases[0]; k++) {
+      data_case_run(&mixed_cases[k], a->comm, a->rank, a->n);
+    }
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+/* Out-of-place calls, each twice (TestDeviceInPlaceViaCopy: a plan set
+ * with in-place plans only). */
+static const struct data_case oop_cases[] = {
+    {"oop allreduce float32", 0, ncclFloat32, 1024, 0},
+    {"oop allgather float32", 1, ncclFloat32, 1024, 0},
+};
+
+static void *oop_main(void *p) {
+  struct rank_arg *a = p;
+  for (int round = 0; round < 2; round++) {
+    for (size_t k = 0; k < sizeof oop_cases / sizeof oop_cases[0]; k++) {
+      data_case_run(&oop_cases[k], a->comm, a->rank, a->n);
+    }
   }
   finish(a->comm, a->rank);
   return NULL;
@@ -1392,6 +1435,15 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "hostprocs") == 0) {
     return procs(PROCS_HOSTDATA);
+  }
+  if (strcmp(argv[1], "mixed") == 0 && argc == 3) {
+    return data(atoi(argv[2]), mixed_main);
+  }
+  if (strcmp(argv[1], "oop") == 0 && argc == 3) {
+    return data(atoi(argv[2]), oop_main);
+  }
+  if (strcmp(argv[1], "mixedprocs") == 0) {
+    return procs(PROCS_MIXED);
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);

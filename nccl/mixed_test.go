@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// mixedPlans is a plan set for four ranks with in-place and out-of-place
+// plans of the three collectives: a rank's placement alone would choose
+// a different plan from its peer's.
+func mixedPlans(t *testing.T) string {
+	return bundledPlans(t, map[string]planDef{
+		"allreduce_in.json":      {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allreduce_out.json":     {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},
+		"allgather_in.json":      {"allgather", map[string]string{"world_size": "4"}},
+		"allgather_out.json":     {"allgather", map[string]string{"world_size": "4", "inplace": "false"}},
+		"reducescatter_in.json":  {"reducescatter", map[string]string{"world_size": "4"}},
+		"reducescatter_out.json": {"reducescatter", map[string]string{"world_size": "4", "inplace": "false"}},
+	})
+}
+
+// mixedCases is the number of checked results per rank of ncclcheck's
+// mixed mode: six cases (three collectives, even or odd ranks in place),
+// twice.
+const mixedCases = 12
+
+// TestMixedPlacementHostThreads: in one call of four ranks as threads on
+// host memory, some ranks are in place and the others out of place
+// (legal in NCCL, issue 31); every result is checked, no fallback.
+func TestMixedPlacementHostThreads(t *testing.T) {
+	r := runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + mixedPlans(t)}, "mixed", "4")
+	r.succeeded(t)
+	if n := strings.Count(r.stdout, " ok\n"); n != 4*mixedCases || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*mixedCases, r.stdout, r.stderr)
+	}
+	if l := "the input is copied first (host copy)"; !strings.Contains(r.stderr, l) {
+		t.Errorf("log lacks %q:\n%s", l, r.stderr)
+	}
+}
+
+// TestMixedPlacementHostProcs is TestMixedPlacementHostThreads with the
+// ranks as four processes.
+func TestMixedPlacementHostProcs(t *testing.T) {
+	plans := mixedPlans(t)
+	idFile := filepath.Join(t.TempDir(), "id")
+	const n = 4
+	var wg sync.WaitGroup
+	runs := make([]run, n)
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans,
+				fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE=" + idFile}, "mixedprocs")
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for rank, r := range runs {
+		r.succeeded(t)
+		if got := strings.Count(r.stdout, " ok\n"); got != mixedCases || strings.Contains(r.stdout, "WRONG") {
+			t.Errorf("rank %d: %d results right, want %d:\n%s\n%s", rank, got, mixedCases, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestDeviceInPlaceViaCopy: on the emulated device, with in-place plans
+// only, out-of-place allreduce and allgather run the in-place plan after
+// a device copy of the input on the caller's stream (issue 30), logged;
+// every value is checked, no fallback.
+func TestDeviceInPlaceViaCopy(t *testing.T) {
+	plans := bundledPlans(t, map[string]planDef{
+		"allreduce_in.json": {"allreduce_packet", map[string]string{"world_size": "4"}},
+		"allgather_in.json": {"allgather", map[string]string{"world_size": "4"}},
+	})
+	emuLib := "LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu")
+	r := runCheck(t, []string{emuLib, "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_PLAN_PATH=" + plans}, "oop", "4")
+	r.succeeded(t)
+	const cases = 4 // two collectives, twice
+	if n := strings.Count(r.stdout, " ok\n"); n != 4*cases || strings.Contains(r.stdout, "WRONG") {
+		t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*cases, r.stdout, r.stderr)
+	}
+	for _, l := range []string{
+		"rank 1 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_4gpu is in place and the call is not: the input is copied first (a device copy on the caller's stream)",
+		"rank 2 of 4: ncclAllGather count 1024 ncclFloat32 (out-of-place, 16384 bytes): plan allgather_4gpu on gpu-emu, enqueued",
+	} {
+		if !strings.Contains(r.stderr, l) {
+			t.Errorf("log lacks %q:\n%s", l, r.stderr)
+		}
+	}
+}
