@@ -35,14 +35,18 @@ const (
 	errAvail       = -259 // -FI_EAVAIL
 )
 
-// The remote CQ data of a write: bit 31 says credit (else record), bits
-// 30-20 the sender's rank, bits 19-0 the record's offset in the ring in
-// 64-byte units (or the low bits of the credited sequence number).
+// The remote CQ data of a write: bit 31 says credit (else record), bit
+// 30 says farewell (ctlBye or ctlAck in the low bits), bits 29-20 the
+// sender's rank, bits 19-0 the record's offset in the ring in 64-byte
+// units (or the low bits of the credited sequence number).
 const (
 	cqCredit  = 1 << 31
+	cqCtl     = 1 << 30
+	ctlBye    = 1 // the sender closes: nothing more of it follows
+	ctlAck    = 2 // the answer to a bye: nothing more of the sender follows
 	rankShift = 20
 	lowMask   = 1<<rankShift - 1
-	maxRanks  = 1 << 11
+	maxRanks  = 1 << 10
 	recAlign  = 64
 	recHead   = 24
 	nContexts = 1024
@@ -58,6 +62,10 @@ const (
 	restAfter = 50 * time.Millisecond
 	restEvery = 500 * time.Microsecond
 )
+
+// byeWait bounds a closing wire's wait for its peers' answers to its
+// farewell.
+const byeWait = 2 * time.Second
 
 // directBytes is the smallest payload written from the caller's memory
 // instead of a copy in the send ring.
@@ -126,7 +134,25 @@ type peerOut struct {
 	out                []outRec
 	err                error
 	creditDue, credSeq uint32 // receive side's credit to send (progress loop)
+	// The farewell (mu). A wire frees its endpoint only once no peer
+	// of this process can touch it: libfabric's shm provider shares
+	// the memory of an endpoint with the endpoints of the same process
+	// that write to it, so one freed under a peer's progress or write
+	// crashes that peer. posting counts the writes to the peer being
+	// posted; gone says the peer said bye (nothing goes to it then);
+	// ackOwed that its bye awaits our answer; bye our own farewell to
+	// it: byeNone, byeSent, byeDone (answered, or it cannot be sent).
+	posting int
+	gone    bool
+	ackOwed bool
+	bye     int
 }
+
+const (
+	byeNone = iota
+	byeSent
+	byeDone
+)
 
 type outRec struct {
 	seq  uint32
@@ -527,15 +553,22 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			return err
 		}
 	}
-	// The memory and the endpoint stay until this write is posted.
+	// The memory and the endpoint stay until this write is posted, and
+	// no farewell goes to peer meanwhile.
 	w.users.RLock()
 	defer w.users.RUnlock()
 	w.mu.Lock()
-	closed := w.closed
-	w.mu.Unlock()
-	if closed {
-		return fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	if err := w.stateLocked(peer); err != nil {
+		w.mu.Unlock()
+		return err
 	}
+	p.posting++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		p.posting--
+		w.mu.Unlock()
+	}()
 	off := start % w.ring
 	local := unsafe.Add(w.sendMem, uint64(peer)*w.ring+off)
 	rec := unsafe.Slice((*byte)(local), size)
@@ -773,12 +806,18 @@ func (w *Wire) fail(peer int, err error) {
 func (w *Wire) progress() {
 	defer close(w.done)
 	var cqe [64]C.mgf_cqe
-	last := time.Now() // the last completion, or the last poll with writes of ours on their way
+	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
+	var byeBy time.Time // closing: the end of the farewell
 	for {
-		select {
-		case <-w.stop:
+		if byeBy.IsZero() {
+			select {
+			case <-w.stop:
+				byeBy = time.Now().Add(byeWait)
+			default:
+			}
+		}
+		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
-		default:
 		}
 		// Poll: a blocking read (fi_cq_sread) sleeps through the
 		// provider's manual progress of writes posted meanwhile, and the
@@ -793,7 +832,7 @@ func (w *Wire) progress() {
 			w.readErr()
 		case n == errAgain || n == 0:
 			w.mu.Lock()
-			busy := w.inflight > 0
+			busy := w.inflight > 0 || !byeBy.IsZero()
 			w.mu.Unlock()
 			now := time.Now()
 			if busy {
@@ -815,7 +854,62 @@ func (w *Wire) progress() {
 			return
 		}
 		w.sendCredits()
+		w.sendAcks()
 	}
+}
+
+// inject writes remote CQ data to peer r (its receive region's spare
+// word): 0, errAgain, or a failure.
+func (w *Wire) inject(r int, data uint64) int {
+	p := &w.peers[r]
+	remote := p.base + uint64(w.size)*w.ring
+	return int(C.mgf_injectdata(w.f, 0, C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key)))
+}
+
+// sendAcks answers the peers that said bye, once no write to them is
+// being posted: after the answer nothing of this rank reaches them.
+func (w *Wire) sendAcks() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r := range w.peers {
+		p := &w.peers[r]
+		if !p.ackOwed || p.posting > 0 {
+			continue
+		}
+		if rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlAck); rc != errAgain {
+			p.ackOwed = false
+		}
+	}
+}
+
+// farewell (the progress loop of a closed wire) says bye to every peer
+// that did not say it first, once no write to it is being posted, and
+// reports whether every peer answered (or cannot be reached) and every
+// bye of a peer is answered: then no peer of this process touches the
+// endpoint any more.
+func (w *Wire) farewell() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	done := true
+	for r := range w.peers {
+		p := &w.peers[r]
+		if r == w.rank {
+			continue
+		}
+		if p.bye == byeNone && !p.gone && p.posting == 0 {
+			switch rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlBye); rc {
+			case 0:
+				p.bye = byeSent
+			case errAgain:
+			default:
+				p.bye = byeDone // unreachable: it will not write here either
+			}
+		}
+		if p.ackOwed || (p.bye == byeNone && !p.gone) || p.bye == byeSent {
+			done = false
+		}
+	}
+	return done
 }
 
 func (w *Wire) handle(es []C.mgf_cqe) {
@@ -844,6 +938,19 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		d := uint32(e.data)
 		from := int(d >> rankShift & (maxRanks - 1))
 		if from >= w.size || from == w.rank {
+			continue
+		}
+		if d&cqCtl != 0 {
+			p := &w.peers[from]
+			switch d & lowMask {
+			case ctlBye:
+				p.gone, p.ackOwed = true, true
+				if p.err == nil {
+					p.err = fmt.Errorf("fabric: rank %d: rank %d closed its wire", w.rank, from)
+				}
+			case ctlAck:
+				p.bye = byeDone
+			}
 			continue
 		}
 		if d&cqCredit != 0 {
@@ -941,6 +1048,10 @@ func (w *Wire) sendCredits() {
 		}
 		due := p.creditDue
 		w.mu.Lock()
+		if p.gone || p.bye != byeNone {
+			w.mu.Unlock()
+			continue
+		}
 		for seq := range w.holds[r] {
 			if int32(seq-1-due) < 0 {
 				due = seq - 1
@@ -950,9 +1061,7 @@ func (w *Wire) sendCredits() {
 		if due == p.credSeq {
 			continue
 		}
-		data := uint64(cqCredit) | uint64(w.rank)<<rankShift | uint64(due&lowMask)
-		remote := p.base + uint64(w.size)*w.ring
-		rc := C.mgf_injectdata(w.f, 0, C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key))
+		rc := w.inject(r, uint64(cqCredit)|uint64(w.rank)<<rankShift|uint64(due&lowMask))
 		if rc == 0 {
 			p.credSeq = due
 		} else if rc != errAgain {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,4 +220,38 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 	<-done
+}
+
+// TestCloseWithWritesQueued closes rank 0 of two, of one process, while
+// its writes wait in rank 1's queue (the test holds rank 1's lock, so
+// its progress loop stops). With shm, endpoints of one process share
+// their memory: a rank that freed its endpoint before its peer stopped
+// touching it crashed the peer (SIGSEGV in libfabric's progress or
+// inject). Close now waits for every peer's answer to its farewell.
+func TestCloseWithWritesQueued(t *testing.T) {
+	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
+		t.Run(prov, func(t *testing.T) {
+			ws := openAll(t, 2, prov, 64<<10)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			ws[1].mu.Lock()
+			for i := range 4 {
+				if err := ws[0].SendPort(ctx, 1, 5, []byte{byte(i)}, make([]byte, 100)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				ws[1].mu.Unlock()
+			}()
+			if err := ws[0].Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Rank 1 learnt of the close: its send to rank 0 fails, named.
+			err := ws[1].SendPort(ctx, 0, 7, nil, nil)
+			if err == nil || !strings.Contains(err.Error(), "rank 0 closed its wire") {
+				t.Errorf("rank 1 sending to the closed rank 0: %v, want an error that says it closed", err)
+			}
+		})
+	}
 }
