@@ -5,28 +5,10 @@ package fabric
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // errNoCgo is Open's answer in a build without cgo.
 var errNoCgo = errors.New("fabric: this mscclgo was built without cgo: libfabric cannot be loaded (use --transport tcp)")
-
-// Net is what a Wire needs of the job's bootstrap (rankwire.Net).
-type Net interface {
-	Rank() int
-	Size() int
-	Send(ctx context.Context, peer int, tag uint32, data []byte) error
-	Recv(ctx context.Context, peer int, tag uint32) ([]byte, error)
-	AllGather(ctx context.Context, data []byte) ([][]byte, error)
-	Context() context.Context
-}
-
-// Options configure Open.
-type Options struct {
-	Provider  string
-	Timeout   time.Duration
-	RingBytes uint64
-}
 
 // Wire is not available without cgo.
 type Wire struct{ Net }
