@@ -865,10 +865,20 @@ func (w *Wire) sendAcks() {
 func (w *Wire) farewell() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// A job that lost a rank (the bootstrap's context ended) says no
+	// bye: its processes are ending, and the providers' handling of a
+	// dead peer's connection while the loop goes on crashed (tcp;ofi_rxm,
+	// TestFabricKilledRank). A peer whose writes failed is not reached
+	// either.
+	lost := w.net.Context().Err() != nil
 	done := true
 	for r := range w.peers {
 		p := &w.peers[r]
 		if r == w.rank {
+			continue
+		}
+		if lost || p.err != nil {
+			p.bye, p.ackOwed = byeDone, false
 			continue
 		}
 		if p.bye == byeNone && !p.gone && p.posting == 0 {
