@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -45,19 +43,7 @@ func TestMixedPlacementHostThreads(t *testing.T) {
 // ranks as four processes.
 func TestMixedPlacementHostProcs(t *testing.T) {
 	plans := mixedPlans(t)
-	idFile := filepath.Join(t.TempDir(), "id")
-	const n = 4
-	var wg sync.WaitGroup
-	runs := make([]run, n)
-	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans,
-				fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE=" + idFile}, "mixedprocs")
-		}()
-	}
-	wg.Wait()
+	runs := runCheckProcs(t, 4, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}, "mixedprocs")
 	if t.Failed() {
 		return
 	}

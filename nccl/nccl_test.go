@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -104,6 +105,27 @@ type run struct {
 func runCheck(t *testing.T, env []string, args ...string) run {
 	t.Helper()
 	return runCheckExit(t, 0, env, args...)
+}
+
+// runCheckProcs runs ncclcheck as the n ranks of one job of processes
+// at once (RANK, WORLD_SIZE, and the unique id through one
+// NCCLCHECK_ID_FILE), each with env, and returns their runs in rank
+// order.
+func runCheckProcs(t *testing.T, n int, env []string, args ...string) []run {
+	t.Helper()
+	idFile := filepath.Join(t.TempDir(), "id")
+	var wg sync.WaitGroup
+	runs := make([]run, n)
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := append(slices.Clone(env), fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE="+idFile)
+			runs[rank] = runCheck(t, mine, args...)
+		}()
+	}
+	wg.Wait()
+	return runs
 }
 
 // runCheckExit is runCheck for a run that is to exit with status want.
@@ -292,19 +314,8 @@ func TestThreadsForwardToFallback(t *testing.T) {
 
 func TestProcessesShareTheFallbackID(t *testing.T) {
 	dir := artifacts(t)
-	idFile := filepath.Join(t.TempDir(), "id")
 	stubLog := filepath.Join(t.TempDir(), "stub.log")
-	var wg sync.WaitGroup
-	runs := make([]run, 2)
-	for rank := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[rank] = runCheck(t, []string{stubWith(dir), fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2",
-				"NCCLCHECK_ID_FILE=" + idFile, "STUB_NCCL_LOG=" + stubLog}, "procs")
-		}()
-	}
-	wg.Wait()
+	runs := runCheckProcs(t, 2, []string{stubWith(dir), "STUB_NCCL_LOG=" + stubLog}, "procs")
 	if t.Failed() {
 		return
 	}
@@ -662,18 +673,7 @@ func TestCustomFromEnv(t *testing.T) {
 // rank 0's ncclCommGetAsyncError turns to ncclRemoteError naming it, and
 // ncclCommAbort ends the communicator.
 func TestPeerLoss(t *testing.T) {
-	idFile := filepath.Join(t.TempDir(), "id")
-	var wg sync.WaitGroup
-	runs := make([]run, 2)
-	for rank := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", fmt.Sprintf("RANK=%d", rank), "WORLD_SIZE=2",
-				"NCCLCHECK_ID_FILE=" + idFile}, "lost")
-		}()
-	}
-	wg.Wait()
+	runs := runCheckProcs(t, 2, []string{"MSCCLGO_NCCL_FALLBACK=none"}, "lost")
 	if t.Failed() {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -182,19 +181,7 @@ func TestHostMemoryProcs(t *testing.T) {
 		"reducescatter.json": {"reducescatter", map[string]string{"world_size": "4"}},
 		"allreduce_2.json":   {"allreduce_packet", map[string]string{"world_size": "2"}},
 	})
-	idFile := filepath.Join(t.TempDir(), "id")
-	const n = 4
-	var wg sync.WaitGroup
-	runs := make([]run, n)
-	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[rank] = runCheck(t, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans,
-				fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE=" + idFile}, "hostprocs")
-		}()
-	}
-	wg.Wait()
+	runs := runCheckProcs(t, 4, []string{"MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}, "hostprocs")
 	if t.Failed() {
 		return
 	}
