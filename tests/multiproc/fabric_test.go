@@ -19,7 +19,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mscclgo/mscclgo/executor/fabric"
 )
@@ -191,14 +190,7 @@ func TestFabricKilledRank(t *testing.T) {
 		return []string{fmt.Sprintf("MSCCLGO_HOST=fabF%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2"}
 	}
 	rs := startRanks(t, ctx, 4, extra, nil, "run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--transport", "fabric", "--timeout", "5s")
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(rs.outs[0].String(), "(elements)") {
-		if time.Now().After(deadline) {
-			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	rs.waitLaunching(t)
 	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -221,32 +213,7 @@ func TestFabricKilledRank(t *testing.T) {
 // timeout with an error naming a lost rank.
 func TestFabricLinkDown(t *testing.T) {
 	needFabric(t, "tcp;ofi_rxm")
-	h := newTwoHostsNamed(t, "msgoF")
-	dir := t.TempDir()
-	p := evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-	rs := h.start(t, ctx, 4, "run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--peer-timeout", "3s", "--timeout", "2s", "--transport", "fabric")
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(rs.outs[0].String(), "(elements)") {
-		if time.Now().After(deadline) {
-			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if err := ipCmd("-n", h.ns[1], "link", "set", h.dev[1], "down"); err != nil {
-		t.Fatal(err)
-	}
-	for r, pr := range rs.wait(t) {
-		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
-		if pr.code == 0 || !strings.Contains(pr.stderr, "rank") || !strings.Contains(pr.stderr, "lost") {
-			t.Errorf("rank %d: exit %d, want an error naming a lost rank:\n%s", r, pr.code, pr.stderr)
-		}
-		if strings.Contains(pr.stderr, "goroutine ") {
-			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
-		}
-	}
+	linkDownRun(t, newTwoHostsNamed(t, "msgoF"), "--transport", "fabric")
 }
 
 // TestFabricUnreachable binds every rank's endpoint to the loopback

@@ -25,15 +25,7 @@ func TestKilledRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	rs := startRanks(t, ctx, 4, nil, nil, "run", p, "-d", "float", "--size", "1M", "-n", "1000000")
-	// Wait until rank 0 has started launching (its table header).
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(rs.outs[0].String(), "(elements)") {
-		if time.Now().After(deadline) {
-			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	rs.waitLaunching(t)
 	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -206,3 +206,18 @@ func sameTable(t *testing.T, got, single string) {
 		}
 	}
 }
+
+// waitLaunching waits (at most a minute) until rank 0 has started
+// launching (its table header), and a little more, so that a fault
+// injected next lands in the middle of the run.
+func (rs *rankSet) waitLaunching(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(rs.outs[0].String(), "(elements)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+}

@@ -139,20 +139,22 @@ func TestTwoNamespaces(t *testing.T) {
 // middle of a run: every rank stops within the peer timeout with an
 // error naming a lost rank.
 func TestNamespaceLinkDown(t *testing.T) {
-	h := newTwoHosts(t)
+	linkDownRun(t, newTwoHosts(t))
+}
+
+// linkDownRun runs the hier allreduce on h's two hosts (with extra
+// arguments to run), takes the second host's link down mid-run, and
+// wants every rank to stop with an error naming a lost rank, without a
+// crash.
+func linkDownRun(t *testing.T, h *twoHosts, extra ...string) {
+	t.Helper()
 	dir := t.TempDir()
 	p := evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
-	rs := h.start(t, ctx, 4, "run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--peer-timeout", "3s", "--timeout", "2s")
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(rs.outs[0].String(), "(elements)") {
-		if time.Now().After(deadline) {
-			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	args := append([]string{"run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--peer-timeout", "3s", "--timeout", "2s"}, extra...)
+	rs := h.start(t, ctx, 4, args...)
+	rs.waitLaunching(t)
 	if err := ipCmd("-n", h.ns[1], "link", "set", h.dev[1], "down"); err != nil {
 		t.Fatal(err)
 	}
