@@ -316,17 +316,9 @@ func gather(ctx context.Context, net Net, mine record, step string) ([]record, e
 
 // openLocal opens this rank's endpoint and registers its regions.
 func (w *Wire) openLocal(prov string) error {
-	var cprov *C.char
-	if prov != "" {
-		cprov = C.CString(prov)
-		defer C.free(unsafe.Pointer(cprov))
-	}
-	lib := libName()
-	defer C.free(unsafe.Pointer(lib))
-	var ebuf [512]C.char
-	f := C.mgf_open(lib, cprov, nil, nContexts, &ebuf[0], C.size_t(len(ebuf)))
-	if f == nil {
-		return errors.New(C.GoString(&ebuf[0]))
+	f, err := openFabric(prov, nContexts)
+	if err != nil {
+		return err
 	}
 	w.f = f
 	w.prov = C.GoString(C.mgf_provider(f))
@@ -1153,6 +1145,18 @@ func libName() *C.char {
 // Available reports whether libfabric loads here and offers provider (""
 // for any) with RDM endpoints and RMA writes, and if not, why.
 func Available(provider string) (string, error) {
+	f, err := openFabric(provider, 1)
+	if err != nil {
+		return "", err
+	}
+	defer C.mgf_close(f)
+	return C.GoString(C.mgf_provider(f)), nil
+}
+
+// openFabric loads libfabric and opens an endpoint of provider ("" for
+// libfabric's choice) with contexts write contexts; the error is the
+// shim's reason.
+func openFabric(provider string, contexts C.int) (*C.mgf, error) {
 	var cprov *C.char
 	if provider != "" {
 		cprov = C.CString(provider)
@@ -1161,10 +1165,9 @@ func Available(provider string) (string, error) {
 	lib := libName()
 	defer C.free(unsafe.Pointer(lib))
 	var ebuf [512]C.char
-	f := C.mgf_open(lib, cprov, nil, 1, &ebuf[0], C.size_t(len(ebuf)))
+	f := C.mgf_open(lib, cprov, nil, contexts, &ebuf[0], C.size_t(len(ebuf)))
 	if f == nil {
-		return "", errors.New(C.GoString(&ebuf[0]))
+		return nil, errors.New(C.GoString(&ebuf[0]))
 	}
-	defer C.mgf_close(f)
-	return C.GoString(C.mgf_provider(f)), nil
+	return f, nil
 }
