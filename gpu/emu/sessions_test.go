@@ -159,3 +159,25 @@ func TestCommSessionsMappings(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCommSessionsMany: 300 plan instances of 8 ranks in one process,
+// with the default bound (64 open): every value right, where keeping
+// every session ran out of memory mappings (vm.max_map_count) at about
+// 200.
+func TestCommSessionsMany(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 300 plan instances")
+	}
+	ss := NewStreams()
+	defer ss.Close()
+	var sizes []uint64
+	for i := range 300 {
+		sizes = append(sizes, uint64(i+1)*256)
+	}
+	sessionCalls(t, ss, 8, 0, true, sizes, 1, func(cr *commRank, call int) error {
+		if open, _ := cr.comm.Sessions(); open > gpu.DefaultMaxSessions {
+			return fmt.Errorf("%d sessions open, more than %d", open, gpu.DefaultMaxSessions)
+		}
+		return nil
+	})
+}
