@@ -22,8 +22,9 @@ package gpu
 //     process that exported it);
 //   - a session per plan instance (a rank session, rank.go, over the
 //     caller's buffers) is opened at the first call that needs it and
-//     kept: tables, scratch, state block, FIFO, its proxy and its share of
-//     the job-wide deadlock watch;
+//     kept (at most Config.MaxSessions: opening one more closes the least
+//     recently called one, on every rank): tables, scratch, state block,
+//     FIFO, its proxy and its share of the job-wide deadlock watch;
 //   - the launch (rank table, arguments, kernel) is enqueued on the
 //     caller's stream and the call returns; a goroutine serves the
 //     kernel's port channels and watches it until it ends. A failure or a
