@@ -303,9 +303,20 @@ func TestGateSteadyAbort(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		var waited error
 		if gr.rank == 0 {
-			if err := gr.comm.Enqueue(context.Background(), gr.call); err != nil {
-				return fmt.Errorf("call 1 failed at once: %w", err)
+			// A call that waited for its peer on the host would return
+			// only at the abort below.
+			ret := make(chan error, 1)
+			go func() { ret <- gr.comm.Enqueue(context.Background(), gr.call) }()
+			select {
+			case err := <-ret:
+				if err != nil {
+					return fmt.Errorf("call 1 failed at once: %w", err)
+				}
+			case <-time.After(10 * time.Second):
+				waited = errors.New("call 1 has not returned within 10 s: it waits for its peer on the host")
+				defer func() { <-ret }()
 			}
 		}
 		done := make(chan error, 1)
@@ -317,6 +328,9 @@ func TestGateSteadyAbort(t *testing.T) {
 			}
 		case <-time.After(time.Minute):
 			return errors.New("abort has not returned within a minute")
+		}
+		if waited != nil {
+			return waited
 		}
 		if err := gr.sync(); err != nil {
 			return err
