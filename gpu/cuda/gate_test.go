@@ -103,21 +103,27 @@ func withGateRanks(t *testing.T, pl *plan.Plan, lay *harness.Layout, setup time.
 				if err != nil {
 					return err
 				}
-				defer comm.Close()
 				drv, err := testNode.Open(0)
 				if err != nil {
+					_ = comm.Close()
 					return err
 				}
-				defer drv.Close()
 				gr := &gateRank{rank: r, comm: comm, d: drv.(*driver), size: lay.RankBytes(r)}
 				if err := gr.d.do("making a stream", func() (err error) { gr.st, err = cu.MakeStream(cu.NonBlocking); return err }); err != nil {
-					return err
+					return errors.Join(err, comm.Close(), drv.Close())
 				}
-				defer func() { _ = gr.d.do("destroying a stream", gr.st.Destroy) }()
 				if gr.p, err = gr.d.Alloc(gr.size); err != nil {
-					return err
+					return errors.Join(err, comm.Close(), gr.d.do("destroying a stream", gr.st.Destroy), drv.Close())
 				}
-				defer gr.d.Free(gr.p)
+				// The communicator ends first (its held launches
+				// released), then the stream's work, then the memory it
+				// uses.
+				defer func() {
+					_ = comm.Close()
+					_ = gr.d.do("destroying a stream", gr.st.Destroy)
+					_ = gr.d.Free(gr.p)
+					_ = drv.Close()
+				}()
 				gr.call = gpu.CommCall{
 					Key: "allreduce", Desc: "allreduce of 4096 bytes",
 					Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
@@ -144,13 +150,23 @@ func gateNoErrors(t *testing.T, errs []error) {
 }
 
 // TestGateSteadyReturns: rank 1 makes its steady-state calls only once
-// rank 0's same calls have returned, so a call that waited for its peers
+// rank 0's same calls have returned (three), so a call that waited for its peers
 // on the host would never return (the test then fails after 10 s); the
 // values are the CPU backend's. Three calls are held at once on rank 0's
 // stream, released in order.
-func TestGateSteadyReturns(t *testing.T) {
+func TestGateSteadyReturns(t *testing.T) { steadyCalls(t, 3) }
+
+// TestGateManyHolds: more steady calls over the run than the gate has
+// staging slots (gateSlots), rank 1 starting once 16 of rank 0's have
+// returned: the slots are reused, the holds released in order, and the
+// last call's values are right.
+func TestGateManyHolds(t *testing.T) { steadyCalls(t, gateSlots+72) }
+
+// steadyCalls makes steady steady-state calls on both ranks, rank 1's
+// only once rank 0's first 16 (or all) have returned, and checks the last
+// one's output.
+func steadyCalls(t *testing.T, steady int) {
 	pl, lay, want := gatePlan(t)
-	const steady = 3
 	exp := want(1 + steady)
 	returned := make(chan struct{})
 	outs := make([][]byte, 2)
@@ -191,7 +207,9 @@ func TestGateSteadyReturns(t *testing.T) {
 			if err := gr.comm.Enqueue(context.Background(), gr.call); err != nil {
 				return fmt.Errorf("call %d: %w", 1+i, err)
 			}
-			if gr.rank == 0 && i == steady-1 {
+			// At most 64 launches of a session are in flight: rank 1
+			// starts after 16 of rank 0's calls have returned.
+			if gr.rank == 0 && i == min(steady, 16)-1 {
 				close(returned)
 			}
 		}
