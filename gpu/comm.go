@@ -989,13 +989,28 @@ func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []by
 	return encode(ranks)
 }
 
-// abortImages are the images a held launch gets when its call fails (a
+// makeNoOps makes the session's empty block table (abortImages) at its
+// first gated launch.
+func (c *Comm) makeNoOps(cs *commSession, grid int) error {
+	if cs.noOps != nil {
+		return nil
+	}
+	h, err := cs.rs.s.d.AllocHost(uint64(grid) * sizeBlock)
+	if err != nil {
+		return fmt.Errorf("the empty block table of an aborted launch: %w", err)
+	}
+	cs.noOps = h
+	return nil
+}
+
+// abortImages are the images a gated launch gets when its call fails (a
 // mismatch, a refusal, a timeout, the communicator's end): the abort word
 // raised, and arguments whose every block has no op, so that the kernel
-// writes nothing (it reads its tables before it would see the abort
-// word, which it reads only while it waits). Their block records are a
-// zeroed table in mapped host memory (made at the session's first held
-// launch); the rank table is the one of the buffers last set.
+// writes nothing (it runs its ops before it would see the abort word,
+// which it reads only while it waits). Their block records are a zeroed
+// table in mapped host memory (makeNoOps); the rank table is the one of
+// the buffers last set. A Holder's stream copies all three; a Gater's
+// gate writes the arguments and raises the abort word.
 func (c *Comm) abortImages(cs *commSession, args []byte, grid int) ([][]byte, error) {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if cs.noOps == nil || cs.noOps.Len() < uint64(grid)*sizeBlock {
@@ -1108,6 +1123,9 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 		switch d := s.d.(type) {
 		case Gater:
 			gate = func() error {
+				if err := c.makeNoOps(cs, grid); err != nil {
+					return err
+				}
 				return d.Gate(func() {
 					bufs, err := resolve()
 					if err == nil {
@@ -1115,6 +1133,15 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 					}
 					if err != nil {
 						c.fail(err)
+						// Arguments whose blocks have no op, as a held
+						// launch gets (abortImages), and the abort word.
+						img, ierr := c.abortImages(cs, args, grid)
+						if ierr == nil {
+							ierr = s.d.HtoD(s.args, img[1])
+						}
+						if ierr != nil {
+							c.fail(ierr)
+						}
 						if aerr := s.abort(); aerr != nil {
 							c.fail(aerr)
 						}
@@ -1126,12 +1153,8 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 			// call and releases the hold: after it the stream copies the
 			// abort word, the arguments and the rank table.
 			gate = func() error {
-				if cs.noOps == nil {
-					h, err := s.d.AllocHost(uint64(grid) * sizeBlock)
-					if err != nil {
-						return fmt.Errorf("the empty block table of an aborted launch: %w", err)
-					}
-					cs.noOps = h
+				if err := c.makeNoOps(cs, grid); err != nil {
+					return err
 				}
 				var err error
 				hold, err = d.Hold([]HoldCopy{{Dst: s.ctl, N: 4}, {Dst: s.args, N: sizeArgs},
