@@ -360,8 +360,8 @@ type callRec struct {
 // without a mailbox (ranks on several hosts). Otherwise the call is the
 // steady state: its record goes to the mailbox, and the peers' records
 // of the same call are read and compared where the launch waits for
-// them on the stream (Gater), else here, with no system call either
-// way; a mismatch becomes the asynchronous error, and the launch is
+// them on the stream (Gater, Holder), else here, with no system call
+// either way; a mismatch becomes the asynchronous error, and the launch is
 // aborted before its kernel starts.
 func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	c.mu.Lock()

@@ -49,7 +49,8 @@ type AllocIDer interface {
 // runs on a thread of the driver's own, not in a stream callback where
 // CUDA forbids driver calls. A communicator gates a steady-state launch
 // on its peers' records of the call (comm.go), so that the call returns
-// at once. f must return within a bound of its own.
+// at once. f must return within a bound of its own. (The CUDA driver is a
+// Holder instead.)
 type Gater interface {
 	Gate(f func()) error
 }
