@@ -1041,11 +1041,14 @@ func (c *Comm) abortImages(cs *commSession, args []byte, grid int) ([][]byte, er
 // cleared on the stream only), and this launch's goroutine starts
 // serving it once the previous one has finished.
 //
-// With resolve (a steady-state call, the driver a Gater) the buffers are
-// not known yet: the kernel waits on the stream behind a gate, in which
-// resolve reads the peers' records and the rank table is written (the
-// launches before it on the stream have ended then); when resolve fails
-// the abort word is raised there, so the kernel stops at its start.
+// With resolve (a steady-state call, the driver a Gater or a Holder) the
+// buffers are not known yet: the kernel waits on the stream behind a
+// gate. A Gater's gate runs resolve on the stream (the launches before it
+// there have ended) and writes the rank table; a Holder's hold is
+// released by the communicator's gate server (gates.go) once resolve has
+// returned, with the images the stream then copies. When resolve fails
+// the launch gets arguments whose blocks have no op and the abort word
+// (abortImages), so the kernel writes nothing.
 func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve func() ([][2]DevPtr, error)) error {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if err := s.guard.Ready(c.ctx); err != nil {
