@@ -1344,7 +1344,8 @@ static void *sweep_main(void *p) {
  * then of 4 KiB, after 20 unmeasured ones, and ITERS ncclCommGetAsyncError
  * calls (a call that does nothing); rank 0 prints the mean time until each
  * call returned, "BENCH LABEL ranks N allreduce 128 B: T us/call" (LABEL
- * is NCCLCHECK_BENCH_LABEL). On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
+ * is NCCLCHECK_BENCH_LABEL). NCCLCHECK_BENCH_OOP=1 makes the allreduce
+ * calls out of place. On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
  * call returns when its collective is done. */
 static int bench_iters = 1000;
 
@@ -1359,12 +1360,15 @@ static void *bench_main(void *p) {
   const char *label = getenv("NCCLCHECK_BENCH_LABEL");
   label = label != NULL ? label : "";
   static const size_t sizes[] = {128, 4096};
-  float *buf = data_alloc(4096);
+  /* NCCLCHECK_BENCH_OOP=1: out of place, from a second buffer. */
+  const char *oop = getenv("NCCLCHECK_BENCH_OOP");
+  float *buf = data_alloc(2 * 4096);
   if (buf == NULL) {
     report(a->rank, "bench buffer", ncclSystemError);
     return NULL;
   }
-  memset(buf, 0, 4096);
+  memset(buf, 0, 2 * 4096);
+  float *send = oop != NULL && strcmp(oop, "1") == 0 ? buf + 4096 / sizeof(float) : buf;
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     size_t count = sizes[k] / sizeof(float);
     double start = 0;
@@ -1372,7 +1376,7 @@ static void *bench_main(void *p) {
       if (i == 20) {
         start = now_us();
       }
-      ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
+      ncclResult_t r = ncclAllReduce(send, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
       if (r != ncclSuccess) {
         report(a->rank, "bench ncclAllReduce", r);
         data_free(buf);
