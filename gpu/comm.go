@@ -98,6 +98,8 @@ type Comm struct {
 	// graph, which watchReplays watches (started at the first capture).
 	capMu    sync.Mutex
 	captured []*commSession
+
+	stage staging // the staging buffer (staging.go), guarded by mu
 }
 
 // peerAlloc names a peer's allocation.
@@ -1555,6 +1557,12 @@ func (c *Comm) Close() error {
 		_ = c.io.IpcClose(p)
 	}
 	c.mapped, c.stale = nil, nil
+	if c.io != nil && len(errs) == 0 {
+		// (A launch that did not end may still read it.)
+		if err := c.freeStaging(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.mb != nil && len(errs) == 0 {
 		// (A launch that did not end may still read it.)
 		_ = c.mb.unmap()
