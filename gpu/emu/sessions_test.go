@@ -181,3 +181,85 @@ func TestCommSessionsMany(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCommSessionsInFlight: with at most 2 sessions, six sizes called
+// round-robin twice with no wait between calls: each eviction meets
+// launches of the closing session still queued or running on the
+// stream, waits for them on every rank, and the last values are right.
+func TestCommSessionsInFlight(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	const ranks, rounds = 4, 2
+	p := gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": fmt.Sprint(ranks)})
+	var sizes []uint64
+	var lays []*harness.Layout
+	for i := range 6 {
+		size := uint64(i+1) * 1024
+		lay, err := harness.PlanLayout(p, size, executor.Float32, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes, lays = append(sizes, size), append(lays, lay)
+	}
+	set := func(cfg *gpu.Config) {
+		cfg.SetupTimeout = 20 * time.Second
+		cfg.MaxSessions = 2
+	}
+	errs := withRanksConfig(t, ss, ranks, set, func(cr *commRank) error {
+		type bufs struct{ in, out gpu.DevPtr }
+		placed := make([]bufs, len(sizes))
+		for i, lay := range lays {
+			if err := cr.place(lay.BufferLayout); err != nil {
+				return err
+			}
+			placed[i] = bufs{cr.in, cr.out}
+		}
+		for round := range rounds {
+			for i, size := range sizes {
+				cr.in, cr.out = placed[i].in, placed[i].out
+				img := make([]byte, size)
+				for j := range int(size / 4) {
+					binary.LittleEndian.PutUint32(img[4*j:], math.Float32bits(float32(cr.rank+1+j%7+round)))
+				}
+				// In stream order: the previous launch on it may still run.
+				in := cr.in
+				if err := ss.Do(cr.st, func() { _ = cr.dev.HtoD(in, img) }); err != nil {
+					return err
+				}
+				c := commCase{name: "allreduce_packet", plan: p, size: size, dt: executor.Float32, inPlace: true}
+				if err := cr.comm.Enqueue(context.Background(), c.call(lays[i], cr, executor.Options{DType: executor.Float32})); err != nil {
+					return fmt.Errorf("round %d, %d bytes: %w", round, size, err)
+				}
+				if open, _ := cr.comm.Sessions(); open > 2 {
+					return fmt.Errorf("%d sessions open, more than 2", open)
+				}
+			}
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.AsyncError(); err != nil {
+			return err
+		}
+		if _, evicted := cr.comm.Sessions(); evicted != rounds*len(sizes)-2 {
+			return fmt.Errorf("%d sessions closed, want %d", evicted, rounds*len(sizes)-2)
+		}
+		for i, size := range sizes {
+			img := make([]byte, size)
+			if err := cr.dev.DtoH(img, placed[i].out); err != nil {
+				return err
+			}
+			for j := range int(size / 4) {
+				want := float32(ranks*(ranks+1)/2 + ranks*(j%7+rounds-1))
+				if got := math.Float32frombits(binary.LittleEndian.Uint32(img[4*j:])); got != want {
+					return fmt.Errorf("%d bytes: element %d is %v, want %v", size, j, got, want)
+				}
+			}
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
