@@ -291,7 +291,7 @@ static int procs(int mode) {
     fprintf(stderr, "ncclcheck: rank %d: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
     return 2;
   }
-  if (mode == PROCS_MIXED && procs_device(rank) != 0) {
+  if ((mode == PROCS_MIXED || mode == PROCS_SESSIONS) && procs_device(rank) != 0) {
     return 2;
   }
   const char *file = getenv("NCCLCHECK_ID_FILE");
