@@ -22,8 +22,9 @@ package gpu
 //     process that exported it);
 //   - a session per plan instance (a rank session, rank.go, over the
 //     caller's buffers) is opened at the first call that needs it and
-//     kept: tables, scratch, state block, FIFO, its proxy and its share of
-//     the job-wide deadlock watch;
+//     kept (at most Config.MaxSessions: opening one more closes the least
+//     recently called one, on every rank): tables, scratch, state block,
+//     FIFO, its proxy and its share of the job-wide deadlock watch;
 //   - the launch (rank table, arguments, kernel) is enqueued on the
 //     caller's stream and the call returns; a goroutine serves the
 //     kernel's port channels and watches it until it ends. A failure or a
@@ -62,7 +63,10 @@ type Comm struct {
 	rank  int
 	n     int
 	io    StreamDriver // the driver that exports and maps user buffers
+	ider  AllocIDer    // io, when it names allocations; else nil
 	procs []string     // every rank's process (thisProcess)
+	// inProc: every rank runs in this process.
+	inProc bool
 
 	ctx    context.Context // ends at Abort or Close, or with the job
 	cancel context.CancelFunc
@@ -72,6 +76,11 @@ type Comm struct {
 	nextTag  uint32
 	calls    uint64
 	closed   bool
+	// evicted counts the sessions closed to keep at most
+	// cfg.MaxSessions open; leaked are the errors of those whose
+	// closing failed (their memory stays), for Close.
+	evicted int
+	leaked  []error
 
 	// mb is the host's mailbox (mailbox.go), nil when the ranks span
 	// hosts or it could not be made: then every call meets its peers
@@ -114,6 +123,9 @@ type peerAlloc struct {
 type commSession struct {
 	rs *RankSession
 	l  *executor.BufferLayout
+	// used is the sequence number of the session's last call: the least
+	// recently called session is the one closed to make room (evict).
+	used uint64
 	// captured is set once a launch was captured into a graph: a replay
 	// may then run at any time on the device, so the host no longer
 	// writes the session's device state outside its stream.
@@ -136,6 +148,11 @@ type commSession struct {
 	inflight []chan struct{}
 	tables   []*tableImage
 	args     []byte // the arguments last staged
+	// zeros is the image of cleared progress records, and sig the
+	// signature of the call described sigDesc (steady calls repeat it).
+	zeros   []byte
+	sig     uint64
+	sigDesc string
 	// calls counts the launches made by calls and not yet served (busy):
 	// while there are any, their own watch reads the progress records,
 	// not the replay watch, which reads it without the communicator's
@@ -224,6 +241,12 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	if cfg.SetupTimeout <= 0 {
 		cfg.SetupTimeout = 2 * time.Minute
 	}
+	switch {
+	case cfg.MaxSessions == 0:
+		cfg.MaxSessions = DefaultMaxSessions
+	case cfg.MaxSessions < 0 || cfg.MaxSessions > MaxSessionsLimit:
+		return nil, fmt.Errorf("%s: at most %d plan instances open per communicator: want 1 to %d", cfg.Name, cfg.MaxSessions, MaxSessionsLimit)
+	}
 	mine := commProc{Proc: thisProcess}
 	var io StreamDriver
 	d, err := cfg.Open()
@@ -262,6 +285,8 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	for _, p := range all {
 		c.procs = append(c.procs, p.Proc)
 	}
+	c.inProc = !slices.ContainsFunc(c.procs, func(p string) bool { return p != thisProcess })
+	c.ider, _ = io.(AllocIDer)
 	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
 	if path := all[0].Mailbox; path != "" {
 		// Every rank maps rank 0's mailbox (then rank 0 removes its
@@ -293,14 +318,7 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 }
 
 // inProcess reports whether every rank runs in this process.
-func (c *Comm) inProcess() bool {
-	for _, p := range c.procs {
-		if p != thisProcess {
-			return false
-		}
-	}
-	return true
-}
+func (c *Comm) inProcess() bool { return c.inProc }
 
 // Registered returns how many buffer registrations the communicator has
 // made: own allocations exported to peers in other processes, peers'
@@ -377,6 +395,9 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	seq := c.calls
 	c.calls++
 	cs := c.sessions[call.Key]
+	if cs != nil {
+		cs.used = seq
+	}
 	capturing, err := c.io.Capturing(call.Stream)
 	if err != nil {
 		err = fmt.Errorf("%s: rank %d: %s: asking whether the stream is capturing: %w", c.cfg.Name, c.rank, call.Desc, err)
@@ -447,7 +468,11 @@ func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
 	if err := checkUser(cs.l, c.rank, call.In, call.Out); err != nil {
 		return fail(err)
 	}
-	rec := callRecord{sig: signature(call.Key, call.Desc), desc: call.Desc}
+	if cs.sigDesc != call.Desc {
+		// (The key is the session's own.)
+		cs.sig, cs.sigDesc = signature(call.Key, call.Desc), call.Desc
+	}
+	rec := callRecord{sig: cs.sig, desc: call.Desc}
 	for i, p := range []DevPtr{call.In, call.Out} {
 		sl, err := c.slot(p)
 		if err != nil {
@@ -502,8 +527,8 @@ func (c *Comm) slot(p DevPtr) (slot, error) {
 	if !ok {
 		return sl, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
 	}
-	if ider, has := c.io.(AllocIDer); has {
-		if sl.id, err = ider.AllocID(base); err != nil {
+	if c.ider != nil {
+		if sl.id, err = c.ider.AllocID(base); err != nil {
 			return sl, fmt.Errorf("the id of the allocation at %#x: %w", uint64(base), err)
 		}
 	}
@@ -781,8 +806,8 @@ func (c *Comm) describe(p DevPtr, newExports map[DevPtr]uint64) (bufRec, error) 
 	if !ok {
 		return rec, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
 	}
-	if ider, has := c.io.(AllocIDer); has {
-		if rec.ID, err = ider.AllocID(base); err != nil {
+	if c.ider != nil {
+		if rec.ID, err = c.ider.AllocID(base); err != nil {
 			return rec, fmt.Errorf("the id of the allocation at %#x: %w", uint64(base), err)
 		}
 	}
@@ -900,8 +925,23 @@ func (c *Comm) open(ctx context.Context, call CommCall, regErr error, pre *opene
 		_, gerr := c.gather(ctx, err, "opening "+call.Desc)
 		return nil, gerr
 	}
-	if _, err := c.gather(ctx, nil, "opening "+call.Desc); err != nil {
+	// At most cfg.MaxSessions sessions: the least recently called one
+	// goes first, the same on every rank (the ranks make the same calls
+	// in the same order). Its launches end on this rank before the
+	// gather, so after it they have ended on every rank, and none reads
+	// or writes what closing it releases.
+	key, victim := c.victim()
+	var werr error
+	if victim != nil {
+		if err := victim.wait(c.waitBound(victim)); err != nil {
+			werr = fmt.Errorf("rank %d: closing the least recently called plan instance (%s) to open this one: %w", c.rank, key, err)
+		}
+	}
+	if _, err := c.gather(ctx, werr, "opening "+call.Desc); err != nil {
 		return nil, err
+	}
+	if victim != nil {
+		c.evict(key, victim)
 	}
 	w := c.w
 	w.Tag = c.w.Tag + c.nextTag
@@ -916,9 +956,67 @@ func (c *Comm) open(ctx context.Context, call CommCall, regErr error, pre *opene
 		_ = rs.Close()
 		return nil, fmt.Errorf("%s: the %s driver (%T) cannot launch on a caller's stream", call.Desc, c.cfg.Name, rs.s.d)
 	}
-	cs := &commSession{rs: rs, l: l, queued: capturable(inst) == nil}
+	cs := &commSession{rs: rs, l: l, queued: capturable(inst) == nil, used: c.calls - 1}
 	c.sessions[call.Key] = cs
 	return cs, nil
+}
+
+// victim returns the session to close before one more opens, when
+// cfg.MaxSessions are open: the least recently called one that no graph
+// holds (a captured session's replays may run as long as the
+// communicator lives, so it stays, and counts). nil when there is room,
+// or when every open session is captured.
+func (c *Comm) victim() (string, *commSession) {
+	if len(c.sessions) < c.cfg.MaxSessions {
+		return "", nil
+	}
+	var key string
+	var v *commSession
+	for k, cs := range c.sessions {
+		if cs.captured {
+			continue
+		}
+		if v == nil || cs.used < v.used {
+			key, v = k, cs
+		}
+	}
+	return key, v
+}
+
+// evict closes session cs of key, whose launches have ended on every
+// rank: its rank table images, its empty block table, its rank session (tables, scratch, the
+// peers' mappings, its proxy and watch). The next call of its instance
+// opens it again, on every rank. A failure to close keeps its memory
+// until the process ends, and is Close's error.
+func (c *Comm) evict(key string, cs *commSession) {
+	delete(c.sessions, key)
+	c.evicted++
+	var errs []error
+	for _, t := range cs.tables {
+		if err := t.h.Free(); err != nil {
+			errs = append(errs, fmt.Errorf("freeing a rank table image: %w", err))
+		}
+	}
+	if cs.noOps != nil {
+		if err := cs.noOps.Free(); err != nil {
+			errs = append(errs, fmt.Errorf("freeing the empty block table: %w", err))
+		}
+	}
+	if err := cs.rs.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.leaked = append(c.leaked, fmt.Errorf("%s: rank %d: closing the plan instance %s to make room: %w", c.cfg.Name, c.rank, key, err))
+	}
+}
+
+// Sessions returns how many plan-instance sessions are open (at most
+// Config.MaxSessions, and the captured ones beyond), and how many were
+// closed to make room for others.
+func (c *Comm) Sessions() (open, evicted int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sessions), c.evicted
 }
 
 // waitBound is how long a call waits for the previous launch of its
@@ -1076,7 +1174,10 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 	// ahead of it on the stream is not taken for a hang. Not once a
 	// launch was captured: a replay may be running.
 	if !cs.captured && !busy {
-		if err := s.d.HtoD(s.ctl, make([]byte, sizeControl+uint64(grid)*sizeProgress)); err != nil {
+		if n := sizeControl + grid*sizeProgress; len(cs.zeros) != n {
+			cs.zeros = make([]byte, n)
+		}
+		if err := s.d.HtoD(s.ctl, cs.zeros); err != nil {
 			return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
 		}
 	}
@@ -1514,7 +1615,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.closed = true
-	var errs []error
+	errs := slices.Clone(c.leaked)
 	for key, cs := range c.sessions {
 		if err := cs.wait(c.waitBound(cs)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: rank %d: %s: %w (its memory stays until the process ends)", c.cfg.Name, c.rank, key, err))

@@ -194,4 +194,15 @@ type Config struct {
 	// over the bootstrap, as before the mailbox (comm.go): the baseline
 	// of make nccl-bench.
 	MeetEveryCall bool
+	// MaxSessions bounds the plan-instance sessions a communicator keeps
+	// open (comm.go): opening one more first closes the least recently
+	// called. 0 means DefaultMaxSessions; at most MaxSessionsLimit.
+	MaxSessions int
 }
+
+// The bounds of Config.MaxSessions: a communicator keeps 64 plan
+// instances open unless told otherwise, at least 1 and at most 4096.
+const (
+	DefaultMaxSessions = 64
+	MaxSessionsLimit   = 4096
+)

@@ -460,6 +460,9 @@ func (s *session) launchGated(grid int, gate func() error) error {
 		return s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args)
 	}
 	if !s.useGraph {
+		if b, ok := s.d.(Batcher); ok {
+			return b.Batch(enqueue)
+		}
 		return enqueue()
 	}
 	if s.graph == nil {

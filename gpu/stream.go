@@ -98,3 +98,12 @@ func gated(d Driver) bool {
 	}
 	return false
 }
+
+// Batcher is a StreamDriver that can take several steps of work for its
+// stream at once: Batch runs f, which enqueues them (Enqueue, Zero, Gate,
+// Launch), and the stream is told of them once, when f has returned,
+// instead of at each step (the emulated stream's goroutine is woken once
+// per launch).
+type Batcher interface {
+	Batch(f func() error) error
+}

@@ -92,15 +92,15 @@ func callBytes(k call, ranks int) (uint64, error) {
 	if hi == 0 {
 		hi, lo = bits.Mul64(lo, uint64(ranks))
 	}
+	if hi == 0 && lo <= maxCallBytes {
+		return lo, nil // the steady state: no string is made
+	}
 	what := fmt.Sprintf("count %d of %s (%d bytes each)", k.count, dtypeName(k.dtype), size)
 	if ranks > 1 {
 		what += fmt.Sprintf(" on each of %d ranks", ranks)
 	}
-	switch {
-	case hi != 0:
+	if hi != 0 {
 		return 0, errorf(resultInvalidArgument, "%s overflows 64 bits", what)
-	case lo > maxCallBytes:
-		return 0, errorf(resultInvalidArgument, "%s is %d bytes, more than the %d (2^48) one call may name", what, lo, uint64(maxCallBytes))
 	}
-	return lo, nil
+	return 0, errorf(resultInvalidArgument, "%s is %d bytes, more than the %d (2^48) one call may name", what, lo, uint64(maxCallBytes))
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
@@ -79,6 +80,9 @@ type comm struct {
 	// (device.go); nil without one. plansRun are the plans it has run.
 	gpu      *gpu.Comm
 	plansRun planFiles
+	// evictLogged is how many of gpu's plan instances closed to make
+	// room the INFO log has told of.
+	evictLogged atomic.Int64
 	// decided caches the decisions of calls (decideCached).
 	decided decisions
 

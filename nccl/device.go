@@ -36,6 +36,9 @@ func (c *comm) openDevice() error {
 		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
 	}
 	cfg.ReplayTimeout = replay
+	if cfg.MaxSessions, err = maxSessions(); err != nil {
+		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+	}
 	// The baseline of make nccl-bench: every call meets its peers over
 	// the bootstrap, as before the mailbox.
 	cfg.MeetEveryCall = os.Getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") == "1"
@@ -179,6 +182,12 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	if after != nil {
 		if err := after(); err != nil {
 			return true, errorf(resultSystem, "%s: copying the rank's slice from the staging buffer: %v", c.describe(k), err), ""
+		}
+	}
+	if logging() {
+		if open, evicted := c.gpu.Sessions(); int64(evicted) != c.evictLogged.Load() {
+			c.evictLogged.Store(int64(evicted))
+			logInfo("%s: %d plan instances open, %d closed so far to make room (%s bounds them)", c.describe(k), open, evicted, maxSessionsEnv)
 		}
 	}
 	return true, nil, ""

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // library is the state of the loaded library that outlives one call: the
@@ -205,6 +207,30 @@ const DefaultReplayTimeout = 10 * time.Minute
 // replayTimeout is MSCCLGO_NCCL_REPLAY_TIMEOUT, else DefaultReplayTimeout.
 func replayTimeout() (time.Duration, error) {
 	return envDuration("MSCCLGO_NCCL_REPLAY_TIMEOUT", DefaultReplayTimeout)
+}
+
+// maxSessionsEnv bounds the plan instances each communicator keeps open
+// on the device (gpu.Config.MaxSessions): beyond it, the least recently
+// called one is closed, on every rank, and opened again at its next call.
+const maxSessionsEnv = "MSCCLGO_NCCL_MAX_SESSIONS"
+
+// maxSessions is MSCCLGO_NCCL_MAX_SESSIONS, else gpu.DefaultMaxSessions.
+func maxSessions() (int, error) {
+	return parseMaxSessions(os.Getenv(maxSessionsEnv))
+}
+
+// parseMaxSessions reads value v of MSCCLGO_NCCL_MAX_SESSIONS ("" for
+// unset).
+func parseMaxSessions(v string) (int, error) {
+	if v == "" {
+		return gpu.DefaultMaxSessions, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > gpu.MaxSessionsLimit {
+		return 0, fmt.Errorf("%s=%q: want a number of plan instances open per communicator from 1 to %d (default %d)",
+			maxSessionsEnv, v, gpu.MaxSessionsLimit, gpu.DefaultMaxSessions)
+	}
+	return n, nil
 }
 
 // The bounds of the library's durations (MSCCLGO_NCCL_TIMEOUT,

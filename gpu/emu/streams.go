@@ -226,6 +226,9 @@ type stream struct {
 	// capture records the work pushed while the stream captures
 	// (BeginCapture), instead of running it; nil otherwise.
 	capture *StreamGraph
+	// held: work is being added in a batch (driver.Batch); the stream's
+	// goroutine is woken once, when the batch ends.
+	held bool
 }
 
 func (s *stream) capturing() bool {
@@ -251,12 +254,51 @@ func (s *stream) push(what string, f func() error) error {
 		return nil
 	}
 	s.work = append(s.work, f)
+	if !s.held {
+		s.signal()
+	}
+	return nil
+}
+
+// signal wakes the stream's goroutine (one token). The caller holds mu.
+func (s *stream) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
+
+// hold starts a batch: the work pushed until release wakes the stream's
+// goroutine once, at release (a goroutine already running takes it
+// without).
+func (s *stream) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = true
+}
+
+func (s *stream) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = false
+	if len(s.work) > 0 {
+		s.signal()
+	}
+}
+
+// Batch runs f, which enqueues work on the chosen stream (gpu.Batcher):
+// the stream starts on it once f has returned, woken once.
+func (d *driver) Batch(f func() error) error {
+	st := d.cur
+	if st == nil || d.capture != nil {
+		return f()
+	}
+	st.hold()
+	defer st.release()
+	return f()
+}
+
+var _ gpu.Batcher = (*driver)(nil)
 
 func (s *stream) close() {
 	s.mu.Lock()

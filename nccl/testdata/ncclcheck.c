@@ -211,9 +211,10 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA, PROCS_MIXED };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA, PROCS_MIXED, PROCS_SESSIONS };
 static void *bench_main(void *p);
 static void *mixed_main(void *p);
+static void *sessions_main(void *p);
 
 /* put_id writes id to file, atomically. */
 static int put_id(const char *file, const ncclUniqueId *id) {
@@ -290,7 +291,7 @@ static int procs(int mode) {
     fprintf(stderr, "ncclcheck: rank %d: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
     return 2;
   }
-  if (mode == PROCS_MIXED && procs_device(rank) != 0) {
+  if ((mode == PROCS_MIXED || mode == PROCS_SESSIONS) && procs_device(rank) != 0) {
     return 2;
   }
   const char *file = getenv("NCCLCHECK_ID_FILE");
@@ -329,6 +330,11 @@ static int procs(int mode) {
     if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
       return 1;
     }
+  }
+  if (mode == PROCS_SESSIONS) {
+    struct rank_arg a = {comm, rank, n};
+    sessions_main(&a);
+    return 0;
   }
   if (mode == PROCS_DATA || mode == PROCS_HOSTDATA || mode == PROCS_BENCH || mode == PROCS_MIXED) {
     struct rank_arg a = {comm, rank, n};
@@ -818,6 +824,71 @@ static void *oop_main(void *p) {
   for (int round = 0; round < 2; round++) {
     for (size_t k = 0; k < sizeof oop_cases / sizeof oop_cases[0]; k++) {
       data_case_run(&oop_cases[k], a->comm, a->rank, a->n);
+    }
+  }
+  finish(a->comm, a->rank);
+  return NULL;
+}
+
+/* sessions_alloc returns bytes of the emulated device's shareable memory
+ * (mscclgoEmuMalloc, which peers in other processes can map) where the
+ * library has it, else data_alloc's. */
+static void *sessions_alloc(size_t bytes) {
+  int (*emu_malloc)(uintptr_t *, size_t) = NULL;
+  *(void **)(&emu_malloc) = dlsym(RTLD_DEFAULT, "mscclgoEmuMalloc");
+  if (emu_malloc == NULL) {
+    return data_alloc(bytes);
+  }
+  uintptr_t p = 0;
+  return emu_malloc(&p, bytes) == 0 ? (void *)p : NULL;
+}
+
+/* Ten sizes of float sum in-place allreduce, each a plan instance of its
+ * own in a buffer of its own, round-robin twice (TestDeviceSessionsBounded:
+ * with MSCCLGO_NCCL_MAX_SESSIONS=4 each call closes the least recently
+ * called instance on every rank and opens its own again). Every value of
+ * every call is checked. The buffers are kept (process memory). */
+static void *sessions_main(void *p) {
+  struct rank_arg *a = p;
+  enum { SIZES = 10 };
+  float *bufs[SIZES];
+  for (int k = 0; k < SIZES; k++) {
+    bufs[k] = sessions_alloc(256 * (size_t)(k + 1) * sizeof(float));
+    if (bufs[k] == NULL) {
+      report(a->rank, "sessions: allocating", ncclSystemError);
+      return NULL;
+    }
+  }
+  for (int round = 0; round < 2; round++) {
+    for (int k = 0; k < SIZES; k++) {
+      size_t count = 256 * (size_t)(k + 1);
+      for (size_t i = 0; i < count; i++) {
+        bufs[k][i] = (float)(a->rank + 1 + (int)(i % 7) + round);
+      }
+      char what[96];
+      snprintf(what, sizeof what, "sessions allreduce float32 round %d count %zu", round, count);
+      ncclResult_t res = ncclAllReduce(bufs[k], bufs[k], count, ncclFloat32, ncclSum, a->comm, NULL);
+      if (res == ncclSuccess) {
+        res = stream_sync(a->comm);
+      }
+      if (report(a->rank, what, res) != ncclSuccess) {
+        continue;
+      }
+      size_t bad = count;
+      float want = 0;
+      for (size_t i = 0; i < count && bad == count; i++) {
+        want = (float)(a->n * (a->n + 1) / 2 + a->n * ((int)(i % 7) + round));
+        if (bufs[k][i] != want) {
+          bad = i;
+        }
+      }
+      pthread_mutex_lock(&out_mu);
+      if (bad == count) {
+        printf("rank %d: DATA %s ok\n", a->rank, what);
+      } else {
+        printf("rank %d: DATA %s WRONG at %zu: got %g, want %g\n", a->rank, what, bad, (double)bufs[k][bad], (double)want);
+      }
+      pthread_mutex_unlock(&out_mu);
     }
   }
   finish(a->comm, a->rank);
@@ -1461,7 +1532,7 @@ static int custom(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | hostprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
+    fprintf(stderr, "usage: ncclcheck threads N | procs | lost | single | afterdestroy | badargs | mismatch | group N | groupbad | data N | datamismatch | dataprocs | hostprocs | custom | sweep N MIN MAX FACTOR | bench N ITERS | benchprocs ITERS | groupdata N | sessions N | sessionsprocs | capture N | capturefirst N | later | scalable N K | scalableprocs\n");
     return 2;
   }
   if (strcmp(argv[1], "threads") == 0 && argc == 3) {
@@ -1508,6 +1579,12 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "mixedprocs") == 0) {
     return procs(PROCS_MIXED);
+  }
+  if (strcmp(argv[1], "sessions") == 0 && argc == 3) {
+    return data(atoi(argv[2]), sessions_main);
+  }
+  if (strcmp(argv[1], "sessionsprocs") == 0) {
+    return procs(PROCS_SESSIONS);
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);
