@@ -16,8 +16,11 @@
  * (mscclgoEmuMalloc) where the library has it, else host memory. The row
  * gives, for the allreduce, the mean over ranks of each rank's median
  * time per call, the slowest rank's median, and the mean over ranks of
- * the means (a shared machine's preemptions weigh on means); for the
- * no-op, the mean. A last allreduce on known data is checked. MSCCLGO_NCCL_MEET_EVERY_CALL=1 in the environment
+ * the means (a shared machine's preemptions weigh on means), and the
+ * mean over ranks of each rank's median CPU time of the calling thread
+ * per call (CLOCK_THREAD_CPUTIME_ID: the call's own work, without the
+ * time the thread waited for a core while other ranks' processes and
+ * the emulated kernels ran); for the no-op, the mean. A last allreduce on known data is checked. MSCCLGO_NCCL_MEET_EVERY_CALL=1 in the environment
  * measures the old per-call meeting (the baseline).
  */
 #define _GNU_SOURCE
@@ -38,15 +41,19 @@ extern char **environ;
 
 #define WARMUP 20
 
-static double now_ns(void) {
+static double clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+static double now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+static double cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
 /* result is one rank's median and mean ns per call. */
 struct result {
-  double allreduce, mean, noop;
+  double allreduce, mean, cpu, noop;
   int failed;
 };
 
@@ -93,7 +100,7 @@ static int check(int rank, const char *what, ncclResult_t r, ncclComm_t comm) {
 
 /* measure runs one rank's calls. */
 static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters) {
-  struct result res = {0, 0, 0, 1};
+  struct result res = {0, 0, 0, 0, 1};
   size_t count = bytes / sizeof(float);
   float *buf = buf_alloc(bytes);
   if (buf == NULL) {
@@ -102,10 +109,13 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
   }
   double total = 0;
   double *times = calloc((size_t)iters, sizeof *times);
+  double *cpus = calloc((size_t)iters, sizeof *cpus);
   for (int i = 0; i < WARMUP + iters; i++) {
+    double c0 = cpu_ns();
     double t0 = now_ns();
     ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
     double t1 = now_ns();
+    double c1 = cpu_ns();
     if (check(rank, "ncclAllReduce", r, comm) != 0) {
       goto out;
     }
@@ -116,6 +126,7 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
     if (i >= WARMUP) {
       total += t1 - t0;
       times[i - WARMUP] = t1 - t0;
+      cpus[i - WARMUP] = c1 - c0;
     }
   }
   /* One more call on known data, checked (the emulated device's memory
@@ -137,6 +148,8 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
   }
   qsort(times, (size_t)iters, sizeof *times, cmp_double);
   res.allreduce = times[iters / 2];
+  qsort(cpus, (size_t)iters, sizeof *cpus, cmp_double);
+  res.cpu = cpus[iters / 2];
   res.mean = total / iters;
   ncclResult_t async = ncclSuccess;
   double t0 = now_ns();
@@ -149,6 +162,7 @@ static struct result measure(ncclComm_t comm, int rank, size_t bytes, int iters)
   }
 out:
   free(times);
+  free(cpus);
   buf_free(buf);
   return res;
 }
@@ -168,7 +182,7 @@ static void *rank_main(void *p) {
 }
 
 static void row(const char *mode, int n, size_t bytes, const struct result *rs) {
-  double sum = 0, mean = 0, worst = 0, noop = 0;
+  double sum = 0, mean = 0, worst = 0, cpu = 0, noop = 0;
   for (int r = 0; r < n; r++) {
     if (rs[r].failed) {
       printf("%-7s  %-15s  %d  %5zu  rank %d failed\n", mode, getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") ? "meet every call" : "mailbox", n, bytes, r);
@@ -176,14 +190,15 @@ static void row(const char *mode, int n, size_t bytes, const struct result *rs) 
     }
     sum += rs[r].allreduce;
     mean += rs[r].mean;
+    cpu += rs[r].cpu;
     noop += rs[r].noop;
     if (rs[r].allreduce > worst) {
       worst = rs[r].allreduce;
     }
   }
   const char *how = getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") != NULL ? "meet every call" : "mailbox";
-  printf("%-7s  %-15s  %d  %5zu  %10.2f  %10.2f  %10.2f  %8.3f\n", mode, how, n, bytes, sum / n / 1e3, worst / 1e3, mean / n / 1e3,
-         noop / n / 1e3);
+  printf("%-7s  %-15s  %d  %5zu  %10.2f  %10.2f  %10.2f  %8.2f  %8.3f\n", mode, how, n, bytes, sum / n / 1e3, worst / 1e3,
+         mean / n / 1e3, cpu / n / 1e3, noop / n / 1e3);
 }
 
 static int threads(int n, size_t bytes, int iters) {
@@ -194,7 +209,7 @@ static int threads(int n, size_t bytes, int iters) {
   struct rank_arg *args = calloc((size_t)n, sizeof *args);
   pthread_t *ts = calloc((size_t)n, sizeof *ts);
   for (int r = 0; r < n; r++) {
-    args[r] = (struct rank_arg){comms[r], r, iters, bytes, {0, 0, 0, 1}};
+    args[r] = (struct rank_arg){comms[r], r, iters, bytes, {0, 0, 0, 0, 1}};
     pthread_create(&ts[r], NULL, rank_main, &args[r]);
   }
   struct result *rs = calloc((size_t)n, sizeof *rs);
@@ -243,7 +258,7 @@ static int child(int rank, int n, size_t bytes, int iters, const char *file) {
   }
   struct result res = measure(comm, rank, bytes, iters);
   ncclCommDestroy(comm);
-  printf("%d %.3f %.3f %.3f\n", res.failed, res.allreduce, res.mean, res.noop);
+  printf("%d %.3f %.3f %.3f %.3f\n", res.failed, res.allreduce, res.mean, res.cpu, res.noop);
   return 0;
 }
 
@@ -286,7 +301,7 @@ static int procs(const char *self, int n, size_t bytes, int iters) {
   int bad = 0;
   for (int r = 0; r < n; r++) {
     res[r].failed = 1;
-    if (fscanf(outs[r], "%d %lf %lf %lf", &res[r].failed, &res[r].allreduce, &res[r].mean, &res[r].noop) != 4) {
+    if (fscanf(outs[r], "%d %lf %lf %lf %lf", &res[r].failed, &res[r].allreduce, &res[r].mean, &res[r].cpu, &res[r].noop) != 5) {
       res[r].failed = 1;
     }
     fclose(outs[r]);
@@ -303,8 +318,8 @@ static int procs(const char *self, int n, size_t bytes, int iters) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "header") == 0) {
-    printf("%-7s  %-15s  %s  %5s  %10s  %10s  %10s  %8s\n", "ranks", "peers meet", "n", "bytes", "median us", "slowest", "mean us",
-           "noop us");
+    printf("%-7s  %-15s  %s  %5s  %10s  %10s  %10s  %8s  %8s\n", "ranks", "peers meet", "n", "bytes", "median us", "slowest",
+           "mean us", "cpu us", "noop us");
     return 0;
   }
   if (argc == 7 && strcmp(argv[1], "child") == 0) {
