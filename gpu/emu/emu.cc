@@ -47,6 +47,7 @@ struct Alloc {
   int fd;
   uint64_t n;
   bool opened;
+  uint64_t id;  // unique for the process's life, as CU_POINTER_ATTRIBUTE_BUFFER_ID
 };
 
 // The allocations by address. Function-local, so that no global
@@ -55,6 +56,12 @@ std::mutex allocs_mu;
 std::map<uint64_t, Alloc>& allocs() {
   static std::map<uint64_t, Alloc> m;
   return m;
+}
+
+// next_alloc_id names a new allocation; called with allocs_mu held.
+uint64_t next_alloc_id() {
+  static uint64_t last = 0;
+  return ++last;
 }
 
 template <class T>
@@ -132,7 +139,7 @@ uint64_t mg_emu_alloc(uint64_t n, int shared) {
     return 0;
   }
   std::lock_guard<std::mutex> lk(allocs_mu);
-  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{fd, n, false};
+  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{fd, n, false, next_alloc_id()};
   return reinterpret_cast<uint64_t>(p);
 #else
   (void)shared;
@@ -187,6 +194,19 @@ uint64_t mg_emu_range(uint64_t p, uint64_t* n) {
   return it->first;
 }
 
+// mg_emu_alloc_id returns the id of the exportable allocation (or opened
+// peer mapping) that holds p, or 0 if none does: an allocation made where
+// a freed one was has another id, as on CUDA.
+uint64_t mg_emu_alloc_id(uint64_t p) {
+  GoCall order;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto it = allocs().upper_bound(p);
+  if (it == allocs().begin()) return 0;
+  --it;
+  if (p - it->first >= it->second.n) return 0;
+  return it->second.id;
+}
+
 // mg_emu_ipc_open maps n bytes of the file at path (another process's
 // memfd, through /proc/PID/fd/FD); 0 on failure, with errno.
 uint64_t mg_emu_ipc_open(const char* path, uint64_t n) {
@@ -198,7 +218,7 @@ uint64_t mg_emu_ipc_open(const char* path, uint64_t n) {
   close(fd);
   if (p == MAP_FAILED) return 0;
   std::lock_guard<std::mutex> lk(allocs_mu);
-  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{-1, n, true};
+  allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{-1, n, true, next_alloc_id()};
   return reinterpret_cast<uint64_t>(p);
 #else
   (void)path;

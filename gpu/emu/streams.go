@@ -13,6 +13,7 @@ package emu
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
 void mg_emu_wait(uint64_t h);
 uint64_t mg_emu_range(uint64_t p, uint64_t* n);
+uint64_t mg_emu_alloc_id(uint64_t p);
 uint64_t mg_emu_alloc(uint64_t n, int shared);
 void mg_emu_free(uint64_t p, int shared);
 */
@@ -421,6 +422,21 @@ func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {
 	}
 	return gpu.DevPtr(base), uint64(n), true, nil
 }
+
+// AllocID returns the id of the shareable allocation (or opened peer
+// mapping) that holds p (gpu.AllocIDer): one made where a freed one was
+// has another, so that a communicator registers it anew with its peers
+// in other processes, which would otherwise keep reading the freed one's
+// memory.
+func (d *driver) AllocID(p gpu.DevPtr) (uint64, error) {
+	id := uint64(C.mg_emu_alloc_id(C.uint64_t(p)))
+	if id == 0 {
+		return 0, fmt.Errorf("gpu-emu: %#x is not in memory this device can share with other processes", uint64(p))
+	}
+	return id, nil
+}
+
+var _ gpu.AllocIDer = (*driver)(nil)
 
 // Capturing reports whether the caller's stream st is capturing.
 func (d *driver) Capturing(st gpu.Stream) (bool, error) {

@@ -1,0 +1,67 @@
+//go:build cgo
+
+package emu
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
+
+// TestAllocID: a shareable allocation has one id from any address in it,
+// and a new one gets another even where a freed one was, so that a
+// communicator of processes registers it anew (gpu.Comm.slot) instead of
+// letting its peers write the freed one's memory. Heap memory, which no
+// other process can map, has none.
+func TestAllocID(t *testing.T) {
+	d, err := OpenIPC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ider, ok := d.(gpu.AllocIDer)
+	if !ok {
+		t.Fatalf("the emulated driver (%T) does not name its allocations", d)
+	}
+	seen := map[uint64]gpu.DevPtr{}
+	var prev gpu.DevPtr
+	reused := false
+	for i := range 8 {
+		p, err := d.Alloc(8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := ider.AllocID(p)
+		if err != nil {
+			t.Fatalf("AllocID(%#x): %v", uint64(p), err)
+		}
+		if in, err := ider.AllocID(p + 4100); err != nil || in != id {
+			t.Errorf("AllocID inside the allocation at %#x: %d, %v; want %d", uint64(p), in, err, id)
+		}
+		if at, dup := seen[id]; dup {
+			t.Errorf("allocation %d at %#x has the id %d of the freed one at %#x", i, uint64(p), id, uint64(at))
+		}
+		seen[id] = p
+		reused = reused || p == prev
+		prev = p
+		if err := d.Free(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("an allocation came back at a freed one's address: %v", reused)
+
+	heap, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heap.Close()
+	p, err := heap.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heap.Free(p)
+	if _, err := heap.(gpu.AllocIDer).AllocID(p); err == nil || !strings.Contains(err.Error(), "share with other processes") {
+		t.Errorf("AllocID of heap memory: %v, want a refusal", err)
+	}
+}
