@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "845afa0769bdc0dfcee7573ed8e7b26b9aeb34979177adf8544b51953db9f6a1"
+const kernelSourceSum = "2aa877de4f5c39488cc010c9b3677ce5d3cb791b11a71170180e368bcee6a758"
