@@ -32,7 +32,7 @@ extern "C" void __tsan_destroy_fiber(void* fiber);
 extern "C" void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 #endif
 
-// A turn switches contexts. On x86-64 that is switch_stack below: the
+// A turn switches contexts. On x86-64 that is mg_switch_stack below: the
 // callee-saved registers and the floating-point control words pushed on
 // the fiber's stack, a stack pointer swap, no system call. swapcontext
 // (elsewhere, and under ThreadSanitizer, whose fiber calls below pair
@@ -40,9 +40,9 @@ extern "C" void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 // switch.
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define MG_STACK_SWITCH 1
-// switch_stack(save, load) pushes the callee-saved state, stores the
+// mg_switch_stack(save, load) pushes the callee-saved state, stores the
 // stack pointer to *save, loads load and pops the state saved there
-// (by an earlier switch_stack, or laid out by make_context). A symbol
+// (by an earlier mg_switch_stack, or laid out by make_context). A symbol
 // local to this file.
 asm(R"(
   .text

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "2aa877de4f5c39488cc010c9b3677ce5d3cb791b11a71170180e368bcee6a758"
+const kernelSourceSum = "711745254e2cadb16eb374fe9a9f0b46d226f0a34b8c1516c2d165007f069cf4"
