@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "711745254e2cadb16eb374fe9a9f0b46d226f0a34b8c1516c2d165007f069cf4"
+const kernelSourceSum = "c391a1e4a346a151e85a3f11458b6b9fa0c5a8d89699e410ff4bab2e5e2ac185"
