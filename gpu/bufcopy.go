@@ -5,10 +5,13 @@ package gpu
 // write come back, and nothing else moves (an allgather reads an eighth
 // of what it writes, and nothing of its output). Bytes the plan neither
 // reads nor writes stay the caller's on the host, so the result is the
-// same as copying both buffers whole in and out.
+// same as copying both buffers whole in and out. A driver whose kernel
+// can address the caller's memory (HostMapper: the emulated device) copies
+// nothing at all.
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/plan"
@@ -142,4 +145,55 @@ func hostPieces(d *devBufs, b executor.RankBuffers, r byteRange, f func(at uint6
 		lo += uint64(len(host))
 	}
 	return nil
+}
+
+// HostMapper is a driver whose kernel can run on host memory in place
+// (the emulated device, whose device memory is host memory).
+type HostMapper interface {
+	// HostAddr returns the device address of b's first byte, or false
+	// when the kernel cannot use b in place. The caller keeps b pinned
+	// and alive while the kernel may use it.
+	HostAddr(b []byte) (DevPtr, bool)
+}
+
+// mapBuffers points the launch at the caller's buffers themselves, pinned
+// until the next launch or Close, when the driver is a HostMapper and
+// every buffer is placed as a device copy would be: input and output not
+// empty, the first byte of each rank's pair 256-byte aligned (of each
+// buffer, when they do not overlap), so that every operand has the
+// alignment it would have on the device. Rank sessions and alltoallv
+// plans copy. It frees the device copies of earlier launches.
+func (s *session) mapBuffers(bufs []executor.RankBuffers) bool {
+	hm, ok := s.d.(HostMapper)
+	if !ok || s.mp != nil || s.v != nil || len(bufs) != len(s.inst.Ranks) {
+		return false
+	}
+	at := func(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+	for _, b := range bufs {
+		if len(b.Input) == 0 || len(b.Output) == 0 {
+			return false
+		}
+		lo := min(at(b.Input), at(b.Output))
+		if overlapAt(b) == -1<<62 && (at(b.Input)%256 != 0 || at(b.Output)%256 != 0) || lo%256 != 0 {
+			return false
+		}
+	}
+	places := make([]devBufs, len(bufs))
+	for r, b := range bufs {
+		in, ok1 := hm.HostAddr(b.Input)
+		out, ok2 := hm.HostAddr(b.Output)
+		if !ok1 || !ok2 {
+			return false
+		}
+		places[r] = devBufs{in: in, out: out, inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
+	}
+	for r, b := range bufs {
+		s.pin.Pin(unsafe.SliceData(b.Input))
+		s.pin.Pin(unsafe.SliceData(b.Output))
+		if s.bufs[r].alloc != 0 {
+			_ = s.d.Free(s.bufs[r].alloc)
+		}
+		s.bufs[r] = places[r]
+	}
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -78,6 +79,11 @@ type session struct {
 	// the shapes checked.
 	copies   *copyRanges
 	copiesOK bool
+	// mapped says the last launch ran on the caller's memory in place
+	// (bufcopy.go: a HostMapper driver), pinned by pin until the next
+	// launch or Close.
+	mapped bool
+	pin    runtime.Pinner
 
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
@@ -467,6 +473,7 @@ func sortedRanks(rs []int) []int32 {
 
 // release frees everything the session holds and closes the driver.
 func (s *session) release() {
+	s.pin.Unpin()
 	if s.held != nil {
 		s.held()
 		s.held = nil
@@ -577,13 +584,18 @@ func overlapAt(b executor.RankBuffers) int64 {
 	return -1 << 62
 }
 
-// placeBuffers makes device copies of the caller's buffers (one
+// placeBuffers runs the launch on the caller's buffers in place where
+// the driver can (mapBuffers), else makes device copies of them (one
 // allocation per rank, input and output at their relative positions when
 // they overlap) and copies the data in: what the plan reads (bufcopy.go),
 // else both buffers whole.
 func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
+	s.pin.Unpin()
 	if len(s.bufs) != len(bufs) {
 		s.bufs = make([]devBufs, len(bufs))
+	}
+	if s.mapped = s.mapBuffers(bufs); s.mapped {
+		return nil
 	}
 	for r, b := range bufs {
 		want := devBufs{inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
@@ -645,6 +657,9 @@ func align256(n uint64) uint64 { return (n + 255) &^ 255 }
 // fetchBuffers copies back what the plan writes (bufcopy.go), else both
 // buffers of every rank (a plan may write its input too).
 func (s *session) fetchBuffers(bufs []executor.RankBuffers) error {
+	if s.mapped {
+		return nil
+	}
 	for r, b := range bufs {
 		cur := &s.bufs[r]
 		if s.copies != nil {

@@ -236,6 +236,15 @@ extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 #endif
 
+// mg_emu_tsan reports whether this build runs under ThreadSanitizer.
+int mg_emu_tsan(void) {
+#if defined(__SANITIZE_THREAD__)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) {
   GoCall order;
 #if defined(__SANITIZE_THREAD__)

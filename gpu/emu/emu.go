@@ -18,6 +18,7 @@ uint64_t mg_emu_alloc(uint64_t n, int shared);
 void mg_emu_free(uint64_t p, int shared);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
+int mg_emu_tsan(void);
 uint64_t mg_emu_load(uint64_t addr);
 void mg_emu_store(uint64_t addr, uint64_t v);
 uint64_t mg_emu_add(uint64_t addr, uint64_t v);
@@ -192,6 +193,18 @@ func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
 	}
 	return nil
 }
+
+// HostAddr is b's address: the kernel runs on host memory. Not under
+// ThreadSanitizer, which cannot see the Go runtime's mapping of Go memory
+// (emu.cc copies through staging there).
+func (d *driver) HostAddr(b []byte) (gpu.DevPtr, bool) {
+	if len(b) == 0 || C.mg_emu_tsan() != 0 {
+		return 0, false
+	}
+	return gpu.DevPtr(uintptr(unsafe.Pointer(&b[0]))), true
+}
+
+var _ gpu.HostMapper = (*driver)(nil)
 
 func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
 	if len(dst) > 0 {
