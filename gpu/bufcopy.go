@@ -10,6 +10,7 @@ package gpu
 // nothing at all.
 
 import (
+	"runtime"
 	"slices"
 	"unsafe"
 
@@ -156,8 +157,8 @@ type HostMapper interface {
 	HostAddr(b []byte) (DevPtr, bool)
 }
 
-// mapBuffers points the launch at the caller's buffers themselves, pinned
-// until the next launch or Close, when the driver is a HostMapper and
+// mapBuffers points the launch at the caller's buffers themselves (pinned
+// until Launch returns), when the driver is a HostMapper and
 // every buffer is placed as a device copy would be: input and output not
 // empty, the first byte of each rank's pair 256-byte aligned (of each
 // buffer, when they do not overlap), so that every operand has the
@@ -187,13 +188,21 @@ func (s *session) mapBuffers(bufs []executor.RankBuffers) bool {
 		}
 		places[r] = devBufs{in: in, out: out, inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
 	}
-	for r, b := range bufs {
-		s.pin.Pin(unsafe.SliceData(b.Input))
-		s.pin.Pin(unsafe.SliceData(b.Output))
+	pinBuffers(&s.pin, bufs)
+	s.mappedBufs = bufs
+	for r := range bufs {
 		if s.bufs[r].alloc != 0 {
 			_ = s.d.Free(s.bufs[r].alloc)
 		}
 		s.bufs[r] = places[r]
 	}
 	return true
+}
+
+// pinBuffers pins every rank's input and output with p.
+func pinBuffers(p *runtime.Pinner, bufs []executor.RankBuffers) {
+	for _, b := range bufs {
+		p.Pin(unsafe.SliceData(b.Input))
+		p.Pin(unsafe.SliceData(b.Output))
+	}
 }

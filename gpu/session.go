@@ -80,10 +80,11 @@ type session struct {
 	copies   *copyRanges
 	copiesOK bool
 	// mapped says the last launch ran on the caller's memory in place
-	// (bufcopy.go: a HostMapper driver), pinned by pin until the next
-	// launch or Close.
-	mapped bool
-	pin    runtime.Pinner
+	// (bufcopy.go: a HostMapper driver): mappedBufs, pinned by pin while
+	// a launch or Relaunch runs.
+	mapped     bool
+	mappedBufs []executor.RankBuffers
+	pin        runtime.Pinner
 
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
@@ -543,6 +544,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 			return err
 		}
 	}
+	defer s.pin.Unpin()
 	if err := s.placeBuffers(bufs); err != nil {
 		return err
 	}
@@ -590,13 +592,13 @@ func overlapAt(b executor.RankBuffers) int64 {
 // they overlap) and copies the data in: what the plan reads (bufcopy.go),
 // else both buffers whole.
 func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
-	s.pin.Unpin()
 	if len(s.bufs) != len(bufs) {
 		s.bufs = make([]devBufs, len(bufs))
 	}
 	if s.mapped = s.mapBuffers(bufs); s.mapped {
 		return nil
 	}
+	s.mappedBufs = nil
 	for r, b := range bufs {
 		want := devBufs{inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
 		if d := overlapAt(b); d != -1<<62 {
@@ -706,6 +708,10 @@ func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Dura
 	}
 	if s.bufs == nil || n <= 0 {
 		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
+	}
+	if s.mapped {
+		pinBuffers(&s.pin, s.mappedBufs)
+		defer s.pin.Unpin()
 	}
 	start := time.Now()
 	var kernel time.Duration
