@@ -117,7 +117,7 @@ struct mg_host_thread {
 };
 
 // mg_host_self returns the calling thread's position (thread-local).
-mg_host_thread& mg_host_self();
+inline mg_host_thread& mg_host_self();
 
 #define __global__
 #define __device__

@@ -356,7 +356,9 @@ bool take_stacks(Pool& p, size_t n, std::vector<void*>& out) {
 
 }  // namespace
 
-mg_host_thread& mg_host_self() {
+// Inline (the translation unit that includes this file holds the kernel):
+// every memory primitive of the kernel asks for it.
+inline mg_host_thread& mg_host_self() {
   mg_host_thread* s = tl_self.load(std::memory_order_relaxed);
   return s != nullptr ? *s : tl_host;
 }

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "c391a1e4a346a151e85a3f11458b6b9fa0c5a8d89699e410ff4bab2e5e2ac185"
+const kernelSourceSum = "ed2207235c092a26189e04457d8d2e68c7c086aef921824698a9587361a0bb04"
