@@ -379,6 +379,11 @@ void mg_host_progress() {
 
 void mg_host_notify() {
   Pool& p = pool();
+  // With no pool thread asleep nothing is bumped: the shared word would
+  // bounce between the cores at every packet store. A pool thread that
+  // goes to sleep just after this may then sleep its first nap (20 us)
+  // out: every sleep is bounded.
+  if (__atomic_load_n(&p.sleepers, __ATOMIC_RELAXED) == 0) return;
   __atomic_fetch_add(&p.wake, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&p.sleepers, __ATOMIC_SEQ_CST) != 0) {
 #if defined(__linux__)

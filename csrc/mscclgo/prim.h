@@ -238,7 +238,7 @@ MG_DEV unsigned char* dyn_shmem() { return mg_host_shmem(); }
 // touch reports one access to the launch's probe (csrc/host), which
 // counts, per block, the accesses that land in host-mapped memory. Every
 // primitive below that touches memory calls it once.
-MG_DEV void touch(const void* p) {
+__attribute__((always_inline)) MG_DEV void touch(const void* p) {
   mg_host_probe* pr = mg_host_self().probe;
   if (pr != nullptr) pr->touch(reinterpret_cast<uintptr_t>(p), mg_host_self().block_idx.x);
 }

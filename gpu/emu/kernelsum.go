@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "ed2207235c092a26189e04457d8d2e68c7c086aef921824698a9587361a0bb04"
+const kernelSourceSum = "e819aeb6ffd1cb163419296a49c79c923fec047909416da36596a0b462512350"
