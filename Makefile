@@ -15,8 +15,10 @@ golden:
 	$(GO) test ./tests/... -run TestGoldenPlans -update
 
 # The speed table of the CPU backend and the emulated device (issue 33,
-# docs/gpu.md §12), measured in one run: memcpy bandwidth, the CPU
-# backend's busbw at 64 MiB and time per launch, gpu-emu beside the CPU
+# docs/gpu.md §12), measured in one run: memcpy bandwidth on one core and
+# on every core, the busbw ceiling (docs/executor.md §10), the CPU
+# backend's busbw at 64 MiB (float, half, bf16; as fractions of memcpy
+# and of the ceiling) and time per launch, gpu-emu beside the CPU
 # backend per launch (wall and CPU time); then the compiler's benchmarks.
 bench:
 	MSCCLGO_SPEED_TABLE=1 $(GO) test -count=1 -timeout 30m ./gpu/emu -run '^TestSpeedTable$$' -v

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -73,6 +74,17 @@ type session struct {
 	// The caller's buffers of the last launch, and their device copies.
 	bufs    []devBufs
 	checked []bufShape // the buffer shapes executor.CheckBuffers last accepted
+	// copies are the ranges of bufs a launch copies in and out
+	// (bufcopy.go), nil for everything; copiesOK says they are those of
+	// the shapes checked.
+	copies   *copyRanges
+	copiesOK bool
+	// mapped says the last launch ran on the caller's memory in place
+	// (bufcopy.go: a HostMapper driver): mappedBufs, pinned by pin while
+	// a launch or Relaunch runs.
+	mapped     bool
+	mappedBufs []executor.RankBuffers
+	pin        runtime.Pinner
 
 	// mp is the multi-process part of a rank session (rank.go); nil when
 	// the session runs every rank.
@@ -462,6 +474,7 @@ func sortedRanks(rs []int) []int32 {
 
 // release frees everything the session holds and closes the driver.
 func (s *session) release() {
+	s.pin.Unpin()
 	if s.held != nil {
 		s.held()
 		s.held = nil
@@ -524,12 +537,14 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		s.checked = shape
+		s.copies, s.copiesOK = nil, false
 	}
 	if s.v != nil {
 		if err := s.prepareVar(bufs); err != nil {
 			return err
 		}
 	}
+	defer s.pin.Unpin()
 	if err := s.placeBuffers(bufs); err != nil {
 		return err
 	}
@@ -571,13 +586,19 @@ func overlapAt(b executor.RankBuffers) int64 {
 	return -1 << 62
 }
 
-// placeBuffers makes device copies of the caller's buffers (one
+// placeBuffers runs the launch on the caller's buffers in place where
+// the driver can (mapBuffers), else makes device copies of them (one
 // allocation per rank, input and output at their relative positions when
-// they overlap) and copies the data in.
+// they overlap) and copies the data in: what the plan reads (bufcopy.go),
+// else both buffers whole.
 func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
 	if len(s.bufs) != len(bufs) {
 		s.bufs = make([]devBufs, len(bufs))
 	}
+	if s.mapped = s.mapBuffers(bufs); s.mapped {
+		return nil
+	}
+	s.mappedBufs = nil
 	for r, b := range bufs {
 		want := devBufs{inLen: uint64(len(b.Input)), outLen: uint64(len(b.Output))}
 		if d := overlapAt(b); d != -1<<62 {
@@ -603,6 +624,21 @@ func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
 			want.in, want.out = p+DevPtr(want.inAt), p+DevPtr(want.outAt)
 			*cur = want
 		}
+	}
+	if !s.copiesOK {
+		s.copies, s.copiesOK = s.planCopies(bufs), true
+	}
+	for r, b := range bufs {
+		cur := &s.bufs[r]
+		if s.copies != nil {
+			for _, rg := range s.copies.in[r] {
+				err := hostPieces(cur, b, rg, func(at uint64, host []byte) error { return s.d.HtoD(cur.alloc+DevPtr(at), host) })
+				if err != nil {
+					return fmt.Errorf("%s: copying rank %d's buffers [%d:%d]: %w", s.name, r, rg.lo, rg.hi, err)
+				}
+			}
+			continue
+		}
 		if len(b.Input) > 0 {
 			if err := s.d.HtoD(cur.in, b.Input); err != nil {
 				return fmt.Errorf("%s: copying rank %d's input: %w", s.name, r, err)
@@ -620,11 +656,23 @@ func (s *session) placeBuffers(bufs []executor.RankBuffers) error {
 
 func align256(n uint64) uint64 { return (n + 255) &^ 255 }
 
-// fetchBuffers copies both buffers of every rank back (a plan may write
-// its input too).
+// fetchBuffers copies back what the plan writes (bufcopy.go), else both
+// buffers of every rank (a plan may write its input too).
 func (s *session) fetchBuffers(bufs []executor.RankBuffers) error {
+	if s.mapped {
+		return nil
+	}
 	for r, b := range bufs {
 		cur := &s.bufs[r]
+		if s.copies != nil {
+			for _, rg := range s.copies.out[r] {
+				err := hostPieces(cur, b, rg, func(at uint64, host []byte) error { return s.d.DtoH(host, cur.alloc+DevPtr(at)) })
+				if err != nil {
+					return fmt.Errorf("%s: copying rank %d's buffers [%d:%d] back: %w", s.name, r, rg.lo, rg.hi, err)
+				}
+			}
+			continue
+		}
 		if len(b.Output) > 0 {
 			if err := s.d.DtoH(b.Output, cur.out); err != nil {
 				return fmt.Errorf("%s: copying rank %d's output back: %w", s.name, r, err)
@@ -660,6 +708,10 @@ func (s *session) Relaunch(ctx context.Context, n int) (time.Duration, time.Dura
 	}
 	if s.bufs == nil || n <= 0 {
 		return 0, 0, fmt.Errorf("%s: relaunch: %d launches after %d placed buffers (Launch once first)", s.name, n, len(s.bufs))
+	}
+	if s.mapped {
+		pinBuffers(&s.pin, s.mappedBufs)
+		defer s.pin.Unpin()
 	}
 	start := time.Now()
 	var kernel time.Duration

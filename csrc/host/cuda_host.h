@@ -95,6 +95,14 @@ struct mg_host_probe {
       }
     }
   }
+  // counts reports whether any of the n bytes at p lies in a counted range.
+  bool counts(const void* p, uint64_t n) const {
+    uint64_t a = reinterpret_cast<uint64_t>(p);
+    for (unsigned i = 0; i < n_ranges; i++) {
+      if (a < hi[i] && lo[i] < a + n) return true;
+    }
+    return false;
+  }
   void op(unsigned block) {
     if (block < n_blocks) __atomic_fetch_add(&ops[block], 1, __ATOMIC_RELAXED);
   }
@@ -109,7 +117,7 @@ struct mg_host_thread {
 };
 
 // mg_host_self returns the calling thread's position (thread-local).
-mg_host_thread& mg_host_self();
+inline mg_host_thread& mg_host_self();
 
 #define __global__
 #define __device__

@@ -165,8 +165,13 @@ constexpr int kUnroll = 4;
 // copy_bytes copies n bytes with every thread of the block: 16-byte
 // vectors when both ends are 16-byte aligned (kUnroll per thread and
 // round, a warp's accesses adjacent), 4-byte words when both are 4-byte
-// aligned, bytes otherwise, and the tail in bytes.
+// aligned, bytes otherwise, and the tail in bytes; where copy_share takes
+// each thread's share at once (the host build), that instead.
 MG_DEV void copy_bytes(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
+  if (copy_share(c.tid, c.nt, d, s, n)) {
+    heartbeat(c);
+    return;
+  }
   uint64_t done = 0;
   uintptr_t mis = reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s);
   if ((mis & 15) == 0) {

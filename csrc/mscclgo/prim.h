@@ -156,6 +156,11 @@ MG_DEV void store16b(void* p, uint32_t v) { *reinterpret_cast<uint16_t*>(p) = ui
 MG_DEV unsigned char load8(const void* p) { return *reinterpret_cast<const unsigned char*>(p); }
 MG_DEV void store8(void* p, unsigned char v) { *reinterpret_cast<unsigned char*>(p) = v; }
 
+// copy_share copies thread tid's share (of nt) of an n-byte copy in one
+// go and reports true where the build does that (the host build, see
+// there); here every thread takes part in the caller's vector loop.
+MG_DEV bool copy_share(uint32_t, uint32_t, unsigned char*, const unsigned char*, uint64_t) { return false; }
+
 // Spin discipline: a waiting thread reads the device abort word every
 // kAbortEvery spins and publishes its wait after kReport spins.
 constexpr uint32_t kAbortEvery = 1024;
@@ -233,7 +238,7 @@ MG_DEV unsigned char* dyn_shmem() { return mg_host_shmem(); }
 // touch reports one access to the launch's probe (csrc/host), which
 // counts, per block, the accesses that land in host-mapped memory. Every
 // primitive below that touches memory calls it once.
-MG_DEV void touch(const void* p) {
+__attribute__((always_inline)) MG_DEV void touch(const void* p) {
   mg_host_probe* pr = mg_host_self().probe;
   if (pr != nullptr) pr->touch(reinterpret_cast<uintptr_t>(p), mg_host_self().block_idx.x);
 }
@@ -367,6 +372,23 @@ MG_DEV unsigned char load8(const void* p) {
 MG_DEV void store8(void* p, unsigned char v) {
   touch(p);
   *static_cast<unsigned char*>(p) = v;
+}
+
+// copy_share: on the host a block's threads are fibers that run one after
+// another, so the device's interleaved loop (thread t takes every nt-th
+// vector) makes each fiber walk the whole range for an nt-th of it. Here
+// thread tid copies one contiguous share instead (whole cache lines), with
+// memcpy. It declines (false) when the ends overlap (the order of the
+// element copies would show) or either end lies in memory whose accesses
+// the probe counts one by one (host-mapped).
+MG_DEV bool copy_share(uint32_t tid, uint32_t nt, unsigned char* d, const unsigned char* s, uint64_t n) {
+  if (n == 0 || nt == 0 || (d < s + n && s < d + n)) return false;
+  mg_host_probe* pr = mg_host_self().probe;
+  if (pr != nullptr && (pr->counts(d, n) || pr->counts(s, n))) return false;
+  uint64_t share = ((n + nt - 1) / nt + 63) & ~uint64_t(63);
+  uint64_t lo = uint64_t(tid) * share;
+  if (lo < n) std::memcpy(d + lo, s + lo, n - lo < share ? n - lo : share);
+  return true;
 }
 
 // On the host a spin is a fiber that a few pool threads share with

@@ -43,10 +43,17 @@ func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int, acc fun
 		d := u32s(res, n)
 		for a := 0; a < n; a += sumRun {
 			b := min(a+sumRun, n)
-			addF32(d[a:b], u32s(srcs[0].b[off:], n)[a:b], u32s(srcs[1].b[off:], n)[a:b])
-			for _, s := range srcs[2:] {
-				addF32(d[a:b], d[a:b], u32s(s.b[off:], n)[a:b])
+			var run [maxSumSources][]uint32
+			k := 0
+			for _, s := range srcs {
+				if k == len(run) {
+					sumF32(d[a:b], run[:k])
+					run[0], k = d[a:b], 1
+				}
+				run[k] = u32s(s.b[off:], n)[a:b]
+				k++
 			}
+			sumF32(d[a:b], run[:k])
 			canonF32(d[a:b])
 		}
 	case executor.Int32:
@@ -91,6 +98,59 @@ func u16s(b []byte, n int) []uint16 {
 		return nil
 	}
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b[:2*n]))), n)
+}
+
+// maxSumSources bounds the sources sumF32 takes at once.
+const maxSumSources = 16
+
+// sumF32 stores ((s[0]+s[1])+s[2])+… into d (at least two sources; d may
+// be s[0] or s[1]), folding up to four sources per pass over d, so that
+// d is loaded and stored a third as often as one addF32 per source.
+func sumF32(d []uint32, s [][]uint32) {
+	k := min(len(s), 4)
+	switch k {
+	case 2:
+		addF32(d, s[0], s[1])
+	case 3:
+		add3F32(d, s[0], s[1], s[2])
+	default:
+		add4F32(d, s[0], s[1], s[2], s[3])
+	}
+	for rest := s[k:]; len(rest) > 0; {
+		switch len(rest) {
+		case 1:
+			addF32(d, d, rest[0])
+			rest = nil
+		case 2:
+			add3F32(d, d, rest[0], rest[1])
+			rest = nil
+		default:
+			add4F32(d, d, rest[0], rest[1], rest[2])
+			rest = rest[3:]
+		}
+	}
+}
+
+// f32of is the float32 of bits v.
+func f32of(v uint32) float32 { return math.Float32frombits(v) }
+
+// add3F32 stores (x+y)+z into d, each sum rounded to float32.
+func add3F32(d, x, y, z []uint32) {
+	x, y, z = x[:len(d)], y[:len(d)], z[:len(d)]
+	for i := range d {
+		t := float32(f32of(x[i]) + f32of(y[i]))
+		d[i] = math.Float32bits(float32(t + f32of(z[i])))
+	}
+}
+
+// add4F32 stores ((w+x)+y)+z into d, each sum rounded to float32.
+func add4F32(d, w, x, y, z []uint32) {
+	w, x, y, z = w[:len(d)], x[:len(d)], y[:len(d)], z[:len(d)]
+	for i := range d {
+		t := float32(f32of(w[i]) + f32of(x[i]))
+		t = float32(t + f32of(y[i]))
+		d[i] = math.Float32bits(float32(t + f32of(z[i])))
+	}
 }
 
 // addF32 stores x+y into d, float32 bits; NaN payloads are left as the

@@ -256,6 +256,15 @@ extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 #endif
 
+// mg_emu_tsan reports whether this build runs under ThreadSanitizer.
+int mg_emu_tsan(void) {
+#if defined(__SANITIZE_THREAD__)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) {
   GoCall order;
 #if defined(__SANITIZE_THREAD__)
@@ -361,14 +370,15 @@ int mg_emu_entry(const char* name) {
 }
 
 // mg_emu_launch starts kernel entry on the device d, with its probe
-// counting afresh.
-uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args) {
+// counting afresh: the ops, and with count the accesses to host-mapped
+// memory (a range test per access: only where asked for).
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count) {
   GoCall order;
   Dev* dev = static_cast<Dev*>(d);
   if (entry < 0 || size_t(entry) >= sizeof entries / sizeof entries[0]) return 0;
   dev->host_access.assign(grid, 0);
   dev->ops.assign(grid, 0);
-  dev->probe = mg_host_probe{dev->lo.data(), dev->hi.data(), unsigned(dev->lo.size()), grid, dev->host_access.data(),
+  dev->probe = mg_host_probe{dev->lo.data(), dev->hi.data(), count ? unsigned(dev->lo.size()) : 0u, grid, dev->host_access.data(),
                              dev->ops.data(), dev->park};
   return reinterpret_cast<uint64_t>(
       entries[entry].fn(grid, block, shmem, reinterpret_cast<const void*>(args), &dev->probe));

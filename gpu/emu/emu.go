@@ -18,6 +18,7 @@ uint64_t mg_emu_alloc(uint64_t n, int shared);
 void mg_emu_free(uint64_t p, int shared);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
+int mg_emu_tsan(void);
 uint64_t mg_emu_load(uint64_t addr);
 void mg_emu_store(uint64_t addr, uint64_t v);
 uint64_t mg_emu_add(uint64_t addr, uint64_t v);
@@ -29,7 +30,7 @@ void mg_emu_dev_free(void* d);
 void mg_emu_dev_map(void* d, uint64_t p, uint64_t n);
 void mg_emu_dev_unmap(void* d, uint64_t p);
 int mg_emu_entry(const char* name);
-uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count);
 unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n);
 void mg_emu_store32(uint64_t addr, uint32_t v);
 void mg_emu_wait(uint64_t h);
@@ -88,6 +89,9 @@ type driver struct {
 	dev    unsafe.Pointer
 	entry  C.int // the kernel entry of UseKernel, -1 before
 	closed bool
+	// count: launches count the accesses to host-mapped memory
+	// (CountHostAccesses).
+	count bool
 	// capture holds the kernel stream's work while a capture is on.
 	capture *graph
 	// streams are the caller's streams (a driver of Streams.Open), cur
@@ -115,12 +119,29 @@ type Counts struct {
 	Ops []uint64
 }
 
+// CountHostAccesses makes the later launches of d, a driver from Open or
+// OpenIPC, count each block's accesses to host-mapped memory for
+// HostAccesses (a test of every access against the mapped ranges, which
+// launches skip by default).
+func CountHostAccesses(d gpu.Driver) error {
+	dd, ok := d.(*driver)
+	if !ok {
+		return fmt.Errorf("gpu-emu: %T is not an emulated device", d)
+	}
+	dd.count = true
+	return nil
+}
+
 // HostAccesses returns the per-block counts of the last launch of d, a
-// driver from Open or OpenIPC.
+// driver from Open or OpenIPC; the accesses to host-mapped memory only
+// after CountHostAccesses.
 func HostAccesses(d gpu.Driver) (Counts, error) {
 	dd, ok := d.(*driver)
 	if !ok {
 		return Counts{}, fmt.Errorf("gpu-emu: %T is not an emulated device", d)
+	}
+	if !dd.count {
+		return Counts{}, errors.New("gpu-emu: host accesses are not counted (CountHostAccesses)")
 	}
 	if dd.launch != 0 {
 		return Counts{}, errors.New("gpu-emu: a launch is running")
@@ -172,6 +193,18 @@ func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
 	}
 	return nil
 }
+
+// HostAddr is b's address: the kernel runs on host memory. Not under
+// ThreadSanitizer, which cannot see the Go runtime's mapping of Go memory
+// (emu.cc copies through staging there).
+func (d *driver) HostAddr(b []byte) (gpu.DevPtr, bool) {
+	if len(b) == 0 || C.mg_emu_tsan() != 0 {
+		return 0, false
+	}
+	return gpu.DevPtr(uintptr(unsafe.Pointer(&b[0]))), true
+}
+
+var _ gpu.HostMapper = (*driver)(nil)
 
 func (d *driver) DtoH(dst []byte, src gpu.DevPtr) error {
 	if len(dst) > 0 {
@@ -230,7 +263,11 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 		if d.launch != 0 {
 			return errors.New("a launch is already running")
 		}
-		h := C.mg_emu_launch(d.dev, d.entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+		count := C.int(0)
+		if d.count {
+			count = 1
+		}
+		h := C.mg_emu_launch(d.dev, d.entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args), count)
 		if h == 0 {
 			return fmt.Errorf("could not start %d host threads", grid*block)
 		}

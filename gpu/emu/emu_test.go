@@ -78,7 +78,8 @@ func planFiles(t *testing.T) []string {
 // does not expect, and the races within a block that follow, which the
 // CPU backend cannot see, have no defined result).
 // Plans the CPU backend reports as deadlocked must end with the
-// watchdog's report.
+// watchdog's report (after 250 ms of no progress: the CPU backend has
+// already waited out the 2 s).
 func TestDifferential(t *testing.T) {
 	files := planFiles(t)
 	for _, file := range files {
@@ -110,7 +111,7 @@ func matrix(p *plan.Plan) []gputest.Case {
 	var cases []gputest.Case
 	add := func(size uint64, dt executor.ElemType, ll8, inPlace bool) {
 		cases = append(cases, gputest.Case{Plan: p, Size: size, DType: dt, InPlace: inPlace, LL8: ll8, Launches: 2,
-			Timeout: 2 * time.Second, SkipRacy: tsan})
+			Timeout: 2 * time.Second, DeadlockTimeout: 250 * time.Millisecond, SkipRacy: tsan})
 	}
 	packets := usesPackets(p)
 	nsizes := 3

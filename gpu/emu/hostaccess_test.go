@@ -78,6 +78,9 @@ func runCounted(t *testing.T, inst *executor.Instance, l *executor.BufferLayout,
 		if err != nil {
 			return nil, err
 		}
+		if err := CountHostAccesses(d); err != nil {
+			return nil, err
+		}
 		dev = d
 		if wrap != nil {
 			return wrap(d), nil

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "845afa0769bdc0dfcee7573ed8e7b26b9aeb34979177adf8544b51953db9f6a1"
+const kernelSourceSum = "e819aeb6ffd1cb163419296a49c79c923fec047909416da36596a0b462512350"

@@ -10,7 +10,7 @@ package emu
 
 /*
 #include <stdint.h>
-uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args);
+uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count);
 void mg_emu_wait(uint64_t h);
 uint64_t mg_emu_range(uint64_t p, uint64_t* n);
 uint64_t mg_emu_alloc_id(uint64_t p);
@@ -359,9 +359,12 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // launchOnStream enqueues the kernel on the chosen stream: it runs once
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
-	dev, entry := d.dev, d.entry
+	dev, entry, count := d.dev, d.entry, C.int(0)
+	if d.count {
+		count = 1
+	}
 	run := func() error {
-		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args))
+		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args), count)
 		if h == 0 {
 			return fmt.Errorf("could not start %d host threads", grid*block)
 		}
