@@ -51,12 +51,18 @@ ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t 
 ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
 		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
-/* mgf_cq_read reads up to count completions, waiting up to timeout_ms
-   where the queue has a wait object. Returns the number read, -EAGAIN
-   when none, -FI_EAVAIL (-259) when an error completion is next. */
-ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms);
-/* mgf_cq_signal wakes a thread waiting in mgf_cq_read. */
-int mgf_cq_signal(mgf *f);
+/* mgf_cq_read reads up to count completions without waiting. Returns
+   the number read, -EAGAIN when none, -FI_EAVAIL (-259) when an error
+   completion is next. */
+ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count);
+/* mgf_block sleeps until the completion queue's wait object says there
+   may be something to read or progress to make (fi_trywait, then poll on
+   its file descriptor), mgf_wake is called, or timeout_ms passes. It
+   returns 1 when woken, 0 on timeout or when fi_trywait says to read
+   again at once, and -1 when the queue has no wait object (poll it). */
+int mgf_block(mgf *f, int timeout_ms);
+/* mgf_wake ends a mgf_block, now or the next one. */
+void mgf_wake(mgf *f);
 /* mgf_cq_readerr reads the next error completion: its context, error
    number and the provider's description. */
 int mgf_cq_readerr(mgf *f, void **ctx, int *err, char *msg, size_t msglen);

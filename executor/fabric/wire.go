@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -52,13 +53,18 @@ const (
 	nContexts = 1024
 )
 
-// The progress loop's polling: without sleeping for spinFor after any
-// activity, then every pollEvery, and after restAfter of quiet every
-// restEvery (an idle job costs little CPU; its first message after a
-// quiet spell waits up to restEvery).
+// The progress loop's pace. After any activity it polls without
+// sleeping for spinFor; then, while writes of its own are on their way,
+// every pollEvery; otherwise it sleeps on the completion queue's wait
+// object (fi_trywait, then poll on its file descriptor), which wakes when
+// a peer's bytes arrive, and which the wire's own senders end (wake)
+// when they post; blockFor bounds each sleep. A provider without a wait
+// object is polled every pollEvery, and after restAfter of quiet every
+// restEvery.
 const (
 	spinFor   = 100 * time.Microsecond
 	pollEvery = 20 * time.Microsecond
+	blockFor  = 10 * time.Millisecond
 	restAfter = 50 * time.Millisecond
 	restEvery = 500 * time.Microsecond
 )
@@ -116,6 +122,10 @@ type Wire struct {
 	// users is held (read) by every post while it touches the send
 	// ring and the endpoint, and (write) by Close to release them.
 	users sync.RWMutex
+
+	// sleeping says the progress loop sleeps, or is about to, in
+	// mgf_block: whoever gives it work then wakes it (kick).
+	sleeping atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -454,8 +464,18 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 	p := &w.peers[peer]
 	p.send.Lock()
 	defer p.send.Unlock()
-	maxFrag := int(w.ring/2) - recHead - len(head) - len(head2)
+	// A payload of more than one record goes in records of about equal
+	// size, each at most a quarter of the ring so that several are on
+	// their way at once; those written from the caller's memory are
+	// waited for together at the end (the caller may reuse it then).
 	total := uint64(len(payload))
+	maxFrag := int(w.ring/4) - recHead - len(head) - len(head2)
+	if nrec := (len(payload) + maxFrag - 1) / maxFrag; nrec > 1 {
+		maxFrag = ((len(payload)+nrec-1)/nrec + recAlign - 1) &^ (recAlign - 1)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var direct []uint32 // the records written from payload
 	first := true
 	for {
 		n := min(len(payload), maxFrag)
@@ -472,19 +492,35 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 		if n == len(payload) {
 			flags |= recLast
 		}
-		if err := w.post(ctx, peer, tag, flags, h, h2, payload[:n], total); err != nil {
+		if n >= directBytes && !w.mrLocal && len(direct) == 0 {
+			pin.Pin(&payload[0])
+		}
+		seq, d, err := w.post(ctx, peer, tag, flags, h, h2, payload[:n], total)
+		if err != nil {
 			return err
+		}
+		if d {
+			direct = append(direct, seq)
 		}
 		payload = payload[n:]
 		first = false
 		if flags&recLast != 0 {
-			return nil
+			break
 		}
 	}
+	for _, seq := range direct {
+		if err := w.completed(ctx, peer, seq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// post writes one record to peer's ring, waiting for room.
-func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, head2, payload []byte, total uint64) error {
+// post writes one record to peer's ring, waiting for room. It returns the
+// record's sequence number, and whether its payload is written from the
+// caller's memory (pinned by the caller) rather than copied: then the
+// caller waits for its completion before it returns.
+func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, head2, payload []byte, total uint64) (uint32, bool, error) {
 	p := &w.peers[peer]
 	heads := recHead + len(head) + len(head2)
 	size := (uint64(heads+len(payload)) + recAlign - 1) &^ (recAlign - 1)
@@ -495,7 +531,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		w.mu.Lock()
 		if err := w.stateLocked(peer); err != nil {
 			w.mu.Unlock()
-			return err
+			return 0, false, err
 		}
 		w.freeLocked(p)
 		start = p.head
@@ -517,7 +553,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		ch := w.changed
 		w.mu.Unlock()
 		if err := w.waitChange(ctx, ch, peer, "room in the ring of"); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
 	// The memory and the endpoint stay until this write is posted, and
@@ -527,7 +563,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	w.mu.Lock()
 	if err := w.stateLocked(peer); err != nil {
 		w.mu.Unlock()
-		return err
+		return 0, false, err
 	}
 	p.posting++
 	w.mu.Unlock()
@@ -535,6 +571,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		w.mu.Lock()
 		p.posting--
 		w.mu.Unlock()
+		w.kick() // an answer to a bye may wait for this
 	}()
 	off := start % w.ring
 	local := unsafe.Add(w.sendMem, uint64(peer)*w.ring+off)
@@ -550,11 +587,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	// write completes, where the provider needs no registered local
 	// buffers; else it is copied into the send ring.
 	direct := len(payload) >= directBytes && !w.mrLocal
-	var pin runtime.Pinner
-	if direct {
-		pin.Pin(&payload[0])
-		defer pin.Unpin()
-	} else {
+	if !direct {
 		copy(rec[heads:], payload)
 	}
 	data := uint64(w.rank)<<rankShift | off/recAlign
@@ -571,22 +604,19 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		if rc == 0 {
 			// Wake the progress loop: with manual progress the write
 			// moves when the completion queue is read.
-			C.mgf_cq_signal(w.f)
-			if direct {
-				return w.completed(ctx, peer, seq)
-			}
-			return nil
+			w.kick()
+			return seq, direct, nil
 		}
 		if rc != errAgain {
 			err := fmt.Errorf("fabric: rank %d: writing %d bytes to rank %d (fi_writedata): %s", w.rank, size, peer, w.strerror(int(rc)))
 			w.fail(peer, err)
-			return err
+			return 0, false, err
 		}
 		// The provider's queue is full: let the progress loop drain it.
 		w.mu.Lock()
 		if err := w.stateLocked(peer); err != nil {
 			w.mu.Unlock()
-			return err
+			return 0, false, err
 		}
 		ch := w.changed
 		w.mu.Unlock()
@@ -596,7 +626,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return context.Cause(ctx)
+			return 0, false, context.Cause(ctx)
 		}
 		t.Stop()
 	}
@@ -697,12 +727,16 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	k := qkey{tag, peer}
 	w.mu.Lock()
 	q := w.queueLocked(k)
-	if q.held != 0 {
+	released := q.held != 0
+	if released {
 		delete(w.holds[peer], q.held)
 		q.held = 0
 		w.users.RUnlock()
 	}
 	w.mu.Unlock()
+	if released {
+		w.kick() // the sender's credit is due
+	}
 	for {
 		w.mu.Lock()
 		if len(q.msgs) > 0 {
@@ -775,6 +809,7 @@ func (w *Wire) progress() {
 	var cqe [64]C.mgf_cqe
 	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time // closing: the end of the farewell
+	owed := false       // a credit or an answer could not be sent yet
 	for {
 		if byeBy.IsZero() {
 			select {
@@ -786,10 +821,7 @@ func (w *Wire) progress() {
 		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
 		}
-		// Poll: a blocking read (fi_cq_sread) sleeps through the
-		// provider's manual progress of writes posted meanwhile, and the
-		// bytes of a large record arrive without a completion.
-		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), 0))
+		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe))))
 		switch {
 		case n > 0:
 			last = time.Now()
@@ -798,21 +830,7 @@ func (w *Wire) progress() {
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.mu.Lock()
-			busy := w.inflight > 0 || !byeBy.IsZero()
-			w.mu.Unlock()
-			now := time.Now()
-			if busy {
-				last = now
-			}
-			switch idle := now.Sub(last); {
-			case idle > restAfter:
-				time.Sleep(restEvery)
-			case idle > spinFor:
-				time.Sleep(pollEvery)
-			default:
-				runtime.Gosched()
-			}
+			w.idle(&last, owed || !byeBy.IsZero())
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -820,8 +838,60 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		w.sendCredits()
-		w.sendAcks()
+		owed = w.sendCredits()
+		owed = w.sendAcks() || owed
+	}
+}
+
+// idle paces the progress loop when the completion queue is empty (see
+// spinFor): last is the time of the last activity; more says the loop
+// has work left of its own (closing, a credit to retry).
+func (w *Wire) idle(last *time.Time, more bool) {
+	w.mu.Lock()
+	busy := w.inflight > 0 || more
+	w.mu.Unlock()
+	now := time.Now()
+	if busy {
+		*last = now
+	}
+	quiet := now.Sub(*last)
+	switch {
+	case quiet <= spinFor:
+		runtime.Gosched()
+	case busy:
+		time.Sleep(pollEvery)
+	default:
+		// Say so before the last look: a sender that posts after it
+		// sees sleeping and wakes the loop.
+		w.sleeping.Store(true)
+		w.mu.Lock()
+		busy = w.inflight > 0
+		w.mu.Unlock()
+		select {
+		case <-w.stop:
+			busy = true
+		default:
+		}
+		if !busy {
+			switch C.mgf_block(w.f, C.int(blockFor/time.Millisecond)) {
+			case -1: // no wait object: poll
+				if quiet > restAfter {
+					time.Sleep(restEvery)
+				} else {
+					time.Sleep(pollEvery)
+				}
+			case 1:
+				*last = time.Now()
+			}
+		}
+		w.sleeping.Store(false)
+	}
+}
+
+// kick wakes the progress loop where it sleeps: work for it was posted.
+func (w *Wire) kick() {
+	if w.sleeping.Load() {
+		C.mgf_wake(w.f)
 	}
 }
 
@@ -835,7 +905,7 @@ func (w *Wire) inject(r int, data uint64) int {
 
 // sendAcks answers the peers that said bye, once no write to them is
 // being posted: after the answer nothing of this rank reaches them.
-func (w *Wire) sendAcks() {
+func (w *Wire) sendAcks() (owed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for r := range w.peers {
@@ -845,8 +915,11 @@ func (w *Wire) sendAcks() {
 		}
 		if rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlAck); rc != errAgain {
 			p.ackOwed = false
+		} else {
+			owed = true
 		}
 	}
+	return owed
 }
 
 // farewell (the progress loop of a closed wire) says bye to every peer
@@ -1017,7 +1090,7 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() {
+func (w *Wire) sendCredits() (owed bool) {
 	for r := range w.peers {
 		p := &w.peers[r]
 		if r == w.rank {
@@ -1039,13 +1112,17 @@ func (w *Wire) sendCredits() {
 			continue
 		}
 		rc := w.inject(r, uint64(cqCredit)|uint64(w.rank)<<rankShift|uint64(due&lowMask))
-		if rc == 0 {
+		switch {
+		case rc == 0:
 			p.credSeq = due
-		} else if rc != errAgain {
+		case rc == errAgain:
+			owed = true
+		default:
 			w.fail(r, fmt.Errorf("fabric: rank %d: crediting rank %d (fi_injectdata): %s", w.rank, r, w.strerror(int(rc))))
 			p.credSeq = due
 		}
 	}
+	return owed
 }
 
 // readErr reads an error completion and fails the peer it concerns.
@@ -1089,7 +1166,7 @@ func (w *Wire) Close() error {
 	w.notifyLocked()
 	w.mu.Unlock()
 	close(w.stop)
-	C.mgf_cq_signal(w.f)
+	C.mgf_wake(w.f)
 	select {
 	case <-w.done:
 	case <-time.After(5 * time.Second):
