@@ -328,6 +328,18 @@ int mgf_block(mgf *f, int timeout_ms)
 	return n > 0 ? 1 : 0;
 }
 
+int mgf_wait_fd(mgf *f) { return f->waitfd; }
+
+int mgf_trywait(mgf *f)
+{
+	if (f->waitfd < 0)
+		return -EAGAIN;
+	struct fid *fids[1] = {&f->cq->fid};
+	return f->fab->ops->trywait(f->fab, fids, 1);
+}
+
+int mgf_cq_signal(mgf *f) { return f->cq->ops->signal(f->cq); }
+
 void mgf_wake(mgf *f)
 {
 	uint64_t one = 1;

@@ -63,6 +63,14 @@ ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count);
 int mgf_block(mgf *f, int timeout_ms);
 /* mgf_wake ends a mgf_block, now or the next one. */
 void mgf_wake(mgf *f);
+/* mgf_wait_fd is the completion queue's wait object (a file descriptor
+   that polls readable when there may be something to read), or -1. */
+int mgf_wait_fd(mgf *f);
+/* mgf_trywait is fi_trywait on the completion queue: 0 when the caller
+   may sleep on mgf_wait_fd, else (-FI_EAGAIN) read the queue first. */
+int mgf_trywait(mgf *f);
+/* mgf_cq_signal makes mgf_wait_fd readable (fi_cq_signal). */
+int mgf_cq_signal(mgf *f);
 /* mgf_cq_readerr reads the next error completion: its context, error
    number and the provider's description. */
 int mgf_cq_readerr(mgf *f, void **ctx, int *err, char *msg, size_t msglen);

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -64,6 +65,7 @@ const (
 const (
 	spinFor   = 100 * time.Microsecond
 	pollEvery = 20 * time.Microsecond
+	pollFor   = 2 * time.Millisecond
 	blockFor  = 10 * time.Millisecond
 	restAfter = 50 * time.Millisecond
 	restEvery = 500 * time.Microsecond
@@ -126,6 +128,15 @@ type Wire struct {
 	// sleeping says the progress loop sleeps, or is about to, in
 	// mgf_block: whoever gives it work then wakes it (kick).
 	sleeping atomic.Bool
+	// woken says a kick came: the sleep ends.
+	woken atomic.Bool
+	// cqFile is (a duplicate of) the completion queue's wait object
+	// registered with Go's network poller, and cqConn its raw access:
+	// the progress loop sleeps as a goroutine, not a blocked thread, and
+	// wakes the way the TCP wire's readers do. nil: it sleeps in
+	// mgf_block, or polls.
+	cqFile *os.File
+	cqConn syscall.RawConn
 
 	stop chan struct{}
 	done chan struct{}
@@ -333,6 +344,7 @@ func (w *Wire) openLocal(prov string) error {
 	w.f = f
 	w.prov = C.GoString(C.mgf_provider(f))
 	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
+	w.cqFile, w.cqConn = pollable(int(C.mgf_wait_fd(f)))
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
 		w.free = append(w.free, i)
@@ -858,7 +870,7 @@ func (w *Wire) idle(last *time.Time, more bool) {
 	switch {
 	case quiet <= spinFor:
 		runtime.Gosched()
-	case busy:
+	case busy || quiet <= pollFor:
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
@@ -872,7 +884,15 @@ func (w *Wire) idle(last *time.Time, more bool) {
 			busy = true
 		default:
 		}
-		if !busy {
+		if !busy && w.cqConn != nil {
+			// Go's poller: fn runs now and whenever the wait object polls
+			// readable; true ends the wait.
+			_ = w.cqFile.SetReadDeadline(time.Now().Add(blockFor))
+			_ = w.cqConn.Read(func(uintptr) bool {
+				return w.woken.Swap(false) || C.mgf_trywait(w.f) != 0
+			})
+			*last = time.Now()
+		} else if !busy {
 			switch C.mgf_block(w.f, C.int(blockFor/time.Millisecond)) {
 			case -1: // no wait object: poll
 				if quiet > restAfter {
@@ -891,8 +911,43 @@ func (w *Wire) idle(last *time.Time, more bool) {
 // kick wakes the progress loop where it sleeps: work for it was posted.
 func (w *Wire) kick() {
 	if w.sleeping.Load() {
-		C.mgf_wake(w.f)
+		w.wake()
 	}
+}
+
+// wake ends the progress loop's sleep, now or the next one.
+func (w *Wire) wake() {
+	if w.cqConn != nil {
+		w.woken.Store(true)
+		C.mgf_cq_signal(w.f)
+		return
+	}
+	C.mgf_wake(w.f)
+}
+
+// pollable registers a duplicate of the completion queue's wait object
+// fd with Go's network poller; nil where there is none or it cannot be
+// (MSCCLGO_FABRIC_WAIT=thread keeps the sleep in a blocked thread).
+func pollable(fd int) (*os.File, syscall.RawConn) {
+	if fd < 0 || os.Getenv("MSCCLGO_FABRIC_WAIT") == "thread" {
+		return nil, nil
+	}
+	d, err := syscall.Dup(fd)
+	if err != nil {
+		return nil, nil
+	}
+	syscall.CloseOnExec(d)
+	if err := syscall.SetNonblock(d, true); err != nil {
+		syscall.Close(d)
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(d), "libfabric completion queue")
+	rc, err := f.SyscallConn()
+	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not in the poller
+		f.Close()
+		return nil, nil
+	}
+	return f, rc
 }
 
 // inject writes remote CQ data to peer r (its receive region's spare
@@ -1166,7 +1221,7 @@ func (w *Wire) Close() error {
 	w.notifyLocked()
 	w.mu.Unlock()
 	close(w.stop)
-	C.mgf_wake(w.f)
+	w.wake()
 	select {
 	case <-w.done:
 	case <-time.After(5 * time.Second):
@@ -1189,6 +1244,10 @@ func (w *Wire) Close() error {
 }
 
 func (w *Wire) release() {
+	if w.cqFile != nil {
+		w.cqFile.Close()
+		w.cqFile, w.cqConn = nil, nil
+	}
 	if w.recvMR != nil {
 		C.mgf_mr_close(w.recvMR)
 	}
