@@ -164,6 +164,10 @@ type peerOut struct {
 	// ackOwed that its bye awaits our answer; bye our own farewell to
 	// it: byeNone, byeSent, byeDone (answered, or it cannot be sent).
 	posting int
+	// inflight counts the writes to the peer posted and not completed
+	// (mu): with shm their completion touches the peer's endpoint, so
+	// neither the farewell nor its answer goes before they complete.
+	inflight int
 	gone    bool
 	ackOwed bool
 	bye     int
@@ -559,6 +563,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			p.out = append(p.out, outRec{seq: seq, end: p.head})
 			w.slots[si] = slot{peer: peer, seq: seq, used: true}
 			w.inflight++
+			p.inflight++
 			w.mu.Unlock()
 			break
 		}
@@ -574,6 +579,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	defer w.users.RUnlock()
 	w.mu.Lock()
 	if err := w.stateLocked(peer); err != nil {
+		w.unpostLocked(si)
 		w.mu.Unlock()
 		return 0, false, err
 	}
@@ -621,12 +627,16 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		}
 		if rc != errAgain {
 			err := fmt.Errorf("fabric: rank %d: writing %d bytes to rank %d (fi_writedata): %s", w.rank, size, peer, w.strerror(int(rc)))
+			w.mu.Lock()
+			w.unpostLocked(si)
+			w.mu.Unlock()
 			w.fail(peer, err)
 			return 0, false, err
 		}
 		// The provider's queue is full: let the progress loop drain it.
 		w.mu.Lock()
 		if err := w.stateLocked(peer); err != nil {
+			w.unpostLocked(si)
 			w.mu.Unlock()
 			return 0, false, err
 		}
@@ -642,6 +652,17 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		}
 		t.Stop()
 	}
+}
+
+// unpostLocked gives back the context slot si of a write that was not
+// posted (the wire closed, or the peer failed, first): it counts as
+// neither in flight nor completed.
+func (w *Wire) unpostLocked(si int) {
+	s := w.slots[si]
+	w.slots[si].used = false
+	w.free = append(w.free, si)
+	w.inflight--
+	w.peers[s.peer].inflight--
 }
 
 // completed waits until the write of record seq to peer completed here
@@ -739,15 +760,14 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	k := qkey{tag, peer}
 	w.mu.Lock()
 	q := w.queueLocked(k)
-	released := q.held != 0
-	if released {
+	if q.held != 0 {
 		delete(w.holds[peer], q.held)
 		q.held = 0
+		w.mu.Unlock()
+		w.kick() // the sender's credit is due (the endpoint stays until RUnlock)
 		w.users.RUnlock()
-	}
-	w.mu.Unlock()
-	if released {
-		w.kick() // the sender's credit is due
+	} else {
+		w.mu.Unlock()
 	}
 	for {
 		w.mu.Lock()
@@ -965,7 +985,7 @@ func (w *Wire) sendAcks() (owed bool) {
 	defer w.mu.Unlock()
 	for r := range w.peers {
 		p := &w.peers[r]
-		if !p.ackOwed || p.posting > 0 {
+		if !p.ackOwed || p.posting > 0 || p.inflight > 0 {
 			continue
 		}
 		if rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlAck); rc != errAgain {
@@ -997,11 +1017,14 @@ func (w *Wire) farewell() bool {
 		if r == w.rank {
 			continue
 		}
-		if lost || p.err != nil {
+		// A peer that said bye still gets its answer, once the writes to
+		// it completed: it frees its endpoint on that answer, and our
+		// writes on their way touch it.
+		if lost || (p.err != nil && !p.gone) {
 			p.bye, p.ackOwed = byeDone, false
 			continue
 		}
-		if p.bye == byeNone && !p.gone && p.posting == 0 {
+		if p.bye == byeNone && !p.gone && p.posting == 0 && p.inflight == 0 {
 			switch rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlBye); rc {
 			case 0:
 				p.bye = byeSent
@@ -1032,6 +1055,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			w.free = append(w.free, i)
 			w.inflight--
 			p := &w.peers[s.peer]
+			p.inflight--
 			for j := range p.out {
 				if p.out[j].seq == s.seq {
 					p.out[j].done = true
@@ -1204,6 +1228,7 @@ func (w *Wire) readErr() {
 	w.free = append(w.free, i)
 	w.inflight--
 	p := &w.peers[s.peer]
+	p.inflight--
 	if p.err == nil {
 		p.err = fmt.Errorf("fabric: rank %d: a write to rank %d failed over %s: %s: %s", w.rank, s.peer, w.prov, w.strerror(int(e)), desc)
 	}
