@@ -168,9 +168,9 @@ type peerOut struct {
 	// (mu): with shm their completion touches the peer's endpoint, so
 	// neither the farewell nor its answer goes before they complete.
 	inflight int
-	gone    bool
-	ackOwed bool
-	bye     int
+	gone     bool
+	ackOwed  bool
+	bye      int
 }
 
 const (
