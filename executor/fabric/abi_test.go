@@ -107,7 +107,8 @@ func TestABI(t *testing.T) {
 		}
 	}
 	for name, v := range map[string]uint64{"FI_WRITE": accWrite, "FI_REMOTE_WRITE": accRemoteWrite, "FI_REMOTE_CQ_DATA": flagRemoteData,
-		"FI_MR_LOCAL": mrLocal, "FI_MR_VIRT_ADDR": mrVirtAddr, "FI_EAVAIL": -errAvail} {
+		"FI_MR_LOCAL": mrLocal, "FI_MR_VIRT_ADDR": mrVirtAddr, "FI_EAVAIL": -errAvail,
+		"FI_HMEM": capHMEM, "FI_HMEM_SYSTEM": ifaceHost, "FI_HMEM_CUDA": ifaceCUDA} {
 		if theirs[name] != v {
 			t.Errorf("wire.go's %s is %d, libfabric's %d", name, v, theirs[name])
 		}

@@ -94,6 +94,10 @@ mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx,
 		return NULL;
 	}
 	hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	/* Device memory (FI_HMEM) only on request: unverified here. */
+	const char *hm = getenv("MSCCLGO_FABRIC_HMEM");
+	if (hm != NULL && strcmp(hm, "1") == 0)
+		hints->caps |= FI_HMEM;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -251,6 +255,32 @@ int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, voi
 	*desc = m->mem_desc;
 	return 0;
 }
+
+int mgf_mr_regattr(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, int iface, int device, void **mr,
+		   uint64_t *outkey, void **desc)
+{
+	if (f->dom->mr->size < offsetof(struct fi_ops_mr, regattr) + sizeof(void *) || f->dom->mr->regattr == NULL)
+		return -ENOSYS;
+	struct iovec iov = {buf, len};
+	struct fi_mr_attr a;
+	memset(&a, 0, sizeof a);
+	a.mr_iov = &iov;
+	a.iov_count = 1;
+	a.access = access;
+	a.requested_key = key;
+	a.iface = iface;
+	a.device.cuda = device;
+	struct fid_mr *m = NULL;
+	int rc = f->dom->mr->regattr(&f->dom->fid, &a, 0, &m);
+	if (rc != 0)
+		return rc;
+	*mr = m;
+	*outkey = m->key;
+	*desc = m->mem_desc;
+	return 0;
+}
+
+uint64_t mgf_caps(mgf *f) { return f->info->caps; }
 
 int mgf_mr_close(void *mr)
 {

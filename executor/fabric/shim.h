@@ -38,7 +38,14 @@ int mgf_av_insert(mgf *f, const void *addr, uint64_t *fiaddr);
 void *mgf_alloc(size_t len);
 void mgf_free(void *p, size_t len);
 int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, void **mr, uint64_t *outkey, void **desc);
+/* mgf_mr_regattr registers len bytes at buf of memory interface iface
+   (FI_HMEM_SYSTEM 0, FI_HMEM_CUDA 1) on device (fi_mr_regattr); -ENOSYS
+   where the provider has no regattr. */
+int mgf_mr_regattr(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, int iface, int device, void **mr,
+		   uint64_t *outkey, void **desc);
 int mgf_mr_close(void *mr);
+/* mgf_caps is the chosen provider's capabilities (FI_HMEM among them). */
+uint64_t mgf_caps(mgf *f);
 
 void *mgf_ctx(mgf *f, int i);
 int mgf_ctx_index(mgf *f, void *ctx);

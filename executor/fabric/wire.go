@@ -116,9 +116,10 @@ type Wire struct {
 	slots      []slot
 	free       []int
 	closed     bool
-	inflight   int   // writes posted and not completed (mu)
-	mrLocal    bool  // the provider reads only registered local memory (FI_MR_LOCAL)
-	fatal      error // the progress loop's own failure
+	inflight   int    // writes posted and not completed (mu)
+	mrLocal    bool   // the provider reads only registered local memory (FI_MR_LOCAL)
+	caps       uint64 // the provider's capabilities (fi_info caps)
+	fatal      error  // the progress loop's own failure
 	recvKeyVal uint64
 
 	// users is held (read) by every post while it touches the send
@@ -348,6 +349,7 @@ func (w *Wire) openLocal(prov string) error {
 	w.f = f
 	w.prov = C.GoString(C.mgf_provider(f))
 	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
+	w.caps = uint64(C.mgf_caps(f))
 	w.cqFile, w.cqConn = pollable(int(C.mgf_wait_fd(f)))
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
@@ -399,6 +401,35 @@ func addrString(b []byte) string {
 		return fmt.Sprintf("[%s]:%d", net.IP(b[8:24]), binary.BigEndian.Uint16(b[2:]))
 	}
 	return fmt.Sprintf("%x", b)
+}
+
+// RegistrationFor says how the wire registers a buffer on device (a
+// CUDA ordinal; -1: host memory): FI_HMEM_CUDA where the provider offers
+// FI_HMEM, else through the host staging rings.
+func (w *Wire) RegistrationFor(device int) Registration { return chooseRegistration(w.caps, device) }
+
+// RegisterDevice registers n bytes of device memory at ptr on device for
+// remote writes (fi_mr_regattr, FI_HMEM_CUDA), where RegistrationFor
+// says so, and returns its key and its release. Where it does not, it
+// refuses, naming why: the bytes then go through the staging rings.
+func (w *Wire) RegisterDevice(ptr unsafe.Pointer, n uint64, device int) (uint64, func() error, error) {
+	reg := w.RegistrationFor(device)
+	if reg.Staging {
+		return 0, nil, fmt.Errorf("fabric: rank %d: device memory on device %d over %s: %s", w.rank, device, w.prov, reg.Why)
+	}
+	w.users.RLock()
+	defer w.users.RUnlock()
+	var mr, desc unsafe.Pointer
+	var key C.uint64_t
+	if rc := C.mgf_mr_regattr(w.f, ptr, C.size_t(n), accRemoteWrite, 0, C.int(reg.Iface), C.int(reg.Device), &mr, &key, &desc); rc != 0 {
+		return 0, nil, fmt.Errorf("fabric: rank %d: registering %d bytes of device %d memory with FI_HMEM_CUDA over %s: %s", w.rank, n, device, w.prov, w.strerror(int(rc)))
+	}
+	return uint64(key), func() error {
+		if rc := C.mgf_mr_close(mr); rc != 0 {
+			return fmt.Errorf("fabric: rank %d: releasing a device memory registration: %s", w.rank, w.strerror(int(rc)))
+		}
+		return nil
+	}, nil
 }
 
 // Provider names the libfabric provider the wire runs on.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // hub is an in-process bootstrap for n ranks: only the all-gather and
@@ -343,5 +344,23 @@ func closeUnderTraffic(t *testing.T, prov string, round int) {
 		if err != nil {
 			t.Errorf("round %d: rank %d: Close: %v", round, r, err)
 		}
+	}
+}
+
+// TestStagingWithoutHMEM: tcp offers no FI_HMEM here, so a wire over it
+// registers device memory through its staging rings and refuses to
+// register it as itself, naming why; host memory always stages. The
+// transfers of TestMessages are that staging path.
+func TestStagingWithoutHMEM(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 64<<10)
+	if r := ws[0].RegistrationFor(0); !r.Staging {
+		t.Fatalf("tcp: device memory: %+v, want the staging rings", r)
+	}
+	if r := ws[0].RegistrationFor(noDevice); !r.Staging {
+		t.Fatalf("tcp: host memory: %+v, want the staging rings", r)
+	}
+	var b [64]byte
+	if _, _, err := ws[0].RegisterDevice(unsafe.Pointer(&b[0]), 64, 0); err == nil || !strings.Contains(err.Error(), "offers no FI_HMEM") {
+		t.Fatalf("RegisterDevice over tcp: %v, want a refusal that names FI_HMEM", err)
 	}
 }
