@@ -196,6 +196,13 @@ type peerIn struct {
 	head2   []byte // the second message of a pair (SendPort2)
 	pair    bool
 	payload []byte
+	// held: the message's records stay in the ring (parts, partHolds)
+	// for the receiver to copy (a message of several records of at
+	// most half a ring).
+	held      bool
+	parts     [][]byte
+	partHolds []uint32
+	total     int
 }
 
 type slot struct {
@@ -215,6 +222,12 @@ type qkey struct {
 type msg struct {
 	head, payload []byte
 	hold          uint32
+	// parts are the ring memory of the records of a message of several
+	// records (not copied yet), held (their sequence numbers: partHolds)
+	// until RecvPort copies them into one payload.
+	parts     [][]byte
+	partHolds []uint32
+	total     int
 }
 
 // queue is the received messages of one (tag, peer), and the record the
@@ -806,6 +819,11 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			m := q.msgs[0]
 			q.msgs[0] = msg{}
 			q.msgs = q.msgs[1:]
+			if m.parts != nil {
+				w.mu.Unlock()
+				payload, err := w.assemble(peer, m)
+				return m.head, payload, err
+			}
 			if m.hold == 0 {
 				w.mu.Unlock()
 				return m.head, m.payload, nil
@@ -837,6 +855,33 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			return nil, nil, err
 		}
 	}
+}
+
+// assemble copies the records of a held message of several records
+// into one payload and releases them to the sender.
+func (w *Wire) assemble(peer int, m msg) ([]byte, error) {
+	w.users.RLock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	var payload []byte
+	if !closed {
+		payload = make([]byte, 0, m.total)
+		for _, p := range m.parts {
+			payload = append(payload, p...)
+		}
+	}
+	w.mu.Lock()
+	for _, seq := range m.partHolds {
+		delete(w.holds[peer], seq)
+	}
+	w.mu.Unlock()
+	w.kick() // the sender's credit is due
+	w.users.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	}
+	return payload, nil
 }
 
 func (w *Wire) queueLocked(k qkey) *queue {
@@ -1073,6 +1118,7 @@ func (w *Wire) farewell() bool {
 
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
+	var held []heldRec
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -1122,8 +1168,11 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		w.mu.Unlock()
-		got = append(got, w.take(from, uint64(d&lowMask)*recAlign)...)
+		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &held)...)
 		w.mu.Lock()
+	}
+	for _, h := range held {
+		w.holds[h.from][h.seq] = true
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -1136,6 +1185,13 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 	w.mu.Unlock()
 }
 
+// heldRec is a record whose ring memory a message not yet received
+// holds.
+type heldRec struct {
+	from int
+	seq  uint32
+}
+
 type qmsg struct {
 	tag  uint32
 	from int
@@ -1144,7 +1200,7 @@ type qmsg struct {
 
 // take takes the record at off of from's ring, and any that waited for
 // it, in sequence order; it returns the messages they complete.
-func (w *Wire) take(from int, off uint64) []qmsg {
+func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
 	in := &w.ins[from]
 	ring := unsafe.Slice((*byte)(unsafe.Add(w.recvMem, uint64(from)*w.ring)), w.ring)
 	if off+recHead > w.ring {
@@ -1178,19 +1234,37 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 				continue
 			}
 			if flags&recFirst != 0 {
+				total := binary.LittleEndian.Uint64(r[16:])
 				in.tag = tag
 				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
 				in.pair = flags&recPair != 0
 				in.head2 = append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)
-				in.payload = make([]byte, 0, min(binary.LittleEndian.Uint64(r[16:]), 1<<32))
+				// A large message of at most half a ring stays in the
+				// ring for the receiver to copy, off this loop; a larger
+				// one is copied here (its later records need the room).
+				in.held = flags&recLast == 0 && total >= directBytes && total <= w.ring/2
+				in.total = int(total)
+				if !in.held {
+					in.payload = make([]byte, 0, min(total, 1<<32))
+				}
 			}
-			in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
+			if in.held {
+				in.parts = append(in.parts, r[recHead+hl+h2:recHead+hl+h2+pl:recHead+hl+h2+pl])
+				in.partHolds = append(in.partHolds, in.expect)
+				*held = append(*held, heldRec{from, in.expect})
+			} else {
+				in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
+			}
 			if flags&recLast != 0 {
-				out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head, payload: in.payload}})
+				m := msg{head: in.head, payload: in.payload}
+				if in.held {
+					m = msg{head: in.head, parts: in.parts, partHolds: in.partHolds, total: in.total}
+				}
+				out = append(out, qmsg{tag: in.tag, from: from, msg: m})
 				if in.pair {
 					out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head2}})
 				}
-				in.head, in.payload, in.head2 = nil, nil, nil
+				in.head, in.payload, in.head2, in.parts, in.partHolds, in.held = nil, nil, nil, nil, nil, false
 			}
 		}
 		w.peers[from].creditDue = in.expect
