@@ -61,14 +61,17 @@ func (c *comm) openDevice() error {
 }
 
 // portNet returns what carries c's port channels between processes, as
-// MSCCLGO_TRANSPORT says: the bootstrap's connections (tcp, the
-// default), a libfabric wire (fabric; FI_PROVIDER picks the provider),
-// or auto (fabric where it opens on every rank). A wire closes with the
-// bootstrap.
+// MSCCLGO_TRANSPORT says: the bootstrap's connections (tcp), a
+// libfabric wire (fabric; FI_PROVIDER picks the provider), or auto, the
+// default (fabric where it opens on every rank, else tcp). A wire closes
+// with the bootstrap.
 func portNet(c *comm) (rankwire.Net, error) {
 	name := os.Getenv("MSCCLGO_TRANSPORT")
+	if name == "" {
+		name = "auto"
+	}
 	switch name {
-	case "", "tcp":
+	case "tcp":
 		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
 		return c.boot, nil
 	case "fabric", "auto":

@@ -36,6 +36,11 @@
 #define FI_CQ_FORMAT_DATA 3
 #define FI_WAIT_NONE 0
 #define FI_WAIT_UNSPEC 1
+#define FI_WAIT_FD 3
+#define FI_GETWAIT 5
+#define FI_HMEM (1ULL << 47)
+#define FI_HMEM_SYSTEM 0
+#define FI_HMEM_CUDA 1
 #define FI_ENABLE 6
 #define FI_EAVAIL 259
 
@@ -116,6 +121,8 @@ struct fid_mr {
 struct fi_ops_fabric {
 	size_t size;
 	int (*domain)(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom, void *context);
+	void *passive_ep, *eq_open, *wait_open;
+	int (*trywait)(struct fid_fabric *fabric, struct fid **fids, int count);
 };
 struct fid_fabric {
 	struct fid fid;
@@ -146,10 +153,25 @@ struct fi_ops_domain {
 	int (*cq_open)(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq, void *context);
 	int (*endpoint)(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
 };
+struct fi_mr_attr {
+	const struct iovec *mr_iov;
+	size_t iov_count;
+	uint64_t access, offset, requested_key;
+	void *context;
+	size_t auth_key_size;
+	uint8_t *auth_key;
+	int iface; /* enum fi_hmem_iface */
+	union {
+		uint64_t reserved;
+		int cuda;
+	} device;
+};
 struct fi_ops_mr {
 	size_t size;
 	int (*reg)(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
 		   uint64_t requested_key, uint64_t flags, struct fid_mr **mr, void *context);
+	void *regv;
+	int (*regattr)(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
 };
 struct fid_domain {
 	struct fid fid;

@@ -31,11 +31,13 @@ int main(void) {
 	F(fi_info, next) F(fi_info, caps) F(fi_info, mode) F(fi_info, addr_format) F(fi_info, handle) F(fi_info, tx_attr)
 	F(fi_info, ep_attr) F(fi_info, domain_attr) F(fi_info, fabric_attr) F(fi_info, nic)
 	F(fid_mr, fid) F(fid_mr, mem_desc) F(fid_mr, key)
-	F(fi_ops_fabric, domain) F(fid_fabric, ops)
+	F(fi_ops_fabric, domain) F(fi_ops_fabric, trywait) F(fid_fabric, ops)
 	F(fi_cq_attr, size) F(fi_cq_attr, format) F(fi_cq_attr, wait_obj) F(fi_cq_attr, wait_cond) F(fi_cq_attr, wait_set)
 	F(fi_av_attr, type) F(fi_av_attr, count) F(fi_av_attr, name) F(fi_av_attr, flags)
 	F(fi_ops_domain, av_open) F(fi_ops_domain, cq_open) F(fi_ops_domain, endpoint)
-	F(fi_ops_mr, reg) F(fid_domain, ops) F(fid_domain, mr)
+	F(fi_ops_mr, reg) F(fi_ops_mr, regattr) F(fid_domain, ops)
+	F(fi_mr_attr, mr_iov) F(fi_mr_attr, access) F(fi_mr_attr, requested_key) F(fi_mr_attr, auth_key) F(fi_mr_attr, iface) F(fi_mr_attr, device)
+	printf("sizeof fi_mr_attr %zu\n", sizeof(struct fi_mr_attr)); F(fid_domain, mr)
 	F(fi_cq_data_entry, op_context) F(fi_cq_data_entry, flags) F(fi_cq_data_entry, data)
 	printf("sizeof fi_cq_data_entry %zu\n", sizeof(struct fi_cq_data_entry));
 	F(fi_cq_err_entry, op_context) F(fi_cq_err_entry, err) F(fi_cq_err_entry, prov_errno) F(fi_cq_err_entry, err_data)
@@ -49,7 +51,8 @@ int main(void) {
 	F(fid_ep, cm) F(fid_ep, rma)
 	K(FI_RMA) K(FI_WRITE) K(FI_RECV) K(FI_SEND) K(FI_REMOTE_WRITE) K(FI_REMOTE_CQ_DATA) K(FI_SOURCE) K(FI_COMPLETION)
 	K(FI_CONTEXT) K(FI_CONTEXT2) K(FI_MR_LOCAL) K(FI_MR_VIRT_ADDR) K(FI_MR_ALLOCATED) K(FI_MR_PROV_KEY)
-	K(FI_EP_RDM) K(FI_THREAD_SAFE) K(FI_AV_UNSPEC) K(FI_CQ_FORMAT_DATA) K(FI_WAIT_NONE) K(FI_WAIT_UNSPEC)
+	K(FI_EP_RDM) K(FI_THREAD_SAFE) K(FI_AV_UNSPEC) K(FI_CQ_FORMAT_DATA) K(FI_WAIT_NONE) K(FI_WAIT_UNSPEC) K(FI_WAIT_FD) K(FI_GETWAIT)
+	K(FI_HMEM) K(FI_HMEM_SYSTEM) K(FI_HMEM_CUDA)
 	K(FI_ENABLE) K(FI_EAVAIL)
 	return 0;
 }
@@ -104,7 +107,8 @@ func TestABI(t *testing.T) {
 		}
 	}
 	for name, v := range map[string]uint64{"FI_WRITE": accWrite, "FI_REMOTE_WRITE": accRemoteWrite, "FI_REMOTE_CQ_DATA": flagRemoteData,
-		"FI_MR_LOCAL": mrLocal, "FI_MR_VIRT_ADDR": mrVirtAddr, "FI_EAVAIL": -errAvail} {
+		"FI_MR_LOCAL": mrLocal, "FI_MR_VIRT_ADDR": mrVirtAddr, "FI_EAVAIL": -errAvail,
+		"FI_HMEM": capHMEM, "FI_HMEM_SYSTEM": ifaceHost, "FI_HMEM_CUDA": ifaceCUDA} {
 		if theirs[name] != v {
 			t.Errorf("wire.go's %s is %d, libfabric's %d", name, v, theirs[name])
 		}

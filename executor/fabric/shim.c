@@ -12,6 +12,9 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,8 @@ struct mgf {
 	struct fid_av *av;
 	struct fid_ep *ep;
 	int waitable;
+	int waitfd; /* the completion queue's wait object (FI_WAIT_FD), or -1 */
+	int evfd;   /* an eventfd that mgf_wake writes to end mgf_block, or -1 */
 	mgf_context *ctxs;
 	int nctx;
 };
@@ -70,6 +75,8 @@ mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx,
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	f->waitfd = -1;
+	f->evfd = -1;
 	*(void **)&f->getinfo = bind_sym(lib, "fi_getinfo", "FABRIC_1.3", err, errlen);
 	*(void **)&f->freeinfo = bind_sym(lib, "fi_freeinfo", "FABRIC_1.3", err, errlen);
 	*(void **)&f->dupinfo = bind_sym(lib, "fi_dupinfo", "FABRIC_1.3", err, errlen);
@@ -87,6 +94,10 @@ mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx,
 		return NULL;
 	}
 	hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	/* Device memory (FI_HMEM) only on request: unverified here. */
+	const char *hm = getenv("MSCCLGO_FABRIC_HMEM");
+	if (hm != NULL && strcmp(hm, "1") == 0)
+		hints->caps |= FI_HMEM;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -120,20 +131,28 @@ mgf *mgf_open(const char *libname, const char *prov, const char *node, int nctx,
 		mgf_close(f);
 		return NULL;
 	}
+	/* A completion queue with a file descriptor to sleep on (FI_WAIT_FD)
+	   where the provider offers one, else one that is only polled. */
 	struct fi_cq_attr cqa;
 	memset(&cqa, 0, sizeof cqa);
 	cqa.format = FI_CQ_FORMAT_DATA;
-	cqa.wait_obj = FI_WAIT_UNSPEC;
-	f->waitable = 1;
-	if (f->dom->ops->cq_open(f->dom, &cqa, &f->cq, NULL) != 0) {
+	cqa.wait_obj = FI_WAIT_FD;
+	if (f->dom->ops->cq_open(f->dom, &cqa, &f->cq, NULL) == 0) {
+		int fd = -1;
+		if (f->cq->fid.ops->control(&f->cq->fid, FI_GETWAIT, &fd) == 0 && fd >= 0 &&
+		    f->fab->ops->size >= offsetof(struct fi_ops_fabric, trywait) + sizeof(void *) && f->fab->ops->trywait != NULL)
+			f->waitfd = fd;
+	} else {
 		cqa.wait_obj = FI_WAIT_NONE;
-		f->waitable = 0;
 		if ((rc = f->dom->ops->cq_open(f->dom, &cqa, &f->cq, NULL)) != 0) {
 			setf(err, errlen, f, "fi_cq_open", rc);
 			mgf_close(f);
 			return NULL;
 		}
 	}
+	if (f->waitfd >= 0 && (f->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+		f->waitfd = -1;
+	f->waitable = f->waitfd >= 0;
 	struct fi_av_attr ava;
 	memset(&ava, 0, sizeof ava);
 	ava.type = FI_AV_UNSPEC;
@@ -188,6 +207,8 @@ void mgf_close(mgf *f)
 		f->fab->fid.ops->close(&f->fab->fid);
 	if (f->info)
 		f->freeinfo(f->info);
+	if (f->evfd >= 0)
+		close(f->evfd);
 	free(f->ctxs);
 	/* libfabric stays loaded: its providers may keep threads. */
 	free(f);
@@ -235,6 +256,32 @@ int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, voi
 	return 0;
 }
 
+int mgf_mr_regattr(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, int iface, int device, void **mr,
+		   uint64_t *outkey, void **desc)
+{
+	if (f->dom->mr->size < offsetof(struct fi_ops_mr, regattr) + sizeof(void *) || f->dom->mr->regattr == NULL)
+		return -ENOSYS;
+	struct iovec iov = {buf, len};
+	struct fi_mr_attr a;
+	memset(&a, 0, sizeof a);
+	a.mr_iov = &iov;
+	a.iov_count = 1;
+	a.access = access;
+	a.requested_key = key;
+	a.iface = iface;
+	a.device.cuda = device;
+	struct fid_mr *m = NULL;
+	int rc = f->dom->mr->regattr(&f->dom->fid, &a, 0, &m);
+	if (rc != 0)
+		return rc;
+	*mr = m;
+	*outkey = m->key;
+	*desc = m->mem_desc;
+	return 0;
+}
+
+uint64_t mgf_caps(mgf *f) { return f->info->caps; }
+
 int mgf_mr_close(void *mr)
 {
 	struct fid_mr *m = mr;
@@ -279,27 +326,57 @@ ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint6
 	return f->ep->rma->injectdata(f->ep, &val, sizeof val, data, dest, addr, key);
 }
 
-ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms)
+ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count)
 {
 	struct fi_cq_data_entry e[64];
 	if (count > 64)
 		count = 64;
-	ssize_t n;
-	if (f->waitable && timeout_ms > 0)
-		n = f->cq->ops->sread(f->cq, e, count, NULL, timeout_ms);
-	else
-		n = f->cq->ops->read(f->cq, e, count);
+	ssize_t n = f->cq->ops->read(f->cq, e, count);
 	for (ssize_t i = 0; i < n; i++) {
 		out[i].ctx = e[i].op_context;
 		out[i].flags = e[i].flags;
 		out[i].data = (e[i].flags & FI_REMOTE_CQ_DATA) ? e[i].data : 0;
 	}
-	if (n == -ETIMEDOUT || n == -EINTR)
-		n = -EAGAIN; /* a timeout, or a signal (the Go runtime's) */
 	return n;
 }
 
+int mgf_block(mgf *f, int timeout_ms)
+{
+	if (f->waitfd < 0)
+		return -1;
+	struct fid *fids[1] = {&f->cq->fid};
+	if (f->fab->ops->trywait(f->fab, fids, 1) != 0)
+		return 0; /* something to read, or progress to make: read again */
+	struct pollfd p[2] = {{f->waitfd, POLLIN, 0}, {f->evfd, POLLIN, 0}};
+	int n = poll(p, 2, timeout_ms);
+	if (n > 0 && (p[1].revents & POLLIN)) {
+		uint64_t v;
+		if (read(f->evfd, &v, sizeof v) < 0) {
+			/* EAGAIN: another read took it */
+		}
+	}
+	return n > 0 ? 1 : 0;
+}
+
+int mgf_wait_fd(mgf *f) { return f->waitfd; }
+
+int mgf_trywait(mgf *f)
+{
+	if (f->waitfd < 0)
+		return -EAGAIN;
+	struct fid *fids[1] = {&f->cq->fid};
+	return f->fab->ops->trywait(f->fab, fids, 1);
+}
+
 int mgf_cq_signal(mgf *f) { return f->cq->ops->signal(f->cq); }
+
+void mgf_wake(mgf *f)
+{
+	uint64_t one = 1;
+	if (f->evfd >= 0 && write(f->evfd, &one, sizeof one) < 0) {
+		/* the counter is full: a wake is pending anyway */
+	}
+}
 
 int mgf_cq_readerr(mgf *f, void **ctx, int *err, char *msg, size_t msglen)
 {

@@ -38,7 +38,14 @@ int mgf_av_insert(mgf *f, const void *addr, uint64_t *fiaddr);
 void *mgf_alloc(size_t len);
 void mgf_free(void *p, size_t len);
 int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, void **mr, uint64_t *outkey, void **desc);
+/* mgf_mr_regattr registers len bytes at buf of memory interface iface
+   (FI_HMEM_SYSTEM 0, FI_HMEM_CUDA 1) on device (fi_mr_regattr); -ENOSYS
+   where the provider has no regattr. */
+int mgf_mr_regattr(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, int iface, int device, void **mr,
+		   uint64_t *outkey, void **desc);
 int mgf_mr_close(void *mr);
+/* mgf_caps is the chosen provider's capabilities (FI_HMEM among them). */
+uint64_t mgf_caps(mgf *f);
 
 void *mgf_ctx(mgf *f, int i);
 int mgf_ctx_index(mgf *f, void *ctx);
@@ -51,11 +58,25 @@ ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t 
 ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
 		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
-/* mgf_cq_read reads up to count completions, waiting up to timeout_ms
-   where the queue has a wait object. Returns the number read, -EAGAIN
-   when none, -FI_EAVAIL (-259) when an error completion is next. */
-ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count, int timeout_ms);
-/* mgf_cq_signal wakes a thread waiting in mgf_cq_read. */
+/* mgf_cq_read reads up to count completions without waiting. Returns
+   the number read, -EAGAIN when none, -FI_EAVAIL (-259) when an error
+   completion is next. */
+ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count);
+/* mgf_block sleeps until the completion queue's wait object says there
+   may be something to read or progress to make (fi_trywait, then poll on
+   its file descriptor), mgf_wake is called, or timeout_ms passes. It
+   returns 1 when woken, 0 on timeout or when fi_trywait says to read
+   again at once, and -1 when the queue has no wait object (poll it). */
+int mgf_block(mgf *f, int timeout_ms);
+/* mgf_wake ends a mgf_block, now or the next one. */
+void mgf_wake(mgf *f);
+/* mgf_wait_fd is the completion queue's wait object (a file descriptor
+   that polls readable when there may be something to read), or -1. */
+int mgf_wait_fd(mgf *f);
+/* mgf_trywait is fi_trywait on the completion queue: 0 when the caller
+   may sleep on mgf_wait_fd, else (-FI_EAGAIN) read the queue first. */
+int mgf_trywait(mgf *f);
+/* mgf_cq_signal makes mgf_wait_fd readable (fi_cq_signal). */
 int mgf_cq_signal(mgf *f);
 /* mgf_cq_readerr reads the next error completion: its context, error
    number and the provider's description. */

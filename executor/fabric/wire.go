@@ -20,6 +20,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -52,13 +54,19 @@ const (
 	nContexts = 1024
 )
 
-// The progress loop's polling: without sleeping for spinFor after any
-// activity, then every pollEvery, and after restAfter of quiet every
-// restEvery (an idle job costs little CPU; its first message after a
-// quiet spell waits up to restEvery).
+// The progress loop's pace. After any activity it polls without
+// sleeping for spinFor; then, while writes of its own are on their way,
+// every pollEvery; otherwise it sleeps on the completion queue's wait
+// object (fi_trywait, then poll on its file descriptor), which wakes when
+// a peer's bytes arrive, and which the wire's own senders end (wake)
+// when they post; blockFor bounds each sleep. A provider without a wait
+// object is polled every pollEvery, and after restAfter of quiet every
+// restEvery.
 const (
 	spinFor   = 100 * time.Microsecond
 	pollEvery = 20 * time.Microsecond
+	pollFor   = 2 * time.Millisecond
+	blockFor  = 10 * time.Millisecond
 	restAfter = 50 * time.Millisecond
 	restEvery = 500 * time.Microsecond
 )
@@ -108,14 +116,28 @@ type Wire struct {
 	slots      []slot
 	free       []int
 	closed     bool
-	inflight   int   // writes posted and not completed (mu)
-	mrLocal    bool  // the provider reads only registered local memory (FI_MR_LOCAL)
-	fatal      error // the progress loop's own failure
+	inflight   int    // writes posted and not completed (mu)
+	mrLocal    bool   // the provider reads only registered local memory (FI_MR_LOCAL)
+	caps       uint64 // the provider's capabilities (fi_info caps)
+	fatal      error  // the progress loop's own failure
 	recvKeyVal uint64
 
 	// users is held (read) by every post while it touches the send
 	// ring and the endpoint, and (write) by Close to release them.
 	users sync.RWMutex
+
+	// sleeping says the progress loop sleeps, or is about to, in
+	// mgf_block: whoever gives it work then wakes it (kick).
+	sleeping atomic.Bool
+	// woken says a kick came: the sleep ends.
+	woken atomic.Bool
+	// cqFile is (a duplicate of) the completion queue's wait object
+	// registered with Go's network poller, and cqConn its raw access:
+	// the progress loop sleeps as a goroutine, not a blocked thread, and
+	// wakes the way the TCP wire's readers do. nil: it sleeps in
+	// mgf_block, or polls.
+	cqFile *os.File
+	cqConn syscall.RawConn
 
 	stop chan struct{}
 	done chan struct{}
@@ -143,9 +165,13 @@ type peerOut struct {
 	// ackOwed that its bye awaits our answer; bye our own farewell to
 	// it: byeNone, byeSent, byeDone (answered, or it cannot be sent).
 	posting int
-	gone    bool
-	ackOwed bool
-	bye     int
+	// inflight counts the writes to the peer posted and not completed
+	// (mu): with shm their completion touches the peer's endpoint, so
+	// neither the farewell nor its answer goes before they complete.
+	inflight int
+	gone     bool
+	ackOwed  bool
+	bye      int
 }
 
 const (
@@ -170,6 +196,13 @@ type peerIn struct {
 	head2   []byte // the second message of a pair (SendPort2)
 	pair    bool
 	payload []byte
+	// held: the message's records stay in the ring (parts, partHolds)
+	// for the receiver to copy (a message of several records of at
+	// most half a ring).
+	held      bool
+	parts     [][]byte
+	partHolds []uint32
+	total     int
 }
 
 type slot struct {
@@ -189,6 +222,12 @@ type qkey struct {
 type msg struct {
 	head, payload []byte
 	hold          uint32
+	// parts are the ring memory of the records of a message of several
+	// records (not copied yet), held (their sequence numbers: partHolds)
+	// until RecvPort copies them into one payload.
+	parts     [][]byte
+	partHolds []uint32
+	total     int
 }
 
 // queue is the received messages of one (tag, peer), and the record the
@@ -323,6 +362,8 @@ func (w *Wire) openLocal(prov string) error {
 	w.f = f
 	w.prov = C.GoString(C.mgf_provider(f))
 	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
+	w.caps = uint64(C.mgf_caps(f))
+	w.cqFile, w.cqConn = pollable(int(C.mgf_wait_fd(f)))
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
 		w.free = append(w.free, i)
@@ -373,6 +414,35 @@ func addrString(b []byte) string {
 		return fmt.Sprintf("[%s]:%d", net.IP(b[8:24]), binary.BigEndian.Uint16(b[2:]))
 	}
 	return fmt.Sprintf("%x", b)
+}
+
+// RegistrationFor says how the wire registers a buffer on device (a
+// CUDA ordinal; -1: host memory): FI_HMEM_CUDA where the provider offers
+// FI_HMEM, else through the host staging rings.
+func (w *Wire) RegistrationFor(device int) Registration { return chooseRegistration(w.caps, device) }
+
+// RegisterDevice registers n bytes of device memory at ptr on device for
+// remote writes (fi_mr_regattr, FI_HMEM_CUDA), where RegistrationFor
+// says so, and returns its key and its release. Where it does not, it
+// refuses, naming why: the bytes then go through the staging rings.
+func (w *Wire) RegisterDevice(ptr unsafe.Pointer, n uint64, device int) (uint64, func() error, error) {
+	reg := w.RegistrationFor(device)
+	if reg.Staging {
+		return 0, nil, fmt.Errorf("fabric: rank %d: device memory on device %d over %s: %s", w.rank, device, w.prov, reg.Why)
+	}
+	w.users.RLock()
+	defer w.users.RUnlock()
+	var mr, desc unsafe.Pointer
+	var key C.uint64_t
+	if rc := C.mgf_mr_regattr(w.f, ptr, C.size_t(n), accRemoteWrite, 0, C.int(reg.Iface), C.int(reg.Device), &mr, &key, &desc); rc != 0 {
+		return 0, nil, fmt.Errorf("fabric: rank %d: registering %d bytes of device %d memory with FI_HMEM_CUDA over %s: %s", w.rank, n, device, w.prov, w.strerror(int(rc)))
+	}
+	return uint64(key), func() error {
+		if rc := C.mgf_mr_close(mr); rc != 0 {
+			return fmt.Errorf("fabric: rank %d: releasing a device memory registration: %s", w.rank, w.strerror(int(rc)))
+		}
+		return nil
+	}, nil
 }
 
 // Provider names the libfabric provider the wire runs on.
@@ -454,8 +524,18 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 	p := &w.peers[peer]
 	p.send.Lock()
 	defer p.send.Unlock()
-	maxFrag := int(w.ring/2) - recHead - len(head) - len(head2)
+	// A payload of more than one record goes in records of about equal
+	// size, each at most a quarter of the ring so that several are on
+	// their way at once; those written from the caller's memory are
+	// waited for together at the end (the caller may reuse it then).
 	total := uint64(len(payload))
+	maxFrag := int(w.ring/4) - recHead - len(head) - len(head2)
+	if nrec := (len(payload) + maxFrag - 1) / maxFrag; nrec > 1 {
+		maxFrag = ((len(payload)+nrec-1)/nrec + recAlign - 1) &^ (recAlign - 1)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var direct []uint32 // the records written from payload
 	first := true
 	for {
 		n := min(len(payload), maxFrag)
@@ -472,19 +552,35 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 		if n == len(payload) {
 			flags |= recLast
 		}
-		if err := w.post(ctx, peer, tag, flags, h, h2, payload[:n], total); err != nil {
+		if n >= directBytes && !w.mrLocal && len(direct) == 0 {
+			pin.Pin(&payload[0])
+		}
+		seq, d, err := w.post(ctx, peer, tag, flags, h, h2, payload[:n], total)
+		if err != nil {
 			return err
+		}
+		if d {
+			direct = append(direct, seq)
 		}
 		payload = payload[n:]
 		first = false
 		if flags&recLast != 0 {
-			return nil
+			break
 		}
 	}
+	for _, seq := range direct {
+		if err := w.completed(ctx, peer, seq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// post writes one record to peer's ring, waiting for room.
-func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, head2, payload []byte, total uint64) error {
+// post writes one record to peer's ring, waiting for room. It returns the
+// record's sequence number, and whether its payload is written from the
+// caller's memory (pinned by the caller) rather than copied: then the
+// caller waits for its completion before it returns.
+func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head, head2, payload []byte, total uint64) (uint32, bool, error) {
 	p := &w.peers[peer]
 	heads := recHead + len(head) + len(head2)
 	size := (uint64(heads+len(payload)) + recAlign - 1) &^ (recAlign - 1)
@@ -495,7 +591,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		w.mu.Lock()
 		if err := w.stateLocked(peer); err != nil {
 			w.mu.Unlock()
-			return err
+			return 0, false, err
 		}
 		w.freeLocked(p)
 		start = p.head
@@ -511,13 +607,14 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			p.out = append(p.out, outRec{seq: seq, end: p.head})
 			w.slots[si] = slot{peer: peer, seq: seq, used: true}
 			w.inflight++
+			p.inflight++
 			w.mu.Unlock()
 			break
 		}
 		ch := w.changed
 		w.mu.Unlock()
 		if err := w.waitChange(ctx, ch, peer, "room in the ring of"); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
 	// The memory and the endpoint stay until this write is posted, and
@@ -526,8 +623,9 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	defer w.users.RUnlock()
 	w.mu.Lock()
 	if err := w.stateLocked(peer); err != nil {
+		w.unpostLocked(si)
 		w.mu.Unlock()
-		return err
+		return 0, false, err
 	}
 	p.posting++
 	w.mu.Unlock()
@@ -535,6 +633,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		w.mu.Lock()
 		p.posting--
 		w.mu.Unlock()
+		w.kick() // an answer to a bye may wait for this
 	}()
 	off := start % w.ring
 	local := unsafe.Add(w.sendMem, uint64(peer)*w.ring+off)
@@ -550,11 +649,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	// write completes, where the provider needs no registered local
 	// buffers; else it is copied into the send ring.
 	direct := len(payload) >= directBytes && !w.mrLocal
-	var pin runtime.Pinner
-	if direct {
-		pin.Pin(&payload[0])
-		defer pin.Unpin()
-	} else {
+	if !direct {
 		copy(rec[heads:], payload)
 	}
 	data := uint64(w.rank)<<rankShift | off/recAlign
@@ -571,22 +666,23 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		if rc == 0 {
 			// Wake the progress loop: with manual progress the write
 			// moves when the completion queue is read.
-			C.mgf_cq_signal(w.f)
-			if direct {
-				return w.completed(ctx, peer, seq)
-			}
-			return nil
+			w.kick()
+			return seq, direct, nil
 		}
 		if rc != errAgain {
 			err := fmt.Errorf("fabric: rank %d: writing %d bytes to rank %d (fi_writedata): %s", w.rank, size, peer, w.strerror(int(rc)))
+			w.mu.Lock()
+			w.unpostLocked(si)
+			w.mu.Unlock()
 			w.fail(peer, err)
-			return err
+			return 0, false, err
 		}
 		// The provider's queue is full: let the progress loop drain it.
 		w.mu.Lock()
 		if err := w.stateLocked(peer); err != nil {
+			w.unpostLocked(si)
 			w.mu.Unlock()
-			return err
+			return 0, false, err
 		}
 		ch := w.changed
 		w.mu.Unlock()
@@ -596,10 +692,21 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return context.Cause(ctx)
+			return 0, false, context.Cause(ctx)
 		}
 		t.Stop()
 	}
+}
+
+// unpostLocked gives back the context slot si of a write that was not
+// posted (the wire closed, or the peer failed, first): it counts as
+// neither in flight nor completed.
+func (w *Wire) unpostLocked(si int) {
+	s := w.slots[si]
+	w.slots[si].used = false
+	w.free = append(w.free, si)
+	w.inflight--
+	w.peers[s.peer].inflight--
 }
 
 // completed waits until the write of record seq to peer completed here
@@ -700,15 +807,23 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	if q.held != 0 {
 		delete(w.holds[peer], q.held)
 		q.held = 0
+		w.mu.Unlock()
+		w.kick() // the sender's credit is due (the endpoint stays until RUnlock)
 		w.users.RUnlock()
+	} else {
+		w.mu.Unlock()
 	}
-	w.mu.Unlock()
 	for {
 		w.mu.Lock()
 		if len(q.msgs) > 0 {
 			m := q.msgs[0]
 			q.msgs[0] = msg{}
 			q.msgs = q.msgs[1:]
+			if m.parts != nil {
+				w.mu.Unlock()
+				payload, err := w.assemble(peer, m)
+				return m.head, payload, err
+			}
 			if m.hold == 0 {
 				w.mu.Unlock()
 				return m.head, m.payload, nil
@@ -740,6 +855,33 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			return nil, nil, err
 		}
 	}
+}
+
+// assemble copies the records of a held message of several records
+// into one payload and releases them to the sender.
+func (w *Wire) assemble(peer int, m msg) ([]byte, error) {
+	w.users.RLock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	var payload []byte
+	if !closed {
+		payload = make([]byte, 0, m.total)
+		for _, p := range m.parts {
+			payload = append(payload, p...)
+		}
+	}
+	w.mu.Lock()
+	for _, seq := range m.partHolds {
+		delete(w.holds[peer], seq)
+	}
+	w.mu.Unlock()
+	w.kick() // the sender's credit is due
+	w.users.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	}
+	return payload, nil
 }
 
 func (w *Wire) queueLocked(k qkey) *queue {
@@ -775,6 +917,7 @@ func (w *Wire) progress() {
 	var cqe [64]C.mgf_cqe
 	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time // closing: the end of the farewell
+	owed := false       // a credit or an answer could not be sent yet
 	for {
 		if byeBy.IsZero() {
 			select {
@@ -786,10 +929,7 @@ func (w *Wire) progress() {
 		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
 		}
-		// Poll: a blocking read (fi_cq_sread) sleeps through the
-		// provider's manual progress of writes posted meanwhile, and the
-		// bytes of a large record arrive without a completion.
-		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe)), 0))
+		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe))))
 		switch {
 		case n > 0:
 			last = time.Now()
@@ -798,21 +938,7 @@ func (w *Wire) progress() {
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.mu.Lock()
-			busy := w.inflight > 0 || !byeBy.IsZero()
-			w.mu.Unlock()
-			now := time.Now()
-			if busy {
-				last = now
-			}
-			switch idle := now.Sub(last); {
-			case idle > restAfter:
-				time.Sleep(restEvery)
-			case idle > spinFor:
-				time.Sleep(pollEvery)
-			default:
-				runtime.Gosched()
-			}
+			w.idle(&last, owed || !byeBy.IsZero())
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -820,9 +946,104 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		w.sendCredits()
-		w.sendAcks()
+		owed = w.sendCredits()
+		owed = w.sendAcks() || owed
 	}
+}
+
+// idle paces the progress loop when the completion queue is empty (see
+// spinFor): last is the time of the last activity; more says the loop
+// has work left of its own (closing, a credit to retry).
+func (w *Wire) idle(last *time.Time, more bool) {
+	w.mu.Lock()
+	busy := w.inflight > 0 || more
+	w.mu.Unlock()
+	now := time.Now()
+	if busy {
+		*last = now
+	}
+	quiet := now.Sub(*last)
+	switch {
+	case quiet <= spinFor:
+		runtime.Gosched()
+	case busy || quiet <= pollFor:
+		time.Sleep(pollEvery)
+	default:
+		// Say so before the last look: a sender that posts after it
+		// sees sleeping and wakes the loop.
+		w.sleeping.Store(true)
+		w.mu.Lock()
+		busy = w.inflight > 0
+		w.mu.Unlock()
+		select {
+		case <-w.stop:
+			busy = true
+		default:
+		}
+		if !busy && w.cqConn != nil {
+			// Go's poller: fn runs now and whenever the wait object polls
+			// readable; true ends the wait.
+			_ = w.cqFile.SetReadDeadline(time.Now().Add(blockFor))
+			_ = w.cqConn.Read(func(uintptr) bool {
+				return w.woken.Swap(false) || C.mgf_trywait(w.f) != 0
+			})
+			*last = time.Now()
+		} else if !busy {
+			switch C.mgf_block(w.f, C.int(blockFor/time.Millisecond)) {
+			case -1: // no wait object: poll
+				if quiet > restAfter {
+					time.Sleep(restEvery)
+				} else {
+					time.Sleep(pollEvery)
+				}
+			case 1:
+				*last = time.Now()
+			}
+		}
+		w.sleeping.Store(false)
+	}
+}
+
+// kick wakes the progress loop where it sleeps: work for it was posted.
+func (w *Wire) kick() {
+	if w.sleeping.Load() {
+		w.wake()
+	}
+}
+
+// wake ends the progress loop's sleep, now or the next one.
+func (w *Wire) wake() {
+	if w.cqConn != nil {
+		w.woken.Store(true)
+		C.mgf_cq_signal(w.f)
+		return
+	}
+	C.mgf_wake(w.f)
+}
+
+// pollable registers a duplicate of the completion queue's wait object
+// fd with Go's network poller; nil where there is none or it cannot be
+// (MSCCLGO_FABRIC_WAIT=thread keeps the sleep in a blocked thread).
+func pollable(fd int) (*os.File, syscall.RawConn) {
+	if fd < 0 || os.Getenv("MSCCLGO_FABRIC_WAIT") == "thread" {
+		return nil, nil
+	}
+	d, err := syscall.Dup(fd)
+	if err != nil {
+		return nil, nil
+	}
+	syscall.CloseOnExec(d)
+	if err := syscall.SetNonblock(d, true); err != nil {
+		syscall.Close(d)
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(d), "libfabric completion queue")
+	rc, err := f.SyscallConn()
+	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not in the poller
+		f.Close()
+		return nil, nil
+	}
+	return f, rc
 }
 
 // inject writes remote CQ data to peer r (its receive region's spare
@@ -835,18 +1056,21 @@ func (w *Wire) inject(r int, data uint64) int {
 
 // sendAcks answers the peers that said bye, once no write to them is
 // being posted: after the answer nothing of this rank reaches them.
-func (w *Wire) sendAcks() {
+func (w *Wire) sendAcks() (owed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for r := range w.peers {
 		p := &w.peers[r]
-		if !p.ackOwed || p.posting > 0 {
+		if !p.ackOwed || p.posting > 0 || p.inflight > 0 {
 			continue
 		}
 		if rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlAck); rc != errAgain {
 			p.ackOwed = false
+		} else {
+			owed = true
 		}
 	}
+	return owed
 }
 
 // farewell (the progress loop of a closed wire) says bye to every peer
@@ -869,11 +1093,14 @@ func (w *Wire) farewell() bool {
 		if r == w.rank {
 			continue
 		}
-		if lost || p.err != nil {
+		// A peer that said bye still gets its answer, once the writes to
+		// it completed: it frees its endpoint on that answer, and our
+		// writes on their way touch it.
+		if lost || (p.err != nil && !p.gone) {
 			p.bye, p.ackOwed = byeDone, false
 			continue
 		}
-		if p.bye == byeNone && !p.gone && p.posting == 0 {
+		if p.bye == byeNone && !p.gone && p.posting == 0 && p.inflight == 0 {
 			switch rc := w.inject(r, cqCtl|uint64(w.rank)<<rankShift|ctlBye); rc {
 			case 0:
 				p.bye = byeSent
@@ -891,6 +1118,7 @@ func (w *Wire) farewell() bool {
 
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
+	var held []heldRec
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -904,6 +1132,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			w.free = append(w.free, i)
 			w.inflight--
 			p := &w.peers[s.peer]
+			p.inflight--
 			for j := range p.out {
 				if p.out[j].seq == s.seq {
 					p.out[j].done = true
@@ -939,8 +1168,11 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		w.mu.Unlock()
-		got = append(got, w.take(from, uint64(d&lowMask)*recAlign)...)
+		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &held)...)
 		w.mu.Lock()
+	}
+	for _, h := range held {
+		w.holds[h.from][h.seq] = true
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -953,6 +1185,13 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 	w.mu.Unlock()
 }
 
+// heldRec is a record whose ring memory a message not yet received
+// holds.
+type heldRec struct {
+	from int
+	seq  uint32
+}
+
 type qmsg struct {
 	tag  uint32
 	from int
@@ -961,7 +1200,7 @@ type qmsg struct {
 
 // take takes the record at off of from's ring, and any that waited for
 // it, in sequence order; it returns the messages they complete.
-func (w *Wire) take(from int, off uint64) []qmsg {
+func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
 	in := &w.ins[from]
 	ring := unsafe.Slice((*byte)(unsafe.Add(w.recvMem, uint64(from)*w.ring)), w.ring)
 	if off+recHead > w.ring {
@@ -995,19 +1234,37 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 				continue
 			}
 			if flags&recFirst != 0 {
+				total := binary.LittleEndian.Uint64(r[16:])
 				in.tag = tag
 				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
 				in.pair = flags&recPair != 0
 				in.head2 = append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)
-				in.payload = make([]byte, 0, min(binary.LittleEndian.Uint64(r[16:]), 1<<32))
+				// A large message of at most half a ring stays in the
+				// ring for the receiver to copy, off this loop; a larger
+				// one is copied here (its later records need the room).
+				in.held = flags&recLast == 0 && total >= directBytes && total <= w.ring/2
+				in.total = int(total)
+				if !in.held {
+					in.payload = make([]byte, 0, min(total, 1<<32))
+				}
 			}
-			in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
+			if in.held {
+				in.parts = append(in.parts, r[recHead+hl+h2:recHead+hl+h2+pl:recHead+hl+h2+pl])
+				in.partHolds = append(in.partHolds, in.expect)
+				*held = append(*held, heldRec{from, in.expect})
+			} else {
+				in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
+			}
 			if flags&recLast != 0 {
-				out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head, payload: in.payload}})
+				m := msg{head: in.head, payload: in.payload}
+				if in.held {
+					m = msg{head: in.head, parts: in.parts, partHolds: in.partHolds, total: in.total}
+				}
+				out = append(out, qmsg{tag: in.tag, from: from, msg: m})
 				if in.pair {
 					out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head2}})
 				}
-				in.head, in.payload, in.head2 = nil, nil, nil
+				in.head, in.payload, in.head2, in.parts, in.partHolds, in.held = nil, nil, nil, nil, nil, false
 			}
 		}
 		w.peers[from].creditDue = in.expect
@@ -1017,7 +1274,7 @@ func (w *Wire) take(from int, off uint64) []qmsg {
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() {
+func (w *Wire) sendCredits() (owed bool) {
 	for r := range w.peers {
 		p := &w.peers[r]
 		if r == w.rank {
@@ -1039,13 +1296,17 @@ func (w *Wire) sendCredits() {
 			continue
 		}
 		rc := w.inject(r, uint64(cqCredit)|uint64(w.rank)<<rankShift|uint64(due&lowMask))
-		if rc == 0 {
+		switch {
+		case rc == 0:
 			p.credSeq = due
-		} else if rc != errAgain {
+		case rc == errAgain:
+			owed = true
+		default:
 			w.fail(r, fmt.Errorf("fabric: rank %d: crediting rank %d (fi_injectdata): %s", w.rank, r, w.strerror(int(rc))))
 			p.credSeq = due
 		}
 	}
+	return owed
 }
 
 // readErr reads an error completion and fails the peer it concerns.
@@ -1072,6 +1333,7 @@ func (w *Wire) readErr() {
 	w.free = append(w.free, i)
 	w.inflight--
 	p := &w.peers[s.peer]
+	p.inflight--
 	if p.err == nil {
 		p.err = fmt.Errorf("fabric: rank %d: a write to rank %d failed over %s: %s: %s", w.rank, s.peer, w.prov, w.strerror(int(e)), desc)
 	}
@@ -1089,7 +1351,7 @@ func (w *Wire) Close() error {
 	w.notifyLocked()
 	w.mu.Unlock()
 	close(w.stop)
-	C.mgf_cq_signal(w.f)
+	w.wake()
 	select {
 	case <-w.done:
 	case <-time.After(5 * time.Second):
@@ -1112,6 +1374,10 @@ func (w *Wire) Close() error {
 }
 
 func (w *Wire) release() {
+	if w.cqFile != nil {
+		w.cqFile.Close()
+		w.cqFile, w.cqConn = nil, nil
+	}
 	if w.recvMR != nil {
 		C.mgf_mr_close(w.recvMR)
 	}

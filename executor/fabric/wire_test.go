@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // hub is an in-process bootstrap for n ranks: only the all-gather and
@@ -255,5 +256,111 @@ func TestCloseWithWritesQueued(t *testing.T) {
 				t.Errorf("rank 1 sending to the closed rank 0: %v, want an error that says it closed", err)
 			}
 		})
+	}
+}
+
+// TestCloseUnderTraffic has two ranks of one process put large and small
+// messages at each other, several senders and a receiver per direction,
+// then close both wires at once while the traffic is in full flow: every
+// Close, send and receive must end (a send or receive with an error)
+// within the bound, and the wires' memory must be released (Close
+// returns nil). Rings of 256 KiB make the senders wait for credits, and
+// large messages go in several records from the caller's memory.
+func TestCloseUnderTraffic(t *testing.T) {
+	for _, prov := range []string{"shm", "tcp;ofi_rxm"} {
+		t.Run(prov, func(t *testing.T) {
+			for round := range 3 {
+				closeUnderTraffic(t, prov, round)
+			}
+		})
+	}
+}
+
+func closeUnderTraffic(t *testing.T, prov string, round int) {
+	t.Helper()
+	const bound = 20 * time.Second
+	ws := openAll(t, 2, prov, 256<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sent := 0
+	for r := range 2 {
+		peer := 1 - r
+		for s, size := range []int{8, 100 << 10, 700 << 10} {
+			wg.Go(func() {
+				data := pattern(r, peer, s, size)
+				for i := 0; ; i++ {
+					var err error
+					if i%2 == 0 {
+						err = ws[r].SendPort(ctx, peer, uint32(10+s), []byte{byte(i)}, data)
+					} else {
+						err = ws[r].SendPort2(ctx, peer, uint32(10+s), []byte{byte(i)}, data, []byte{1})
+					}
+					if err != nil {
+						return // the wire closed under it
+					}
+					mu.Lock()
+					sent++
+					mu.Unlock()
+				}
+			})
+			wg.Go(func() {
+				for {
+					if _, _, err := ws[peer].RecvPort(ctx, r, uint32(10+s)); err != nil {
+						return
+					}
+				}
+			})
+		}
+	}
+	// Let the traffic flow, then close both at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := sent
+		mu.Unlock()
+		if n >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	errs := make([]error, 2)
+	var cw sync.WaitGroup
+	for r := range 2 {
+		cw.Go(func() { errs[r] = ws[r].Close() })
+	}
+	done := make(chan struct{})
+	go func() { cw.Wait(); wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatalf("round %d: closing both wires under two-way traffic: Close, a send or a receive still waits after %v", round, bound)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("round %d: the traffic ended by the test's timeout, not by Close", round)
+	}
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("round %d: rank %d: Close: %v", round, r, err)
+		}
+	}
+}
+
+// TestStagingWithoutHMEM: tcp offers no FI_HMEM here, so a wire over it
+// registers device memory through its staging rings and refuses to
+// register it as itself, naming why; host memory always stages. The
+// transfers of TestMessages are that staging path.
+func TestStagingWithoutHMEM(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 64<<10)
+	if r := ws[0].RegistrationFor(0); !r.Staging {
+		t.Fatalf("tcp: device memory: %+v, want the staging rings", r)
+	}
+	if r := ws[0].RegistrationFor(noDevice); !r.Staging {
+		t.Fatalf("tcp: host memory: %+v, want the staging rings", r)
+	}
+	var b [64]byte
+	if _, _, err := ws[0].RegisterDevice(unsafe.Pointer(&b[0]), 64, 0); err == nil || !strings.Contains(err.Error(), "offers no FI_HMEM") {
+		t.Fatalf("RegisterDevice over tcp: %v, want a refusal that names FI_HMEM", err)
 	}
 }

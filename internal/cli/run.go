@@ -61,7 +61,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "one-process", Usage: "run every rank in this process even when launcher variables (mpirun, torchrun) are set"},
 			&cli.DurationFlag{Name: "join-timeout", Value: bootstrap.DefaultTimeout, Usage: "one process per rank: wait `D` for every rank to join"},
 			&cli.DurationFlag{Name: "peer-timeout", Value: bootstrap.DefaultHeartbeatTimeout, Usage: "one process per rank: a rank silent for `D` is lost"},
-			&cli.StringFlag{Name: "transport", Value: "tcp", EnvVars: []string{"MSCCLGO_TRANSPORT"}, Usage: "one process per rank: carry port channels between processes over `T`: tcp (the bootstrap's connections), fabric (libfabric; FI_PROVIDER picks the provider) or auto (fabric where libfabric loads, else tcp)"},
+			&cli.StringFlag{Name: "transport", Value: "auto", EnvVars: []string{"MSCCLGO_TRANSPORT"}, Usage: "one process per rank: carry port channels between processes over `T`: auto (fabric where libfabric loads and offers RMA on every rank, else tcp), tcp (the bootstrap's connections) or fabric (libfabric; FI_PROVIDER picks the provider)"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },
 		OnUsageError: onUsageError,

@@ -150,7 +150,7 @@ func TestFabricMatchesTCP(t *testing.T) {
 // network namespace: libfabric's tcp provider crosses the veth link.
 func TestFabricTwoNamespaces(t *testing.T) {
 	needFabric(t, "tcp;ofi_rxm")
-	h := newTwoHostsNamed(t, "msgoF")
+	h := newTwoHostsNamed(t, "msgoE")
 	dir := t.TempDir()
 	algos := []string{"allreduce_hier_packet"}
 	if fabricFull() {
@@ -213,7 +213,7 @@ func TestFabricKilledRank(t *testing.T) {
 // timeout with an error naming a lost rank.
 func TestFabricLinkDown(t *testing.T) {
 	needFabric(t, "tcp;ofi_rxm")
-	linkDownRun(t, newTwoHostsNamed(t, "msgoF"), "--transport", "fabric")
+	linkDownRun(t, newTwoHostsNamed(t, "msgoE"), "--transport", "fabric")
 }
 
 // TestFabricUnreachable binds every rank's endpoint to the loopback
@@ -222,7 +222,7 @@ func TestFabricLinkDown(t *testing.T) {
 // fabric's set-up with an error that names the step and the ranks.
 func TestFabricUnreachable(t *testing.T) {
 	needFabric(t, "tcp;ofi_rxm")
-	h := newTwoHostsNamed(t, "msgoF")
+	h := newTwoHostsNamed(t, "msgoE")
 	dir := t.TempDir()
 	p := evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
@@ -238,8 +238,9 @@ func TestFabricUnreachable(t *testing.T) {
 	}
 }
 
-// TestFabricSelection: --transport auto falls back to tcp, and says why,
-// where libfabric does not load (MSCCLGO_LIBFABRIC names a missing
+// TestFabricSelection: --transport auto, the default, takes the fabric
+// where libfabric loads, and falls back to tcp, and says why, where it
+// does not load (MSCCLGO_LIBFABRIC names a missing
 // library); --transport fabric refuses there, on every rank, naming the
 // library; MSCCLGO_TRANSPORT chooses as the flag does; an unknown
 // transport is a usage error.
@@ -249,10 +250,20 @@ func TestFabricSelection(t *testing.T) {
 	args := []string{"run", p, "-d", "float", "--size", "64K", "-n", "1"}
 	missing := "MSCCLGO_LIBFABRIC=" + dir + "/libfabric-missing.so.1"
 
-	out := succeeded(t, runHosts(t, 2, 1, []string{missing}, append(args, "--transport", "auto")...))
-	if !strings.Contains(out, "port channels between processes: tcp (the bootstrap's connections; fabric refused:") ||
-		!strings.Contains(out, "libfabric-missing.so.1 not loaded") {
-		t.Errorf("auto without libfabric: rank 0 printed:\n%s", out)
+	// auto, named or the default, falls back quietly where libfabric
+	// does not load, and takes the fabric where it does.
+	for _, a := range [][]string{append(args, "--transport", "auto"), args} {
+		out := succeeded(t, runHosts(t, 2, 1, []string{missing}, a...))
+		if !strings.Contains(out, "port channels between processes: tcp (the bootstrap's connections; fabric refused:") ||
+			!strings.Contains(out, "libfabric-missing.so.1 not loaded") {
+			t.Errorf("%v without libfabric: rank 0 printed:\n%s", a, out)
+		}
+	}
+	if _, err := fabric.Available("tcp;ofi_rxm"); err == nil {
+		out := succeeded(t, runHosts(t, 2, 1, []string{"FI_PROVIDER=tcp"}, args...))
+		if !strings.Contains(out, "port channels between processes: fabric, libfabric provider tcp;ofi_rxm") {
+			t.Errorf("the default transport with libfabric: rank 0 printed:\n%s", out)
+		}
 	}
 	for _, env := range [][]string{{missing, "MSCCLGO_TRANSPORT=fabric"}, {missing}} {
 		a := args
