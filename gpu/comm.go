@@ -288,13 +288,7 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 		// The communicator's own tags come before its sessions'.
 		c.nextTag = rankwire.TagsPerSession
 		if c.mb != nil {
-			var remote []int
-			for r := range n {
-				if !c.local(r) {
-					remote = append(remote, r)
-				}
-			}
-			c.rc = startRemote(c.ctx, w.Net, w.Tag, remote)
+			c.startRemote()
 		}
 	}
 	return c, nil
@@ -436,10 +430,16 @@ func (c *Comm) peers() []int {
 }
 
 // alive is the error of an ended communicator (Abort, Close, the job's
-// end), nil while it lives.
+// end) or of its failed exchange with the ranks on other hosts, nil
+// while it lives.
 func (c *Comm) alive() error {
 	if c.ctx.Err() != nil {
 		return fmt.Errorf("the communicator ended: %w", context.Cause(c.ctx))
+	}
+	if c.rc != nil {
+		if err := c.rc.failed(); err != nil {
+			return fmt.Errorf("the call records of the ranks on other hosts: %w", err)
+		}
 	}
 	return nil
 }
@@ -556,7 +556,7 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 	all := make([]callRecord, c.n)
 	all[c.rank] = mine
 	for r := range c.n {
-		if r == c.rank || !c.local(r) {
+		if r == c.rank {
 			continue
 		}
 		var rerr error
@@ -579,16 +579,6 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 		}
 	}
 	c.mb.markConsumed(c.rank, seq)
-	for r := range c.n {
-		if c.local(r) {
-			continue
-		}
-		rec, err := c.rc.take(r, seq, c.alive, c.cfg.SetupTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("rank %d (on another host) has not made the call: %w", r, err)
-		}
-		all[r] = callRecord{sig: rec.sig, refused: rec.refused, desc: rec.desc}
-	}
 	for r, rec := range all {
 		if rec.refused {
 			return nil, fmt.Errorf("rank %d refused it: %s", r, rec.desc)
@@ -705,10 +695,6 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 		}
 		defer c.mb.markConsumed(c.rank, seq)
-		if c.rc != nil {
-			// The meeting tells this rank of the remote peers' calls.
-			c.rc.discard(seq)
-		}
 	}
 	gctx, cancel := context.WithTimeoutCause(ctx, c.cfg.SetupTimeout,
 		fmt.Errorf("rank %d: %s: not every rank made the call within %v", c.rank, call.Desc, c.cfg.SetupTimeout))

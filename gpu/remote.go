@@ -10,12 +10,17 @@ package gpu
 //
 // Every call of the communicator (steady, meeting or refused) queues its
 // record here; a background sender sends what is queued, as one message,
-// to every rank on another host over the job's bootstrap (tag World.Tag),
-// so the caller never waits for a socket, and calls made faster than the
-// sender sends share a message. A receiver per remote rank files the
-// records it gets by call number, where the gate takes them (a bounded,
-// named wait, ended by Abort). A meeting call learns its peers' calls from
-// the meeting, so it discards their records.
+// to one rank of every other host over the job's bootstrap (tag
+// World.Tag), so the caller never waits for a socket, and calls made
+// faster than the sender sends share a message. The rank that receives
+// rank r's records on a host is the one whose index among its host's
+// ranks is r's index among its own host's (modulo the host's ranks): it
+// files them in the host's mailbox, in r's area (which no rank of this
+// host writes otherwise), where every rank of the host reads them as it
+// reads its local peers', at its gate. Filing a record waits, as a local
+// publish does, until the host's ranks have read the record the ring
+// slot held; a rank whose receiver fails (a lost peer, a malformed
+// message) fails its calls' gates with that error.
 //
 // A message is a sequence of records, little-endian: the call number
 // (u64), the signature (u64), flags (u32, recRefused), the length of the
@@ -35,19 +40,16 @@ import (
 // remoteHead is the size of a record's fixed fields on the wire.
 const remoteHead = 24
 
-// remoteRecord is what a rank on another host said of one call.
-type remoteRecord struct {
-	sig     uint64
-	refused bool
-	desc    string
-}
-
 // remoteCalls is a rank's exchange of call records with the ranks on
 // other hosts.
 type remoteCalls struct {
 	net   rankwire.Net
 	tag   uint32
-	peers []int // the ranks on other hosts
+	to    []int // the rank of every other host that files this rank's records
+	mb    *mailbox
+	local []int // this host's ranks, which read the records filed
+	alive func() error
+	bound time.Duration
 	ctx   context.Context
 	wg    sync.WaitGroup
 
@@ -58,25 +60,59 @@ type remoteCalls struct {
 	sending bool
 	kick    chan struct{}
 
-	// The receivers' side: got[peer][seq] are the records not yet taken,
-	// gone[peer][seq] those a meeting call discarded before they arrived.
-	// changed is closed (and replaced) at every arrival; err is the first
-	// failure of a sender or receiver.
-	mu      sync.Mutex
-	got     map[int]map[uint64]remoteRecord
-	gone    map[int]map[uint64]bool
-	changed chan struct{}
-	err     error
+	// err is the first failure of the sender or a receiver.
+	mu  sync.Mutex
+	err error
 }
 
-// startRemote starts rank's exchange with peers (the ranks on other
-// hosts) over net with tag; it ends with ctx.
-func startRemote(ctx context.Context, net rankwire.Net, tag uint32, peers []int) *remoteCalls {
-	rc := &remoteCalls{net: net, tag: tag, peers: peers, ctx: ctx, kick: make(chan struct{}, 1),
-		got: map[int]map[uint64]remoteRecord{}, gone: map[int]map[uint64]bool{}, changed: make(chan struct{})}
-	for _, p := range peers {
-		rc.got[p] = map[uint64]remoteRecord{}
-		rc.gone[p] = map[uint64]bool{}
+// remoteRoutes returns, for rank of hosts (rank r on host hosts[r]),
+// the ranks to send its records to (one per other host) and the ranks
+// whose records it files (theirs are sent to it).
+func remoteRoutes(hosts []int, rank int) (to, from []int) {
+	index := func(r int) (i, m int) { // r's index among its host's ranks, and their number
+		for q, h := range hosts {
+			if h == hosts[r] {
+				if q < r {
+					i++
+				}
+				m++
+			}
+		}
+		return i, m
+	}
+	ri, rm := index(rank)
+	done := map[int]bool{hosts[rank]: true}
+	for _, h := range hosts {
+		if done[h] {
+			continue
+		}
+		done[h] = true
+		var on []int
+		for q, hq := range hosts {
+			if hq == h {
+				on = append(on, q)
+			}
+		}
+		to = append(to, on[ri%len(on)])
+	}
+	for q, h := range hosts {
+		if h == hosts[rank] {
+			continue
+		}
+		if qi, _ := index(q); qi%rm == ri {
+			from = append(from, q)
+		}
+	}
+	return to, from
+}
+
+// startRemote starts this rank's exchange over net with tag: it sends to
+// the ranks in to and files what the ranks in from send in mb, for the
+// ranks of this host (local). Filing a record waits at most bound, and
+// alive ends it; the exchange ends with ctx.
+func startRemote(ctx context.Context, net rankwire.Net, tag uint32, to, from []int, mb *mailbox, local []int, alive func() error, bound time.Duration) *remoteCalls {
+	rc := &remoteCalls{net: net, tag: tag, to: to, mb: mb, local: local, alive: alive, bound: bound, ctx: ctx, kick: make(chan struct{}, 1)}
+	for _, p := range from {
 		rc.wg.Add(1)
 		go rc.receive(p)
 	}
@@ -110,7 +146,7 @@ func (rc *remoteCalls) post(seq uint64, rec callRecord) {
 	}
 }
 
-// send sends the queued records to every remote peer until the
+// send sends the queued records to the ranks that file them until the
 // communicator ends or a send fails.
 func (rc *remoteCalls) send() {
 	defer rc.wg.Done()
@@ -125,7 +161,7 @@ func (rc *remoteCalls) send() {
 		rc.queue = nil
 		rc.sending = len(msg) > 0
 		rc.qmu.Unlock()
-		for _, p := range rc.peers {
+		for _, p := range rc.to {
 			if len(msg) == 0 {
 				break
 			}
@@ -157,17 +193,17 @@ func (rc *remoteCalls) flush(bound time.Duration) error {
 			return err
 		}
 		if rc.ctx.Err() != nil {
-			return fmt.Errorf("the communicator ended with call records not sent to the ranks on other hosts")
+			return errors.New("the communicator ended with call records not sent to the ranks on other hosts")
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("this rank's call records were not sent to the ranks on other hosts (%v) within %v", rc.peers, bound)
+			return fmt.Errorf("this rank's call records were not sent to ranks %v (on other hosts) within %v", rc.to, bound)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 }
 
-// receive files peer's records until the communicator ends or the peer
-// is lost.
+// receive files peer's records in the mailbox until the communicator
+// ends or the peer is lost.
 func (rc *remoteCalls) receive(peer int) {
 	defer rc.wg.Done()
 	for {
@@ -183,23 +219,21 @@ func (rc *remoteCalls) receive(peer int) {
 			rc.setErr(fmt.Errorf("rank %d's call records: %w", peer, err))
 			return
 		}
-		rc.mu.Lock()
 		for i, rec := range recs {
-			if rc.gone[peer][seqs[i]] {
-				delete(rc.gone[peer], seqs[i])
-				continue
+			rec.bufs = [2]slot{{alloc: -1}, {alloc: -1}} // never read: the kernel does not address them
+			if err := rc.mb.publish(peer, seqs[i], rec, rc.local, rc.alive, rc.bound); err != nil {
+				if rc.ctx.Err() == nil {
+					rc.setErr(fmt.Errorf("filing rank %d's record of call %d: %w", peer, seqs[i], err))
+				}
+				return
 			}
-			rc.got[peer][seqs[i]] = rec
 		}
-		close(rc.changed)
-		rc.changed = make(chan struct{})
-		rc.mu.Unlock()
 	}
 }
 
 // decodeRemote returns the records of a message and their call numbers.
-func decodeRemote(msg []byte) ([]remoteRecord, []uint64, error) {
-	var recs []remoteRecord
+func decodeRemote(msg []byte) ([]callRecord, []uint64, error) {
+	var recs []callRecord
 	var seqs []uint64
 	le := binary.LittleEndian
 	for at := 0; at < len(msg); {
@@ -214,7 +248,7 @@ func decodeRemote(msg []byte) ([]remoteRecord, []uint64, error) {
 		if n > mbDescBytes || n > len(msg)-at-remoteHead {
 			return nil, nil, fmt.Errorf("call %d: a description of %d bytes in a record of %d", seq, n, len(msg)-at-remoteHead)
 		}
-		recs = append(recs, remoteRecord{sig: sig, refused: flags&recRefused != 0, desc: string(msg[at+remoteHead : at+remoteHead+n])})
+		recs = append(recs, callRecord{sig: sig, refused: flags&recRefused != 0, desc: string(msg[at+remoteHead : at+remoteHead+n])})
 		seqs = append(seqs, seq)
 		at += remoteHead + n
 	}
@@ -227,59 +261,13 @@ func (rc *remoteCalls) setErr(err error) {
 	if rc.err == nil {
 		rc.err = err
 	}
-	close(rc.changed)
-	rc.changed = make(chan struct{})
 }
 
+// failed is the first failure of the sender or a receiver, nil if none.
 func (rc *remoteCalls) failed() error {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.err
-}
-
-// take waits (at most bound; alive ends it early) for peer's record of
-// call seq and removes it.
-func (rc *remoteCalls) take(peer int, seq uint64, alive func() error, bound time.Duration) (remoteRecord, error) {
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	for {
-		rc.mu.Lock()
-		rec, ok := rc.got[peer][seq]
-		if ok {
-			delete(rc.got[peer], seq)
-		}
-		err, ch := rc.err, rc.changed
-		rc.mu.Unlock()
-		if ok {
-			return rec, nil
-		}
-		if err != nil {
-			return rec, err
-		}
-		if err := alive(); err != nil {
-			return rec, err
-		}
-		select {
-		case <-ch:
-		case <-rc.ctx.Done():
-		case <-t.C:
-			return rec, fmt.Errorf("its record (from another host) did not come within %v", bound)
-		}
-	}
-}
-
-// discard drops the remote peers' records of call seq, which this rank
-// met over the bootstrap: those that came, and those still to come.
-func (rc *remoteCalls) discard(seq uint64) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	for _, p := range rc.peers {
-		if _, ok := rc.got[p][seq]; ok {
-			delete(rc.got[p], seq)
-		} else {
-			rc.gone[p][seq] = true
-		}
-	}
 }
 
 // stop waits (at most 5 s) for the sender and receivers to end, once
@@ -293,8 +281,24 @@ func (rc *remoteCalls) stop() error {
 	case <-done:
 		return nil
 	case <-t.C:
-		return errors.New("the exchange of call records with the ranks on other hosts has not ended 5 s after the communicator's")
+		return errors.New("the exchange of call records with the ranks on other hosts has not ended 5 s after the communicator")
 	}
+}
+
+// startRemote starts the exchange of call records with the ranks on
+// other hosts, if there are any; c.mb is set.
+func (c *Comm) startRemote() {
+	to, from := remoteRoutes(c.w.Host, c.rank)
+	if len(to) == 0 {
+		return
+	}
+	var local []int
+	for r := range c.n {
+		if c.local(r) {
+			local = append(local, r)
+		}
+	}
+	c.rc = startRemote(c.ctx, c.w.Net, c.w.Tag, to, from, c.mb, local, c.ctx.Err, c.cfg.SetupTimeout)
 }
 
 // tellRemote queues the record of call seq for the ranks on other

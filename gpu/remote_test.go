@@ -3,6 +3,8 @@ package gpu
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,46 @@ func TestRemoteRecords(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if _, _, err := decodeRemote(c.msg); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRemoteRoutes: every rank's records reach exactly one rank of every
+// other host, the one that expects them, and ranks spread the filing
+// over their host's ranks.
+func TestRemoteRoutes(t *testing.T) {
+	for _, c := range []struct {
+		hosts []int
+		to    [][]int // per rank
+	}{
+		{hosts: []int{0, 1}, to: [][]int{{1}, {0}}},
+		{hosts: []int{0, 0, 1, 1}, to: [][]int{{2}, {3}, {0}, {1}}},
+		{hosts: []int{0, 1, 0, 1}, to: [][]int{{1}, {0}, {3}, {2}}},
+		{hosts: []int{0, 0, 0, 1}, to: [][]int{{3}, {3}, {3}, {0}}},
+		{hosts: []int{0, 0, 1, 2, 2, 2}, to: [][]int{{2, 3}, {2, 4}, {0, 3}, {0, 2}, {1, 2}, {0, 2}}},
+		{hosts: []int{0, 0, 0}, to: [][]int{nil, nil, nil}},
+	} {
+		t.Run(fmt.Sprint(c.hosts), func(t *testing.T) {
+			from := make([][]int, len(c.hosts))
+			for r := range c.hosts {
+				var to []int
+				to, from[r] = remoteRoutes(c.hosts, r)
+				if !slices.Equal(to, c.to[r]) {
+					t.Errorf("rank %d sends to %v, want %v", r, to, c.to[r])
+				}
+			}
+			for r := range c.hosts {
+				for _, q := range c.to[r] {
+					if !slices.Contains(from[q], r) {
+						t.Errorf("rank %d sends to rank %d, which does not receive from it (it receives from %v)", r, q, from[q])
+					}
+				}
+				for _, p := range from[r] {
+					if !slices.Contains(c.to[p], r) {
+						t.Errorf("rank %d receives from rank %d, which does not send to it", r, p)
+					}
+				}
 			}
 		})
 	}

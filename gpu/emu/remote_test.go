@@ -259,3 +259,73 @@ func TestCommRemoteAbort(t *testing.T) {
 	})
 	noErrors(t, errs)
 }
+
+// BenchmarkCommRemote makes b.N steady-state calls of the two-host
+// communicator, meeting every call (the way such communicators ran
+// before remote.go: Config.MeetEveryCall) and not. It reports rank 0's
+// host time per call until the call returns (the plan's port channels
+// make each call wait for the previous launch, so this includes the
+// emulated kernel). Under strace it counts socket system calls per call:
+//
+//	go test -c -o emu.test ./gpu/emu
+//	strace -f -yy -e trace=read,write,readv,writev -o log ./emu.test \
+//	    -test.run '^$' -test.bench 'CommRemote/steady' -test.benchtime 450x
+func BenchmarkCommRemote(b *testing.B) {
+	for _, meet := range []bool{true, false} {
+		name := "steady"
+		if meet {
+			name = "meet"
+		}
+		b.Run(name, func(b *testing.B) {
+			ss := NewStreams()
+			defer ss.Close()
+			c := twoHostCase(b)
+			lay := c.layout(b)
+			var ready sync.WaitGroup
+			ready.Add(len(twoHosts))
+			var took time.Duration
+			errs := withHosts(b, ss, twoHosts, func(cfg *gpu.Config) { cfg.MeetEveryCall = meet }, func(cr *commRank) error {
+				if err := cr.place(lay.BufferLayout); err != nil {
+					return err
+				}
+				call := c.call(lay, cr, executor.Options{DType: c.dt})
+				if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+					return err
+				}
+				if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+					return err
+				}
+				ready.Done()
+				ready.Wait()
+				if cr.rank == 0 {
+					b.ResetTimer()
+				}
+				var in time.Duration
+				for range b.N {
+					start := time.Now()
+					if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+						return err
+					}
+					in += time.Since(start)
+				}
+				if cr.rank == 0 {
+					took = in
+				}
+				if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+					return err
+				}
+				if err := cr.comm.Quiet(time.Minute); err != nil {
+					return err
+				}
+				if err := cr.comm.AsyncError(); err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				return cr.boot.Barrier(ctx)
+			})
+			noErrors(b, errs)
+			b.ReportMetric(float64(took.Microseconds())/float64(b.N), "us/call")
+		})
+	}
+}
