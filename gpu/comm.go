@@ -1462,11 +1462,9 @@ func (c *Comm) Close() error {
 		_ = c.io.IpcClose(p)
 	}
 	c.mapped, c.stale = nil, nil
-	if c.mb != nil && len(errs) == 0 {
-		// (A launch that did not end may still read it.)
-		_ = c.mb.unmap()
-		c.mb = nil
-	}
+	// (A launch that did not end, or a receiver of the remote peers'
+	// records that did not, may still use the mailbox.)
+	keepMailbox := len(errs) > 0
 	if c.rc != nil && c.ctx.Err() == nil {
 		// The remote peers' last gates wait for this rank's records.
 		if err := c.rc.flush(c.cfg.SetupTimeout); err != nil {
@@ -1477,7 +1475,12 @@ func (c *Comm) Close() error {
 	if c.rc != nil {
 		if err := c.rc.stop(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
+			keepMailbox = true
 		}
+	}
+	if c.mb != nil && !keepMailbox {
+		_ = c.mb.unmap()
+		c.mb = nil
 	}
 	if c.io != nil {
 		_ = c.io.Close()

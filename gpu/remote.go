@@ -54,10 +54,12 @@ type remoteCalls struct {
 	wg    sync.WaitGroup
 
 	// The sender's side: queue holds the records not yet taken by the
-	// sender, sending says it is sending some; kick wakes it.
+	// sender, sending says it is sending some, sendErr why it stopped;
+	// kick wakes it.
 	qmu     sync.Mutex
 	queue   []byte
 	sending bool
+	sendErr error
 	kick    chan struct{}
 
 	// err is the first failure of the sender or a receiver.
@@ -166,8 +168,12 @@ func (rc *remoteCalls) send() {
 				break
 			}
 			if err := rc.net.Send(rc.ctx, p, rc.tag, msg); err != nil {
+				err = fmt.Errorf("sending this rank's call records to rank %d: %w", p, err)
+				rc.qmu.Lock()
+				rc.sendErr = err
+				rc.qmu.Unlock()
 				if rc.ctx.Err() == nil {
-					rc.setErr(fmt.Errorf("sending this rank's call records to rank %d: %w", p, err))
+					rc.setErr(err)
 				}
 				return
 			}
@@ -179,18 +185,18 @@ func (rc *remoteCalls) send() {
 }
 
 // flush waits (at most bound) until every queued record was handed to
-// the connections: at Close, so that the peers' last gates get them.
+// the connections, or the sender stopped: at Close, so that the peers'
+// last gates get them.
 func (rc *remoteCalls) flush(bound time.Duration) error {
 	end := time.Now().Add(bound)
 	for {
 		rc.qmu.Lock()
-		idle := len(rc.queue) == 0 && !rc.sending
+		idle, err := len(rc.queue) == 0 && !rc.sending, rc.sendErr
 		rc.qmu.Unlock()
-		if idle {
+		if idle || err != nil {
+			// (A failed send is already the error of this rank's
+			// later gates; the peer it went to is gone.)
 			return nil
-		}
-		if err := rc.failed(); err != nil {
-			return err
 		}
 		if rc.ctx.Err() != nil {
 			return errors.New("the communicator ended with call records not sent to the ranks on other hosts")

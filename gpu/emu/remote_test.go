@@ -329,3 +329,52 @@ func BenchmarkCommRemote(b *testing.B) {
 		})
 	}
 }
+
+// TestCommRemotePeerGone: when the ranks of the other host close their
+// communicators and bootstraps without making a call, the gates of the
+// ranks that made it fail at once, naming the lost records, not after
+// the set-up timeout.
+func TestCommRemotePeerGone(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	c := twoHostCase(t)
+	lay := c.layout(t)
+	errs := withHosts(t, ss, twoHosts, func(cfg *gpu.Config) { cfg.SetupTimeout = 10 * time.Minute }, func(cr *commRank) error {
+		if err := cr.place(lay.BufferLayout); err != nil {
+			return err
+		}
+		call := c.call(lay, cr, executor.Options{DType: c.dt})
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 0: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := cr.boot.Barrier(ctx); err != nil {
+			return err
+		}
+		if twoHosts[cr.rank] == 1 {
+			return nil // closes its communicator and bootstrap
+		}
+		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
+			return fmt.Errorf("call 1 failed at once: %w", err)
+		}
+		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+			return err
+		}
+		if err := cr.comm.Quiet(time.Minute); err != nil {
+			return err
+		}
+		aerr := cr.comm.AsyncError()
+		if aerr == nil || !strings.Contains(aerr.Error(), "call records") || !strings.Contains(aerr.Error(), "closed") {
+			return fmt.Errorf("async error %v, want the closed peer's call records named", aerr)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
