@@ -279,7 +279,7 @@ gpu-test: gpu fakecuda build
 	@# process and as 2 and 4 processes (buffers registered by IPC handle),
 	@# and a call captured into a graph (global mode) and replayed.
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
-		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep)CUDA'
+		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep|Mixed)CUDA'
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
 	@# One process on a fake machine of four GPUs: rank r on device r mod 4,

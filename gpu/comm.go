@@ -41,7 +41,9 @@ package gpu
 //     ErrNotCapturable before the ranks meet.
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -91,10 +93,16 @@ type Comm struct {
 	errMu sync.Mutex
 	async error // the first failed launch's, for AsyncError
 
+	// gates releases the holds of steady-state launches on a Holder's
+	// stream (gates.go), started at the first.
+	gates *gateServer
+
 	// capMu guards captured, the sessions with a launch captured into a
 	// graph, which watchReplays watches (started at the first capture).
 	capMu    sync.Mutex
 	captured []*commSession
+
+	stage staging // the staging buffer (staging.go), guarded by mu
 }
 
 // peerAlloc names a peer's allocation.
@@ -117,6 +125,10 @@ type commSession struct {
 	// their graphs copy at every replay: kept until Close, since a graph
 	// may be replayed as long as the communicator lives.
 	images []HostMem
+	// noOps is a zeroed block table in mapped host memory: the blocks
+	// of a held launch whose call failed (abortImages), made at the
+	// session's first held launch.
+	noOps HostMem
 	// queued: later launches may be enqueued while earlier ones run (no
 	// port channels, no per-call tables: what capturable allows).
 	// inflight are the done channels of the launches made by calls and
@@ -365,9 +377,9 @@ type callRec struct {
 // steady state: its record goes to the host's mailbox and, queued, to
 // the ranks on other hosts, and the peers' records of the same call are
 // read and compared where the launch waits for them on the stream
-// (Gater), else here; the caller makes no system call either way. A
-// mismatch becomes the asynchronous error, and the launch is aborted
-// before its kernel starts.
+// (Gater, Holder), else here; the caller makes no system call either
+// way. A mismatch becomes the asynchronous error, and the launch is
+// aborted before its kernel starts.
 func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -476,7 +488,7 @@ func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
 		}
 		return bufs, err
 	}
-	if _, ok := cs.rs.s.d.(Gater); ok {
+	if gated(cs.rs.s.d) {
 		return c.launch(cs, call, nil, resolve)
 	}
 	// The driver cannot hold its stream for the host: the peers' records
@@ -1006,6 +1018,49 @@ func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []by
 	return encode(ranks)
 }
 
+// makeNoOps makes the session's empty block table (abortImages) at its
+// first gated launch.
+func (c *Comm) makeNoOps(cs *commSession, grid int) error {
+	if cs.noOps != nil {
+		return nil
+	}
+	h, err := cs.rs.s.d.AllocHost(uint64(grid) * sizeBlock)
+	if err != nil {
+		return fmt.Errorf("the empty block table of an aborted launch: %w", err)
+	}
+	cs.noOps = h
+	return nil
+}
+
+// abortImages are the images a gated launch gets when its call fails (a
+// mismatch, a refusal, a timeout, the communicator's end): the abort word
+// raised, and arguments whose every block has no op, so that the kernel
+// writes nothing (it runs its ops before it would see the abort word,
+// which it reads only while it waits). Their block records are a zeroed
+// table in mapped host memory (makeNoOps); the rank table is the one of
+// the buffers last set. A Holder's stream copies all three; a Gater's
+// gate writes the arguments and raises the abort word.
+func (c *Comm) abortImages(cs *commSession, args []byte, grid int) ([][]byte, error) {
+	s, m := cs.rs.s, cs.rs.s.mp
+	if cs.noOps == nil || cs.noOps.Len() < uint64(grid)*sizeBlock {
+		return nil, fmt.Errorf("%s: rank %d: no empty block table for an aborted launch of %d blocks", c.cfg.Name, c.rank, grid)
+	}
+	var a mgArgs
+	if err := binary.Read(bytes.NewReader(args), binary.LittleEndian, &a); err != nil {
+		return nil, fmt.Errorf("%s: rank %d: the arguments of an aborted launch: %w", c.cfg.Name, c.rank, err)
+	}
+	a.Blocks = uint64(cs.noOps.Dev())
+	a.Epoch, a.VTerms, a.VTable = 0, 0, 0
+	m.mu.Lock()
+	ranks := make([]mgRank, len(s.ranks))
+	for r, rd := range s.ranks {
+		ranks[r] = rd.rec
+		ranks[r].Buf = m.base[r]
+	}
+	m.mu.Unlock()
+	return [][]byte{{1, 0, 0, 0}, encode(a), encode(ranks)}, nil
+}
+
 // launch sets the call's buffers in the session and enqueues its launch
 // on the caller's stream; a goroutine serves it until it ends. In a
 // session whose launches may queue (cs.queued), earlier launches may
@@ -1015,11 +1070,14 @@ func (c *Comm) setBuffers(cs *commSession, call CommCall, bufs [][2]DevPtr) []by
 // cleared on the stream only), and this launch's goroutine starts
 // serving it once the previous one has finished.
 //
-// With resolve (a steady-state call, the driver a Gater) the buffers are
-// not known yet: the kernel waits on the stream behind a gate, in which
-// resolve reads the peers' records and the rank table is written (the
-// launches before it on the stream have ended then); when resolve fails
-// the abort word is raised there, so the kernel stops at its start.
+// With resolve (a steady-state call, the driver a Gater or a Holder) the
+// buffers are not known yet: the kernel waits on the stream behind a
+// gate. A Gater's gate runs resolve on the stream (the launches before it
+// there have ended) and writes the rank table; a Holder's hold is
+// released by the communicator's gate server (gates.go) once resolve has
+// returned, with the images the stream then copies. When resolve fails
+// the launch gets arguments whose blocks have no op and the abort word
+// (abortImages), so the kernel writes nothing.
 func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve func() ([][2]DevPtr, error)) error {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if err := s.guard.Ready(c.ctx); err != nil {
@@ -1091,26 +1149,77 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 		m.mu.Unlock()
 		return nil
 	}
-	var gate func()
+	var gate func() error
+	var hold Hold
 	if resolve != nil {
-		gate = func() {
-			bufs, err := resolve()
-			if err == nil {
-				err = s.d.HtoD(s.ranksT, c.setBuffers(cs, call, bufs))
-			}
-			if err != nil {
-				c.fail(err)
-				if aerr := s.abort(); aerr != nil {
-					c.fail(aerr)
+		switch d := s.d.(type) {
+		case Gater:
+			gate = func() error {
+				if err := c.makeNoOps(cs, grid); err != nil {
+					return err
 				}
+				return d.Gate(func() {
+					bufs, err := resolve()
+					if err == nil {
+						err = s.d.HtoD(s.ranksT, c.setBuffers(cs, call, bufs))
+					}
+					if err != nil {
+						c.fail(err)
+						// Arguments whose blocks have no op, as a held
+						// launch gets (abortImages), and the abort word.
+						img, ierr := c.abortImages(cs, args, grid)
+						if ierr == nil {
+							ierr = s.d.HtoD(s.args, img[1])
+						}
+						if ierr != nil {
+							c.fail(ierr)
+						}
+						if aerr := s.abort(); aerr != nil {
+							c.fail(aerr)
+						}
+					}
+				})
+			}
+		case Holder:
+			// The communicator's gate server (gates.go) resolves the
+			// call and releases the hold: after it the stream copies the
+			// abort word, the arguments and the rank table.
+			gate = func() error {
+				if err := c.makeNoOps(cs, grid); err != nil {
+					return err
+				}
+				var err error
+				hold, err = d.Hold([]HoldCopy{{Dst: s.ctl, N: 4}, {Dst: s.args, N: sizeArgs},
+					{Dst: s.ranksT, N: sizeRank * uint64(len(s.ranks))}})
+				return err
 			}
 		}
 	}
 	start := time.Now()
 	if err := s.launchGated(grid, gate); err != nil {
 		err = fmt.Errorf("%s: rank %d: %s: launch of %d blocks: %w", c.cfg.Name, c.rank, call.Desc, grid, err)
+		if hold != nil {
+			// The stream waits for the hold: the kernel behind it, if
+			// enqueued, must do nothing.
+			img, ierr := c.abortImages(cs, args, grid)
+			err = errors.Join(err, ierr)
+			if img != nil {
+				err = errors.Join(err, hold.Release(img))
+			}
+		}
 		s.guard.Fail(err)
 		return err
+	}
+	if hold != nil {
+		if c.gates == nil {
+			c.gates = newGateServer(c.fail)
+		}
+		c.gates.add(gateJob{hold: hold, resolve: resolve, images: func(bufs [][2]DevPtr) ([][]byte, error) {
+			if bufs == nil {
+				return c.abortImages(cs, args, grid)
+			}
+			return [][]byte{make([]byte, 4), args, c.setBuffers(cs, call, bufs)}, nil
+		}})
 	}
 	prev := cs.last()
 	cs.inflight = append(cs.inflight, done)
@@ -1448,11 +1557,30 @@ func (c *Comm) Close() error {
 				errs = append(errs, fmt.Errorf("%s: rank %d: %s: freeing a rank table image: %w", c.cfg.Name, c.rank, key, err))
 			}
 		}
+		if cs.noOps != nil {
+			if err := cs.noOps.Free(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: rank %d: %s: freeing the empty block table: %w", c.cfg.Name, c.rank, key, err))
+			}
+		}
 		if err := cs.rs.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	c.sessions = nil
+	if c.rc != nil && c.ctx.Err() == nil {
+		// The remote peers' last gates wait for this rank's records.
+		if err := c.rc.flush(c.cfg.SetupTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
+		}
+	}
+	if c.gates != nil {
+		// The holds left (a session whose launch did not end) are
+		// released aborted: the communicator's end fails their calls.
+		c.cancel()
+		if err := c.gates.close(c.cfg.SetupTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
+		}
+	}
 	for k, p := range c.mapped {
 		if k.rank != c.rank && c.procs[k.rank] != thisProcess {
 			_ = c.io.IpcClose(p)
@@ -1462,15 +1590,15 @@ func (c *Comm) Close() error {
 		_ = c.io.IpcClose(p)
 	}
 	c.mapped, c.stale = nil, nil
+	if c.io != nil && len(errs) == 0 {
+		// (A launch that did not end may still read it.)
+		if err := c.freeStaging(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	// (A launch that did not end, or a receiver of the remote peers'
 	// records that did not, may still use the mailbox.)
 	keepMailbox := len(errs) > 0
-	if c.rc != nil && c.ctx.Err() == nil {
-		// The remote peers' last gates wait for this rank's records.
-		if err := c.rc.flush(c.cfg.SetupTimeout); err != nil {
-			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
-		}
-	}
 	c.cancel()
 	if c.rc != nil {
 		if err := c.rc.stop(); err != nil {

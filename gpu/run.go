@@ -438,10 +438,10 @@ func (w *watchdog) result() error {
 // kernel; captured once and replayed with Config.Graph.
 func (s *session) launch(grid int) error { return s.launchGated(grid, nil) }
 
-// launchGated is launch with gate (nil: none) run on the stream between
-// the cleared control word and the kernel (gpu.Gater); not with
-// Config.Graph.
-func (s *session) launchGated(grid int, gate func()) error {
+// launchGated is launch with gate (nil: none) called between the cleared
+// control word and the kernel, to enqueue there what holds the kernel
+// for the host (gpu.Gater, gpu.Holder); not with Config.Graph.
+func (s *session) launchGated(grid int, gate func() error) error {
 	enqueue := func() error {
 		if err := s.d.Enqueue(s.args, s.host, argsAt, sizeArgs); err != nil {
 			return fmt.Errorf("writing the launch arguments: %w", err)
@@ -450,11 +450,10 @@ func (s *session) launchGated(grid int, gate func()) error {
 			return fmt.Errorf("clearing the progress records: %w", err)
 		}
 		if gate != nil {
-			g, ok := s.d.(Gater)
-			if !ok || s.useGraph {
-				return fmt.Errorf("the %T driver cannot hold its stream for the host", s.d)
+			if s.useGraph {
+				return fmt.Errorf("the %T driver cannot hold a captured stream for the host", s.d)
 			}
-			if err := g.Gate(gate); err != nil {
+			if err := gate(); err != nil {
 				return fmt.Errorf("holding the stream for the call's peers: %w", err)
 			}
 		}

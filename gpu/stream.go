@@ -49,7 +49,52 @@ type AllocIDer interface {
 // runs on a thread of the driver's own, not in a stream callback where
 // CUDA forbids driver calls. A communicator gates a steady-state launch
 // on its peers' records of the call (comm.go), so that the call returns
-// at once. f must return within a bound of its own.
+// at once. f must return within a bound of its own. (The CUDA driver is a
+// Holder instead.)
 type Gater interface {
 	Gate(f func()) error
+}
+
+// Holder is a StreamDriver whose stream can wait for the host without
+// host code on the stream (CUDA forbids driver calls in a stream
+// callback, so a Gater's f cannot run there). Hold enqueues on the kernel
+// stream, after the work enqueued so far: a wait for the hold's release,
+// then one copy per HoldCopy, from the images given to Release into
+// device memory; the stream's later work (the kernel) starts after them.
+// It returns at once. A communicator releases each hold from its gate
+// server (gates.go) once it has read the peers' records of the call.
+//
+// Every hold must be released: the stream waits for it without a bound
+// of its own. Closing the driver releases the holds left with their
+// images as they were, which the caller must have made harmless (the
+// communicator closes the driver only once its launches have ended).
+type Holder interface {
+	Hold(copies []HoldCopy) (Hold, error)
+}
+
+// HoldCopy is one copy a hold makes after its release: N bytes (whole
+// 8-byte words, or one 4-byte word) to Dst.
+type HoldCopy struct {
+	Dst DevPtr
+	N   uint64
+}
+
+// Hold is one hold of a Holder's stream.
+type Hold interface {
+	// Release ends the hold: the stream copies images[i] (at most the
+	// N bytes of copy i) to the Dst of copy i, then runs on. Holds are
+	// released in the order they were made; a hold released early waits
+	// (on the device) for the ones before it. Images that do not fit
+	// fail the Release, and the hold is released with the images it had.
+	Release(images [][]byte) error
+}
+
+// gated reports whether a steady-state launch on d can wait on its stream
+// for the peers' records (Gater or Holder) instead of in the call.
+func gated(d Driver) bool {
+	switch d.(type) {
+	case Gater, Holder:
+		return true
+	}
+	return false
 }

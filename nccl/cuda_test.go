@@ -77,7 +77,8 @@ func TestDeviceRunsCUDA(t *testing.T) {
 		t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*cases, r.stdout, r.stderr)
 	}
 	for _, l := range []string{
-		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on gpu, enqueued",
+		// The device prefers the in-place allreduce plan (devicePlace).
+		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_4gpu on gpu, enqueued",
 		"rank 0 of 4: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, 16384 bytes): plan reducescatter_4gpu on gpu, enqueued",
 	} {
 		if !strings.Contains(r.stderr, l) {
@@ -157,7 +158,7 @@ func TestDeviceProcsCUDA(t *testing.T) {
 					t.Errorf("rank %d: %d results right, want %d:\n%s\n%s", rank, n, tc.cases, r.stdout, r.stderr)
 				}
 				for _, l := range []string{
-					fmt.Sprintf("rank %d of %d: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_%dgpu on gpu, enqueued", rank, tc.n, tc.n),
+					fmt.Sprintf("rank %d of %d: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_%dgpu on gpu, enqueued", rank, tc.n, tc.n),
 					fmt.Sprintf("rank %d of %d: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): plan allreduce_packet_%dgpu on gpu, enqueued", rank, tc.n, tc.n),
 					fmt.Sprintf("rank %d of %d: ncclAllGather count 1024 ncclFloat32 (in-place, %d bytes): plan allgather_%dgpu on gpu, enqueued", rank, tc.n, 4096*tc.n, tc.n),
 					fmt.Sprintf("rank %d of %d: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, %d bytes): plan reducescatter_%dgpu on gpu, enqueued", rank, tc.n, 4096*tc.n, tc.n),
@@ -169,4 +170,43 @@ func TestDeviceProcsCUDA(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeviceMixedCUDA: TestMixedPlacementDevice on the fake CUDA driver:
+// in one call some ranks are in place and the others out of place; the
+// copies to the receive buffer and to the staging buffer (cuMemAlloc'd by
+// the library, registered with the peers like a caller's buffer) are
+// cuMemcpyAsync on the caller's stream. Ranks as threads on four fake
+// devices, and as four processes, one device each.
+func TestDeviceMixedCUDA(t *testing.T) {
+	dir := cudaLibrary(t)
+	env := fakeEnv(dir, 4, mixedPlans(t))
+	logs := []string{
+		"rank 1 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_4gpu is in-place and the call is not: the input is copied first (a device copy on the caller's stream)",
+		"rank 0 of 4: ncclAllGather count 1024 ncclFloat32 (in-place, 16384 bytes): plan allgather_oop_4gpu is out-of-place and the call is not: the input is copied to the staging buffer first (a device copy on the caller's stream)",
+	}
+	t.Run("threads", func(t *testing.T) {
+		r := runCheck(t, env, "mixed", "4")
+		r.succeeded(t)
+		if n := strings.Count(r.stdout, " ok\n"); n != 4*mixedCases || strings.Contains(r.stdout, "WRONG") {
+			t.Errorf("%d results right, want %d:\n%s\n%s", n, 4*mixedCases, r.stdout, r.stderr)
+		}
+		for _, l := range logs {
+			if !strings.Contains(r.stderr, l) {
+				t.Errorf("log lacks %q:\n%s", l, r.stderr)
+			}
+		}
+	})
+	t.Run("processes", func(t *testing.T) {
+		runs := runCheckProcs(t, 4, append(env, "NCCLCHECK_DEVICE=cuda"), "mixedprocs")
+		if t.Failed() {
+			return
+		}
+		for rank, r := range runs {
+			r.succeeded(t)
+			if got := strings.Count(r.stdout, " ok\n"); got != mixedCases || strings.Contains(r.stdout, "WRONG") {
+				t.Errorf("rank %d: %d results right, want %d:\n%s\n%s", rank, got, mixedCases, r.stdout, r.stderr)
+			}
+		}
+	})
 }

@@ -211,12 +211,17 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		}
 	}
 	if plan == "" {
+		callInPlace := req.InPlace
+		if c.gpu != nil && !k.hostMem {
+			// Every rank's plan from what they share (decide).
+			req.InPlace = devicePlace(k.coll)
+		}
 		choice, planInPlace, err := selectEitherPlace(sources, req)
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}
 		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why,
-			planInPlace: planInPlace, viaCopy: planInPlace && !req.InPlace, viaStage: !planInPlace && req.InPlace}, nil
+			planInPlace: planInPlace, viaCopy: planInPlace && !callInPlace, viaStage: !planInPlace && callInPlace}, nil
 	}
 	for _, s := range sources {
 		for _, e := range s.Index.Plans {
@@ -226,8 +231,10 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			if e.Collective != req.Collective || e.WorldSize != c.size {
 				return decision{}, errorf(resultInvalidUsage, "plan %s is a %s plan for %d ranks, not %s for %d", plan, e.Collective, e.WorldSize, req.Collective, c.size)
 			}
-			// An in-place plan runs an out-of-place call after a copy.
-			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace, planInPlace: e.InPlace || req.InPlace}, nil
+			// A plan of the other placement runs after a copy of the
+			// input (an out-of-place plan reads a staged copy).
+			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace,
+				viaStage: !e.InPlace && req.InPlace, planInPlace: e.InPlace}, nil
 		}
 	}
 	return decision{}, errorf(resultInvalidUsage, "no registered plan is named %q (mscclgoRegisterPlan)", plan)

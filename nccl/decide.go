@@ -208,7 +208,14 @@ func (c *comm) decide(k call) decision {
 		InPlace:      callInPlace,
 		ElementSize:  int(elemSize(k.dtype)),
 	}
-	if c.procs != nil && c.gpu == nil {
+	if c.gpu != nil && !k.hostMem {
+		// On the device every rank runs the same plan instance, so
+		// the plan is chosen from what every rank shares: the
+		// collective's device placement, not this rank's (placement
+		// is each rank's own in NCCL); a rank whose placement is not
+		// the plan's copies its input (runOnDevice).
+		req.InPlace = devicePlace(k.coll)
+	} else if c.procs != nil && c.gpu == nil {
 		// Ranks as processes run in session buffers of their own, so
 		// the caller's placement does not matter to the run; the plan
 		// is chosen from what every rank shares (placement is each
@@ -226,10 +233,24 @@ func (c *comm) decide(k call) decision {
 		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why), planInPlace: planInPlace}
 	d.viaCopy = planInPlace && !callInPlace
 	d.viaStage = !planInPlace && callInPlace
-	if planInPlace != req.InPlace {
+	switch {
+	case planInPlace != req.InPlace:
 		d.why = fmt.Sprintf("no %s plan fits; %s plan %s fits (%s) after a copy of the input", placeName(req.InPlace), placeName(planInPlace), choice.Entry.Name, choice.Why)
+	case planInPlace != callInPlace:
+		d.why = fmt.Sprintf("%s plan %s fits (%s), the device's choice for %s whatever each rank's placement, after a copy of the input", placeName(planInPlace), choice.Entry.Name, choice.Why, k.fn)
 	}
 	return d
+}
+
+// devicePlace is the placement of the plan that the device path prefers
+// for collective coll, whatever the call's placement on each rank (the
+// plan of the other placement where none of it fits): in place for
+// allreduce (PyTorch's DDP reduces its gradient buckets in place), out of
+// place for allgather and reducescatter (all_gather_into_tensor and
+// reduce_scatter_tensor, FSDP's calls, are out of place). A call of the
+// other placement copies its input first (docs/integration.md).
+func devicePlace(coll collective) bool {
+	return coll == collAllReduce
 }
 
 // selectEitherPlace is select's choice for req, and the placement of

@@ -86,39 +86,72 @@ func portNet(c *comm) (rankwire.Net, error) {
 
 // runOnDevice enqueues the plan of d for call k on the caller's stream.
 // ran is false, with the reason, when the build has no device backend
-// or k cannot be taken.
+// or k cannot be taken. Where the plan's placement is not the call's
+// (decide chooses the plan from what every rank shares, not from this
+// rank's placement), the input is copied on the caller's stream first:
+//   - an in-place plan for an out-of-place allreduce or allgather runs on
+//     the receive buffer, the input copied to where the plan reads it;
+//   - an in-place plan for an out-of-place reducescatter runs on the
+//     communicator's staging buffer (gpu.Comm.Staging), the whole input
+//     copied there, and the rank's slice is copied to the output after
+//     the launch;
+//   - an out-of-place plan for an in-place call reads the input from the
+//     staging buffer.
 func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason string) {
 	switch {
 	case c.gpu == nil:
 		return false, nil, ""
 	case k.groupDepth > 0 && !k.deferred:
 		return false, nil, "a call inside a group runs at the group's end"
-	case d.viaCopy && k.coll == collReduceScatter:
-		return false, nil, "the plan is in place, and an out-of-place reducescatter would need a staging buffer on the device for its input (not made yet)"
-	case d.viaStage:
-		return false, nil, "the plan is out of place, and the device path does not stage an in-place call's input yet"
 	}
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
 	}
 	dt := planDType(k.dtype)
 	size := k.size(c.size)
-	in := gpu.DevPtr(k.send)
-	if d.viaCopy {
-		// The in-place plan runs on the receive buffer: the input goes
-		// where the plan reads it (allreduce: the whole buffer;
-		// allgather: the rank's slice) by a copy on the caller's stream,
-		// ahead of the launch.
-		bytes := k.count * elemSize(k.dtype)
+	st := gpu.Stream(k.stream)
+	bytes := k.count * elemSize(k.dtype) // the rank's own part
+	in, out := gpu.DevPtr(k.send), gpu.DevPtr(k.recv)
+	var after func() error // a copy after the launch, on the stream
+	var pre [3]uint64      // a copy before it: destination, source, bytes
+	var how string
+	switch {
+	case d.viaCopy && k.coll == collReduceScatter:
+		stage, err := c.gpu.Staging(size)
+		if err != nil {
+			return true, errorf(resultSystem, "%s: %v", c.describe(k), err), ""
+		}
+		in, out = stage, stage+gpu.DevPtr(uint64(c.rank)*bytes)
+		pre = [3]uint64{uint64(stage), uint64(k.send), size}
+		after = func() error { return c.gpu.CopyOnStream(st, gpu.DevPtr(k.recv), out, bytes) }
+		how = "the input is copied to the staging buffer, the plan runs there in place, and the rank's slice is copied to the output after it (device copies on the caller's stream)"
+	case d.viaCopy:
+		// allreduce: the whole receive buffer; allgather: the rank's slice.
 		in = gpu.DevPtr(k.recv)
 		if k.coll == collAllGather {
 			in += gpu.DevPtr(uint64(c.rank) * bytes)
 		}
-		if err := c.gpu.CopyOnStream(gpu.Stream(k.stream), in, gpu.DevPtr(k.send), bytes); err != nil {
+		pre = [3]uint64{uint64(in), uint64(k.send), bytes}
+		how = "the input is copied first (a device copy on the caller's stream)"
+	case d.viaStage:
+		n := bytes
+		if k.coll == collReduceScatter {
+			n = size // the whole input, which holds the output
+		}
+		stage, err := c.gpu.Staging(n)
+		if err != nil {
+			return true, errorf(resultSystem, "%s: %v", c.describe(k), err), ""
+		}
+		in = stage
+		pre = [3]uint64{uint64(stage), uint64(k.send), n}
+		how = "the input is copied to the staging buffer first (a device copy on the caller's stream)"
+	}
+	if pre[2] > 0 {
+		if err := c.gpu.CopyOnStream(st, gpu.DevPtr(pre[0]), gpu.DevPtr(pre[1]), pre[2]); err != nil {
 			return true, errorf(resultSystem, "%s: %v", c.describe(k), err), ""
 		}
 		if logging() {
-			logInfo("%s: plan %s is in place and the call is not: the input is copied first (a device copy on the caller's stream)", c.describe(k), d.plan)
+			logInfo("%s: plan %s is %s and the call is not: %s", c.describe(k), d.plan, placeName(d.planInPlace), how)
 		}
 	}
 	key, desc := d.devKey, d.devDesc
@@ -133,7 +166,7 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, planInPlace)
 			return inst, layout, executor.Options{DType: dt}, err
 		},
-		In: in, Out: gpu.DevPtr(k.recv), Stream: gpu.Stream(k.stream),
+		In: in, Out: out, Stream: st,
 	})
 	if errors.Is(err, gpu.ErrNotCapturable) {
 		// Refused on every rank before they met: the call goes on as if
@@ -143,18 +176,25 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	if err != nil {
 		return true, errorf(resultInvalidUsage, "%v", err), ""
 	}
+	if after != nil {
+		if err := after(); err != nil {
+			return true, errorf(resultSystem, "%s: copying the rank's slice from the staging buffer: %v", c.describe(k), err), ""
+		}
+	}
 	return true, nil, ""
 }
 
 // deviceStrings are the plan-instance key and the description of call k
-// with the plan of d, as gpu.Comm compares them across ranks.
+// with the plan of d, as gpu.Comm compares them across ranks: neither
+// holds the call's placement, which is each rank's own (NCCL's rule;
+// decide chooses the plan without it).
 func (c *comm) deviceStrings(k call, d decision) (key, desc string) {
 	op := ""
 	if k.op >= 0 {
 		op = " " + opName(k.op)
 	}
 	key = fmt.Sprintf("%s|%d|%s|%v", d.path, k.size(c.size), planDType(k.dtype).Name(), d.planInPlace)
-	desc = fmt.Sprintf("%s count %d %s%s (%s) with plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(k.inPlace(c.rank)), d.plan)
+	desc = fmt.Sprintf("%s count %d %s%s with %s plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(d.planInPlace), d.plan)
 	return key, desc
 }
 

@@ -502,7 +502,8 @@ func TestDeviceRuns(t *testing.T) {
 		t.Errorf("%d results right, want %d:\n%s", n, 4*cases, r.stdout)
 	}
 	for _, l := range []string{
-		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on gpu-emu, enqueued",
+		// The device prefers the in-place allreduce plan (devicePlace).
+		"rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_4gpu on gpu-emu, enqueued",
 		"rank 0 of 4: ncclReduceScatter count 1024 ncclFloat32 ncclSum (in-place, 16384 bytes): plan reducescatter_4gpu on gpu-emu, enqueued",
 		"rank 2 of 4: ncclAllGather count 1024 ncclFloat32 (in-place, 16384 bytes): plan allgather_4gpu on gpu-emu, enqueued",
 		"rank 1 of 2: ncclAllReduce count 2048 ncclFloat32 ncclSum (in-place, 8192 bytes): plan allreduce_packet_2gpu on gpu-emu, enqueued",
@@ -522,7 +523,7 @@ func TestDeviceRuns(t *testing.T) {
 			t.Errorf("rank %d: mismatched allreduce -> %q, want 5\n%s", rank, got, m.stdout)
 		}
 	}
-	if !strings.Contains(m.stdout, "mismatched calls: rank 0 called ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place) with plan allreduce_packet_2gpu, rank 1 called ncclAllReduce count 2048") {
+	if !strings.Contains(m.stdout, "mismatched calls: rank 0 called ncclAllReduce count 1024 ncclFloat32 ncclSum with in-place plan allreduce_packet_2gpu, rank 1 called ncclAllReduce count 2048") {
 		t.Errorf("the mismatch is not named:\n%s", m.stdout)
 	}
 }
@@ -552,7 +553,7 @@ func TestDeviceGroup(t *testing.T) {
 	}
 	for _, l := range []string{
 		"rank 2 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes) at the end of its group: plan allreduce_packet_4gpu on gpu-emu, enqueued",
-		"rank 0 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes) at the end of its group: plan allreduce_packet_oop_4gpu on gpu-emu, enqueued",
+		"rank 0 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes) at the end of its group: plan allreduce_packet_4gpu on gpu-emu, enqueued",
 	} {
 		if !strings.Contains(r.stderr, l) {
 			t.Errorf("log lacks %q:\n%s", l, r.stderr)

@@ -7,7 +7,8 @@ package cuda
 // CU_MEMHOSTALLOC_DEVICEMAP|PORTABLE, cuMemHostGetDevicePointer),
 // cuFuncSetAttribute, an allocation's buffer id (cuPointerGetAttribute),
 // CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle with lazy peer access,
-// cuIpcCloseMemHandle), stream capture (cuStreamBeginCapture,
+// cuIpcCloseMemHandle), the stream memory operations
+// (cuStreamWaitValue32_v2, cuStreamWriteValue32_v2), stream capture (cuStreamBeginCapture,
 // cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode, the graph
 // calls), plus Error, the error value of a failed call. Each
 // wrapper expects the driver's context to be current on the calling
@@ -128,6 +129,25 @@ static CUresult mg_graph_free(CUgraph g, CUgraphExec e) {
 	return r != CUDA_SUCCESS ? r : r2;
 }
 
+// The V2 stream memory operations (CUDA 11.7 and later; the V1 entries
+// are disabled unless the kernel module enables them): a wait until the
+// word at addr is at least v (a cyclic comparison), and a write of v.
+static CUresult mg_wait_value(void* s, CUdeviceptr addr, unsigned v, unsigned flags) {
+	return cuStreamWaitValue32_v2((CUstream)s, addr, v, flags);
+}
+
+// mg_wait_value_v1 is the V1 entry, which the gate does not use (tests).
+static CUresult mg_wait_value_v1(void* s, CUdeviceptr addr, unsigned v, unsigned flags) {
+	return cuStreamWaitValue32((CUstream)s, addr, v, flags);
+}
+
+static CUresult mg_write_value(void* s, CUdeviceptr addr, unsigned v) {
+	return cuStreamWriteValue32_v2((CUstream)s, addr, v, 0);
+}
+
+// mg_device_pointer returns the device address of mapped pinned memory.
+static CUresult mg_device_pointer(CUdeviceptr* d, void* p) { return cuMemHostGetDevicePointer(d, p, 0); }
+
 // mg_error_name returns the driver's name of a result code, or NULL.
 static const char* mg_error_name(int code) {
 	const char* s = NULL;
@@ -197,6 +217,53 @@ func ipcClose(p uint64) error {
 		return &Error{Call: "cuIpcCloseMemHandle", Code: int(r)}
 	}
 	return nil
+}
+
+// waitGEQ enqueues on s a wait until the 32-bit word at addr is at least
+// v (cyclic: (int32)(word-v) >= 0).
+func waitGEQ(s cu.Stream, addr uint64, v uint32) error {
+	return waitValue(s, addr, v, C.CU_STREAM_WAIT_VALUE_GEQ, false)
+}
+
+// waitValue enqueues a wait with any flags (CUstreamWaitValue_flags),
+// through the V1 entry with v1.
+func waitValue(s cu.Stream, addr uint64, v uint32, flags uint32, v1 bool) error {
+	if v1 {
+		if r := C.mg_wait_value_v1(streamHandle(s), C.CUdeviceptr(addr), C.unsigned(v), C.unsigned(flags)); r != C.CUDA_SUCCESS {
+			return &Error{Call: "cuStreamWaitValue32", Code: int(r)}
+		}
+		return nil
+	}
+	if r := C.mg_wait_value(streamHandle(s), C.CUdeviceptr(addr), C.unsigned(v), C.unsigned(flags)); r != C.CUDA_SUCCESS {
+		return &Error{Call: "cuStreamWaitValue32_v2", Code: int(r)}
+	}
+	return nil
+}
+
+// The CUresults the gate's tests expect of the driver.
+const (
+	errInvalidValue = C.CUDA_ERROR_INVALID_VALUE
+	errNotSupported = C.CUDA_ERROR_NOT_SUPPORTED
+	waitNOR         = C.CU_STREAM_WAIT_VALUE_NOR
+	waitFlush       = C.CU_STREAM_WAIT_VALUE_FLUSH
+	waitGEQFlag     = C.CU_STREAM_WAIT_VALUE_GEQ
+)
+
+// writeValue enqueues on s a write of v into the 32-bit word at addr.
+func writeValue(s cu.Stream, addr uint64, v uint32) error {
+	if r := C.mg_write_value(streamHandle(s), C.CUdeviceptr(addr), C.unsigned(v)); r != C.CUDA_SUCCESS {
+		return &Error{Call: "cuStreamWriteValue32_v2", Code: int(r)}
+	}
+	return nil
+}
+
+// devicePointer returns the device address of mapped pinned memory at p.
+func devicePointer(p unsafe.Pointer) (uint64, error) {
+	var d C.CUdeviceptr
+	if r := C.mg_device_pointer(&d, p); r != C.CUDA_SUCCESS {
+		return 0, &Error{Call: "cuMemHostGetDevicePointer", Code: int(r)}
+	}
+	return uint64(d), nil
 }
 
 // hostAlloc returns n bytes of zeroed, pinned, device-mapped host memory

@@ -67,6 +67,10 @@ type driver struct {
 	mc     mcAPI
 	vmm    map[gpu.DevPtr]vmmAlloc
 	mcMaps map[gpu.DevPtr]mcMap
+
+	// The holds of the kernel stream (gate.go), made at the first Hold.
+	gateMu sync.Mutex
+	gate   *gate
 }
 
 var (
@@ -200,6 +204,9 @@ func (d *driver) teardown() error {
 		if err := s.Destroy(); err != nil {
 			errs = append(errs, fmt.Errorf("destroying a stream: %w", err))
 		}
+	}
+	if err := d.freeGate(); err != nil {
+		errs = append(errs, err)
 	}
 	for i := range d.ends {
 		if err := d.ends[i].Synchronize(); err != nil {
@@ -733,6 +740,7 @@ func (d *driver) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.releaseAll()
 	err := d.do("close", d.teardown)
 	if rerr := d.dev.ReleasePrimaryCtx(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("cuda: close: releasing the primary context: %w", rerr))

@@ -28,6 +28,16 @@
  *   ncclcheck hostprocs     the data checks of data N as one rank of a job of
  *                           processes (as procs), buffers in host memory
  *                           (MSCCLGO_NCCL_HOSTMEM=1)
+ *   ncclcheck mixed N       N ranks as threads, even or odd ranks in place and
+ *                           the others out of place in one call, each of the
+ *                           three collectives, results checked
+ *   ncclcheck mixedprocs    the same as one rank of a job of processes (as
+ *                           procs); NCCLCHECK_DEVICE=cuda sets device rank mod
+ *                           the driver's count (cuMemAlloc), =emu takes the
+ *                           emulated-device build's shared memory, unset host
+ *                           memory
+ *   ncclcheck oop N         N ranks as threads, out-of-place calls of the
+ *                           three collectives, results checked
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
  *                           the launcher's environment (torchrun's variables),
  *                           with the plans of NCCLCHECK_PLANS; allreduces on
@@ -196,6 +206,7 @@ static int env_int(const char *name) {
 }
 
 static int set_rank_device(int rank);
+static int procs_device(int rank);
 static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
@@ -277,6 +288,9 @@ static int procs(int mode) {
   int lose = mode == PROCS_LOSE;
   if (mode == PROCS_DATA && set_rank_device(rank) != 0) {
     fprintf(stderr, "ncclcheck: rank %d: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
+    return 2;
+  }
+  if (mode == PROCS_MIXED && procs_device(rank) != 0) {
     return 2;
   }
   const char *file = getenv("NCCLCHECK_ID_FILE");
@@ -610,11 +624,49 @@ static int set_rank_device(int rank) {
   return cudaSetDevice(rank % count);
 }
 
+/* The emulated device's stand-in for cuMemAlloc (mscclgoEmuMalloc of
+ * the emulated-device build), set by procs_device: memory the peers in
+ * other processes can map. */
+static int (*emu_malloc)(uintptr_t *, size_t);
+
+/* procs_device gives a rank of mixedprocs device buffers, as
+ * NCCLCHECK_DEVICE says: "cuda" sets device rank mod the driver's count
+ * (cuMemAlloc), "emu" takes the emulated-device build's shared memory;
+ * unset, the buffers are host memory (MSCCLGO_NCCL_HOSTMEM runs). */
+static int procs_device(int rank) {
+  const char *dev = getenv("NCCLCHECK_DEVICE");
+  if (dev == NULL || *dev == 0) {
+    return 0;
+  }
+  if (strcmp(dev, "cuda") == 0) {
+    if (set_rank_device(rank) != 0) {
+      fprintf(stderr, "ncclcheck: rank %d: NCCLCHECK_DEVICE=cuda: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
+      return 1;
+    }
+    return 0;
+  }
+  if (strcmp(dev, "emu") == 0) {
+    *(void **)(&emu_malloc) = dlsym(RTLD_DEFAULT, "mscclgoEmuMalloc");
+    if (emu_malloc == NULL) {
+      fprintf(stderr, "ncclcheck: rank %d: NCCLCHECK_DEVICE=emu: the library is not the emulated-device build (no mscclgoEmuMalloc)\n", rank);
+      return 1;
+    }
+    return 0;
+  }
+  fprintf(stderr, "ncclcheck: NCCLCHECK_DEVICE=%s: want cuda or emu\n", dev);
+  return 1;
+}
+
 /* data_alloc allocates a data case's buffers: device memory (cuMemAlloc
  * on the current device, host-addressable on the fake driver) once
- * cudaSetDevice has run, else host memory. */
+ * cudaSetDevice has run, the emulated device's shared memory where
+ * procs_device chose it, else host memory. */
 static void *data_alloc(size_t bytes) {
   struct cu_api a;
+  if (emu_malloc != NULL) {
+    uintptr_t p = 0;
+    return emu_malloc(&p, bytes) == 0 ? (void *)p : NULL;
+  }
   if (current_dev < 0 || !cu_api_load(&a)) {
     return malloc(bytes);
   }
@@ -627,6 +679,13 @@ static void *data_alloc(size_t bytes) {
  * with the peers anew. */
 static void data_free(void *p) {
   struct cu_api a;
+  if (emu_malloc != NULL) {
+    /* Kept until the process ends: the emulated device names no
+     * allocation (no CU_POINTER_ATTRIBUTE_BUFFER_ID), so peers in other
+     * processes would take a new allocation at a freed one's address and
+     * size for the one they mapped. */
+    return;
+  }
   if (current_dev < 0 || !cu_api_load(&a)) {
     free(p);
     return;
@@ -747,10 +806,11 @@ static void *mixed_main(void *p) {
 }
 
 /* Out-of-place calls, each twice (TestDeviceInPlaceViaCopy: a plan set
- * with in-place plans only). */
+ * with in-place plans only; reducescatter's runs on a staging buffer). */
 static const struct data_case oop_cases[] = {
     {"oop allreduce float32", 0, ncclFloat32, 1024, 0},
     {"oop allgather float32", 1, ncclFloat32, 1024, 0},
+    {"oop reducescatter float32", 2, ncclFloat32, 1024, 0},
 };
 
 static void *oop_main(void *p) {
@@ -1284,7 +1344,8 @@ static void *sweep_main(void *p) {
  * then of 4 KiB, after 20 unmeasured ones, and ITERS ncclCommGetAsyncError
  * calls (a call that does nothing); rank 0 prints the mean time until each
  * call returned, "BENCH LABEL ranks N allreduce 128 B: T us/call" (LABEL
- * is NCCLCHECK_BENCH_LABEL). On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
+ * is NCCLCHECK_BENCH_LABEL). NCCLCHECK_BENCH_OOP=1 makes the allreduce
+ * calls out of place. On host memory (MSCCLGO_NCCL_HOSTMEM=1) a
  * call returns when its collective is done. */
 static int bench_iters = 1000;
 
@@ -1299,12 +1360,15 @@ static void *bench_main(void *p) {
   const char *label = getenv("NCCLCHECK_BENCH_LABEL");
   label = label != NULL ? label : "";
   static const size_t sizes[] = {128, 4096};
-  float *buf = data_alloc(4096);
+  /* NCCLCHECK_BENCH_OOP=1: out of place, from a second buffer. */
+  const char *oop = getenv("NCCLCHECK_BENCH_OOP");
+  float *buf = data_alloc(2 * 4096);
   if (buf == NULL) {
     report(a->rank, "bench buffer", ncclSystemError);
     return NULL;
   }
-  memset(buf, 0, 4096);
+  memset(buf, 0, 2 * 4096);
+  float *send = oop != NULL && strcmp(oop, "1") == 0 ? buf + 4096 / sizeof(float) : buf;
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     size_t count = sizes[k] / sizeof(float);
     double start = 0;
@@ -1312,7 +1376,7 @@ static void *bench_main(void *p) {
       if (i == 20) {
         start = now_us();
       }
-      ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
+      ncclResult_t r = ncclAllReduce(send, buf, count, ncclFloat32, ncclSum, a->comm, NULL);
       if (r != ncclSuccess) {
         report(a->rank, "bench ncclAllReduce", r);
         data_free(buf);

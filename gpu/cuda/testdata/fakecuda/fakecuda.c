@@ -7,7 +7,12 @@
 // starts it on host threads and a stream's synchronize joins them. Other
 // stream work (async copies, memsets) runs at once, after the stream's
 // pending kernel, in 8-byte (memsets: 4-byte) atomic words where aligned,
-// so that a kernel polling LL packets never sees a torn word. Stream
+// so that a kernel polling LL packets never sees a torn word. A stream
+// wait on a memory word (cuStreamWaitValue32_v2) whose condition does not
+// hold queues it and the stream's later work, which a worker thread runs
+// in order once it holds, so the caller returns at once as from a GPU's
+// stream; synchronisations wait for the queue (section "stream memory
+// operations", which also gives the rules of those calls). Stream
 // capture records a stream's copies, memsets and launches into a graph
 // instead of running them, and cuGraphLaunch replays them in order. Calls that need a
 // context fail with CUDA_ERROR_INVALID_CONTEXT when none is current on the
@@ -28,7 +33,10 @@
 // CU_POINTER_ATTRIBUTE_BUFFER_ID.
 //
 // It refuses what the real driver refuses and our code could do by
-// mistake: cuIpcOpenMemHandle of a handle the calling process exported
+// mistake: a stream memory operation on an address the device does not
+// map, with flags the device does not support, or through the disabled
+// V1 entries; cuMemHostGetDevicePointer of memory not allocated with
+// CU_MEMHOSTALLOC_DEVICEMAP; cuIpcOpenMemHandle of a handle the calling process exported
 // (CUDA_ERROR_INVALID_CONTEXT, as a real driver answers); a launch whose
 // blocks could not all be resident beside the kernels still running on
 // the device (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES with a line on stderr: a
@@ -107,6 +115,16 @@ struct CUstream_st {
   // started counts the kernels started on the stream, joined those whose
   // end was waited for (in order): an event is the count at its record.
   unsigned long long started, joined;
+  // The stream's queue (stream memory operations): once a wait
+  // (cuStreamWaitValue32_v2) cannot pass, it and the work after it are
+  // queued and a worker thread runs them in order; q_busy while it runs.
+  // q_err is the first failure of queued work, returned by the next
+  // synchronisation.
+  pthread_mutex_t q_mu;
+  struct qnode* q_head;
+  struct qnode* q_tail;
+  int q_busy;
+  CUresult q_err;
 };
 
 // An event is the number of kernels started on its stream when it was
@@ -116,11 +134,14 @@ struct CUevent_st {
   CUstream s;
   unsigned long long at;
   int captured;
+  int queued;  // its record waits in its stream's queue
 };
 
-// A captured node: a copy (reads src when it runs), a memset of 8- or
-// 32-bit values, or a kernel launch on device dev.
-enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL };
+// A captured or queued node: a copy (reads src when it runs), a memset
+// of 8- or 32-bit values, a kernel launch on device dev, a stream memory
+// operation (wait until the 32-bit word at dst meets value under the
+// condition in n; write value to it), or an event's record (queued only).
+enum { NODE_COPY, NODE_SET8, NODE_SET32, NODE_KERNEL, NODE_WAIT32, NODE_WRITE32, NODE_EVENT };
 struct node {
   int kind;
   uintptr_t dst;
@@ -131,6 +152,13 @@ struct node {
   unsigned grid, block, shmem;
   void* arg;
   int dev;
+  struct CUevent_st* ev;
+};
+
+// A queued node.
+struct qnode {
+  struct node nd;
+  struct qnode* next;
 };
 
 // A graph (and its instantiation: the same nodes) is the list of its
@@ -333,6 +361,8 @@ static struct CUgraph_st* end_capture_locked(CUstream s) {
   s->cap_next = NULL;
   return g;
 }
+
+static CUresult drain(CUstream s);
 
 // join waits for a stream's pending launch and frees its residency.
 static void join_handle(CUstream s, void* h) {
@@ -538,8 +568,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext peer) {
 CUresult cuCtxSynchronize(void) {
   NEED_CTX();
   UNSAFE(1);
-  join(stream_of(NULL));
-  return CUDA_SUCCESS;
+  return drain(stream_of(NULL));
 }
 
 // ---- memory -----------------------------------------------------------------
@@ -711,21 +740,66 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+// Pinned host memory (cuMemHostAlloc) with its flags, for
+// cuMemHostGetDevicePointer and the stream memory operations' checks.
+struct host_alloc {
+  uintptr_t base;
+  size_t size;
+  unsigned flags;
+  struct host_alloc* next;
+};
+
+static pthread_mutex_t hosts_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct host_alloc* hosts;
+
+// host_flags returns the flags of the pinned allocation that holds n
+// bytes at p, or -1 when none does.
+static long host_flags(uintptr_t p, size_t n) {
+  long f = -1;
+  pthread_mutex_lock(&hosts_mu);
+  for (struct host_alloc* h = hosts; h != NULL; h = h->next) {
+    if (p >= h->base && p - h->base < h->size && n <= h->size - (p - h->base)) {
+      f = (long)h->flags;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&hosts_mu);
+  return f;
+}
+
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned int flags) {
   NEED_CTX();
   UNSAFE(0);
   if (n == 0 || (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  struct host_alloc* h = malloc(sizeof *h);
+  if (h == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = zalloc(4096, n);
-  return *p == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  if (*p == NULL) {
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  h->base = (uintptr_t)*p;
+  h->size = n;
+  h->flags = flags;
+  pthread_mutex_lock(&hosts_mu);
+  h->next = hosts;
+  hosts = h;
+  pthread_mutex_unlock(&hosts_mu);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuMemAllocHost(void** p, size_t n) { return cuMemHostAlloc(p, n, 0); }
 
+// cuMemHostGetDevicePointer: only for memory from cuMemHostAlloc with
+// CU_MEMHOSTALLOC_DEVICEMAP (CUDA fails it otherwise), flags 0. Under
+// unified addressing the device address is the host address.
 CUresult cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) {
   NEED_CTX();
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (d == NULL || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  long f = host_flags((uintptr_t)p, 1);
+  if (f < 0 || (f & CU_MEMHOSTALLOC_DEVICEMAP) == 0) return CUDA_ERROR_INVALID_VALUE;
   *d = (CUdeviceptr)(uintptr_t)p;
   return CUDA_SUCCESS;
 }
@@ -733,6 +807,14 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned int flags) 
 CUresult cuMemFreeHost(void* p) {
   NEED_CTX();
   UNSAFE(0);
+  pthread_mutex_lock(&hosts_mu);
+  struct host_alloc** at = &hosts;
+  while (*at != NULL && (*at)->base != (uintptr_t)p) at = &(*at)->next;
+  struct host_alloc* h = *at;
+  if (h != NULL) *at = h->next;
+  pthread_mutex_unlock(&hosts_mu);
+  if (h == NULL) return CUDA_ERROR_INVALID_VALUE;
+  free(h);
   free(p);
   return CUDA_SUCCESS;
 }
@@ -831,9 +913,36 @@ static CUresult run_kernel(CUstream s, const struct node* nd) {
   return CUDA_SUCCESS;
 }
 
+// wait_met reports whether a wait node's condition holds now (the
+// conditions of CUstreamWaitValue_flags: a cyclic greater-or-equal, equal,
+// and, nor).
+static int wait_met(const struct node* nd) {
+  uint32_t v = __atomic_load_n((const uint32_t*)nd->dst, __ATOMIC_ACQUIRE);
+  switch (nd->n) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+      return (int32_t)(v - nd->value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+      return v == nd->value;
+    case CU_STREAM_WAIT_VALUE_AND:
+      return (v & nd->value) != 0;
+    default:
+      return ~(v | nd->value) != 0;
+  }
+}
+
 // run_node runs one node on stream s: after the stream's pending kernel
-// (work on one stream runs in order), a kernel asynchronously.
+// (work on one stream runs in order), a kernel asynchronously. A wait
+// polls until its condition holds (the queue's worker runs it); an
+// event's record takes the kernels started so far.
 static CUresult run_node(CUstream s, const struct node* nd) {
+  if (nd->kind == NODE_EVENT) {
+    struct CUevent_st* e = nd->ev;
+    e->at = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
+    e->s = s;
+    __atomic_store_n(&e->captured, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->queued, 0, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+  }
   join(s);
   switch (nd->kind) {
     case NODE_COPY:
@@ -845,9 +954,105 @@ static CUresult run_node(CUstream s, const struct node* nd) {
     case NODE_SET32:
       set32(nd->dst, nd->value, nd->n);
       return CUDA_SUCCESS;
+    case NODE_WAIT32:
+      while (!wait_met(nd)) usleep(20);
+      return CUDA_SUCCESS;
+    case NODE_WRITE32:
+      __atomic_store_n((uint32_t*)nd->dst, nd->value, __ATOMIC_RELEASE);
+      return CUDA_SUCCESS;
     default:
       return run_kernel(s, nd);
   }
+}
+
+// worker runs a stream's queue in order until it is empty.
+static void* worker(void* arg) {
+  CUstream s = arg;
+  pthread_mutex_lock(&s->q_mu);
+  while (s->q_head != NULL) {
+    struct qnode* q = s->q_head;
+    s->q_head = q->next;
+    if (s->q_head == NULL) s->q_tail = NULL;
+    pthread_mutex_unlock(&s->q_mu);
+    CUresult r = run_node(s, &q->nd);
+    if (r != CUDA_SUCCESS) {
+      fprintf(stderr, "fakecuda: queued work of kind %d failed asynchronously: %d\n", q->nd.kind, (int)r);
+    }
+    free(q);
+    pthread_mutex_lock(&s->q_mu);
+    if (r != CUDA_SUCCESS && s->q_err == CUDA_SUCCESS) s->q_err = r;
+  }
+  s->q_busy = 0;
+  pthread_mutex_unlock(&s->q_mu);
+  return NULL;
+}
+
+// put runs nd on s now, or queues it behind the stream's queued work (or
+// as the first, a wait whose condition does not hold yet), starting the
+// stream's worker: the caller returns at once, as from a GPU's stream.
+static CUresult put(CUstream s, struct node nd) {
+  pthread_mutex_lock(&s->q_mu);
+  if (!s->q_busy && !(nd.kind == NODE_WAIT32 && !wait_met(&nd))) {
+    pthread_mutex_unlock(&s->q_mu);
+    return run_node(s, &nd);
+  }
+  struct qnode* q = malloc(sizeof *q);
+  if (q == NULL) {
+    pthread_mutex_unlock(&s->q_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  q->nd = nd;
+  q->next = NULL;
+  if (nd.kind == NODE_EVENT) __atomic_store_n(&nd.ev->queued, 1, __ATOMIC_RELEASE);
+  if (s->q_tail != NULL) {
+    s->q_tail->next = q;
+  } else {
+    s->q_head = q;
+  }
+  s->q_tail = q;
+  CUresult r = CUDA_SUCCESS;
+  if (!s->q_busy) {
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, worker, s) != 0) {
+      s->q_head = s->q_tail = NULL;
+      free(q);
+      if (nd.kind == NODE_EVENT) __atomic_store_n(&nd.ev->queued, 0, __ATOMIC_RELEASE);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      s->q_busy = 1;
+    }
+    pthread_attr_destroy(&at);
+  }
+  pthread_mutex_unlock(&s->q_mu);
+  return r;
+}
+
+// drain waits until s's queue has run, then for its kernels, and returns
+// (and clears) the first failure of its queued work.
+static CUresult drain(CUstream s) {
+  for (;;) {
+    pthread_mutex_lock(&s->q_mu);
+    int busy = s->q_busy;
+    CUresult r = s->q_err;
+    if (!busy) s->q_err = CUDA_SUCCESS;
+    pthread_mutex_unlock(&s->q_mu);
+    if (!busy) {
+      join(s);
+      return r;
+    }
+    usleep(20);
+  }
+}
+
+// queue_busy reports whether s has queued work not run yet.
+static int queue_busy(CUstream s) {
+  pthread_mutex_lock(&s->q_mu);
+  int busy = s->q_busy;
+  pthread_mutex_unlock(&s->q_mu);
+  return busy;
 }
 
 // submit records nd while s captures, else runs it. Work on the legacy
@@ -867,7 +1072,7 @@ static CUresult submit(CUstream s, struct node nd) {
   }
   pthread_mutex_unlock(&capture_mu);
   if (r != CUDA_SUCCESS || captured) return r;
-  return run_node(s, &nd);
+  return put(s, nd);
 }
 
 // cuMemcpyAsync: a device-to-device copy in 8-byte atomic words (the
@@ -1050,7 +1255,7 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   pthread_mutex_unlock(&capture_mu);
   if (r != CUDA_SUCCESS) return r;
   for (size_t i = 0; i < e->g.n; i++) {
-    CUresult r = run_node(s, &e->g.nodes[i]);
+    CUresult r = put(s, e->g.nodes[i]);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
@@ -1089,8 +1294,7 @@ CUresult cuStreamSynchronize(CUstream s) {
   s = stream_of(s);
   CUresult r = sync_check(s);
   if (r != CUDA_SUCCESS) return r;
-  join(s);
-  return CUDA_SUCCESS;
+  return drain(s);
 }
 
 // cuStreamQuery: the fake cannot tell that a kernel's host threads have
@@ -1101,7 +1305,8 @@ CUresult cuStreamQuery(CUstream s) {
   s = stream_of(s);
   CUresult r = sync_check(s);
   if (r != CUDA_SUCCESS) return r;
-  if (__atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) < __atomic_load_n(&s->started, __ATOMIC_ACQUIRE)) {
+  if (queue_busy(s) ||
+      __atomic_load_n(&s->joined, __ATOMIC_ACQUIRE) < __atomic_load_n(&s->started, __ATOMIC_ACQUIRE)) {
     return CUDA_ERROR_NOT_READY;
   }
   return CUDA_SUCCESS;
@@ -1120,7 +1325,7 @@ CUresult cuStreamDestroy(CUstream s) {
     free(g->nodes);
     free(g);
   }
-  join(s);
+  drain(s);
   free(s);
   return CUDA_SUCCESS;
 }
@@ -1164,10 +1369,9 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
     __atomic_store_n(&e->captured, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
   }
-  e->at = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
-  e->s = s;
-  __atomic_store_n(&e->captured, 0, __ATOMIC_RELEASE);
-  return CUDA_SUCCESS;
+  // Behind queued work the record waits its turn.
+  struct node nd = {.kind = NODE_EVENT, .ev = e};
+  return put(s, nd);
 }
 
 // cuEventSynchronize waits for the kernels started on the event's stream
@@ -1177,6 +1381,7 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
 CUresult cuEventSynchronize(CUevent e) {
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (__atomic_load_n(&e->captured, __ATOMIC_ACQUIRE)) return CUDA_ERROR_CAPTURED_EVENT;
+  while (__atomic_load_n(&e->queued, __ATOMIC_ACQUIRE)) usleep(20);
   CUstream s = e->s;
   if (s == NULL) return CUDA_SUCCESS;
   for (;;) {
@@ -1195,6 +1400,7 @@ CUresult cuEventSynchronize(CUevent e) {
 CUresult cuEventQuery(CUevent e) {
   if (e == NULL) return CUDA_ERROR_INVALID_HANDLE;
   if (__atomic_load_n(&e->captured, __ATOMIC_ACQUIRE)) return CUDA_ERROR_CAPTURED_EVENT;
+  if (__atomic_load_n(&e->queued, __ATOMIC_ACQUIRE)) return CUDA_ERROR_NOT_READY;
   if (e->s == NULL || __atomic_load_n(&e->s->joined, __ATOMIC_ACQUIRE) >= e->at) return CUDA_SUCCESS;
   return CUDA_ERROR_NOT_READY;
 }
@@ -1653,4 +1859,79 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_
   }
   *pfn = NULL;
   return CUDA_ERROR_NOT_FOUND;
+}
+
+// ---- stream memory operations ------------------------------------------------
+//
+// As CUDA's documentation gives them (cuStreamWaitValue32 and the section
+// "Stream Memory Operations"): the V1 entries (cuStreamWaitValue32,
+// cuStreamWriteValue32) are disabled unless the kernel module enables
+// them (CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS is 0 here), the V2
+// entries (CUDA 11.7 and later) are always there. The address is a device
+// address: device memory, or pinned host memory mapped into the device
+// (cuMemHostAlloc, which unified addressing maps at its host address);
+// anything else is CUDA_ERROR_INVALID_VALUE. The fake device reports
+// neither CU_STREAM_WAIT_VALUE_NOR nor flushes of remote writes
+// (CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V2 and
+// CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES are 0): those flags are
+// CUDA_ERROR_NOT_SUPPORTED, unknown flags CUDA_ERROR_INVALID_VALUE. A wait
+// whose condition does not hold queues the stream's later work (put).
+
+// memop_addr checks the address of a stream memory operation on n bytes:
+// aligned to n, and in device memory (own, opened through IPC, or a
+// mapped VMM range) or in pinned host memory from cuMemHostAlloc, which
+// unified addressing maps at its host address. Pageable memory, or any
+// address the driver did not allocate, is refused with
+// CUDA_ERROR_INVALID_VALUE.
+static CUresult memop_addr(CUdeviceptr addr, size_t n) {
+  uintptr_t p = (uintptr_t)addr;
+  if (p == 0 || p % n != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (host_flags(p, n) >= 0) return CUDA_SUCCESS;
+  int found = 0;
+  pthread_mutex_lock(&allocs_mu);
+  for (struct dev_alloc* a = allocs; a != NULL && !found; a = a->next) {
+    found = p >= a->base && p - a->base < a->size && n <= a->size - (p - a->base);
+  }
+  pthread_mutex_unlock(&allocs_mu);
+  if (found) return CUDA_SUCCESS;
+  pthread_mutex_lock(&vmm_mu);
+  for (struct vmm_map* m = maps; m != NULL && !found; m = m->next) {
+    found = m->h->kind == KIND_PHYS && p >= m->va && p - m->va < m->size && n <= m->size - (p - m->va);
+  }
+  pthread_mutex_unlock(&vmm_mu);
+  return found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  NEED_CTX();
+  CUresult r = memop_addr(addr, 4);
+  if (r != CUDA_SUCCESS) return r;
+  unsigned cond = flags & ~(unsigned)CU_STREAM_WAIT_VALUE_FLUSH;
+  if (cond > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+  if (cond == CU_STREAM_WAIT_VALUE_NOR || (flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  struct node nd = {.kind = NODE_WAIT32, .dst = (uintptr_t)addr, .value = value, .n = cond};
+  return submit(s, nd);
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  NEED_CTX();
+  CUresult r = memop_addr(addr, 4);
+  if (r != CUDA_SUCCESS) return r;
+  if ((flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct node nd = {.kind = NODE_WRITE32, .dst = (uintptr_t)addr, .value = value};
+  return submit(s, nd);
+}
+
+// The V1 entries: disabled, as on a driver loaded without
+// NVreg_EnableStreamMemOPs=1.
+CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  NEED_CTX();
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  NEED_CTX();
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
