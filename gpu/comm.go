@@ -5,16 +5,17 @@ package gpu
 // as one of several threads of one process (ncclCommInitAll). Each call
 // runs a plan instance on the caller's device buffers and stream:
 //
-//   - in the steady state (the plan instance's session open, the ranks on
-//     one host) the ranks do not meet: each writes the call's record to
-//     the communicator's mailbox (mailbox.go, shared memory), and the
-//     launch waits on the caller's stream, behind a gate, for the peers'
-//     records of the same call; a mismatch becomes every rank's
-//     asynchronous error and the launch is aborted before its kernel
-//     starts. The first call of a plan instance, a capture, and every
-//     call across hosts meet over the bootstrap (one all-gather of a
-//     small record: the call, its buffers, and the handles of buffers
-//     new to the peers), so a mismatched call fails on every rank, named;
+//   - in the steady state (the plan instance's session open) the ranks do
+//     not meet: each writes the call's record to its host's mailbox
+//     (mailbox.go, shared memory) and queues it for the ranks on other
+//     hosts (remote.go: a background sender, one message per remote
+//     peer), and the launch waits on the caller's stream, behind a gate,
+//     for the peers' records of the same call; a mismatch becomes every
+//     rank's asynchronous error and the launch is aborted before its
+//     kernel starts. The first call of a plan instance and a capture meet
+//     over the bootstrap (one all-gather of a small record: the call, its
+//     buffers, and the handles of buffers new to the peers), so a
+//     mismatched call fails on every rank, named;
 //   - a rank's buffers are registered with its peers on first use and
 //     cached by address range (the allocation that holds them): a peer in
 //     another process maps it with the driver's IPC handle once, a peer in
@@ -82,10 +83,12 @@ type Comm struct {
 	evicted int
 	leaked  []error
 
-	// mb is the host's mailbox (mailbox.go), nil when the ranks span
-	// hosts or it could not be made: then every call meets its peers
-	// over the bootstrap.
+	// mb is the host's mailbox (mailbox.go), nil when it could not be
+	// made (or Config.MeetEveryCall): then every call meets its peers
+	// over the bootstrap. rc tells the ranks on other hosts of each call
+	// (remote.go), nil when there are none or no mailbox.
 	mb *mailbox
+	rc *remoteCalls
 
 	// regMu guards the registrations, which a call's resolution (on its
 	// stream, comm.go's gate) also makes.
@@ -258,9 +261,10 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	} else {
 		io = sd
 	}
-	oneHost := !slices.ContainsFunc(w.Host, func(h int) bool { return h != w.Host[0] })
+	// The first rank of each host makes the host's mailbox.
+	leader := slices.Index(w.Host, w.Host[w.Net.Rank()])
 	var mb *mailbox
-	if oneHost && !cfg.MeetEveryCall && w.Net.Rank() == 0 && mine.Err == "" {
+	if !cfg.MeetEveryCall && w.Net.Rank() == leader && mine.Err == "" {
 		// Without one, the calls meet over the bootstrap.
 		var path string
 		if path, mb, err = createMailbox(n); err == nil {
@@ -288,9 +292,10 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	c.inProc = !slices.ContainsFunc(c.procs, func(p string) bool { return p != thisProcess })
 	c.ider, _ = io.(AllocIDer)
 	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
-	if path := all[0].Mailbox; path != "" {
-		// Every rank maps rank 0's mailbox (then rank 0 removes its
-		// file), or none uses it.
+	everyHost := !slices.ContainsFunc(w.Host, func(h int) bool { return all[slices.Index(w.Host, h)].Mailbox == "" })
+	if path := all[leader].Mailbox; everyHost {
+		// Every rank maps its host's first rank's mailbox (then that
+		// rank removes its file), or none uses one.
 		var merr error
 		if mb == nil {
 			mb, merr = openMailbox(path, n)
@@ -313,6 +318,15 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 			mb = nil
 		}
 		c.mb = mb
+	} else if mb != nil {
+		_ = mb.unmap() // another host has none
+	}
+	if slices.ContainsFunc(w.Host, func(h int) bool { return h != w.Host[0] }) {
+		// The communicator's own tags come before its sessions'.
+		c.nextTag = rankwire.TagsPerSession
+		if c.mb != nil {
+			c.startRemote()
+		}
 	}
 	return c, nil
 }
@@ -377,11 +391,12 @@ type callRec struct {
 //
 // The ranks meet over the bootstrap only at the first call of a plan
 // instance (its session's set-up), at a capture, and in a communicator
-// without a mailbox (ranks on several hosts). Otherwise the call is the
-// steady state: its record goes to the mailbox, and the peers' records
-// of the same call are read and compared where the launch waits for
-// them on the stream (Gater, Holder), else here, with no system call
-// either way; a mismatch becomes the asynchronous error, and the launch is
+// without mailboxes (Config.MeetEveryCall). Otherwise the call is the
+// steady state: its record goes to the host's mailbox and, queued, to
+// the ranks on other hosts, and the peers' records of the same call are
+// read and compared where the launch waits for them on the stream
+// (Gater, Holder), else here; the caller makes no system call either
+// way. A mismatch becomes the asynchronous error, and the launch is
 // aborted before its kernel starts.
 func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	c.mu.Lock()
@@ -431,15 +446,16 @@ func (c *Comm) refuse(seq uint64, call CommCall, err error) {
 	if c.mb == nil {
 		return
 	}
-	_ = c.mb.publish(c.rank, seq, callRecord{refused: true, desc: call.Desc + ": " + err.Error()},
-		c.peers(), c.alive, c.cfg.SetupTimeout)
+	rec := callRecord{refused: true, desc: call.Desc + ": " + err.Error()}
+	c.tellRemote(seq, rec)
+	_ = c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout)
 }
 
-// peers are the other ranks.
+// peers are the other ranks of this host, which read its mailbox.
 func (c *Comm) peers() []int {
 	var ps []int
 	for r := range c.n {
-		if r != c.rank {
+		if r != c.rank && c.local(r) {
 			ps = append(ps, r)
 		}
 	}
@@ -447,10 +463,16 @@ func (c *Comm) peers() []int {
 }
 
 // alive is the error of an ended communicator (Abort, Close, the job's
-// end), nil while it lives.
+// end) or of its failed exchange with the ranks on other hosts, nil
+// while it lives.
 func (c *Comm) alive() error {
 	if c.ctx.Err() != nil {
 		return fmt.Errorf("the communicator ended: %w", context.Cause(c.ctx))
+	}
+	if c.rc != nil {
+		if err := c.rc.failed(); err != nil {
+			return fmt.Errorf("the call records of the ranks on other hosts: %w", err)
+		}
 	}
 	return nil
 }
@@ -480,6 +502,7 @@ func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
 		}
 		rec.bufs[i] = sl
 	}
+	c.tellRemote(seq, rec)
 	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 	}
@@ -607,6 +630,9 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 	defer c.regMu.Unlock()
 	out := make([][2]DevPtr, c.n)
 	for r, rec := range all {
+		if !c.local(r) {
+			continue // the kernel does not address its buffers
+		}
 		for i, b := range rec.bufs {
 			k := peerAlloc{r, DevPtr(b.base), b.size, b.id}
 			if r == c.rank || c.procs[r] == thisProcess {
@@ -641,8 +667,8 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 
 // meet is a call whose ranks meet over the bootstrap: the first call of
 // a plan instance, a capture, a communicator without a mailbox. Its
-// record also goes to the mailbox, for peers whose same call (by
-// sequence number) is in the steady state.
+// record also goes to the mailbox and the ranks on other hosts, for
+// peers whose same call (by sequence number) is in the steady state.
 func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommCall, capturing bool) error {
 	// Abort (another thread) ends a call waiting for its peers.
 	ctx, stop := rankwire.Merge(ctx, c.ctx)
@@ -701,6 +727,7 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 		for i := range rec.bufs {
 			rec.bufs[i].alloc = -1 // never read: this call's peers meet it here
 		}
+		c.tellRemote(seq, rec)
 		if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
 			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 		}
@@ -1641,6 +1668,12 @@ func (c *Comm) Close() error {
 		}
 	}
 	c.sessions = nil
+	if c.rc != nil && c.ctx.Err() == nil {
+		// The remote peers' last gates wait for this rank's records.
+		if err := c.rc.flush(c.cfg.SetupTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
+		}
+	}
 	if c.gates != nil {
 		// The holds left (a session whose launch did not end) are
 		// released aborted: the communicator's end fails their calls.
@@ -1664,12 +1697,20 @@ func (c *Comm) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.mb != nil && len(errs) == 0 {
-		// (A launch that did not end may still read it.)
+	// (A launch that did not end, or a receiver of the remote peers'
+	// records that did not, may still use the mailbox.)
+	keepMailbox := len(errs) > 0
+	c.cancel()
+	if c.rc != nil {
+		if err := c.rc.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
+			keepMailbox = true
+		}
+	}
+	if c.mb != nil && !keepMailbox {
 		_ = c.mb.unmap()
 		c.mb = nil
 	}
-	c.cancel()
 	if c.io != nil {
 		_ = c.io.Close()
 	}

@@ -67,6 +67,13 @@ func withRanks(t testing.TB, ss *Streams, n int, timeout time.Duration, body fun
 // changed by set (from a set-up timeout of 20 s).
 func withRanksConfig(t testing.TB, ss *Streams, n int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
 	t.Helper()
+	return withHosts(t, ss, make([]int, n), set, body)
+}
+
+// withHosts is withRanksConfig with rank r on pretend host hosts[r].
+func withHosts(t testing.TB, ss *Streams, hosts []int, set func(cfg *gpu.Config), body func(cr *commRank) error) []error {
+	t.Helper()
+	n := len(hosts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	file := filepath.Join(t.TempDir(), "rank0.addr")
@@ -77,7 +84,7 @@ func withRanksConfig(t testing.TB, ss *Streams, n int, set func(cfg *gpu.Config)
 		go func() {
 			defer wg.Done()
 			errs[r] = func() error {
-				b, err := bootstrap.Connect(ctx, bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1"},
+				b, err := bootstrap.Connect(ctx, bootstrap.World{Rank: r, Size: n, RendezvousFile: file, RendezvousHost: "127.0.0.1", Host: fmt.Sprintf("host%d", hosts[r])},
 					bootstrap.Options{Timeout: 20 * time.Second, CloseTimeout: time.Second})
 				if err != nil {
 					return fmt.Errorf("connect: %w", err)
@@ -85,7 +92,7 @@ func withRanksConfig(t testing.TB, ss *Streams, n int, set func(cfg *gpu.Config)
 				defer b.Close()
 				cfg := gpu.Config{Name: "gpu-emu", Open: ss.Open, Threads: 2, SetupTimeout: 20 * time.Second}
 				set(&cfg)
-				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
+				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: hosts, Tag: 1000})
 				if err != nil {
 					return err
 				}
