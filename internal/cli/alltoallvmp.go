@@ -10,6 +10,7 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,8 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	params := harness.Params{
 		{"the plan (SHA-256)", o.digest},
 		{"--counts", spec},
+		// A counts file of the same name may differ between hosts.
+		{"the counts matrix (SHA-256)", fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "%v %v", counts.Send, counts.SendDispls)))},
 		{"--iters", fmt.Sprint(o.iters)},
 		{"--warmup_iters", fmt.Sprint(o.warmup)},
 		{"--dtype", o.dtype.Name()},
