@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The alltoallv plans run one process per rank (run --counts under a
@@ -89,5 +91,44 @@ func TestAllToAllVTwoNamespaces(t *testing.T) {
 			t.Errorf("%s: rank 0 printed:\n%s", tr, got)
 		}
 		sameTable(t, got, single)
+	}
+}
+
+// TestAllToAllVKilledRank kills rank 2 of 4 in the middle of an
+// alltoallv_port run over the fabric: every other rank stops with an
+// error naming rank 2, none crashes.
+func TestAllToAllVKilledRank(t *testing.T) {
+	needFabric(t, "tcp;ofi_rxm")
+	dir := t.TempDir()
+	p := evalPlan(t, dir, "alltoallv_port", "world_size=4", "ranks_per_node=2")
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	extra := func(r int) []string {
+		return []string{fmt.Sprintf("MSCCLGO_HOST=fabG%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2", "FI_PROVIDER=tcp"}
+	}
+	rs := startRanks(t, ctx, 4, extra, nil, "run", p, "--counts", "moe", "-n", "1000000", "--transport", "fabric", "--timeout", "5s")
+	// Rank 0 prints its header just before the rank sessions open.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(rs.outs[0].String(), "# time: ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0 never started:\n%s", rs.errs[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for r, pr := range rs.wait(t) {
+		if r == 2 {
+			continue
+		}
+		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
+		if pr.code == 0 || !strings.Contains(pr.stderr, "rank 2") {
+			t.Errorf("rank %d: exit %d, want an error naming rank 2:\n%s", r, pr.code, pr.stderr)
+		}
+		if strings.Contains(pr.stderr, "goroutine ") {
+			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
+		}
 	}
 }
