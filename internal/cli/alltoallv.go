@@ -27,7 +27,7 @@ func countsFlag() cli.Flag {
 
 // runAllToAllV runs plan, an alltoallv plan read from path, for the
 // counts of --counts.
-func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
+func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan, digest string) error {
 	if p.AllToAllV == nil {
 		return usageErr("%s: --counts applies to alltoallv plans; this one is %s", path, p.Collective)
 	}
@@ -77,11 +77,17 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan) error {
 		return err
 	}
 	opts := executor.Options{DType: dt, Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
-	backend := rb.new(c.Int("threads"))
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if world, launched, err := launchedWorld(c); err != nil {
+		return err
+	} else if launched {
+		o := &runOptions{backend: rb, opts: opts, dtype: dt, iters: iters, warmup: warmup, digest: digest}
+		return runAllToAllVLaunched(ctx, c, d, path, p, o, spec, counts, world) // alltoallvmp.go
+	}
+	backend := rb.new(c.Int("threads"))
 	w := d.stdout
 	res, err := harness.RunAllToAllV(ctx, harness.AllToAllVConfig{
 		Plan: p, Counts: counts, Backend: backend, Options: opts, Iters: iters, Warmup: warmup, MaxBytes: budget.bytes,

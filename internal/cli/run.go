@@ -256,7 +256,7 @@ func runRun(c *cli.Context, d *deps) error {
 		fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", in.note)
 	}
 	if plan.AllToAllV != nil || c.IsSet("counts") {
-		return runAllToAllV(c, d, path, plan) // alltoallv.go
+		return runAllToAllV(c, d, path, plan, planfmt.Hash(in.data)) // alltoallv.go
 	}
 	o, err := parseRunFlags(c, path, plan)
 	if err != nil {

@@ -2,7 +2,8 @@ package multiproc
 
 // fabric_bench_test.go: `make bench-fabric`. The busbw of port-channel
 // plans run one process per rank over two logical hosts, over the TCP
-// wire and over libfabric's tcp provider side by side, and the
+// wire and over libfabric's tcp provider side by side (alltoallv_port
+// bound to mixture-of-experts counts among them), and the
 // per-message cost of each: an 8-byte put with signal answered by one,
 // through rankwire's Sender and Receive, and the throughput of 4 MiB
 // puts each followed by a flush. Runs only with MSCCLGO_FABRIC_BENCH=1;
@@ -58,6 +59,25 @@ func TestFabricBench(t *testing.T) {
 			}
 		}
 		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", c.algo+" "+c.size+" busbw", bw[0], bw[1], bw[1]/bw[0])
+	}
+	if mode != "wire" {
+		// alltoallv_port bound to mixture-of-experts counts (16 MiB of
+		// float): busbw is algbw × (n-1)/n, as for alltoall.
+		const counts = "moe:tokens=1024,hidden=512"
+		p := evalPlan(t, dir, "alltoallv_port", "world_size=4", "ranks_per_node=2")
+		var bw [2]float64
+		for range rounds {
+			for i, tr := range []string{"tcp", "fabric"} {
+				got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--counts", counts, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
+				rows := tableRows(got)
+				if len(rows) != 1 || rows[0][len(rows[0])-1] != "0" {
+					t.Fatalf("alltoallv_port: %s", got)
+				}
+				v, _ := strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
+				bw[i] = max(bw[i], v*3/4)
+			}
+		}
+		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", "alltoallv_port moe 16M busbw", bw[0], bw[1], bw[1]/bw[0])
 	}
 
 	// The wire alone, between two ranks of this process.

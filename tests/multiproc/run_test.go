@@ -49,6 +49,7 @@ func mpiCases() []mpiCase {
 		{name: "2 ranks port reference", plan: port("unit_tests/put/put_with_signal_and_flush_test.plan.json"), ranks: 2, perHost: 1, sizes: []string{"--size", "64K"}},
 		{name: "2x4 hierarchical, port channels between hosts", plan: bundled("allreduce_hier", "world_size=8", "ranks_per_node=4"), ranks: 8, perHost: 4, sizes: []string{"--size", "4M"}},
 		{name: "2x4 hierarchical LL", plan: bundled("allreduce_hier_packet", "world_size=8", "ranks_per_node=4"), ranks: 8, perHost: 4, sizes: []string{"--size", "64K"}},
+		{name: "2x2 alltoallv port", plan: bundled("alltoallv_port", "world_size=4", "ranks_per_node=2"), ranks: 4, perHost: 2, sizes: []string{"--counts", "moe"}},
 	}
 }
 

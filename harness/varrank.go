@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// This file runs an alltoallv plan as one rank of a job of one process
+// per rank (`mscclgo run --counts` under a launcher): the rank fills its
+// own input as FillVar fills it in a run of one process, launches its
+// rank of the plan over the rank wire, checks its own output byte by
+// byte, and every rank learns every rank's outcome after each launch.
+
+// VarRankLayout is the buffer layout of a rank session of inst, an
+// alltoallv plan bound to counts: every rank's region holds the largest
+// input and output of any rank (inst.Sizes), out of place, so that every
+// rank's region has the same size; a rank uses the first bytes of each,
+// as VarRankBuffers cuts them.
+func VarRankLayout(inst *executor.Instance, n int, dt executor.Numeric) (*executor.BufferLayout, error) {
+	// Sized afterwards: the per-rank extents need not divide among the
+	// ranks as an alltoall's message does.
+	l, err := executor.Layout("alltoallv", n, 0, dt, false)
+	if err != nil {
+		return nil, err
+	}
+	l.Size, l.Sizes = inst.Sizes.Input, inst.Sizes
+	return l, nil
+}
+
+// VarRankBuffers cuts a rank session's buffers to rank's own extents
+// under c.
+func VarRankBuffers(b executor.RankBuffers, c *executor.Counts, rank, elem int) (executor.RankBuffers, error) {
+	in, out := c.Extents(rank)
+	ib, ob := uint64(in)*uint64(elem), uint64(out)*uint64(elem)
+	if uint64(len(b.Input)) < ib || uint64(len(b.Output)) < ob {
+		return b, fmt.Errorf("rank %d's buffers hold %d and %d bytes, its counts need %d and %d", rank, len(b.Input), len(b.Output), ib, ob)
+	}
+	return executor.RankBuffers{Input: b.Input[:ib:ib], Output: b.Output[:ob:ob]}, nil
+}
+
+// FillVarRank fills rank's input for iteration seq as FillVar does, and
+// its output with VarSentinel.
+func FillVarRank(b executor.RankBuffers, rank, seq int) {
+	fillVarInput(b.Input, rank, seq)
+	for i := range b.Output {
+		b.Output[i] = VarSentinel
+	}
+}
+
+// CheckVarRank is CheckVar for rank's output alone.
+func CheckVarRank(out []byte, c *executor.Counts, rank, elem, seq int) (uint64, error) {
+	e := int64(elem)
+	want := make([]byte, len(out))
+	for i := range want {
+		want[i] = VarSentinel
+	}
+	for p := range c.Ranks() {
+		n := c.Recv[rank][p] * e
+		if n == 0 {
+			continue
+		}
+		pin, _ := c.Extents(p)
+		in := make([]byte, pin*e)
+		fillVarInput(in, p, seq)
+		copy(want[c.RecvDispls[rank][p]*e:][:n], in[c.SendDispls[p][rank]*e:][:n])
+	}
+	var wrong uint64
+	var first *VarMismatch
+	for i := range out {
+		if out[i] != want[i] {
+			wrong++
+			if first == nil {
+				first = &VarMismatch{Rank: rank, Offset: int64(i), Block: blockAt(c, rank, int64(i), e), Got: out[i], Want: want[i]}
+			}
+		}
+	}
+	if first != nil {
+		first.Wrong = wrong
+		return wrong, first
+	}
+	return 0, nil
+}
+
+// VarRankConfig is one rank's share of an alltoallv run of one process
+// per rank.
+type VarRankConfig struct {
+	Session RankSession
+	Counts  *executor.Counts
+	Rank    int
+	Elem    int
+	Group   Group
+	// Iters launches are timed and checked after Warmup launches that
+	// are neither.
+	Iters, Warmup int
+}
+
+// VarRankResult is what every rank of the job learns of the run: the
+// slowest rank's time per launch summed over the timed launches, every
+// rank's wrong bytes, the first mismatch (of the lowest rank with any at
+// the first launch that had any) as text, and the launches that failed
+// (the run stops at the first).
+type VarRankResult struct {
+	Elapsed    time.Duration
+	Wrong      uint64
+	FirstWrong string
+	Failures   []RankFailure
+}
+
+// RunVarRank runs cfg's launches; after each, every rank learns every
+// rank's outcome, so every rank stops at the same launch. The error is
+// this rank's own (its buffers, or an exchange that failed).
+func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
+	var res VarRankResult
+	if cfg.Session == nil || cfg.Group == nil || cfg.Counts == nil {
+		return res, errors.New("harness: an alltoallv rank run needs a session, a group and counts")
+	}
+	bufs, err := VarRankBuffers(cfg.Session.Buffers(), cfg.Counts, cfg.Rank, cfg.Elem)
+	if err != nil {
+		return res, err
+	}
+	for it := -cfg.Warmup; it < cfg.Iters; it++ {
+		seq := max(it, 0)
+		FillVarRank(bufs, cfg.Rank, seq)
+		start := time.Now()
+		lerr := cfg.Session.Launch(ctx)
+		mine := outcome{Nanos: int64(time.Since(start))}
+		if dt, ok := cfg.Session.(deviceTimer); ok && lerr == nil {
+			mine.Nanos = int64(dt.DeviceTime())
+		}
+		var dl *executor.DeadlockError
+		var first error
+		switch {
+		case errors.As(lerr, &dl):
+			mine.Deadlock, mine.Err = true, lerr.Error()
+		case lerr != nil:
+			mine.Err = lerr.Error()
+		case it >= 0:
+			mine.Wrong, first = CheckVarRank(bufs.Output, cfg.Counts, cfg.Rank, cfg.Elem, seq)
+			if first != nil {
+				mine.Report = &wireWrong{Wrong: mine.Wrong, Elements: []wireElement{{Want: first.Error()}}}
+			}
+		}
+		all, err := exchange(ctx, cfg.Group, mine)
+		if err != nil {
+			if lerr != nil {
+				return res, fmt.Errorf("rank %d, launch %d: %w", cfg.Rank, it, lerr)
+			}
+			return res, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", cfg.Rank, it, err)
+		}
+		launch, warm := it, it < 0
+		if warm {
+			launch = it + cfg.Warmup
+		}
+		for r, a := range all {
+			if a.Err != "" {
+				res.Failures = append(res.Failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
+			}
+		}
+		if len(res.Failures) > 0 {
+			return res, nil
+		}
+		if warm {
+			continue
+		}
+		var worst time.Duration
+		for _, a := range all {
+			worst = max(worst, time.Duration(a.Nanos))
+			if a.Report != nil && len(a.Report.Elements) > 0 && res.FirstWrong == "" {
+				res.FirstWrong = fmt.Sprintf("launch %d: %s", it, a.Report.Elements[0].Want)
+			}
+			res.Wrong += a.Wrong
+		}
+		res.Elapsed += worst
+	}
+	return res, nil
+}

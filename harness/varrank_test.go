@@ -1,0 +1,50 @@
+package harness
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mscclgo/mscclgo/executor"
+)
+
+// TestCheckVarRank checks each rank's own output, as a rank process does,
+// against CheckVar over every rank: the direct alltoallv passes on every
+// rank, and a flipped byte (in a block, or outside every block) fails
+// exactly that rank.
+func TestCheckVarRank(t *testing.T) {
+	c := executor.MatrixCounts(executor.RandomMatrix(4, 3, 50, 0))
+	const elem, seq = 2, 5
+	bufs := VarBuffers(c, elem)
+	FillVar(bufs, seq)
+	inputs := make([][]byte, len(bufs))
+	outputs := make([][]byte, len(bufs))
+	for r := range bufs {
+		inputs[r], outputs[r] = bufs[r].Input, bufs[r].Output
+	}
+	DirectAllToAllV(inputs, outputs, c, elem)
+	if n, err := CheckVar(bufs, c, elem, seq); n != 0 || err != nil {
+		t.Fatalf("CheckVar of the direct alltoallv: %d wrong, %v", n, err)
+	}
+	for r := range bufs {
+		mine := executor.RankBuffers{Input: make([]byte, len(bufs[r].Input)), Output: make([]byte, len(bufs[r].Output))}
+		FillVarRank(mine, r, seq)
+		if string(mine.Input) != string(bufs[r].Input) {
+			t.Fatalf("rank %d: FillVarRank's input differs from FillVar's", r)
+		}
+		if n, err := CheckVarRank(bufs[r].Output, c, r, elem, seq); n != 0 || err != nil {
+			t.Fatalf("rank %d: %d wrong, %v", r, n, err)
+		}
+		if len(bufs[r].Output) == 0 {
+			continue
+		}
+		for _, off := range []int{0, len(bufs[r].Output) - 1} {
+			bufs[r].Output[off] ^= 0x40
+			n, err := CheckVarRank(bufs[r].Output, c, r, elem, seq)
+			var m *VarMismatch
+			if n != 1 || !errors.As(err, &m) || m.Rank != r || m.Offset != int64(off) {
+				t.Errorf("rank %d, byte %d flipped: %d wrong, %v", r, off, n, err)
+			}
+			bufs[r].Output[off] ^= 0x40
+		}
+	}
+}

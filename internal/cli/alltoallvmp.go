@@ -1,0 +1,129 @@
+package cli
+
+// alltoallvmp.go is `mscclgo run --counts` started as one process per
+// rank: like runLaunched (runmp.go), the process connects to the others,
+// opens the transport of --transport, binds the plan to the counts and
+// runs only its own rank (a cpu rank session) with harness.RunVarRank,
+// which fills and checks the rank's own buffers as the run of one
+// process does and exchanges each launch's outcome with every rank;
+// rank 0 prints the header, the table and the reports.
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/fabric"
+	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+// runAllToAllVLaunched runs p, an alltoallv plan bound to counts, as rank
+// world.Rank of a multi-process job.
+func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, spec string, counts *executor.Counts, world bootstrap.World) error {
+	if o.backend.name != "cpu" {
+		return usageErr("--backend %s: an alltoallv run of one process per rank uses the cpu backend", o.backend.name)
+	}
+	if o.opts.Race {
+		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
+	}
+	timeout := c.Duration("join-timeout")
+	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
+	if err != nil {
+		return fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+	}
+	defer b.Close()
+	rank := b.Rank()
+	params := harness.Params{
+		{"the plan (SHA-256)", o.digest},
+		{"--counts", spec},
+		// A counts file of the same name may differ between hosts.
+		{"the counts matrix (SHA-256)", fmt.Sprintf("%x", sha256.Sum256(fmt.Appendf(nil, "%v %v", counts.Send, counts.SendDispls)))},
+		{"--iters", fmt.Sprint(o.iters)},
+		{"--warmup_iters", fmt.Sprint(o.warmup)},
+		{"--dtype", o.dtype.Name()},
+		{"--backend", o.backend.name},
+		{"--timeout", o.opts.DeadlockTimeout.String()},
+	}
+	if err := harness.Agree(ctx, b, params); err != nil {
+		var pe *harness.ParamsError
+		if errors.As(err, &pe) {
+			err = usageErr("%v", pe)
+		}
+		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	}
+	n := len(p.GPUs)
+	if n != b.Size() {
+		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
+	}
+	vp, err := executor.NewVarPlan(p)
+	if err != nil {
+		return namePlan(path, err)
+	}
+	elem := o.dtype.Size()
+	inst, err := vp.Bind(counts, elem)
+	if err != nil {
+		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+	}
+	layout, err := harness.VarRankLayout(inst, n, o.dtype)
+	if err != nil {
+		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+	}
+	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
+	if err != nil {
+		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	}
+	if wire, ok := port.(*fabric.Wire); ok {
+		defer wire.Close()
+	}
+	hostOf := make([]int, b.Size())
+	hosts := b.Hosts()
+	for h, host := range hosts {
+		for _, r := range host.Ranks {
+			hostOf[r] = h
+		}
+	}
+	w := io.Discard
+	if rank == 0 {
+		w = d.stdout
+	}
+	total := uint64(counts.Total()) * uint64(elem)
+	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, counts %s\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, spec)
+	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
+	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
+	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
+	rs, err := openRank(ctx, o, 0, 0, timeout, inst, layout, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
+	if err != nil {
+		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	}
+	defer rs.Close()
+	res, err := harness.RunVarRank(ctx, harness.VarRankConfig{Session: rs, Counts: counts, Rank: rank, Elem: elem, Group: b, Iters: o.iters, Warmup: o.warmup})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(res.Failures) > 0 {
+		return &reportedError{code: reportFailures(res.Failures, rank, path, total, d.stderr)}
+	}
+	us := float64(res.Elapsed.Nanoseconds()) / 1e3 / float64(o.iters)
+	algbw := 0.0
+	if us > 0 {
+		algbw = float64(total) / 1e3 / us
+	}
+	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), formatTime(us), algbw, res.Wrong)
+	if res.FirstWrong != "" {
+		if rank == 0 {
+			fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %s\n", path, res.Wrong, res.FirstWrong)
+		}
+		return &reportedError{code: ExitError}
+	}
+	return nil
+}
