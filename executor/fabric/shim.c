@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,19 +230,20 @@ int mgf_av_insert(mgf *f, const void *addr, uint64_t *fiaddr)
 	return n == 1 ? 0 : (n < 0 ? n : -EINVAL);
 }
 
+/* mgf_alloc returns len zeroed bytes, page-aligned, as an anonymous
+ * mapping: its pages are made (and zeroed by the kernel) when first
+ * touched or when a provider pins them for registration, so the rings of
+ * peers that never exchange a byte cost no memory on providers that do
+ * not pin (tcp, shm). NULL when the system refuses. */
 void *mgf_alloc(size_t len)
 {
-	void *p = NULL;
-	if (posix_memalign(&p, 4096, len) != 0)
-		return NULL;
-	memset(p, 0, len);
-	return p;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 void mgf_free(void *p, size_t len)
 {
-	(void)len;
-	free(p);
+	munmap(p, len);
 }
 
 int mgf_mr_reg(mgf *f, void *buf, size_t len, uint64_t access, uint64_t key, void **mr, uint64_t *outkey, void **desc)
