@@ -152,24 +152,11 @@ func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layou
 				mine.Report = rankReport(inst, l, bufs, rank, seq, n, cfg.ShowWrong)
 			}
 		}
-		all, err := exchange(ctx, cfg.Group, mine)
+		all, warm, failures, err := settle(ctx, cfg.Group, mine, rank, it, cfg.Warmup, lerr)
 		if err != nil {
-			if lerr != nil {
-				// This rank's own failure says more (a lost peer, a
-				// deadlock seen before the exchange failed).
-				return res, fmt.Errorf("rank %d, launch %d: %w", rank, it, lerr)
-			}
-			return res, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", rank, it, err)
+			return res, err
 		}
-		launch, warm := it, it < 0
-		if warm {
-			launch = it + cfg.Warmup
-		}
-		for r, a := range all {
-			if a.Err != "" {
-				res.Failures = append(res.Failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
-			}
-		}
+		res.Failures = append(res.Failures, failures...)
 		if len(res.Failures) > 0 {
 			return res, nil
 		}
@@ -217,6 +204,31 @@ func (w *wireWrong) rankWrong(rank int) RankWrong {
 }
 
 // exchange all-gathers each rank's launch outcome.
+// settle swaps launch it's outcome (mine, and lerr, this rank's own
+// failure) with every rank: all the outcomes, whether it was a warm-up
+// launch, and every rank's failure. A failed exchange is the error, or
+// lerr where there is one (this rank's own failure says more: a lost
+// peer, a deadlock seen before the exchange failed).
+func settle(ctx context.Context, g Group, mine outcome, rank, it, warmup int, lerr error) (all []outcome, warm bool, failures []RankFailure, err error) {
+	all, err = exchange(ctx, g, mine)
+	if err != nil {
+		if lerr != nil {
+			return nil, false, nil, fmt.Errorf("rank %d, launch %d: %w", rank, it, lerr)
+		}
+		return nil, false, nil, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", rank, it, err)
+	}
+	launch, warm := it, it < 0
+	if warm {
+		launch = it + warmup
+	}
+	for r, a := range all {
+		if a.Err != "" {
+			failures = append(failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
+		}
+	}
+	return all, warm, failures, nil
+}
+
 func exchange(ctx context.Context, g Group, mine outcome) ([]outcome, error) {
 	data, err := json.Marshal(mine)
 	if err != nil {

@@ -144,22 +144,11 @@ func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
 				mine.Report = &wireWrong{Wrong: mine.Wrong, Elements: []wireElement{{Want: first.Error()}}}
 			}
 		}
-		all, err := exchange(ctx, cfg.Group, mine)
+		all, warm, failures, err := settle(ctx, cfg.Group, mine, cfg.Rank, it, cfg.Warmup, lerr)
 		if err != nil {
-			if lerr != nil {
-				return res, fmt.Errorf("rank %d, launch %d: %w", cfg.Rank, it, lerr)
-			}
-			return res, fmt.Errorf("rank %d, launch %d: exchanging outcomes: %w", cfg.Rank, it, err)
+			return res, err
 		}
-		launch, warm := it, it < 0
-		if warm {
-			launch = it + cfg.Warmup
-		}
-		for r, a := range all {
-			if a.Err != "" {
-				res.Failures = append(res.Failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
-			}
-		}
+		res.Failures = append(res.Failures, failures...)
 		if len(res.Failures) > 0 {
 			return res, nil
 		}
