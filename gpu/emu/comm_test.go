@@ -153,6 +153,23 @@ func (c commCase) layout(t testing.TB) *harness.Layout {
 	return lay
 }
 
+// matchCPU fails t where a rank's output (outs[rank]) is not the CPU
+// backend's after launches launches of c's plan; what names the outputs
+// in the message.
+func (c commCase) matchCPU(t testing.TB, launches int, outs [][]byte, what string) {
+	t.Helper()
+	want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: c.layout(t),
+		Opts: executor.Options{DType: c.dt}, Launches: launches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range want {
+		if !bytes.Equal(outs[r], want[r]) {
+			t.Errorf("%srank %d: the output differs from the CPU backend's", what, r)
+		}
+	}
+}
+
 // noErrors fails t with every rank's error.
 func noErrors(t testing.TB, errs []error) {
 	t.Helper()
@@ -260,20 +277,7 @@ func TestComm(t *testing.T) {
 					t.Fatalf("rank %d: %v", r, err)
 				}
 			}
-			lay, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
-				Opts: executor.Options{DType: c.dt}, Launches: c.launches})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r := range want {
-				if !bytes.Equal(outs[r], want[r]) {
-					t.Errorf("rank %d: the output differs from the CPU backend's", r)
-				}
-			}
+			c.matchCPU(t, c.launches, outs, "")
 		})
 	}
 }
@@ -648,16 +652,7 @@ func TestCommCapture(t *testing.T) {
 				}
 			}
 			for k := range outs {
-				want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
-					Opts: executor.Options{DType: c.dt}, Launches: k + 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for r := range want {
-					if !bytes.Equal(outs[k][r], want[r]) {
-						t.Errorf("launch %d, rank %d: the output differs from the CPU backend's", k, r)
-					}
-				}
+				c.matchCPU(t, k+1, outs[k], fmt.Sprintf("launch %d, ", k))
 			}
 		})
 	}
@@ -805,16 +800,11 @@ func TestCommQueued(t *testing.T) {
 	}
 	for i := range 2 {
 		last := calls - 1 - (calls-1-i)%2 // the last call on set i
-		want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay,
-			Opts: executor.Options{DType: c.dt}, Launches: last + 1})
-		if err != nil {
-			t.Fatal(err)
+		set := make([][]byte, len(outs))
+		for r := range outs {
+			set[r] = outs[r][i]
 		}
-		for r := range want {
-			if !bytes.Equal(outs[r][i], want[r]) {
-				t.Errorf("buffer set %d (last call %d), rank %d: the output differs from the CPU backend's", i, last, r)
-			}
-		}
+		c.matchCPU(t, last+1, set, fmt.Sprintf("buffer set %d (last call %d), ", i, last))
 	}
 }
 

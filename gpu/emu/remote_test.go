@@ -20,7 +20,6 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
-	"github.com/mscclgo/mscclgo/harness"
 )
 
 // twoHosts is rank r's pretend host in the tests: ranks 0 and 1 on host
@@ -133,20 +132,7 @@ func TestCommRemoteSteady(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	lay2, err := harness.PlanLayout(c.plan, c.size, c.dt, c.inPlace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := gputest.SingleCPU(context.Background(), gputest.RankCase{Plan: c.plan, Layout: lay2,
-		Opts: executor.Options{DType: c.dt}, Launches: c.launches})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r := range want {
-		if !bytes.Equal(outs[r], want[r]) {
-			t.Errorf("rank %d: the output differs from the CPU backend's", r)
-		}
-	}
+	c.matchCPU(t, c.launches, outs, "")
 }
 
 // TestCommRemoteMismatch: a steady-state call that differs on a rank of
