@@ -31,13 +31,10 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	if o.backend.name != "cpu" {
 		return usageErr("--backend %s: an alltoallv run of one process per rank uses the cpu backend", o.backend.name)
 	}
-	if o.opts.Race {
-		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
-	}
 	timeout := c.Duration("join-timeout")
-	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
+	b, err := connectLaunched(ctx, c, path, o, world)
 	if err != nil {
-		return fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+		return err
 	}
 	defer b.Close()
 	rank := b.Rank()

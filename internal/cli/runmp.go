@@ -84,18 +84,30 @@ func openRank(ctx context.Context, o *runOptions, threads, device int, setup tim
 	return rs, nil
 }
 
+// connectLaunched joins the job of a launched rank (world) over the
+// bootstrap, with the run's join and peer timeouts; --race, which needs
+// every rank in one process, is refused first.
+func connectLaunched(ctx context.Context, c *cli.Context, path string, o *runOptions, world bootstrap.World) (*bootstrap.Bootstrap, error) {
+	if o.opts.Race {
+		return nil, usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
+	}
+	peer := c.Duration("peer-timeout")
+	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: c.Duration("join-timeout"), HeartbeatTimeout: peer, HeartbeatInterval: peer / 4})
+	if err != nil {
+		return nil, fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+	}
+	return b, nil
+}
+
 // runLaunched runs plan as rank world.Rank of a multi-process job.
 func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, world bootstrap.World) error {
 	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
 		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
-	if o.opts.Race {
-		return usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
-	}
 	timeout := c.Duration("join-timeout")
-	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: timeout, HeartbeatTimeout: c.Duration("peer-timeout"), HeartbeatInterval: c.Duration("peer-timeout") / 4})
+	b, err := connectLaunched(ctx, c, path, o, world)
 	if err != nil {
-		return fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+		return err
 	}
 	defer b.Close()
 	rank := b.Rank()
