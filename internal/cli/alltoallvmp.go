@@ -73,7 +73,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	if err != nil {
 		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
 	}
-	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
+	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
 	if err != nil {
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}
