@@ -3,6 +3,7 @@ package multiproc
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,9 +33,9 @@ type alltoallvCase struct {
 func alltoallvCases() []alltoallvCase {
 	return []alltoallvCase{
 		// Memory channels between two processes of one host.
-		{name: "alltoallv 2 processes", algo: "alltoallv", defs: []string{"world_size=2"}, ranks: 2, perHost: 2, transports: []string{"tcp"}, backends: []string{"cpu", "gpu-emu"}},
+		{name: "alltoallv 2 processes", algo: "alltoallv", defs: []string{"world_size=2"}, ranks: 2, perHost: 2, transports: []string{"tcp"}, backends: []string{"cpu", "gpu-emu", "gpu"}},
 		// Port channels between two hosts of two processes each.
-		{name: "alltoallv_port 2x2", algo: "alltoallv_port", defs: []string{"world_size=4", "ranks_per_node=2"}, ranks: 4, perHost: 2, transports: []string{"tcp", "fabric"}, backends: []string{"cpu", "gpu-emu"}},
+		{name: "alltoallv_port 2x2", algo: "alltoallv_port", defs: []string{"world_size=4", "ranks_per_node=2"}, ranks: 4, perHost: 2, transports: []string{"tcp", "fabric"}, backends: []string{"cpu", "gpu-emu", "gpu"}},
 	}
 }
 
@@ -53,7 +54,8 @@ func alltoallvHeader(t *testing.T, out string, n int, tr string) {
 // TestAllToAllVProcesses runs alltoallv plans one process per rank over
 // the TCP wire and libfabric's tcp provider, on the cpu backend and on
 // gpu-emu (each process its own emulated device: memory channels
-// through IPC handles, port channels through each rank's proxy), with
+// through IPC handles, port channels through each rank's proxy) and, in
+// make test-fabric-cuda, on the gpu backend over the fake driver, with
 // three counts matrices, each compared with the cpu backend's run of one
 // process. Each rank checks every byte of its output, sentinels
 // included.
@@ -61,8 +63,11 @@ func TestAllToAllVProcesses(t *testing.T) {
 	for _, tc := range alltoallvCases() {
 		for _, backend := range tc.backends {
 			t.Run(tc.name+" "+backend, func(t *testing.T) {
-				if backend == "gpu-emu" && !emu.Available {
+				switch {
+				case backend == "gpu-emu" && !emu.Available:
 					t.Skip("gpu-emu is not in this build (no cgo)")
+				case backend == "gpu" && os.Getenv("MSCCLGO_FAKE_KERNEL_LIB") == "":
+					t.Skip("the gpu backend on the fake driver: make test-fabric-cuda")
 				}
 				dir := t.TempDir()
 				p := evalPlan(t, dir, tc.algo, tc.defs...)
@@ -70,8 +75,11 @@ func TestAllToAllVProcesses(t *testing.T) {
 					args := []string{"run", p, "--counts", counts, "-n", "2", "--timeout", "20s"}
 					single := singleProcess(t, dir, append(args, "--backend", "cpu"))
 					args = append(args, "--backend", backend)
-					if backend == "gpu-emu" {
+					switch backend {
+					case "gpu-emu":
 						args = append(args, "--threads", "2")
+					case "gpu":
+						args = append(args, "--threads", "4")
 					}
 					for _, tr := range tc.transports {
 						var env []string
