@@ -39,6 +39,8 @@ test-fabric:
 test-fabric-cuda: gpu fakecuda
 	MSCCLGO_FAKECUDA_DEVICES=2 LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		$(GO) test -count=1 -tags cuda ./tests/multiproc -run 'TestFabricMatchesTCP/gpu_fake' -v
+	MSCCLGO_FAKECUDA_DEVICES=2 LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		$(GO) test -count=1 -tags cuda ./tests/multiproc -run 'TestAllToAllVProcesses/_gpu$$' -v
 
 # The NCCL-compatible library (docs/integration.md): build/nccl/ holds
 # libmscclgo_nccl.so (soname libnccl.so.2), a libnccl.so.2 link to it for

@@ -164,8 +164,9 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	if cfg.Open == nil {
 		return nil, fmt.Errorf("%s: no driver", cfg.Name)
 	}
-	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
-		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: GPU rank sessions (one process per rank) do not run variable-size plans yet; run it in one process", cfg.Name, inst.Plan.Name)
+	isVar := inst.Plan != nil && inst.Plan.AllToAllV != nil
+	if isVar && (ro.inProcess || ro.user) {
+		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: one process over several devices does not run variable-size plans yet; run it on one device, or one process per rank", cfg.Name, inst.Plan.Name)
 	}
 	dt, err := dtypeCode(opts.DType)
 	if err != nil {
@@ -211,7 +212,13 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	s.guard.Name = cfg.Name
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx
-	if err := s.place(cfg.Threads); err != nil {
+	err = s.place(cfg.Threads)
+	if err == nil && isVar {
+		// Variable-size plans: terms and the per-call table (varsize.go),
+		// written before each launch (Launch).
+		err = s.openVar()
+	}
+	if err != nil {
 		cancel()
 		m.releasePeers(s)
 		s.release()
@@ -497,6 +504,11 @@ func (r *RankSession) Launch(ctx context.Context) error {
 	if len(m.own.Input) > 0 {
 		if err := s.d.HtoD(m.devIn, m.own.Input); err != nil {
 			return fmt.Errorf("%s: copying rank %d's input: %w", s.name, m.rank, err)
+		}
+	}
+	if s.v != nil {
+		if err := s.prepareVarRank(m.own); err != nil {
+			return err
 		}
 	}
 	s.flag++

@@ -164,11 +164,15 @@ func (s *session) prepareVar(bufs []executor.RankBuffers) error {
 		return fmt.Errorf("%s: the instance is bound for %d-byte elements, the session runs %s", s.name, elem, s.opts.DType.Name())
 	}
 	n := len(inst.Ranks)
-	for r := range n {
+	for r, b := range bufs {
+		if s.mp != nil {
+			// A rank session: its own buffers alone (prepareVarRank).
+			r = s.mp.rank
+		}
 		in, out := c.Extents(r)
-		if uint64(len(bufs[r].Input)) < uint64(in)*uint64(elem) || uint64(len(bufs[r].Output)) < uint64(out)*uint64(elem) {
+		if uint64(len(b.Input)) < uint64(in)*uint64(elem) || uint64(len(b.Output)) < uint64(out)*uint64(elem) {
 			return fmt.Errorf("%s: rank %d: input of %d and output of %d bytes, the counts address %d and %d", s.name, r,
-				len(bufs[r].Input), len(bufs[r].Output), uint64(in)*uint64(elem), uint64(out)*uint64(elem))
+				len(b.Input), len(b.Output), uint64(in)*uint64(elem), uint64(out)*uint64(elem))
 		}
 	}
 	if err := checkAlignment(inst, s.packet, uint64(elem)); err != nil {
@@ -192,6 +196,17 @@ func (s *session) prepareVar(bufs []executor.RankBuffers) error {
 		return fmt.Errorf("%s: writing the alltoallv table: %w", s.name, err)
 	}
 	return nil
+}
+
+// prepareVarRank is prepareVar for a rank session (one process per
+// rank, rank.go): its own buffers are checked against its own extents,
+// and the table, the same on every rank (every rank bound the same
+// counts), goes to its device. Its proxy learns each put's size and
+// offsets from the kernel's FIFO entries, which the kernel takes from
+// the regions it resolved from the table, and the peer applies them as
+// they come: no size travels beside the data.
+func (s *session) prepareVarRank(own executor.RankBuffers) error {
+	return s.prepareVar([]executor.RankBuffers{own})
 }
 
 // varArgs returns the mg_args fields of variable-size plans (0, 0 for

@@ -63,8 +63,9 @@ func (c *comm) openDevice() error {
 // portNet returns what carries c's port channels between processes, as
 // MSCCLGO_TRANSPORT says: the bootstrap's connections (tcp), a
 // libfabric wire (fabric; FI_PROVIDER picks the provider), or auto, the
-// default (fabric where it opens on every rank, else tcp). A wire closes
-// with the bootstrap.
+// default (fabric where it opens on every rank and every peer answers
+// its hello within MSCCLGO_FABRIC_HELLO_TIMEOUT, else tcp, every rank
+// alike). A wire closes with the bootstrap.
 func portNet(c *comm) (rankwire.Net, error) {
 	name := os.Getenv("MSCCLGO_TRANSPORT")
 	if name == "" {
@@ -78,7 +79,15 @@ func portNet(c *comm) (rankwire.Net, error) {
 	default:
 		return nil, errorf(resultInvalidArgument, "rank %d of %d: MSCCLGO_TRANSPORT=%q: want tcp, fabric or auto", c.rank, c.size, name)
 	}
-	wire, err := fabric.Open(context.Background(), c.boot, fabric.Options{Timeout: c.timeout})
+	o := fabric.Options{Timeout: c.timeout}
+	if name == "auto" {
+		hello, err := envDuration("MSCCLGO_FABRIC_HELLO_TIMEOUT", fabric.DefaultAutoHelloTimeout)
+		if err != nil {
+			return nil, errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+		}
+		o.HelloTimeout, o.HelloBound = hello, "MSCCLGO_FABRIC_HELLO_TIMEOUT"
+	}
+	wire, err := fabric.Open(context.Background(), c.boot, o)
 	if err != nil {
 		if name == "auto" {
 			logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, err)

@@ -318,10 +318,14 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 	// Hello: every rank writes to every peer and waits for every peer's
 	// write, so that an unreachable address fails the set-up, named.
 	mine = record{}
-	if err := w.hello(ctx, o.Timeout); err != nil {
+	hello, bound := o.Timeout, ""
+	if o.HelloTimeout > 0 {
+		hello, bound = o.HelloTimeout, o.HelloBound
+	}
+	if err := w.hello(ctx, hello, bound); err != nil {
 		mine.Err = err.Error()
 	}
-	if _, err := gather(ctx, net, mine, "reaching the peers"); err != nil {
+	if _, err := gather(ctx, net, mine, stepHello); err != nil {
 		_ = w.Close()
 		return nil, err
 	}
@@ -348,7 +352,7 @@ func gather(ctx context.Context, net Net, mine record, step string) ([]record, e
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("fabric: %s failed: %s", step, strings.Join(errs, "; "))
+		return nil, &setupError{step: step, msg: fmt.Sprintf("fabric: %s failed: %s", step, strings.Join(errs, "; "))}
 	}
 	return all, nil
 }
@@ -468,15 +472,27 @@ func (w *Wire) Context() context.Context { return w.net.Context() }
 
 // hello writes to every peer and waits for every peer's hello and for
 // its own to be consumed.
-func (w *Wire) hello(ctx context.Context, timeout time.Duration) error {
+// A peer that does not answer within timeout is named with the bound
+// (bound names its setting, if any).
+func (w *Wire) hello(ctx context.Context, timeout time.Duration, bound string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	named := func(err error, p int, what string) error {
+		if ctx.Err() != context.DeadlineExceeded {
+			return err
+		}
+		within := timeout.String()
+		if bound != "" {
+			within += " (" + bound + ")"
+		}
+		return fmt.Errorf("%s rank %d at %s over %s: no answer within %s (an unreachable address?)", what, p, w.peers[p].name, w.prov, within)
+	}
 	for p := range w.size {
 		if p == w.rank {
 			continue
 		}
 		if err := w.SendPort(ctx, p, helloTag, nil, nil); err != nil {
-			return w.named(ctx, err, p, "saying hello to")
+			return named(err, p, "saying hello to")
 		}
 	}
 	for p := range w.size {
@@ -484,20 +500,13 @@ func (w *Wire) hello(ctx context.Context, timeout time.Duration) error {
 			continue
 		}
 		if _, _, err := w.RecvPort(ctx, p, helloTag); err != nil {
-			return w.named(ctx, err, p, "waiting for the hello of")
+			return named(err, p, "waiting for the hello of")
 		}
 		if err := w.drained(ctx, p); err != nil {
-			return w.named(ctx, err, p, "waiting for the hello to be taken by")
+			return named(err, p, "waiting for the hello to be taken by")
 		}
 	}
 	return nil
-}
-
-func (w *Wire) named(ctx context.Context, err error, p int, what string) error {
-	if ctx.Err() == context.DeadlineExceeded {
-		return fmt.Errorf("%s rank %d at %s over %s: no answer in time (an unreachable address?)", what, p, w.peers[p].name, w.prov)
-	}
-	return err
 }
 
 // SendPort sends one port message (head and payload) to peer with tag:

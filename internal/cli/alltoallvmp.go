@@ -28,8 +28,8 @@ import (
 // runAllToAllVLaunched runs p, an alltoallv plan bound to counts, as rank
 // world.Rank of a multi-process job.
 func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, spec string, counts *executor.Counts, world bootstrap.World) error {
-	if o.backend.name != "cpu" {
-		return usageErr("--backend %s: an alltoallv run of one process per rank uses the cpu backend", o.backend.name)
+	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
+		return usageErr("--backend %s: this backend has no rank sessions: an alltoallv run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
 	timeout := c.Duration("join-timeout")
 	b, err := connectLaunched(ctx, c, path, o, world)
@@ -73,7 +73,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	if err != nil {
 		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
 	}
-	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
+	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
 	if err != nil {
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}
@@ -81,10 +81,14 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		defer wire.Close()
 	}
 	hostOf := make([]int, b.Size())
+	local := 0 // this rank's local rank: its device on a GPU host
 	hosts := b.Hosts()
 	for h, host := range hosts {
-		for _, r := range host.Ranks {
+		for i, r := range host.Ranks {
 			hostOf[r] = h
+			if r == rank {
+				local = i
+			}
 		}
 	}
 	w := io.Discard
@@ -97,7 +101,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
-	rs, err := openRank(ctx, o, 0, 0, timeout, inst, layout, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
+	rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, layout, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
 	if err != nil {
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}

@@ -121,7 +121,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	if n := len(p.GPUs); n != b.Size() {
 		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
 	}
-	port, transport, err := openTransport(ctx, c.String("transport"), b, timeout)
+	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
 	if err != nil {
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}
@@ -229,20 +229,36 @@ func launcherName(w bootstrap.World) string {
 // openTransport opens what carries the job's port channels between
 // processes (--transport, MSCCLGO_TRANSPORT): the bootstrap's own
 // connections (tcp), a libfabric wire (fabric), or auto: fabric when it
-// opens on every rank, else tcp. It returns the Net the rank sessions
-// use and the words of the run header.
-func openTransport(ctx context.Context, name string, b *bootstrap.Bootstrap, timeout time.Duration) (rankwire.Net, string, error) {
+// opens on every rank and every peer answers its hello within
+// --fabric-hello-timeout, else tcp. It returns the Net the rank sessions
+// use and the words of the run header. Every rank learns the fabric's
+// failure from the same all-gather, so every rank takes the same way;
+// where the fabric loaded but a peer did not answer (an unreachable
+// address), every rank says so on stderr, since that is not the quiet
+// fallback of a machine without libfabric.
+func openTransport(ctx context.Context, c *cli.Context, b *bootstrap.Bootstrap, timeout time.Duration, stderr io.Writer) (rankwire.Net, string, error) {
+	name := c.String("transport")
+	o := fabric.Options{Timeout: timeout}
 	switch name {
 	case "tcp":
 		return b, "tcp (the bootstrap's connections)", nil
-	case "fabric", "auto":
+	case "auto":
+		o.HelloTimeout, o.HelloBound = c.Duration("fabric-hello-timeout"), "--fabric-hello-timeout"
+		if o.HelloTimeout <= 0 {
+			return nil, "", usageErr("--fabric-hello-timeout %v: want a positive duration", o.HelloTimeout)
+		}
+	case "fabric":
 	default:
 		return nil, "", usageErr("--transport %q: want tcp, fabric or auto", name)
 	}
-	wire, err := fabric.Open(ctx, b, fabric.Options{Timeout: timeout})
+	wire, err := fabric.Open(ctx, b, o)
 	if err != nil {
 		if name == "auto" {
-			return b, fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", err), nil
+			transport := fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", err)
+			if errors.Is(err, fabric.ErrUnreachable) {
+				fmt.Fprintf(stderr, "mscclgo: rank %d of %d: warning: port channels between processes: %s\n", b.Rank(), b.Size(), transport)
+			}
+			return b, transport, nil
 		}
 		return nil, "", fmt.Errorf("--transport fabric: %w", err)
 	}

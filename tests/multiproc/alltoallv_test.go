@@ -3,10 +3,13 @@ package multiproc
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mscclgo/mscclgo/gpu/emu"
 )
 
 // The alltoallv plans run one process per rank (run --counts under a
@@ -23,14 +26,16 @@ type alltoallvCase struct {
 	defs           []string
 	ranks, perHost int
 	transports     []string
+	// backends run it, each process on its own device on gpu-emu.
+	backends []string
 }
 
 func alltoallvCases() []alltoallvCase {
 	return []alltoallvCase{
 		// Memory channels between two processes of one host.
-		{name: "alltoallv 2 processes", algo: "alltoallv", defs: []string{"world_size=2"}, ranks: 2, perHost: 2, transports: []string{"tcp"}},
+		{name: "alltoallv 2 processes", algo: "alltoallv", defs: []string{"world_size=2"}, ranks: 2, perHost: 2, transports: []string{"tcp"}, backends: []string{"cpu", "gpu-emu", "gpu"}},
 		// Port channels between two hosts of two processes each.
-		{name: "alltoallv_port 2x2", algo: "alltoallv_port", defs: []string{"world_size=4", "ranks_per_node=2"}, ranks: 4, perHost: 2, transports: []string{"tcp", "fabric"}},
+		{name: "alltoallv_port 2x2", algo: "alltoallv_port", defs: []string{"world_size=4", "ranks_per_node=2"}, ranks: 4, perHost: 2, transports: []string{"tcp", "fabric"}, backends: []string{"cpu", "gpu-emu", "gpu"}},
 	}
 }
 
@@ -47,29 +52,52 @@ func alltoallvHeader(t *testing.T, out string, n int, tr string) {
 }
 
 // TestAllToAllVProcesses runs alltoallv plans one process per rank over
-// the TCP wire and libfabric's tcp provider, with three counts matrices,
-// each compared with the run of one process.
+// the TCP wire and libfabric's tcp provider, on the cpu backend and on
+// gpu-emu (each process its own emulated device: memory channels
+// through IPC handles, port channels through each rank's proxy) and, in
+// make test-fabric-cuda, on the gpu backend over the fake driver, with
+// three counts matrices, each compared with the cpu backend's run of one
+// process. Each rank checks every byte of its output, sentinels
+// included.
 func TestAllToAllVProcesses(t *testing.T) {
 	for _, tc := range alltoallvCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			p := evalPlan(t, dir, tc.algo, tc.defs...)
-			for _, counts := range []string{"random:seed=3,max=3000", "moe:tokens=256,hidden=64", "uniform:count=0"} {
-				args := []string{"run", p, "--counts", counts, "-n", "2", "--timeout", "20s"}
-				single := singleProcess(t, dir, args)
-				for _, tr := range tc.transports {
-					var env []string
-					want := "tcp (the bootstrap's connections)"
-					if tr == "fabric" {
-						needFabric(t, "tcp;ofi_rxm")
-						env, want = []string{"FI_PROVIDER=tcp"}, "fabric, libfabric provider tcp;ofi_rxm"
-					}
-					got := succeeded(t, runHosts(t, tc.ranks, tc.perHost, env, append(args, "--transport", tr)...))
-					alltoallvHeader(t, got, tc.ranks, want)
-					sameTable(t, got, single)
+		for _, backend := range tc.backends {
+			t.Run(tc.name+" "+backend, func(t *testing.T) {
+				switch {
+				case backend == "gpu-emu" && !emu.Available:
+					t.Skip("gpu-emu is not in this build (no cgo)")
+				case backend == "gpu" && os.Getenv("MSCCLGO_FAKE_KERNEL_LIB") == "":
+					t.Skip("the gpu backend on the fake driver: make test-fabric-cuda")
 				}
-			}
-		})
+				dir := t.TempDir()
+				p := evalPlan(t, dir, tc.algo, tc.defs...)
+				for _, counts := range []string{"random:seed=3,max=3000", "moe:tokens=256,hidden=64", "uniform:count=0"} {
+					args := []string{"run", p, "--counts", counts, "-n", "2", "--timeout", "20s"}
+					single := singleProcess(t, dir, append(args, "--backend", "cpu"))
+					args = append(args, "--backend", backend)
+					switch backend {
+					case "gpu-emu":
+						args = append(args, "--threads", "2")
+					case "gpu":
+						args = append(args, "--threads", "4")
+					}
+					for _, tr := range tc.transports {
+						var env []string
+						want := "tcp (the bootstrap's connections)"
+						if tr == "fabric" {
+							needFabric(t, "tcp;ofi_rxm")
+							env, want = []string{"FI_PROVIDER=tcp"}, "fabric, libfabric provider tcp;ofi_rxm"
+						}
+						got := succeeded(t, runHosts(t, tc.ranks, tc.perHost, env, append(args, "--transport", tr)...))
+						alltoallvHeader(t, got, tc.ranks, want)
+						if !strings.Contains(got, "backend "+backend+",") {
+							t.Errorf("rank 0's header does not name backend %s:\n%s", backend, got)
+						}
+						sameTable(t, got, single)
+					}
+				}
+			})
+		}
 	}
 }
 

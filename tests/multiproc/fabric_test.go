@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor/fabric"
 )
@@ -232,8 +233,54 @@ func TestFabricUnreachable(t *testing.T) {
 	procs := h.start(t, ctx, 4, "run", p, "-d", "float", "--size", "4M", "-n", "1", "--transport", "fabric", "--join-timeout", "5s").wait(t)
 	for r, pr := range procs {
 		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
-		if pr.code == 0 || !strings.Contains(pr.stderr, "fabric: reaching the peers failed") || !strings.Contains(pr.stderr, "rank ") {
-			t.Errorf("rank %d: exit %d, want the fabric's set-up error naming ranks:\n%s", r, pr.code, pr.stderr)
+		if pr.code == 0 || !strings.Contains(pr.stderr, "fabric: reaching the peers failed") || !strings.Contains(pr.stderr, "rank ") ||
+			!strings.Contains(pr.stderr, "no answer within 5s (an unreachable address?)") {
+			t.Errorf("rank %d: exit %d, want the fabric's set-up error naming ranks and the bound:\n%s", r, pr.code, pr.stderr)
+		}
+	}
+}
+
+// TestFabricUnreachableAuto: the unreachable addresses of
+// TestFabricUnreachable under --transport auto, with a join timeout (the
+// bound of --transport fabric's hello) far beyond the test's deadline.
+// The job gives the fabric up after --fabric-hello-timeout (default 5 s)
+// and completes over tcp; every rank warns with the same transport and
+// reason, and rank 0's header says the same.
+func TestFabricUnreachableAuto(t *testing.T) {
+	needFabric(t, "tcp;ofi_rxm")
+	h := newTwoHostsNamed(t, "msgoM")
+	dir := t.TempDir()
+	p := evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
+	// Well inside the join timeout below: a job that waits for it fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	t.Setenv("FI_TCP_IFACE", "lo")
+	t.Setenv("FI_PROVIDER", "tcp")
+	procs := h.start(t, ctx, 4, "run", p, "-d", "float", "--size", "4M", "-n", "1", "--transport", "auto", "--join-timeout", "10m").wait(t)
+	if ctx.Err() != nil {
+		t.Fatalf("the job outlived 100s: auto waited for the fabric's hello past --fabric-hello-timeout")
+	}
+	const said = "port channels between processes: "
+	var want string
+	for r, pr := range procs {
+		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
+		if pr.code != 0 {
+			t.Errorf("rank %d: exit %d, want the job to complete over tcp:\n%s", r, pr.code, pr.stderr)
+			continue
+		}
+		_, line, ok := strings.Cut(pr.stderr, said)
+		line, _, _ = strings.Cut(line, "\n")
+		if !ok || !strings.HasPrefix(line, "tcp (the bootstrap's connections; fabric refused: fabric: reaching the peers failed: rank ") ||
+			!strings.Contains(line, "no answer within 5s (--fabric-hello-timeout)") {
+			t.Errorf("rank %d: want a warning of the fallback to tcp naming the hello and its bound:\n%s", r, pr.stderr)
+		}
+		if r == 0 {
+			want = line
+			if !strings.Contains(pr.stdout, "# "+said+line+"\n") {
+				t.Errorf("rank 0's header does not say %q:\n%s", line, pr.stdout)
+			}
+		} else if line != want {
+			t.Errorf("rank %d says %q, rank 0 %q", r, line, want)
 		}
 	}
 }
