@@ -81,8 +81,10 @@ type comm struct {
 	gpu      *gpu.Comm
 	plansRun planFiles
 	// evictLogged is how many of gpu's plan instances closed to make
-	// room the INFO log has told of.
-	evictLogged atomic.Int64
+	// room the INFO log has told of; hostEvictLogged the same of the
+	// host sessions (hostrun.go).
+	evictLogged     atomic.Int64
+	hostEvictLogged atomic.Int64
 	// decided caches the decisions of calls (decideCached).
 	decided decisions
 
@@ -315,6 +317,10 @@ func initAll(devs []int) ([]*comm, error) {
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
+	max, err := maxSessions()
+	if err != nil {
+		return nil, &ncclError{code: resultInvalidArgument, err: err}
+	}
 	u, ln, err := newID("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -345,7 +351,7 @@ func initAll(devs []int) ([]*comm, error) {
 	h := newHostHub(len(comms))
 	for _, c := range comms {
 		c.hub = h
-		h.join()
+		h.join(max)
 	}
 	return comms, nil
 }
