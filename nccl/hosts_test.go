@@ -132,3 +132,37 @@ func TestHostsLibrary(t *testing.T) {
 		}
 	})
 }
+
+// TestHostsSwitchBuffers: across the two pretend hosts of
+// TestHostsLibrary, each rank switches among three buffers call by call
+// (call k on buffer k mod 3), and the first host's ranks come 20 ms late
+// to every call, so the other host's kernel of a call runs, and sends
+// its port traffic, before the late ranks have set that call's buffers.
+// Every value of the nine calls is checked, with each plan that crosses
+// hosts: the packet plan (its port traffic lands in the peer's scratch,
+// which belongs to the session, never in the caller's buffers) and the
+// Simple one (its puts land in the peer's buffers, but only after the
+// start handshake with that peer: the late rank's kernel, launched on
+// this call's buffers, has signalled it).
+func TestHostsSwitchBuffers(t *testing.T) {
+	plans := hostsPlans(t)
+	env := []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none",
+		"MSCCLGO_PLAN_PATH=" + plans, "NCCLCHECK_DEVICE=emu", "MSCCLGO_TRANSPORT=tcp"}
+	for _, c := range []struct {
+		count int
+		plan  string
+	}{
+		{1024, "allreduce_hier_packet_2x2gpu"},
+		{32768, "allreduce_hier_2x2gpu"},
+	} {
+		t.Run(c.plan, func(t *testing.T) {
+			for rank, r := range runHosts(t, append(env, fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count)), "MSCCLGO_HOST", "switch") {
+				checkHostsData(t, rank, r, 9)
+				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count %d ncclFloat32 ncclSum (in-place, %d bytes): plan %s on gpu-emu, enqueued", rank, c.count, 4*c.count, c.plan)
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("rank %d: log lacks %q:\n%s", rank, want, r.stderr)
+				}
+			}
+		})
+	}
+}
