@@ -78,7 +78,16 @@ func checkHostsData(t *testing.T, rank int, r run, want int) {
 
 // TestHostsLibrary: a communicator of the emulated-device library whose
 // four ranks are processes on two pretend hosts (MSCCLGO_HOST, and
-// NCCL_HOSTID, NCCL's name for it), as a job of two machines sees it:
+// NCCL_HOSTID, NCCL's name for it), as a job of two machines sees it
+// (hostsCases).
+func TestHostsLibrary(t *testing.T) {
+	env := []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none",
+		"MSCCLGO_PLAN_PATH=" + hostsPlans(t), "NCCLCHECK_DEVICE=emu", "MSCCLGO_TRANSPORT=tcp"}
+	hostsCases(t, env, "gpu-emu")
+}
+
+// hostsCases runs the cases of a job of two pretend hosts through the
+// library of env, whose device backend the INFO log names backend:
 //   - steady: the rank table has two hosts of two ranks, the hierarchical
 //     packet allreduce is chosen (2 ranks per node) and nine calls are
 //     right, every value checked;
@@ -87,16 +96,25 @@ func checkHostsData(t *testing.T, rank int, r run, want int) {
 //     becomes every rank's asynchronous error, naming both calls, in
 //     ncclGetLastError;
 //   - abort: the first host's ranks make a call the other host never
-//     makes and abort while it is in flight; every abort returns.
-func TestHostsLibrary(t *testing.T) {
-	plans := hostsPlans(t)
-	env := []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none",
-		"MSCCLGO_PLAN_PATH=" + plans, "NCCLCHECK_DEVICE=emu", "MSCCLGO_TRANSPORT=tcp"}
+//     makes and abort while it is in flight; every abort returns;
+//   - switch: each rank switches among three buffers call by call (call k
+//     on buffer k mod 3), and the first host's ranks come 20 ms late to
+//     every call, so the other host's kernel of a call runs, and sends
+//     its port traffic, before the late ranks have set that call's
+//     buffers. Every value of the nine calls is checked, with each plan
+//     that crosses hosts: the packet plan (its port traffic lands in the
+//     peer's scratch, which belongs to the session, never in the caller's
+//     buffers) and the Simple one (its puts land in the peer's buffers,
+//     but only after the start handshake with that peer: the late rank's
+//     kernel, launched on this call's buffers, has signalled it). Made to
+//     write the port traffic into the previous call's buffers, the
+//     receiver fails the Simple case on every rank.
+func hostsCases(t *testing.T, env []string, backend string) {
 	for _, hostVar := range []string{"MSCCLGO_HOST", "NCCL_HOSTID"} {
 		t.Run("steady/"+hostVar, func(t *testing.T) {
 			for rank, r := range runHosts(t, env, hostVar, "steady") {
 				checkHostsData(t, rank, r, 9)
-				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): plan allreduce_hier_packet_2x2gpu on gpu-emu, enqueued", rank)
+				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (in-place, 4096 bytes): plan allreduce_hier_packet_2x2gpu on %s, enqueued", rank, backend)
 				if !strings.Contains(r.stderr, want) {
 					t.Errorf("rank %d: log lacks %q:\n%s", rank, want, r.stderr)
 				}
@@ -131,23 +149,6 @@ func TestHostsLibrary(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestHostsSwitchBuffers: across the two pretend hosts of
-// TestHostsLibrary, each rank switches among three buffers call by call
-// (call k on buffer k mod 3), and the first host's ranks come 20 ms late
-// to every call, so the other host's kernel of a call runs, and sends
-// its port traffic, before the late ranks have set that call's buffers.
-// Every value of the nine calls is checked, with each plan that crosses
-// hosts: the packet plan (its port traffic lands in the peer's scratch,
-// which belongs to the session, never in the caller's buffers) and the
-// Simple one (its puts land in the peer's buffers, but only after the
-// start handshake with that peer: the late rank's kernel, launched on
-// this call's buffers, has signalled it).
-func TestHostsSwitchBuffers(t *testing.T) {
-	plans := hostsPlans(t)
-	env := []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_NCCL_FALLBACK=none",
-		"MSCCLGO_PLAN_PATH=" + plans, "NCCLCHECK_DEVICE=emu", "MSCCLGO_TRANSPORT=tcp"}
 	for _, c := range []struct {
 		count int
 		plan  string
@@ -155,10 +156,10 @@ func TestHostsSwitchBuffers(t *testing.T) {
 		{1024, "allreduce_hier_packet_2x2gpu"},
 		{32768, "allreduce_hier_2x2gpu"},
 	} {
-		t.Run(c.plan, func(t *testing.T) {
+		t.Run("switch/"+c.plan, func(t *testing.T) {
 			for rank, r := range runHosts(t, append(env, fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count)), "MSCCLGO_HOST", "switch") {
 				checkHostsData(t, rank, r, 9)
-				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count %d ncclFloat32 ncclSum (in-place, %d bytes): plan %s on gpu-emu, enqueued", rank, c.count, 4*c.count, c.plan)
+				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count %d ncclFloat32 ncclSum (in-place, %d bytes): plan %s on %s, enqueued", rank, c.count, 4*c.count, c.plan, backend)
 				if !strings.Contains(r.stderr, want) {
 					t.Errorf("rank %d: log lacks %q:\n%s", rank, want, r.stderr)
 				}
