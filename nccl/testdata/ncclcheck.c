@@ -962,13 +962,43 @@ static void hosts_call(ncclComm_t comm, float *b, size_t count, int r, int n, in
   pthread_mutex_unlock(&out_mu);
 }
 
-/* hosts_marker is the file rank r of the abort case creates once it has
- * aborted (next to the unique id's file). */
-static void hosts_marker(char *path, size_t len, int r) {
-  snprintf(path, len, "%s.aborted.%d", getenv("NCCLCHECK_ID_FILE"), r);
+/* hosts_marker is the file rank r creates once it has reached step
+ * (next to the unique id's file). */
+static void hosts_marker(char *path, size_t len, const char *step, int r) {
+  snprintf(path, len, "%s.%s.%d", getenv("NCCLCHECK_ID_FILE"), step, r);
 }
 
-/* hosts_main runs hosts_case on rank r of n:
+/* hosts_reached says that rank r reached step. */
+static void hosts_reached(const char *step, int r) {
+  char path[4096];
+  hosts_marker(path, sizeof path, step, r);
+  FILE *f = fopen(path, "w");
+  if (f != NULL) {
+    fclose(f);
+  }
+}
+
+/* hosts_await waits (at most 60 s) until ranks from to to-1 reached
+ * step, outside the library. */
+static void hosts_await(const char *step, int from, int to, int r) {
+  char path[4096];
+  for (int q = from; q < to; q++) {
+    hosts_marker(path, sizeof path, step, q);
+    int i = 0;
+    for (; i < 6000 && access(path, F_OK) != 0; i++) {
+      usleep(10000);
+    }
+    if (i == 6000) {
+      char what[128];
+      snprintf(what, sizeof what, "waiting for rank %d to reach %s", q, step);
+      report(r, what, ncclSystemError);
+    }
+  }
+}
+
+/* hosts_main runs hosts_case on rank r of n (the ranks meet outside the
+ * library, through files, where one host must not leave before the
+ * other's calls have ended):
  *   steady    nine allreduces of 1024 floats on one buffer, each checked;
  *   switch    the same on three buffers in turn (call k on buffer k mod 3),
  *             the first host's ranks 20 ms late to each call, so that the
@@ -1009,6 +1039,8 @@ static void hosts_main(ncclComm_t comm, int r, int n) {
   if (strcmp(hosts_case, "mismatch") == 0) {
     hosts_call(comm, bufs[0], 1024, r, n, 0, "mismatch");
     hosts_call(comm, bufs[0], 2048, r, n, 1, "mismatch");
+    hosts_reached("called", r);
+    hosts_await("called", 0, n, r);
     size_t mine = host == 0 ? 1024 : 2048;
     report(r, "ncclAllReduce mismatched", ncclAllReduce(bufs[0], bufs[0], mine, ncclFloat32, ncclSum, comm, NULL));
     ncclResult_t async = ncclSuccess;
@@ -1024,33 +1056,25 @@ static void hosts_main(ncclComm_t comm, int r, int n) {
     printf("rank %d: async error %d: %s\n", r, (int)async, ncclGetLastError(comm));
     fflush(stdout);
     pthread_mutex_unlock(&out_mu);
+    /* Every rank has its error before any leaves. */
+    hosts_reached("mismatched", r);
+    hosts_await("mismatched", 0, n, r);
     report(r, "ncclCommAbort", ncclCommAbort(comm));
     return;
   }
   if (strcmp(hosts_case, "abort") == 0) {
-    char path[4096];
     hosts_call(comm, bufs[0], count, r, n, 0, "abort");
+    /* Every rank's first call has ended (its port traffic applied). */
+    hosts_reached("called", r);
+    hosts_await("called", 0, n, r);
     if (host == 0) {
       hosts_fill(bufs[0], count, r, 1);
       report(r, "ncclAllReduce the other host never makes", ncclAllReduce(bufs[0], bufs[0], count, ncclFloat32, ncclSum, comm, NULL));
       report(r, "ncclCommAbort", ncclCommAbort(comm));
-      hosts_marker(path, sizeof path, r);
-      FILE *f = fopen(path, "w");
-      if (f != NULL) {
-        fclose(f);
-      }
+      hosts_reached("aborted", r);
       return;
     }
-    for (int q = 0; q < n / 2; q++) {
-      hosts_marker(path, sizeof path, q);
-      int i = 0;
-      for (; i < 6000 && access(path, F_OK) != 0; i++) {
-        usleep(10000);
-      }
-      if (i == 6000) {
-        report(r, "waiting for the first host's ranks to abort", ncclSystemError);
-      }
-    }
+    hosts_await("aborted", 0, n / 2, r);
     report(r, "ncclCommAbort", ncclCommAbort(comm));
     return;
   }
