@@ -281,9 +281,10 @@ gpu-test: gpu fakecuda build
 	@# The NCCL library's cuda-tagged build: every collective's data checks
 	@# through gpu/cuda on four fake devices, ranks as threads of one
 	@# process and as 2 and 4 processes (buffers registered by IPC handle),
-	@# and a call captured into a graph (global mode) and replayed.
+	@# and a call captured into a graph (global mode) and replayed; four
+	@# processes on two pretend hosts (MSCCLGO_HOST), two fake devices each.
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
-		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep|Mixed|Sessions)CUDA'
+		$(GO) test -count=1 -tags cuda ./nccl -run 'TestDevice(Runs|Procs|Capture|Sweep|Mixed|Sessions)CUDA|TestHostsCUDA'
 	LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
 		bin/mscclgo run tests/ports/single_node/allreduce.plan.json --backend gpu --threads 4 -b 4K -e 64K -f 4 -n 2
 	@# One process on a fake machine of four GPUs: rank r on device r mod 4,

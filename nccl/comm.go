@@ -81,8 +81,10 @@ type comm struct {
 	gpu      *gpu.Comm
 	plansRun planFiles
 	// evictLogged is how many of gpu's plan instances closed to make
-	// room the INFO log has told of.
-	evictLogged atomic.Int64
+	// room the INFO log has told of; hostEvictLogged the same of the
+	// host sessions (hostrun.go).
+	evictLogged     atomic.Int64
+	hostEvictLogged atomic.Int64
 	// decided caches the decisions of calls (decideCached).
 	decided decisions
 
@@ -108,6 +110,9 @@ type comm struct {
 // connect joins the bootstrap of w and makes the communicator; it gives
 // up when parent ends, with parent's cause.
 func connect(parent context.Context, w bootstrap.World, ln net.Listener, dev int, timeout time.Duration) (*comm, error) {
+	if w.Host == "" {
+		w.Host = hostOverride()
+	}
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	b, err := bootstrap.Connect(ctx, w, bootstrap.Options{Timeout: timeout, Listener: ln})
@@ -135,6 +140,20 @@ func connect(parent context.Context, w bootstrap.World, ln net.Listener, dev int
 		return nil, err
 	}
 	return c, nil
+}
+
+// hostOverride is the name this process's ranks give their host in the
+// rank table, which groups the ranks per host (the memory channels of a
+// plan stay inside a host, port channels cross hosts): MSCCLGO_HOST, as
+// `mscclgo run` reads it, else NCCL_HOSTID, NCCL's own override, else ""
+// (the bootstrap takes the machine's host name). Two processes on one
+// machine with different names are ranks of different hosts: how the
+// tests make a job of several hosts on one machine.
+func hostOverride() string {
+	if h := os.Getenv(bootstrap.EnvHost); h != "" {
+		return h
+	}
+	return os.Getenv("NCCL_HOSTID")
 }
 
 // checkRanks checks ncclCommInitRank's rank and count.
@@ -298,6 +317,10 @@ func initAll(devs []int) ([]*comm, error) {
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
+	max, err := maxSessions()
+	if err != nil {
+		return nil, &ncclError{code: resultInvalidArgument, err: err}
+	}
 	u, ln, err := newID("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -328,7 +351,7 @@ func initAll(devs []int) ([]*comm, error) {
 	h := newHostHub(len(comms))
 	for _, c := range comms {
 		c.hub = h
-		h.join()
+		h.join(max)
 	}
 	return comms, nil
 }
@@ -486,6 +509,9 @@ func (c *comm) end(fn string) error {
 // endNow is end's work.
 func (c *comm) endNow(abort bool) {
 	if c.gpu != nil {
+		if !abort {
+			c.settleHosts()
+		}
 		// Launches still running end first (Abort stops them).
 		var err error
 		if abort {
@@ -504,6 +530,30 @@ func (c *comm) endNow(abort bool) {
 	c.mu.Unlock()
 	if cs != nil {
 		cs.close()
+	}
+}
+
+// settleHosts is the first step of ncclCommDestroy on a communicator
+// whose ranks span hosts: this rank waits for its launches to be served,
+// then for every rank to have done the same (a bootstrap barrier), each
+// at most the set-up timeout. A rank's port traffic to another host is
+// applied there by that rank's receivers, which end with its
+// communicator: without this, a rank whose last launch had ended
+// destroyed its communicator while a peer's last launch still waited for
+// it to apply that peer's traffic, and that launch failed (its output
+// never written). A rank that aborts, or is lost, ends the barrier at
+// once.
+func (c *comm) settleHosts() {
+	if len(c.boot.Hosts()) < 2 {
+		return
+	}
+	if err := c.gpu.Quiet(c.timeout); err != nil && logging() {
+		logInfo("rank %d of %d: waiting for its launches before the end: %v", c.rank, c.size, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if err := c.boot.Barrier(ctx); err != nil && logging() {
+		logInfo("rank %d of %d: waiting for the ranks on other hosts to end their launches: %v", c.rank, c.size, err)
 	}
 }
 

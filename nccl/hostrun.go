@@ -12,6 +12,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // Host-memory runs execute the chosen plan on the CPU reference backend
@@ -31,7 +32,12 @@ import (
 // this host share the session's buffers through shared memory, and the
 // call copies its input in and its output out. Either way each plan
 // instance (plan, size, element type, in place or not) keeps one CPU
-// session for the communicator's life.
+// session, at most MSCCLGO_NCCL_MAX_SESSIONS of them per communicator
+// (as on the device): opening one more first closes the least recently
+// called one. Every rank makes the same calls in the same order, so every
+// rank closes the same one, without a message; no run is under way on it
+// then (a hub runs one call at a time; a process's call opens a session
+// only after every rank has met, so their earlier runs have ended).
 
 // hostMemEnabled reports whether MSCCLGO_NCCL_HOSTMEM asks for host-memory
 // runs of NCCL calls.
@@ -50,18 +56,63 @@ const hostTag = 1 << 28
 // own); otherwise each runs its rank over the multi-process
 // transport.
 func (c *comm) setUpHost(key string, hub func() *hostHub) error {
+	max, err := maxSessions()
+	if err != nil {
+		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+	}
 	local, err := c.allInProcess()
 	if err != nil {
 		return err
 	}
 	if local {
 		c.hub, c.hubKey = hub(), key
-		c.hub.join()
+		c.hub.join(max)
 	} else {
-		c.procs = &hostProcs{}
+		c.procs = &hostProcs{max: max}
 	}
 	return nil
 }
+
+// hostLRU is the bound on a communicator's host sessions: which plan
+// instance was called when, and how many were closed to make room.
+type hostLRU struct {
+	max     int               // sessions kept open; 0 is gpu.DefaultMaxSessions
+	calls   uint64            // calls so far
+	used    map[string]uint64 // each open instance's last call
+	evicted int               // sessions closed to make room
+}
+
+// touch records a call of instance key.
+func (l *hostLRU) touch(key string) {
+	l.calls++
+	if l.used == nil {
+		l.used = map[string]uint64{}
+	}
+	l.used[key] = l.calls
+}
+
+// victim is the open instance to close before one more opens, "" while
+// there is room: the least recently called one (ties, which cannot
+// happen, by key).
+func (l *hostLRU) victim(open int) string {
+	max := l.max
+	if max <= 0 {
+		max = gpu.DefaultMaxSessions
+	}
+	if open < max {
+		return ""
+	}
+	var oldest string
+	for k, at := range l.used {
+		if oldest == "" || at < l.used[oldest] || (at == l.used[oldest] && k < oldest) {
+			oldest = k
+		}
+	}
+	return oldest
+}
+
+// forget drops instance key (closed).
+func (l *hostLRU) forget(key string) { delete(l.used, key) }
 
 // closeHost ends c's host sessions (ncclCommDestroy, ncclCommAbort).
 func (c *comm) closeHost() {
@@ -87,19 +138,34 @@ type hostHub struct {
 	members int
 
 	// run serializes the plans' runs; sessions are the CPU sessions by
-	// plan instance (instanceKey).
+	// plan instance (instanceKey), at most lru.max of them. Both guarded
+	// by run.
 	run      sync.Mutex
 	sessions map[string]executor.Session
+	lru      hostLRU
 }
 
 func newHostHub(size int) *hostHub {
 	return &hostHub{size: size}
 }
 
-func (h *hostHub) join() {
+// join adds a member that keeps at most max sessions open (every rank
+// reads the same MSCCLGO_NCCL_MAX_SESSIONS).
+func (h *hostHub) join(max int) {
 	h.mu.Lock()
 	h.members++
 	h.mu.Unlock()
+	h.run.Lock()
+	h.lru.max = max
+	h.run.Unlock()
+}
+
+// evictions is how many sessions the hub closed to make room, and how
+// many are open.
+func (h *hostHub) evictions() (open, evicted int) {
+	h.run.Lock()
+	defer h.run.Unlock()
+	return len(h.sessions), h.lru.evicted
 }
 
 // leave drops one member; the last closes the hub's sessions.
@@ -116,6 +182,7 @@ func (h *hostHub) leave() {
 	for k, s := range h.sessions {
 		s.Close()
 		delete(h.sessions, k)
+		h.lru.forget(k)
 	}
 }
 
@@ -139,6 +206,16 @@ type hostProcs struct {
 	mu       sync.Mutex // one call at a time
 	sessions map[string]*cpu.RankSession
 	next     uint32 // the next session's tag offset from hostTag
+	max      int    // MSCCLGO_NCCL_MAX_SESSIONS
+	lru      hostLRU
+}
+
+// evictions is how many sessions p closed to make room, and how many
+// are open.
+func (p *hostProcs) evictions() (open, evicted int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sessions), p.lru.evicted
 }
 
 func (p *hostProcs) close() error {
@@ -150,6 +227,7 @@ func (p *hostProcs) close() error {
 			first = err
 		}
 		delete(p.sessions, k)
+		p.lru.forget(k)
 	}
 	return first
 }
@@ -194,13 +272,29 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		// Session buffers of its own: the caller's placement is
 		// irrelevant to the run (decide chose the plan without it).
 		key := instanceKey(d.path, size, planDType(k.dtype), d.planInPlace)
-		return true, c.procs.run(c, k, d, key, sig+" with plan "+d.plan, send, recv), ""
+		err = c.procs.run(c, k, d, key, sig+" with plan "+d.plan, send, recv)
+		c.logHostEvictions(k, c.procs.evictions)
+		return true, err, ""
 	}
 	mine := hostPart{coll: k.coll, send: send, recv: recv, callInPlace: k.inPlace(c.rank), d: d}
 	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
 		return c.hub.runParts(ctx, size, planDType(k.dtype), all)
 	})
+	c.logHostEvictions(k, c.hub.evictions)
 	return true, err, ""
+}
+
+// logHostEvictions tells the INFO log, after call k, how many host
+// sessions are open and how many were closed to make room, when that
+// count changed since the last time.
+func (c *comm) logHostEvictions(k call, evictions func() (open, evicted int)) {
+	if !logging() {
+		return
+	}
+	open, evicted := evictions()
+	if int64(evicted) != c.hostEvictLogged.Swap(int64(evicted)) {
+		logInfo("%s: %d plan instances open on host memory, %d closed so far to make room (%s bounds them)", c.describe(k), open, evicted, maxSessionsEnv)
+	}
 }
 
 // hostSig is call k as every rank must make it: its placement is each
@@ -415,6 +509,13 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 	defer h.run.Unlock()
 	sess := h.sessions[key]
 	if sess == nil {
+		if old := h.lru.victim(len(h.sessions)); old != "" {
+			// No run is under way: they hold h.run.
+			h.sessions[old].Close()
+			delete(h.sessions, old)
+			h.lru.forget(old)
+			h.lru.evicted++
+		}
 		inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
 		if err != nil {
 			return err
@@ -430,11 +531,13 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 		}
 		h.sessions[key] = sess
 	}
+	h.lru.touch(key)
 	if err := sess.Launch(ctx, bufs); err != nil {
 		// A stopped or failed run may leave the session unusable: the
 		// next call opens a new one.
 		sess.Close()
 		delete(h.sessions, key)
+		h.lru.forget(key)
 		return err
 	}
 	return nil
@@ -453,6 +556,7 @@ func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv
 			return err
 		}
 	}
+	p.lru.touch(key)
 	b := s.Buffers()
 	if len(b.Input) != len(send) || len(b.Output) != len(recv) {
 		return errorf(resultInternal, "%s: buffers of %d and %d bytes, the plan's layout has %d and %d", d.path, len(send), len(recv), len(b.Input), len(b.Output))
@@ -479,6 +583,17 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.Ran
 		if string(s) != sig {
 			return nil, errorf(resultInvalidUsage, "mismatched calls: rank %d called %s, rank %d called %s", c.rank, sig, r, s)
 		}
+	}
+	// Every rank has met, so every earlier run has ended everywhere: the
+	// least recently called session may close.
+	p.lru.max = p.max
+	if old := p.lru.victim(len(p.sessions)); old != "" {
+		if err := p.sessions[old].Close(); err != nil && logging() {
+			logInfo("rank %d of %d: closing the host session of %s to make room: %v", c.rank, c.size, old, err)
+		}
+		delete(p.sessions, old)
+		p.lru.forget(old)
+		p.lru.evicted++
 	}
 	dt := planDType(k.dtype)
 	inst, layout, err := c.plansRun.instantiate(d.path, k.size(c.size), dt, d.planInPlace)

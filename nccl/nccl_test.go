@@ -131,11 +131,19 @@ func runCheckProcs(t *testing.T, n int, env []string, args ...string) []run {
 // runCheckExit is runCheck for a run that is to exit with status want.
 func runCheckExit(t *testing.T, want int, env []string, args ...string) run {
 	t.Helper()
+	return runCheckIn(t, nil, want, env, args...)
+}
+
+// runCheckIn is runCheckExit with ncclcheck run by the command prefix
+// (ip netns exec NS, say; nil: none).
+func runCheckIn(t *testing.T, prefix []string, want int, env []string, args ...string) run {
+	t.Helper()
 	dir := artifacts(t)
 	stubLog := filepath.Join(t.TempDir(), "stub.log")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "ncclcheck"), args...)
+	argv := append(append(slices.Clone(prefix), filepath.Join(dir, "ncclcheck")), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(cleanEnv(), "STUB_NCCL_LOG="+stubLog, "MSCCLGO_NCCL_DEBUG=INFO", "MSCCLGO_NCCL_TIMEOUT=20s",
 		"MSCCLGO_CACHE_DIR="+t.TempDir(), "NCCL_STUB_DIR="+filepath.Join(dir, "stub"))
 	cmd.Env = append(cmd.Env, env...)

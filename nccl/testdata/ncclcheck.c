@@ -36,6 +36,11 @@
  *                           the driver's count (cuMemAlloc), =emu takes the
  *                           emulated-device build's shared memory, unset host
  *                           memory
+ *   ncclcheck hosts CASE    one rank of a job of processes (as mixedprocs,
+ *                           NCCLCHECK_DEVICE included) whose ranks below
+ *                           WORLD_SIZE/2 are one host and the others another
+ *                           (MSCCLGO_HOST): CASE steady, switch, mismatch or
+ *                           abort (hosts_main)
  *   ncclcheck oop N         N ranks as threads, out-of-place calls of the
  *                           three collectives, results checked
  *   ncclcheck custom        one rank of a job of mscclgo.h communicators from
@@ -211,7 +216,8 @@ static void *data_main(void *p);
 
 /* What procs does after the init (PROCS_SCALABLE: the init is
  * ncclCommInitRankScalable's, then the calls). */
-enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA, PROCS_MIXED, PROCS_SESSIONS };
+enum { PROCS_CALLS, PROCS_LOSE, PROCS_DATA, PROCS_SCALABLE, PROCS_BENCH, PROCS_HOSTDATA, PROCS_MIXED, PROCS_SESSIONS, PROCS_HOSTS };
+static void hosts_main(ncclComm_t comm, int rank, int n);
 static void *bench_main(void *p);
 static void *mixed_main(void *p);
 static void *sessions_main(void *p);
@@ -291,7 +297,7 @@ static int procs(int mode) {
     fprintf(stderr, "ncclcheck: rank %d: no CUDA device to set (is a CUDA driver loaded?)\n", rank);
     return 2;
   }
-  if ((mode == PROCS_MIXED || mode == PROCS_SESSIONS) && procs_device(rank) != 0) {
+  if ((mode == PROCS_MIXED || mode == PROCS_SESSIONS || mode == PROCS_HOSTS) && procs_device(rank) != 0) {
     return 2;
   }
   const char *file = getenv("NCCLCHECK_ID_FILE");
@@ -330,6 +336,10 @@ static int procs(int mode) {
     if (report(rank, "ncclCommInitRank", ncclCommInitRank(&comm, n, id, rank)) != ncclSuccess) {
       return 1;
     }
+  }
+  if (mode == PROCS_HOSTS) {
+    hosts_main(comm, rank, n);
+    return 0;
   }
   if (mode == PROCS_SESSIONS) {
     struct rank_arg a = {comm, rank, n};
@@ -893,6 +903,183 @@ static void *sessions_main(void *p) {
   }
   finish(a->comm, a->rank);
   return NULL;
+}
+
+/* The job of hosts: the ranks below n/2 are one host, the others
+ * another (the test names them apart with MSCCLGO_HOST); hosts_case is
+ * what they do. */
+static const char *hosts_case = "";
+
+/* hosts_fill sets call k's input of rank r; hosts_want is element i of
+ * the sum over n ranks. */
+static void hosts_fill(float *b, size_t count, int r, int k) {
+  for (size_t i = 0; i < count; i++) {
+    b[i] = (float)(value(r, i) + k);
+  }
+}
+
+static double hosts_want(int n, size_t i, int k) {
+  double w = 0;
+  for (int q = 0; q < n; q++) {
+    w += value(q, i) + k;
+  }
+  return w;
+}
+
+/* hosts_call makes call k of rank r: an in-place float sum allreduce of
+ * count on b, waited for and checked. */
+static void hosts_call(ncclComm_t comm, float *b, size_t count, int r, int n, int k, const char *what) {
+  hosts_fill(b, count, r, k);
+  ncclResult_t res = ncclAllReduce(b, b, count, ncclFloat32, ncclSum, comm, NULL);
+  if (res == ncclSuccess) {
+    res = stream_sync(comm);
+  }
+  ncclResult_t async = ncclSuccess;
+  if (res == ncclSuccess) {
+    res = ncclCommGetAsyncError(comm, &async);
+  }
+  if (res == ncclSuccess) {
+    res = async;
+  }
+  char name[128];
+  snprintf(name, sizeof name, "%s call %d count %zu", what, k, count);
+  if (report(r, name, res) != ncclSuccess) {
+    return;
+  }
+  size_t bad = count;
+  for (size_t i = 0; i < count && bad == count; i++) {
+    if (b[i] != (float)hosts_want(n, i, k)) {
+      bad = i;
+    }
+  }
+  pthread_mutex_lock(&out_mu);
+  if (bad == count) {
+    printf("rank %d: DATA %s ok\n", r, name);
+  } else {
+    printf("rank %d: DATA %s WRONG at %zu: got %g, want %g\n", r, name, bad, (double)b[bad], hosts_want(n, bad, k));
+  }
+  fflush(stdout);
+  pthread_mutex_unlock(&out_mu);
+}
+
+/* hosts_marker is the file rank r creates once it has reached step
+ * (next to the unique id's file). */
+static void hosts_marker(char *path, size_t len, const char *step, int r) {
+  snprintf(path, len, "%s.%s.%d", getenv("NCCLCHECK_ID_FILE"), step, r);
+}
+
+/* hosts_reached says that rank r reached step. */
+static void hosts_reached(const char *step, int r) {
+  char path[4096];
+  hosts_marker(path, sizeof path, step, r);
+  FILE *f = fopen(path, "w");
+  if (f != NULL) {
+    fclose(f);
+  }
+}
+
+/* hosts_await waits (at most 60 s) until ranks from to to-1 reached
+ * step, outside the library. */
+static void hosts_await(const char *step, int from, int to, int r) {
+  char path[4096];
+  for (int q = from; q < to; q++) {
+    hosts_marker(path, sizeof path, step, q);
+    int i = 0;
+    for (; i < 6000 && access(path, F_OK) != 0; i++) {
+      usleep(10000);
+    }
+    if (i == 6000) {
+      char what[128];
+      snprintf(what, sizeof what, "waiting for rank %d to reach %s", q, step);
+      report(r, what, ncclSystemError);
+    }
+  }
+}
+
+/* hosts_main runs hosts_case on rank r of n (the ranks meet outside the
+ * library, through files, where one host must not leave before the
+ * other's calls have ended):
+ *   steady    nine allreduces of 1024 floats on one buffer, each checked;
+ *   switch    the same on three buffers in turn (call k on buffer k mod 3),
+ *             the first host's ranks 20 ms late to each call, so that the
+ *             other host's data for a call arrives before the buffers of
+ *             that call were set; NCCLCHECK_COUNT elements (default 1024);
+ *   mismatch  allreduces of 1024 and 2048 floats (both plan instances
+ *             open), then the first host calls 1024 and the other 2048:
+ *             every rank polls ncclCommGetAsyncError and prints the error
+ *             and ncclGetLastError, then aborts;
+ *   abort     one allreduce, then the first host makes another that the
+ *             other host never makes and aborts while it is in flight; the
+ *             other host aborts once the first has. */
+static void hosts_main(ncclComm_t comm, int r, int n) {
+  int host = r < n / 2 ? 0 : 1;
+  size_t count = 1024;
+  if (getenv("NCCLCHECK_COUNT") != NULL) {
+    count = (size_t)env_int("NCCLCHECK_COUNT");
+  }
+  int nbufs = strcmp(hosts_case, "switch") == 0 ? 3 : 1;
+  float *bufs[3] = {NULL, NULL, NULL};
+  for (int j = 0; j < nbufs; j++) {
+    bufs[j] = data_alloc(2 * count * sizeof(float));
+    if (bufs[j] == NULL) {
+      report(r, "hosts: allocating", ncclSystemError);
+      return;
+    }
+  }
+  if (strcmp(hosts_case, "steady") == 0 || strcmp(hosts_case, "switch") == 0) {
+    for (int k = 0; k < 9; k++) {
+      if (nbufs > 1 && host == 0) {
+        usleep(20000);
+      }
+      hosts_call(comm, bufs[k % nbufs], count, r, n, k, hosts_case);
+    }
+    finish(comm, r);
+    return;
+  }
+  if (strcmp(hosts_case, "mismatch") == 0) {
+    hosts_call(comm, bufs[0], 1024, r, n, 0, "mismatch");
+    hosts_call(comm, bufs[0], 2048, r, n, 1, "mismatch");
+    hosts_reached("called", r);
+    hosts_await("called", 0, n, r);
+    size_t mine = host == 0 ? 1024 : 2048;
+    report(r, "ncclAllReduce mismatched", ncclAllReduce(bufs[0], bufs[0], mine, ncclFloat32, ncclSum, comm, NULL));
+    ncclResult_t async = ncclSuccess;
+    for (int i = 0; i < 3000 && async == ncclSuccess; i++) {
+      if (report(r, "ncclCommGetAsyncError", ncclCommGetAsyncError(comm, &async)) != ncclSuccess) {
+        break;
+      }
+      if (async == ncclSuccess) {
+        usleep(10000);
+      }
+    }
+    pthread_mutex_lock(&out_mu);
+    printf("rank %d: async error %d: %s\n", r, (int)async, ncclGetLastError(comm));
+    fflush(stdout);
+    pthread_mutex_unlock(&out_mu);
+    /* Every rank has its error before any leaves. */
+    hosts_reached("mismatched", r);
+    hosts_await("mismatched", 0, n, r);
+    report(r, "ncclCommAbort", ncclCommAbort(comm));
+    return;
+  }
+  if (strcmp(hosts_case, "abort") == 0) {
+    hosts_call(comm, bufs[0], count, r, n, 0, "abort");
+    /* Every rank's first call has ended (its port traffic applied). */
+    hosts_reached("called", r);
+    hosts_await("called", 0, n, r);
+    if (host == 0) {
+      hosts_fill(bufs[0], count, r, 1);
+      report(r, "ncclAllReduce the other host never makes", ncclAllReduce(bufs[0], bufs[0], count, ncclFloat32, ncclSum, comm, NULL));
+      report(r, "ncclCommAbort", ncclCommAbort(comm));
+      hosts_reached("aborted", r);
+      return;
+    }
+    hosts_await("aborted", 0, n / 2, r);
+    report(r, "ncclCommAbort", ncclCommAbort(comm));
+    return;
+  }
+  fprintf(stderr, "ncclcheck: hosts %s: want steady, switch, mismatch or abort\n", hosts_case);
+  report(r, "hosts: unknown case", ncclInvalidArgument);
 }
 
 static void *mismatch_data_main(void *p) {
@@ -1585,6 +1772,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "sessionsprocs") == 0) {
     return procs(PROCS_SESSIONS);
+  }
+  if (strcmp(argv[1], "hosts") == 0 && argc == 3) {
+    hosts_case = argv[2];
+    return procs(PROCS_HOSTS);
   }
   if (strcmp(argv[1], "datamismatch") == 0) {
     return data(2, mismatch_data_main);
