@@ -139,6 +139,10 @@ type Wire struct {
 	cqFile *os.File
 	cqConn syscall.RawConn
 
+	// loopCopied counts the payload bytes the progress loop copied out
+	// of the rings (small messages only; for tests).
+	loopCopied atomic.Uint64
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -190,19 +194,26 @@ type outRec struct {
 type peerIn struct {
 	expect  uint32
 	pending map[uint32]uint32 // seq -> ring offset, arrived early
-	// the message being reassembled
-	tag     uint32
-	head    []byte
-	head2   []byte // the second message of a pair (SendPort2)
-	pair    bool
-	payload []byte
-	// held: the message's records stay in the ring (parts, partHolds)
-	// for the receiver to copy (a message of several records of at
-	// most half a ring).
-	held      bool
-	parts     [][]byte
-	partHolds []uint32
-	total     int
+	// st is the message of several records being received: its first
+	// record queued it, the later ones add their parts to it.
+	st *stream
+}
+
+// stream is a message of several records. The receiver (RecvPort) copies
+// its parts out of the ring as they arrive, off the progress loop, and
+// releases each to the sender once copied.
+type stream struct {
+	total int
+	parts [][]byte // (mu) the records' payloads in the ring, in order
+	seqs  []uint32 // (mu) their sequence numbers, held until copied
+}
+
+// streamPart is a record of a stream that the progress loop took.
+type streamPart struct {
+	st   *stream
+	from int
+	seq  uint32
+	body []byte
 }
 
 type slot struct {
@@ -222,19 +233,18 @@ type qkey struct {
 type msg struct {
 	head, payload []byte
 	hold          uint32
-	// parts are the ring memory of the records of a message of several
-	// records (not copied yet), held (their sequence numbers: partHolds)
-	// until RecvPort copies them into one payload.
-	parts     [][]byte
-	partHolds []uint32
-	total     int
+	// st, where not nil, is a message of several records: RecvPort
+	// copies its parts as they arrive.
+	st *stream
 }
 
-// queue is the received messages of one (tag, peer), and the record the
-// receiver holds.
+// queue is the received messages of one (tag, peer), the record the
+// receiver holds, and the buffer the payloads of several records are
+// copied into (reused: a payload is valid until the next RecvPort).
 type queue struct {
 	msgs []msg
 	held uint32
+	buf  []byte
 }
 
 // record is what each rank contributes to the set-up's all-gather.
@@ -819,9 +829,9 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			m := q.msgs[0]
 			q.msgs[0] = msg{}
 			q.msgs = q.msgs[1:]
-			if m.parts != nil {
+			if m.st != nil {
 				w.mu.Unlock()
-				payload, err := w.assemble(peer, m)
+				payload, err := w.receiveStream(ctx, peer, q, m.st)
 				return m.head, payload, err
 			}
 			if m.hold == 0 {
@@ -857,31 +867,60 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	}
 }
 
-// assemble copies the records of a held message of several records
-// into one payload and releases them to the sender.
-func (w *Wire) assemble(peer int, m msg) ([]byte, error) {
-	w.users.RLock()
-	w.mu.Lock()
-	closed := w.closed
-	w.mu.Unlock()
-	var payload []byte
-	if !closed {
-		payload = make([]byte, 0, m.total)
-		for _, p := range m.parts {
-			payload = append(payload, p...)
+// receiveStream copies the parts of a message of several records into
+// the queue's buffer as they arrive, releasing each to the sender once
+// copied.
+func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream) ([]byte, error) {
+	if cap(q.buf) < st.total {
+		q.buf = make([]byte, st.total)
+	}
+	buf := q.buf[:st.total]
+	n, taken := 0, 0
+	for n < st.total {
+		w.users.RLock() // the ring stays while parts are copied
+		w.mu.Lock()
+		k := len(st.parts)
+		parts, seqs := st.parts[taken:k], st.seqs[taken:k]
+		if len(parts) == 0 {
+			err := w.stateLocked(peer)
+			ch := w.changed
+			w.mu.Unlock()
+			w.users.RUnlock()
+			if err != nil {
+				return nil, err
+			}
+			if err := w.waitChange(ctx, ch, peer, "the rest of a message from"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if w.closed {
+			w.mu.Unlock()
+			w.users.RUnlock()
+			return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+		}
+		w.mu.Unlock()
+		var err error
+		for _, p := range parts {
+			if n+len(p) > len(buf) {
+				err = fmt.Errorf("fabric: rank %d: a message from rank %d of %d bytes brought more", w.rank, peer, st.total)
+				break
+			}
+			n += copy(buf[n:], p)
+		}
+		w.mu.Lock()
+		for _, seq := range seqs {
+			delete(w.holds[peer], seq)
+		}
+		w.mu.Unlock()
+		taken = k
+		w.kick() // the sender's credit is due
+		w.users.RUnlock()
+		if err != nil {
+			return nil, err
 		}
 	}
-	w.mu.Lock()
-	for _, seq := range m.partHolds {
-		delete(w.holds[peer], seq)
-	}
-	w.mu.Unlock()
-	w.kick() // the sender's credit is due
-	w.users.RUnlock()
-	if closed {
-		return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
-	}
-	return payload, nil
+	return buf, nil
 }
 
 func (w *Wire) queueLocked(k qkey) *queue {
@@ -1118,7 +1157,7 @@ func (w *Wire) farewell() bool {
 
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
-	var held []heldRec
+	var parts []streamPart
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -1168,11 +1207,13 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		w.mu.Unlock()
-		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &held)...)
+		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &parts)...)
 		w.mu.Lock()
 	}
-	for _, h := range held {
-		w.holds[h.from][h.seq] = true
+	for _, sp := range parts {
+		sp.st.parts = append(sp.st.parts, sp.body)
+		sp.st.seqs = append(sp.st.seqs, sp.seq)
+		w.holds[sp.from][sp.seq] = true
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -1185,13 +1226,6 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 	w.mu.Unlock()
 }
 
-// heldRec is a record whose ring memory a message not yet received
-// holds.
-type heldRec struct {
-	from int
-	seq  uint32
-}
-
 type qmsg struct {
 	tag  uint32
 	from int
@@ -1199,8 +1233,9 @@ type qmsg struct {
 }
 
 // take takes the record at off of from's ring, and any that waited for
-// it, in sequence order; it returns the messages they complete.
-func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
+// it, in sequence order; it returns the messages they begin, and adds
+// the records of messages of several records to parts.
+func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 	in := &w.ins[from]
 	ring := unsafe.Slice((*byte)(unsafe.Add(w.recvMem, uint64(from)*w.ring)), w.ring)
 	if off+recHead > w.ring {
@@ -1220,51 +1255,36 @@ func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
 		pl := int(binary.LittleEndian.Uint32(r[4:]))
 		hl, h2 := int(r[12]), int(r[14])
 		flags := r[13]
-		if uint64(o)+uint64(recHead+hl+h2+pl) <= w.ring {
-			if flags&recFirst != 0 && flags&recLast != 0 && pl >= directBytes {
-				// A large message of one record: the receiver reads it in
-				// the ring, which it holds until its next RecvPort.
-				p := r[recHead+hl+h2 : recHead+hl+h2+pl : recHead+hl+h2+pl]
-				out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead:recHead+hl]...), payload: p, hold: in.expect}})
+		if end := recHead + hl + h2 + pl; uint64(o)+uint64(end) <= w.ring {
+			body := r[recHead+hl+h2 : end : end]
+			first := flags&recFirst != 0
+			if first {
+				m := msg{head: append([]byte(nil), r[recHead:recHead+hl]...)}
+				switch {
+				case flags&recLast == 0:
+					// Several records: the receiver copies them as they
+					// come.
+					in.st = &stream{total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
+					m.st = in.st
+				case pl >= directBytes:
+					// A large message of one record: the receiver reads
+					// it in the ring, which it holds until its next
+					// RecvPort.
+					m.payload, m.hold = body, in.expect
+				default:
+					m.payload = append([]byte(nil), body...)
+					w.loopCopied.Add(uint64(pl))
+				}
+				out = append(out, qmsg{tag: tag, from: from, msg: m})
 				if flags&recPair != 0 {
 					out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)}})
 				}
-				w.peers[from].creditDue = in.expect
-				in.expect++
-				continue
 			}
-			if flags&recFirst != 0 {
-				total := binary.LittleEndian.Uint64(r[16:])
-				in.tag = tag
-				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
-				in.pair = flags&recPair != 0
-				in.head2 = append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)
-				// A large message of at most half a ring stays in the
-				// ring for the receiver to copy, off this loop; a larger
-				// one is copied here (its later records need the room).
-				in.held = flags&recLast == 0 && total >= directBytes && total <= w.ring/2
-				in.total = int(total)
-				if !in.held {
-					in.payload = make([]byte, 0, min(total, 1<<32))
+			if in.st != nil && (!first || flags&recLast == 0) {
+				*parts = append(*parts, streamPart{st: in.st, from: from, seq: in.expect, body: body})
+				if flags&recLast != 0 {
+					in.st = nil
 				}
-			}
-			if in.held {
-				in.parts = append(in.parts, r[recHead+hl+h2:recHead+hl+h2+pl:recHead+hl+h2+pl])
-				in.partHolds = append(in.partHolds, in.expect)
-				*held = append(*held, heldRec{from, in.expect})
-			} else {
-				in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
-			}
-			if flags&recLast != 0 {
-				m := msg{head: in.head, payload: in.payload}
-				if in.held {
-					m = msg{head: in.head, parts: in.parts, partHolds: in.partHolds, total: in.total}
-				}
-				out = append(out, qmsg{tag: in.tag, from: from, msg: m})
-				if in.pair {
-					out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head2}})
-				}
-				in.head, in.payload, in.head2, in.parts, in.partHolds, in.held = nil, nil, nil, nil, nil, false
 			}
 		}
 		w.peers[from].creditDue = in.expect
