@@ -71,6 +71,13 @@ const (
 	restEvery = 500 * time.Microsecond
 )
 
+// A credit goes once the records taken since the last reach a
+// creditEvery-th of the ring, or creditDelay after it became due.
+const (
+	creditEvery = 8
+	creditDelay = 500 * time.Microsecond
+)
+
 // byeWait bounds a closing wire's wait for its peers' answers to its
 // farewell.
 const byeWait = 2 * time.Second
@@ -160,6 +167,14 @@ type peerOut struct {
 	out                []outRec
 	err                error
 	creditDue, credSeq uint32 // receive side's credit to send (progress loop)
+	// The receive side's credit is sent once creditBytes (the records
+	// taken since the last one, progress loop) reach creditEvery of the
+	// ring, once a receiver released records it held (released, mu), or
+	// creditDelay after it first became due (owedSince): not after
+	// every record, which cost a write each way per message.
+	creditBytes uint64
+	released    bool
+	owedSince   time.Time
 	// The farewell (mu). A wire frees its endpoint only once no peer
 	// of this process can touch it: libfabric's shm provider shares
 	// the memory of an endpoint with the endpoints of the same process
@@ -817,6 +832,7 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	if q.held != 0 {
 		delete(w.holds[peer], q.held)
 		q.held = 0
+		w.peers[peer].released = true
 		w.mu.Unlock()
 		w.kick() // the sender's credit is due (the endpoint stays until RUnlock)
 		w.users.RUnlock()
@@ -912,6 +928,7 @@ func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream
 		for _, seq := range seqs {
 			delete(w.holds[peer], seq)
 		}
+		w.peers[peer].released = true
 		w.mu.Unlock()
 		taken = k
 		w.kick() // the sender's credit is due
@@ -957,6 +974,7 @@ func (w *Wire) progress() {
 	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time // closing: the end of the farewell
 	owed := false       // a credit or an answer could not be sent yet
+	later := false      // a credit waits for more (creditDelay at most)
 	for {
 		if byeBy.IsZero() {
 			select {
@@ -977,7 +995,7 @@ func (w *Wire) progress() {
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.idle(&last, owed || !byeBy.IsZero())
+			w.idle(&last, owed || !byeBy.IsZero(), later)
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -985,15 +1003,16 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		owed = w.sendCredits()
+		owed, later = w.sendCredits()
 		owed = w.sendAcks() || owed
 	}
 }
 
 // idle paces the progress loop when the completion queue is empty (see
 // spinFor): last is the time of the last activity; more says the loop
-// has work left of its own (closing, a credit to retry).
-func (w *Wire) idle(last *time.Time, more bool) {
+// has work left of its own (closing, a credit to retry); later that a
+// credit waits (the loop polls, without sleeping on the wait object).
+func (w *Wire) idle(last *time.Time, more, later bool) {
 	w.mu.Lock()
 	busy := w.inflight > 0 || more
 	w.mu.Unlock()
@@ -1005,7 +1024,7 @@ func (w *Wire) idle(last *time.Time, more bool) {
 	switch {
 	case quiet <= spinFor:
 		runtime.Gosched()
-	case busy || quiet <= pollFor:
+	case busy || later || quiet <= pollFor:
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
@@ -1288,13 +1307,15 @@ func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 			}
 		}
 		w.peers[from].creditDue = in.expect
+		w.peers[from].creditBytes += uint64(recHead+hl+h2+pl+recAlign-1) &^ (recAlign - 1)
 		in.expect++
 	}
 }
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() (owed bool) {
+func (w *Wire) sendCredits() (owed, later bool) {
+	var now time.Time
 	for r := range w.peers {
 		p := &w.peers[r]
 		if r == w.rank {
@@ -1311,14 +1332,28 @@ func (w *Wire) sendCredits() (owed bool) {
 				due = seq - 1
 			}
 		}
+		released := p.released
 		w.mu.Unlock()
 		if due == p.credSeq {
 			continue
 		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if p.owedSince.IsZero() {
+			p.owedSince = now
+		}
+		if !released && p.creditBytes < w.ring/creditEvery && now.Sub(p.owedSince) < creditDelay {
+			later = true // with more, or after creditDelay
+			continue
+		}
+		w.mu.Lock()
+		p.released = false
+		w.mu.Unlock()
 		rc := w.inject(r, uint64(cqCredit)|uint64(w.rank)<<rankShift|uint64(due&lowMask))
 		switch {
 		case rc == 0:
-			p.credSeq = due
+			p.credSeq, p.creditBytes, p.owedSince = due, 0, time.Time{}
 		case rc == errAgain:
 			owed = true
 		default:
@@ -1326,7 +1361,7 @@ func (w *Wire) sendCredits() (owed bool) {
 			p.credSeq = due
 		}
 	}
-	return owed
+	return owed, later
 }
 
 // readErr reads an error completion and fails the peer it concerns.
