@@ -823,6 +823,15 @@ func (w *Wire) waitChange(ctx context.Context, ch chan struct{}, peer int, what 
 // is the ring's memory, valid until the next RecvPort for the same peer
 // and tag (which releases it to the sender) or until Close.
 func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []byte, error) {
+	return w.RecvPortTo(ctx, peer, tag, nil)
+}
+
+// RecvPortTo is RecvPort, except that dest (where not nil), given the
+// header of a message of several records and its payload length n, may
+// say where its payload goes: a slice of n bytes, into which the parts
+// are copied as they arrive (one copy out of the ring, as for a message
+// of one record); the payload returned is then that slice.
+func (w *Wire) RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(head []byte, n int) []byte) ([]byte, []byte, error) {
 	if peer < 0 || peer >= w.size || peer == w.rank {
 		return nil, nil, fmt.Errorf("fabric: rank %d: receive from rank %d of %d", w.rank, peer, w.size)
 	}
@@ -847,7 +856,13 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			q.msgs = q.msgs[1:]
 			if m.st != nil {
 				w.mu.Unlock()
-				payload, err := w.receiveStream(ctx, peer, q, m.st)
+				var buf []byte
+				if dest != nil {
+					if d := dest(m.head, m.st.total); len(d) == m.st.total {
+						buf = d
+					}
+				}
+				payload, err := w.receiveStream(ctx, peer, q, m.st, buf)
 				return m.head, payload, err
 			}
 			if m.hold == 0 {
@@ -884,13 +899,15 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 }
 
 // receiveStream copies the parts of a message of several records into
-// the queue's buffer as they arrive, releasing each to the sender once
-// copied.
-func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream) ([]byte, error) {
-	if cap(q.buf) < st.total {
-		q.buf = make([]byte, st.total)
+// buf (nil: the queue's buffer) as they arrive, releasing each to the
+// sender once copied.
+func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream, buf []byte) ([]byte, error) {
+	if buf == nil {
+		if cap(q.buf) < st.total {
+			q.buf = make([]byte, st.total)
+		}
+		buf = q.buf[:st.total]
 	}
-	buf := q.buf[:st.total]
 	n, taken := 0, 0
 	for n < st.total {
 		w.users.RLock() // the ring stays while parts are copied

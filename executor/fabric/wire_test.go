@@ -527,3 +527,55 @@ func TestStreamedMessages(t *testing.T) {
 		t.Errorf("the progress loop copied %d bytes of messages of several records; want 0", c)
 	}
 }
+
+// TestRecvPortTo checks that a message of several records goes straight
+// into the memory dest gives (the payload returned is that memory), that
+// one of one record and one dest declines are handed over as by RecvPort,
+// and that the bytes are the ones sent.
+func TestRecvPortTo(t *testing.T) {
+	const ring = 256 << 10
+	ws := openAll(t, 2, "tcp;ofi_rxm", ring)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cases := []struct {
+		n       int
+		decline bool
+		placed  bool
+	}{{ring + 100, false, true}, {1000, false, false}, {ring / 2, true, false}, {3 * ring, false, true}}
+	errc := make(chan error, 1)
+	go func() {
+		for i, c := range cases {
+			if err := ws[0].SendPort(ctx, 1, 9, []byte{byte(i)}, pattern(0, 1, i, c.n)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i, c := range cases {
+		dst := make([]byte, c.n)
+		called := false
+		_, got, err := ws[1].RecvPortTo(ctx, 0, 9, func(head []byte, n int) []byte {
+			called = true
+			if len(head) != 1 || head[0] != byte(i) || n != c.n {
+				t.Errorf("message %d: dest asked for header %v, %d bytes", i, head, n)
+			}
+			if c.decline {
+				return nil
+			}
+			return dst
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, pattern(0, 1, i, c.n)) {
+			t.Fatalf("message %d of %d bytes: not what was sent", i, c.n)
+		}
+		if placed := len(got) > 0 && &got[0] == &dst[0]; placed != c.placed {
+			t.Errorf("message %d of %d bytes (dest asked: %v): written into dest %v, want %v", i, c.n, called, placed, c.placed)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
