@@ -987,7 +987,20 @@ func (w *Wire) fail(peer int, err error) {
 // consumed, and sends credits.
 func (w *Wire) progress() {
 	defer close(w.done)
-	var cqe [64]C.mgf_cqe
+	// The completions are read into C memory through a plain pointer:
+	// cgo's check of an argument &cqe[0] of a Go array copied the whole
+	// array into an interface (an allocation) at every read.
+	const ncqe = 64
+	cbuf := (*C.mgf_cqe)(C.calloc(ncqe, C.size_t(unsafe.Sizeof(C.mgf_cqe{}))))
+	if cbuf == nil {
+		w.mu.Lock()
+		w.fatal = fmt.Errorf("fabric: rank %d: out of memory for the completion queue's entries", w.rank)
+		w.notifyLocked()
+		w.mu.Unlock()
+		return
+	}
+	defer C.free(unsafe.Pointer(cbuf))
+	cqe := unsafe.Slice(cbuf, ncqe)
 	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time // closing: the end of the farewell
 	owed := false       // a credit or an answer could not be sent yet
@@ -1003,7 +1016,7 @@ func (w *Wire) progress() {
 		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
 		}
-		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe))))
+		n := int(C.mgf_cq_read(w.f, cbuf, ncqe))
 		switch {
 		case n > 0:
 			last = time.Now()
