@@ -128,9 +128,18 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		p.q[0] = nil
 		p.q = p.q[1:]
 		s.rec.proxyTake(rs.id, tr)
+		// A put with its signal to the same other process, with no
+		// flush between, goes as one transfer (SendDataFlag: one write
+		// over a fabric, the two messages over the TCP wire).
+		fused := -1
+		if tr.kind&(trigData|trigFlag|trigSync) == trigData|trigFlag && s.isRemote(tr.dst.rank) {
+			if end, _ := s.channelEnd(rs.id, plan.Port, tr.ch); end.PeerIndex >= 0 && end.Peer == tr.dst.rank {
+				fused = end.PeerIndex
+			}
+		}
 		if tr.kind&trigData != 0 {
 			if s.isRemote(tr.dst.rank) {
-				if err := l.remote(func(ctx context.Context) error { return l.sendData(tr) }); err != nil {
+				if err := l.remote(func(ctx context.Context) error { return l.sendData(tr, fused) }); err != nil {
 					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: put to rank %d: %w", rs.id, tr.op, tr.dst.rank, err))
 					return
 				}
@@ -156,9 +165,11 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 		if tr.kind&trigFlag != 0 {
 			end, _ := s.channelEnd(rs.id, plan.Port, tr.ch)
 			if end.PeerIndex >= 0 && s.isRemote(end.Peer) {
-				if err := l.remote(func(ctx context.Context) error { return s.mp.send.SendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
-					l.abort(fmt.Errorf("cpu: rank %d proxy: %s: signal to rank %d: %w", rs.id, tr.op, end.Peer, err))
-					return
+				if fused < 0 { // else it went with the DATA
+					if err := l.remote(func(ctx context.Context) error { return s.mp.send.SendFlag(ctx, end.Peer, end.PeerIndex) }); err != nil {
+						l.abort(fmt.Errorf("cpu: rank %d proxy: %s: signal to rank %d: %w", rs.id, tr.op, end.Peer, err))
+						return
+					}
 				}
 			} else if end.PeerIndex >= 0 {
 				_, peer := s.channelEnd(end.Peer, plan.Port, end.PeerIndex)
@@ -183,12 +194,16 @@ func (l *launch) remote(f func(ctx context.Context) error) error {
 }
 
 // sendData sends a DATA trigger to another process, holding its source
-// range against conflicting local ops as transfer does.
-func (l *launch) sendData(tr *trigger) error {
+// range against conflicting local ops as transfer does; with the FLAG of
+// the peer's port channel flag where that is not -1.
+func (l *launch) sendData(tr *trigger, flag int) error {
 	h := &rangeHold{}
 	h.add(false, tr.src)
 	l.ranges.acquire(h)
 	defer l.ranges.release(h)
+	if flag >= 0 {
+		return l.s.mp.send.SendDataFlag(l.ctx, tr.dst.rank, tr.dst.bt, tr.dst.off, tr.packets, tr.src.b, flag)
+	}
 	return l.s.mp.send.SendData(l.ctx, tr.dst.rank, tr.dst.bt, tr.dst.off, tr.packets, tr.src.b)
 }
 

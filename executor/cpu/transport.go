@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // isRemote reports whether rank lives in another process of the job.
@@ -45,7 +46,7 @@ func (m *multi) startReceivers(s *session) {
 func (m *multi) receive(s *session, peer int) {
 	defer m.wg.Done()
 	for {
-		msg, err := rankwire.Receive(m.ctx, m.w.Net, m.w.Tag, peer)
+		msg, err := rankwire.ReceiveTo(m.ctx, m.w.Net, m.w.Tag, peer, m.place)
 		if err != nil {
 			if m.ctx.Err() == nil {
 				s.failCurrent(fmt.Errorf("cpu: rank %d: port traffic from rank %d: %w", m.rank, peer, err))
@@ -59,6 +60,18 @@ func (m *multi) receive(s *session, peer int) {
 	}
 }
 
+// place is where the bytes of a DATA message go as they arrive (over a
+// transport that can write them there): the rank's buffer, but not for
+// packets (stored in whole words while they are polled) nor out of range
+// (apply names the error).
+func (m *multi) place(bt plan.BufferType, off, n uint64, packets bool) []byte {
+	buf := m.bufs[m.rank][bt]
+	if packets || rankwire.InRange(bt, off, n, uint64(len(buf))) != nil {
+		return nil
+	}
+	return buf[off : off+n]
+}
+
 func (m *multi) apply(s *session, msg rankwire.Msg) error {
 	switch msg.Kind {
 	case rankwire.Data:
@@ -68,9 +81,11 @@ func (m *multi) apply(s *session, msg rankwire.Msg) error {
 			return err
 		}
 		dst := buf[msg.Offset : msg.Offset+n]
-		if msg.Packets {
+		switch {
+		case msg.Placed: // written there as it arrived
+		case msg.Packets:
 			copyWords(words(dst), words(msg.Bytes))
-		} else {
+		default:
 			copy(dst, msg.Bytes)
 		}
 		s.mu.Lock()

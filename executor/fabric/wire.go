@@ -71,6 +71,13 @@ const (
 	restEvery = 500 * time.Microsecond
 )
 
+// A credit goes once the records taken since the last reach a
+// creditEvery-th of the ring, or creditDelay after it became due.
+const (
+	creditEvery = 8
+	creditDelay = 500 * time.Microsecond
+)
+
 // byeWait bounds a closing wire's wait for its peers' answers to its
 // farewell.
 const byeWait = 2 * time.Second
@@ -139,6 +146,10 @@ type Wire struct {
 	cqFile *os.File
 	cqConn syscall.RawConn
 
+	// loopCopied counts the payload bytes the progress loop copied out
+	// of the rings (small messages only; for tests).
+	loopCopied atomic.Uint64
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -156,6 +167,14 @@ type peerOut struct {
 	out                []outRec
 	err                error
 	creditDue, credSeq uint32 // receive side's credit to send (progress loop)
+	// The receive side's credit is sent once creditBytes (the records
+	// taken since the last one, progress loop) reach creditEvery of the
+	// ring, once a receiver released records it held (released, mu), or
+	// creditDelay after it first became due (owedSince): not after
+	// every record, which cost a write each way per message.
+	creditBytes uint64
+	released    bool
+	owedSince   time.Time
 	// The farewell (mu). A wire frees its endpoint only once no peer
 	// of this process can touch it: libfabric's shm provider shares
 	// the memory of an endpoint with the endpoints of the same process
@@ -190,19 +209,26 @@ type outRec struct {
 type peerIn struct {
 	expect  uint32
 	pending map[uint32]uint32 // seq -> ring offset, arrived early
-	// the message being reassembled
-	tag     uint32
-	head    []byte
-	head2   []byte // the second message of a pair (SendPort2)
-	pair    bool
-	payload []byte
-	// held: the message's records stay in the ring (parts, partHolds)
-	// for the receiver to copy (a message of several records of at
-	// most half a ring).
-	held      bool
-	parts     [][]byte
-	partHolds []uint32
-	total     int
+	// st is the message of several records being received: its first
+	// record queued it, the later ones add their parts to it.
+	st *stream
+}
+
+// stream is a message of several records. The receiver (RecvPort) copies
+// its parts out of the ring as they arrive, off the progress loop, and
+// releases each to the sender once copied.
+type stream struct {
+	total int
+	parts [][]byte // (mu) the records' payloads in the ring, in order
+	seqs  []uint32 // (mu) their sequence numbers, held until copied
+}
+
+// streamPart is a record of a stream that the progress loop took.
+type streamPart struct {
+	st   *stream
+	from int
+	seq  uint32
+	body []byte
 }
 
 type slot struct {
@@ -222,19 +248,18 @@ type qkey struct {
 type msg struct {
 	head, payload []byte
 	hold          uint32
-	// parts are the ring memory of the records of a message of several
-	// records (not copied yet), held (their sequence numbers: partHolds)
-	// until RecvPort copies them into one payload.
-	parts     [][]byte
-	partHolds []uint32
-	total     int
+	// st, where not nil, is a message of several records: RecvPort
+	// copies its parts as they arrive.
+	st *stream
 }
 
-// queue is the received messages of one (tag, peer), and the record the
-// receiver holds.
+// queue is the received messages of one (tag, peer), the record the
+// receiver holds, and the buffer the payloads of several records are
+// copied into (reused: a payload is valid until the next RecvPort).
 type queue struct {
 	msgs []msg
 	held uint32
+	buf  []byte
 }
 
 // record is what each rank contributes to the set-up's all-gather.
@@ -807,6 +832,15 @@ func (w *Wire) waitChange(ctx context.Context, ch chan struct{}, peer int, what 
 // is the ring's memory, valid until the next RecvPort for the same peer
 // and tag (which releases it to the sender) or until Close.
 func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []byte, error) {
+	return w.RecvPortTo(ctx, peer, tag, nil)
+}
+
+// RecvPortTo is RecvPort, except that dest (where not nil), given the
+// header of a message of several records and its payload length n, may
+// say where its payload goes: a slice of n bytes, into which the parts
+// are copied as they arrive (one copy out of the ring, as for a message
+// of one record); the payload returned is then that slice.
+func (w *Wire) RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(head []byte, n int) []byte) ([]byte, []byte, error) {
 	if peer < 0 || peer >= w.size || peer == w.rank {
 		return nil, nil, fmt.Errorf("fabric: rank %d: receive from rank %d of %d", w.rank, peer, w.size)
 	}
@@ -816,6 +850,7 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	if q.held != 0 {
 		delete(w.holds[peer], q.held)
 		q.held = 0
+		w.peers[peer].released = true
 		w.mu.Unlock()
 		w.kick() // the sender's credit is due (the endpoint stays until RUnlock)
 		w.users.RUnlock()
@@ -828,9 +863,15 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 			m := q.msgs[0]
 			q.msgs[0] = msg{}
 			q.msgs = q.msgs[1:]
-			if m.parts != nil {
+			if m.st != nil {
 				w.mu.Unlock()
-				payload, err := w.assemble(peer, m)
+				var buf []byte
+				if dest != nil {
+					if d := dest(m.head, m.st.total); len(d) == m.st.total {
+						buf = d
+					}
+				}
+				payload, err := w.receiveStream(ctx, peer, q, m.st, buf)
 				return m.head, payload, err
 			}
 			if m.hold == 0 {
@@ -866,31 +907,63 @@ func (w *Wire) RecvPort(ctx context.Context, peer int, tag uint32) ([]byte, []by
 	}
 }
 
-// assemble copies the records of a held message of several records
-// into one payload and releases them to the sender.
-func (w *Wire) assemble(peer int, m msg) ([]byte, error) {
-	w.users.RLock()
-	w.mu.Lock()
-	closed := w.closed
-	w.mu.Unlock()
-	var payload []byte
-	if !closed {
-		payload = make([]byte, 0, m.total)
-		for _, p := range m.parts {
-			payload = append(payload, p...)
+// receiveStream copies the parts of a message of several records into
+// buf (nil: the queue's buffer) as they arrive, releasing each to the
+// sender once copied.
+func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream, buf []byte) ([]byte, error) {
+	if buf == nil {
+		if cap(q.buf) < st.total {
+			q.buf = make([]byte, st.total)
+		}
+		buf = q.buf[:st.total]
+	}
+	n, taken := 0, 0
+	for n < st.total {
+		w.users.RLock() // the ring stays while parts are copied
+		w.mu.Lock()
+		k := len(st.parts)
+		parts, seqs := st.parts[taken:k], st.seqs[taken:k]
+		if len(parts) == 0 {
+			err := w.stateLocked(peer)
+			ch := w.changed
+			w.mu.Unlock()
+			w.users.RUnlock()
+			if err != nil {
+				return nil, err
+			}
+			if err := w.waitChange(ctx, ch, peer, "the rest of a message from"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if w.closed {
+			w.mu.Unlock()
+			w.users.RUnlock()
+			return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+		}
+		w.mu.Unlock()
+		var err error
+		for _, p := range parts {
+			if n+len(p) > len(buf) {
+				err = fmt.Errorf("fabric: rank %d: a message from rank %d of %d bytes brought more", w.rank, peer, st.total)
+				break
+			}
+			n += copy(buf[n:], p)
+		}
+		w.mu.Lock()
+		for _, seq := range seqs {
+			delete(w.holds[peer], seq)
+		}
+		w.peers[peer].released = true
+		w.mu.Unlock()
+		taken = k
+		w.kick() // the sender's credit is due
+		w.users.RUnlock()
+		if err != nil {
+			return nil, err
 		}
 	}
-	w.mu.Lock()
-	for _, seq := range m.partHolds {
-		delete(w.holds[peer], seq)
-	}
-	w.mu.Unlock()
-	w.kick() // the sender's credit is due
-	w.users.RUnlock()
-	if closed {
-		return nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
-	}
-	return payload, nil
+	return buf, nil
 }
 
 func (w *Wire) queueLocked(k qkey) *queue {
@@ -923,10 +996,24 @@ func (w *Wire) fail(peer int, err error) {
 // consumed, and sends credits.
 func (w *Wire) progress() {
 	defer close(w.done)
-	var cqe [64]C.mgf_cqe
+	// The completions are read into C memory through a plain pointer:
+	// cgo's check of an argument &cqe[0] of a Go array copied the whole
+	// array into an interface (an allocation) at every read.
+	const ncqe = 64
+	cbuf := (*C.mgf_cqe)(C.calloc(ncqe, C.size_t(unsafe.Sizeof(C.mgf_cqe{}))))
+	if cbuf == nil {
+		w.mu.Lock()
+		w.fatal = fmt.Errorf("fabric: rank %d: out of memory for the completion queue's entries", w.rank)
+		w.notifyLocked()
+		w.mu.Unlock()
+		return
+	}
+	defer C.free(unsafe.Pointer(cbuf))
+	cqe := unsafe.Slice(cbuf, ncqe)
 	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time // closing: the end of the farewell
 	owed := false       // a credit or an answer could not be sent yet
+	later := false      // a credit waits for more (creditDelay at most)
 	for {
 		if byeBy.IsZero() {
 			select {
@@ -938,7 +1025,7 @@ func (w *Wire) progress() {
 		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
 		}
-		n := int(C.mgf_cq_read(w.f, &cqe[0], C.size_t(len(cqe))))
+		n := int(C.mgf_cq_read(w.f, cbuf, ncqe))
 		switch {
 		case n > 0:
 			last = time.Now()
@@ -947,7 +1034,7 @@ func (w *Wire) progress() {
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.idle(&last, owed || !byeBy.IsZero())
+			w.idle(&last, owed || !byeBy.IsZero(), later)
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -955,15 +1042,16 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		owed = w.sendCredits()
+		owed, later = w.sendCredits()
 		owed = w.sendAcks() || owed
 	}
 }
 
 // idle paces the progress loop when the completion queue is empty (see
 // spinFor): last is the time of the last activity; more says the loop
-// has work left of its own (closing, a credit to retry).
-func (w *Wire) idle(last *time.Time, more bool) {
+// has work left of its own (closing, a credit to retry); later that a
+// credit waits (the loop polls, without sleeping on the wait object).
+func (w *Wire) idle(last *time.Time, more, later bool) {
 	w.mu.Lock()
 	busy := w.inflight > 0 || more
 	w.mu.Unlock()
@@ -975,7 +1063,7 @@ func (w *Wire) idle(last *time.Time, more bool) {
 	switch {
 	case quiet <= spinFor:
 		runtime.Gosched()
-	case busy || quiet <= pollFor:
+	case busy || later || quiet <= pollFor:
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
@@ -1127,7 +1215,7 @@ func (w *Wire) farewell() bool {
 
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
-	var held []heldRec
+	var parts []streamPart
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -1177,11 +1265,13 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		w.mu.Unlock()
-		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &held)...)
+		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &parts)...)
 		w.mu.Lock()
 	}
-	for _, h := range held {
-		w.holds[h.from][h.seq] = true
+	for _, sp := range parts {
+		sp.st.parts = append(sp.st.parts, sp.body)
+		sp.st.seqs = append(sp.st.seqs, sp.seq)
+		w.holds[sp.from][sp.seq] = true
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -1194,13 +1284,6 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 	w.mu.Unlock()
 }
 
-// heldRec is a record whose ring memory a message not yet received
-// holds.
-type heldRec struct {
-	from int
-	seq  uint32
-}
-
 type qmsg struct {
 	tag  uint32
 	from int
@@ -1208,8 +1291,9 @@ type qmsg struct {
 }
 
 // take takes the record at off of from's ring, and any that waited for
-// it, in sequence order; it returns the messages they complete.
-func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
+// it, in sequence order; it returns the messages they begin, and adds
+// the records of messages of several records to parts.
+func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 	in := &w.ins[from]
 	ring := unsafe.Slice((*byte)(unsafe.Add(w.recvMem, uint64(from)*w.ring)), w.ring)
 	if off+recHead > w.ring {
@@ -1229,61 +1313,48 @@ func (w *Wire) take(from int, off uint64, held *[]heldRec) []qmsg {
 		pl := int(binary.LittleEndian.Uint32(r[4:]))
 		hl, h2 := int(r[12]), int(r[14])
 		flags := r[13]
-		if uint64(o)+uint64(recHead+hl+h2+pl) <= w.ring {
-			if flags&recFirst != 0 && flags&recLast != 0 && pl >= directBytes {
-				// A large message of one record: the receiver reads it in
-				// the ring, which it holds until its next RecvPort.
-				p := r[recHead+hl+h2 : recHead+hl+h2+pl : recHead+hl+h2+pl]
-				out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead:recHead+hl]...), payload: p, hold: in.expect}})
+		if end := recHead + hl + h2 + pl; uint64(o)+uint64(end) <= w.ring {
+			body := r[recHead+hl+h2 : end : end]
+			first := flags&recFirst != 0
+			if first {
+				m := msg{head: append([]byte(nil), r[recHead:recHead+hl]...)}
+				switch {
+				case flags&recLast == 0:
+					// Several records: the receiver copies them as they
+					// come.
+					in.st = &stream{total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
+					m.st = in.st
+				case pl >= directBytes:
+					// A large message of one record: the receiver reads
+					// it in the ring, which it holds until its next
+					// RecvPort.
+					m.payload, m.hold = body, in.expect
+				default:
+					m.payload = append([]byte(nil), body...)
+					w.loopCopied.Add(uint64(pl))
+				}
+				out = append(out, qmsg{tag: tag, from: from, msg: m})
 				if flags&recPair != 0 {
 					out = append(out, qmsg{tag: tag, from: from, msg: msg{head: append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)}})
 				}
-				w.peers[from].creditDue = in.expect
-				in.expect++
-				continue
 			}
-			if flags&recFirst != 0 {
-				total := binary.LittleEndian.Uint64(r[16:])
-				in.tag = tag
-				in.head = append([]byte(nil), r[recHead:recHead+hl]...)
-				in.pair = flags&recPair != 0
-				in.head2 = append([]byte(nil), r[recHead+hl:recHead+hl+h2]...)
-				// A large message of at most half a ring stays in the
-				// ring for the receiver to copy, off this loop; a larger
-				// one is copied here (its later records need the room).
-				in.held = flags&recLast == 0 && total >= directBytes && total <= w.ring/2
-				in.total = int(total)
-				if !in.held {
-					in.payload = make([]byte, 0, min(total, 1<<32))
+			if in.st != nil && (!first || flags&recLast == 0) {
+				*parts = append(*parts, streamPart{st: in.st, from: from, seq: in.expect, body: body})
+				if flags&recLast != 0 {
+					in.st = nil
 				}
-			}
-			if in.held {
-				in.parts = append(in.parts, r[recHead+hl+h2:recHead+hl+h2+pl:recHead+hl+h2+pl])
-				in.partHolds = append(in.partHolds, in.expect)
-				*held = append(*held, heldRec{from, in.expect})
-			} else {
-				in.payload = append(in.payload, r[recHead+hl+h2:recHead+hl+h2+pl]...)
-			}
-			if flags&recLast != 0 {
-				m := msg{head: in.head, payload: in.payload}
-				if in.held {
-					m = msg{head: in.head, parts: in.parts, partHolds: in.partHolds, total: in.total}
-				}
-				out = append(out, qmsg{tag: in.tag, from: from, msg: m})
-				if in.pair {
-					out = append(out, qmsg{tag: in.tag, from: from, msg: msg{head: in.head2}})
-				}
-				in.head, in.payload, in.head2, in.parts, in.partHolds, in.held = nil, nil, nil, nil, nil, false
 			}
 		}
 		w.peers[from].creditDue = in.expect
+		w.peers[from].creditBytes += uint64(recHead+hl+h2+pl+recAlign-1) &^ (recAlign - 1)
 		in.expect++
 	}
 }
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() (owed bool) {
+func (w *Wire) sendCredits() (owed, later bool) {
+	var now time.Time
 	for r := range w.peers {
 		p := &w.peers[r]
 		if r == w.rank {
@@ -1300,14 +1371,28 @@ func (w *Wire) sendCredits() (owed bool) {
 				due = seq - 1
 			}
 		}
+		released := p.released
 		w.mu.Unlock()
 		if due == p.credSeq {
 			continue
 		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if p.owedSince.IsZero() {
+			p.owedSince = now
+		}
+		if !released && p.creditBytes < w.ring/creditEvery && now.Sub(p.owedSince) < creditDelay {
+			later = true // with more, or after creditDelay
+			continue
+		}
+		w.mu.Lock()
+		p.released = false
+		w.mu.Unlock()
 		rc := w.inject(r, uint64(cqCredit)|uint64(w.rank)<<rankShift|uint64(due&lowMask))
 		switch {
 		case rc == 0:
-			p.credSeq = due
+			p.credSeq, p.creditBytes, p.owedSince = due, 0, time.Time{}
 		case rc == errAgain:
 			owed = true
 		default:
@@ -1315,7 +1400,7 @@ func (w *Wire) sendCredits() (owed bool) {
 			p.credSeq = due
 		}
 	}
-	return owed
+	return owed, later
 }
 
 // readErr reads an error completion and fails the peer it concerns.

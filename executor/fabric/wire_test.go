@@ -364,3 +364,218 @@ func TestStagingWithoutHMEM(t *testing.T) {
 		t.Fatalf("RegisterDevice over tcp: %v, want a refusal that names FI_HMEM", err)
 	}
 }
+
+// benchWires opens two wires of this process over tcp;ofi_rxm for a
+// benchmark, or skips.
+func benchWires(b *testing.B) []*Wire {
+	b.Helper()
+	if _, err := Available("tcp;ofi_rxm"); err != nil {
+		b.Skip(err)
+	}
+	h := newHub(2)
+	ws := make([]*Wire, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			var err error
+			ws[r], err = Open(context.Background(), hubNet{h, r}, Options{Provider: "tcp;ofi_rxm"})
+			if err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	b.Cleanup(func() {
+		ws[0].Close()
+		ws[1].Close()
+	})
+	return ws
+}
+
+// BenchmarkRoundTrip measures an 8-byte message with a header-only second
+// one (a put with its signal) from rank 0 answered by one from rank 1.
+func BenchmarkRoundTrip(b *testing.B) {
+	ws := benchWires(b)
+	ctx := context.Background()
+	head, data := make([]byte, 24), make([]byte, 8)
+	errc := make(chan error, 1)
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			for range 2 {
+				if _, _, err := ws[1].RecvPort(ctx, 0, 7); err != nil {
+					errc <- err
+					return
+				}
+			}
+			if err := ws[1].SendPort2(ctx, 0, 7, head, data, head[:8]); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for range b.N {
+		if err := ws[0].SendPort2(ctx, 1, 7, head, data, head[:8]); err != nil {
+			b.Fatal(err)
+		}
+		for range 2 {
+			if _, _, err := ws[0].RecvPort(ctx, 1, 7); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPutFlush measures one-way puts of 4 and 8 MiB, each followed
+// by a header-only message answered by the receiver (a flush), between
+// two wires of this process over tcp;ofi_rxm.
+func BenchmarkPutFlush(b *testing.B) {
+	for _, size := range []int{4 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
+			ws := benchWires(b)
+			ctx := context.Background()
+			data := make([]byte, size)
+			dst := make([]byte, size)
+			b.SetBytes(int64(size))
+			errc := make(chan error, 1)
+			b.ResetTimer()
+			go func() {
+				for range b.N {
+					_, p, err := ws[1].RecvPort(ctx, 0, 7)
+					if err == nil {
+						copy(dst, p)
+						_, _, err = ws[1].RecvPort(ctx, 0, 7)
+					}
+					if err == nil {
+						err = ws[1].SendPort(ctx, 0, 8, nil, nil)
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			for range b.N {
+				if err := ws[0].SendPort(ctx, 1, 7, nil, data); err != nil {
+					b.Fatal(err)
+				}
+				if err := ws[0].SendPort(ctx, 1, 7, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := ws[0].RecvPort(ctx, 1, 8); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := <-errc; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestStreamedMessages sends messages of several records, of more than a
+// ring among them, and checks that each arrives whole, that the progress
+// loop copied none of their bytes (the receiver copies them as they
+// arrive: before, a message of more than half a ring was copied in the
+// loop, holding up every other peer's messages), and that the receiver
+// copies them into one buffer it reuses (no allocation per message).
+func TestStreamedMessages(t *testing.T) {
+	const ring = 256 << 10
+	ws := openAll(t, 2, "tcp;ofi_rxm", ring)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sizes := []int{100 << 10, ring/2 + 1000, 3*ring + 64, 1 << 20, 1 << 20}
+	errc := make(chan error, 1)
+	go func() {
+		for i, n := range sizes {
+			if err := ws[0].SendPort2(ctx, 1, 9, []byte{byte(i)}, pattern(0, 1, i, n), []byte{0xee}); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	var last []byte
+	for i, n := range sizes {
+		head, got, err := ws[1].RecvPort(ctx, 0, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(head) != 1 || head[0] != byte(i) || !bytes.Equal(got, pattern(0, 1, i, n)) {
+			t.Fatalf("message %d of %d bytes: header %v, %d bytes, not what was sent", i, n, head, len(got))
+		}
+		if i > 0 && len(got) <= cap(last) && &got[0] != &last[0] {
+			t.Errorf("message %d of %d bytes: a new buffer, not the one of the message before (%d bytes)", i, n, cap(last))
+		}
+		last = got[:cap(got)]
+		if head2, _, err := ws[1].RecvPort(ctx, 0, 9); err != nil || !bytes.Equal(head2, []byte{0xee}) {
+			t.Fatalf("message %d: the pair's second message: %v, %v", i, head2, err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if c := ws[1].loopCopied.Load(); c != 0 {
+		t.Errorf("the progress loop copied %d bytes of messages of several records; want 0", c)
+	}
+}
+
+// TestRecvPortTo checks that a message of several records goes straight
+// into the memory dest gives (the payload returned is that memory), that
+// one of one record and one dest declines are handed over as by RecvPort,
+// and that the bytes are the ones sent.
+func TestRecvPortTo(t *testing.T) {
+	const ring = 256 << 10
+	ws := openAll(t, 2, "tcp;ofi_rxm", ring)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cases := []struct {
+		n       int
+		decline bool
+		placed  bool
+	}{{ring + 100, false, true}, {1000, false, false}, {ring / 2, true, false}, {3 * ring, false, true}}
+	errc := make(chan error, 1)
+	go func() {
+		for i, c := range cases {
+			if err := ws[0].SendPort(ctx, 1, 9, []byte{byte(i)}, pattern(0, 1, i, c.n)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i, c := range cases {
+		dst := make([]byte, c.n)
+		called := false
+		_, got, err := ws[1].RecvPortTo(ctx, 0, 9, func(head []byte, n int) []byte {
+			called = true
+			if len(head) != 1 || head[0] != byte(i) || n != c.n {
+				t.Errorf("message %d: dest asked for header %v, %d bytes", i, head, n)
+			}
+			if c.decline {
+				return nil
+			}
+			return dst
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, pattern(0, 1, i, c.n)) {
+			t.Fatalf("message %d of %d bytes: not what was sent", i, c.n)
+		}
+		if placed := len(got) > 0 && &got[0] == &dst[0]; placed != c.placed {
+			t.Errorf("message %d of %d bytes (dest asked: %v): written into dest %v, want %v", i, c.n, called, placed, c.placed)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

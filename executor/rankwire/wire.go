@@ -69,6 +69,17 @@ type PortWire interface {
 	RecvPort(ctx context.Context, peer int, tag uint32) (head, payload []byte, err error)
 }
 
+// PortWireTo is a PortWire that can write a large payload where the
+// receiver says as it arrives (package fabric: out of its ring, part by
+// part), instead of handing it over for the receiver to copy.
+type PortWireTo interface {
+	PortWire
+	// RecvPortTo is RecvPort, except that dest (where not nil), given a
+	// message's header and payload length n, may return n bytes where
+	// the payload goes; the payload returned is then that slice, written.
+	RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(head []byte, n int) []byte) (head, payload []byte, err error)
+}
+
 // Sender is a rank's proxy side: it remembers the peers sent traffic
 // since their last fence. It is used by one goroutine (the proxy).
 type Sender struct {
@@ -208,6 +219,7 @@ type Msg struct {
 	Packets bool            // DATA
 	Offset  uint64          // DATA
 	Bytes   []byte          // DATA; over a PortWire valid only until the next Receive from that peer
+	Placed  bool            // DATA: Bytes is the memory Place returned, already written (ReceiveTo)
 	Channel int             // FLAG: the receiver's port channel index
 }
 
@@ -215,13 +227,40 @@ type Msg struct {
 // before it. A malformed message is an error that says what is wrong
 // with it; the caller checks the buffer range and the channel index.
 func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
+	return ReceiveTo(ctx, net, tag, peer, nil)
+}
+
+// Place says where the n bytes of a DATA message for buffer bt at byte
+// offset off go: n bytes of the receiver's memory, or nil (the receiver
+// copies Msg.Bytes itself). It checks the range itself.
+type Place func(bt plan.BufferType, off, n uint64, packets bool) []byte
+
+// ReceiveTo is Receive, except that over a PortWireTo the bytes of a
+// DATA message may be written where place says as they arrive (one copy
+// fewer): Msg.Placed says so.
+func ReceiveTo(ctx context.Context, net Link, tag uint32, peer int, place Place) (Msg, error) {
 	wire, _ := net.(PortWire)
+	wireTo, _ := net.(PortWireTo)
+	var placed []byte
+	dest := func(head []byte, n int) []byte {
+		placed = nil
+		if len(head) == 24 && head[0] == Data && head[1] < 3 && binary.LittleEndian.Uint64(head[16:]) == uint64(n) {
+			if d := place(plan.BufferType(head[1]), binary.LittleEndian.Uint64(head[8:]), uint64(n), head[2] == 1); len(d) == n {
+				placed = d
+			}
+		}
+		return placed
+	}
 	for {
 		var msg, payload []byte
 		var err error
-		if wire != nil {
+		switch {
+		case wireTo != nil && place != nil:
+			placed = nil
+			msg, payload, err = wireTo.RecvPortTo(ctx, peer, tag+TagPort, dest)
+		case wire != nil:
 			msg, payload, err = wire.RecvPort(ctx, peer, tag+TagPort)
-		} else {
+		default:
 			msg, err = net.Recv(ctx, peer, tag+TagPort)
 		}
 		if err != nil {
@@ -242,6 +281,7 @@ func Receive(ctx context.Context, net Link, tag uint32, peer int) (Msg, error) {
 			n := binary.LittleEndian.Uint64(msg[16:])
 			if wire != nil {
 				m.Bytes = payload
+				m.Placed = placed != nil && len(payload) > 0 && &payload[0] == &placed[0]
 			} else if m.Bytes, err = net.Recv(ctx, peer, tag+TagPort); err != nil {
 				return Msg{}, err
 			}

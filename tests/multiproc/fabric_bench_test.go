@@ -162,16 +162,30 @@ func pingPong(t *testing.T, nt [2]rankwire.Net, n int) float64 {
 }
 
 // stream returns the rate, in GB/s, of n puts of size bytes from rank 0
-// to rank 1, each followed by a flush.
+// to rank 1 (applied to rank 1's buffer), each followed by a flush.
 func stream(t *testing.T, nt [2]rankwire.Net, size, n int) float64 {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const tag = 6000
+	// The receiver applies each put to its buffer, as the backends'
+	// receivers do: over the fabric, written there as it arrives where
+	// the wire can (ReceiveTo), else copied.
 	go func() {
+		dst := make([]byte, size)
+		place := func(_ planfmt.BufferType, off, n uint64, _ bool) []byte {
+			if off+n > uint64(len(dst)) {
+				return nil
+			}
+			return dst[off : off+n]
+		}
 		for {
-			if _, err := rankwire.Receive(ctx, nt[1], tag, 0); err != nil {
+			m, err := rankwire.ReceiveTo(ctx, nt[1], tag, 0, place)
+			if err != nil {
 				return
+			}
+			if m.Kind == rankwire.Data && !m.Placed {
+				copy(dst[m.Offset:], m.Bytes)
 			}
 		}
 	}()
