@@ -39,11 +39,34 @@ type Streams struct {
 	next   gpu.Stream
 	closed bool
 	adopt  bool // any handle names a stream, made on first use
+	// spin bounds the streams' goroutines that spin before they park
+	// (stream.spin) to one less than the Go runtime's processors, so
+	// that a caller entering Go from its own thread finds one free.
+	spin spinners
 }
+
+// spinners counts the goroutines spinning, at most max at once.
+type spinners struct {
+	n   atomic.Int32
+	max int32
+}
+
+// enter reports whether one more may spin, counting it if so.
+func (sp *spinners) enter() bool {
+	if sp.n.Add(1) > sp.max {
+		sp.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (sp *spinners) exit() { sp.n.Add(-1) }
 
 // NewStreams returns a set of streams with only the default one.
 func NewStreams() *Streams {
-	return &Streams{m: map[gpu.Stream]*stream{}, next: 1}
+	ss := &Streams{m: map[gpu.Stream]*stream{}, next: 1}
+	ss.spin.max = int32(runtime.GOMAXPROCS(0) - 1)
+	return ss
 }
 
 // New returns a new stream.
@@ -55,7 +78,7 @@ func (ss *Streams) New() (gpu.Stream, error) {
 	}
 	st := ss.next
 	ss.next++
-	ss.m[st] = newStream(st)
+	ss.m[st] = newStream(st, &ss.spin)
 	return st, nil
 }
 
@@ -68,7 +91,7 @@ func (ss *Streams) get(st gpu.Stream) (*stream, error) {
 	}
 	s, ok := ss.m[st]
 	if !ok && (st == 0 || ss.adopt) {
-		s = newStream(st)
+		s = newStream(st, &ss.spin)
 		ss.m[st] = s
 		ok = true
 	}
@@ -241,7 +264,8 @@ type stream struct {
 	wakes  uint64
 	// posts counts the work made runnable (a push outside a batch, a
 	// batch's end): the goroutine, spinning before it parks, watches it.
-	posts atomic.Uint64
+	posts    atomic.Uint64
+	spinners *spinners // the streams' bound on spinning goroutines
 }
 
 // streamSpin is how long a stream's goroutine that ran out of work keeps
@@ -256,8 +280,8 @@ func (s *stream) capturing() bool {
 	return s.capture != nil
 }
 
-func newStream(id gpu.Stream) *stream {
-	s := &stream{id: id, wake: make(chan struct{}, 1)}
+func newStream(id gpu.Stream, spin *spinners) *stream {
+	s := &stream{id: id, wake: make(chan struct{}, 1), spinners: spin}
 	go s.run()
 	return s
 }
@@ -302,8 +326,13 @@ func (s *stream) signal() {
 
 // spin waits, at most streamSpin, for work posted after seen, yielding
 // the core to other goroutines and other threads meanwhile (the kernels
-// of peers in other processes of a small machine need it).
+// of peers in other processes of a small machine need it); not if as
+// many goroutines as the bound already spin.
 func (s *stream) spin(seen uint64) {
+	if !s.spinners.enter() {
+		return
+	}
+	defer s.spinners.exit()
 	deadline := time.Now().Add(streamSpin)
 	for s.posts.Load() == seen && time.Now().Before(deadline) {
 		runtime.Gosched()
