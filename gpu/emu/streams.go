@@ -9,6 +9,7 @@ package emu
 // call returns at once.
 
 /*
+#include <sched.h>
 #include <stdint.h>
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count);
 void mg_emu_wait(uint64_t h);
@@ -22,7 +23,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -36,11 +39,34 @@ type Streams struct {
 	next   gpu.Stream
 	closed bool
 	adopt  bool // any handle names a stream, made on first use
+	// spin bounds the streams' goroutines that spin before they park
+	// (stream.spin) to one less than the Go runtime's processors, so
+	// that a caller entering Go from its own thread finds one free.
+	spin spinners
 }
+
+// spinners counts the goroutines spinning, at most max at once.
+type spinners struct {
+	n   atomic.Int32
+	max int32
+}
+
+// enter reports whether one more may spin, counting it if so.
+func (sp *spinners) enter() bool {
+	if sp.n.Add(1) > sp.max {
+		sp.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (sp *spinners) exit() { sp.n.Add(-1) }
 
 // NewStreams returns a set of streams with only the default one.
 func NewStreams() *Streams {
-	return &Streams{m: map[gpu.Stream]*stream{}, next: 1}
+	ss := &Streams{m: map[gpu.Stream]*stream{}, next: 1}
+	ss.spin.max = int32(runtime.GOMAXPROCS(0) - 1)
+	return ss
 }
 
 // New returns a new stream.
@@ -52,7 +78,7 @@ func (ss *Streams) New() (gpu.Stream, error) {
 	}
 	st := ss.next
 	ss.next++
-	ss.m[st] = newStream(st)
+	ss.m[st] = newStream(st, &ss.spin)
 	return st, nil
 }
 
@@ -65,7 +91,7 @@ func (ss *Streams) get(st gpu.Stream) (*stream, error) {
 	}
 	s, ok := ss.m[st]
 	if !ok && (st == 0 || ss.adopt) {
-		s = newStream(st)
+		s = newStream(st, &ss.spin)
 		ss.m[st] = s
 		ok = true
 	}
@@ -230,7 +256,23 @@ type stream struct {
 	// held: work is being added in a batch (driver.Batch); the stream's
 	// goroutine is woken once, when the batch ends.
 	held bool
+	// parked: the stream's goroutine waits on wake; only then does
+	// adding work send it a token (a goroutine wake, which in a process
+	// whose runtime is otherwise idle costs the caller a futex call and
+	// a context switch). wakes counts those tokens.
+	parked bool
+	wakes  uint64
+	// posts counts the work made runnable (a push outside a batch, a
+	// batch's end): the goroutine, spinning before it parks, watches it.
+	posts    atomic.Uint64
+	spinners *spinners // the streams' bound on spinning goroutines
 }
+
+// streamSpin is how long a stream's goroutine that ran out of work keeps
+// looking for more before it parks: a caller that enqueues its next
+// launch soon after its stream drained (a framework's steady loop) finds
+// it running and wakes nothing.
+const streamSpin = 100 * time.Microsecond
 
 func (s *stream) capturing() bool {
 	s.mu.Lock()
@@ -238,8 +280,8 @@ func (s *stream) capturing() bool {
 	return s.capture != nil
 }
 
-func newStream(id gpu.Stream) *stream {
-	s := &stream{id: id, wake: make(chan struct{}, 1)}
+func newStream(id gpu.Stream, spin *spinners) *stream {
+	s := &stream{id: id, wake: make(chan struct{}, 1), spinners: spin}
 	go s.run()
 	return s
 }
@@ -256,16 +298,45 @@ func (s *stream) push(what string, f func() error) error {
 	}
 	s.work = append(s.work, f)
 	if !s.held {
-		s.signal()
+		s.post()
 	}
 	return nil
 }
 
-// signal wakes the stream's goroutine (one token). The caller holds mu.
+// post tells the stream's goroutine that work can run: a token if it is
+// parked, else the count it watches while it spins. The caller holds mu.
+func (s *stream) post() {
+	s.posts.Add(1)
+	if !s.parked {
+		return
+	}
+	s.parked = false
+	s.wakes++
+	s.signal()
+}
+
+// signal sends the stream's goroutine a token (one at most). The caller
+// holds mu.
 func (s *stream) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+}
+
+// spin waits, at most streamSpin, for work posted after seen, yielding
+// the core to other goroutines and other threads meanwhile (the kernels
+// of peers in other processes of a small machine need it); not if as
+// many goroutines as the bound already spin.
+func (s *stream) spin(seen uint64) {
+	if !s.spinners.enter() {
+		return
+	}
+	defer s.spinners.exit()
+	deadline := time.Now().Add(streamSpin)
+	for s.posts.Load() == seen && time.Now().Before(deadline) {
+		runtime.Gosched()
+		C.sched_yield()
 	}
 }
 
@@ -283,7 +354,7 @@ func (s *stream) release() {
 	defer s.mu.Unlock()
 	s.held = false
 	if len(s.work) > 0 {
-		s.signal()
+		s.post()
 	}
 }
 
@@ -305,24 +376,33 @@ func (s *stream) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.parked = false
+	s.signal()
 }
 
 func (s *stream) run() {
+	spun := false
 	for {
 		s.mu.Lock()
 		if len(s.work) == 0 {
-			closed := s.closed
-			s.mu.Unlock()
-			if closed {
+			if s.closed {
+				s.mu.Unlock()
 				return
 			}
+			if !spun {
+				seen := s.posts.Load()
+				s.mu.Unlock()
+				s.spin(seen)
+				spun = true
+				continue
+			}
+			s.parked = true
+			s.mu.Unlock()
 			<-s.wake
+			spun = false
 			continue
 		}
+		spun = false
 		f := s.work[0]
 		s.work = s.work[1:]
 		s.mu.Unlock()
