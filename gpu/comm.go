@@ -68,6 +68,11 @@ type Comm struct {
 	procs []string     // every rank's process (thisProcess)
 	// inProc: every rank runs in this process.
 	inProc bool
+	// hostPeers are the other ranks of this host (peers); aliveFn is
+	// alive as a value, made once (a method value made at every steady
+	// call is an allocation).
+	hostPeers []int
+	aliveFn   func() error
 
 	ctx    context.Context // ends at Abort or Close, or with the job
 	cancel context.CancelFunc
@@ -292,6 +297,12 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	c.inProc = !slices.ContainsFunc(c.procs, func(p string) bool { return p != thisProcess })
 	c.ider, _ = io.(AllocIDer)
 	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
+	for r := range n {
+		if r != c.rank && c.local(r) {
+			c.hostPeers = append(c.hostPeers, r)
+		}
+	}
+	c.aliveFn = c.alive
 	everyHost := !slices.ContainsFunc(w.Host, func(h int) bool { return all[slices.Index(w.Host, h)].Mailbox == "" })
 	if path := all[leader].Mailbox; everyHost {
 		// Every rank maps its host's first rank's mailbox (then that
@@ -448,19 +459,12 @@ func (c *Comm) refuse(seq uint64, call CommCall, err error) {
 	}
 	rec := callRecord{refused: true, desc: call.Desc + ": " + err.Error()}
 	c.tellRemote(seq, rec)
-	_ = c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout)
+	_ = c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout)
 }
 
-// peers are the other ranks of this host, which read its mailbox.
-func (c *Comm) peers() []int {
-	var ps []int
-	for r := range c.n {
-		if r != c.rank && c.local(r) {
-			ps = append(ps, r)
-		}
-	}
-	return ps
-}
+// peers are the other ranks of this host, which read its mailbox (worked
+// out once: every steady call publishes to them).
+func (c *Comm) peers() []int { return c.hostPeers }
 
 // alive is the error of an ended communicator (Abort, Close, the job's
 // end) or of its failed exchange with the ranks on other hosts, nil
@@ -503,7 +507,7 @@ func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
 		rec.bufs[i] = sl
 	}
 	c.tellRemote(seq, rec)
-	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
+	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 	}
 	resolve := func() ([][2]DevPtr, error) {
@@ -607,7 +611,7 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 				all[r] = rec
 			}
 			return ok
-		}, c.alive, c.cfg.SetupTimeout)
+		}, c.aliveFn, c.cfg.SetupTimeout)
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -728,7 +732,7 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 			rec.bufs[i].alloc = -1 // never read: this call's peers meet it here
 		}
 		c.tellRemote(seq, rec)
-		if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.alive, c.cfg.SetupTimeout); err != nil {
+		if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout); err != nil {
 			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 		}
 		defer c.mb.markConsumed(c.rank, seq)

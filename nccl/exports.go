@@ -13,6 +13,7 @@ import "C"
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
@@ -51,7 +52,14 @@ func setErrorLogged(msg string, log bool) {
 }
 
 // logging reports whether the INFO log is on (MSCCLGO_NCCL_DEBUG=INFO).
-func logging() bool { return C.mscclgo_log_enabled() != 0 }
+// Once the setting was read, the answer is a load of the shim's word, not
+// a call into C (every steady call asks).
+func logging() bool {
+	if v := atomic.LoadInt32((*int32)(unsafe.Pointer(&C.mscclgo_log_state))); v >= 0 {
+		return v != 0
+	}
+	return C.mscclgo_log_enabled() != 0
+}
 
 // logInfo writes one line to the INFO log.
 func logInfo(format string, args ...any) {

@@ -58,10 +58,12 @@ const char mscclgo_nccl_marker[] = "mscclgo NCCL library";
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static int log_info;
+int mscclgo_log_state = -1;
 
 static void log_init(void) {
   const char *v = getenv("MSCCLGO_NCCL_DEBUG");
   log_info = v != NULL && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+  __atomic_store_n(&mscclgo_log_state, log_info, __ATOMIC_RELEASE);
 }
 
 int mscclgo_log_enabled(void) {

@@ -86,6 +86,9 @@ int mscclgo_current_device(void);
 /* mscclgo_set_error sets the last error, and logs it if log is set. */
 void mscclgo_set_error(const char *msg, int log);
 int mscclgo_log_enabled(void);
+/* mscclgo_log_state is -1 until the log's setting was read, then
+ * mscclgo_log_enabled's answer: Go reads it without a call. */
+extern int mscclgo_log_state;
 void mscclgo_log(const char *msg);
 const char *mscclgo_fallback_why(void);
 

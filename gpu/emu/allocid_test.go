@@ -3,6 +3,7 @@
 package emu
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,5 +64,42 @@ func TestAllocID(t *testing.T) {
 	defer heap.Free(p)
 	if _, err := heap.(gpu.AllocIDer).AllocID(p); err == nil || !strings.Contains(err.Error(), "share with other processes") {
 		t.Errorf("AllocID of heap memory: %v, want a refusal", err)
+	}
+}
+
+// TestSteadyLookupsAllocateNothing: the look-ups a communicator makes for
+// each buffer of every steady call (gpu.Comm.slot: AddressRange, then
+// AllocID) allocate nothing. AddressRange once passed a Go pointer to C,
+// which put it on the heap at every call.
+func TestSteadyLookupsAllocateNothing(t *testing.T) {
+	d, err := OpenIPC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	p, err := d.Alloc(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(p)
+	ider := d.(gpu.AllocIDer)
+	io := d.(interface {
+		AddressRange(gpu.DevPtr) (gpu.DevPtr, uint64, bool, error)
+	})
+	var lookupErr error
+	allocs := testing.AllocsPerRun(200, func() {
+		base, n, ok, err := io.AddressRange(p + 100)
+		if err != nil || !ok || base != p || n < 8192 {
+			lookupErr = fmt.Errorf("AddressRange(%#x) = %#x, %d, %v, %v; want %#x, >= 8192, true", uint64(p+100), uint64(base), n, ok, err, uint64(p))
+		}
+		if _, err := ider.AllocID(base); err != nil {
+			lookupErr = err
+		}
+	})
+	if lookupErr != nil {
+		t.Fatal(lookupErr)
+	}
+	if allocs != 0 {
+		t.Errorf("a steady call's look-ups of a buffer allocate %v objects; want 0", allocs)
 	}
 }

@@ -265,6 +265,13 @@ int mg_emu_tsan(void) {
 #endif
 }
 
+// mg_emu_zero clears n bytes of device memory at dst (a memset on a
+// stream), without a buffer of zeros from the caller.
+void mg_emu_zero(uint64_t dst, uint64_t n) {
+  GoCall order;
+  std::memset(reinterpret_cast<void*>(dst), 0, n);
+}
+
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n) {
   GoCall order;
 #if defined(__SANITIZE_THREAD__)

@@ -17,6 +17,7 @@ package emu
 uint64_t mg_emu_alloc(uint64_t n, int shared);
 void mg_emu_free(uint64_t p, int shared);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
+void mg_emu_zero(uint64_t dst, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
 int mg_emu_tsan(void);
 uint64_t mg_emu_load(uint64_t addr);
@@ -312,7 +313,7 @@ func (d *driver) CopyOnStream(st gpu.Stream, dst, src gpu.DevPtr, n uint64) erro
 func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
 	return d.stream("memset", func() error {
 		if n > 0 {
-			C.mg_emu_htod(C.uint64_t(dst), unsafe.Pointer(&make([]byte, n)[0]), C.uint64_t(n))
+			C.mg_emu_zero(C.uint64_t(dst), C.uint64_t(n))
 		}
 		return nil
 	})

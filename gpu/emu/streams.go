@@ -15,6 +15,15 @@ uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsign
 void mg_emu_wait(uint64_t h);
 uint64_t mg_emu_range(uint64_t p, uint64_t* n);
 uint64_t mg_emu_alloc_id(uint64_t p);
+// mg_emu_span is mg_emu_range's answer by value: a Go caller's pointer
+// argument would escape to the heap on every look-up.
+typedef struct { uint64_t base, n; } mg_emu_span;
+static inline mg_emu_span mg_emu_range_of(uint64_t p) {
+  mg_emu_span s;
+  s.n = 0;
+  s.base = mg_emu_range(p, &s.n);
+  return s;
+}
 uint64_t mg_emu_alloc(uint64_t n, int shared);
 void mg_emu_free(uint64_t p, int shared);
 */
@@ -27,6 +36,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/mscclgo/mscclgo/gpu"
 )
@@ -403,8 +413,12 @@ func (s *stream) run() {
 			continue
 		}
 		spun = false
+		// Taken from the front and the rest moved down (the queue is
+		// short), so that its array is reused: no allocation per push.
 		f := s.work[0]
-		s.work = s.work[1:]
+		n := copy(s.work, s.work[1:])
+		s.work[n] = nil
+		s.work = s.work[:n]
 		s.mu.Unlock()
 		if err := f(); err != nil {
 			s.mu.Lock()
@@ -421,6 +435,13 @@ func (s *stream) run() {
 type streamLaunch struct {
 	done chan struct{}
 	err  error
+	// What it launches: the device, entry point, shape and arguments
+	// (driver.Launch's), and whether the kernel counts host accesses.
+	dev                unsafe.Pointer
+	entry              C.int
+	grid, block, shmem int
+	args               gpu.DevPtr
+	count              C.int
 }
 
 // UseStream sends the kernel stream's later work to stream st.
@@ -439,32 +460,24 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // launchOnStream enqueues the kernel on the chosen stream: it runs once
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
-	dev, entry, count := d.dev, d.entry, C.int(0)
+	l := &streamLaunch{dev: d.dev, entry: d.entry, grid: grid, block: block, shmem: shmem, args: args}
 	if d.count {
-		count = 1
-	}
-	run := func() error {
-		h := C.mg_emu_launch(dev, entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args), count)
-		if h == 0 {
-			return fmt.Errorf("could not start %d host threads", grid*block)
-		}
-		C.mg_emu_wait(h)
-		return nil
+		l.count = 1
 	}
 	if d.cur.capturing() {
 		// Recorded into the caller's graph: it runs at each replay, and
 		// nothing here waits for it.
 		return d.cur.push("launch", func() error {
-			if err := run(); err != nil {
+			if err := l.run(); err != nil {
 				return fmt.Errorf("gpu-emu: a replayed launch: %w", err)
 			}
 			return nil
 		})
 	}
-	l := &streamLaunch{done: make(chan struct{})}
+	l.done = make(chan struct{})
 	if err := d.cur.push("launch", func() error {
 		defer close(l.done)
-		l.err = run()
+		l.err = l.run()
 		return l.err
 	}); err != nil {
 		return err
@@ -472,6 +485,16 @@ func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 	d.streamMu.Lock()
 	d.onStream = append(d.onStream, l)
 	d.streamMu.Unlock()
+	return nil
+}
+
+// run runs the launch's kernel and waits for it to end.
+func (l *streamLaunch) run() error {
+	h := C.mg_emu_launch(l.dev, l.entry, C.uint(l.grid), C.uint(l.block), C.uint(l.shmem), C.uint64_t(l.args), l.count)
+	if h == 0 {
+		return fmt.Errorf("could not start %d host threads", l.grid*l.block)
+	}
+	C.mg_emu_wait(h)
 	return nil
 }
 
@@ -484,7 +507,9 @@ func (d *driver) takeStreamLaunch() *streamLaunch {
 		return nil
 	}
 	l := d.onStream[0]
-	d.onStream = d.onStream[1:]
+	n := copy(d.onStream, d.onStream[1:])
+	d.onStream[n] = nil
+	d.onStream = d.onStream[:n]
 	return l
 }
 
@@ -498,12 +523,11 @@ func (d *driver) streamLaunches() int {
 // peer's opened through IPC) that holds p; heap memory (emu.Open's) is
 // not known.
 func (d *driver) AddressRange(p gpu.DevPtr) (gpu.DevPtr, uint64, bool, error) {
-	var n C.uint64_t
-	base := C.mg_emu_range(C.uint64_t(p), &n)
-	if base == 0 {
+	sp := C.mg_emu_range_of(C.uint64_t(p))
+	if sp.base == 0 {
 		return 0, 0, false, nil
 	}
-	return gpu.DevPtr(base), uint64(n), true, nil
+	return gpu.DevPtr(sp.base), uint64(sp.n), true, nil
 }
 
 // AllocID returns the id of the shareable allocation (or opened peer
