@@ -47,6 +47,11 @@ type mailbox struct {
 	b     []byte
 	n     int // ranks of the communicator (every rank has its area)
 	unmap func() error
+	// peersRead[r] is what rank r's publish last saw its peers read (the
+	// least of their consumed words; they only grow): while its ring
+	// has room beyond that, publish reads none of theirs, whose cache
+	// lines other processes write.
+	peersRead []uint64
 }
 
 func mailboxSize(n int) uint64 {
@@ -106,17 +111,22 @@ func signature(key, desc string) uint64 {
 // bound) until every peer has read the record the slot held, mbRing
 // calls earlier.
 func (mb *mailbox) publish(r int, seq uint64, rec callRecord, peers []int, alive func() error, bound time.Duration) error {
-	if seq >= mbRing {
+	if seq >= mbRing && len(peers) > 0 && atomic.LoadUint64(&mb.peersRead[r])+mbRing < seq+1 {
+		var least uint64
 		if err := mb.waitFor(func() bool {
+			least = ^uint64(0)
 			for _, p := range peers {
-				if atomic.LoadUint64(mb.consumed(p))+mbRing < seq+1 {
+				v := atomic.LoadUint64(mb.consumed(p))
+				if v+mbRing < seq+1 {
 					return false
 				}
+				least = min(least, v)
 			}
 			return true
 		}, alive, bound); err != nil {
 			return fmt.Errorf("publishing call %d: the peers have not read call %d: %w", seq, seq-mbRing, err)
 		}
+		atomic.StoreUint64(&mb.peersRead[r], least)
 	}
 	b := mb.record(r, seq)
 	le := binary.LittleEndian

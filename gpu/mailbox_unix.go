@@ -59,7 +59,7 @@ func mapMailbox(f *os.File, n int) (*mailbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping the mailbox %s: %w", f.Name(), err)
 	}
-	return &mailbox{b: b, n: n, unmap: func() error { return syscall.Munmap(b) }}, nil
+	return &mailbox{b: b, n: n, peersRead: make([]uint64, n), unmap: func() error { return syscall.Munmap(b) }}, nil
 }
 
 func removeMailbox(path string) error { return os.Remove(path) }

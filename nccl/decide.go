@@ -132,6 +132,11 @@ const maxDecisions = 4096
 type decisions struct {
 	mu sync.Mutex
 	m  map[decideKey]decision
+	// last is the last call's key and decision: a steady loop makes the
+	// same call again and again, and a key compared costs less than one
+	// hashed.
+	lastKey decideKey
+	last    *decision
 }
 
 // decideCached is decide's answer for k, from the cache after the first
@@ -139,7 +144,15 @@ type decisions struct {
 func (c *comm) decideCached(k call) decision {
 	key := decideKey{fn: k.fn, coll: k.coll, count: k.count, dtype: k.dtype, op: k.op, inPlace: k.inPlace(c.rank)}
 	c.decided.mu.Lock()
+	if c.decided.last != nil && c.decided.lastKey == key {
+		d := *c.decided.last
+		c.decided.mu.Unlock()
+		return d
+	}
 	d, ok := c.decided.m[key]
+	if ok {
+		c.decided.lastKey, c.decided.last = key, &d
+	}
 	c.decided.mu.Unlock()
 	if ok {
 		return d
@@ -153,6 +166,7 @@ func (c *comm) decideCached(k call) decision {
 		c.decided.m = map[decideKey]decision{}
 	}
 	c.decided.m[key] = d
+	c.decided.lastKey, c.decided.last = key, &d
 	c.decided.mu.Unlock()
 	return d
 }

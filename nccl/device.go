@@ -173,12 +173,14 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	if key == "" {
 		key, desc = c.deviceStrings(k, d)
 	}
-	planInPlace := d.planInPlace
+	// The opener captures what it needs, not the whole decision (which
+	// would be copied to the heap at every call).
+	path, planInPlace := d.path, d.planInPlace
 	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
 		Key:  key,
 		Desc: desc,
 		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-			inst, layout, err := c.plansRun.instantiate(d.path, size, dt, planInPlace)
+			inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace)
 			return inst, layout, executor.Options{DType: dt}, err
 		},
 		In: in, Out: out, Stream: st,

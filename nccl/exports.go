@@ -107,6 +107,26 @@ func commOf(h C.uintptr_t) *comm {
 	return c
 }
 
+// fnName is one NCCL function's name, and the address of the shim's
+// string constant it was read from.
+type fnName struct {
+	at   uintptr
+	name string
+}
+
+// fnName returns the name at p, a call's function as the shim gives it:
+// always one of the shim's string constants, so the name is read once
+// per function, not made anew (an allocation) at every call.
+func (l *library) fnName(p *C.char) string {
+	at := uintptr(unsafe.Pointer(p))
+	if n := l.lastFn.Load(); n != nil && n.at == at {
+		return n.name
+	}
+	n := &fnName{at: at, name: C.GoString(p)}
+	l.lastFn.Store(n)
+	return n.name
+}
+
 func newHandle(c *comm) C.uintptr_t { return C.uintptr_t(theLibrary.addComm(c)) }
 
 //export mgoCheckRanks
@@ -268,7 +288,7 @@ func mgoDecide(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int) C.int {
 // plan will run, MSCCLGO_DEFER. deferred is set when the call is one a
 // group deferred, now run at the group's end.
 func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool) (res C.int) {
-	fn := C.GoString(k.fn)
+	fn := theLibrary.fnName(k.fn)
 	defer func() {
 		if p := recover(); p != nil {
 			*out = answer(fn, panicError(p))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -19,9 +20,11 @@ import (
 // process holds exactly one (theLibrary); everything else hangs off the
 // communicators.
 type library struct {
-	mu    sync.Mutex
-	roots map[string]net.Listener // by the id's token
-	hubs  map[string]*hostHub     // host-memory runs' meeting points, by the id's token
+	mu sync.Mutex
+	// lastFn is the name of the function of the last call (fnName).
+	lastFn atomic.Pointer[fnName]
+	roots  map[string]net.Listener // by the id's token
+	hubs   map[string]*hostHub     // host-memory runs' meeting points, by the id's token
 	// hubRefs counts the live communicators of each hub; the last to end
 	// removes it.
 	hubRefs map[string]int
