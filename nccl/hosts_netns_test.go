@@ -6,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -87,21 +85,10 @@ func TestHostsNamespaces(t *testing.T) {
 		{"switch", 32768, "allreduce_hier_2x2gpu"},
 	} {
 		t.Run(c.hcase+"/"+c.plan, func(t *testing.T) {
-			idFile := filepath.Join(t.TempDir(), "id")
-			const n = 4
-			runs := make([]run, n)
-			var wg sync.WaitGroup
-			for rank := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					side := rank / 2
-					mine := append(slices.Clone(env), fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE="+idFile,
-						fmt.Sprintf("MSCCLGO_HOST=hostK%d", side), "MSCCLGO_NCCL_BOOTSTRAP_HOST="+addr[side], fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count))
-					runs[rank] = runCheckIn(t, []string{"ip", "netns", "exec", ns[side]}, 0, mine, "hosts", c.hcase)
-				}()
-			}
-			wg.Wait()
+			runs := runHostsWith(t, append(env, fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count)), c.hcase, func(side int) ([]string, []string) {
+				return []string{"ip", "netns", "exec", ns[side]},
+					[]string{fmt.Sprintf("MSCCLGO_HOST=hostK%d", side), "MSCCLGO_NCCL_BOOTSTRAP_HOST=" + addr[side]}
+			})
 			for rank, r := range runs {
 				checkHostsData(t, rank, r, 9)
 				want := fmt.Sprintf("rank %d of 4: ncclAllReduce count %d ncclFloat32 ncclSum (in-place, %d bytes): plan %s on gpu-emu, enqueued", rank, c.count, 4*c.count, c.plan)

@@ -49,18 +49,26 @@ func hostsPlans(t *testing.T) string {
 // plans' port channels cross between them).
 func runHosts(t *testing.T, env []string, hostVar, hcase string) []run {
 	t.Helper()
+	return runHostsWith(t, env, hcase, func(side int) ([]string, []string) {
+		return nil, []string{fmt.Sprintf("%s=hostK%d", hostVar, side)}
+	})
+}
+
+// runHostsWith runs ncclcheck hosts CASE as the four ranks, two per
+// side: side(s) gives the command prefix of side s's ranks (a network
+// namespace, say) and what they add to env (their host's name).
+func runHostsWith(t *testing.T, env []string, hcase string, side func(s int) (prefix, env []string)) []run {
+	t.Helper()
 	idFile := filepath.Join(t.TempDir(), "id")
 	const n = 4
 	runs := make([]run, n)
 	var wg sync.WaitGroup
 	for rank := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mine := append(slices.Clone(env), fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE="+idFile,
-				fmt.Sprintf("%s=hostK%d", hostVar, rank/2))
-			runs[rank] = runCheck(t, mine, "hosts", hcase)
-		}()
+		wg.Go(func() {
+			prefix, extra := side(rank / 2)
+			mine := append(slices.Clone(env), fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE="+idFile)
+			runs[rank] = runCheckIn(t, prefix, 0, append(mine, extra...), "hosts", hcase)
+		})
 	}
 	wg.Wait()
 	return runs

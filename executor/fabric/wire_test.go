@@ -186,24 +186,7 @@ func TestMessages(t *testing.T) {
 // BenchmarkStream measures one-way messages of 4 MiB between two wires of
 // this process over tcp;ofi_rxm.
 func BenchmarkStream(b *testing.B) {
-	if _, err := Available("tcp;ofi_rxm"); err != nil {
-		b.Skip(err)
-	}
-	h := newHub(2)
-	ws := make([]*Wire, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Go(func() {
-			var err error
-			ws[r], err = Open(context.Background(), hubNet{h, r}, Options{Provider: "tcp;ofi_rxm"})
-			if err != nil {
-				b.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	defer ws[0].Close()
-	defer ws[1].Close()
+	ws := benchWires(b)
 	data := make([]byte, 4<<20)
 	ctx := context.Background()
 	b.SetBytes(int64(len(data)))
