@@ -80,17 +80,8 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	if wire, ok := port.(*fabric.Wire); ok {
 		defer wire.Close()
 	}
-	hostOf := make([]int, b.Size())
-	local := 0 // this rank's local rank: its device on a GPU host
 	hosts := b.Hosts()
-	for h, host := range hosts {
-		for i, r := range host.Ranks {
-			hostOf[r] = h
-			if r == rank {
-				local = i
-			}
-		}
-	}
+	hostOf, local := placeRanks(hosts, b.Size(), rank)
 	w := io.Discard
 	if rank == 0 {
 		w = d.stdout

@@ -128,17 +128,8 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	if wire, ok := port.(*fabric.Wire); ok {
 		defer wire.Close()
 	}
-	hostOf := make([]int, b.Size())
-	local := 0 // this rank's local rank: its device on a GPU host
 	hosts := b.Hosts()
-	for h, host := range hosts {
-		for i, r := range host.Ranks {
-			hostOf[r] = h
-			if r == rank {
-				local = i
-			}
-		}
-	}
+	hostOf, local := placeRanks(hosts, b.Size(), rank)
 	w := io.Discard
 	if rank == 0 {
 		w = d.stdout
@@ -224,6 +215,22 @@ func launcherName(w bootstrap.World) string {
 		return "MSCCLGO_* variables"
 	}
 	return w.Launcher
+}
+
+// placeRanks returns each of the job's n ranks' host (its index in
+// hosts) and rank's local rank: its index on its host, the device it
+// takes on a GPU host.
+func placeRanks(hosts []bootstrap.Host, n, rank int) (hostOf []int, local int) {
+	hostOf = make([]int, n)
+	for h, host := range hosts {
+		for i, r := range host.Ranks {
+			hostOf[r] = h
+			if r == rank {
+				local = i
+			}
+		}
+	}
+	return hostOf, local
 }
 
 // openTransport opens what carries the job's port channels between
