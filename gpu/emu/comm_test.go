@@ -44,6 +44,24 @@ type commRank struct {
 	outLen int
 }
 
+// drain waits (a minute at most each) until the rank's stream has run
+// everything enqueued and its communicator has served every launch.
+func (cr *commRank) drain(ss *Streams) error {
+	if err := ss.Synchronize(cr.st, time.Minute); err != nil {
+		return err
+	}
+	return cr.comm.Quiet(time.Minute)
+}
+
+// settled drains the rank and returns its communicator's asynchronous
+// error, if any.
+func (cr *commRank) settled(ss *Streams) error {
+	if err := cr.drain(ss); err != nil {
+		return err
+	}
+	return cr.comm.AsyncError()
+}
+
 // commCase is one plan at one size on a communicator.
 type commCase struct {
 	name     string
@@ -231,13 +249,7 @@ func runComm(t *testing.T, ss *Streams, c commCase) ([][]byte, []error) {
 				return err
 			}
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.AsyncError(); err != nil {
+		if err := cr.settled(ss); err != nil {
 			return err
 		}
 		out := make([]byte, cr.outLen)
@@ -372,10 +384,7 @@ func TestCommSteadyMismatch(t *testing.T) {
 		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
 			return fmt.Errorf("call 1 failed at once (it should return, its mismatch found later): %w", err)
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
+		if err := cr.drain(ss); err != nil {
 			return err
 		}
 		aerr := cr.comm.AsyncError()
@@ -484,10 +493,7 @@ func TestCommDeadlock(t *testing.T) {
 		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
 			return fmt.Errorf("the call failed at once: %w", err)
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
+		if err := cr.drain(ss); err != nil {
 			return err
 		}
 		aerr := cr.comm.AsyncError()
@@ -776,13 +782,7 @@ func TestCommQueued(t *testing.T) {
 		returned.Done()
 		returned.Wait()
 		close(hold)
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.AsyncError(); err != nil {
+		if err := cr.settled(ss); err != nil {
 			return err
 		}
 		for i, st := range sets {

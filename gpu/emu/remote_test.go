@@ -108,13 +108,7 @@ func TestCommRemoteSteady(t *testing.T) {
 				}
 			}
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.AsyncError(); err != nil {
+		if err := cr.settled(ss); err != nil {
 			return err
 		}
 		out := make([]byte, cr.outLen)
@@ -171,10 +165,7 @@ func TestCommRemoteMismatch(t *testing.T) {
 		if *ferr != nil {
 			return fmt.Errorf("call 1 failed at once (it should return, its mismatch found later): %w", *ferr)
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
+		if err := cr.drain(ss); err != nil {
 			return err
 		}
 		if aerr := cr.comm.AsyncError(); aerr == nil || !strings.Contains(aerr.Error(), want) {
@@ -297,13 +288,7 @@ func BenchmarkCommRemote(b *testing.B) {
 				if cr.rank == 0 {
 					took = in
 				}
-				if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-					return err
-				}
-				if err := cr.comm.Quiet(time.Minute); err != nil {
-					return err
-				}
-				if err := cr.comm.AsyncError(); err != nil {
+				if err := cr.settled(ss); err != nil {
 					return err
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -333,10 +318,7 @@ func TestCommRemotePeerGone(t *testing.T) {
 		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
 			return fmt.Errorf("call 0: %w", err)
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
+		if err := cr.drain(ss); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -350,10 +332,7 @@ func TestCommRemotePeerGone(t *testing.T) {
 		if err := cr.comm.Enqueue(context.Background(), call); err != nil {
 			return fmt.Errorf("call 1 failed at once: %w", err)
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
+		if err := cr.drain(ss); err != nil {
 			return err
 		}
 		aerr := cr.comm.AsyncError()

@@ -71,10 +71,7 @@ func sessionCalls(t *testing.T, ss *Streams, ranks, maxSessions int, ipc bool, s
 				if err := cr.comm.Enqueue(context.Background(), c.call(lays[i], cr, executor.Options{DType: executor.Float32})); err != nil {
 					return fmt.Errorf("round %d, %d bytes: %w", round, size, err)
 				}
-				if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-					return err
-				}
-				if err := cr.comm.Quiet(time.Minute); err != nil {
+				if err := cr.drain(ss); err != nil {
 					return err
 				}
 				if err := cr.comm.AsyncError(); err != nil {
@@ -235,13 +232,7 @@ func TestCommSessionsInFlight(t *testing.T) {
 				}
 			}
 		}
-		if err := ss.Synchronize(cr.st, time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.Quiet(time.Minute); err != nil {
-			return err
-		}
-		if err := cr.comm.AsyncError(); err != nil {
+		if err := cr.settled(ss); err != nil {
 			return err
 		}
 		if _, evicted := cr.comm.Sessions(); evicted != rounds*len(sizes)-2 {
