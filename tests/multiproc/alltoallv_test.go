@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,19 +143,5 @@ func TestAllToAllVKilledRank(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for r, pr := range rs.wait(t) {
-		if r == 2 {
-			continue
-		}
-		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
-		if pr.code == 0 || !strings.Contains(pr.stderr, "rank 2") {
-			t.Errorf("rank %d: exit %d, want an error naming rank 2:\n%s", r, pr.code, pr.stderr)
-		}
-		if strings.Contains(pr.stderr, "goroutine ") {
-			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
-		}
-	}
+	rs.killNamed(t, 2)
 }

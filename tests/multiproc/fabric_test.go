@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -192,21 +191,7 @@ func TestFabricKilledRank(t *testing.T) {
 	}
 	rs := startRanks(t, ctx, 4, extra, nil, "run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--transport", "fabric", "--timeout", "5s")
 	rs.waitLaunching(t)
-	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for r, pr := range rs.wait(t) {
-		if r == 2 {
-			continue
-		}
-		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
-		if pr.code == 0 || !strings.Contains(pr.stderr, "rank 2") {
-			t.Errorf("rank %d: exit %d, want an error naming rank 2:\n%s", r, pr.code, pr.stderr)
-		}
-		if strings.Contains(pr.stderr, "goroutine ") {
-			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
-		}
-	}
+	rs.killNamed(t, 2)
 }
 
 // TestFabricLinkDown takes the link between the namespaces down in the

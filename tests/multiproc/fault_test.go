@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -26,21 +25,7 @@ func TestKilledRank(t *testing.T) {
 	defer cancel()
 	rs := startRanks(t, ctx, 4, nil, nil, "run", p, "-d", "float", "--size", "1M", "-n", "1000000")
 	rs.waitLaunching(t)
-	if err := rs.cmds[2].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	procs := rs.wait(t)
-	for r, pr := range procs {
-		if r == 2 {
-			continue
-		}
-		if pr.code == 0 || !strings.Contains(pr.stderr, "rank 2") {
-			t.Errorf("rank %d: exit %d, want an error naming rank 2:\n%s", r, pr.code, pr.stderr)
-		}
-		if strings.Contains(pr.stderr, "goroutine ") {
-			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
-		}
-	}
+	rs.killNamed(t, 2)
 }
 
 // TestWrongWorldSize: a plan of 4 ranks started as 2 processes, and one

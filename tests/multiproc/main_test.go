@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,4 +221,26 @@ func (rs *rankSet) waitLaunching(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond)
+}
+
+// killNamed kills rank k mid-run and checks that every other rank ends
+// with an error naming it, and none crashed.
+func (rs *rankSet) killNamed(t *testing.T, k int) {
+	t.Helper()
+	if err := rs.cmds[k].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("rank %d", k)
+	for r, pr := range rs.wait(t) {
+		if r == k {
+			continue
+		}
+		t.Logf("rank %d: exit %d: %s", r, pr.code, strings.TrimSpace(pr.stderr))
+		if pr.code == 0 || !strings.Contains(pr.stderr, name) {
+			t.Errorf("rank %d: exit %d, want an error naming %s:\n%s", r, pr.code, name, pr.stderr)
+		}
+		if strings.Contains(pr.stderr, "goroutine ") {
+			t.Errorf("rank %d crashed:\n%s", r, pr.stderr)
+		}
+	}
 }
