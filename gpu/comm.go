@@ -148,14 +148,13 @@ type commSession struct {
 	noOps HostMem
 	// queued: later launches may be enqueued while earlier ones run (no
 	// port channels, no per-call tables: what capturable allows).
-	// inflight are the done channels of the launches made by calls and
-	// not known served, oldest first (each closed once its goroutine has
-	// served it), and tables the rank table images of launches enqueued
-	// while others were in flight.
-	queued   bool
-	inflight []chan struct{}
-	tables   []*tableImage
-	args     []byte // the arguments last staged
+	// server serves the launches made by calls, in order, and tables
+	// are the rank table images of launches enqueued while others were
+	// in flight.
+	queued bool
+	server launchServer
+	tables []*tableImage
+	args   []byte // the arguments last staged
 	// zeros is the image of cleared progress records, and sig the
 	// signature of the call described sigDesc (steady calls repeat it).
 	zeros   []byte
@@ -510,24 +509,26 @@ func (c *Comm) steady(cs *commSession, seq uint64, call CommCall) error {
 	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout); err != nil {
 		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 	}
-	resolve := func() ([][2]DevPtr, error) {
-		bufs, err := c.resolve(seq, rec)
-		if err != nil {
-			err = fmt.Errorf("%s: rank %d: call %d (%s): %w", c.cfg.Name, c.rank, seq, call.Desc, err)
-		}
-		return bufs, err
-	}
 	if gated(cs.rs.s.d) {
-		return c.launch(cs, call, nil, resolve)
+		return c.launch(cs, call, nil, peerCall{ok: true, seq: seq, rec: rec})
 	}
 	// The driver cannot hold its stream for the host: the peers' records
 	// are read here (through memory).
-	bufs, err := resolve()
+	bufs, err := c.resolveCall(seq, rec, call.Desc)
 	if err != nil {
 		c.fail(err)
 		return err
 	}
-	return c.launch(cs, call, bufs, nil)
+	return c.launch(cs, call, bufs, peerCall{})
+}
+
+// resolveCall is resolve, its error naming the call.
+func (c *Comm) resolveCall(seq uint64, rec callRecord, desc string) ([][2]DevPtr, error) {
+	bufs, err := c.resolve(seq, rec)
+	if err != nil {
+		err = fmt.Errorf("%s: rank %d: call %d (%s): %w", c.cfg.Name, c.rank, seq, desc, err)
+	}
+	return bufs, err
 }
 
 // slot describes the buffer at p for the peers: its address (peers in
@@ -780,7 +781,7 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 	if capturing {
 		return c.capture(cs, call, bases)
 	}
-	return c.launch(cs, call, bases, nil)
+	return c.launch(cs, call, bases, peerCall{})
 }
 
 // mismatch names the first rank whose call differs from rank 0's.
@@ -1022,6 +1023,7 @@ func (c *Comm) victim() (string, *commSession) {
 func (c *Comm) evict(key string, cs *commSession) {
 	delete(c.sessions, key)
 	c.evicted++
+	cs.server.stop()
 	var errs []error
 	for _, t := range cs.tables {
 		if err := t.h.Free(); err != nil {
@@ -1055,30 +1057,6 @@ func (c *Comm) Sessions() (open, evicted int) {
 // and a margin.
 func (c *Comm) waitBound(cs *commSession) time.Duration {
 	return cs.rs.s.timeout + c.cfg.SetupTimeout
-}
-
-// wait waits at most bound for the session's last launch to be served.
-func (cs *commSession) wait(bound time.Duration) error {
-	if !closedWithin(cs.last(), bound) {
-		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
-	}
-	return nil
-}
-
-// closedWithin reports whether d (nil: nothing to wait for) is closed
-// within bound.
-func closedWithin(d chan struct{}, bound time.Duration) bool {
-	if d == nil {
-		return true
-	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-d:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // checkUser checks the caller's buffers against the layout: in place
@@ -1164,23 +1142,23 @@ func (c *Comm) abortImages(cs *commSession, args []byte, grid int) ([][]byte, er
 }
 
 // launch sets the call's buffers in the session and enqueues its launch
-// on the caller's stream; a goroutine serves it until it ends. In a
-// session whose launches may queue (cs.queued), earlier launches may
-// still be running or waiting on the stream: the host then touches
-// nothing they read (the rank table of this launch comes from an image
-// of its own, the arguments do not change, the progress records are
-// cleared on the stream only), and this launch's goroutine starts
-// serving it once the previous one has finished.
+// on the caller's stream; the session's server (serve.go) serves it
+// until it ends. In a session whose launches may queue (cs.queued),
+// earlier launches may still be running or waiting on the stream: the
+// host then touches nothing they read (the rank table of this launch
+// comes from an image of its own, the arguments do not change, the
+// progress records are cleared on the stream only), and the server
+// serves it once the previous one has been served.
 //
-// With resolve (a steady-state call, the driver a Gater or a Holder) the
+// With peer.ok (a steady-state call, the driver a Gater or a Holder) the
 // buffers are not known yet: the kernel waits on the stream behind a
-// gate. A Gater's gate runs resolve on the stream (the launches before it
-// there have ended) and writes the rank table; a Holder's hold is
-// released by the communicator's gate server (gates.go) once resolve has
-// returned, with the images the stream then copies. When resolve fails
-// the launch gets arguments whose blocks have no op and the abort word
-// (abortImages), so the kernel writes nothing.
-func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve func() ([][2]DevPtr, error)) error {
+// gate. A Gater's gate resolves the call on the stream (the launches
+// before it there have ended) and writes the rank table; a Holder's hold
+// is released by the communicator's gate server (gates.go) once resolve
+// has returned, with the images the stream then copies. When resolve
+// fails the launch gets arguments whose blocks have no op and the abort
+// word (abortImages), so the kernel writes nothing.
+func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, peer peerCall) error {
 	s, m := cs.rs.s, cs.rs.s.mp
 	if err := s.guard.Ready(c.ctx); err != nil {
 		return err
@@ -1212,14 +1190,13 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 			return fmt.Errorf("%s: rank %d: clearing the progress records: %w", c.cfg.Name, c.rank, err)
 		}
 	}
-	done := make(chan struct{})
-	if resolve == nil {
+	if !peer.ok {
 		img := c.setBuffers(cs, call, bufs)
 		if cs.captured || string(img) != string(s.ranksImg) {
 			h, at := s.host, uint64(ranksAt)
 			if busy {
 				var err error
-				if h, err = cs.image(s, img, done); err != nil {
+				if h, err = cs.image(s, img); err != nil {
 					return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
 				}
 				at = 0
@@ -1242,9 +1219,9 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 		cs.args = args
 	}
 	if grid == 0 {
-		if resolve != nil {
+		if peer.ok {
 			go func() {
-				if _, err := resolve(); err != nil {
+				if _, err := c.resolveCall(peer.seq, peer.rec, call.Desc); err != nil {
 					c.fail(err)
 				}
 			}()
@@ -1254,99 +1231,47 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, resolve 
 		m.mu.Unlock()
 		return nil
 	}
+	l := cs.server.record()
+	l.c, l.cs, l.call, l.args, l.grid, l.peer, l.seq = c, cs, call, args, grid, peer, c.calls
 	var gate func() error
-	var hold Hold
-	if resolve != nil {
+	if peer.ok {
 		switch d := s.d.(type) {
 		case Gater:
-			gate = func() error {
-				if err := c.makeNoOps(cs, grid); err != nil {
-					return err
-				}
-				return d.Gate(func() {
-					bufs, err := resolve()
-					if err == nil {
-						err = s.d.HtoD(s.ranksT, c.setBuffers(cs, call, bufs))
-					}
-					if err != nil {
-						c.fail(err)
-						// Arguments whose blocks have no op, as a held
-						// launch gets (abortImages), and the abort word.
-						img, ierr := c.abortImages(cs, args, grid)
-						if ierr == nil {
-							ierr = s.d.HtoD(s.args, img[1])
-						}
-						if ierr != nil {
-							c.fail(ierr)
-						}
-						if aerr := s.abort(); aerr != nil {
-							c.fail(aerr)
-						}
-					}
-				})
-			}
+			l.gater, gate = d, l.gateFn
 		case Holder:
-			// The communicator's gate server (gates.go) resolves the
-			// call and releases the hold: after it the stream copies the
-			// abort word, the arguments and the rank table.
-			gate = func() error {
-				if err := c.makeNoOps(cs, grid); err != nil {
-					return err
-				}
-				var err error
-				hold, err = d.Hold([]HoldCopy{{Dst: s.ctl, N: 4}, {Dst: s.args, N: sizeArgs},
-					{Dst: s.ranksT, N: sizeRank * uint64(len(s.ranks))}})
-				return err
-			}
+			l.holder, gate = d, l.holdFn
 		}
 	}
-	start := time.Now()
+	l.start = time.Now()
 	if err := s.launchGated(grid, gate); err != nil {
+		// The record is dropped, not reused: the stream may still hold
+		// its gate.
 		err = fmt.Errorf("%s: rank %d: %s: launch of %d blocks: %w", c.cfg.Name, c.rank, call.Desc, grid, err)
-		if hold != nil {
+		if l.hold != nil {
 			// The stream waits for the hold: the kernel behind it, if
 			// enqueued, must do nothing.
 			img, ierr := c.abortImages(cs, args, grid)
 			err = errors.Join(err, ierr)
 			if img != nil {
-				err = errors.Join(err, hold.Release(img))
+				err = errors.Join(err, l.hold.Release(img))
 			}
 		}
 		s.guard.Fail(err)
 		return err
 	}
-	if hold != nil {
+	if l.hold != nil {
 		if c.gates == nil {
 			c.gates = newGateServer(c.fail)
 		}
-		c.gates.add(gateJob{hold: hold, resolve: resolve, images: func(bufs [][2]DevPtr) ([][]byte, error) {
-			if bufs == nil {
-				return c.abortImages(cs, args, grid)
-			}
-			return [][]byte{make([]byte, 4), args, c.setBuffers(cs, call, bufs)}, nil
-		}})
+		c.gates.add(gateJob{hold: l.hold, resolve: l.resFn, images: l.imageFn})
 	}
-	prev := cs.last()
-	cs.inflight = append(cs.inflight, done)
-	desc, seq := call.Desc, c.calls
 	cs.calls.Add(1)
-	go func() {
-		defer close(done)
-		defer cs.calls.Add(-1)
-		if prev != nil {
-			<-prev // launches of a session are served in order
-		}
-		m.mu.Lock()
-		m.launches++
-		m.mu.Unlock()
-		if err := s.complete(c.ctx, grid, start, func() {}); err != nil {
-			err = fmt.Errorf("rank %d: call %d (%s): %w", c.rank, seq, desc, err)
-			s.mu.Lock()
-			s.guard.Fail(err)
-			s.mu.Unlock()
-			c.fail(err)
-		}
-	}()
+	if err := cs.server.push(l); err != nil {
+		cs.calls.Add(-1)
+		err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		s.guard.Fail(err)
+		return err
+	}
 	return nil
 }
 
@@ -1358,49 +1283,37 @@ const maxInFlight = 64
 // been served yet.
 func (cs *commSession) busy() bool { return cs.calls.Load() > 0 }
 
-// last is the done channel of the session's last launch made by a call
-// and not known served, nil if none.
-func (cs *commSession) last() chan struct{} {
-	if len(cs.inflight) == 0 {
-		return nil
-	}
-	return cs.inflight[len(cs.inflight)-1]
-}
-
 // makeRoom waits, before a call, for what the session's next launch
 // needs: every earlier launch when the session does not queue, else the
 // oldest one when maxInFlight are in flight (at most bound).
 func (cs *commSession) makeRoom(bound time.Duration) error {
-	live := cs.inflight[:0]
-	for _, d := range cs.inflight {
-		select {
-		case <-d:
-		default:
-			live = append(live, d)
-		}
-	}
-	cs.inflight = live
 	if !cs.queued {
 		return cs.wait(bound)
 	}
-	if len(live) < maxInFlight || closedWithin(live[0], bound) {
+	n := cs.server.pending()
+	if n < maxInFlight || cs.server.waitServed(cs.server.next()-maxInFlight, bound) {
 		return nil
 	}
-	return fmt.Errorf("%d launches of this plan are in flight, and the oldest has not ended within %v", len(live), bound)
+	return fmt.Errorf("%d launches of this plan are in flight, and the oldest has not ended within %v", n, bound)
+}
+
+// wait waits at most bound for the session's last launch to be served.
+func (cs *commSession) wait(bound time.Duration) error {
+	if !cs.server.waitServed(cs.server.next()-1, bound) {
+		return fmt.Errorf("the last launch of this plan has not ended within %v", bound)
+	}
+	return nil
 }
 
 // image returns host memory holding a rank table for a launch enqueued
 // while earlier ones are in flight: one no launch still needs, or a new
-// one. done is closed once the launch has been served.
-func (cs *commSession) image(s *session, img []byte, done chan struct{}) (HostMem, error) {
+// one. The launch about to be handed over uses it.
+func (cs *commSession) image(s *session, img []byte) (HostMem, error) {
+	served := cs.server.servedCount()
 	var ti *tableImage
 	for _, t := range cs.tables {
-		select {
-		case <-t.used:
+		if t.user <= served {
 			ti = t
-		default:
-		}
-		if ti != nil {
 			break
 		}
 	}
@@ -1412,17 +1325,17 @@ func (cs *commSession) image(s *session, img []byte, done chan struct{}) (HostMe
 		ti = &tableImage{h: h}
 		cs.tables = append(cs.tables, ti)
 	}
-	ti.used = done
+	ti.user = cs.server.next()
 	storeWords(ti.h, 0, img)
 	return ti.h, nil
 }
 
 // tableImage is host memory holding a rank table that a launch's copy
-// reads when the stream reaches it; used is closed once that launch has
-// been served.
+// reads when the stream reaches it; user is the number of that launch in
+// its session (launchServer), free again once it has been served.
 type tableImage struct {
 	h    HostMem
-	used chan struct{}
+	user uint64
 }
 
 // capture records the call's launch on its caller's stream, which is
@@ -1531,6 +1444,7 @@ func (c *Comm) abortReplays() error {
 		if err := c.stopReplay(s, wd); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			delete(c.sessions, key) // its memory stays
+			cs.server.stop()
 		}
 	}
 	return errors.Join(errs...)
@@ -1648,6 +1562,7 @@ func (c *Comm) Close() error {
 	c.closed = true
 	errs := slices.Clone(c.leaked)
 	for key, cs := range c.sessions {
+		cs.server.stop()
 		if err := cs.wait(c.waitBound(cs)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: rank %d: %s: %w (its memory stays until the process ends)", c.cfg.Name, c.rank, key, err))
 			continue

@@ -442,34 +442,25 @@ func (s *session) launch(grid int) error { return s.launchGated(grid, nil) }
 // control word and the kernel, to enqueue there what holds the kernel
 // for the host (gpu.Gater, gpu.Holder); not with Config.Graph.
 func (s *session) launchGated(grid int, gate func() error) error {
-	enqueue := func() error {
-		if err := s.d.Enqueue(s.args, s.host, argsAt, sizeArgs); err != nil {
-			return fmt.Errorf("writing the launch arguments: %w", err)
-		}
-		if err := s.d.Zero(s.ctl, sizeControl+uint64(grid)*sizeProgress); err != nil {
-			return fmt.Errorf("clearing the progress records: %w", err)
-		}
-		if gate != nil {
-			if s.useGraph {
-				return fmt.Errorf("the %T driver cannot hold a captured stream for the host", s.d)
-			}
-			if err := gate(); err != nil {
-				return fmt.Errorf("holding the stream for the call's peers: %w", err)
-			}
-		}
-		return s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args)
-	}
 	if !s.useGraph {
 		if b, ok := s.d.(Batcher); ok {
-			return b.Batch(enqueue)
+			// The batch's function is bound once per session, and the
+			// launch it enqueues is passed beside it: no closure per call.
+			if s.enqueueFn == nil {
+				s.enqueueFn = s.enqueuePending
+			}
+			s.pending = pendingLaunch{grid: grid, gate: gate}
+			err := b.Batch(s.enqueueFn)
+			s.pending = pendingLaunch{}
+			return err
 		}
-		return enqueue()
+		return s.enqueue(grid, gate)
 	}
 	if s.graph == nil {
 		if err := s.d.BeginCapture(); err != nil {
 			return fmt.Errorf("beginning the capture: %w", err)
 		}
-		err := enqueue()
+		err := s.enqueue(grid, gate)
 		g, eerr := s.d.EndCapture()
 		if err != nil {
 			if g != nil {
@@ -483,6 +474,34 @@ func (s *session) launchGated(grid int, gate func() error) error {
 		s.graph = g
 	}
 	return s.d.Replay(s.graph)
+}
+
+// pendingLaunch is the launch launchGated is enqueueing in a batch.
+type pendingLaunch struct {
+	grid int
+	gate func() error
+}
+
+func (s *session) enqueuePending() error { return s.enqueue(s.pending.grid, s.pending.gate) }
+
+// enqueue puts the launch on the kernel's stream: the arguments, the
+// cleared progress records, the gate if any, the kernel.
+func (s *session) enqueue(grid int, gate func() error) error {
+	if err := s.d.Enqueue(s.args, s.host, argsAt, sizeArgs); err != nil {
+		return fmt.Errorf("writing the launch arguments: %w", err)
+	}
+	if err := s.d.Zero(s.ctl, sizeControl+uint64(grid)*sizeProgress); err != nil {
+		return fmt.Errorf("clearing the progress records: %w", err)
+	}
+	if gate != nil {
+		if s.useGraph {
+			return fmt.Errorf("the %T driver cannot hold a captured stream for the host", s.d)
+		}
+		if err := gate(); err != nil {
+			return fmt.Errorf("holding the stream for the call's peers: %w", err)
+		}
+	}
+	return s.d.Launch(grid, s.threads, int(s.tabs.shmem), s.args)
 }
 
 // deadlock describes every unfinished block of a snapshot.

@@ -51,6 +51,10 @@ type session struct {
 	ranksImg []byte
 	graph    Graph
 	useGraph bool
+	// pending is the launch being enqueued in a batch, by enqueueFn
+	// (enqueuePending, bound once).
+	pending   pendingLaunch
+	enqueueFn func() error
 
 	// portMu guards ports: the values of the port inbound counters of
 	// the local ranks (the proxies and receivers write them with Post).

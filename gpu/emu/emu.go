@@ -102,8 +102,10 @@ type driver struct {
 	// from the goroutine that serves them, takes the oldest).
 	streams  *Streams
 	cur      *stream
-	streamMu sync.Mutex // guards onStream
+	streamMu sync.Mutex // guards onStream and freeLaunches
 	onStream []*streamLaunch
+	// freeLaunches are launch records waited for, reused.
+	freeLaunches []*streamLaunch
 }
 
 // graph is a captured sequence of the kernel stream's work.
@@ -237,17 +239,22 @@ func (d *driver) UseKernel(name string) error {
 // emulated kernel stream has no queue, since a launch is waited for
 // before the session's next work.
 func (d *driver) stream(what string, step func() error) error {
+	return d.streamOp(what, streamOp{kind: opFunc, f: step})
+}
+
+// streamOp is stream for a piece of work held by value.
+func (d *driver) streamOp(what string, op streamOp) error {
 	if d.capture != nil {
-		d.capture.steps = append(d.capture.steps, step)
+		d.capture.steps = append(d.capture.steps, op.run)
 		return nil
 	}
 	if d.cur != nil {
-		return d.cur.push(what, step)
+		return d.cur.pushOp(what, op)
 	}
 	if d.launch != 0 {
 		return fmt.Errorf("gpu-emu: %s while a launch is running", what)
 	}
-	return step()
+	return op.run()
 }
 
 func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
@@ -283,12 +290,7 @@ func (d *driver) Enqueue(dst gpu.DevPtr, h gpu.HostMem, off, n uint64) error {
 		return fmt.Errorf("gpu-emu: enqueue of %d bytes at %d of %d bytes of host memory", n, off, h.Len())
 	}
 	src := h.Dev() + gpu.DevPtr(off)
-	return d.stream("copy", func() error {
-		if n > 0 {
-			C.mg_emu_copy(nil, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
-		}
-		return nil
-	})
+	return d.streamOp("copy", streamOp{kind: opCopy, dst: uint64(dst), src: uint64(src), n: n})
 }
 
 // CopyOnStream copies n bytes of device memory from src to dst when the
@@ -301,22 +303,12 @@ func (d *driver) CopyOnStream(st gpu.Stream, dst, src gpu.DevPtr, n uint64) erro
 	if err != nil {
 		return err
 	}
-	return s.push("copy", func() error {
-		if n > 0 {
-			C.mg_emu_copy(nil, C.uint64_t(dst), C.uint64_t(src), C.uint64_t(n), 0)
-		}
-		return nil
-	})
+	return s.pushOp("copy", streamOp{kind: opCopy, dst: uint64(dst), src: uint64(src), n: n})
 }
 
 // Zero clears device memory on the kernel's stream.
 func (d *driver) Zero(dst gpu.DevPtr, n uint64) error {
-	return d.stream("memset", func() error {
-		if n > 0 {
-			C.mg_emu_zero(C.uint64_t(dst), C.uint64_t(n))
-		}
-		return nil
-	})
+	return d.streamOp("memset", streamOp{kind: opZero, dst: uint64(dst), n: n})
 }
 
 // BeginCapture records the kernel stream's work instead of running it.
@@ -382,8 +374,7 @@ func (d *driver) Post(dst gpu.DevPtr, v uint64) error {
 
 func (d *driver) Wait() error {
 	if l := d.takeStreamLaunch(); l != nil {
-		<-l.done
-		return l.err
+		return d.waitStreamLaunch(l)
 	}
 	if d.launch == 0 {
 		return errors.New("no launch is running")

@@ -13,6 +13,8 @@ package emu
 #include <stdint.h>
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count);
 void mg_emu_wait(uint64_t h);
+void mg_emu_zero(uint64_t dst, uint64_t n);
+void mg_emu_copy(void* d, uint64_t dst, uint64_t src, uint64_t n, int packets);
 uint64_t mg_emu_range(uint64_t p, uint64_t* n);
 uint64_t mg_emu_alloc_id(uint64_t p);
 // mg_emu_span is mg_emu_range's answer by value: a Go caller's pointer
@@ -256,7 +258,7 @@ func (ss *Streams) open(ipc bool) (gpu.Driver, error) {
 type stream struct {
 	id     gpu.Stream
 	mu     sync.Mutex
-	work   []func() error
+	work   []streamOp
 	wake   chan struct{} // one token: work was added, or closed
 	closed bool
 	err    error // the first failed work's, until Synchronize
@@ -297,16 +299,65 @@ func newStream(id gpu.Stream, spin *spinners) *stream {
 }
 
 func (s *stream) push(what string, f func() error) error {
+	return s.pushOp(what, streamOp{kind: opFunc, f: f})
+}
+
+// opKind says what a stream's piece of work does.
+type opKind uint8
+
+const (
+	opFunc   opKind = iota // f
+	opCopy                 // copy n bytes from src to dst
+	opZero                 // clear n bytes at dst
+	opGate                 // gate (the host's, gpu.Gater)
+	opLaunch               // launch, whose done it signals
+)
+
+// streamOp is a piece of a stream's work, held by value: the driver's
+// steady copies, memsets, gates and launches make no closure.
+type streamOp struct {
+	kind        opKind
+	f           func() error
+	gate        func()
+	dst, src, n uint64
+	launch      *streamLaunch
+}
+
+func (o streamOp) run() error {
+	switch o.kind {
+	case opCopy:
+		if o.n > 0 {
+			C.mg_emu_copy(nil, C.uint64_t(o.dst), C.uint64_t(o.src), C.uint64_t(o.n), 0)
+		}
+	case opZero:
+		if o.n > 0 {
+			C.mg_emu_zero(C.uint64_t(o.dst), C.uint64_t(o.n))
+		}
+	case opGate:
+		o.gate()
+	case opLaunch:
+		l := o.launch
+		l.err = l.run()
+		err := l.err
+		l.done <- struct{}{} // (l may be reused once Wait has it)
+		return err
+	default:
+		return o.f()
+	}
+	return nil
+}
+
+func (s *stream) pushOp(what string, op streamOp) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("gpu-emu: %s on stream %d, which is closed", what, s.id)
 	}
 	if s.capture != nil {
-		s.capture.work = append(s.capture.work, f)
+		s.capture.work = append(s.capture.work, op.run)
 		return nil
 	}
-	s.work = append(s.work, f)
+	s.work = append(s.work, op)
 	if !s.held {
 		s.post()
 	}
@@ -415,12 +466,12 @@ func (s *stream) run() {
 		spun = false
 		// Taken from the front and the rest moved down (the queue is
 		// short), so that its array is reused: no allocation per push.
-		f := s.work[0]
+		op := s.work[0]
 		n := copy(s.work, s.work[1:])
-		s.work[n] = nil
+		s.work[n] = streamOp{}
 		s.work = s.work[:n]
 		s.mu.Unlock()
-		if err := f(); err != nil {
+		if err := op.run(); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
 				s.err = err
@@ -430,8 +481,8 @@ func (s *stream) run() {
 	}
 }
 
-// streamLaunch is a launch on a caller's stream: done closes when its
-// kernel has ended.
+// streamLaunch is a launch on a caller's stream: done gets a token when
+// its kernel has ended, which Wait takes; the record is then reused.
 type streamLaunch struct {
 	done chan struct{}
 	err  error
@@ -460,7 +511,8 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // launchOnStream enqueues the kernel on the chosen stream: it runs once
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
-	l := &streamLaunch{dev: d.dev, entry: d.entry, grid: grid, block: block, shmem: shmem, args: args}
+	l := d.launchRecord()
+	l.dev, l.entry, l.grid, l.block, l.shmem, l.args, l.count = d.dev, d.entry, grid, block, shmem, args, 0
 	if d.count {
 		l.count = 1
 	}
@@ -474,12 +526,7 @@ func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 			return nil
 		})
 	}
-	l.done = make(chan struct{})
-	if err := d.cur.push("launch", func() error {
-		defer close(l.done)
-		l.err = l.run()
-		return l.err
-	}); err != nil {
+	if err := d.cur.pushOp("launch", streamOp{kind: opLaunch, launch: l}); err != nil {
 		return err
 	}
 	d.streamMu.Lock()
@@ -511,6 +558,31 @@ func (d *driver) takeStreamLaunch() *streamLaunch {
 	d.onStream[n] = nil
 	d.onStream = d.onStream[:n]
 	return l
+}
+
+// launchRecord returns a launch record whose launch was waited for, or
+// a new one.
+func (d *driver) launchRecord() *streamLaunch {
+	d.streamMu.Lock()
+	defer d.streamMu.Unlock()
+	if n := len(d.freeLaunches); n > 0 {
+		l := d.freeLaunches[n-1]
+		d.freeLaunches = d.freeLaunches[:n-1]
+		return l
+	}
+	return &streamLaunch{done: make(chan struct{}, 1)}
+}
+
+// waitStreamLaunch waits for launch l's kernel to end, then keeps the
+// record for the next launch.
+func (d *driver) waitStreamLaunch(l *streamLaunch) error {
+	<-l.done
+	err := l.err
+	l.err = nil
+	d.streamMu.Lock()
+	d.freeLaunches = append(d.freeLaunches, l)
+	d.streamMu.Unlock()
+	return err
 }
 
 func (d *driver) streamLaunches() int {
@@ -558,7 +630,7 @@ var _ gpu.StreamDriver = (*driver)(nil)
 // Gate holds the chosen stream until f has returned (gpu.Gater): the
 // stream's goroutine runs it in order with the stream's other work.
 func (d *driver) Gate(f func()) error {
-	return d.stream("gate", func() error { f(); return nil })
+	return d.streamOp("gate", streamOp{kind: opGate, gate: f})
 }
 
 var _ gpu.Gater = (*driver)(nil)

@@ -1,0 +1,263 @@
+package gpu
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// callLaunch is one launch made by a call: what its gate, its hold and
+// its serving need once the caller has returned. A session's records
+// are reused once their launch has been served, and the functions their
+// gate and hold hand to the driver are bound once per record, so that a
+// steady call allocates none of them.
+type callLaunch struct {
+	c    *Comm
+	cs   *commSession
+	call CommCall
+	args []byte
+	grid int
+	// seq is the call's number (its messages), n the launch's number in
+	// its session (served in that order).
+	seq, n uint64
+	start  time.Time
+	// peer is set for a steady call: the peers' buffers are read when
+	// the launch's turn comes (resolve).
+	peer    peerCall
+	gater   Gater
+	holder  Holder
+	hold    Hold
+	gateFn  func() error // l.gate
+	bodyFn  func()       // l.gateBody
+	holdFn  func() error // l.holdStream
+	resFn   func() ([][2]DevPtr, error)
+	imageFn func(bufs [][2]DevPtr) ([][]byte, error)
+}
+
+// peerCall is a steady call's record, whose peers' records name their
+// buffers: resolve reads them when the launch's gate opens.
+type peerCall struct {
+	ok  bool
+	seq uint64
+	rec callRecord
+}
+
+func newCallLaunch() *callLaunch {
+	l := &callLaunch{}
+	l.gateFn, l.bodyFn, l.holdFn = l.gate, l.gateBody, l.holdStream
+	l.resFn, l.imageFn = l.resolve, l.images
+	return l
+}
+
+// resolve returns every rank's buffers of the steady call.
+func (l *callLaunch) resolve() ([][2]DevPtr, error) {
+	return l.c.resolveCall(l.peer.seq, l.peer.rec, l.call.Desc)
+}
+
+// gate holds a Gater's stream for the call: the body runs there once
+// the launches before it on the stream have ended.
+func (l *callLaunch) gate() error {
+	if err := l.c.makeNoOps(l.cs, l.grid); err != nil {
+		return err
+	}
+	return l.gater.Gate(l.bodyFn)
+}
+
+// gateBody resolves the call on the stream and writes the rank table;
+// when resolve fails the launch gets arguments whose blocks have no op,
+// as a held launch gets (abortImages), and the abort word.
+func (l *callLaunch) gateBody() {
+	c, cs, s := l.c, l.cs, l.cs.rs.s
+	bufs, err := l.resolve()
+	if err == nil {
+		err = s.d.HtoD(s.ranksT, c.setBuffers(cs, l.call, bufs))
+	}
+	if err == nil {
+		return
+	}
+	c.fail(err)
+	img, ierr := c.abortImages(cs, l.args, l.grid)
+	if ierr == nil {
+		ierr = s.d.HtoD(s.args, img[1])
+	}
+	if ierr != nil {
+		c.fail(ierr)
+	}
+	if aerr := s.abort(); aerr != nil {
+		c.fail(aerr)
+	}
+}
+
+// holdStream holds a Holder's stream: the communicator's gate server
+// (gates.go) resolves the call and releases the hold, after which the
+// stream copies the abort word, the arguments and the rank table.
+func (l *callLaunch) holdStream() error {
+	if err := l.c.makeNoOps(l.cs, l.grid); err != nil {
+		return err
+	}
+	s := l.cs.rs.s
+	var err error
+	l.hold, err = l.holder.Hold([]HoldCopy{{Dst: s.ctl, N: 4}, {Dst: s.args, N: sizeArgs},
+		{Dst: s.ranksT, N: sizeRank * uint64(len(s.ranks))}})
+	return err
+}
+
+// images are the held launch's copies for every rank's buffers, or with
+// bufs nil those of an aborted launch.
+func (l *callLaunch) images(bufs [][2]DevPtr) ([][]byte, error) {
+	if bufs == nil {
+		return l.c.abortImages(l.cs, l.args, l.grid)
+	}
+	return [][]byte{make([]byte, 4), l.args, l.c.setBuffers(l.cs, l.call, bufs)}, nil
+}
+
+// serve waits for the launch's kernel, serving its proxies and watch,
+// and makes its failure the communicator's.
+func (l *callLaunch) serve() {
+	c, s := l.c, l.cs.rs.s
+	m := s.mp
+	m.mu.Lock()
+	m.launches++
+	m.mu.Unlock()
+	if err := s.complete(c.ctx, l.grid, l.start, func() {}); err != nil {
+		err = fmt.Errorf("rank %d: call %d (%s): %w", c.rank, l.seq, l.call.Desc, err)
+		s.mu.Lock()
+		s.guard.Fail(err)
+		s.mu.Unlock()
+		c.fail(err)
+	}
+}
+
+// launchServer serves a session's launches made by calls, in the order
+// they were made, on one goroutine that lives as long as the session
+// (started at its first launch, ended by stop once the launches queued
+// have been served): a call hands its launch over and returns, with no
+// goroutine, channel or closure made for it.
+type launchServer struct {
+	queue chan *callLaunch // capacity maxInFlight: makeRoom keeps within it
+
+	mu      sync.Mutex
+	issued  uint64 // launches handed over
+	served  uint64 // launches served
+	waiters chan struct{}
+	free    []*callLaunch
+	started bool
+	stopped bool
+}
+
+// record returns a launch record to fill: one whose launch was served,
+// or a new one.
+func (ls *launchServer) record() *callLaunch {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if n := len(ls.free); n > 0 {
+		l := ls.free[n-1]
+		ls.free = ls.free[:n-1]
+		return l
+	}
+	return newCallLaunch()
+}
+
+// next is the number the next launch handed over gets.
+func (ls *launchServer) next() uint64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.issued + 1
+}
+
+// push hands launch l over (its n set here). The caller made room for
+// it (makeRoom): a full queue is an error, never a wait.
+func (ls *launchServer) push(l *callLaunch) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.stopped {
+		return fmt.Errorf("the plan instance's session was closed")
+	}
+	if ls.queue == nil {
+		ls.queue = make(chan *callLaunch, maxInFlight)
+	}
+	select {
+	case ls.queue <- l:
+	default:
+		return fmt.Errorf("%d launches of this plan are already queued", maxInFlight)
+	}
+	ls.issued++
+	l.n = ls.issued
+	if !ls.started {
+		ls.started = true
+		go ls.run(ls.queue)
+	}
+	return nil
+}
+
+func (ls *launchServer) run(q <-chan *callLaunch) {
+	for l := range q {
+		l.serve()
+		l.cs.calls.Add(-1)
+		ls.mu.Lock()
+		ls.served++
+		if ls.waiters != nil {
+			close(ls.waiters)
+			ls.waiters = nil
+		}
+		// Nothing refers to the record now: its gate ran before its
+		// kernel, which has ended.
+		*l = callLaunch{gateFn: l.gateFn, bodyFn: l.bodyFn, holdFn: l.holdFn, resFn: l.resFn, imageFn: l.imageFn}
+		ls.free = append(ls.free, l)
+		ls.mu.Unlock()
+	}
+}
+
+// servedCount is how many launches have been served.
+func (ls *launchServer) servedCount() uint64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.served
+}
+
+// pending is how many launches handed over are not yet served.
+func (ls *launchServer) pending() uint64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.issued - ls.served
+}
+
+// waitServed waits at most bound until launch n has been served.
+func (ls *launchServer) waitServed(n uint64, bound time.Duration) bool {
+	var t *time.Timer
+	for {
+		ls.mu.Lock()
+		if ls.served >= n {
+			ls.mu.Unlock()
+			return true
+		}
+		if ls.waiters == nil {
+			ls.waiters = make(chan struct{})
+		}
+		w := ls.waiters
+		ls.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(bound)
+			defer t.Stop()
+		}
+		select {
+		case <-w:
+		case <-t.C:
+			return ls.servedCount() >= n
+		}
+	}
+}
+
+// stop ends the serving goroutine once the launches handed over have
+// been served; no launch may be handed over after it.
+func (ls *launchServer) stop() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.stopped {
+		return
+	}
+	ls.stopped = true
+	if ls.queue != nil {
+		close(ls.queue)
+	}
+}
