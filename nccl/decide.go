@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/planset"
 )
 
@@ -108,8 +109,10 @@ type decision struct {
 	// planInPlace is the placement the plan is laid out for.
 	planInPlace bool
 	// devKey and devDesc are the device path's plan-instance key and
-	// call description (runOnDevice), made once per cached decision.
+	// call description (runOnDevice), and open its plan's opener, made
+	// once per cached decision.
 	devKey, devDesc string
+	open            func() (*executor.Instance, *executor.BufferLayout, executor.Options, error)
 }
 
 // decideKey is what a decision depends on, besides the communicator.
@@ -160,6 +163,7 @@ func (c *comm) decideCached(k call) decision {
 	d = c.decide(k)
 	if d.plan != "" {
 		d.devKey, d.devDesc = c.deviceStrings(k, d)
+		d.open = c.opener(k, d)
 	}
 	c.decided.mu.Lock()
 	if c.decided.m == nil || len(c.decided.m) >= maxDecisions {

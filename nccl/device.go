@@ -99,6 +99,16 @@ func portNet(c *comm) (rankwire.Net, error) {
 	return wire, nil
 }
 
+// opener opens the plan instance of decision d for call k: made once
+// per cached decision, it captures what it needs, not the whole decision.
+func (c *comm) opener(k call, d decision) func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
+	path, planInPlace, size, dt := d.path, d.planInPlace, k.size(c.size), planDType(k.dtype)
+	return func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
+		inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace)
+		return inst, layout, executor.Options{DType: dt}, err
+	}
+}
+
 // runOnDevice enqueues the plan of d for call k on the caller's stream.
 // ran is false, with the reason, when the build has no device backend
 // or k cannot be taken. Where the plan's placement is not the call's
@@ -122,7 +132,6 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
 	}
-	dt := planDType(k.dtype)
 	size := k.size(c.size)
 	st := gpu.Stream(k.stream)
 	bytes := k.count * elemSize(k.dtype) // the rank's own part
@@ -169,20 +178,15 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 			logInfo("%s: plan %s is %s and the call is not: %s", c.describe(k), d.plan, placeName(d.planInPlace), how)
 		}
 	}
-	key, desc := d.devKey, d.devDesc
+	key, desc, open := d.devKey, d.devDesc, d.open
 	if key == "" {
 		key, desc = c.deviceStrings(k, d)
 	}
-	// The opener captures what it needs, not the whole decision (which
-	// would be copied to the heap at every call).
-	path, planInPlace := d.path, d.planInPlace
+	if open == nil {
+		open = c.opener(k, d)
+	}
 	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
-		Key:  key,
-		Desc: desc,
-		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-			inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace)
-			return inst, layout, executor.Options{DType: dt}, err
-		},
+		Key: key, Desc: desc, Open: open,
 		In: in, Out: out, Stream: st,
 	})
 	if errors.Is(err, gpu.ErrNotCapturable) {
