@@ -125,11 +125,10 @@ func (s *session) complete(ctx context.Context, grid int, start time.Time, relea
 	if s.mp != nil {
 		s.mp.started(wd)
 	}
-	wdDone := make(chan struct{})
-	go func() {
-		defer close(wdDone)
-		wd.watch(ctx, kernelDone)
-	}()
+	if s.watcher == nil {
+		s.watcher = newWatcher()
+	}
+	wdDone := s.watcher.begin(watchJob{wd: wd, ctx: ctx, kernelDone: kernelDone})
 
 	werr := s.d.Wait()
 	release()
@@ -349,10 +348,78 @@ func (w *watchdog) read() []mgProgress {
 	return out
 }
 
-func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
-	tick := max(w.s.timeout/16, time.Millisecond)
-	tk := time.NewTicker(tick)
-	defer tk.Stop()
+// watcher runs a session's watchdogs on one goroutine, started at its
+// first launch and ended with it (release): a launch hands its watchdog
+// over and waits for the watch to return once its kernel has ended,
+// with no goroutine or ticker of its own. A session's launches are
+// served one at a time, so one watch runs at once.
+type watcher struct {
+	mu     sync.Mutex
+	closed bool
+	jobs   chan watchJob // capacity 1; closed with the session (stop)
+	done   chan struct{} // capacity 1: the watch handed over returned
+}
+
+// begin starts job's watch and returns what receives once it has
+// returned: on the watcher's goroutine, or on one of its own once the
+// watcher was stopped (a session closed under a launch).
+func (w *watcher) begin(job watchJob) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.jobs <- job
+		return w.done
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(max(job.wd.s.timeout/16, time.Millisecond))
+		defer tk.Stop()
+		job.wd.watch(job.ctx, job.kernelDone, tk.C)
+	}()
+	return done
+}
+
+// stop ends the watcher's goroutine once the watch handed over, if
+// any, has returned.
+func (w *watcher) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		close(w.jobs)
+	}
+}
+
+// watchJob is a launch's watch.
+type watchJob struct {
+	wd         *watchdog
+	ctx        context.Context
+	kernelDone <-chan struct{}
+}
+
+func newWatcher() *watcher {
+	w := &watcher{jobs: make(chan watchJob, 1), done: make(chan struct{}, 1)}
+	go w.run()
+	return w
+}
+
+func (w *watcher) run() {
+	var tk *time.Ticker
+	for j := range w.jobs {
+		tick := max(j.wd.s.timeout/16, time.Millisecond)
+		if tk == nil {
+			tk = time.NewTicker(tick)
+		} else {
+			tk.Reset(tick)
+		}
+		j.wd.watch(j.ctx, j.kernelDone, tk.C)
+		tk.Stop() // (no tick of this watch reaches the next: Go 1.23's timers)
+		w.done <- struct{}{}
+	}
+}
+
+func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}, ticks <-chan time.Time) {
 	var last []uint64
 	since := time.Now()
 	for {
@@ -364,7 +431,7 @@ func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}) {
 			w.reason = fmt.Errorf("%s: launch canceled: %w", w.s.name, context.Cause(ctx))
 			w.raise(kernelDone)
 			return
-		case now := <-tk.C:
+		case now := <-ticks:
 			cur := w.read()
 			marks, running := w.progress(cur)
 			moved := running || !slices.Equal(marks, last)

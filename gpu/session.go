@@ -55,6 +55,8 @@ type session struct {
 	// (enqueuePending, bound once).
 	pending   pendingLaunch
 	enqueueFn func() error
+	// watcher runs the launches' watchdogs (complete), from the first.
+	watcher *watcher
 
 	// portMu guards ports: the values of the port inbound counters of
 	// the local ranks (the proxies and receivers write them with Post).
@@ -478,6 +480,9 @@ func sortedRanks(rs []int) []int32 {
 
 // release frees everything the session holds and closes the driver.
 func (s *session) release() {
+	if s.watcher != nil {
+		s.watcher.stop()
+	}
 	s.pin.Unpin()
 	if s.held != nil {
 		s.held()
