@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,17 @@ func connect(parent context.Context, w bootstrap.World, ln net.Listener, dev int
 		return nil, err
 	}
 	return c, nil
+}
+
+// ofRank prefixes err with the rank it happened on, unless its text
+// already starts so (the device's set-up names the rank itself, since
+// ncclCommInitAll's ranks fail side by side).
+func ofRank(rank, n int, err error) error {
+	p := fmt.Sprintf("rank %d of %d: ", rank, n)
+	if strings.HasPrefix(err.Error(), p) {
+		return err
+	}
+	return fmt.Errorf("%s%w", p, err)
 }
 
 // hostOverride is the name this process's ranks give their host in the

@@ -191,7 +191,7 @@ func mgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.c
 	real := unsafe.Slice((*byte)(unsafe.Pointer(realID)), idBytes)
 	c, err := initRank(int(nranks), int(rank), ids, int(dev), hasReal != 0, real)
 	if err != nil {
-		return answer(fn, fmt.Errorf("rank %d of %d: %w", rank, nranks, err))
+		return answer(fn, ofRank(int(rank), int(nranks), err))
 	}
 	*out = newHandle(c)
 	logInfo("rank %d of %d: bootstrap up, %d ranks per node, plan set %s", c.rank, c.size, c.ranksPerNode, c.plans.describe())

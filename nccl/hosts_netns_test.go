@@ -85,7 +85,7 @@ func TestHostsNamespaces(t *testing.T) {
 		{"switch", 32768, "allreduce_hier_2x2gpu"},
 	} {
 		t.Run(c.hcase+"/"+c.plan, func(t *testing.T) {
-			runs := runHostsWith(t, append(env, fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count)), c.hcase, func(side int) ([]string, []string) {
+			runs := runHostsWith(t, append(env, fmt.Sprintf("NCCLCHECK_COUNT=%d", c.count)), c.hcase, 0, func(side int) ([]string, []string) {
 				return []string{"ip", "netns", "exec", ns[side]},
 					[]string{fmt.Sprintf("MSCCLGO_HOST=hostK%d", side), "MSCCLGO_NCCL_BOOTSTRAP_HOST=" + addr[side]}
 			})

@@ -49,15 +49,16 @@ func hostsPlans(t *testing.T) string {
 // plans' port channels cross between them).
 func runHosts(t *testing.T, env []string, hostVar, hcase string) []run {
 	t.Helper()
-	return runHostsWith(t, env, hcase, func(side int) ([]string, []string) {
+	return runHostsWith(t, env, hcase, 0, func(side int) ([]string, []string) {
 		return nil, []string{fmt.Sprintf("%s=hostK%d", hostVar, side)}
 	})
 }
 
 // runHostsWith runs ncclcheck hosts CASE as the four ranks, two per
-// side: side(s) gives the command prefix of side s's ranks (a network
-// namespace, say) and what they add to env (their host's name).
-func runHostsWith(t *testing.T, env []string, hcase string, side func(s int) (prefix, env []string)) []run {
+// side, each expected to exit with status want: side(s) gives the
+// command prefix of side s's ranks (a network namespace, say) and what
+// they add to env (their host's name).
+func runHostsWith(t *testing.T, env []string, hcase string, want int, side func(s int) (prefix, env []string)) []run {
 	t.Helper()
 	idFile := filepath.Join(t.TempDir(), "id")
 	const n = 4
@@ -67,7 +68,7 @@ func runHostsWith(t *testing.T, env []string, hcase string, side func(s int) (pr
 		wg.Go(func() {
 			prefix, extra := side(rank / 2)
 			mine := append(slices.Clone(env), fmt.Sprintf("RANK=%d", rank), fmt.Sprintf("WORLD_SIZE=%d", n), "NCCLCHECK_ID_FILE="+idFile)
-			runs[rank] = runCheckIn(t, prefix, 0, append(mine, extra...), "hosts", hcase)
+			runs[rank] = runCheckIn(t, prefix, want, append(mine, extra...), "hosts", hcase)
 		})
 	}
 	wg.Wait()
