@@ -1263,7 +1263,7 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, peer pee
 		if c.gates == nil {
 			c.gates = newGateServer(c.fail)
 		}
-		c.gates.add(gateJob{hold: l.hold, resolve: l.resFn, images: l.imageFn})
+		c.gates.add(gateJob{hold: l.hold, resolve: l.resFn, images: l.imageFn, done: l.releasedFn})
 	}
 	cs.calls.Add(1)
 	if err := cs.server.push(l); err != nil {

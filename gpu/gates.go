@@ -24,6 +24,8 @@ type gateJob struct {
 	// images returns the images of the hold's copies for every rank's
 	// buffers, or with bufs nil those of an aborted launch.
 	images func(bufs [][2]DevPtr) ([][]byte, error)
+	// done, if set, is called once the hold was released.
+	done func()
 }
 
 // gateServer runs the jobs in order on one goroutine.
@@ -97,6 +99,9 @@ func (g *gateServer) serve(j gateJob) {
 	}
 	if rerr := j.hold.Release(img); rerr != nil {
 		g.fail(fmt.Errorf("releasing a held launch: %w", rerr))
+	}
+	if j.done != nil {
+		j.done()
 	}
 }
 

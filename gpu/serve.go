@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,12 @@ type callLaunch struct {
 	holdFn  func() error // l.holdStream
 	resFn   func() ([][2]DevPtr, error)
 	imageFn func(bufs [][2]DevPtr) ([][]byte, error)
+	// released is set by the gate server once it has released the
+	// hold (releasedFn): a held launch's record is reused only then.
+	// (The kernel cannot end before, but the device orders that, which
+	// Go's memory model does not see.)
+	released   atomic.Bool
+	releasedFn func()
 }
 
 // peerCall is a steady call's record, whose peers' records name their
@@ -44,10 +51,17 @@ type peerCall struct {
 
 func newCallLaunch() *callLaunch {
 	l := &callLaunch{}
-	l.gateFn, l.bodyFn, l.holdFn = l.gate, l.gateBody, l.holdStream
-	l.resFn, l.imageFn = l.resolve, l.images
+	l.bind()
 	return l
 }
+
+// bind binds the functions the record hands out to it.
+func (l *callLaunch) bind() {
+	l.gateFn, l.bodyFn, l.holdFn = l.gate, l.gateBody, l.holdStream
+	l.resFn, l.imageFn, l.releasedFn = l.resolve, l.images, l.markReleased
+}
+
+func (l *callLaunch) markReleased() { l.released.Store(true) }
 
 // resolve returns every rank's buffers of the steady call.
 func (l *callLaunch) resolve() ([][2]DevPtr, error) {
@@ -176,13 +190,13 @@ func (ls *launchServer) push(l *callLaunch) error {
 	if ls.queue == nil {
 		ls.queue = make(chan *callLaunch, maxInFlight)
 	}
+	l.n = ls.issued + 1
 	select {
 	case ls.queue <- l:
 	default:
 		return fmt.Errorf("%d launches of this plan are already queued", maxInFlight)
 	}
 	ls.issued++
-	l.n = ls.issued
 	if !ls.started {
 		ls.started = true
 		go ls.run(ls.queue)
@@ -201,11 +215,23 @@ func (ls *launchServer) run(q <-chan *callLaunch) {
 			ls.waiters = nil
 		}
 		// Nothing refers to the record now: its gate ran before its
-		// kernel, which has ended.
-		*l = callLaunch{gateFn: l.gateFn, bodyFn: l.bodyFn, holdFn: l.holdFn, resFn: l.resFn, imageFn: l.imageFn}
-		ls.free = append(ls.free, l)
+		// kernel, which has ended; a held launch's gate server says so.
+		if l.hold == nil || l.released.Load() {
+			l.reset()
+			ls.free = append(ls.free, l)
+		}
 		ls.mu.Unlock()
 	}
+}
+
+// reset clears the record for its next launch, keeping its bound
+// functions.
+func (l *callLaunch) reset() {
+	gate, body, hold, res, image, rel := l.gateFn, l.bodyFn, l.holdFn, l.resFn, l.imageFn, l.releasedFn
+	l.c, l.cs, l.call, l.args, l.grid, l.seq, l.n, l.start = nil, nil, CommCall{}, nil, 0, 0, 0, time.Time{}
+	l.peer, l.gater, l.holder, l.hold = peerCall{}, nil, nil, nil
+	l.released.Store(false)
+	l.gateFn, l.bodyFn, l.holdFn, l.resFn, l.imageFn, l.releasedFn = gate, body, hold, res, image, rel
 }
 
 // servedCount is how many launches have been served.
