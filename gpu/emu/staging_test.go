@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -18,8 +19,14 @@ import (
 // Close.
 func TestCommStaging(t *testing.T) {
 	ss := NewStreams()
+	// Every rank checks its buffers once both have closed: a freed
+	// buffer's addresses may be the other rank's next allocation.
+	var closed sync.WaitGroup
+	closed.Add(2)
 	errs := withRanksConfig(t, ss, 2, func(cfg *gpu.Config) { cfg.Open = ss.OpenIPC }, func(cr *commRank) error {
 		sd := cr.dev.(gpu.StreamDriver)
+		done := sync.OnceFunc(closed.Done) // (also on an early return)
+		defer done()
 		var got []gpu.DevPtr
 		for _, step := range []struct {
 			n, size uint64
@@ -61,7 +68,10 @@ func TestCommStaging(t *testing.T) {
 				got = append(got, p)
 			}
 		}
-		if err := cr.comm.Close(); err != nil {
+		err := cr.comm.Close()
+		done()
+		closed.Wait()
+		if err != nil {
 			return err
 		}
 		for _, p := range got {
