@@ -280,6 +280,15 @@ func perLaunchCPU(be executor.Backend, p *plan.Plan, size uint64, dt executor.El
 	return time.Since(start) / time.Duration(n), (cpuTime() - cpu0) / time.Duration(n), nil
 }
 
+// smallLLCase is the steady call of BenchmarkCommCall and
+// TestSteadyCallAllocatesNothing: an in-place 128-byte LL allreduce of
+// floats on 2 ranks.
+func smallLLCase(tb testing.TB) (commCase, *harness.Layout) {
+	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(tb, "allreduce_packet", map[string]string{"world_size": "2"}),
+		size: 128, dt: executor.Float32, inPlace: true}
+	return c, c.layout(tb)
+}
+
 // BenchmarkCommCall: the host time of a steady-state gpu.Comm call until
 // it returns (an in-place 128-byte LL allreduce, 2 ranks as goroutines),
 // the stream synchronised after each call outside the timing, so that
@@ -290,9 +299,7 @@ func BenchmarkCommCall(b *testing.B) {
 		b.Run(fmt.Sprintf("meet=%v", meet), func(b *testing.B) {
 			ss := NewStreams()
 			defer ss.Close()
-			c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(b, "allreduce_packet", map[string]string{"world_size": "2"}),
-				size: 128, dt: executor.Float32, inPlace: true}
-			lay := c.layout(b)
+			c, lay := smallLLCase(b)
 			var mu sync.Mutex
 			var total time.Duration
 			errs := withRanksConfig(b, ss, 2, func(cfg *gpu.Config) { cfg.MeetEveryCall = meet }, func(cr *commRank) error {

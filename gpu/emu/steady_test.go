@@ -11,7 +11,6 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
-	"github.com/mscclgo/mscclgo/gpu/gputest"
 )
 
 // TestSteadyCallAllocatesNothing: a steady-state call (an in-place
@@ -27,9 +26,7 @@ import (
 func TestSteadyCallAllocatesNothing(t *testing.T) {
 	ss := NewStreams()
 	defer ss.Close()
-	c := commCase{name: "allreduce_packet", plan: gputest.AlgorithmPlan(t, "allreduce_packet", map[string]string{"world_size": "2"}),
-		size: 128, dt: executor.Float32, inPlace: true}
-	lay := c.layout(t)
+	c, lay := smallLLCase(t)
 	var measured sync.WaitGroup
 	measured.Add(2)
 	errs := withRanksConfig(t, ss, 2, func(*gpu.Config) {}, func(cr *commRank) error {
