@@ -55,20 +55,23 @@ const (
 )
 
 // The progress loop's pace. After any activity it polls without
-// sleeping for spinFor; then, while writes of its own are on their way,
-// every pollEvery; otherwise it sleeps on the completion queue's wait
-// object (fi_trywait, then poll on its file descriptor), which wakes when
-// a peer's bytes arrive, and which the wire's own senders end (wake)
-// when they post; blockFor bounds each sleep. A provider without a wait
-// object is polled every pollEvery, and after restAfter of quiet every
-// restEvery.
+// sleeping for spinFor; then every pollEvery until pollFor after the last
+// activity; then it sleeps on the completion queue's wait object
+// (fi_trywait, then poll on its file descriptor), which wakes when a
+// peer's bytes arrive or, with writes of its own on their way, when the
+// provider can move more of them (its sockets drain), and which the
+// wire's own senders end (wake) when they post; blockFor bounds each
+// sleep, writeBlock while writes are on their way. A provider without a
+// wait object is polled every pollEvery, and after restAfter of quiet
+// every restEvery.
 const (
-	spinFor   = 100 * time.Microsecond
-	pollEvery = 20 * time.Microsecond
-	pollFor   = 2 * time.Millisecond
-	blockFor  = 10 * time.Millisecond
-	restAfter = 50 * time.Millisecond
-	restEvery = 500 * time.Microsecond
+	spinFor    = 100 * time.Microsecond
+	pollEvery  = 20 * time.Microsecond
+	pollFor    = 2 * time.Millisecond
+	blockFor   = 10 * time.Millisecond
+	writeBlock = time.Millisecond
+	restAfter  = 50 * time.Millisecond
+	restEvery  = 500 * time.Microsecond
 )
 
 // A credit goes once the records taken since the last reach a
@@ -149,6 +152,9 @@ type Wire struct {
 	// loopCopied counts the payload bytes the progress loop copied out
 	// of the rings (small messages only; for tests).
 	loopCopied atomic.Uint64
+	// spins counts the progress loop's turns without sleeping
+	// (runtime.Gosched) on an empty completion queue (for tests).
+	spins atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -1051,42 +1057,50 @@ func (w *Wire) progress() {
 // spinFor): last is the time of the last activity; more says the loop
 // has work left of its own (closing, a credit to retry); later that a
 // credit waits (the loop polls, without sleeping on the wait object).
+// Writes of its own on their way do not keep it spinning: with 4
+// processes on 2 cores, a loop that spun (runtime.Gosched) for as long
+// as a large write took burnt the core the peers needed.
 func (w *Wire) idle(last *time.Time, more, later bool) {
-	w.mu.Lock()
-	busy := w.inflight > 0 || more
-	w.mu.Unlock()
 	now := time.Now()
-	if busy {
+	if more {
 		*last = now
 	}
 	quiet := now.Sub(*last)
 	switch {
 	case quiet <= spinFor:
+		w.spins.Add(1)
 		runtime.Gosched()
-	case busy || later || quiet <= pollFor:
+	case later || quiet <= pollFor:
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
 		// sees sleeping and wakes the loop.
 		w.sleeping.Store(true)
 		w.mu.Lock()
-		busy = w.inflight > 0
+		bound := blockFor
+		if w.inflight > 0 {
+			bound = writeBlock
+		}
 		w.mu.Unlock()
+		stopping := false
 		select {
 		case <-w.stop:
-			busy = true
+			stopping = true
 		default:
 		}
-		if !busy && w.cqConn != nil {
+		if !stopping && w.cqConn != nil {
 			// Go's poller: fn runs now and whenever the wait object polls
 			// readable; true ends the wait.
-			_ = w.cqFile.SetReadDeadline(time.Now().Add(blockFor))
-			_ = w.cqConn.Read(func(uintptr) bool {
+			// A sleep that ended at its bound is no activity: the loop
+			// goes back to sleep after one look instead of spinning.
+			_ = w.cqFile.SetReadDeadline(time.Now().Add(bound))
+			if w.cqConn.Read(func(uintptr) bool {
 				return w.woken.Swap(false) || C.mgf_trywait(w.f) != 0
-			})
-			*last = time.Now()
-		} else if !busy {
-			switch C.mgf_block(w.f, C.int(blockFor/time.Millisecond)) {
+			}) == nil {
+				*last = time.Now()
+			}
+		} else if !stopping {
+			switch C.mgf_block(w.f, C.int(bound/time.Millisecond)) {
 			case -1: // no wait object: poll
 				if quiet > restAfter {
 					time.Sleep(restEvery)
