@@ -224,6 +224,7 @@ type peerIn struct {
 // its parts out of the ring as they arrive, off the progress loop, and
 // releases each to the sender once copied.
 type stream struct {
+	key   qkey // the queue of its receiver
 	total int
 	parts [][]byte // (mu) the records' payloads in the ring, in order
 	seqs  []uint32 // (mu) their sequence numbers, held until copied
@@ -266,6 +267,13 @@ type queue struct {
 	msgs []msg
 	held uint32
 	buf  []byte
+	// changed is closed and replaced when a message or a part of one
+	// arrives for this queue, or the wire's or a peer's state changes
+	// (mu): its receiver wakes for its own traffic only.
+	changed chan struct{}
+	// wakes counts its receiver's wake-ups that found nothing for it
+	// (for tests).
+	wakes uint64
 }
 
 // record is what each rank contributes to the set-up's all-gather.
@@ -905,11 +913,16 @@ func (w *Wire) RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(h
 			w.mu.Unlock()
 			return nil, nil, err
 		}
-		ch := w.changed
+		ch := q.changed
 		w.mu.Unlock()
 		if err := w.waitChange(ctx, ch, peer, "a message from"); err != nil {
 			return nil, nil, err
 		}
+		w.mu.Lock()
+		if len(q.msgs) == 0 {
+			q.wakes++
+		}
+		w.mu.Unlock()
 	}
 }
 
@@ -931,7 +944,7 @@ func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream
 		parts, seqs := st.parts[taken:k], st.seqs[taken:k]
 		if len(parts) == 0 {
 			err := w.stateLocked(peer)
-			ch := w.changed
+			ch := q.changed
 			w.mu.Unlock()
 			w.users.RUnlock()
 			if err != nil {
@@ -975,16 +988,32 @@ func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream
 func (w *Wire) queueLocked(k qkey) *queue {
 	q := w.queues[k]
 	if q == nil {
-		q = &queue{}
+		q = &queue{changed: make(chan struct{})}
 		w.queues[k] = q
 	}
 	return q
 }
 
-// notifyLocked wakes every waiter.
+// notifyLocked wakes the senders (room in a ring, completed writes) and
+// every receiver: the wire's or a peer's state changed. handle wakes only
+// those its completions concern.
 func (w *Wire) notifyLocked() {
+	w.notifySendersLocked()
+	for _, q := range w.queues {
+		q.notifyLocked()
+	}
+}
+
+// notifySendersLocked wakes the senders.
+func (w *Wire) notifySendersLocked() {
 	close(w.changed)
 	w.changed = make(chan struct{})
+}
+
+// notifyLocked wakes q's receiver (w.mu held).
+func (q *queue) notifyLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
 }
 
 // fail marks peer failed.
@@ -1230,6 +1259,7 @@ func (w *Wire) farewell() bool {
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
 	var parts []streamPart
+	senders, all := false, false // whom to wake besides the queues that got traffic
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -1238,6 +1268,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			if i < 0 || !w.slots[i].used {
 				continue
 			}
+			senders = true
 			s := w.slots[i]
 			w.slots[i].used = false
 			w.free = append(w.free, i)
@@ -1258,6 +1289,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		if d&cqCtl != 0 {
+			all = true // a peer's state: its receivers and senders see it
 			p := &w.peers[from]
 			switch d & lowMask {
 			case ctlBye:
@@ -1271,6 +1303,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		if d&cqCredit != 0 {
+			senders = true
 			p := &w.peers[from]
 			c := p.credit + (d-p.credit)&lowMask
 			if int32(p.seq-c) >= 0 {
@@ -1282,10 +1315,22 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &parts)...)
 		w.mu.Lock()
 	}
+	// Each queue that got traffic is woken once (a queue's channel is
+	// replaced at every wake, so collect them first).
+	var woken []*queue
+	wake := func(q *queue) {
+		for _, o := range woken {
+			if o == q {
+				return
+			}
+		}
+		woken = append(woken, q)
+	}
 	for _, sp := range parts {
 		sp.st.parts = append(sp.st.parts, sp.body)
 		sp.st.seqs = append(sp.st.seqs, sp.seq)
 		w.holds[sp.from][sp.seq] = true
+		wake(w.queueLocked(sp.st.key))
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -1293,8 +1338,19 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		if m.hold != 0 {
 			w.holds[m.from][m.hold] = true
 		}
+		wake(q)
 	}
-	w.notifyLocked()
+	switch {
+	case all:
+		w.notifyLocked()
+	case senders:
+		w.notifySendersLocked()
+	}
+	if !all {
+		for _, q := range woken {
+			q.notifyLocked()
+		}
+	}
 	w.mu.Unlock()
 }
 
@@ -1336,7 +1392,7 @@ func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 				case flags&recLast == 0:
 					// Several records: the receiver copies them as they
 					// come.
-					in.st = &stream{total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
+					in.st = &stream{key: qkey{tag, from}, total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
 					m.st = in.st
 				case pl >= directBytes:
 					// A large message of one record: the receiver reads

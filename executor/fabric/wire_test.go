@@ -562,3 +562,70 @@ func TestRecvPortTo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReceiverWokenForItsTraffic checks that a receiver waiting for a
+// message is woken by its own traffic only: one receiver waits on a tag
+// while 200 messages come and go on another. Before, every batch of
+// completions woke every receiver and sender of the process (one channel
+// for every change), which on 2 cores shared by 4 processes cost a
+// wake-up of each waiting goroutine per message.
+func TestReceiverWokenForItsTraffic(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 256<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const idle, busy, n = 7, 8, 200
+	errc := make(chan error, 1)
+	go func() {
+		head, _, err := ws[1].RecvPort(ctx, 0, idle)
+		if err == nil && !bytes.Equal(head, []byte{0xaa}) {
+			err = fmt.Errorf("the waiting receiver got header %v, want [0xaa]", head)
+		}
+		errc <- err
+	}()
+	// The waiter's queue exists once it waits (or is about to).
+	for {
+		ws[1].mu.Lock()
+		_, ok := ws[1].queues[qkey{idle, 0}]
+		ws[1].mu.Unlock()
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the receiver on the idle tag did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go func() {
+		for i := range n {
+			if _, _, err := ws[1].RecvPort(ctx, 0, busy); err != nil {
+				errc <- err
+				return
+			}
+			if err := ws[1].SendPort(ctx, 0, busy, []byte{byte(i)}, make([]byte, 64)); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	for i := range n {
+		if err := ws[0].SendPort(ctx, 1, busy, []byte{byte(i)}, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ws[0].RecvPort(ctx, 1, busy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws[0].SendPort(ctx, 1, idle, []byte{0xaa}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	ws[1].mu.Lock()
+	idleWakes, busyWakes := ws[1].queues[qkey{idle, 0}].wakes, ws[1].queues[qkey{busy, 0}].wakes
+	ws[1].mu.Unlock()
+	if idleWakes != 0 {
+		t.Errorf("the receiver on tag %d woke %d times for nothing while %d messages went both ways on tag %d; want 0", idle, idleWakes, n, busy)
+	}
+	t.Logf("wake-ups for nothing: idle receiver %d, busy receiver %d", idleWakes, busyWakes)
+}
