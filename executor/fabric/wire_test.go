@@ -629,3 +629,28 @@ func TestReceiverWokenForItsTraffic(t *testing.T) {
 	}
 	t.Logf("wake-ups for nothing: idle receiver %d, busy receiver %d", idleWakes, busyWakes)
 }
+
+// TestIdleLoopSleeps checks that the progress loop of a quiet wire stays
+// asleep on the completion queue's wait object: a sleep that ends at its
+// bound is no activity. Before, every bound (10 ms) sent the loop back
+// into 100 us of spinning and 2 ms of polling, on every rank of a job
+// between its launches.
+func TestIdleLoopSleeps(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 64<<10)
+	if ws[0].cqConn == nil {
+		t.Skip("tcp;ofi_rxm here has no wait object: the loop polls")
+	}
+	// Wait until the loop sleeps (after the set-up's spin and polls).
+	deadline := time.Now().Add(10 * time.Second)
+	for !ws[0].sleeping.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the progress loop of a quiet wire did not go to sleep within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := ws[0].spins.Load()
+	time.Sleep(5 * blockFor)
+	if n := ws[0].spins.Load() - before; n != 0 {
+		t.Errorf("the progress loop of a quiet wire spun %d times in %v (%d sleeps of at most %v); want 0", n, 5*blockFor, 5, blockFor)
+	}
+}
