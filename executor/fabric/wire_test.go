@@ -654,3 +654,44 @@ func TestIdleLoopSleeps(t *testing.T) {
 		t.Errorf("the progress loop of a quiet wire spun %d times in %v (%d sleeps of at most %v); want 0", n, 5*blockFor, 5, blockFor)
 	}
 }
+
+// TestSpinGauge checks when the progress loop spins after a completion:
+// where completions follow each other within spinFor (a round trip),
+// not where most are 0.1 to 2 ms apart (a plan of 4 processes on 2
+// cores), whatever the idle time between bursts, and that it comes back
+// to spinning when a round trip starts.
+func TestSpinGauge(t *testing.T) {
+	us := time.Microsecond
+	roundTrip := []time.Duration{30 * us}
+	plan := []time.Duration{30 * us, 300 * us, 800 * us, 60 * us, 1500 * us} // 40% within spinFor
+	cases := []struct {
+		name   string
+		phases [][]time.Duration // each repeated reps times
+		reps   int
+		want   bool
+	}{
+		{"a round trip", [][]time.Duration{roundTrip}, 100, true},
+		{"a plan", [][]time.Duration{plan}, 40, false},
+		{"a round trip with idle time between bursts", [][]time.Duration{roundTrip, {50 * time.Millisecond}}, 100, true},
+		{"a round trip after a plan", [][]time.Duration{plan, roundTrip}, 20, true},
+		{"a plan after a round trip", [][]time.Duration{roundTrip, plan}, 20, false},
+		{"at the start", nil, 0, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newSpinGauge()
+			now := time.Unix(0, 0)
+			for _, phase := range c.phases {
+				for range c.reps {
+					for _, gap := range phase {
+						now = now.Add(gap)
+						g.observe(now)
+					}
+				}
+			}
+			if got := g.worth(); got != c.want {
+				t.Errorf("worth() = %v (average %.2f), want %v", got, g.hits, c.want)
+			}
+		})
+	}
+}
