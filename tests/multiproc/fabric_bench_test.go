@@ -91,7 +91,7 @@ func TestFabricBench(t *testing.T) {
 		p := evalPlan(t, dir, "alltoallv_port", "world_size=4", "ranks_per_node=2")
 		runPlan("alltoallv_port moe 16M", []string{"run", p, "-d", "float", "--counts", counts, "-n", "10", "-w", "2", "--timeout", "30s"}, 3.0/4)
 		p = evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
-		runPlan("one launch: allreduce_hier 4M -n 1 -w 0", []string{"run", p, "-d", "float", "--size", "4M", "-n", "1", "-w", "0", "--timeout", "30s"}, 0)
+		runPlan("1 launch of allreduce_hier 4M", []string{"run", p, "-d", "float", "--size", "4M", "-n", "1", "-w", "0", "--timeout", "30s"}, 0)
 	}
 
 	// The wire alone, between two ranks of this process.
