@@ -1045,10 +1045,10 @@ func (w *Wire) progress() {
 	}
 	defer C.free(unsafe.Pointer(cbuf))
 	cqe := unsafe.Slice(cbuf, ncqe)
-	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
-	var byeBy time.Time // closing: the end of the farewell
-	owed := false       // a credit or an answer could not be sent yet
-	later := false      // a credit waits for more (creditDelay at most)
+	last := time.Now()     // the last completion, or the last poll with writes of ours on their way
+	var byeBy time.Time    // closing: the end of the farewell
+	owed := false          // a credit or an answer could not be sent yet
+	var creditAt time.Time // when a credit held back for more is due (zero: none)
 	gauge := newSpinGauge()
 	for {
 		if byeBy.IsZero() {
@@ -1072,7 +1072,7 @@ func (w *Wire) progress() {
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.idle(&last, owed || !byeBy.IsZero(), later, gauge.worth())
+			w.idle(&last, owed || !byeBy.IsZero(), creditAt, gauge.worth())
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -1080,21 +1080,23 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		owed, later = w.sendCredits()
+		owed, creditAt = w.sendCredits()
 		owed = w.sendAcks() || owed
 	}
 }
 
 // idle paces the progress loop when the completion queue is empty (see
 // spinFor): last is the time of the last activity; more says the loop
-// has work left of its own (closing, a credit to retry); later that a
-// credit waits (the loop polls, without sleeping on the wait object);
-// eager that spinning and polling pay here (spinGauge): else the loop
-// sleeps on the wait object at once.
+// has work left of its own (closing, a credit to retry); creditAt, where
+// not zero, when a credit held back for more is due (the sleep ends
+// then; a provider without a wait object is polled until then); eager
+// that spinning and polling pay here (spinGauge): else the loop sleeps
+// on the wait object at once. Before, a credit held back kept the loop
+// polling every pollEvery for up to creditDelay after most messages.
 // Writes of its own on their way do not keep it spinning: with 4
 // processes on 2 cores, a loop that spun (runtime.Gosched) for as long
 // as a large write took burnt the core the peers needed.
-func (w *Wire) idle(last *time.Time, more, later, eager bool) {
+func (w *Wire) idle(last *time.Time, more bool, creditAt time.Time, eager bool) {
 	now := time.Now()
 	if more {
 		*last = now
@@ -1104,7 +1106,7 @@ func (w *Wire) idle(last *time.Time, more, later, eager bool) {
 	case (eager || more) && quiet <= spinFor:
 		w.spins.Add(1)
 		runtime.Gosched()
-	case later || (eager && quiet <= pollFor):
+	case (eager && quiet <= pollFor) || (!creditAt.IsZero() && w.cqConn == nil):
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
@@ -1116,7 +1118,10 @@ func (w *Wire) idle(last *time.Time, more, later, eager bool) {
 			bound = writeBlock
 		}
 		w.mu.Unlock()
-		stopping := false
+		if !creditAt.IsZero() {
+			bound = min(bound, time.Until(creditAt))
+		}
+		stopping := bound <= 0 // the credit is due: send it first
 		select {
 		case <-w.stop:
 			stopping = true
@@ -1470,7 +1475,7 @@ func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() (owed, later bool) {
+func (w *Wire) sendCredits() (owed bool, creditAt time.Time) {
 	var now time.Time
 	for r := range w.peers {
 		p := &w.peers[r]
@@ -1500,7 +1505,10 @@ func (w *Wire) sendCredits() (owed, later bool) {
 			p.owedSince = now
 		}
 		if !released && p.creditBytes < w.ring/creditEvery && now.Sub(p.owedSince) < creditDelay {
-			later = true // with more, or after creditDelay
+			// With more, or after creditDelay.
+			if at := p.owedSince.Add(creditDelay); creditAt.IsZero() || at.Before(creditAt) {
+				creditAt = at
+			}
 			continue
 		}
 		w.mu.Lock()
@@ -1517,7 +1525,7 @@ func (w *Wire) sendCredits() (owed, later bool) {
 			p.credSeq = due
 		}
 	}
-	return owed, later
+	return owed, creditAt
 }
 
 // readErr reads an error completion and fails the peer it concerns.
