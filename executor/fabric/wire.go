@@ -1163,16 +1163,21 @@ func (w *Wire) idle(last *time.Time, more bool, creditAt time.Time, eager bool) 
 // make bench-fabric's allreduce_hier 4M launch went from about 15 ms to
 // 12 ms, the TCP wire's, without them). It keeps an average of the
 // gaps that are under sampleMax (longer ones are idle time, between
-// launches), each counted as a hit (within spinFor) or a miss.
+// launches), each counted as a hit (within spinFor) or a miss. Where
+// the loop does not spin, a hit is a gap within recoverFor: without the
+// spin a round trip's completions come up to about 200 us apart (the
+// wake-up through the poller), and the loop must find its way back to
+// spinning there (a plan's gaps stay mostly longer).
 type spinGauge struct {
 	last time.Time
 	hits float64 // the average, 0 to 1
 }
 
 const (
-	sampleMax = 2 * time.Millisecond
-	gaugeGain = 1.0 / 8 // the weight of a new gap
-	spinWorth = 0.6     // the average above which the loop spins
+	sampleMax  = 2 * time.Millisecond
+	recoverFor = 250 * time.Microsecond
+	gaugeGain  = 1.0 / 8 // the weight of a new gap
+	spinWorth  = 0.6     // the average above which the loop spins
 )
 
 // newSpinGauge starts eager: a round trip needs the spin from its first
@@ -1183,8 +1188,12 @@ func newSpinGauge() *spinGauge { return &spinGauge{hits: 1} }
 func (g *spinGauge) observe(now time.Time) {
 	if !g.last.IsZero() {
 		if gap := now.Sub(g.last); gap <= sampleMax {
+			within := spinFor
+			if !g.worth() {
+				within = recoverFor
+			}
 			hit := 0.0
-			if gap <= spinFor {
+			if gap <= within {
 				hit = 1
 			}
 			g.hits += (hit - g.hits) * gaugeGain

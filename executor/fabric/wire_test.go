@@ -664,6 +664,10 @@ func TestSpinGauge(t *testing.T) {
 	us := time.Microsecond
 	roundTrip := []time.Duration{30 * us}
 	plan := []time.Duration{30 * us, 300 * us, 800 * us, 60 * us, 1500 * us} // 40% within spinFor
+	// Without the spin: a round trip's gaps grow to about 200 us, a
+	// plan's stay mostly over recoverFor (half of them here).
+	slowTrip := []time.Duration{40 * us, 180 * us}
+	slowPlan := []time.Duration{30 * us, 40 * us, 90 * us, 180 * us, 350 * us, 700 * us, 1500 * us, 400 * us}
 	cases := []struct {
 		name   string
 		phases [][]time.Duration // each repeated reps times
@@ -675,6 +679,7 @@ func TestSpinGauge(t *testing.T) {
 		{"a round trip with idle time between bursts", [][]time.Duration{roundTrip, {50 * time.Millisecond}}, 100, true},
 		{"a round trip after a plan", [][]time.Duration{plan, roundTrip}, 20, true},
 		{"a plan after a round trip", [][]time.Duration{roundTrip, plan}, 20, false},
+		{"a plan without the spin", [][]time.Duration{plan, slowPlan}, 20, false},
 		{"at the start", nil, 0, true},
 	}
 	for _, c := range cases {
@@ -693,5 +698,25 @@ func TestSpinGauge(t *testing.T) {
 				t.Errorf("worth() = %v (average %.2f), want %v", got, g.hits, c.want)
 			}
 		})
+	}
+	// A round trip that starts where the loop does not spin (after a
+	// plan) brings it back to spinning within a few round trips.
+	g := newSpinGauge()
+	now := time.Unix(0, 0)
+	for range 20 {
+		for _, gap := range plan {
+			now = now.Add(gap)
+			g.observe(now)
+		}
+	}
+	n := 0
+	for ; n < 20 && !g.worth(); n++ {
+		for _, gap := range slowTrip {
+			now = now.Add(gap)
+			g.observe(now)
+		}
+	}
+	if !g.worth() {
+		t.Errorf("a round trip without the spin (gaps %v) did not bring the loop back to spinning in %d round trips (average %.2f)", slowTrip, n, g.hits)
 	}
 }
