@@ -55,20 +55,23 @@ const (
 )
 
 // The progress loop's pace. After any activity it polls without
-// sleeping for spinFor; then, while writes of its own are on their way,
-// every pollEvery; otherwise it sleeps on the completion queue's wait
-// object (fi_trywait, then poll on its file descriptor), which wakes when
-// a peer's bytes arrive, and which the wire's own senders end (wake)
-// when they post; blockFor bounds each sleep. A provider without a wait
-// object is polled every pollEvery, and after restAfter of quiet every
-// restEvery.
+// sleeping for spinFor; then every pollEvery until pollFor after the last
+// activity; then it sleeps on the completion queue's wait object
+// (fi_trywait, then poll on its file descriptor), which wakes when a
+// peer's bytes arrive or, with writes of its own on their way, when the
+// provider can move more of them (its sockets drain), and which the
+// wire's own senders end (wake) when they post; blockFor bounds each
+// sleep, writeBlock while writes are on their way. A provider without a
+// wait object is polled every pollEvery, and after restAfter of quiet
+// every restEvery.
 const (
-	spinFor   = 100 * time.Microsecond
-	pollEvery = 20 * time.Microsecond
-	pollFor   = 2 * time.Millisecond
-	blockFor  = 10 * time.Millisecond
-	restAfter = 50 * time.Millisecond
-	restEvery = 500 * time.Microsecond
+	spinFor    = 100 * time.Microsecond
+	pollEvery  = 20 * time.Microsecond
+	pollFor    = 2 * time.Millisecond
+	blockFor   = 10 * time.Millisecond
+	writeBlock = time.Millisecond
+	restAfter  = 50 * time.Millisecond
+	restEvery  = 500 * time.Microsecond
 )
 
 // A credit goes once the records taken since the last reach a
@@ -149,6 +152,9 @@ type Wire struct {
 	// loopCopied counts the payload bytes the progress loop copied out
 	// of the rings (small messages only; for tests).
 	loopCopied atomic.Uint64
+	// spins counts the progress loop's turns without sleeping
+	// (runtime.Gosched) on an empty completion queue (for tests).
+	spins atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -218,6 +224,7 @@ type peerIn struct {
 // its parts out of the ring as they arrive, off the progress loop, and
 // releases each to the sender once copied.
 type stream struct {
+	key   qkey // the queue of its receiver
 	total int
 	parts [][]byte // (mu) the records' payloads in the ring, in order
 	seqs  []uint32 // (mu) their sequence numbers, held until copied
@@ -260,6 +267,13 @@ type queue struct {
 	msgs []msg
 	held uint32
 	buf  []byte
+	// changed is closed and replaced when a message or a part of one
+	// arrives for this queue, or the wire's or a peer's state changes
+	// (mu): its receiver wakes for its own traffic only.
+	changed chan struct{}
+	// wakes counts its receiver's wake-ups that found nothing for it
+	// (for tests).
+	wakes uint64
 }
 
 // record is what each rank contributes to the set-up's all-gather.
@@ -899,11 +913,16 @@ func (w *Wire) RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(h
 			w.mu.Unlock()
 			return nil, nil, err
 		}
-		ch := w.changed
+		ch := q.changed
 		w.mu.Unlock()
 		if err := w.waitChange(ctx, ch, peer, "a message from"); err != nil {
 			return nil, nil, err
 		}
+		w.mu.Lock()
+		if len(q.msgs) == 0 {
+			q.wakes++
+		}
+		w.mu.Unlock()
 	}
 }
 
@@ -925,7 +944,7 @@ func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream
 		parts, seqs := st.parts[taken:k], st.seqs[taken:k]
 		if len(parts) == 0 {
 			err := w.stateLocked(peer)
-			ch := w.changed
+			ch := q.changed
 			w.mu.Unlock()
 			w.users.RUnlock()
 			if err != nil {
@@ -969,16 +988,32 @@ func (w *Wire) receiveStream(ctx context.Context, peer int, q *queue, st *stream
 func (w *Wire) queueLocked(k qkey) *queue {
 	q := w.queues[k]
 	if q == nil {
-		q = &queue{}
+		q = &queue{changed: make(chan struct{})}
 		w.queues[k] = q
 	}
 	return q
 }
 
-// notifyLocked wakes every waiter.
+// notifyLocked wakes the senders (room in a ring, completed writes) and
+// every receiver: the wire's or a peer's state changed. handle wakes only
+// those its completions concern.
 func (w *Wire) notifyLocked() {
+	w.notifySendersLocked()
+	for _, q := range w.queues {
+		q.notifyLocked()
+	}
+}
+
+// notifySendersLocked wakes the senders.
+func (w *Wire) notifySendersLocked() {
 	close(w.changed)
 	w.changed = make(chan struct{})
+}
+
+// notifyLocked wakes q's receiver (w.mu held).
+func (q *queue) notifyLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
 }
 
 // fail marks peer failed.
@@ -1010,10 +1045,11 @@ func (w *Wire) progress() {
 	}
 	defer C.free(unsafe.Pointer(cbuf))
 	cqe := unsafe.Slice(cbuf, ncqe)
-	last := time.Now()  // the last completion, or the last poll with writes of ours on their way
-	var byeBy time.Time // closing: the end of the farewell
-	owed := false       // a credit or an answer could not be sent yet
-	later := false      // a credit waits for more (creditDelay at most)
+	last := time.Now()     // the last completion, or the last poll with writes of ours on their way
+	var byeBy time.Time    // closing: the end of the farewell
+	owed := false          // a credit or an answer could not be sent yet
+	var creditAt time.Time // when a credit held back for more is due (zero: none)
+	gauge := newSpinGauge()
 	for {
 		if byeBy.IsZero() {
 			select {
@@ -1028,13 +1064,15 @@ func (w *Wire) progress() {
 		n := int(C.mgf_cq_read(w.f, cbuf, ncqe))
 		switch {
 		case n > 0:
-			last = time.Now()
+			now := time.Now()
+			gauge.observe(now)
+			last = now
 			w.handle(cqe[:n])
 		case n == errAvail:
 			last = time.Now()
 			w.readErr()
 		case n == errAgain || n == 0:
-			w.idle(&last, owed || !byeBy.IsZero(), later)
+			w.idle(&last, owed || !byeBy.IsZero(), creditAt, gauge.worth())
 		default:
 			w.mu.Lock()
 			w.fatal = fmt.Errorf("fabric: rank %d: reading the completion queue: %s", w.rank, w.strerror(n))
@@ -1042,51 +1080,66 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		owed, later = w.sendCredits()
+		owed, creditAt = w.sendCredits()
 		owed = w.sendAcks() || owed
 	}
 }
 
 // idle paces the progress loop when the completion queue is empty (see
 // spinFor): last is the time of the last activity; more says the loop
-// has work left of its own (closing, a credit to retry); later that a
-// credit waits (the loop polls, without sleeping on the wait object).
-func (w *Wire) idle(last *time.Time, more, later bool) {
-	w.mu.Lock()
-	busy := w.inflight > 0 || more
-	w.mu.Unlock()
+// has work left of its own (closing, a credit to retry); creditAt, where
+// not zero, when a credit held back for more is due (the sleep ends
+// then; a provider without a wait object is polled until then); eager
+// that spinning and polling pay here (spinGauge): else the loop sleeps
+// on the wait object at once. Before, a credit held back kept the loop
+// polling every pollEvery for up to creditDelay after most messages.
+// Writes of its own on their way do not keep it spinning: with 4
+// processes on 2 cores, a loop that spun (runtime.Gosched) for as long
+// as a large write took burnt the core the peers needed.
+func (w *Wire) idle(last *time.Time, more bool, creditAt time.Time, eager bool) {
 	now := time.Now()
-	if busy {
+	if more {
 		*last = now
 	}
 	quiet := now.Sub(*last)
 	switch {
-	case quiet <= spinFor:
+	case (eager || more) && quiet <= spinFor:
+		w.spins.Add(1)
 		runtime.Gosched()
-	case busy || later || quiet <= pollFor:
+	case (eager && quiet <= pollFor) || (!creditAt.IsZero() && w.cqConn == nil):
 		time.Sleep(pollEvery)
 	default:
 		// Say so before the last look: a sender that posts after it
 		// sees sleeping and wakes the loop.
 		w.sleeping.Store(true)
 		w.mu.Lock()
-		busy = w.inflight > 0
+		bound := blockFor
+		if w.inflight > 0 {
+			bound = writeBlock
+		}
 		w.mu.Unlock()
+		if !creditAt.IsZero() {
+			bound = min(bound, time.Until(creditAt))
+		}
+		stopping := bound <= 0 // the credit is due: send it first
 		select {
 		case <-w.stop:
-			busy = true
+			stopping = true
 		default:
 		}
-		if !busy && w.cqConn != nil {
+		if !stopping && w.cqConn != nil {
 			// Go's poller: fn runs now and whenever the wait object polls
 			// readable; true ends the wait.
-			_ = w.cqFile.SetReadDeadline(time.Now().Add(blockFor))
-			_ = w.cqConn.Read(func(uintptr) bool {
+			// A sleep that ended at its bound is no activity: the loop
+			// goes back to sleep after one look instead of spinning.
+			_ = w.cqFile.SetReadDeadline(time.Now().Add(bound))
+			if w.cqConn.Read(func(uintptr) bool {
 				return w.woken.Swap(false) || C.mgf_trywait(w.f) != 0
-			})
-			*last = time.Now()
-		} else if !busy {
-			switch C.mgf_block(w.f, C.int(blockFor/time.Millisecond)) {
+			}) == nil {
+				*last = time.Now()
+			}
+		} else if !stopping {
+			switch C.mgf_block(w.f, C.int(bound/time.Millisecond)) {
 			case -1: // no wait object: poll
 				if quiet > restAfter {
 					time.Sleep(restEvery)
@@ -1100,6 +1153,57 @@ func (w *Wire) idle(last *time.Time, more, later bool) {
 		w.sleeping.Store(false)
 	}
 }
+
+// spinGauge says whether the progress loop's spinning pays: whether the
+// completions of this process tend to follow each other within spinFor
+// (a round trip between two ranks: 94% of them in the wire benchmark),
+// or not (a plan of 4 processes on 2 cores: 33% to 45%, the rest 0.1 to
+// 2 ms apart, where a loop that spins for 100 us after each, and polls
+// for 2 ms, takes the core that the ranks of the other processes need:
+// make bench-fabric's allreduce_hier 4M launch went from about 15 ms to
+// 12 ms, the TCP wire's, without them). It keeps an average of the
+// gaps that are under sampleMax (longer ones are idle time, between
+// launches), each counted as a hit (within spinFor) or a miss. Where
+// the loop does not spin, a hit is a gap within recoverFor: without the
+// spin a round trip's completions come up to about 200 us apart (the
+// wake-up through the poller), and the loop must find its way back to
+// spinning there (a plan's gaps stay mostly longer).
+type spinGauge struct {
+	last time.Time
+	hits float64 // the average, 0 to 1
+}
+
+const (
+	sampleMax  = 2 * time.Millisecond
+	recoverFor = 250 * time.Microsecond
+	gaugeGain  = 1.0 / 8 // the weight of a new gap
+	spinWorth  = 0.6     // the average above which the loop spins
+)
+
+// newSpinGauge starts eager: a round trip needs the spin from its first
+// message.
+func newSpinGauge() *spinGauge { return &spinGauge{hits: 1} }
+
+// observe takes the time of a completion.
+func (g *spinGauge) observe(now time.Time) {
+	if !g.last.IsZero() {
+		if gap := now.Sub(g.last); gap <= sampleMax {
+			within := spinFor
+			if !g.worth() {
+				within = recoverFor
+			}
+			hit := 0.0
+			if gap <= within {
+				hit = 1
+			}
+			g.hits += (hit - g.hits) * gaugeGain
+		}
+	}
+	g.last = now
+}
+
+// worth says whether to spin and poll after a completion.
+func (g *spinGauge) worth() bool { return g.hits >= spinWorth }
 
 // kick wakes the progress loop where it sleeps: work for it was posted.
 func (w *Wire) kick() {
@@ -1216,6 +1320,7 @@ func (w *Wire) farewell() bool {
 func (w *Wire) handle(es []C.mgf_cqe) {
 	var got []qmsg
 	var parts []streamPart
+	senders, all := false, false // whom to wake besides the queues that got traffic
 	w.mu.Lock()
 	for _, e := range es {
 		if uint64(e.flags)&flagRemoteData == 0 {
@@ -1224,6 +1329,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			if i < 0 || !w.slots[i].used {
 				continue
 			}
+			senders = true
 			s := w.slots[i]
 			w.slots[i].used = false
 			w.free = append(w.free, i)
@@ -1244,6 +1350,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		if d&cqCtl != 0 {
+			all = true // a peer's state: its receivers and senders see it
 			p := &w.peers[from]
 			switch d & lowMask {
 			case ctlBye:
@@ -1257,6 +1364,7 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 			continue
 		}
 		if d&cqCredit != 0 {
+			senders = true
 			p := &w.peers[from]
 			c := p.credit + (d-p.credit)&lowMask
 			if int32(p.seq-c) >= 0 {
@@ -1268,10 +1376,22 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		got = append(got, w.take(from, uint64(d&lowMask)*recAlign, &parts)...)
 		w.mu.Lock()
 	}
+	// Each queue that got traffic is woken once (a queue's channel is
+	// replaced at every wake, so collect them first).
+	var woken []*queue
+	wake := func(q *queue) {
+		for _, o := range woken {
+			if o == q {
+				return
+			}
+		}
+		woken = append(woken, q)
+	}
 	for _, sp := range parts {
 		sp.st.parts = append(sp.st.parts, sp.body)
 		sp.st.seqs = append(sp.st.seqs, sp.seq)
 		w.holds[sp.from][sp.seq] = true
+		wake(w.queueLocked(sp.st.key))
 	}
 	for _, m := range got {
 		q := w.queueLocked(qkey{m.tag, m.from})
@@ -1279,8 +1399,19 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 		if m.hold != 0 {
 			w.holds[m.from][m.hold] = true
 		}
+		wake(q)
 	}
-	w.notifyLocked()
+	switch {
+	case all:
+		w.notifyLocked()
+	case senders:
+		w.notifySendersLocked()
+	}
+	if !all {
+		for _, q := range woken {
+			q.notifyLocked()
+		}
+	}
 	w.mu.Unlock()
 }
 
@@ -1322,7 +1453,7 @@ func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 				case flags&recLast == 0:
 					// Several records: the receiver copies them as they
 					// come.
-					in.st = &stream{total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
+					in.st = &stream{key: qkey{tag, from}, total: int(min(binary.LittleEndian.Uint64(r[16:]), 1<<32))}
 					m.st = in.st
 				case pl >= directBytes:
 					// A large message of one record: the receiver reads
@@ -1353,7 +1484,7 @@ func (w *Wire) take(from int, off uint64, parts *[]streamPart) []qmsg {
 
 // sendCredits tells each peer how far this rank consumed its ring: up to
 // the record before the first one a receiver still holds.
-func (w *Wire) sendCredits() (owed, later bool) {
+func (w *Wire) sendCredits() (owed bool, creditAt time.Time) {
 	var now time.Time
 	for r := range w.peers {
 		p := &w.peers[r]
@@ -1383,7 +1514,10 @@ func (w *Wire) sendCredits() (owed, later bool) {
 			p.owedSince = now
 		}
 		if !released && p.creditBytes < w.ring/creditEvery && now.Sub(p.owedSince) < creditDelay {
-			later = true // with more, or after creditDelay
+			// With more, or after creditDelay.
+			if at := p.owedSince.Add(creditDelay); creditAt.IsZero() || at.Before(creditAt) {
+				creditAt = at
+			}
 			continue
 		}
 		w.mu.Lock()
@@ -1400,7 +1534,7 @@ func (w *Wire) sendCredits() (owed, later bool) {
 			p.credSeq = due
 		}
 	}
-	return owed, later
+	return owed, creditAt
 }
 
 // readErr reads an error completion and fails the peer it concerns.

@@ -562,3 +562,161 @@ func TestRecvPortTo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReceiverWokenForItsTraffic checks that a receiver waiting for a
+// message is woken by its own traffic only: one receiver waits on a tag
+// while 200 messages come and go on another. Before, every batch of
+// completions woke every receiver and sender of the process (one channel
+// for every change), which on 2 cores shared by 4 processes cost a
+// wake-up of each waiting goroutine per message.
+func TestReceiverWokenForItsTraffic(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 256<<10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const idle, busy, n = 7, 8, 200
+	errc := make(chan error, 1)
+	go func() {
+		head, _, err := ws[1].RecvPort(ctx, 0, idle)
+		if err == nil && !bytes.Equal(head, []byte{0xaa}) {
+			err = fmt.Errorf("the waiting receiver got header %v, want [0xaa]", head)
+		}
+		errc <- err
+	}()
+	// The waiter's queue exists once it waits (or is about to).
+	for {
+		ws[1].mu.Lock()
+		_, ok := ws[1].queues[qkey{idle, 0}]
+		ws[1].mu.Unlock()
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the receiver on the idle tag did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	go func() {
+		for i := range n {
+			if _, _, err := ws[1].RecvPort(ctx, 0, busy); err != nil {
+				errc <- err
+				return
+			}
+			if err := ws[1].SendPort(ctx, 0, busy, []byte{byte(i)}, make([]byte, 64)); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	for i := range n {
+		if err := ws[0].SendPort(ctx, 1, busy, []byte{byte(i)}, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ws[0].RecvPort(ctx, 1, busy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws[0].SendPort(ctx, 1, idle, []byte{0xaa}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	ws[1].mu.Lock()
+	idleWakes, busyWakes := ws[1].queues[qkey{idle, 0}].wakes, ws[1].queues[qkey{busy, 0}].wakes
+	ws[1].mu.Unlock()
+	if idleWakes != 0 {
+		t.Errorf("the receiver on tag %d woke %d times for nothing while %d messages went both ways on tag %d; want 0", idle, idleWakes, n, busy)
+	}
+	t.Logf("wake-ups for nothing: idle receiver %d, busy receiver %d", idleWakes, busyWakes)
+}
+
+// TestIdleLoopSleeps checks that the progress loop of a quiet wire stays
+// asleep on the completion queue's wait object: a sleep that ends at its
+// bound is no activity. Before, every bound (10 ms) sent the loop back
+// into 100 us of spinning and 2 ms of polling, on every rank of a job
+// between its launches.
+func TestIdleLoopSleeps(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 64<<10)
+	if ws[0].cqConn == nil {
+		t.Skip("tcp;ofi_rxm here has no wait object: the loop polls")
+	}
+	// Wait until the loop sleeps (after the set-up's spin and polls).
+	deadline := time.Now().Add(10 * time.Second)
+	for !ws[0].sleeping.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the progress loop of a quiet wire did not go to sleep within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := ws[0].spins.Load()
+	time.Sleep(5 * blockFor)
+	if n := ws[0].spins.Load() - before; n != 0 {
+		t.Errorf("the progress loop of a quiet wire spun %d times in %v (%d sleeps of at most %v); want 0", n, 5*blockFor, 5, blockFor)
+	}
+}
+
+// TestSpinGauge checks when the progress loop spins after a completion:
+// where completions follow each other within spinFor (a round trip),
+// not where most are 0.1 to 2 ms apart (a plan of 4 processes on 2
+// cores), whatever the idle time between bursts, and that it comes back
+// to spinning when a round trip starts.
+func TestSpinGauge(t *testing.T) {
+	us := time.Microsecond
+	roundTrip := []time.Duration{30 * us}
+	plan := []time.Duration{30 * us, 300 * us, 800 * us, 60 * us, 1500 * us} // 40% within spinFor
+	// Without the spin: a round trip's gaps grow to about 200 us, a
+	// plan's stay mostly over recoverFor (half of them here).
+	slowTrip := []time.Duration{40 * us, 180 * us}
+	slowPlan := []time.Duration{30 * us, 40 * us, 90 * us, 180 * us, 350 * us, 700 * us, 1500 * us, 400 * us}
+	cases := []struct {
+		name   string
+		phases [][]time.Duration // each repeated reps times
+		reps   int
+		want   bool
+	}{
+		{"a round trip", [][]time.Duration{roundTrip}, 100, true},
+		{"a plan", [][]time.Duration{plan}, 40, false},
+		{"a round trip with idle time between bursts", [][]time.Duration{roundTrip, {50 * time.Millisecond}}, 100, true},
+		{"a round trip after a plan", [][]time.Duration{plan, roundTrip}, 20, true},
+		{"a plan after a round trip", [][]time.Duration{roundTrip, plan}, 20, false},
+		{"a plan without the spin", [][]time.Duration{plan, slowPlan}, 20, false},
+		{"at the start", nil, 0, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newSpinGauge()
+			now := time.Unix(0, 0)
+			for _, phase := range c.phases {
+				for range c.reps {
+					for _, gap := range phase {
+						now = now.Add(gap)
+						g.observe(now)
+					}
+				}
+			}
+			if got := g.worth(); got != c.want {
+				t.Errorf("worth() = %v (average %.2f), want %v", got, g.hits, c.want)
+			}
+		})
+	}
+	// A round trip that starts where the loop does not spin (after a
+	// plan) brings it back to spinning within a few round trips.
+	g := newSpinGauge()
+	now := time.Unix(0, 0)
+	for range 20 {
+		for _, gap := range plan {
+			now = now.Add(gap)
+			g.observe(now)
+		}
+	}
+	n := 0
+	for ; n < 20 && !g.worth(); n++ {
+		for _, gap := range slowTrip {
+			now = now.Add(gap)
+			g.observe(now)
+		}
+	}
+	if !g.worth() {
+		t.Errorf("a round trip without the spin (gaps %v) did not bring the loop back to spinning in %d round trips (average %.2f)", slowTrip, n, g.hits)
+	}
+}

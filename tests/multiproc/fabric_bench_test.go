@@ -44,40 +44,54 @@ func TestFabricBench(t *testing.T) {
 	// Each figure is the best of three rounds that alternate the two
 	// transports: the machine is shared and noisy.
 	const rounds = 3
-	for _, c := range plans {
-		p := evalPlan(t, dir, c.algo, "world_size=4", "ranks_per_node=2")
+	// Beside each busbw, the CPU seconds of a run (user and system time
+	// of its 4 processes together, the least of the rounds) and its wall
+	// time: on 2 cores shared by 4 processes CPU is what the transports
+	// compete for. The row of one launch is mostly the job's start and
+	// end (loading libfabric, the endpoint, the hello, the farewell), to
+	// be set against the others' per-launch part.
+	var cpuLines []string
+	runPlan := func(name string, args []string, scale float64) {
 		var bw [2]float64
+		cpu := [2]time.Duration{1 << 62, 1 << 62}
+		wall := [2]time.Duration{1 << 62, 1 << 62}
 		for range rounds {
 			for i, tr := range []string{"tcp", "fabric"} {
-				got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--size", c.size, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
+				start := time.Now()
+				procs := runHosts(t, 4, 2, nil, append(args, "--transport", tr)...)
+				el := time.Since(start)
+				got := succeeded(t, procs)
 				rows := tableRows(got)
-				if len(rows) != 1 {
-					t.Fatalf("%s: %s", c.algo, got)
+				if len(rows) != 1 || rows[0][len(rows[0])-1] != "0" {
+					t.Fatalf("%s: %s", name, got)
 				}
 				v, _ := strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
-				bw[i] = max(bw[i], v)
+				bw[i] = max(bw[i], v*scale)
+				var c time.Duration
+				for _, pr := range procs {
+					c += pr.cpu
+				}
+				cpu[i], wall[i] = min(cpu[i], c), min(wall[i], el)
 			}
 		}
-		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", c.algo+" "+c.size+" busbw", bw[0], bw[1], bw[1]/bw[0])
+		if scale > 0 {
+			out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", name+" busbw", bw[0], bw[1], bw[1]/bw[0])
+		}
+		cpuLines = append(cpuLines, fmt.Sprintf("%-44s %6.2f / %5.2f s %6.2f / %5.2f s %7.2fx", name+" cpu / wall", cpu[0].Seconds(), wall[0].Seconds(),
+			cpu[1].Seconds(), wall[1].Seconds(), cpu[1].Seconds()/cpu[0].Seconds()))
+	}
+	for _, c := range plans {
+		p := evalPlan(t, dir, c.algo, "world_size=4", "ranks_per_node=2")
+		runPlan(c.algo+" "+c.size, []string{"run", p, "-d", "float", "--size", c.size, "-n", "10", "-w", "2", "--timeout", "30s"}, 1)
 	}
 	if mode != "wire" {
 		// alltoallv_port bound to mixture-of-experts counts (16 MiB of
 		// float): busbw is algbw × (n-1)/n, as for alltoall.
 		const counts = "moe:tokens=1024,hidden=512"
 		p := evalPlan(t, dir, "alltoallv_port", "world_size=4", "ranks_per_node=2")
-		var bw [2]float64
-		for range rounds {
-			for i, tr := range []string{"tcp", "fabric"} {
-				got := succeeded(t, runHosts(t, 4, 2, nil, "run", p, "-d", "float", "--counts", counts, "-n", "10", "-w", "2", "--timeout", "30s", "--transport", tr))
-				rows := tableRows(got)
-				if len(rows) != 1 || rows[0][len(rows[0])-1] != "0" {
-					t.Fatalf("alltoallv_port: %s", got)
-				}
-				v, _ := strconv.ParseFloat(rows[0][len(rows[0])-2], 64)
-				bw[i] = max(bw[i], v*3/4)
-			}
-		}
-		out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", "alltoallv_port moe 16M busbw", bw[0], bw[1], bw[1]/bw[0])
+		runPlan("alltoallv_port moe 16M", []string{"run", p, "-d", "float", "--counts", counts, "-n", "10", "-w", "2", "--timeout", "30s"}, 3.0/4)
+		p = evalPlan(t, dir, "allreduce_hier", "world_size=4", "ranks_per_node=2")
+		runPlan("1 launch of allreduce_hier 4M", []string{"run", p, "-d", "float", "--size", "4M", "-n", "1", "-w", "0", "--timeout", "30s"}, 0)
 	}
 
 	// The wire alone, between two ranks of this process.
@@ -115,6 +129,10 @@ func TestFabricBench(t *testing.T) {
 	}
 	out("%-44s %11.1f us %11.1f us %7.2fx", "8 B put+signal round trip", rtt[0], rtt[1], rtt[0]/rtt[1])
 	out("%-44s %9.3f GB/s %9.3f GB/s %7.2fx", "4 MiB put + flush, one direction", tput[0], tput[1], tput[1]/tput[0])
+	if len(cpuLines) > 0 {
+		lines = append(lines, "", fmt.Sprintf("%-44s %16s %16s %8s", "CPU s of a run (4 processes) / its wall s", "tcp wire", "fabric tcp", "ratio"))
+		lines = append(lines, cpuLines...)
+	}
 	fmt.Println(strings.Join(lines, "\n"))
 }
 

@@ -41,6 +41,7 @@ const hangBound = 3 * time.Minute
 type proc struct {
 	code           int
 	stdout, stderr string
+	cpu            time.Duration // user and system time of the process
 }
 
 // launcherless are the variables of a launcher that must not leak into a
@@ -133,6 +134,9 @@ func (rs *rankSet) wait(t testing.TB) []proc {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 		out[r] = proc{code: code, stdout: rs.outs[r].String(), stderr: rs.errs[r].String()}
+		if ps := cmd.ProcessState; ps != nil {
+			out[r].cpu = ps.UserTime() + ps.SystemTime()
+		}
 	}
 	return out
 }
