@@ -27,8 +27,10 @@ package gpu
 //     recently called one, on every rank): tables, scratch, state block,
 //     FIFO, its proxy and its share of the job-wide deadlock watch;
 //   - the launch (rank table, arguments, kernel) is enqueued on the
-//     caller's stream and the call returns; a goroutine serves the
-//     kernel's port channels and watches it until it ends. A failure or a
+//     caller's stream and the call returns; the instance's serving
+//     goroutine (serve.go: one per instance, launches handed over as
+//     reused records, nothing made per call) serves the kernel's port
+//     channels and has it watched until it ends. A failure or a
 //     deadlock becomes the communicator's asynchronous error, and Abort
 //     ends a hung launch. The next call of the instance queues its launch
 //     behind the running one, not waiting for it (unless the plan has
