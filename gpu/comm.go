@@ -1239,9 +1239,9 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, peer pee
 	if peer.ok {
 		switch d := s.d.(type) {
 		case Gater:
-			l.gater, gate = d, l.gateFn
+			l.gater, gate = d, l.fn.gate
 		case Holder:
-			l.holder, gate = d, l.holdFn
+			l.holder, gate = d, l.fn.hold
 		}
 	}
 	l.start = time.Now()
@@ -1265,7 +1265,7 @@ func (c *Comm) launch(cs *commSession, call CommCall, bufs [][2]DevPtr, peer pee
 		if c.gates == nil {
 			c.gates = newGateServer(c.fail)
 		}
-		c.gates.add(gateJob{hold: l.hold, resolve: l.resFn, images: l.imageFn, done: l.releasedFn})
+		c.gates.add(gateJob{hold: l.hold, resolve: l.fn.resolve, images: l.fn.images, done: l.fn.released})
 	}
 	cs.calls.Add(1)
 	if err := cs.server.push(l); err != nil {

@@ -373,7 +373,7 @@ func (w *watcher) begin(job watchJob) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tk := time.NewTicker(max(job.wd.s.timeout/16, time.Millisecond))
+		tk := time.NewTicker(job.wd.period())
 		defer tk.Stop()
 		job.wd.watch(job.ctx, job.kernelDone, tk.C)
 	}()
@@ -407,7 +407,7 @@ func newWatcher() *watcher {
 func (w *watcher) run() {
 	var tk *time.Ticker
 	for j := range w.jobs {
-		tick := max(j.wd.s.timeout/16, time.Millisecond)
+		tick := j.wd.period()
 		if tk == nil {
 			tk = time.NewTicker(tick)
 		} else {
@@ -418,6 +418,9 @@ func (w *watcher) run() {
 		w.done <- struct{}{}
 	}
 }
+
+// period is how often the watch reads the progress records.
+func (w *watchdog) period() time.Duration { return max(w.s.timeout/16, time.Millisecond) }
 
 func (w *watchdog) watch(ctx context.Context, kernelDone <-chan struct{}, ticks <-chan time.Time) {
 	var last []uint64

@@ -13,32 +13,35 @@ import (
 // gate and hold hand to the driver are bound once per record, so that a
 // steady call allocates none of them.
 type callLaunch struct {
-	c    *Comm
-	cs   *commSession
-	call CommCall
-	args []byte
-	grid int
-	// seq is the call's number (its messages), n the launch's number in
-	// its session (served in that order).
-	seq, n uint64
-	start  time.Time
+	c     *Comm
+	cs    *commSession
+	call  CommCall
+	args  []byte
+	grid  int
+	seq   uint64 // the call's number (its messages)
+	start time.Time
 	// peer is set for a steady call: the peers' buffers are read when
 	// the launch's turn comes (resolve).
-	peer    peerCall
-	gater   Gater
-	holder  Holder
-	hold    Hold
-	gateFn  func() error // l.gate
-	bodyFn  func()       // l.gateBody
-	holdFn  func() error // l.holdStream
-	resFn   func() ([][2]DevPtr, error)
-	imageFn func(bufs [][2]DevPtr) ([][]byte, error)
+	peer   peerCall
+	gater  Gater
+	holder Holder
+	hold   Hold
 	// released is set by the gate server once it has released the
-	// hold (releasedFn): a held launch's record is reused only then.
+	// hold (fn.released): a held launch's record is reused only then.
 	// (The kernel cannot end before, but the device orders that, which
 	// Go's memory model does not see.)
-	released   atomic.Bool
-	releasedFn func()
+	released atomic.Bool
+	fn       launchFns // bound once, kept across reuses
+}
+
+// launchFns are a record's methods as the functions it hands out.
+type launchFns struct {
+	gate     func() error // gate
+	body     func()       // gateBody
+	hold     func() error // holdStream
+	resolve  func() ([][2]DevPtr, error)
+	images   func(bufs [][2]DevPtr) ([][]byte, error)
+	released func() // markReleased
 }
 
 // peerCall is a steady call's record, whose peers' records name their
@@ -51,14 +54,8 @@ type peerCall struct {
 
 func newCallLaunch() *callLaunch {
 	l := &callLaunch{}
-	l.bind()
+	l.fn = launchFns{gate: l.gate, body: l.gateBody, hold: l.holdStream, resolve: l.resolve, images: l.images, released: l.markReleased}
 	return l
-}
-
-// bind binds the functions the record hands out to it.
-func (l *callLaunch) bind() {
-	l.gateFn, l.bodyFn, l.holdFn = l.gate, l.gateBody, l.holdStream
-	l.resFn, l.imageFn, l.releasedFn = l.resolve, l.images, l.markReleased
 }
 
 func (l *callLaunch) markReleased() { l.released.Store(true) }
@@ -74,7 +71,7 @@ func (l *callLaunch) gate() error {
 	if err := l.c.makeNoOps(l.cs, l.grid); err != nil {
 		return err
 	}
-	return l.gater.Gate(l.bodyFn)
+	return l.gater.Gate(l.fn.body)
 }
 
 // gateBody resolves the call on the stream and writes the rank table;
@@ -179,7 +176,7 @@ func (ls *launchServer) next() uint64 {
 	return ls.issued + 1
 }
 
-// push hands launch l over (its n set here). The caller made room for
+// push hands launch l over. The caller made room for
 // it (makeRoom): a full queue is an error, never a wait.
 func (ls *launchServer) push(l *callLaunch) error {
 	ls.mu.Lock()
@@ -190,7 +187,6 @@ func (ls *launchServer) push(l *callLaunch) error {
 	if ls.queue == nil {
 		ls.queue = make(chan *callLaunch, maxInFlight)
 	}
-	l.n = ls.issued + 1
 	select {
 	case ls.queue <- l:
 	default:
@@ -217,21 +213,11 @@ func (ls *launchServer) run(q <-chan *callLaunch) {
 		// Nothing refers to the record now: its gate ran before its
 		// kernel, which has ended; a held launch's gate server says so.
 		if l.hold == nil || l.released.Load() {
-			l.reset()
+			*l = callLaunch{fn: l.fn}
 			ls.free = append(ls.free, l)
 		}
 		ls.mu.Unlock()
 	}
-}
-
-// reset clears the record for its next launch, keeping its bound
-// functions.
-func (l *callLaunch) reset() {
-	gate, body, hold, res, image, rel := l.gateFn, l.bodyFn, l.holdFn, l.resFn, l.imageFn, l.releasedFn
-	l.c, l.cs, l.call, l.args, l.grid, l.seq, l.n, l.start = nil, nil, CommCall{}, nil, 0, 0, 0, time.Time{}
-	l.peer, l.gater, l.holder, l.hold = peerCall{}, nil, nil, nil
-	l.released.Store(false)
-	l.gateFn, l.bodyFn, l.holdFn, l.resFn, l.imageFn, l.releasedFn = gate, body, hold, res, image, rel
 }
 
 // servedCount is how many launches have been served.
