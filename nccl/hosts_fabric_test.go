@@ -34,7 +34,7 @@ func TestHostsLibraryFabric(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := append(append([]string{}, base...), c.env...)
-			for rank, r := range runHostsWith(t, env, "steady", 0, hostSides) {
+			for rank, r := range runHosts(t, env, "MSCCLGO_HOST", "steady") {
 				checkHostsData(t, rank, r, 9)
 				if want := fmt.Sprintf("rank %d of 4: %s", rank, c.log); !strings.Contains(r.stderr, want) {
 					t.Errorf("rank %d: log lacks %q:\n%s", rank, want, r.stderr)
@@ -44,7 +44,7 @@ func TestHostsLibraryFabric(t *testing.T) {
 	}
 	t.Run("bad-hello-timeout", func(t *testing.T) {
 		env := append(append([]string{}, base...), "FI_PROVIDER=tcp", "MSCCLGO_FABRIC_HELLO_TIMEOUT=soon")
-		for rank, r := range runHostsWith(t, env, "steady", 1, hostSides) {
+		for rank, r := range runHostsWith(t, env, "steady", 1, hostSide("MSCCLGO_HOST")) {
 			if got := r.results()[fmt.Sprintf("rank %d: ncclCommInitRank", rank)]; got == "0" || got == "" {
 				t.Errorf("rank %d: ncclCommInitRank -> %q, want an error\n%s\n%s", rank, got, r.stdout, r.stderr)
 			}
@@ -53,9 +53,4 @@ func TestHostsLibraryFabric(t *testing.T) {
 			}
 		}
 	})
-}
-
-// hostSides puts ranks 0 and 1 on pretend host hostK0, 2 and 3 on hostK1.
-func hostSides(side int) ([]string, []string) {
-	return nil, []string{fmt.Sprintf("MSCCLGO_HOST=hostK%d", side)}
 }

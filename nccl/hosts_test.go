@@ -49,9 +49,14 @@ func hostsPlans(t *testing.T) string {
 // plans' port channels cross between them).
 func runHosts(t *testing.T, env []string, hostVar, hcase string) []run {
 	t.Helper()
-	return runHostsWith(t, env, hcase, 0, func(side int) ([]string, []string) {
+	return runHostsWith(t, env, hcase, 0, hostSide(hostVar))
+}
+
+// hostSide names side s's ranks' host hostK<s> in variable hostVar.
+func hostSide(hostVar string) func(s int) ([]string, []string) {
+	return func(side int) ([]string, []string) {
 		return nil, []string{fmt.Sprintf("%s=hostK%d", hostVar, side)}
-	})
+	}
 }
 
 // runHostsWith runs ncclcheck hosts CASE as the four ranks, two per
