@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sort"
@@ -81,6 +82,9 @@ type comm struct {
 	// (device.go); nil without one. plansRun are the plans it has run.
 	gpu      *gpu.Comm
 	plansRun planFiles
+	// wire carries gpu's port channels between processes where it is a
+	// fabric (device.go portNet), closed after gpu; nil over tcp.
+	wire io.Closer
 	// evictLogged is how many of gpu's plan instances closed to make
 	// room the INFO log has told of; hostEvictLogged the same of the
 	// host sessions (hostrun.go).
@@ -533,6 +537,14 @@ func (c *comm) endNow(abort bool) {
 		}
 		if err != nil && logging() {
 			logInfo("rank %d of %d: closing its plan sessions: %v", c.rank, c.size, err)
+		}
+	}
+	if c.wire != nil {
+		// Before the call returns: a process that exits with the
+		// wire's progress loop still reading the completion queue
+		// crashes in libfabric's teardown.
+		if err := c.wire.Close(); err != nil && logging() {
+			logInfo("rank %d of %d: closing its fabric wire: %v", c.rank, c.size, err)
 		}
 	}
 	c.closeHost()

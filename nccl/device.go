@@ -54,6 +54,9 @@ func (c *comm) openDevice() error {
 	}
 	gc, err := gpu.OpenComm(context.Background(), cfg, rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
 	if err != nil {
+		if c.wire != nil {
+			_ = c.wire.Close() // (its own error is beside the point)
+		}
 		return errorf(resultSystem, "rank %d of %d: %v", c.rank, c.size, err)
 	}
 	c.gpu = gc
@@ -65,7 +68,8 @@ func (c *comm) openDevice() error {
 // libfabric wire (fabric; FI_PROVIDER picks the provider), or auto, the
 // default (fabric where it opens on every rank and every peer answers
 // its hello within MSCCLGO_FABRIC_HELLO_TIMEOUT, else tcp, every rank
-// alike). A wire closes with the bootstrap.
+// alike). A wire closes with the communicator (endNow), before its
+// bootstrap.
 func portNet(c *comm) (rankwire.Net, error) {
 	name := os.Getenv("MSCCLGO_TRANSPORT")
 	if name == "" {
@@ -96,6 +100,7 @@ func portNet(c *comm) (rankwire.Net, error) {
 		return nil, errorf(resultSystem, "rank %d of %d: MSCCLGO_TRANSPORT=fabric: %v", c.rank, c.size, err)
 	}
 	logInfo("rank %d of %d: port channels between processes over fabric, libfabric provider %s", c.rank, c.size, wire.Provider())
+	c.wire = wire
 	return wire, nil
 }
 
