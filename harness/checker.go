@@ -331,6 +331,21 @@ func (c *Checker) FillInputs(l *Layout, bufs []executor.RankBuffers, seq int) er
 	return nil
 }
 
+// FillRank fills rank's input for iteration seq, as l.FillRank does,
+// from the Checker's data (a process that holds one rank of a run of one
+// process per rank).
+func (c *Checker) FillRank(l *Layout, in []byte, rank, seq int) error {
+	es := l.DType.Size()
+	c.mu.Lock()
+	g, err := c.gen(l.DType, l.Fill, len(in)/es, l.seedRank(rank)+seq)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	g.each(l.seedRank(rank)+seq, 0, len(in)/es, func(piece []byte, at int) { copy(in[at*es:], piece) })
+	return nil
+}
+
 // Check compares every rank's output after iteration seq with the
 // expected result and returns the number of wrong elements per rank, as
 // l.Check does, from the Checker's data.
@@ -338,13 +353,42 @@ func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint
 	if len(bufs) != l.NRanks {
 		return nil, fmt.Errorf("check: %d buffer sets for %d ranks", len(bufs), l.NRanks)
 	}
+	t, err := c.table(l, seq)
+	if err != nil {
+		return nil, err
+	}
+	wrong := make([]uint64, len(bufs))
+	var wg sync.WaitGroup
+	for me := range bufs {
+		wg.Go(func() { wrong[me] = checkRank(l, t, bufs[me].Output, me, seq) })
+	}
+	wg.Wait()
+	return wrong, nil
+}
+
+// CheckRank is Check for rank's output only (a process that holds one
+// rank of a run of one process per rank): its wrong elements after
+// iteration seq, ErrNoCheck without a defined result.
+func (c *Checker) CheckRank(l *Layout, out []byte, rank, seq int) (uint64, error) {
+	if rank < 0 || rank >= l.NRanks {
+		return 0, fmt.Errorf("check: rank %d of %d", rank, l.NRanks)
+	}
+	t, err := c.table(l, seq)
+	if err != nil {
+		return 0, err
+	}
+	return checkRank(l, t, out, rank, seq), nil
+}
+
+// checkRank counts the elements of rank me's output out that differ from
+// what the table t (Checker.table) says after iteration seq.
+func checkRank(l *Layout, t *genTable, out []byte, me, seq int) uint64 {
 	es := l.DType.Size()
 	inE, outE := int(l.Sizes.Input)/es, int(l.Sizes.Output)/es
 	n := l.NRanks
-	wrong := make([]uint64, n)
-	// compare counts, per rank, the elements of out[at:] that differ from
-	// elements [lo, hi) of the table at shift.
-	compare := func(t *genTable, shift, lo, hi int, out []byte, near bool) uint64 {
+	// compare counts the elements of out[at:] that differ from elements
+	// [lo, hi) of the table at shift.
+	compare := func(shift, lo, hi int, out []byte, near bool) uint64 {
 		var w uint64
 		t.each(shift, lo, hi, func(piece []byte, at int) {
 			got := out[at*es : at*es+len(piece)]
@@ -356,39 +400,25 @@ func (c *Checker) Check(l *Layout, bufs []executor.RankBuffers, seq int) ([]uint
 		})
 		return w
 	}
-	forRanks := func(f func(me int)) {
-		var wg sync.WaitGroup
-		for me := range bufs {
-			wg.Go(func() { f(me) })
-		}
-		wg.Wait()
-	}
-	t, err := c.table(l, seq)
-	if err != nil {
-		return nil, err
-	}
+	var wrong uint64
 	switch l.Kind() {
 	case executor.AllReduce:
-		forRanks(func(me int) { wrong[me] = compare(t, seq, 0, outE, bufs[me].Output, true) })
+		wrong = compare(seq, 0, outE, out, true)
 	case executor.ReduceScatter:
-		forRanks(func(me int) { wrong[me] = compare(t, seq, me*outE, (me+1)*outE, bufs[me].Output, true) })
+		wrong = compare(seq, me*outE, (me+1)*outE, out, true)
 	case executor.AllGather:
-		forRanks(func(me int) {
-			for r := 0; r < n; r++ {
-				wrong[me] += compare(t, r+seq, 0, inE, bufs[me].Output[r*inE*es:], false)
-			}
-		})
+		for r := 0; r < n; r++ {
+			wrong += compare(r+seq, 0, inE, out[r*inE*es:], false)
+		}
 	case executor.AllToAll:
 		m := inE / n
-		forRanks(func(me int) {
-			for r := 0; r < n; r++ {
-				wrong[me] += compare(t, r+seq, me*m, (me+1)*m, bufs[me].Output[r*m*es:], false)
-			}
-		})
+		for r := 0; r < n; r++ {
+			wrong += compare(r+seq, me*m, (me+1)*m, out[r*m*es:], false)
+		}
 	case executor.SendRecv:
-		forRanks(func(me int) { wrong[me] = compare(t, l.prevGroup(me)+seq, 0, outE, bufs[me].Output, false) })
+		wrong = compare(l.prevGroup(me)+seq, 0, outE, out, false)
 	}
-	return wrong, nil
+	return wrong
 }
 
 // table returns the table the expected results of l after iteration seq

@@ -351,6 +351,23 @@ func TestCheckerExpected(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// One rank's share, as a process of a run of one
+				// process per rank fills and checks it.
+				n, err := c.CheckRank(l, bufs[r].Output, r, seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ln, _ := l.CheckRank(bufs[r].Output, r, seq); n != 2 || ln != 2 {
+					t.Errorf("%s seq %d rank %d: Checker.CheckRank = %d, Layout.CheckRank = %d, want 2", tt.collective, seq, r, n, ln)
+				}
+				in, ref := make([]byte, len(bufs[r].Input)), make([]byte, len(bufs[r].Input))
+				if err := c.FillRank(l, in, r, seq); err != nil {
+					t.Fatal(err)
+				}
+				l.FillRank(ref, r, seq)
+				if !bytes.Equal(in, ref) {
+					t.Errorf("%s seq %d rank %d: Checker.FillRank differs from Layout.FillRank", tt.collective, seq, r)
+				}
 				want := l.Wrong(bufs, seq, r, 3)
 				if len(want) != 2 || !slices.EqualFunc(w, want, func(a, b WrongElement) bool { return a.Offset == b.Offset && a.Rank == b.Rank }) {
 					t.Errorf("%s seq %d rank %d: Checker.Wrong = %+v, Layout.Wrong = %+v, want the first and last elements", tt.collective, seq, r, w, want)

@@ -40,16 +40,25 @@ func FillVar(bufs []executor.RankBuffers, seq int) {
 	}
 }
 
-func fillVarInput(b []byte, rank, seq int) {
+func fillVarInput(b []byte, rank, seq int) { fillVarAt(b, rank, seq, 0) }
+
+// fillVarAt writes bytes [off, off+len(b)) of rank's input for iteration
+// seq into b: the input is the little-endian splitmix64 words of
+// x+0, x+8, x+16, ... for x from rank and seq, so that any part of it
+// can be made alone.
+func fillVarAt(b []byte, rank, seq int, off int64) {
 	x := uint64(rank)<<48 ^ uint64(seq)<<32 ^ 0x9e3779b97f4a7c15
 	var w [8]byte
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], mix(x+uint64(i)))
-	}
-	if i < len(b) {
-		binary.LittleEndian.PutUint64(w[:], mix(x+uint64(i)))
-		copy(b[i:], w[:])
+	for i := 0; i < len(b); {
+		pos := off + int64(i)
+		base := pos &^ 7
+		if pos == base && i+8 <= len(b) {
+			binary.LittleEndian.PutUint64(b[i:], mix(x+uint64(base)))
+			i += 8
+			continue
+		}
+		binary.LittleEndian.PutUint64(w[:], mix(x+uint64(base)))
+		i += copy(b[i:], w[pos-base:])
 	}
 }
 

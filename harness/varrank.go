@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,33 +52,56 @@ func FillVarRank(b executor.RankBuffers, rank, seq int) {
 	}
 }
 
-// CheckVarRank is CheckVar for rank's output alone.
+// CheckVarRank is CheckVar for rank's output alone. It makes only the
+// blocks rank receives (each from its sender's input, at the sender's
+// displacement), not whole inputs, and compares a block at once where it
+// is right; the bytes outside every block must hold VarSentinel.
 func CheckVarRank(out []byte, c *executor.Counts, rank, elem, seq int) (uint64, error) {
 	e := int64(elem)
-	want := make([]byte, len(out))
-	for i := range want {
-		want[i] = VarSentinel
+	var wrong uint64
+	var first *VarMismatch
+	note := func(off int64, got, want byte) {
+		wrong++
+		if first == nil || off < first.Offset {
+			first = &VarMismatch{Rank: rank, Offset: off, Block: blockAt(c, rank, off, e), Got: got, Want: want}
+		}
 	}
+	// sentinel checks out[lo:hi], outside every block.
+	sentinel := func(lo, hi int64) {
+		for i := lo; i < hi; i++ {
+			if out[i] != VarSentinel {
+				note(i, out[i], VarSentinel)
+			}
+		}
+	}
+	var want []byte
+	pos := int64(0) // the blocks are in sender order, at increasing offsets
 	for p := range c.Ranks() {
 		n := c.Recv[rank][p] * e
 		if n == 0 {
 			continue
 		}
-		pin, _ := c.Extents(p)
-		in := make([]byte, pin*e)
-		fillVarInput(in, p, seq)
-		copy(want[c.RecvDispls[rank][p]*e:][:n], in[c.SendDispls[p][rank]*e:][:n])
-	}
-	var wrong uint64
-	var first *VarMismatch
-	for i := range out {
-		if out[i] != want[i] {
-			wrong++
-			if first == nil {
-				first = &VarMismatch{Rank: rank, Offset: int64(i), Block: blockAt(c, rank, int64(i), e), Got: out[i], Want: want[i]}
+		lo := c.RecvDispls[rank][p] * e
+		if lo < pos || lo+n > int64(len(out)) {
+			return 0, fmt.Errorf("check: rank %d's block from rank %d at bytes [%d, %d) overlaps another or passes its %d-byte output", rank, p, lo, lo+n, len(out))
+		}
+		sentinel(pos, lo)
+		if int64(cap(want)) < n {
+			want = make([]byte, n)
+		}
+		want = want[:n]
+		fillVarAt(want, p, seq, c.SendDispls[p][rank]*e)
+		got := out[lo : lo+n]
+		if !bytes.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					note(lo+int64(i), got[i], want[i])
+				}
 			}
 		}
+		pos = lo + n
 	}
+	sentinel(pos, int64(len(out)))
 	if first != nil {
 		first.Wrong = wrong
 		return wrong, first
@@ -122,9 +146,14 @@ func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
 	if err != nil {
 		return res, err
 	}
+	// As RunRank does: each launch's input is filled before the
+	// exchange that lets every rank start it together.
+	FillVarRank(bufs, cfg.Rank, 0)
+	if err := startTogether(ctx, cfg.Group, cfg.Rank); err != nil {
+		return res, err
+	}
 	for it := -cfg.Warmup; it < cfg.Iters; it++ {
 		seq := max(it, 0)
-		FillVarRank(bufs, cfg.Rank, seq)
 		start := time.Now()
 		lerr := cfg.Session.Launch(ctx)
 		mine := outcome{Nanos: int64(time.Since(start))}
@@ -143,6 +172,9 @@ func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
 			if first != nil {
 				mine.Report = &wireWrong{Wrong: mine.Wrong, Elements: []wireElement{{Want: first.Error()}}}
 			}
+		}
+		if lerr == nil && it+1 < cfg.Iters {
+			FillVarRank(bufs, cfg.Rank, max(it+1, 0))
 		}
 		all, warm, failures, err := settle(ctx, cfg.Group, mine, cfg.Rank, it, cfg.Warmup, lerr)
 		if err != nil {

@@ -48,3 +48,50 @@ func TestCheckVarRank(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckVarRankFlips flips several bytes of each rank's output, in
+// blocks and between them: CheckVarRank counts each and names the
+// lowest; and fillVarAt makes any part of an input alone, as the whole
+// is made.
+func TestCheckVarRankFlips(t *testing.T) {
+	c := executor.MatrixCounts(executor.RandomMatrix(5, 7, 300, 2))
+	const elem, seq = 4, 3
+	bufs := VarBuffers(c, elem)
+	FillVar(bufs, seq)
+	inputs := make([][]byte, len(bufs))
+	outputs := make([][]byte, len(bufs))
+	for r := range bufs {
+		inputs[r], outputs[r] = bufs[r].Input, bufs[r].Output
+	}
+	DirectAllToAllV(inputs, outputs, c, elem)
+	for r := range bufs {
+		in := bufs[r].Input
+		for _, part := range [][2]int{{0, len(in)}, {3, 17}, {8, 8}, {5, 1}, {len(in) / 3, len(in) / 2}} {
+			lo, n := part[0], min(part[1], len(in)-part[0])
+			if n <= 0 {
+				continue
+			}
+			got := make([]byte, n)
+			fillVarAt(got, r, seq, int64(lo))
+			if string(got) != string(in[lo:lo+n]) {
+				t.Errorf("rank %d: fillVarAt(%d bytes at %d) differs from the whole input's", r, n, lo)
+			}
+		}
+		out := bufs[r].Output
+		if len(out) < 10 {
+			continue
+		}
+		offs := []int{len(out) - 1, len(out) / 2, len(out) / 3, 7, 1}
+		for _, o := range offs {
+			out[o] ^= 0x11
+		}
+		n, err := CheckVarRank(out, c, r, elem, seq)
+		var m *VarMismatch
+		if n != uint64(len(offs)) || !errors.As(err, &m) || m.Offset != 1 || m.Wrong != n {
+			t.Errorf("rank %d, %d bytes flipped: %d wrong, %v", r, len(offs), n, err)
+		}
+		for _, o := range offs {
+			out[o] ^= 0x11
+		}
+	}
+}
