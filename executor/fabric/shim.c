@@ -328,6 +328,13 @@ ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint6
 	return f->ep->rma->injectdata(f->ep, &val, sizeof val, data, dest, addr, key);
 }
 
+ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key)
+{
+	return f->ep->rma->injectdata(f->ep, buf, len, data, dest, addr, key);
+}
+
+size_t mgf_inject_size(mgf *f) { return f->info->tx_attr->inject_size; }
+
 ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count)
 {
 	struct fi_cq_data_entry e[64];

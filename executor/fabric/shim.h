@@ -58,6 +58,13 @@ ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t 
 ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
 		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
+/* mgf_injectbuf writes len bytes at buf (at most mgf_inject_size) with
+   remote CQ data as fi_inject_writedata: buf may be reused at once and
+   no completion is written for it. */
+ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
+/* mgf_inject_size is the largest write mgf_injectbuf takes (the
+   provider's inject_size). */
+size_t mgf_inject_size(mgf *f);
 /* mgf_cq_read reads up to count completions without waiting. Returns
    the number read, -EAGAIN when none, -FI_EAVAIL (-259) when an error
    completion is next. */

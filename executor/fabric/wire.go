@@ -85,6 +85,13 @@ const (
 // farewell.
 const byeWait = 2 * time.Second
 
+// cqeCount is how many completions one read takes at most; assistFor
+// bounds a sender's own look for its write's completion (assist).
+const (
+	cqeCount  = 64
+	assistFor = 50 * time.Microsecond
+)
+
 // directBytes is the smallest payload written from the caller's memory
 // instead of a copy in the send ring.
 const directBytes = 64 << 10
@@ -115,7 +122,7 @@ type Wire struct {
 	recvLen, sendLen uint64
 
 	peers []peerOut // by rank: the send side
-	ins   []peerIn  // by rank: the receive side (progress loop only)
+	ins   []peerIn  // by rank: the receive side (cqMu)
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every change (mu)
@@ -128,6 +135,7 @@ type Wire struct {
 	closed     bool
 	inflight   int    // writes posted and not completed (mu)
 	mrLocal    bool   // the provider reads only registered local memory (FI_MR_LOCAL)
+	injectMax  int    // the largest write the provider injects (fi_inject_writedata)
 	caps       uint64 // the provider's capabilities (fi_info caps)
 	fatal      error  // the progress loop's own failure
 	recvKeyVal uint64
@@ -148,6 +156,17 @@ type Wire struct {
 	// mgf_block, or polls.
 	cqFile *os.File
 	cqConn syscall.RawConn
+
+	// cqMu is held by whoever reads the completion queue and handles
+	// what it read (the progress loop, or a sender looking for its own
+	// write's completion: assist), so that completions are handled in
+	// the order they were read; cqe is its buffer (C memory).
+	cqMu sync.Mutex
+	cqe  []C.mgf_cqe
+	// assisted counts the sends whose direct writes' completion their
+	// sender read itself, and completions the completions of this
+	// wire's own writes read from the queue (for tests).
+	assisted, completions atomic.Uint64
 
 	// loopCopied counts the payload bytes the progress loop copied out
 	// of the rings (small messages only; for tests).
@@ -172,9 +191,9 @@ type peerOut struct {
 	credit             uint32 // last sequence number the peer consumed (mu)
 	out                []outRec
 	err                error
-	creditDue, credSeq uint32 // receive side's credit to send (progress loop)
+	creditDue, credSeq uint32 // receive side's credit to send (cqMu)
 	// The receive side's credit is sent once creditBytes (the records
-	// taken since the last one, progress loop) reach creditEvery of the
+	// taken since the last one, cqMu) reach creditEvery of the
 	// ring, once a receiver released records it held (released, mu), or
 	// creditDelay after it first became due (owedSince): not after
 	// every record, which cost a write each way per message.
@@ -211,7 +230,8 @@ type outRec struct {
 	done bool
 }
 
-// peerIn is the receive side from one peer (progress loop only).
+// peerIn is the receive side from one peer (cqMu: the progress loop, or
+// a sender's assist).
 type peerIn struct {
 	expect  uint32
 	pending map[uint32]uint32 // seq -> ring offset, arrived early
@@ -351,6 +371,15 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		w.release()
 		return nil, err
 	}
+	// The completions are read into C memory: cgo's check of an
+	// argument &cqe[0] of a Go array copied the whole array into an
+	// interface (an allocation) at every read.
+	cbuf := (*C.mgf_cqe)(C.calloc(cqeCount, C.size_t(unsafe.Sizeof(C.mgf_cqe{}))))
+	if cbuf == nil {
+		w.release()
+		return nil, fmt.Errorf("fabric: rank %d: out of memory for the completion queue's entries", me)
+	}
+	w.cqe = unsafe.Slice(cbuf, cqeCount)
 	go w.progress()
 	// The wire closes with the job (its users may not close it).
 	context.AfterFunc(net.Context(), func() { _ = w.Close() })
@@ -406,6 +435,7 @@ func (w *Wire) openLocal(prov string) error {
 	w.prov = C.GoString(C.mgf_provider(f))
 	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
 	w.caps = uint64(C.mgf_caps(f))
+	w.injectMax = int(C.mgf_inject_size(f))
 	w.cqFile, w.cqConn = pollable(int(C.mgf_wait_fd(f)))
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
@@ -616,6 +646,9 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 			break
 		}
 	}
+	if len(direct) > 0 {
+		w.assist(peer, direct[len(direct)-1])
+	}
 	for _, seq := range direct {
 		if err := w.completed(ctx, peer, seq); err != nil {
 			return err
@@ -661,6 +694,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		}
 		ch := w.changed
 		w.mu.Unlock()
+		w.kick()
 		if err := w.waitChange(ctx, ch, peer, "room in the ring of"); err != nil {
 			return 0, false, err
 		}
@@ -702,9 +736,22 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 	}
 	data := uint64(w.rank)<<rankShift | off/recAlign
 	remote := p.base + uint64(w.rank)*w.ring + off
+	// A record the provider can inject (a FLAG, a FENCE, an answer) is:
+	// it completes as it is posted, so no completion entry follows to
+	// wake the progress loop.
+	inject := !direct && heads+len(payload) <= w.injectMax
 	for {
 		var rc C.ssize_t
-		if direct {
+		if inject {
+			rc = C.mgf_injectbuf(w.f, local, C.size_t(heads+len(payload)), C.uint64_t(data), C.uint64_t(p.addr),
+				C.uint64_t(remote), C.uint64_t(p.key))
+			if rc == 0 {
+				w.mu.Lock()
+				w.completeLocked(si)
+				w.mu.Unlock()
+				return seq, false, nil
+			}
+		} else if direct {
 			rc = C.mgf_writedata2(w.f, local, C.size_t(heads), w.sendDesc, unsafe.Pointer(&payload[0]), C.size_t(len(payload)),
 				C.uint64_t(data), C.uint64_t(p.addr), C.uint64_t(remote), C.uint64_t(p.key), C.mgf_ctx(w.f, C.int(si)))
 		} else {
@@ -734,6 +781,7 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 		}
 		ch := w.changed
 		w.mu.Unlock()
+		w.kick()
 		t := time.NewTimer(50 * time.Microsecond)
 		select {
 		case <-ch:
@@ -780,8 +828,26 @@ func (w *Wire) completed(ctx context.Context, peer int, seq uint32) error {
 		}
 		ch := w.changed
 		w.mu.Unlock()
+		w.kick()
 		if err := w.waitChange(ctx, ch, peer, "the completion of a write to"); err != nil {
 			return err
+		}
+	}
+}
+
+// completeLocked marks the write of context slot si completed: its
+// record is done here, and the slot free (w.mu held).
+func (w *Wire) completeLocked(si int) {
+	s := w.slots[si]
+	w.slots[si].used = false
+	w.free = append(w.free, si)
+	w.inflight--
+	p := &w.peers[s.peer]
+	p.inflight--
+	for j := range p.out {
+		if p.out[j].seq == s.seq {
+			p.out[j].done = true
+			break
 		}
 	}
 }
@@ -812,6 +878,7 @@ func (w *Wire) drained(ctx context.Context, peer int) error {
 		}
 		ch := w.changed
 		w.mu.Unlock()
+		w.kick()
 		if err := w.waitChange(ctx, ch, peer, "the writes to"); err != nil {
 			return err
 		}
@@ -1031,20 +1098,6 @@ func (w *Wire) fail(peer int, err error) {
 // consumed, and sends credits.
 func (w *Wire) progress() {
 	defer close(w.done)
-	// The completions are read into C memory through a plain pointer:
-	// cgo's check of an argument &cqe[0] of a Go array copied the whole
-	// array into an interface (an allocation) at every read.
-	const ncqe = 64
-	cbuf := (*C.mgf_cqe)(C.calloc(ncqe, C.size_t(unsafe.Sizeof(C.mgf_cqe{}))))
-	if cbuf == nil {
-		w.mu.Lock()
-		w.fatal = fmt.Errorf("fabric: rank %d: out of memory for the completion queue's entries", w.rank)
-		w.notifyLocked()
-		w.mu.Unlock()
-		return
-	}
-	defer C.free(unsafe.Pointer(cbuf))
-	cqe := unsafe.Slice(cbuf, ncqe)
 	last := time.Now()     // the last completion, or the last poll with writes of ours on their way
 	var byeBy time.Time    // closing: the end of the farewell
 	owed := false          // a credit or an answer could not be sent yet
@@ -1061,16 +1114,22 @@ func (w *Wire) progress() {
 		if !byeBy.IsZero() && (w.farewell() || time.Now().After(byeBy)) {
 			return
 		}
-		n := int(C.mgf_cq_read(w.f, cbuf, ncqe))
+		// The receive side's state (what take records, the credits it
+		// owes) is cqMu's: a sender's assist may take records too.
+		w.cqMu.Lock()
+		n, _ := w.readLocked()
+		if n >= 0 || n == errAgain || n == errAvail {
+			owed, creditAt = w.sendCredits()
+			owed = w.sendAcks() || owed
+		}
+		w.cqMu.Unlock()
 		switch {
 		case n > 0:
 			now := time.Now()
 			gauge.observe(now)
 			last = now
-			w.handle(cqe[:n])
 		case n == errAvail:
 			last = time.Now()
-			w.readErr()
 		case n == errAgain || n == 0:
 			w.idle(&last, owed || !byeBy.IsZero(), creditAt, gauge.worth())
 		default:
@@ -1080,9 +1139,80 @@ func (w *Wire) progress() {
 			w.mu.Unlock()
 			return
 		}
-		owed, creditAt = w.sendCredits()
-		owed = w.sendAcks() || owed
 	}
+}
+
+// readLocked reads the completion queue once and handles what it read
+// (cqMu held): it returns fi_cq_read's result, and whether a peer's
+// write was among the completions.
+func (w *Wire) readLocked() (int, bool) {
+	n := int(C.mgf_cq_read(w.f, &w.cqe[0], C.size_t(len(w.cqe))))
+	switch {
+	case n > 0:
+		remote := false
+		for _, e := range w.cqe[:n] {
+			if uint64(e.flags)&flagRemoteData != 0 {
+				remote = true
+			}
+		}
+		w.handle(w.cqe[:n])
+		return n, remote
+	case n == errAvail:
+		w.readErr()
+	}
+	return n, false
+}
+
+// assist looks for the completion of the write of record seq to peer
+// in the completion queue itself, for up to assistFor, where the
+// progress loop is not reading it: with the tcp provider a write that
+// the socket took whole has completed by the time it is posted, and the
+// sender then returns without waiting for the loop to wake, read and
+// wake it (two hand-overs between goroutines on the critical path of
+// every large put). A peer's write read here wakes the loop, which
+// sends the credits and answers.
+func (w *Wire) assist(peer int, seq uint32) {
+	w.users.RLock()
+	defer w.users.RUnlock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return
+	}
+	var until time.Time
+	for {
+		if w.cqMu.TryLock() {
+			n, remote := w.readLocked()
+			w.cqMu.Unlock()
+			if remote {
+				w.wake()
+			}
+			if n > 0 && w.isDone(peer, seq) {
+				w.assisted.Add(1)
+				return
+			}
+		}
+		now := time.Now()
+		if until.IsZero() {
+			until = now.Add(assistFor)
+		} else if now.After(until) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// isDone says whether the write of record seq to peer completed.
+func (w *Wire) isDone(peer int, seq uint32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.peers[peer].out {
+		if r.seq == seq {
+			return r.done
+		}
+	}
+	return true
 }
 
 // idle paces the progress loop when the completion queue is empty (see
@@ -1330,18 +1460,8 @@ func (w *Wire) handle(es []C.mgf_cqe) {
 				continue
 			}
 			senders = true
-			s := w.slots[i]
-			w.slots[i].used = false
-			w.free = append(w.free, i)
-			w.inflight--
-			p := &w.peers[s.peer]
-			p.inflight--
-			for j := range p.out {
-				if p.out[j].seq == s.seq {
-					p.out[j].done = true
-					break
-				}
-			}
+			w.completeLocked(i)
+			w.completions.Add(1)
 			continue
 		}
 		d := uint32(e.data)
@@ -1602,6 +1722,10 @@ func (w *Wire) Close() error {
 }
 
 func (w *Wire) release() {
+	if w.cqe != nil {
+		C.free(unsafe.Pointer(&w.cqe[0]))
+		w.cqe = nil
+	}
 	if w.cqFile != nil {
 		w.cqFile.Close()
 		w.cqFile, w.cqConn = nil, nil

@@ -720,3 +720,87 @@ func TestSpinGauge(t *testing.T) {
 		t.Errorf("a round trip without the spin (gaps %v) did not bring the loop back to spinning in %d round trips (average %.2f)", slowTrip, n, g.hits)
 	}
 }
+
+// TestSmallRecordsInjected checks that a record the provider can inject
+// (a header-only message: a FLAG, a FENCE, an answer) leaves no
+// completion to read, and that a larger one does: before, every write
+// left one, which woke the progress loop once more per message.
+func TestSmallRecordsInjected(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 256<<10)
+	if ws[0].injectMax < recHead+8 {
+		t.Skipf("the provider injects %d bytes, a FLAG's record is %d", ws[0].injectMax, recHead+8)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 100
+	for i := range n {
+		head := []byte{2, 0, 0, 0, byte(i), 0, 0, 0}
+		if err := ws[0].SendPort(ctx, 1, 9, head, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := ws[1].RecvPort(ctx, 0, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, head) {
+			t.Fatalf("message %d: header %v, want %v", i, got, head)
+		}
+	}
+	if c := ws[0].completions.Load(); c != 0 {
+		t.Errorf("%d header-only messages left %d completions to read, want 0 (injected)", n, c)
+	}
+	// A record above the inject size completes through the queue.
+	if err := ws[0].SendPort(ctx, 1, 9, []byte{1}, make([]byte, 1024)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ws[1].RecvPort(ctx, 0, 9); err != nil {
+		t.Fatal(err)
+	}
+	for ws[0].completions.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the write of 1 KiB never completed through the queue")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLargeSendsAssisted checks that a sender of a large payload (written
+// from its memory) reads its write's completion itself where the
+// progress loop has not: with the tcp provider a write the socket took
+// whole has completed when it is posted.
+func TestLargeSendsAssisted(t *testing.T) {
+	ws := openAll(t, 2, "tcp;ofi_rxm", 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 20
+	errc := make(chan error, 1)
+	go func() {
+		// The last receive, of a small message, releases the ring
+		// memory of the large one before it.
+		for range n + 1 {
+			if _, _, err := ws[1].RecvPort(ctx, 0, 9); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	data := make([]byte, directBytes)
+	for i := range n {
+		data[0] = byte(i)
+		if err := ws[0].SendPort(ctx, 1, 9, []byte{1}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ws[0].SendPort(ctx, 1, 9, []byte{2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if a := ws[0].assisted.Load(); a == 0 {
+		t.Errorf("none of %d sends of %d bytes read its own completion, want some", n, directBytes)
+	} else {
+		t.Logf("%d of %d sends read their own completion", a, n)
+	}
+}
