@@ -19,6 +19,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // RankSession is the session of one rank of a multi-process job: it owns
@@ -45,6 +46,9 @@ type multi struct {
 	send *rankwire.Sender
 	// launches counts launches started (s.mu).
 	launches uint64
+	// unplace releases the registration of this rank's mapping for
+	// peers' direct writes (nil: none).
+	unplace func() error
 }
 
 // gatherExchange is rankwire.GatherSetup of exchange records.
@@ -61,6 +65,11 @@ type exchange struct {
 	Err  string `json:"err,omitempty"`
 	Path string `json:"path,omitempty"`
 	Size uint64 `json:"size,omitempty"`
+	// Place says the rank's mapping takes direct writes (over a
+	// rankwire.Placer: package fabric), at Addr with Key.
+	Place bool   `json:"place,omitempty"`
+	Addr  uint64 `json:"addr,omitempty"`
+	Key   uint64 `json:"key,omitempty"`
 }
 
 // OpenRank opens this process's rank of inst (Net.Rank) for the buffer
@@ -93,6 +102,9 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	s.mp = m
 	fail := func(err error) (*RankSession, error) {
 		cancel()
+		if m.unplace != nil {
+			_ = m.unplace()
+		}
 		for _, mp := range m.maps {
 			mp.release()
 		}
@@ -117,6 +129,14 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	} else {
 		path, mine.Path, mine.Size = p, p, total(rank)
 		m.maps = append(m.maps, mp)
+		// Over a wire that can, peers write the DATA of their port
+		// channels straight into this mapping: no copy out of a ring
+		// here. Where it cannot register, peers send through the ring.
+		if pl, ok := w.Net.(rankwire.Placer); ok && pl.CanPlace() {
+			if addr, key, release, err := pl.RegisterPlace(mp.b); err == nil {
+				mine.Place, mine.Addr, mine.Key, m.unplace = true, addr, key, release
+			}
+		}
 	}
 	all, err := gatherExchange(ctx, w.Net, mine, "set-up")
 	if path != "" {
@@ -184,6 +204,13 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 			m.bufs[r] = [3][]byte{rb.Input, rb.Output, scratch}
 			if r == rank {
 				own = rb
+			} else if all[r].Place {
+				for bt, buf := range m.bufs[r] {
+					if len(buf) > 0 {
+						at := uint64(uintptr(unsafe.Pointer(&buf[0])) - uintptr(unsafe.Pointer(&b[0])))
+						m.send.SetPlace(r, plan.BufferType(bt), all[r].Addr+at, all[r].Key, uint64(len(buf)))
+					}
+				}
 			}
 		}
 		s.addRank(r, scratch, nil, inbound)
@@ -259,6 +286,12 @@ func (r *RankSession) Close() error {
 	if err := rankwire.Stop(m.cancel, &m.wg, "cpu", m.rank); err != nil {
 		// The mappings stay until the process ends.
 		return err
+	}
+	if m.unplace != nil {
+		// Peers write no more: every launch ended with a fence.
+		if err := m.unplace(); err != nil {
+			return fmt.Errorf("cpu: rank %d: %w", m.rank, err)
+		}
 	}
 	for _, mp := range m.maps {
 		mp.release()

@@ -335,6 +335,13 @@ ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64
 
 size_t mgf_inject_size(mgf *f) { return f->info->tx_attr->inject_size; }
 
+ssize_t mgf_write(mgf *f, const void *buf, size_t len, void *desc, uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+{
+	return f->ep->rma->write(f->ep, buf, len, desc, dest, addr, key, ctx);
+}
+
+uint64_t mgf_msg_order(mgf *f) { return f->info->tx_attr->msg_order; }
+
 ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count)
 {
 	struct fi_cq_data_entry e[64];

@@ -62,6 +62,13 @@ ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint6
    remote CQ data as fi_inject_writedata: buf may be reused at once and
    no completion is written for it. */
 ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
+/* mgf_write writes len bytes at buf (local, desc where the provider needs
+   one) to addr (key) at dest, without remote CQ data: no completion at
+   the target; ctx's completion here. */
+ssize_t mgf_write(mgf *f, const void *buf, size_t len, void *desc, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
+/* mgf_msg_order is the provider's transmit ordering (fi_tx_attr
+   msg_order, FI_ORDER_* bits). */
+uint64_t mgf_msg_order(mgf *f);
 /* mgf_inject_size is the largest write mgf_injectbuf takes (the
    provider's inject_size). */
 size_t mgf_inject_size(mgf *f);

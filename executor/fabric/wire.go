@@ -33,8 +33,9 @@ const (
 	flagRemoteData = 1 << 17 // FI_REMOTE_CQ_DATA in a completion's flags
 	mrLocal        = 1 << 2
 	mrVirtAddr     = 1 << 4
-	errAgain       = -11  // -FI_EAGAIN
-	errAvail       = -259 // -FI_EAVAIL
+	orderWAW       = 1 << 4 // FI_ORDER_WAW in fi_tx_attr's msg_order
+	errAgain       = -11    // -FI_EAGAIN
+	errAvail       = -259   // -FI_EAVAIL
 )
 
 // The remote CQ data of a write: bit 31 says credit (else record), bit
@@ -136,6 +137,9 @@ type Wire struct {
 	inflight   int    // writes posted and not completed (mu)
 	mrLocal    bool   // the provider reads only registered local memory (FI_MR_LOCAL)
 	injectMax  int    // the largest write the provider injects (fi_inject_writedata)
+	placeOK    bool   // payloads may go straight into peers' registered memory (CanPlace)
+	virtAddr   bool   // remote addresses are virtual addresses (FI_MR_VIRT_ADDR)
+	nextKey    uint64 // the next key requested for a registration (mu)
 	caps       uint64 // the provider's capabilities (fi_info caps)
 	fatal      error  // the progress loop's own failure
 	recvKeyVal uint64
@@ -167,6 +171,10 @@ type Wire struct {
 	// sender read itself, and completions the completions of this
 	// wire's own writes read from the queue (for tests).
 	assisted, completions atomic.Uint64
+
+	// places are the registrations of RegisterPlace not released yet
+	// (mu): the wire closes them before its domain.
+	places map[*placeReg]bool
 
 	// loopCopied counts the payload bytes the progress loop copied out
 	// of the rings (small messages only; for tests).
@@ -258,10 +266,16 @@ type streamPart struct {
 	body []byte
 }
 
+// placeReg is a registration of RegisterPlace.
+type placeReg struct{ mr unsafe.Pointer }
+
 type slot struct {
 	peer int
 	seq  uint32
 	used bool
+	// placed: the write of a payload into the peer's own memory
+	// (SendPortAt), not a record; its sender frees the slot once done.
+	placed, done bool
 }
 
 type qkey struct {
@@ -323,7 +337,7 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		return nil, fmt.Errorf("fabric: %d ranks: at most %d", n, maxRanks)
 	}
 	w := &Wire{net: net, rank: me, size: n, ring: o.RingBytes, changed: make(chan struct{}),
-		queues: map[qkey]*queue{}, peers: make([]peerOut, n), ins: make([]peerIn, n), holds: make([]map[uint32]bool, n),
+		queues: map[qkey]*queue{}, places: map[*placeReg]bool{}, peers: make([]peerOut, n), ins: make([]peerIn, n), holds: make([]map[uint32]bool, n),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range w.ins {
 		w.ins[i] = peerIn{expect: 1, pending: map[uint32]uint32{}}
@@ -436,6 +450,9 @@ func (w *Wire) openLocal(prov string) error {
 	w.mrLocal = int(C.mgf_mr_mode(f))&mrLocal != 0
 	w.caps = uint64(C.mgf_caps(f))
 	w.injectMax = int(C.mgf_inject_size(f))
+	w.virtAddr = int(C.mgf_mr_mode(f))&mrVirtAddr != 0
+	w.placeOK = !w.mrLocal && uint64(C.mgf_msg_order(f))&orderWAW != 0
+	w.nextKey = 1 << 20
 	w.cqFile, w.cqConn = pollable(int(C.mgf_wait_fd(f)))
 	w.slots = make([]slot, nContexts)
 	for i := nContexts - 1; i >= 0; i-- {
@@ -647,7 +664,8 @@ func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, he
 		}
 	}
 	if len(direct) > 0 {
-		w.assist(peer, direct[len(direct)-1])
+		last := direct[len(direct)-1]
+		w.assist(func() bool { return w.isDone(peer, last) })
 	}
 	for _, seq := range direct {
 		if err := w.completed(ctx, peer, seq); err != nil {
@@ -839,6 +857,12 @@ func (w *Wire) completed(ctx context.Context, peer int, seq uint32) error {
 // record is done here, and the slot free (w.mu held).
 func (w *Wire) completeLocked(si int) {
 	s := w.slots[si]
+	if s.placed {
+		w.slots[si].done = true // its sender frees it
+		w.inflight--
+		w.peers[s.peer].inflight--
+		return
+	}
 	w.slots[si].used = false
 	w.free = append(w.free, si)
 	w.inflight--
@@ -906,6 +930,215 @@ func (w *Wire) waitChange(ctx context.Context, ch chan struct{}, peer int, what 
 		return context.Cause(ctx)
 	case <-w.net.Context().Done():
 		return fmt.Errorf("fabric: rank %d: waiting for %s rank %d: %w", w.rank, what, peer, context.Cause(w.net.Context()))
+	}
+}
+
+// CanPlace says whether payloads can go straight into a peer's memory
+// (SendPortAt): the provider needs no registered local buffers
+// (FI_MR_LOCAL unset: tcp, shm) and keeps writes to a peer in order
+// (FI_ORDER_WAW), so that the message that follows a payload arrives
+// after it.
+func (w *Wire) CanPlace() bool { return w.placeOK }
+
+// RegisterPlace registers buf, memory of this process that stays mapped
+// until release is called, for peers' writes (SendPortAt): they address
+// it as addr + offset with key. The caller calls release before it
+// unmaps buf, once no peer writes into it any more.
+func (w *Wire) RegisterPlace(buf []byte) (addr, key uint64, release func() error, err error) {
+	if !w.placeOK {
+		return 0, 0, nil, fmt.Errorf("fabric: rank %d: %s cannot write into peers' memory directly", w.rank, w.prov)
+	}
+	if len(buf) == 0 {
+		return 0, 0, nil, fmt.Errorf("fabric: rank %d: registering 0 bytes", w.rank)
+	}
+	w.users.RLock()
+	defer w.users.RUnlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return 0, 0, nil, fmt.Errorf("fabric: rank %d: the wire is closed", w.rank)
+	}
+	want := w.nextKey
+	w.nextKey++
+	w.mu.Unlock()
+	var mr, desc unsafe.Pointer
+	var k C.uint64_t
+	if rc := C.mgf_mr_reg(w.f, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), accRemoteWrite, C.uint64_t(want), &mr, &k, &desc); rc != 0 {
+		return 0, 0, nil, fmt.Errorf("fabric: rank %d: registering %d bytes for peers' writes: %s", w.rank, len(buf), w.strerror(int(rc)))
+	}
+	if w.virtAddr {
+		addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
+	}
+	reg := &placeReg{mr: mr}
+	w.mu.Lock()
+	w.places[reg] = true
+	w.mu.Unlock()
+	release = func() error {
+		w.users.RLock()
+		defer w.users.RUnlock()
+		w.mu.Lock()
+		open := w.places[reg]
+		delete(w.places, reg)
+		w.mu.Unlock()
+		if !open || w.f == nil {
+			return nil // released already, or with the wire
+		}
+		if rc := C.mgf_mr_close(reg.mr); rc != 0 {
+			return fmt.Errorf("fabric: rank %d: releasing a registration for peers' writes: %s", w.rank, w.strerror(int(rc)))
+		}
+		return nil
+	}
+	return addr, uint64(k), release, nil
+}
+
+// SendPortAt writes payload straight into peer's memory at addr (in a
+// region peer registered with RegisterPlace, key), then sends head, and
+// head2 where not nil, as SendPort2 sends them without a payload: the
+// writes to a peer are in order, so the peer receives the messages once
+// the payload is in place. It returns once the payload's write
+// completed here (the caller may reuse its memory then).
+func (w *Wire) SendPortAt(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte, addr, key uint64) error {
+	if !w.placeOK {
+		return fmt.Errorf("fabric: rank %d: %s cannot write into peers' memory directly", w.rank, w.prov)
+	}
+	if peer < 0 || peer >= w.size || peer == w.rank {
+		return fmt.Errorf("fabric: rank %d: send to rank %d of %d", w.rank, peer, w.size)
+	}
+	if len(head) > 255 || len(head2) > 255 {
+		return fmt.Errorf("fabric: a message header of %d bytes", max(len(head), len(head2)))
+	}
+	p := &w.peers[peer]
+	p.send.Lock()
+	defer p.send.Unlock()
+	si := -1
+	if len(payload) > 0 {
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		pin.Pin(&payload[0])
+		var err error
+		if si, err = w.postPlaced(ctx, peer, payload, addr, key); err != nil {
+			return err
+		}
+	}
+	flags := byte(recFirst | recLast)
+	if head2 != nil {
+		flags |= recPair
+	}
+	_, _, err := w.post(ctx, peer, tag, flags, head, head2, nil, 0)
+	if si >= 0 {
+		w.assist(func() bool { return w.placedDone(si) })
+		// Wait even where the message failed: the payload's memory is
+		// the provider's until its write completes or fails.
+		if werr := w.waitPlaced(ctx, peer, si); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// postPlaced posts the write of payload to peer's memory at addr (key)
+// and returns its context slot.
+func (w *Wire) postPlaced(ctx context.Context, peer int, payload []byte, addr, key uint64) (int, error) {
+	p := &w.peers[peer]
+	var si int
+	for {
+		w.mu.Lock()
+		if err := w.stateLocked(peer); err != nil {
+			w.mu.Unlock()
+			return 0, err
+		}
+		if len(w.free) > 0 {
+			si = w.free[len(w.free)-1]
+			w.free = w.free[:len(w.free)-1]
+			w.slots[si] = slot{peer: peer, used: true, placed: true}
+			w.inflight++
+			p.inflight++
+			p.posting++
+			w.mu.Unlock()
+			break
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		w.kick()
+		if err := w.waitChange(ctx, ch, peer, "a free context for a write to"); err != nil {
+			return 0, err
+		}
+	}
+	w.users.RLock()
+	defer w.users.RUnlock()
+	defer func() {
+		w.mu.Lock()
+		p.posting--
+		w.mu.Unlock()
+		w.kick()
+	}()
+	unpost := func() {
+		w.mu.Lock()
+		w.unpostLocked(si)
+		w.mu.Unlock()
+	}
+	for {
+		w.mu.Lock()
+		err := w.stateLocked(peer)
+		w.mu.Unlock()
+		if err != nil {
+			unpost()
+			return 0, err
+		}
+		rc := C.mgf_write(w.f, unsafe.Pointer(&payload[0]), C.size_t(len(payload)), nil, C.uint64_t(p.addr), C.uint64_t(addr), C.uint64_t(key), C.mgf_ctx(w.f, C.int(si)))
+		if rc == 0 {
+			return si, nil
+		}
+		if rc != errAgain {
+			err := fmt.Errorf("fabric: rank %d: writing %d bytes into rank %d's memory (fi_write): %s", w.rank, len(payload), peer, w.strerror(int(rc)))
+			unpost()
+			w.fail(peer, err)
+			return 0, err
+		}
+		w.kick()
+		t := time.NewTimer(50 * time.Microsecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			unpost()
+			return 0, context.Cause(ctx)
+		}
+	}
+}
+
+// placedDone says whether the placed write of slot si completed (or
+// failed).
+func (w *Wire) placedDone(si int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slots[si].done
+}
+
+// waitPlaced waits until the placed write of slot si to peer completed or
+// failed, and frees the slot.
+func (w *Wire) waitPlaced(ctx context.Context, peer, si int) error {
+	for {
+		w.mu.Lock()
+		if w.slots[si].done {
+			w.slots[si] = slot{}
+			w.free = append(w.free, si)
+			err := w.peers[peer].err
+			w.mu.Unlock()
+			return err
+		}
+		if w.fatal != nil || w.closed {
+			// The loop no longer reads completions: the slot stays.
+			err := w.stateLocked(peer)
+			w.mu.Unlock()
+			return err
+		}
+		ch := w.changed
+		w.mu.Unlock()
+		w.kick()
+		if err := w.waitChange(ctx, ch, peer, "the completion of a write into the memory of"); err != nil {
+			return err
+		}
 	}
 }
 
@@ -1163,15 +1396,15 @@ func (w *Wire) readLocked() (int, bool) {
 	return n, false
 }
 
-// assist looks for the completion of the write of record seq to peer
-// in the completion queue itself, for up to assistFor, where the
+// assist looks for the completion of a write of this sender (done says
+// whether it came) in the completion queue itself, for up to assistFor, where the
 // progress loop is not reading it: with the tcp provider a write that
 // the socket took whole has completed by the time it is posted, and the
 // sender then returns without waiting for the loop to wake, read and
 // wake it (two hand-overs between goroutines on the critical path of
 // every large put). A peer's write read here wakes the loop, which
 // sends the credits and answers.
-func (w *Wire) assist(peer int, seq uint32) {
+func (w *Wire) assist(done func() bool) {
 	w.users.RLock()
 	defer w.users.RUnlock()
 	w.mu.Lock()
@@ -1188,7 +1421,7 @@ func (w *Wire) assist(peer int, seq uint32) {
 			if remote {
 				w.wake()
 			}
-			if n > 0 && w.isDone(peer, seq) {
+			if n > 0 && done() {
 				w.assisted.Add(1)
 				return
 			}
@@ -1677,8 +1910,12 @@ func (w *Wire) readErr() {
 		return
 	}
 	s := w.slots[i]
-	w.slots[i].used = false
-	w.free = append(w.free, i)
+	if s.placed {
+		w.slots[i].done = true // its sender frees it
+	} else {
+		w.slots[i].used = false
+		w.free = append(w.free, i)
+	}
 	w.inflight--
 	p := &w.peers[s.peer]
 	p.inflight--
@@ -1722,6 +1959,10 @@ func (w *Wire) Close() error {
 }
 
 func (w *Wire) release() {
+	for reg := range w.places {
+		C.mgf_mr_close(reg.mr)
+		delete(w.places, reg)
+	}
 	if w.cqe != nil {
 		C.free(unsafe.Pointer(&w.cqe[0]))
 		w.cqe = nil

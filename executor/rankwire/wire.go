@@ -10,8 +10,9 @@ package rankwire
 //
 // Messages on tag Tag+TagPort, little-endian:
 //
-//	DATA  kind=1, buffer type, packets flag, 5 zero bytes, offset u64,
-//	      length u64; then a second message with the bytes
+//	DATA  kind=1, buffer type, flags (1: LL packets; 2: placed, below),
+//	      5 zero bytes, offset u64, length u64; then a second message
+//	      with the bytes
 //	FLAG  kind=2, 3 zero bytes, the receiver's port channel index u32
 //	FENCE kind=3, 7 zero bytes, sequence u64
 //
@@ -19,7 +20,10 @@ package rankwire
 //
 // Over a PortWire (package fabric: libfabric RMA writes instead of the
 // bootstrap's TCP connections) the messages are the same, but a DATA
-// header and its bytes travel as one message.
+// header and its bytes travel as one message; over a Placer, where the
+// receiver registered its buffers (SetPlace), the bytes of a large DATA
+// are written straight into the receiver's buffer ahead of a header
+// flagged placed, which travels without them.
 
 import (
 	"context"
@@ -80,21 +84,92 @@ type PortWireTo interface {
 	RecvPortTo(ctx context.Context, peer int, tag uint32, dest func(head []byte, n int) []byte) (head, payload []byte, err error)
 }
 
+// Placer is a PortWire that can write a DATA message's bytes straight
+// into the receiver's memory, ahead of its header (package fabric: an
+// RMA write into memory the receiver registered, in order with the
+// messages that follow).
+type Placer interface {
+	PortWire
+	// CanPlace says whether the wire's provider can.
+	CanPlace() bool
+	// RegisterPlace registers buf for peers' writes: they address it as
+	// addr + offset with key. release undoes it, before buf is unmapped.
+	RegisterPlace(buf []byte) (addr, key uint64, release func() error, err error)
+	// SendPortAt writes payload at addr (key) of peer's memory, then
+	// sends head, and head2 where not nil, as messages without payload.
+	SendPortAt(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte, addr, key uint64) error
+}
+
+// PlaceMin is the smallest DATA payload a Sender writes straight into
+// the receiver's memory where it can (SetPlace): smaller ones cost less
+// copied with their header.
+const PlaceMin = 64 << 10
+
+// Header byte 2 of a DATA message.
+const (
+	dataPackets = 1 // LL packet words, stored whole
+	dataPlaced  = 2 // the bytes are already in the receiver's buffer (Placer)
+)
+
 // Sender is a rank's proxy side: it remembers the peers sent traffic
 // since their last fence. It is used by one goroutine (the proxy).
 type Sender struct {
-	net   Link
-	wire  PortWire // nil: messages over net
-	tag   uint32
-	dirty map[int]bool
-	seq   uint64
+	net    Link
+	wire   PortWire // nil: messages over net
+	placer Placer   // nil: no DATA goes straight into a peer's memory
+	tag    uint32
+	dirty  map[int]bool
+	seq    uint64
+	places map[int]*[3]place
 }
+
+// place is a peer's buffer registered for direct writes (SetPlace).
+type place struct{ addr, key, size uint64 }
 
 // NewSender returns the proxy side of a session whose first tag is tag.
 func NewSender(net Link, tag uint32) *Sender {
 	s := &Sender{net: net, tag: tag, dirty: map[int]bool{}}
 	s.wire, _ = net.(PortWire)
+	if p, ok := net.(Placer); ok && p.CanPlace() {
+		s.placer = p
+	}
 	return s
+}
+
+// SetPlace says that peer's buffer bt, size bytes, takes direct writes
+// at addr with key (its RegisterPlace): DATA of PlaceMin bytes or more
+// into it, not packets, goes there ahead of its header. A no-op where
+// the wire cannot place.
+func (s *Sender) SetPlace(peer int, bt plan.BufferType, addr, key, size uint64) {
+	if s.placer == nil || bt >= 3 {
+		return
+	}
+	if s.places == nil {
+		s.places = map[int]*[3]place{}
+	}
+	ps := s.places[peer]
+	if ps == nil {
+		ps = &[3]place{}
+		s.places[peer] = ps
+	}
+	ps[bt] = place{addr, key, size}
+}
+
+// placeFor returns where data for peer's buffer bt at off goes directly,
+// if it does.
+func (s *Sender) placeFor(peer int, bt plan.BufferType, off uint64, packets bool, n int) (place, bool) {
+	if s.placer == nil || packets || n < PlaceMin || bt >= 3 {
+		return place{}, false
+	}
+	ps := s.places[peer]
+	if ps == nil {
+		return place{}, false
+	}
+	pl := ps[bt]
+	if pl.size == 0 || off > pl.size || uint64(n) > pl.size-off {
+		return place{}, false
+	}
+	return place{addr: pl.addr + off, key: pl.key}, true
 }
 
 // Transport names what carries the port traffic of a session over net:
@@ -112,10 +187,15 @@ func (s *Sender) SendData(ctx context.Context, peer int, bt plan.BufferType, off
 	var h [24]byte
 	h[0], h[1] = Data, byte(bt)
 	if packets {
-		h[2] = 1
+		h[2] = dataPackets
 	}
 	binary.LittleEndian.PutUint64(h[8:], off)
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	if pl, ok := s.placeFor(peer, bt, off, packets, len(data)); ok {
+		h[2] = dataPlaced
+		s.dirty[peer] = true
+		return s.placer.SendPortAt(ctx, peer, s.tag+TagPort, h[:], data, nil, pl.addr, pl.key)
+	}
 	if s.wire != nil {
 		s.dirty[peer] = true
 		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], data)
@@ -140,7 +220,7 @@ func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt plan.BufferType,
 	var h [24]byte
 	h[0], h[1] = Data, byte(bt)
 	if packets {
-		h[2] = 1
+		h[2] = dataPackets
 	}
 	binary.LittleEndian.PutUint64(h[8:], off)
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
@@ -148,6 +228,10 @@ func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt plan.BufferType,
 	f[0] = Flag
 	binary.LittleEndian.PutUint32(f[4:], uint32(idx))
 	s.dirty[peer] = true
+	if pl, ok := s.placeFor(peer, bt, off, packets, len(data)); ok {
+		h[2] = dataPlaced
+		return s.placer.SendPortAt(ctx, peer, s.tag+TagPort, h[:], data, f[:], pl.addr, pl.key)
+	}
 	return s.wire.SendPort2(ctx, peer, s.tag+TagPort, h[:], data, f[:])
 }
 
@@ -245,7 +329,7 @@ func ReceiveTo(ctx context.Context, net Link, tag uint32, peer int, place Place)
 	dest := func(head []byte, n int) []byte {
 		placed = nil
 		if len(head) == 24 && head[0] == Data && head[1] < 3 && binary.LittleEndian.Uint64(head[16:]) == uint64(n) {
-			if d := place(plan.BufferType(head[1]), binary.LittleEndian.Uint64(head[8:]), uint64(n), head[2] == 1); len(d) == n {
+			if d := place(plan.BufferType(head[1]), binary.LittleEndian.Uint64(head[8:]), uint64(n), head[2] == dataPackets); len(d) == n {
 				placed = d
 			}
 		}
@@ -277,8 +361,23 @@ func ReceiveTo(ctx context.Context, net Link, tag uint32, peer int, place Place)
 			if msg[1] >= 3 {
 				return Msg{}, fmt.Errorf("DATA into buffer type %d", msg[1])
 			}
-			m := Msg{Kind: Data, Buffer: plan.BufferType(msg[1]), Packets: msg[2] == 1, Offset: binary.LittleEndian.Uint64(msg[8:])}
+			m := Msg{Kind: Data, Buffer: plan.BufferType(msg[1]), Packets: msg[2] == dataPackets, Offset: binary.LittleEndian.Uint64(msg[8:])}
 			n := binary.LittleEndian.Uint64(msg[16:])
+			if msg[2] == dataPlaced {
+				// Written into this rank's buffer ahead of the header.
+				if len(payload) != 0 {
+					return Msg{}, fmt.Errorf("DATA placed in the receiver's buffer with %d bytes of its own", len(payload))
+				}
+				var d []byte
+				if place != nil {
+					d = place(m.Buffer, m.Offset, n, false)
+				}
+				if uint64(len(d)) != n {
+					return Msg{}, fmt.Errorf("DATA of %d bytes placed at %s[%d], where this rank's receiver takes no direct writes", n, m.Buffer.Name(), m.Offset)
+				}
+				m.Bytes, m.Placed = d, true
+				return m, nil
+			}
 			if wire != nil {
 				m.Bytes = payload
 				m.Placed = placed != nil && len(payload) > 0 && &payload[0] == &placed[0]
