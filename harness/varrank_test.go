@@ -14,14 +14,7 @@ import (
 func TestCheckVarRank(t *testing.T) {
 	c := executor.MatrixCounts(executor.RandomMatrix(4, 3, 50, 0))
 	const elem, seq = 2, 5
-	bufs := VarBuffers(c, elem)
-	FillVar(bufs, seq)
-	inputs := make([][]byte, len(bufs))
-	outputs := make([][]byte, len(bufs))
-	for r := range bufs {
-		inputs[r], outputs[r] = bufs[r].Input, bufs[r].Output
-	}
-	DirectAllToAllV(inputs, outputs, c, elem)
+	bufs := directVar(c, elem, seq)
 	if n, err := CheckVar(bufs, c, elem, seq); n != 0 || err != nil {
 		t.Fatalf("CheckVar of the direct alltoallv: %d wrong, %v", n, err)
 	}
@@ -56,14 +49,7 @@ func TestCheckVarRank(t *testing.T) {
 func TestCheckVarRankFlips(t *testing.T) {
 	c := executor.MatrixCounts(executor.RandomMatrix(5, 7, 300, 2))
 	const elem, seq = 4, 3
-	bufs := VarBuffers(c, elem)
-	FillVar(bufs, seq)
-	inputs := make([][]byte, len(bufs))
-	outputs := make([][]byte, len(bufs))
-	for r := range bufs {
-		inputs[r], outputs[r] = bufs[r].Input, bufs[r].Output
-	}
-	DirectAllToAllV(inputs, outputs, c, elem)
+	bufs := directVar(c, elem, seq)
 	for r := range bufs {
 		in := bufs[r].Input
 		for _, part := range [][2]int{{0, len(in)}, {3, 17}, {8, 8}, {5, 1}, {len(in) / 3, len(in) / 2}} {
@@ -94,4 +80,18 @@ func TestCheckVarRankFlips(t *testing.T) {
 			out[o] ^= 0x11
 		}
 	}
+}
+
+// directVar returns every rank's buffers for counts c after the direct
+// alltoallv of iteration seq's inputs.
+func directVar(c *executor.Counts, elem, seq int) []executor.RankBuffers {
+	bufs := VarBuffers(c, elem)
+	FillVar(bufs, seq)
+	inputs := make([][]byte, len(bufs))
+	outputs := make([][]byte, len(bufs))
+	for r := range bufs {
+		inputs[r], outputs[r] = bufs[r].Input, bufs[r].Output
+	}
+	DirectAllToAllV(inputs, outputs, c, elem)
+	return bufs
 }

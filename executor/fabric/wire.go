@@ -609,12 +609,20 @@ func (w *Wire) SendPort2(ctx context.Context, peer int, tag uint32, head, payloa
 	return w.send(ctx, peer, tag, head, payload, head2, true)
 }
 
-func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte, pair bool) error {
+// checkSend checks a message's destination and headers.
+func (w *Wire) checkSend(peer int, head, head2 []byte) error {
 	if peer < 0 || peer >= w.size || peer == w.rank {
 		return fmt.Errorf("fabric: rank %d: send to rank %d of %d", w.rank, peer, w.size)
 	}
 	if len(head) > 255 || len(head2) > 255 {
 		return fmt.Errorf("fabric: a message header of %d bytes", max(len(head), len(head2)))
+	}
+	return nil
+}
+
+func (w *Wire) send(ctx context.Context, peer int, tag uint32, head, payload, head2 []byte, pair bool) error {
+	if err := w.checkSend(peer, head, head2); err != nil {
+		return err
 	}
 	p := &w.peers[peer]
 	p.send.Lock()
@@ -790,26 +798,38 @@ func (w *Wire) post(ctx context.Context, peer int, tag uint32, flags byte, head,
 			w.fail(peer, err)
 			return 0, false, err
 		}
-		// The provider's queue is full: let the progress loop drain it.
-		w.mu.Lock()
-		if err := w.stateLocked(peer); err != nil {
-			w.unpostLocked(si)
-			w.mu.Unlock()
+		if err := w.backOff(ctx, peer, si); err != nil {
 			return 0, false, err
 		}
-		ch := w.changed
-		w.mu.Unlock()
-		w.kick()
-		t := time.NewTimer(50 * time.Microsecond)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return 0, false, context.Cause(ctx)
-		}
-		t.Stop()
 	}
+}
+
+// backOff waits a little after the provider's queue was full (EAGAIN)
+// for a write of context slot si to peer, kicking the progress loop to
+// drain it; where the peer failed or ctx ended, it gives the slot back
+// and says why.
+func (w *Wire) backOff(ctx context.Context, peer, si int) error {
+	w.mu.Lock()
+	if err := w.stateLocked(peer); err != nil {
+		w.unpostLocked(si)
+		w.mu.Unlock()
+		return err
+	}
+	ch := w.changed
+	w.mu.Unlock()
+	w.kick()
+	t := time.NewTimer(50 * time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		w.mu.Lock()
+		w.unpostLocked(si)
+		w.mu.Unlock()
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // unpostLocked gives back the context slot si of a write that was not
@@ -1001,11 +1021,8 @@ func (w *Wire) SendPortAt(ctx context.Context, peer int, tag uint32, head, paylo
 	if !w.placeOK {
 		return fmt.Errorf("fabric: rank %d: %s cannot write into peers' memory directly", w.rank, w.prov)
 	}
-	if peer < 0 || peer >= w.size || peer == w.rank {
-		return fmt.Errorf("fabric: rank %d: send to rank %d of %d", w.rank, peer, w.size)
-	}
-	if len(head) > 255 || len(head2) > 255 {
-		return fmt.Errorf("fabric: a message header of %d bytes", max(len(head), len(head2)))
+	if err := w.checkSend(peer, head, head2); err != nil {
+		return err
 	}
 	p := &w.peers[peer]
 	p.send.Lock()
@@ -1072,37 +1089,21 @@ func (w *Wire) postPlaced(ctx context.Context, peer int, payload []byte, addr, k
 		w.mu.Unlock()
 		w.kick()
 	}()
-	unpost := func() {
-		w.mu.Lock()
-		w.unpostLocked(si)
-		w.mu.Unlock()
-	}
 	for {
-		w.mu.Lock()
-		err := w.stateLocked(peer)
-		w.mu.Unlock()
-		if err != nil {
-			unpost()
-			return 0, err
-		}
 		rc := C.mgf_write(w.f, unsafe.Pointer(&payload[0]), C.size_t(len(payload)), nil, C.uint64_t(p.addr), C.uint64_t(addr), C.uint64_t(key), C.mgf_ctx(w.f, C.int(si)))
 		if rc == 0 {
 			return si, nil
 		}
 		if rc != errAgain {
 			err := fmt.Errorf("fabric: rank %d: writing %d bytes into rank %d's memory (fi_write): %s", w.rank, len(payload), peer, w.strerror(int(rc)))
-			unpost()
+			w.mu.Lock()
+			w.unpostLocked(si)
+			w.mu.Unlock()
 			w.fail(peer, err)
 			return 0, err
 		}
-		w.kick()
-		t := time.NewTimer(50 * time.Microsecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			unpost()
-			return 0, context.Cause(ctx)
+		if err := w.backOff(ctx, peer, si); err != nil {
+			return 0, err
 		}
 	}
 }
