@@ -12,7 +12,11 @@
 // header and payload) into the sender's ring at the receiver; the CQ data
 // names the sender and the record's place, so the receiver's progress
 // loop finds it without a receive posted. Credits flow back as writes
-// with CQ data only. Large payloads go as several records.
+// with CQ data only. Large payloads go as several records. Where the
+// provider keeps writes in order and needs no local registration, a
+// receiver may register its own memory (RegisterPlace) and a sender
+// write a payload straight into it ahead of the message that announces
+// it (SendPortAt): no record, no copy at the receiver.
 //
 // A Wire is also a rankwire.Net (the bootstrap's, for everything but port
 // traffic) and a rankwire.PortWire: a World whose Net is a Wire sends its
