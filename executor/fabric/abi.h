@@ -243,10 +243,7 @@ struct fi_msg_rma {
 };
 struct fi_ops_rma {
 	size_t size;
-	void *read, *readv, *readmsg;
-	ssize_t (*write)(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t dest_addr, uint64_t addr,
-			 uint64_t key, void *context);
-	void *writev;
+	void *read, *readv, *readmsg, *write, *writev;
 	ssize_t (*writemsg)(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags);
 	void *inject;
 	ssize_t (*writedata)(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,

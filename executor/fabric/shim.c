@@ -335,9 +335,29 @@ ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64
 
 size_t mgf_inject_size(mgf *f) { return f->info->tx_attr->inject_size; }
 
-ssize_t mgf_write(mgf *f, const void *buf, size_t len, void *desc, uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+ssize_t mgf_writeat(mgf *f, const void *payload, size_t plen, uint64_t paddr, uint64_t pkey, const void *rec, size_t rlen,
+		    void *rdesc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t rkey, void *ctx)
 {
-	return f->ep->rma->write(f->ep, buf, len, desc, dest, addr, key, ctx);
+	struct iovec iov[2] = {{(void *)payload, plen}, {(void *)rec, rlen}};
+	void *desc[2] = {NULL, rdesc};
+	struct fi_rma_iov rma[2] = {{paddr, plen, pkey}, {raddr, rlen, rkey}};
+	struct fi_msg_rma msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = iov;
+	msg.desc = desc;
+	msg.iov_count = 2;
+	msg.addr = dest;
+	msg.rma_iov = rma;
+	msg.rma_iov_count = 2;
+	msg.context = ctx;
+	msg.data = data;
+	return f->ep->rma->writemsg(f->ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+}
+
+size_t mgf_iov_limit(mgf *f)
+{
+	size_t a = f->info->tx_attr->iov_limit, b = f->info->tx_attr->rma_iov_limit;
+	return a < b ? a : b;
 }
 
 uint64_t mgf_msg_order(mgf *f) { return f->info->tx_attr->msg_order; }

@@ -62,10 +62,15 @@ ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint6
    remote CQ data as fi_inject_writedata: buf may be reused at once and
    no completion is written for it. */
 ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key);
-/* mgf_write writes len bytes at buf (local, desc where the provider needs
-   one) to addr (key) at dest, without remote CQ data: no completion at
-   the target; ctx's completion here. */
-ssize_t mgf_write(mgf *f, const void *buf, size_t len, void *desc, uint64_t dest, uint64_t addr, uint64_t key, void *ctx);
+/* mgf_writeat writes, as one RMA write with remote CQ data, payload
+   (plen bytes, not registered) to paddr (pkey) and then rec (rlen bytes,
+   registered: rdesc) to raddr (rkey) at dest: the target's completion
+   comes once both are in place. */
+ssize_t mgf_writeat(mgf *f, const void *payload, size_t plen, uint64_t paddr, uint64_t pkey, const void *rec, size_t rlen,
+		    void *rdesc, uint64_t data, uint64_t dest, uint64_t raddr, uint64_t rkey, void *ctx);
+/* mgf_iov_limit is the fewer of the provider's local and remote iov
+   limits of an RMA write. */
+size_t mgf_iov_limit(mgf *f);
 /* mgf_msg_order is the provider's transmit ordering (fi_tx_attr
    msg_order, FI_ORDER_* bits). */
 uint64_t mgf_msg_order(mgf *f);
