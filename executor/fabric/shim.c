@@ -304,28 +304,36 @@ ssize_t mgf_writedata(mgf *f, const void *buf, size_t len, void *desc, uint64_t 
 	return f->ep->rma->writedata(f->ep, buf, len, desc, data, dest, addr, key, ctx);
 }
 
-ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
-		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+/* writemsg2 writes two local parts (iov, desc) to nrma remote parts with
+   remote CQ data. */
+static ssize_t writemsg2(mgf *f, struct iovec *iov, void **desc, struct fi_rma_iov *rma, size_t nrma, uint64_t data,
+			 uint64_t dest, void *ctx)
 {
-	struct iovec iov[2] = {{(void *)head, headlen}, {(void *)payload, paylen}};
-	void *desc[2] = {headdesc, NULL};
-	struct fi_rma_iov rma = {addr, headlen + paylen, key};
 	struct fi_msg_rma msg;
 	memset(&msg, 0, sizeof msg);
 	msg.msg_iov = iov;
 	msg.desc = desc;
 	msg.iov_count = 2;
 	msg.addr = dest;
-	msg.rma_iov = &rma;
-	msg.rma_iov_count = 1;
+	msg.rma_iov = rma;
+	msg.rma_iov_count = nrma;
 	msg.context = ctx;
 	msg.data = data;
 	return f->ep->rma->writemsg(f->ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION);
 }
 
+ssize_t mgf_writedata2(mgf *f, const void *head, size_t headlen, void *headdesc, const void *payload,
+		       size_t paylen, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key, void *ctx)
+{
+	struct iovec iov[2] = {{(void *)head, headlen}, {(void *)payload, paylen}};
+	void *desc[2] = {headdesc, NULL};
+	struct fi_rma_iov rma = {addr, headlen + paylen, key};
+	return writemsg2(f, iov, desc, &rma, 1, data, dest, ctx);
+}
+
 ssize_t mgf_injectdata(mgf *f, uint64_t val, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key)
 {
-	return f->ep->rma->injectdata(f->ep, &val, sizeof val, data, dest, addr, key);
+	return mgf_injectbuf(f, &val, sizeof val, data, dest, addr, key);
 }
 
 ssize_t mgf_injectbuf(mgf *f, const void *buf, size_t len, uint64_t data, uint64_t dest, uint64_t addr, uint64_t key)
@@ -341,17 +349,7 @@ ssize_t mgf_writeat(mgf *f, const void *payload, size_t plen, uint64_t paddr, ui
 	struct iovec iov[2] = {{(void *)payload, plen}, {(void *)rec, rlen}};
 	void *desc[2] = {NULL, rdesc};
 	struct fi_rma_iov rma[2] = {{paddr, plen, pkey}, {raddr, rlen, rkey}};
-	struct fi_msg_rma msg;
-	memset(&msg, 0, sizeof msg);
-	msg.msg_iov = iov;
-	msg.desc = desc;
-	msg.iov_count = 2;
-	msg.addr = dest;
-	msg.rma_iov = rma;
-	msg.rma_iov_count = 2;
-	msg.context = ctx;
-	msg.data = data;
-	return f->ep->rma->writemsg(f->ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+	return writemsg2(f, iov, desc, rma, 2, data, dest, ctx);
 }
 
 size_t mgf_iov_limit(mgf *f)
