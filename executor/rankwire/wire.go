@@ -85,9 +85,9 @@ type PortWireTo interface {
 }
 
 // Placer is a PortWire that can write a DATA message's bytes straight
-// into the receiver's memory, ahead of its header (package fabric: an
-// RMA write into memory the receiver registered, in order with the
-// messages that follow).
+// into the receiver's memory, the receiver getting the header once they
+// are in place (package fabric: one RMA write of the bytes into memory
+// the receiver registered and of the header into its ring).
 type Placer interface {
 	PortWire
 	// CanPlace says whether the wire's provider can.
@@ -184,27 +184,7 @@ func Transport(net Link) string {
 // SendData sends data for peer's buffer bt at byte offset off (packets:
 // LL packet words, to be stored whole).
 func (s *Sender) SendData(ctx context.Context, peer int, bt plan.BufferType, off uint64, packets bool, data []byte) error {
-	var h [24]byte
-	h[0], h[1] = Data, byte(bt)
-	if packets {
-		h[2] = dataPackets
-	}
-	binary.LittleEndian.PutUint64(h[8:], off)
-	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
-	if pl, ok := s.placeFor(peer, bt, off, packets, len(data)); ok {
-		h[2] = dataPlaced
-		s.dirty[peer] = true
-		return s.placer.SendPortAt(ctx, peer, s.tag+TagPort, h[:], data, nil, pl.addr, pl.key)
-	}
-	if s.wire != nil {
-		s.dirty[peer] = true
-		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], data)
-	}
-	if err := s.net.Send(ctx, peer, s.tag+TagPort, h[:]); err != nil {
-		return err
-	}
-	s.dirty[peer] = true
-	return s.net.Send(ctx, peer, s.tag+TagPort, data)
+	return s.sendData(ctx, peer, bt, off, packets, data, nil)
 }
 
 // SendDataFlag sends data as SendData does, then signals peer's port
@@ -217,6 +197,14 @@ func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt plan.BufferType,
 		}
 		return s.SendFlag(ctx, peer, idx)
 	}
+	f := flagHeader(idx)
+	return s.sendData(ctx, peer, bt, off, packets, data, f[:])
+}
+
+// sendData sends a DATA message and, where head2 is not nil (over a
+// PortWire only), the header-only message head2 with it as one
+// transfer.
+func (s *Sender) sendData(ctx context.Context, peer int, bt plan.BufferType, off uint64, packets bool, data, head2 []byte) error {
 	var h [24]byte
 	h[0], h[1] = Data, byte(bt)
 	if packets {
@@ -224,22 +212,36 @@ func (s *Sender) SendDataFlag(ctx context.Context, peer int, bt plan.BufferType,
 	}
 	binary.LittleEndian.PutUint64(h[8:], off)
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
-	var f [8]byte
-	f[0] = Flag
-	binary.LittleEndian.PutUint32(f[4:], uint32(idx))
-	s.dirty[peer] = true
 	if pl, ok := s.placeFor(peer, bt, off, packets, len(data)); ok {
 		h[2] = dataPlaced
-		return s.placer.SendPortAt(ctx, peer, s.tag+TagPort, h[:], data, f[:], pl.addr, pl.key)
+		s.dirty[peer] = true
+		return s.placer.SendPortAt(ctx, peer, s.tag+TagPort, h[:], data, head2, pl.addr, pl.key)
 	}
-	return s.wire.SendPort2(ctx, peer, s.tag+TagPort, h[:], data, f[:])
+	if s.wire != nil {
+		s.dirty[peer] = true
+		if head2 != nil {
+			return s.wire.SendPort2(ctx, peer, s.tag+TagPort, h[:], data, head2)
+		}
+		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], data)
+	}
+	if err := s.net.Send(ctx, peer, s.tag+TagPort, h[:]); err != nil {
+		return err
+	}
+	s.dirty[peer] = true
+	return s.net.Send(ctx, peer, s.tag+TagPort, data)
+}
+
+// flagHeader is the message that signals the receiver's port channel idx.
+func flagHeader(idx int) [8]byte {
+	var h [8]byte
+	h[0] = Flag
+	binary.LittleEndian.PutUint32(h[4:], uint32(idx))
+	return h
 }
 
 // SendFlag signals peer's port channel idx.
 func (s *Sender) SendFlag(ctx context.Context, peer, idx int) error {
-	var h [8]byte
-	h[0] = Flag
-	binary.LittleEndian.PutUint32(h[4:], uint32(idx))
+	h := flagHeader(idx)
 	s.dirty[peer] = true
 	if s.wire != nil {
 		return s.wire.SendPort(ctx, peer, s.tag+TagPort, h[:], nil)
