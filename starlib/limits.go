@@ -91,8 +91,10 @@ func timeMsg(d time.Duration) string {
 	return fmt.Sprintf("evaluation ran past the time limit of %v (--max-time raises it)", d)
 }
 
-func memoryMsg(l Limits) string {
-	return "evaluation grew past " + budgetText(l)
+// memoryMsg is the message of the heap watcher's stop: the evaluation
+// grew by grown bytes, past l's budget.
+func memoryMsg(l Limits, grown uint64) string {
+	return fmt.Sprintf("evaluation grew to about %s, past %s", bytesText(grown), budgetText(l))
 }
 
 // budgetText names the memory budget of l, what set it, and the flag.
@@ -283,7 +285,7 @@ func (m *meter) watch(start time.Time) {
 				h = readHeap()
 				if m.grown(h) > m.lim.MaxMemory {
 					m.heap.Store(h)
-					m.halt(memoryMsg(m.lim))
+					m.halt(memoryMsg(m.lim, m.grown(h)))
 					return
 				}
 			}
