@@ -114,9 +114,15 @@ type Comm struct {
 	gates *gateServer
 
 	// capMu guards captured, the sessions with a launch captured into a
-	// graph, which watchReplays watches (started at the first capture).
+	// graph, which watchReplays watches (started at the first capture),
+	// and the watch's stop (closed by Close) and end (closed by the
+	// watch): Close frees the sessions' memory only once the watch, which
+	// reads their progress records and may raise their abort words, has
+	// ended.
 	capMu    sync.Mutex
 	captured []*commSession
+	capStop  chan struct{}
+	capDone  chan struct{}
 
 	stage staging // the staging buffer (staging.go), guarded by mu
 }
@@ -1428,6 +1434,13 @@ func (c *Comm) Abort() error {
 func (c *Comm) abortReplays() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.stopReplaysLocked("abort")
+}
+
+// stopReplaysLocked is abortReplays with mu held; at names the moment
+// (the abort, the close) in the asynchronous error of a replay that was
+// running.
+func (c *Comm) stopReplaysLocked(at string) error {
 	var errs []error
 	for key, cs := range c.sessions {
 		if !cs.captured {
@@ -1442,8 +1455,8 @@ func (c *Comm) abortReplays() error {
 		if !replayRunning(ps) {
 			continue
 		}
-		c.fail(fmt.Errorf("rank %d: %s: a replayed launch was running at the abort: %w", c.rank, key, wd.deadlock(ps)))
-		if err := c.stopReplay(s, wd); err != nil {
+		c.fail(fmt.Errorf("rank %d: %s: a replayed launch was running at the %s: %w", c.rank, key, at, wd.deadlock(ps)))
+		if err := c.stopReplay(s, wd, nil); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			delete(c.sessions, key) // its memory stays
 			cs.server.stop()
@@ -1459,8 +1472,23 @@ func (c *Comm) watchCaptured(cs *commSession) {
 	defer c.capMu.Unlock()
 	c.captured = append(c.captured, cs)
 	if len(c.captured) == 1 {
-		go c.watchReplays()
+		c.capStop, c.capDone = make(chan struct{}), make(chan struct{})
+		go c.watchReplays(c.capStop, c.capDone)
 	}
+}
+
+// stopWatchingReplays ends the replay watch, if one was started, and
+// waits for it (Close, with mu held, before it frees the sessions).
+func (c *Comm) stopWatchingReplays() {
+	c.capMu.Lock()
+	stop, done := c.capStop, c.capDone
+	c.capStop = nil
+	c.capMu.Unlock()
+	if stop == nil {
+		return
+	}
+	close(stop)
+	<-done
 }
 
 // watchReplays watches the launches replayed from the caller's graphs,
@@ -1470,7 +1498,8 @@ func (c *Comm) watchCaptured(cs *commSession) {
 // and a replay whose blocks have all been waiting, with no heartbeat, for
 // the replay timeout is stopped (abort word) and its report becomes the
 // asynchronous error.
-func (c *Comm) watchReplays() {
+func (c *Comm) watchReplays(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	bound := c.cfg.ReplayTimeout
 	if bound <= 0 {
 		bound = 10 * time.Minute
@@ -1486,6 +1515,8 @@ func (c *Comm) watchReplays() {
 	for {
 		select {
 		case <-c.ctx.Done():
+			return
+		case <-stop:
 			return
 		case now := <-tk.C:
 			c.capMu.Lock()
@@ -1513,7 +1544,7 @@ func (c *Comm) watchReplays() {
 					continue
 				}
 				c.fail(fmt.Errorf("rank %d: a replayed launch made no progress for %v: %w", c.rank, bound, wd.deadlock(ps)))
-				if err := c.stopReplay(s, wd); err != nil {
+				if err := c.stopReplay(s, wd, stop); err != nil {
 					c.fail(err)
 				}
 				delete(last, cs)
@@ -1524,11 +1555,17 @@ func (c *Comm) watchReplays() {
 
 // stopReplay raises the abort word of a replayed launch again and again
 // (as the watchdog does) until its records show it ended, at most the
-// deadlock timeout and a margin.
-func (c *Comm) stopReplay(s *session, wd *watchdog) error {
+// deadlock timeout and a margin, or until quit (nil: never) is closed:
+// Close then stops the replay itself.
+func (c *Comm) stopReplay(s *session, wd *watchdog, quit <-chan struct{}) error {
 	bound := s.timeout + 5*time.Second
 	end := time.Now().Add(bound)
 	for replayRunning(wd.read()) {
+		select {
+		case <-quit:
+			return nil
+		default:
+		}
 		if err := s.abort(); err != nil {
 			return err
 		}
@@ -1563,6 +1600,14 @@ func (c *Comm) Close() error {
 	}
 	c.closed = true
 	errs := slices.Clone(c.leaked)
+	// The replay watch reads the captured sessions' records and may
+	// raise their abort words: it ends before their memory is freed, and
+	// a replay still running is stopped here (its session's memory kept
+	// where it does not end).
+	c.stopWatchingReplays()
+	if err := c.stopReplaysLocked("close"); err != nil {
+		errs = append(errs, err)
+	}
 	for key, cs := range c.sessions {
 		cs.server.stop()
 		if err := cs.wait(c.waitBound(cs)); err != nil {

@@ -58,6 +58,17 @@ std::map<uint64_t, Alloc>& allocs() {
   return m;
 }
 
+// Guarded is a guarded allocation's mapping (mg_emu_alloc's mode 2).
+struct Guarded {
+  uint64_t base, len;
+};
+
+// The guarded allocations by address (allocs_mu).
+std::map<uint64_t, Guarded>& guarded() {
+  static std::map<uint64_t, Guarded> m;
+  return m;
+}
+
 // next_alloc_id names a new allocation; called with allocs_mu held.
 uint64_t next_alloc_id() {
   static uint64_t last = 0;
@@ -110,14 +121,33 @@ struct Dev {
 
 extern "C" {
 
-// mg_emu_alloc returns n zeroed bytes; with shared, a memfd mapping that
-// mg_emu_ipc_get can hand to another process (as any CUDA allocation can
-// be exported after cuMemAlloc), else heap memory (cheaper: sessions
-// that export nothing allocate and free a lot).
-uint64_t mg_emu_alloc(uint64_t n, int shared) {
+// mg_emu_alloc returns n zeroed bytes. mode 1 (shared): a memfd mapping
+// that mg_emu_ipc_get can hand to another process (as any CUDA
+// allocation can be exported after cuMemAlloc); 0: heap memory (cheaper:
+// sessions that export nothing allocate and free a lot); 2 (guarded): a
+// mapping of its own that ends at an inaccessible page and that
+// mg_emu_free makes inaccessible instead of giving back, so that a write
+// past the end or after the free faults where it happens instead of
+// corrupting the heap for a later malloc to find.
+uint64_t mg_emu_alloc(uint64_t n, int mode) {
   GoCall order;
 #if defined(__linux__)
-  if (!shared) {
+  if (mode == 2) {
+    n = (n + 255) & ~uint64_t(255);
+    uint64_t len = ((n + 4095) & ~uint64_t(4095)) + 4096;
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return 0;
+    char* base = static_cast<char*>(m);
+    if (mprotect(base + len - 4096, 4096, PROT_NONE) != 0) {
+      munmap(m, len);
+      return 0;
+    }
+    uint64_t p = reinterpret_cast<uint64_t>(base + len - 4096 - n);
+    std::lock_guard<std::mutex> lk(allocs_mu);
+    guarded()[p] = Guarded{reinterpret_cast<uint64_t>(base), len};
+    return p;
+  }
+  if (mode != 1) {
 #endif
     n = (n + 255) & ~uint64_t(255);
     void* h = std::aligned_alloc(256, n);
@@ -142,14 +172,25 @@ uint64_t mg_emu_alloc(uint64_t n, int shared) {
   allocs()[reinterpret_cast<uint64_t>(p)] = Alloc{fd, n, false, next_alloc_id()};
   return reinterpret_cast<uint64_t>(p);
 #else
-  (void)shared;
+  (void)mode;
 #endif
 }
 
-void mg_emu_free(uint64_t p, int shared) {
+void mg_emu_free(uint64_t p, int mode) {
   GoCall order;
 #if defined(__linux__)
-  if (shared) {
+  if (mode == 2) {
+    // The pages go back; the addresses stay reserved and inaccessible.
+    std::lock_guard<std::mutex> lk(allocs_mu);
+    auto it = guarded().find(p);
+    if (it == guarded().end()) return;
+    void* base = reinterpret_cast<void*>(it->second.base);
+    madvise(base, it->second.len, MADV_DONTNEED);
+    mprotect(base, it->second.len, PROT_NONE);
+    guarded().erase(it);
+    return;
+  }
+  if (mode == 1) {
     std::lock_guard<std::mutex> lk(allocs_mu);
     auto it = allocs().find(p);
     if (it == allocs().end() || it->second.opened) return;
@@ -159,7 +200,7 @@ void mg_emu_free(uint64_t p, int shared) {
     return;
   }
 #else
-  (void)shared;
+  (void)mode;
 #endif
   std::free(reinterpret_cast<void*>(p));
 }

@@ -14,8 +14,8 @@ package emu
 #cgo LDFLAGS: -pthread
 #include <stdint.h>
 #include <stdlib.h>
-uint64_t mg_emu_alloc(uint64_t n, int shared);
-void mg_emu_free(uint64_t p, int shared);
+uint64_t mg_emu_alloc(uint64_t n, int mode);
+void mg_emu_free(uint64_t p, int mode);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_zero(uint64_t dst, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
@@ -74,17 +74,29 @@ func Open() (gpu.Driver, error) { return newDriver(false) }
 // it). Allocations cost more than Open's (a file and a mapping each).
 func OpenIPC() (gpu.Driver, error) { return newDriver(true) }
 
+// GuardEnv names the environment variable that, set to 1 when a device
+// is opened, guards its allocations that are not memory files: each is
+// a mapping of its own that ends at an inaccessible page, and a freed
+// one stays mapped inaccessible. A write past an allocation's end, or
+// any access after its free, by the kernel, the proxy or the host side,
+// then faults at the access (the crash names it) instead of corrupting
+// the heap for a later allocation to trip over. It costs a mapping per
+// allocation and address space for every freed one; the package's own
+// tests set it.
+const GuardEnv = "MSCCLGO_EMU_GUARD"
+
 func newDriver(ipc bool) (*driver, error) {
 	dev := C.mg_emu_dev_new()
 	if dev == nil {
 		return nil, errors.New("gpu-emu: out of memory for the device's probe")
 	}
-	return &driver{ipc: ipc, dev: dev, entry: -1}, nil
+	return &driver{ipc: ipc, guard: os.Getenv(GuardEnv) == "1", dev: dev, entry: -1}, nil
 }
 
 type driver struct {
 	launch C.uint64_t // the running launch, 0 if none
 	ipc    bool       // allocations are memory files (OpenIPC)
+	guard  bool       // the others are guarded (GuardEnv)
 	// dev is the C side's probe state: host-mapped ranges and the last
 	// launch's counts (HostAccesses).
 	dev    unsafe.Pointer
@@ -155,10 +167,14 @@ func HostAccesses(d gpu.Driver) (Counts, error) {
 	return Counts{HostMapped: h[:n], Ops: o[:n]}, nil
 }
 
-// shared is the ipc flag as the C side takes it.
-func (d *driver) shared() C.int {
-	if d.ipc {
+// mode is the kind of allocation as mg_emu_alloc takes it: 1 memory
+// files (OpenIPC), 2 guarded (GuardEnv), 0 heap.
+func (d *driver) mode() C.int {
+	switch {
+	case d.ipc:
 		return 1
+	case d.guard:
+		return 2
 	}
 	return 0
 }
@@ -169,7 +185,7 @@ func (d *driver) Info() gpu.DeviceInfo {
 }
 
 func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
-	p := C.mg_emu_alloc(C.uint64_t(n), d.shared())
+	p := C.mg_emu_alloc(C.uint64_t(n), d.mode())
 	if p == 0 {
 		return 0, fmt.Errorf("out of host memory for %d bytes", n)
 	}
@@ -186,7 +202,7 @@ func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
 }
 
 func (d *driver) Free(p gpu.DevPtr) error {
-	C.mg_emu_free(C.uint64_t(p), d.shared())
+	C.mg_emu_free(C.uint64_t(p), d.mode())
 	return nil
 }
 
@@ -481,6 +497,6 @@ func (h *hostMem) Free() error {
 	if h.d.dev != nil {
 		C.mg_emu_dev_unmap(h.d.dev, C.uint64_t(h.p))
 	}
-	C.mg_emu_free(C.uint64_t(h.p), h.d.shared())
+	C.mg_emu_free(C.uint64_t(h.p), h.d.mode())
 	return nil
 }

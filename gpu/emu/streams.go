@@ -26,8 +26,8 @@ static inline mg_emu_span mg_emu_range_of(uint64_t p) {
   s.base = mg_emu_range(p, &s.n);
   return s;
 }
-uint64_t mg_emu_alloc(uint64_t n, int shared);
-void mg_emu_free(uint64_t p, int shared);
+uint64_t mg_emu_alloc(uint64_t n, int mode);
+void mg_emu_free(uint64_t p, int mode);
 */
 import "C"
 
