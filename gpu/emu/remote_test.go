@@ -139,7 +139,18 @@ func TestCommRemoteMismatch(t *testing.T) {
 	c := twoHostCase(t)
 	lay := c.layout(t)
 	want := "mismatched calls: rank 0 called allreduce_hier_packet of 4096 bytes float, rank 3 called ncclAllReduce count 7"
+	// No rank closes its communicator (withHosts, after the body) before
+	// every rank has read its error: a rank that finds the mismatch
+	// needs the records of the other host, and a peer that closed its
+	// bootstrap first ended that exchange (its error then named the
+	// closed peer instead; seen once with the cores loaded 3 times over).
+	var arrived sync.WaitGroup
+	arrived.Add(len(twoHosts))
 	errs := withHosts(t, ss, twoHosts, func(cfg *gpu.Config) {}, func(cr *commRank) error {
+		defer func() {
+			arrived.Done()
+			within(time.Minute, func() error { arrived.Wait(); return nil })
+		}()
 		if err := cr.place(lay.BufferLayout); err != nil {
 			return err
 		}
