@@ -81,8 +81,10 @@ func OpenIPC() (gpu.Driver, error) { return newDriver(true) }
 // any access after its free, by the kernel, the proxy or the host side,
 // then faults at the access (the crash names it) instead of corrupting
 // the heap for a later allocation to trip over. It costs a mapping per
-// allocation and address space for every freed one; the package's own
-// tests set it.
+// allocation and address space for every freed one. A fault on a kernel
+// thread (a thread Go did not create) ends the process without a Go
+// traceback. Set it to hunt a memory error: MSCCLGO_EMU_GUARD=1 go test
+// ./gpu/emu.
 const GuardEnv = "MSCCLGO_EMU_GUARD"
 
 func newDriver(ipc bool) (*driver, error) {

@@ -36,14 +36,6 @@ const sharedGolden = "../../../shared/golden"
 // skip are seen without -v.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// Every device of these tests guards its allocations: a use after a
-	// free or a write past an end faults at the access. (Before, the
-	// replay watch's abort word written into a closed session's freed
-	// memory showed up, rarely, as malloc's "unsorted double linked list
-	// corrupted" in a later test.)
-	if os.Getenv(GuardEnv) == "" {
-		os.Setenv(GuardEnv, "1")
-	}
 	if g, _ := filepath.Glob(filepath.Join(sharedGolden, "*.json")); len(g) == 0 {
 		testnote.Announce("gpu/emu: ../shared/golden not found: the MSCCL++ reference plans are not run through the emulated kernel (the project's golden plans are)")
 	}
