@@ -62,7 +62,7 @@ func CheckVarRank(out []byte, c *executor.Counts, rank, elem, seq int) (uint64, 
 	var first *VarMismatch
 	note := func(off int64, got, want byte) {
 		wrong++
-		if first == nil || off < first.Offset {
+		if first == nil { // offsets come in increasing order
 			first = &VarMismatch{Rank: rank, Offset: off, Block: blockAt(c, rank, off, e), Got: got, Want: want}
 		}
 	}

@@ -863,14 +863,7 @@ func (w *Wire) completed(ctx context.Context, peer int, seq uint32) error {
 			w.mu.Unlock()
 			return err
 		}
-		done := true
-		for _, r := range p.out {
-			if r.seq == seq {
-				done = r.done
-				break
-			}
-		}
-		if done {
+		if p.doneLocked(seq) {
 			w.mu.Unlock()
 			return nil
 		}
@@ -887,13 +880,27 @@ func (w *Wire) completed(ctx context.Context, peer int, seq uint32) error {
 // record is done here, and the slot free (w.mu held).
 func (w *Wire) completeLocked(si int) {
 	s := w.freeSlotLocked(si)
-	p := &w.peers[s.peer]
+	if r := w.peers[s.peer].outLocked(s.seq); r != nil {
+		r.done = true
+	}
+}
+
+// outLocked returns the record seq among those on their way to the
+// peer, nil if it is not (w.mu held).
+func (p *peerOut) outLocked(seq uint32) *outRec {
 	for j := range p.out {
-		if p.out[j].seq == s.seq {
-			p.out[j].done = true
-			break
+		if p.out[j].seq == seq {
+			return &p.out[j]
 		}
 	}
+	return nil
+}
+
+// doneLocked says whether the write of record seq completed here: it did
+// once it is no longer on its way (w.mu held).
+func (p *peerOut) doneLocked(seq uint32) bool {
+	r := p.outLocked(seq)
+	return r == nil || r.done
 }
 
 // freeLocked frees the ring space of the records that completed here and
@@ -1363,12 +1370,7 @@ func (w *Wire) assist(done func() bool) {
 func (w *Wire) isDone(peer int, seq uint32) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range w.peers[peer].out {
-		if r.seq == seq {
-			return r.done
-		}
-	}
-	return true
+	return w.peers[peer].doneLocked(seq)
 }
 
 // idle paces the progress loop when the completion queue is empty (see
