@@ -358,8 +358,6 @@ size_t mgf_iov_limit(mgf *f)
 	return a < b ? a : b;
 }
 
-uint64_t mgf_msg_order(mgf *f) { return f->info->tx_attr->msg_order; }
-
 ssize_t mgf_cq_read(mgf *f, mgf_cqe *out, size_t count)
 {
 	struct fi_cq_data_entry e[64];

@@ -71,9 +71,6 @@ ssize_t mgf_writeat(mgf *f, const void *payload, size_t plen, uint64_t paddr, ui
 /* mgf_iov_limit is the fewer of the provider's local and remote iov
    limits of an RMA write. */
 size_t mgf_iov_limit(mgf *f);
-/* mgf_msg_order is the provider's transmit ordering (fi_tx_attr
-   msg_order, FI_ORDER_* bits). */
-uint64_t mgf_msg_order(mgf *f);
 /* mgf_inject_size is the largest write mgf_injectbuf takes (the
    provider's inject_size). */
 size_t mgf_inject_size(mgf *f);
