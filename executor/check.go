@@ -32,6 +32,9 @@ func Validate(inst *Instance, opts Options) error {
 	if sz := opts.DType.Size(); sz <= 0 || sz > 16 {
 		return fmt.Errorf("data type %s has element size %d", opts.DType.Name(), sz)
 	}
+	if err := CheckReduce(opts.DType, opts.Reduce); err != nil {
+		return err
+	}
 	n := len(inst.Ranks)
 	for r := range inst.Ranks {
 		ri := &inst.Ranks[r]

@@ -124,6 +124,14 @@ type RankBuffers struct {
 // Options configure a backend session.
 type Options struct {
 	DType DType
+	// Reduce is the reduction of every reduce op of the session's
+	// launches (re, rre, the packet reduces, glres); the zero value is
+	// ReduceSum. An op other than ReduceSum needs a DType that is a
+	// Reducer (every ElemType is). The op belongs to the session, as the
+	// element type does: a caller that keeps sessions per plan instance
+	// keys them by the op too (gpu.CommCall.Reduce does so for a
+	// communicator).
+	Reduce ReduceOp
 	// LL8 selects 8-byte LL packets instead of the default 16-byte ones.
 	LL8 bool
 	// Race enables happens-before race detection.

@@ -220,6 +220,36 @@ type CommCall struct {
 	In, Out DevPtr
 	// Stream is the caller's stream.
 	Stream Stream
+	// Reduce is the call's reduction (the zero value: sum). It is part
+	// of the session's identity: the communicator keeps one session per
+	// Key and Reduce (sessionKey), compares both across the ranks, and
+	// opens the session with Options.Reduce = Reduce. Open may leave
+	// its Options.Reduce at ReduceSum or set it to Reduce; any other
+	// value is an error of the call.
+	Reduce executor.ReduceOp
+}
+
+// sessionKey is the key of the call's session: Key itself for a sum
+// (the keys every caller used before reductions existed), else Key with
+// the reduction's name appended.
+func (call CommCall) sessionKey() string {
+	if call.Reduce == executor.ReduceSum {
+		return call.Key
+	}
+	return call.Key + "\x00reduce=" + call.Reduce.String()
+}
+
+// openCall is call.Open with the call's reduction in the options.
+func (call CommCall) openCall() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
+	inst, l, opts, err := call.Open()
+	if err != nil {
+		return inst, l, opts, err
+	}
+	if opts.Reduce != executor.ReduceSum && opts.Reduce != call.Reduce {
+		return inst, l, opts, fmt.Errorf("%s: the call reduces with %v, its Open's options with %v", call.Desc, call.Reduce, opts.Reduce)
+	}
+	opts.Reduce = call.Reduce
+	return inst, l, opts, nil
 }
 
 // commProc is what each rank reports when the communicator opens.
@@ -425,6 +455,11 @@ func (c *Comm) Enqueue(ctx context.Context, call CommCall) error {
 	if err := c.AsyncError(); err != nil {
 		return fmt.Errorf("%s: rank %d: the communicator failed earlier: %w", c.cfg.Name, c.rank, err)
 	}
+	if !call.Reduce.Valid() {
+		return fmt.Errorf("%s: rank %d: %s: invalid reduction %v", c.cfg.Name, c.rank, call.Desc, call.Reduce)
+	}
+	// From here on the call's key names its reduction too.
+	call.Key = call.sessionKey()
 	seq := c.calls
 	c.calls++
 	cs := c.sessions[call.Key]
@@ -694,7 +729,7 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 			inst = cs.rs.s.inst
 		} else {
 			pre = &opened{}
-			pre.inst, pre.l, pre.opts, pre.err = call.Open()
+			pre.inst, pre.l, pre.opts, pre.err = call.openCall()
 			inst = pre.inst
 		}
 		if inst != nil {
@@ -955,7 +990,7 @@ func (c *Comm) open(ctx context.Context, call CommCall, regErr error, pre *opene
 	if err == nil && pre != nil {
 		inst, l, opts, err = pre.inst, pre.l, pre.opts, pre.err
 	} else if err == nil {
-		inst, l, opts, err = call.Open()
+		inst, l, opts, err = call.openCall()
 	}
 	if err == nil {
 		err = checkUser(l, c.rank, call.In, call.Out)

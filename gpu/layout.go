@@ -109,6 +109,8 @@ type mgArgs struct {
 	NBlocks, NRanks, Flag, DType, Packet, Shmem                        uint32
 	VTerms, VTable                                                     uint64
 	Epoch, ScratchHalf                                                 uint64
+	// RedOp is the session's executor.ReduceOp (MG_SUM...).
+	RedOp, Pad uint32
 }
 
 type mgShared struct {
@@ -129,7 +131,7 @@ const (
 	sizeRank     = 136
 	sizeProgress = 56
 	sizeControl  = 64
-	sizeArgs     = 120
+	sizeArgs     = 128
 	sizeShared   = 64
 )
 

@@ -89,6 +89,7 @@ func (s *session) argsImage(grid int) []byte {
 		Control: uint64(s.ctl), ScratchOffset: so,
 		NBlocks: uint32(grid), NRanks: uint32(len(s.ranks)), Flag: flag, DType: s.dtype,
 		Packet: uint32(s.packet), Shmem: uint32(s.tabs.shmem),
+		RedOp: uint32(s.opts.Reduce),
 	}
 	args.VTerms, args.VTable = s.varArgs()
 	return encode(args)

@@ -200,11 +200,12 @@ MG_UNROLL
 constexpr int kMaxOperands = 10;
 
 // reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element
-// type DT and stores the result to every destination: 16-byte vectors
-// (kUnroll per thread and round, each source's loads issued together)
-// when every operand and n are 16-byte aligned, elements otherwise. The
-// order of the additions is the CPU backend's for every element.
-template <int DT>
+// type DT with reduction OP and stores the result to every destination:
+// 16-byte vectors (kUnroll per thread and round, each source's loads
+// issued together) when every operand and n are 16-byte aligned,
+// elements otherwise. The order of the operations is the CPU backend's
+// for every element.
+template <int DT, int OP>
 MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
   uintptr_t mis = n;
   for (int k = 0; k < ns; k++) mis |= reinterpret_cast<uintptr_t>(s[k]);
@@ -222,7 +223,7 @@ MG_UNROLL
 MG_UNROLL
         for (int u = 0; u < kUnroll; u++) x[u] = load16(s[k] + 16 * (i + u * nt));
 MG_UNROLL
-        for (int u = 0; u < kUnroll; u++) acc[u] = add_v16<DT>(acc[u], x[u]);
+        for (int u = 0; u < kUnroll; u++) acc[u] = red_v16<DT, OP>(acc[u], x[u]);
       }
       for (int k = 0; k < nd; k++) {
 MG_UNROLL
@@ -232,7 +233,7 @@ MG_UNROLL
     }
     for (uint64_t i = full + c.tid; i < nv; i += nt) {
       v16 acc = load16(s[0] + 16 * i);
-      for (int k = 1; k < ns; k++) acc = add_v16<DT>(acc, load16(s[k] + 16 * i));
+      for (int k = 1; k < ns; k++) acc = red_v16<DT, OP>(acc, load16(s[k] + 16 * i));
       for (int k = 0; k < nd; k++) store16(d[k] + 16 * i, acc);
     }
     return;
@@ -241,13 +242,34 @@ MG_UNROLL
   for (uint64_t i = c.tid; i < n / es; i += c.nt) {
     if (es == 2) {
       uint32_t acc = load16b(s[0] + 2 * i);
-      for (int k = 1; k < ns; k++) acc = add_elem<DT>(acc, load16b(s[k] + 2 * i));
+      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
       for (int k = 0; k < nd; k++) store16b(d[k] + 2 * i, acc);
     } else {
       uint32_t acc = load32(s[0] + 4 * i);
-      for (int k = 1; k < ns; k++) acc = add_elem<DT>(acc, load32(s[k] + 4 * i));
+      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load32(s[k] + 4 * i));
       for (int k = 0; k < nd; k++) store32(d[k] + 4 * i, acc);
     }
+  }
+}
+
+// reduce_any is reduce_t with the launch's reduction (mg_args.redop),
+// chosen once per op: the loops are instantiated per reduction, so no
+// element pays for the choice, and the kernel entries stay one per
+// element type and packet size (docs/gpu.md §3, "Reductions").
+template <int DT>
+MG_DEV void reduce_any(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
+  switch (c.a->redop) {
+    case MG_PROD:
+      reduce_t<DT, MG_PROD>(c, d, nd, s, ns, n);
+      break;
+    case MG_MAX:
+      reduce_t<DT, MG_MAX>(c, d, nd, s, ns, n);
+      break;
+    case MG_MIN:
+      reduce_t<DT, MG_MIN>(c, d, nd, s, ns, n);
+      break;
+    default:
+      reduce_t<DT, MG_SUM>(c, d, nd, s, ns, n);
   }
 }
 
@@ -319,8 +341,9 @@ static MG_DEV void store_payload(unsigned char* raw, uint64_t w, Payload p) {
   }
 }
 
-static MG_DEV Payload add_payload(Payload a, Payload b) {
-  return Payload{add_word<DT>(a.lo, b.lo), add_word<DT>(a.hi, b.hi)};
+template <int OP>
+static MG_DEV Payload red_payload(Payload a, Payload b) {
+  return Payload{red_word<DT, OP>(a.lo, b.lo), red_word<DT, OP>(a.hi, b.hi)};
 }
 
 // PktIn is a packet source: its packets and, for reports, where they are.
@@ -332,19 +355,26 @@ struct PktIn {
 
 // packet_op is the common shape of the packet ops (§2.6): for each of np
 // packets, with every thread: read the raw source and/or wait for the
-// packet sources, reduce if asked (0 ⊕ pkt1 ⊕ … ⊕ raw), store the raw
-// destination and write the packet destinations.
+// packet sources, reduce with OP if asked ((pkt1 ⊕ pkt2 …) ⊕ raw: the
+// accumulator starts at the first packet, not at zero, since 0 + (−0) is
+// +0 and zero is no identity of PROD, MAX or MIN), store the raw
+// destination and write the packet destinations. OP is only used with
+// reduce (packet_op_any chooses it).
+template <int OP>
 static MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const PktIn* pin, int npin,
                       unsigned char* raw_out, unsigned char* const* pout, int npout, bool reduce) {
   for (uint64_t w = c.tid; w < np; w += c.nt) {
     Payload acc{0, 0};
-    if (reduce) {
-      for (int k = 0; k < npin; k++) {
+    if (reduce && npin > 0) {
+      if (!read_packet(c, pin[0].p, pin[0].buf, pin[0].at, w, &acc)) return;
+      for (int k = 1; k < npin; k++) {
         Payload x;
         if (!read_packet(c, pin[k].p, pin[k].buf, pin[k].at, w, &x)) return;
-        acc = add_payload(acc, x);
+        acc = red_payload<OP>(acc, x);
       }
-      acc = add_payload(acc, load_payload(raw_in, w));
+      acc = red_payload<OP>(acc, load_payload(raw_in, w));
+    } else if (reduce) {
+      acc = load_payload(raw_in, w);
     } else if (raw_in != nullptr) {
       acc = load_payload(raw_in, w);
     } else if (!read_packet(c, pin[0].p, pin[0].buf, pin[0].at, w, &acc)) {
@@ -541,7 +571,7 @@ static MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   unsigned char* d[kMaxOperands];
   for (int k = 0; k < op->n_src; k++) s[k] = src[k].kind == MG_REMOTE ? remote(c, src[k], o) : local(c, src[k], o);
   for (int k = 0; k < op->n_dst; k++) d[k] = dst[k].kind == MG_REMOTE ? remote(c, dst[k], o) : local(c, dst[k], o);
-  reduce_t<DT>(c, d, op->n_dst, s, op->n_src, n);
+  reduce_any<DT>(c, d, op->n_dst, s, op->n_src, n);
 }
 
 static MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
@@ -573,8 +603,10 @@ static MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_switch& ds = switch_of(c, dr);
   uint64_t n = clamp(sr.size, o, u);
 #if defined(MG_HAVE_MULTIMEM)
-  if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0) {
+  if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0 && c.a->redop == MG_SUM) {
     // The switch reduces: hardware order, element-type precision (§4.4).
+    // Other reductions take the unicast path below: multimem.ld_reduce
+    // has no product, and no f32 min or max.
     unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
     const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
     glres_mc(c, d, s, n);
@@ -587,7 +619,7 @@ static MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
   for (int k = 0; k < ns; k++) s[k] = member_ptr(c, ss, members(ss)[k], sr, o);
   for (int k = 0; k < nd; k++) d[k] = member_ptr(c, ds, members(ds)[k], dr, o);
-  reduce_t<DT>(c, d, nd, s, ns, n);
+  reduce_any<DT>(c, d, nd, s, ns, n);
 }
 
 static MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
@@ -615,7 +647,7 @@ static MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
   unsigned char* out[32];
   int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
   for (int k = 0; k < nd; k++) out[k] = packets(c, members(ds)[k], ds.buf, dr.offset);
-  packet_op(c, np, nullptr, &in, 1, nullptr, out, nd, false);
+  packet_op<MG_SUM>(c, np, nullptr, &in, 1, nullptr, out, nd, false);
 }
 
 static MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
@@ -635,7 +667,7 @@ static MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
   for (int i = 0; i < op->n_dst && !c.dead; i++) {
     uint64_t np = src[i].size / (PKT / 2);
     unsigned char* out = packets(c, dst[i].rank, dst[i].buf, dst[i].offset);
-    packet_op(c, np, raw(c, src[i]), nullptr, 0, nullptr, &out, 1, false);
+    packet_op<MG_SUM>(c, np, raw(c, src[i]), nullptr, 0, nullptr, &out, 1, false);
   }
 }
 
@@ -666,7 +698,7 @@ static MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
   }
   unsigned char* out[kMaxOperands];
   for (int k = 0; k < op->n_dst; k++) out[k] = packets(c, dst[k].rank, dst[k].buf, dst[k].offset);
-  packet_op(c, np, nullptr, &in, 1, nullptr, out, op->n_dst, false);
+  packet_op<MG_SUM>(c, np, nullptr, &in, 1, nullptr, out, op->n_dst, false);
 }
 
 static MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
@@ -674,7 +706,7 @@ static MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
   const mg_region& d0 = op_dst(c, op)[0];
   uint64_t np = s0.size / (PKT / 2);
   unsigned char* out = packets(c, c.rank, d0.buf, d0.offset);
-  packet_op(c, np, raw(c, s0), nullptr, 0, nullptr, &out, 1, false);
+  packet_op<MG_SUM>(c, np, raw(c, s0), nullptr, 0, nullptr, &out, 1, false);
 }
 
 static MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
@@ -683,7 +715,7 @@ static MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
   uint64_t np = s0.size / (PKT / 2);
   // The source is always local scratch, whatever its declared type.
   PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
-  packet_op(c, np, nullptr, &in, 1, raw(c, d0), nullptr, 0, false);
+  packet_op<MG_SUM>(c, np, nullptr, &in, 1, raw(c, d0), nullptr, 0, false);
 }
 
 // The packet reductions: src0 raw, src1.. local scratch packets; dst0 raw,
@@ -703,7 +735,21 @@ static MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
     int32_t owner = dst[k].kind == MG_REMOTE ? dst[k].rank : c.rank;
     out[npout++] = packets(c, owner, dst[k].buf, dst[k].offset);
   }
-  packet_op(c, np, raw(c, src[0]), in, npin, raw(c, dst[0]), out, npout, true);
+  unsigned char* ri = raw(c, src[0]);
+  unsigned char* ro = raw(c, dst[0]);
+  switch (c.a->redop) {
+    case MG_PROD:
+      packet_op<MG_PROD>(c, np, ri, in, npin, ro, out, npout, true);
+      break;
+    case MG_MAX:
+      packet_op<MG_MAX>(c, np, ri, in, npin, ro, out, npout, true);
+      break;
+    case MG_MIN:
+      packet_op<MG_MIN>(c, np, ri, in, npin, ro, out, npout, true);
+      break;
+    default:
+      packet_op<MG_SUM>(c, np, ri, in, npin, ro, out, npout, true);
+  }
 }
 
 // exec runs one op at pipeline offset o with unit u.

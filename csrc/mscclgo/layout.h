@@ -24,6 +24,8 @@ enum { MG_CH_NONE = 0, MG_CH_MEMORY = 1, MG_CH_PORT = 2, MG_CH_SWITCH = 3 };
 
 // Element types of a launch.
 enum { MG_F16 = 0, MG_BF16 = 1, MG_F32 = 2, MG_I32 = 3 };
+// The reductions (mg_args.redop): executor.ReduceOp's values.
+enum { MG_SUM = 0, MG_PROD = 1, MG_MAX = 2, MG_MIN = 3 };
 
 // Op types, in the order of plan.OpType. TestKernelLayoutNumbering
 // (plan/plan_test.go) checks this enum, the buffer types' and the channel
@@ -232,6 +234,8 @@ typedef struct mg_args {
   // at every replay this way, with no host involved.
   uint64_t epoch;
   uint64_t scratch_half;  // with epoch: the scratch offset of even launches' half (0: one buffer)
+  uint32_t redop;         // MG_SUM...: the reduction of every reduce op (the session's)
+  uint32_t pad;
 } mg_args;
 
 // ---- variable-size (alltoallv) plans ----------------------------------------

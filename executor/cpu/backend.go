@@ -47,6 +47,10 @@ type session struct {
 	inst    *executor.Instance
 	opts    executor.Options
 	dt      executor.DType
+	// red is opts.Reduce and combine its pairwise block reduction
+	// (executor.Combiner): dt.Add for ReduceSum.
+	red     executor.ReduceOp
+	combine func(dst, a, b []byte)
 	sched   schedule
 	timeout time.Duration
 
@@ -136,6 +140,7 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 		return nil, fmt.Errorf("cpu: open: %w", err)
 	}
 	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
+	s.red, s.combine = opts.Reduce, executor.Combiner(opts.DType, opts.Reduce)
 	s.guard.Name = "cpu"
 	if s.timeout <= 0 {
 		s.timeout = defaultDeadlockTimeout

@@ -16,8 +16,6 @@ const (
 	bufBlock    = 64 << 10
 )
 
-// zeros is the all-zero start of packet reductions (read only).
-var zeros = make([]byte, bufBlock)
 
 // data runs a data op at pipeline offset o with unit u.
 func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
@@ -101,10 +99,12 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 }
 
 // reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (docs/semantics.md §2.6) in blocks and stores
-// the result to every destination.
+// the result to every destination; ⊕ is the session's reduction (sum.go's
+// fast loops for ReduceSum).
 func (t *tbRun) reduce(src, dst []span) error {
 	defer t.enter(src, dst)()
 	dt := t.l.s.dt
+	sum := t.l.s.red == executor.ReduceSum
 	n := len(src[0].b)
 	d0 := dst[0].b
 	// Accumulate straight into dst0 unless it partially overlaps src0 or
@@ -126,10 +126,20 @@ func (t *tbRun) reduce(src, dst []span) error {
 		}
 		if len(src) == 1 {
 			copy(res, src[0].b[off:e])
-		} else if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
-			dt.Add(res, src[0].b[off:e], src[1].b[off:e])
+		} else if sum {
+			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
+				dt.Add(res, src[0].b[off:e], src[1].b[off:e])
+				for _, s := range src[2:] {
+					dt.Add(res, res, s.b[off:e])
+				}
+			}
+		} else {
+			// PROD, MAX, MIN: pairwise in operand order, one pass per
+			// source over an L1-sized block.
+			comb := t.l.s.combine
+			comb(res, src[0].b[off:e], src[1].b[off:e])
 			for _, s := range src[2:] {
-				dt.Add(res, res, s.b[off:e])
+				comb(res, res, s.b[off:e])
 			}
 		}
 		if !direct {

@@ -243,26 +243,30 @@ func (t *tbRun) packetBlock(p *pktPlan, a, b uint64) bool {
 	var payload []byte
 	switch {
 	case p.reduce:
-		// acc = 0; acc ⊕= each packet source in operand order; acc ⊕=
-		// the raw source last (docs/semantics.md §2.6).
-		acc := t.accBuf(m)
+		// acc = the first packet source; acc ⊕= each further packet
+		// source in operand order; acc ⊕= the raw source last
+		// (docs/semantics.md §2.6). The accumulator starts at a source,
+		// not at zero: 0 + (−0) would be +0, and zero is no identity of
+		// PROD, MAX or MIN.
 		raw := p.rawIn[0].b[a*pl : b*pl]
 		if len(p.pktIn) == 0 {
-			s.dt.Add(acc, zeros[:m], raw)
-		} else {
+			payload = raw
+			break
+		}
+		acc := t.accBuf(m)
+		if l.unpack(words(p.pktIn[0].b), a, b, acc) != b {
+			return false
+		}
+		if len(p.pktIn) > 1 {
 			tmp := t.tmpBuf(m)
-			for k, in := range p.pktIn {
+			for _, in := range p.pktIn[1:] {
 				if l.unpack(words(in.b), a, b, tmp) != b {
 					return false
 				}
-				if k == 0 {
-					s.dt.Add(acc, zeros[:m], tmp)
-				} else {
-					s.dt.Add(acc, acc, tmp)
-				}
+				s.combine(acc, acc, tmp)
 			}
-			s.dt.Add(acc, acc, raw)
 		}
+		s.combine(acc, acc, raw)
 		payload = acc
 	case len(p.rawIn) > 0:
 		payload = p.rawIn[0].b[a*pl : b*pl]

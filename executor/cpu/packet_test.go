@@ -96,7 +96,7 @@ func TestPacketOps(t *testing.T) {
 			},
 		},
 		{
-			name: "repkt order: zero, packets in operand order, raw source last",
+			name: "repkt order: first packet, packets in operand order, raw source last",
 			build: func() *executor.Instance {
 				b := newBuilder(3, 4*N)
 				b.tb(0, op(plan.OpPutPacket, mem, nil, rs(L(in, 0, N)), rs(R(1, scr, 0, N))))
@@ -112,9 +112,10 @@ func TestPacketOps(t *testing.T) {
 			},
 			outB: N,
 			check: func(t *testing.T, b []executor.RankBuffers, s *session) {
-				// ((0 + 1) + 1) + 2^24 = 2^24 + 2, where the non-packet
-				// order would give 2^24; 0 + -0 ... = +0.
-				want := cat(floats(big+2, big+2, 0, 7), sum32(fill(12, 1, 1), fill(12, 1, 1), fill(12, 1, 1)))
+				// (1 + 1) + 2^24 = 2^24 + 2, where the non-packet order
+				// would give 2^24; (-0 + -0) + -0 = -0: the accumulator
+				// starts at the first packet, not at +0 (issue 43).
+				want := cat(floats(big+2, big+2, negZero, 7), sum32(fill(12, 1, 1), fill(12, 1, 1), fill(12, 1, 1)))
 				eq(t, "rank 1 output", b[1].Output, want)
 			},
 		},

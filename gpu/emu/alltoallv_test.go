@@ -186,7 +186,7 @@ func TestAllToAllVSameTables(t *testing.T) {
 						t.Errorf("call %d rewrites %d bytes at %#x, which Open wrote", i, len(w.data), w.at)
 					}
 					addrs = append(addrs, w.at)
-					if len(w.data) == 120 { // mg_args
+					if len(w.data) == 128 { // mg_args
 						args = w.data
 						binary.LittleEndian.PutUint32(args[72:], 0) // the LL flag of this launch
 					}

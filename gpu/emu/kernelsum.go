@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "e819aeb6ffd1cb163419296a49c79c923fec047909416da36596a0b462512350"
+const kernelSourceSum = "d5b7880c43da25b6b42baab68de2137fc947c0ba663c24032e121242f2af81ed"

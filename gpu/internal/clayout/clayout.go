@@ -117,6 +117,8 @@ static const mg_field mg_fields[] = {
   {"mgArgs", "VTable", offsetof(mg_args, vtable), sizeof(((mg_args*)0)->vtable)},
   {"mgArgs", "Epoch", offsetof(mg_args, epoch), sizeof(((mg_args*)0)->epoch)},
   {"mgArgs", "ScratchHalf", offsetof(mg_args, scratch_half), sizeof(((mg_args*)0)->scratch_half)},
+  {"mgArgs", "RedOp", offsetof(mg_args, redop), sizeof(((mg_args*)0)->redop)},
+  {"mgArgs", "Pad", offsetof(mg_args, pad), sizeof(((mg_args*)0)->pad)},
   {"mgShared", "", 0, sizeof(mg_shared)},
   {"mgShared", "Blk", offsetof(mg_shared, blk), sizeof(((mg_shared*)0)->blk)},
   {"mgShared", "Ops", offsetof(mg_shared, ops), sizeof(((mg_shared*)0)->ops)},
