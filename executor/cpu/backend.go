@@ -44,9 +44,9 @@ type schedule struct {
 
 // session is an opened instance; see executor.Session.
 type session struct {
-	inst    *executor.Instance
-	opts    executor.Options
-	dt      executor.DType
+	inst *executor.Instance
+	opts executor.Options
+	dt   executor.DType
 	// red is opts.Reduce and combine its pairwise block reduction
 	// (executor.Combiner): dt.Add for ReduceSum.
 	red     executor.ReduceOp

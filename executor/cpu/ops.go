@@ -16,7 +16,6 @@ const (
 	bufBlock    = 64 << 10
 )
 
-
 // data runs a data op at pipeline offset o with unit u.
 func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
 	sp, err := t.resolve(op, o, u)
