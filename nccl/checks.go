@@ -40,12 +40,12 @@ func (c *comm) checkCall(k call) error {
 			return errorf(resultInvalidArgument, "reduction %d is neither one of ncclSum to ncclAvg (0 to %d) nor created on this communicator by ncclRedOpCreatePreMulSum", k.op, numOps-1)
 		}
 	}
-	switch k.coll {
-	case collBroadcast, collReduce:
+	switch {
+	case k.coll.rooted():
 		if k.peer < 0 || k.peer >= c.size {
 			return errorf(resultInvalidArgument, "root %d outside the %d ranks of the communicator", k.peer, c.size)
 		}
-	case collSend, collRecv:
+	case k.coll == collSend, k.coll == collRecv:
 		if k.peer < 0 || k.peer >= c.size {
 			return errorf(resultInvalidArgument, "peer %d outside the %d ranks of the communicator", k.peer, c.size)
 		}
@@ -55,18 +55,33 @@ func (c *comm) checkCall(k call) error {
 		return err
 	}
 	total := one
-	if k.coll == collAllGather || k.coll == collReduceScatter {
+	switch k.coll {
+	case collAllGather, collReduceScatter, collAllToAll, collGather, collScatter:
 		if total, err = callBytes(k, c.size); err != nil {
 			return err
 		}
 	}
-	// Each buffer: its size, and its end inside the address space.
+	// Each buffer: its size, and its end inside the address space. The
+	// root's gather receives, and its scatter sends, count from each
+	// rank; the other ranks' buffer on that side is not used.
 	in, out := one, one
 	switch k.coll {
 	case collAllGather:
 		out = total
 	case collReduceScatter:
 		in = total
+	case collAllToAll:
+		in, out = total, total
+	case collGather:
+		out = 0
+		if c.rank == k.peer {
+			out = total
+		}
+	case collScatter:
+		in = 0
+		if c.rank == k.peer {
+			in = total
+		}
 	case collSend:
 		out = 0
 	case collRecv:

@@ -139,6 +139,13 @@ func mgoCheckRanks(fn, what *C.char, n C.int) (res C.int) {
 	return C.ncclSuccess
 }
 
+//export mgoCheckInit
+func mgoCheckInit(fn *C.char, nranks, rank C.int) (res C.int) {
+	name := C.GoString(fn)
+	defer guard(name, &res)
+	return answer(name, checkRanks(int(nranks), int(rank)))
+}
+
 //export mgoRedOp
 func mgoRedOp(h C.uintptr_t, op, created C.int) {
 	defer func() { _ = recover() }() // an ended communicator has no ops to track

@@ -26,12 +26,19 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define COMM_LIVE 0x6d7363636c676f31ULL /* "msccl go1" */
 #define COMM_DEAD 0x6d7363636c676f30ULL
 #define COMM_PENDING 0x6d7363636c676f32ULL
 #define COMM_ENDING 0x6d7363636c676f33ULL /* a destroy or abort is under way */
+#define COMM_STARTING 0x6d7363636c676f34ULL /* a nonblocking init is under way */
+
+/* The states of a nonblocking init (ncclConfig_t blocking 0, outside a
+ * group), which runs on a thread of its own after the call returned
+ * ncclInProgress; INIT_NONE for every other communicator. */
+enum { INIT_NONE, INIT_RUNNING, INIT_OK, INIT_FAILED, INIT_FAILED_ENDED };
 
 struct ncclComm {
   uint64_t magic;
@@ -39,6 +46,8 @@ struct ncclComm {
   ncclComm_t real;      /* the fallback's communicator, or NULL */
   int rank, nranks, dev;
   const char *ended_by; /* "ncclCommDestroy" or "ncclCommAbort" (atomic) */
+  int init_state;       /* INIT_* (atomic) */
+  ncclResult_t init_result; /* a nonblocking init's result, once it is not INIT_RUNNING */
 };
 
 /* The magic and ended_by are read and changed atomically: ends race. */
@@ -62,13 +71,14 @@ int mscclgo_log_state = -1;
 
 static void log_init(void) {
   const char *v = getenv("MSCCLGO_NCCL_DEBUG");
-  log_info = v != NULL && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
-  __atomic_store_n(&mscclgo_log_state, log_info, __ATOMIC_RELEASE);
+  int on = v != NULL && (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0);
+  __atomic_store_n(&log_info, on, __ATOMIC_RELEASE);
+  __atomic_store_n(&mscclgo_log_state, on, __ATOMIC_RELEASE);
 }
 
 int mscclgo_log_enabled(void) {
   pthread_once(&log_once, log_init);
-  return log_info;
+  return __atomic_load_n(&log_info, __ATOMIC_ACQUIRE);
 }
 
 void mscclgo_log(const char *msg) {
@@ -209,6 +219,17 @@ struct real_nccl {
   ncclResult_t (*CommSuspend)(ncclComm_t, int);
   ncclResult_t (*CommResume)(ncclComm_t);
   ncclResult_t (*CommMemStats)(ncclComm_t, ncclCommMemStat_t, uint64_t *);
+  void (*ResetDebugInit)(void);
+  ncclResult_t (*AlltoAll)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Gather)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Scatter)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*CommRevoke)(ncclComm_t, int);
+  ncclResult_t (*PutSignal)(const void *, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
+                            ncclComm_t, cudaStream_t);
+  ncclResult_t (*WinGetUserPtr)(ncclComm_t, ncclWindow_t, void **);
+  ncclResult_t (*CommQueryProperties)(ncclComm_t, ncclCommProperties_t *);
+  ncclResult_t (*GetLsaDevicePointer)(ncclWindow_t, size_t, int, void **);
+  ncclResult_t (*GetPeerDevicePointer)(ncclWindow_t, size_t, int, void **);
 };
 
 static struct real_nccl real;
@@ -325,6 +346,16 @@ static int try_load(const char *path, const char *self, char *skipped, size_t ca
   RESOLVE(CommSuspend, "ncclCommSuspend");
   RESOLVE(CommResume, "ncclCommResume");
   RESOLVE(CommMemStats, "ncclCommMemStats");
+  RESOLVE(ResetDebugInit, "ncclResetDebugInit");
+  RESOLVE(AlltoAll, "ncclAlltoAll");
+  RESOLVE(Gather, "ncclGather");
+  RESOLVE(Scatter, "ncclScatter");
+  RESOLVE(CommRevoke, "ncclCommRevoke");
+  RESOLVE(PutSignal, "ncclPutSignal");
+  RESOLVE(WinGetUserPtr, "ncclWinGetUserPtr");
+  RESOLVE(CommQueryProperties, "ncclCommQueryProperties");
+  RESOLVE(GetLsaDevicePointer, "ncclGetLsaDevicePointer");
+  RESOLVE(GetPeerDevicePointer, "ncclGetPeerDevicePointer");
   return 1;
 }
 
@@ -423,10 +454,26 @@ static ncclResult_t check_comm(const struct ncclComm *comm, const char *fn) {
     return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was used before the ncclGroupEnd that creates it",
                 fn, (const void *)comm, comm->rank, comm->nranks);
   }
+  if (magic == COMM_STARTING) {
+    return fail(ncclInvalidUsage,
+                "mscclgo: %s: communicator %p (rank %d of %d) was used before its nonblocking ncclCommInitRank finished "
+                "(ncclCommGetAsyncError gives ncclInProgress until it has)",
+                fn, (const void *)comm, comm->rank, comm->nranks);
+  }
   if (magic != COMM_LIVE) {
     return fail(ncclInvalidArgument, "mscclgo: %s: %p is not a communicator of this library", fn, (const void *)comm);
   }
   return ncclSuccess;
+}
+
+/* check_query is check_comm for the queries of a communicator's place
+ * (ncclCommCount, ncclCommUserRank, ncclCommCuDevice), which a
+ * communicator still in its nonblocking init answers too. */
+static ncclResult_t check_query(const struct ncclComm *comm, const char *fn) {
+  if (comm != NULL && comm_magic(comm) == COMM_STARTING) {
+    return ncclSuccess;
+  }
+  return check_comm(comm, fn);
 }
 
 /* check_end is check_comm for the calls that end a communicator
@@ -462,15 +509,25 @@ static ncclComm_t new_comm(uintptr_t ours, ncclComm_t theirs, int rank, int nran
   return c;
 }
 
-/* mscclgo_current_device is the CUDA runtime's current device when the
- * process has the runtime loaded (PyTorch has), else 0. */
+/* mscclgo_current_device is the calling thread's current device, as
+ * NCCL takes it at init: the CUDA runtime's current device when the
+ * process has the runtime loaded (PyTorch has); without the runtime, the
+ * device of the thread's current context, when the process has the
+ * driver loaded (a program of the driver API alone: cuCtxSetCurrent or
+ * cuCtxPushCurrent chose the device); else 0. cuCtxGetDevice's CUdevice
+ * is an int; it fails (no context is current, or the driver was not
+ * initialised) with a nonzero CUresult, and the device is then 0. */
 int mscclgo_current_device(void) {
-  int (*get)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDevice");
   int dev = 0;
-  if (get == NULL || get(&dev) != 0) {
-    return 0;
+  int (*runtime)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDevice");
+  if (runtime != NULL) {
+    return runtime(&dev) == 0 ? dev : 0;
   }
-  return dev;
+  int (*driver)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cuCtxGetDevice");
+  if (driver != NULL && driver(&dev) == 0 && dev >= 0) {
+    return dev;
+  }
+  return 0;
 }
 
 static ncclResult_t check_config(const ncclConfig_t *config, const char *fn) {
@@ -544,7 +601,7 @@ static ncclResult_t init_theirs(struct rank_init *p) {
 static void init_done(struct rank_init *p, ncclResult_t r) {
   if (r == ncclSuccess || r == ncclInProgress) {
     p->comm->ours = p->ours;
-    p->comm->magic = COMM_LIVE;
+    __atomic_store_n(&p->comm->magic, COMM_LIVE, __ATOMIC_RELEASE);
     logf_("rank %d of %d: communicator %p on device %d%s%s", p->rank, p->nranks, (void *)p->comm, p->dev,
           p->fb ? ", fallback communicator from " : ", no fallback", p->fb ? real.path : "");
     return;
@@ -557,8 +614,96 @@ static void init_done(struct rank_init *p, ncclResult_t r) {
     (real.CommAbort != NULL ? real.CommAbort : real.CommDestroy)(p->comm->real);
   }
   p->comm->real = NULL;
-  p->comm->magic = COMM_DEAD;
-  p->comm->ended_by = "its failed ncclCommInitRank";
+  __atomic_store_n(&p->comm->ended_by, "its failed ncclCommInitRank", __ATOMIC_RELEASE);
+  __atomic_store_n(&p->comm->magic, COMM_DEAD, __ATOMIC_RELEASE);
+}
+
+/* init_async is a nonblocking init's thread: both halves, then the
+ * result, which ncclCommGetAsyncError gives from then on. p and its copy
+ * of the config are its own. */
+static void *init_async(void *arg) {
+  struct rank_init *p = arg;
+  struct ncclComm *c = p->comm;
+  init_ours(p);
+  ncclResult_t r = p->result;
+  if (r == ncclSuccess) {
+    r = init_theirs(p); /* the fallback's may be in progress itself: its async error says when it is done */
+  }
+  init_done(p, r);
+  int ok = r == ncclSuccess || r == ncclInProgress;
+  c->init_result = ok ? ncclSuccess : r;
+  __atomic_store_n(&c->init_state, ok ? INIT_OK : INIT_FAILED, __ATOMIC_RELEASE);
+  logf_("rank %d of %d: nonblocking ncclCommInitRank of communicator %p: %s", p->rank, p->nranks, (void *)c,
+        ok ? "done" : ncclGetErrorString(r));
+  free(p->config);
+  free(p);
+  return NULL;
+}
+
+/* copy_config copies the caller's config, of the size it says (a newer
+ * nccl.h's is larger; the fallback reads all of it), for a nonblocking
+ * init, which uses it after the call returned. NULL: out of memory. */
+static ncclConfig_t *copy_config(const ncclConfig_t *config) {
+  size_t n = config->size;
+  if (n < offsetof(ncclConfig_t, blocking) + sizeof config->blocking || n > 65536) {
+    n = sizeof *config; /* not a size: ours */
+  }
+  ncclConfig_t *c = calloc(1, n > sizeof *c ? n : sizeof *c);
+  if (c != NULL) {
+    memcpy(c, config, n);
+  }
+  return c;
+}
+
+/* start_async starts p, a nonblocking init: the call returns
+ * ncclInProgress at once with the handle, which is COMM_STARTING until
+ * the init's thread ends (ncclCommGetAsyncError says when). */
+static ncclResult_t start_async(struct rank_init *p, const char *fn) {
+  struct ncclComm *c = p->comm;
+  ncclResult_t r = (ncclResult_t)mgoCheckInit((char *)fn, p->nranks, p->rank);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  ncclConfig_t *mine = copy_config(p->config);
+  if (mine == NULL) {
+    return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
+  }
+  p->config = mine;
+  c->magic = COMM_STARTING;
+  c->init_state = INIT_RUNNING;
+  pthread_attr_t attr;
+  pthread_t t;
+  int e = pthread_attr_init(&attr);
+  if (e == 0) {
+    e = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (e == 0) {
+      e = pthread_create(&t, &attr, init_async, p);
+    }
+    pthread_attr_destroy(&attr);
+  }
+  if (e != 0) {
+    p->config = NULL;
+    free(mine);
+    return fail(ncclSystemError, "mscclgo: %s: rank %d of %d: cannot start the nonblocking init's thread: %s", fn, p->rank,
+                p->nranks, strerror(e));
+  }
+  logf_("rank %d of %d: nonblocking ncclCommInitRank: ncclInProgress, communicator %p initialises in the background",
+        p->rank, p->nranks, (void *)c);
+  return ncclInProgress;
+}
+
+/* await_init waits for comm's nonblocking init to end, if one runs: a
+ * destroy, abort or finalize of a communicator still initialising
+ * (ncclInProgress) takes effect once it is done, at most the set-up's
+ * timeout (MSCCLGO_NCCL_TIMEOUT) later. */
+static void await_init(const struct ncclComm *comm) {
+  if (comm == NULL) {
+    return;
+  }
+  while (__atomic_load_n(&comm->init_state, __ATOMIC_ACQUIRE) == INIT_RUNNING) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
@@ -593,6 +738,16 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     *comm = c;
     logf_("rank %d of %d: ncclCommInitRank deferred to ncclGroupEnd", rank, nranks);
     return ncclSuccess;
+  }
+  if (config != NULL && config->blocking == 0) {
+    r = start_async(p, fn);
+    if (r != ncclInProgress) {
+      free(p);
+      free(c);
+      return r;
+    }
+    *comm = c;
+    return r;
   }
   init_ours(p);
   r = p->result;
@@ -769,6 +924,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  await_init(comm);
   ncclResult_t r = check_end(comm, "ncclCommFinalize");
   if (r != ncclSuccess) {
     return r;
@@ -786,6 +942,15 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 /* end destroys or aborts comm: the mscclgo communicator first, then the
  * fallback's (which may still have work of this communicator queued). */
 static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
+  await_init(comm);
+  int failed = INIT_FAILED;
+  if (comm != NULL &&
+      __atomic_compare_exchange_n(&comm->init_state, &failed, INIT_FAILED_ENDED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    /* A nonblocking init that failed left nothing to end but the handle. */
+    __atomic_store_n(&comm->ended_by, fn, __ATOMIC_RELEASE);
+    logf_("rank %d of %d: communicator %p (its nonblocking init failed) ended by %s", comm->rank, comm->nranks, (void *)comm, fn);
+    return ncclSuccess;
+  }
   ncclResult_t r = check_end(comm, fn);
   if (r != ncclSuccess) {
     return r;
@@ -819,6 +984,19 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) { return end(comm, "ncclCommDestro
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return end(comm, "ncclCommAbort", 1); }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  if (comm != NULL && asyncError != NULL) {
+    /* A nonblocking init: in progress, or failed (its error stays the
+     * last error, set by the init). */
+    int st = __atomic_load_n(&comm->init_state, __ATOMIC_ACQUIRE);
+    if (st == INIT_RUNNING) {
+      *asyncError = ncclInProgress;
+      return ncclSuccess;
+    }
+    if (st == INIT_FAILED) {
+      *asyncError = comm->init_result;
+      return ncclSuccess;
+    }
+  }
   ncclResult_t r = check_comm(comm, "ncclCommGetAsyncError");
   if (r != ncclSuccess) {
     return r;
@@ -839,7 +1017,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
-  ncclResult_t r = check_comm(comm, "ncclCommCount");
+  ncclResult_t r = check_query(comm, "ncclCommCount");
   if (r == ncclSuccess && count == NULL) {
     r = fail(ncclInvalidArgument, "mscclgo: ncclCommCount: count is NULL");
   }
@@ -850,7 +1028,7 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
-  ncclResult_t r = check_comm(comm, "ncclCommCuDevice");
+  ncclResult_t r = check_query(comm, "ncclCommCuDevice");
   if (r == ncclSuccess && device == NULL) {
     r = fail(ncclInvalidArgument, "mscclgo: ncclCommCuDevice: device is NULL");
   }
@@ -861,7 +1039,7 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) {
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
-  ncclResult_t r = check_comm(comm, "ncclCommUserRank");
+  ncclResult_t r = check_query(comm, "ncclCommUserRank");
   if (r == ncclSuccess && rank == NULL) {
     r = fail(ncclInvalidArgument, "mscclgo: ncclCommUserRank: rank is NULL");
   }
@@ -1126,6 +1304,112 @@ ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t 
   return r != ncclSuccess ? r : forwarded(real.CommMemStats(theirs, stat, value));
 }
 
+#define GROW "mscclgo cannot grow a communicator (its bootstrap joins the ranks of one unique id once, at init); make a new one with ncclCommInitRank"
+
+/* ncclCommGetUniqueId makes the id of an ncclCommGrow, which is refused:
+ * so is the id. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId) {
+  const char *fn = "ncclCommGetUniqueId";
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  (void)uniqueId;
+  return fail(ncclInvalidUsage, "mscclgo: %s: rank %d of %d: " GROW, fn, comm->rank, comm->nranks);
+}
+
+/* ncclCommGrow is refused, as ncclCommShrink is: the new ranks call it
+ * without a communicator, and the grown one would need mscclgo's
+ * bootstrap among old and new ranks, which the parent's cannot make. A
+ * communicator of the fallback alone is not one this library can use. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm,
+                          ncclConfig_t *config) {
+  const char *fn = "ncclCommGrow";
+  (void)uniqueId;
+  (void)config;
+  if (newcomm != NULL) {
+    *newcomm = NULL;
+  }
+  if (comm == NULL) {
+    return fail(ncclInvalidUsage, "mscclgo: %s: a new rank %d of %d: " GROW, fn, rank, nRanks);
+  }
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  return fail(ncclInvalidUsage, "mscclgo: %s: rank %d of %d, to %d ranks: " GROW, fn, comm->rank, comm->nranks, nRanks);
+}
+
+/* ncclCommRevoke stops the fallback communicator's work in flight; the
+ * launches of mscclgo's plans are not stopped by it (ncclCommAbort stops
+ * them). Without a fallback that has it, it is refused. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  const char *fn = "ncclCommRevoke";
+  ncclResult_t r = check_comm(comm, fn);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (revokeFlags != 0) {
+    return fail(ncclInvalidArgument, "mscclgo: %s: revokeFlags 0x%x: must be NCCL_REVOKE_DEFAULT (0)", fn, (unsigned)revokeFlags);
+  }
+  ncclComm_t theirs = NULL;
+  r = fallback_comm(comm, fn, real.CommRevoke != NULL,
+                    "revoking is the fallback's (mscclgo's own launches end with ncclCommAbort)", &theirs);
+  if (r != ncclSuccess) {
+    return r;
+  }
+  logf_("rank %d of %d: %s forwarded: the fallback's work stops, mscclgo's launches run on", comm->rank, comm->nranks, fn);
+  return forwarded(real.CommRevoke(theirs, revokeFlags));
+}
+
+ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclPutSignal", real.PutSignal != NULL, ONE_SIDED, &theirs);
+  return r != ncclSuccess ? r
+                          : forwarded(real.PutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx,
+                                                     flags, theirs, stream));
+}
+
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclWinGetUserPtr", real.WinGetUserPtr != NULL, WINDOWS, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.WinGetUserPtr(theirs, win, outUserPtr));
+}
+
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclCommQueryProperties", real.CommQueryProperties != NULL, DEVICE_API, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.CommQueryProperties(theirs, props));
+}
+
+/* Like ncclGetLsaMultimemDevicePointer, these take a window of the
+ * fallback's and no communicator. */
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
+  if (have_real() && real.GetLsaDevicePointer != NULL) {
+    return forwarded(real.GetLsaDevicePointer(window, offset, lsaRank, outPtr));
+  }
+  return no_fallback("ncclGetLsaDevicePointer", WINDOWS);
+}
+
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+  if (have_real() && real.GetPeerDevicePointer != NULL) {
+    return forwarded(real.GetPeerDevicePointer(window, offset, peer, outPtr));
+  }
+  return no_fallback("ncclGetPeerDevicePointer", WINDOWS);
+}
+
+/* ncclResetDebugInit reads the INFO log's setting (MSCCLGO_NCCL_DEBUG)
+ * again, and the fallback's (NCCL_DEBUG) where it has the function. */
+void ncclResetDebugInit(void) {
+  pthread_once(&log_once, log_init);
+  log_init();
+  if (have_real() && real.ResetDebugInit != NULL) {
+    real.ResetDebugInit();
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* Collectives and point to point: the Go side decides, per call, whether
  * mscclgo answers it (a plan ran, or an error) or the fallback takes it. */
@@ -1175,6 +1459,95 @@ static int decide(ncclComm_t comm, struct mscclgo_call *c, ncclResult_t *res) {
   }
 }
 
+/* type_bytes is the size of an element of dt; 0 for an unknown type
+ * (the Go side refused those before). */
+static size_t type_bytes(ncclDataType_t dt) {
+  switch (dt) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+/* by_send_recv runs an alltoall, gather or scatter that mscclgo did not
+ * take on a fallback NCCL older than 2.28, which lacks the function: as
+ * ncclSend and ncclRecv calls in a group of the fallback's, what NCCL
+ * 2.28 does inside and PyTorch did before it. A rank sends to and
+ * receives from itself too (NCCL takes that), except where the call is
+ * in place and the copy would be onto itself. */
+static ncclResult_t by_send_recv(ncclComm_t comm, const struct mscclgo_call *c) {
+  if (real.Send == NULL || real.Recv == NULL || real.GroupStart == NULL || real.GroupEnd == NULL) {
+    return no_fallback(c->fn, "mscclgo does not take this call (and neither ncclSend nor ncclRecv could make it)");
+  }
+  ncclDataType_t dt = (ncclDataType_t)c->dtype;
+  cudaStream_t st = (cudaStream_t)c->stream;
+  size_t bytes = c->count * type_bytes(dt);
+  const char *send = c->send;
+  char *recv = c->recv;
+  int n = comm->nranks, me = comm->rank, root = c->peer;
+  logf_("rank %d of %d: %s: the fallback NCCL %s lacks %s: made of ncclSend and ncclRecv in a group", me, n, c->fn, real.path,
+        c->fn);
+  ncclResult_t r = forwarded(real.GroupStart());
+  if (r != ncclSuccess) {
+    return r;
+  }
+  switch (c->coll) {
+  case MSCCLGO_ALLTOALL:
+    for (int p = 0; p < n && r == ncclSuccess; p++) {
+      r = forwarded(real.Send(send + (size_t)p * bytes, c->count, dt, p, comm->real, st));
+      if (r == ncclSuccess) {
+        r = forwarded(real.Recv(recv + (size_t)p * bytes, c->count, dt, p, comm->real, st));
+      }
+    }
+    break;
+  case MSCCLGO_GATHER: {
+    int self = !(me == root && send == recv + (size_t)root * bytes); /* the root's own slice moves */
+    if (me == root) {
+      for (int p = 0; p < n && r == ncclSuccess; p++) {
+        if (p != me || self) {
+          r = forwarded(real.Recv(recv + (size_t)p * bytes, c->count, dt, p, comm->real, st));
+        }
+      }
+    }
+    if (r == ncclSuccess && self) {
+      r = forwarded(real.Send(send, c->count, dt, root, comm->real, st));
+    }
+    break;
+  }
+  case MSCCLGO_SCATTER: {
+    int self = !(me == root && recv == send + (size_t)root * bytes);
+    if (me == root) {
+      for (int p = 0; p < n && r == ncclSuccess; p++) {
+        if (p != me || self) {
+          r = forwarded(real.Send(send + (size_t)p * bytes, c->count, dt, p, comm->real, st));
+        }
+      }
+    }
+    if (r == ncclSuccess && self) {
+      r = forwarded(real.Recv(recv, c->count, dt, root, comm->real, st));
+    }
+    break;
+  }
+  default:
+    break;
+  }
+  ncclResult_t re = forwarded(real.GroupEnd()); /* closed even after a failed call */
+  return r != ncclSuccess ? r : re;
+}
+
 /* forward_call forwards an allreduce, allgather or reducescatter that
  * mscclgo did not take to the fallback: at the call, or, for a call
  * deferred to its group's end, inside the fallback's group, which is
@@ -1199,6 +1572,15 @@ static ncclResult_t forward_call(ncclComm_t comm, const struct mscclgo_call *c) 
       return forwarded(real.ReduceScatter(c->send, c->recv, c->count, dt, op, comm->real, st));
     }
     break;
+  case MSCCLGO_ALLTOALL:
+    return real.AlltoAll != NULL ? forwarded(real.AlltoAll(c->send, c->recv, c->count, dt, comm->real, st))
+                                 : by_send_recv(comm, c);
+  case MSCCLGO_GATHER:
+    return real.Gather != NULL ? forwarded(real.Gather(c->send, c->recv, c->count, dt, c->peer, comm->real, st))
+                               : by_send_recv(comm, c);
+  case MSCCLGO_SCATTER:
+    return real.Scatter != NULL ? forwarded(real.Scatter(c->send, c->recv, c->count, dt, c->peer, comm->real, st))
+                                : by_send_recv(comm, c);
   default:
     break;
   }
@@ -1321,6 +1703,28 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
     return no_fallback(c.fn, "mscclgo does not take this call");
   }
   return forwarded(real.Recv(recvbuff, count, datatype, peer, comm->real, stream));
+}
+
+/* NCCL 2.28's collectives: the Go side checks and decides them as the
+ * others (mscclgo runs no plan for them); the fallback takes them, by its
+ * own function or, where it is older, by its ncclSend and ncclRecv. */
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
+  CALL("ncclAlltoAll", MSCCLGO_ALLTOALL, sendbuff, recvbuff, count, datatype, -1, -1, stream);
+  return forward_call(comm, &c);
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclGather", MSCCLGO_GATHER, sendbuff, recvbuff, count, datatype, -1, root, stream);
+  return forward_call(comm, &c);
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  CALL("ncclScatter", MSCCLGO_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, stream);
+  return forward_call(comm, &c);
 }
 
 /* ------------------------------------------------------------------ */

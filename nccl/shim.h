@@ -23,7 +23,10 @@ enum mscclgo_coll {
   MSCCLGO_BROADCAST = 3,
   MSCCLGO_REDUCE = 4,
   MSCCLGO_SEND = 5,
-  MSCCLGO_RECV = 6
+  MSCCLGO_RECV = 6,
+  MSCCLGO_ALLTOALL = 7, /* NCCL 2.28's ncclAlltoAll, ncclGather, ncclScatter */
+  MSCCLGO_GATHER = 8,
+  MSCCLGO_SCATTER = 9
 };
 
 /* One collective or point-to-point call, handed to mgoDecide. */
@@ -53,6 +56,10 @@ enum mscclgo_decision {
 extern int mgoUniqueID(char *id);
 extern void mgoReleaseIDs(char *ids, int n);
 extern int mgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
+/* mgoCheckInit checks ncclCommInitRank's count of ranks and rank (fn: the
+ * function named in the error), for a nonblocking init, whose work runs
+ * after the call returned. */
+extern int mgoCheckInit(char *fn, int nranks, int rank);
 /* mgoCheckRanks checks a count of ranks (what: the argument's name) before
  * anything is allocated for them. */
 extern int mgoCheckRanks(char *fn, char *what, int n);

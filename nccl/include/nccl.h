@@ -7,6 +7,10 @@
  *
  * cudaStream_t comes from cuda_runtime.h when it can be included; define
  * MSCCLGO_NCCL_NO_CUDA_RUNTIME to use the same opaque type without CUDA.
+ * With the runtime, the toolkit's half-precision headers come too
+ * (cuda_fp16.h, and cuda_bf16.h from CUDA 11 on), as NVIDIA's nccl.h
+ * includes them: programs written against it use half and
+ * __nv_bfloat16 without including them themselves (nccl-tests does).
  */
 #ifndef NCCL_H_
 #define NCCL_H_
@@ -15,6 +19,12 @@
 #if __has_include(<cuda_runtime.h>)
 #include <cuda_runtime.h>
 #define MSCCLGO_NCCL_HAVE_CUDA_RUNTIME 1
+#if __has_include(<cuda_fp16.h>)
+#include <cuda_fp16.h>
+#endif
+#if __has_include(<cuda_bf16.h>) && defined(CUDART_VERSION) && CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
 #endif
 #endif
 #ifndef MSCCLGO_NCCL_HAVE_CUDA_RUNTIME
@@ -193,11 +203,13 @@ ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 
 /*
- * Functions of later NCCL releases that PyTorch calls when it is built
- * against them (2.23 to 2.29), with NCCL's prototypes, so that a program
- * built against a newer nccl.h finds them here. mscclgo takes
- * ncclCommInitRankScalable; the others go to the fallback NCCL (and
- * ncclCommShrink is refused): see docs/integration.md. Define
+ * The functions of later NCCL releases (2.23 to 2.29.7: nccl.h's, and the
+ * host functions of nccl_device.h that take no structure by value), with
+ * NCCL's prototypes, so that a program built against a newer nccl.h finds
+ * them here. mscclgo takes ncclCommInitRankScalable and decides
+ * ncclAlltoAll, ncclGather and ncclScatter as the other collectives; the
+ * others go to the fallback NCCL (and ncclCommShrink, ncclCommGrow and
+ * ncclCommGetUniqueId are refused): see docs/integration.md. Define
  * MSCCLGO_NCCL_API_2_22_ONLY to declare NCCL 2.22's API alone.
  */
 #ifndef MSCCLGO_NCCL_API_2_22_ONLY
@@ -217,6 +229,9 @@ typedef struct ncclWindow_vidmem *ncclWindow_t;
 
 /* Flags of ncclCommSuspend. */
 #define NCCL_SUSPEND_MEM 0x01
+
+/* Flags of ncclCommRevoke. */
+#define NCCL_REVOKE_DEFAULT 0x00
 
 /* What ncclCommMemStats reports. */
 typedef enum {
@@ -238,10 +253,14 @@ typedef struct {
  * defines them; here they are only passed through, by pointer). */
 typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclCommProperties ncclCommProperties_t;
 
 /* 2.23: initialisation from several unique ids. */
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,
                                       ncclConfig_t *config);
+
+/* 2.24: the log's settings read again (deprecated in NCCL). */
+void ncclResetDebugInit(void);
 
 /* 2.27: shrink, memory windows. */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
@@ -249,12 +268,30 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 
-/* 2.28: device communicators. */
+/* 2.28: alltoall, gather, scatter; revoke; device communicators. */
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm);
 ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
 
-/* 2.29: multimem pointers, signals, suspend and resume (2.29.7). */
+/* 2.29: grow, window pointers, properties, one-sided calls, suspend and
+ * resume (2.29.7). */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm,
+                          ncclConfig_t *config);
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props);
 ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void **outPtr);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr);
+ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
 ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);

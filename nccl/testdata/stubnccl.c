@@ -113,7 +113,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
   char idbuf[NCCL_UNIQUE_ID_BYTES + 1];
   memcpy(idbuf, id.internal, NCCL_UNIQUE_ID_BYTES);
   idbuf[NCCL_UNIQUE_ID_BYTES] = '\0';
-  record("ncclCommInitRankConfig %s id=%s config=%s", WHO(*comm), idbuf, config ? "set" : "null");
+  if (config != NULL) {
+    record("ncclCommInitRankConfig %s id=%s config=set blocking=%d", WHO(*comm), idbuf, config->blocking);
+  } else {
+    record("ncclCommInitRankConfig %s id=%s config=null", WHO(*comm), idbuf);
+  }
   return ncclSuccess;
 }
 
@@ -380,4 +384,75 @@ ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t 
   record("ncclCommMemStats %s stat=%d", WHO(comm), (int)stat);
   return ncclSuccess;
 }
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
+  ENTER("ncclAlltoAll");
+  record("ncclAlltoAll %s count=%zu dtype=%d inplace=%d stream=%p", WHO(comm), count, (int)datatype, sendbuff == recvbuff,
+         (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclGather");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclGather %s count=%zu dtype=%d root=%d stream=%p", WHO(comm), count, (int)datatype, root, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  ENTER("ncclScatter");
+  (void)sendbuff;
+  (void)recvbuff;
+  record("ncclScatter %s count=%zu dtype=%d root=%d stream=%p", WHO(comm), count, (int)datatype, root, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ENTER("ncclCommRevoke");
+  record("ncclCommRevoke %s flags=%d", WHO(comm), revokeFlags);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream) {
+  ENTER("ncclPutSignal");
+  (void)localbuff;
+  record("ncclPutSignal %s count=%zu dtype=%d peer=%d win=%s offset=%zu sig=%d ctx=%d flags=%u stream=%p", WHO(comm), count,
+         (int)datatype, peer, peerWin != NULL ? "set" : "null", peerWinOffset, sigIdx, ctx, flags, (void *)stream);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr) {
+  ENTER("ncclWinGetUserPtr");
+  *outUserPtr = (void *)win;
+  record("ncclWinGetUserPtr %s", WHO(comm));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props) {
+  ENTER("ncclCommQueryProperties");
+  record("ncclCommQueryProperties %s props=%s", WHO(comm), props != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
+  ENTER("ncclGetLsaDevicePointer");
+  *outPtr = (char *)window + offset;
+  record("ncclGetLsaDevicePointer offset=%zu rank=%d", offset, lsaRank);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+  ENTER("ncclGetPeerDevicePointer");
+  *outPtr = (char *)window + offset;
+  record("ncclGetPeerDevicePointer offset=%zu peer=%d", offset, peer);
+  return ncclSuccess;
+}
+
+void ncclResetDebugInit(void) { record("ncclResetDebugInit"); }
 #endif
