@@ -1,5 +1,11 @@
-"""mscclgo's own communicator for PyTorch programs: a ctypes wrapper of
-mscclgo.h in libmscclgo_nccl.so (nothing to compile).
+"""mscclgo for PyTorch programs: the torch.distributed backend "mscclgo",
+which importing the package registers (backend.py):
+
+    import mscclgo
+    torch.distributed.init_process_group("mscclgo")   # under torchrun
+
+and mscclgo's own communicator, a ctypes wrapper of mscclgo.h in
+libmscclgo_nccl.so (nothing to compile):
 
     import mscclgo
     comm = mscclgo.Communicator()              # from torchrun's environment
@@ -314,3 +320,19 @@ class Communicator:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _register_backend():
+    """Registers the torch.distributed backend "mscclgo" (backend.py)
+    where torch.distributed is there; the package works without torch."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return
+    if not dist.is_available():
+        return
+    from . import backend
+    backend.register()
+
+
+_register_backend()
