@@ -159,6 +159,28 @@ nccl-bench: nccl-bench-prep
 
 .PHONY: nccl-bench-prep nccl-bench
 
+# make torch-bench: the torch.distributed backend "mscclgo" against gloo
+# on CPU tensors (issue 43): all_reduce, all_gather (a list and one
+# tensor) and reduce_scatter (gloo's row: an all_reduce and a copy), 4 KiB
+# to 64 MiB, side by side in one torchrun job at each of
+# TORCH_BENCH_PROCS processes (python/tests/backend_bench.py says how it
+# times). The default plan set is installed into build/torch-bench/plans.
+TORCH_BENCH_DIR := build/torch-bench
+TORCH_BENCH_PROCS ?= 2 4 8
+TORCH_BENCH_SIZES ?= 4096,65536,1048576,16777216,67108864
+
+torch-bench: nccl build
+	@mkdir -p $(TORCH_BENCH_DIR)
+	@test -f $(TORCH_BENCH_DIR)/plans/index.json || bin/mscclgo install --dir $(TORCH_BENCH_DIR)/plans
+	@$(TORCH_PYTHON) -c 'import torch.distributed.run' 2>/dev/null || { echo "make torch-bench: $(TORCH_PYTHON) cannot import torch (Debian: apt-get install python3-torch)"; exit 1; }
+	@for n in $(TORCH_BENCH_PROCS); do \
+		MSCCLGO_PLAN_PATH=$(CURDIR)/$(TORCH_BENCH_DIR)/plans $(NCCL_BENCH_TORCHRUN) --master_port $(FREE_PORT) --nproc_per_node $$n \
+			python/tests/backend_bench.py $(TORCH_BENCH_SIZES) > $(TORCH_BENCH_DIR)/run-$$n.out 2>&1 || { cat $(TORCH_BENCH_DIR)/run-$$n.out; exit 1; }; \
+		grep -a -o 'TORCHBENCH.*' $(TORCH_BENCH_DIR)/run-$$n.out | sed 's/^TORCHBENCH //'; echo; \
+	done
+
+.PHONY: torch-bench
+
 # Fuzz every fuzz target of the project (each func FuzzXxx of a _test.go
 # file: FuzzLoad in executor, FuzzEval in tests/fuzz) for FUZZTIME each,
 # one after another: make fuzz FUZZTIME=30s. FUZZFLAGS are go test flags

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -202,4 +203,77 @@ func TestHostMemoryProcs(t *testing.T) {
 	if l := "rank 3 of 4: ncclAllReduce count 1024 ncclFloat32 ncclSum (out-of-place, 4096 bytes): plan allreduce_packet_oop_4gpu on host memory (CPU backend)"; !strings.Contains(runs[3].stderr, l) {
 		t.Errorf("rank 3's log lacks %q:\n%s", l, runs[3].stderr)
 	}
+}
+
+// TestTorchBackend runs python/tests/torch_backend_check.py under torchrun
+// as a training job would use mscclgo: `import mscclgo` and
+// init_process_group("mscclgo"), nothing else of mscclgo's API, with the
+// default plan set installed. At 2 processes every part: every collective
+// torch.distributed has at 1, 3, 17, 1000, 12345 and 262151 elements in
+// every dtype and reduction (closed forms), the bad calls, async work
+// overlapping a computation, and 20 DDP steps against gloo's; at 4
+// processes the same at three of the sizes.
+func TestTorchBackend(t *testing.T) {
+	python := torchPython()
+	if python == "" {
+		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
+	}
+	dir := artifacts(t)
+	plans := defaultSet(t)
+	for _, c := range []struct {
+		procs int
+		sizes string
+	}{{2, ""}, {4, "1,17,12345"}} {
+		t.Run(fmt.Sprintf("%d procs", c.procs), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python, "-m", "torch.distributed.run", "--nnodes", "1",
+				"--nproc_per_node", strconv.Itoa(c.procs), "--master_addr", "127.0.0.1", "--master_port", freePort(t),
+				"--redirects", "1", "--tee", "1", filepath.Join("..", "python", "tests", "torch_backend_check.py"))
+			cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
+				"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=60s",
+				"MSCCLGO_PLAN_PATH="+plans, "MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
+			if c.sizes != "" {
+				cmd.Env = append(cmd.Env, "MSCCLGO_TEST_SIZES="+c.sizes)
+			}
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("torchrun ran past 5 minutes:\n%s", out)
+			}
+			if err != nil {
+				t.Fatalf("torchrun: %v\n%s", err, tail(out, 200))
+			}
+			for _, part := range []string{"collectives", "errors", "async", "ddp"} {
+				for rank := range c.procs {
+					re := regexp.MustCompile(fmt.Sprintf(`rank %d: %s done ([0-9]+) cases, 0 wrong`, rank, part))
+					if m := re.FindSubmatch(out); m == nil || string(m[1]) == "0" {
+						t.Errorf("rank %d: no clean %q part:\n%s", rank, part, tail(out, 200))
+					}
+				}
+			}
+			if bytes.Contains(out, []byte("WRONG")) {
+				t.Errorf("wrong cases:\n%s", grepLines(out, "WRONG"))
+			}
+		})
+	}
+}
+
+// tail is the last n lines of out.
+func tail(out []byte, n int) []byte {
+	lines := bytes.Split(out, []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
+
+// grepLines is the lines of out that hold s.
+func grepLines(out []byte, s string) []byte {
+	var keep [][]byte
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		if bytes.Contains(l, []byte(s)) {
+			keep = append(keep, l)
+		}
+	}
+	return bytes.Join(keep, []byte("\n"))
 }

@@ -179,13 +179,27 @@ class _Work(_c10d.Work):
         raise RuntimeError(f"{self._what}: source_rank() is for recv_anysource only")
 
 
-def _caller_is_python():
-    """Whether this group method was called from torch.distributed's
-    Python functions (which wait on the returned Work in Python), not
-    from C++ (DDP's reducer, torch's own C++ helpers), which can only
-    wait on a Work of C++."""
+def _caller():
+    """How this group method was called: "sync" from one of
+    torch.distributed's Python functions with async_op false (it waits on
+    the returned Work at once), "async" from one with async_op true (it
+    hands the Work to the caller), None from C++ (DDP's reducer, torch's
+    own C++ helpers), which can only wait on a Work of C++."""
     f = sys._getframe(3)  # this, _submit, the group method, its caller
-    return f is not None and f.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
+    if f is None or f.f_globals.get("__name__") != "torch.distributed.distributed_c10d":
+        return None
+    return "async" if f.f_locals.get("async_op") else "sync"
+
+
+class _Gate:
+    """Orders a group's calls: queued counts the calls given to the
+    worker and not yet done; running is held while a call runs, on the
+    worker or on its caller's thread."""
+
+    def __init__(self):
+        self.count = threading.Lock()
+        self.running = threading.Lock()
+        self.queued = 0
 
 
 class _Call:
@@ -197,12 +211,15 @@ class _Call:
         self.fn, self.fut, self.what = fn, fut, what
 
 
-def _worker_loop(q, pending):
+def _worker_loop(q, pending, gate):
     while True:
         c = q.get()
         if c is None:
             return
-        _run_call(c, pending)
+        with gate.running:
+            _run_call(c, pending)
+            with gate.count:
+                gate.queued -= 1
         # Nothing of the call stays referenced while the loop waits: the
         # group is freed when torch drops it (destroy_process_group).
         del c
@@ -272,6 +289,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             self._nccl = dist.ProcessGroupNCCL(_c10d.PrefixStore("mscclgo/nccl/", store), rank, size)
         self._lib = _load()
         self._has_op = hasattr(self._lib, "mscclgoExecuteHostOp")
+        self._device_plans = self._nccl is not None
         if self._has_op:
             for f in (self._lib.mscclgoExecuteHostOp,):
                 f.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -298,8 +316,9 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         self._decisions = {}
         self._logged = set()
         self._queue = queue.SimpleQueue()
+        self._gate = _Gate()
         self._pending = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=_worker_loop, args=(self._queue, self._pending), daemon=True,
+        self._threads = [threading.Thread(target=_worker_loop, args=(self._queue, self._pending, self._gate), daemon=True,
                                           name=f"mscclgo-rank{rank}"),
                          threading.Thread(target=_pending_loop, args=(self._pending,), daemon=True,
                                           name=f"mscclgo-rank{rank}-p2p")]
@@ -321,6 +340,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return "mscclgo"
 
     def allreduce(self, tensors, opts=None):
+        if _cuda_in(tensors):
+            return self._cuda("allreduce", tensors, opts)
         kind, op = self._opts_op(opts)
         t = self._one("all_reduce", tensors)
         self._check_op("all_reduce", t, kind)
@@ -328,6 +349,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("all_reduce", t, lambda: self._allreduce(t, t, kind, scalar) or tensors, t)
 
     def allreduce_coalesced(self, tensors, opts=None):
+        if _cuda_in(tensors):
+            return self._cuda("allreduce_coalesced", tensors, opts)
         kind, op = self._opts_op(opts)
         for t in tensors:
             self._check_dense("all_reduce_coalesced", t)
@@ -341,6 +364,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("all_reduce_coalesced", tensors[0] if tensors else None, run, *tensors)
 
     def allgather(self, output_lists, input_tensors, opts=None):
+        if _cuda_in(input_tensors):
+            return self._cuda("allgather", output_lists, input_tensors, opts)
         inp = self._one("all_gather", input_tensors)
         if len(output_lists) != 1 or len(output_lists[0]) != self._size:
             raise ValueError(f"all_gather on rank {self._rank}: want one list of {self._size} output tensors")
@@ -360,6 +385,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("all_gather", inp, run, inp, *outs)
 
     def _allgather_base(self, output, input, opts=None):
+        if _cuda_in([input]):
+            return self._cuda("_allgather_base", output, input, opts)
         self._check_dense("all_gather_into_tensor", input)
         self._check_dense("all_gather_into_tensor", output)
         self._check_pair("all_gather_into_tensor", output, input, output.numel() == self._size * input.numel(),
@@ -368,6 +395,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                             lambda: self._allgather(output.view(-1), input.reshape(-1)) or [output], input, output)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
+        if _cuda_in(input_list):
+            return self._cuda("allgather_coalesced", output_lists, input_list, opts)
         def run():
             for outs, inp in zip(output_lists, input_list):
                 flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype)
@@ -380,6 +409,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("all_gather_coalesced", input_list[0] if input_list else None, run, *input_list)
 
     def reduce_scatter(self, output_tensors, input_lists, opts=None):
+        if _cuda_in(output_tensors):
+            return self._cuda("reduce_scatter", output_tensors, input_lists, opts)
         kind, op = self._opts_op(opts)
         out = self._one("reduce_scatter", output_tensors)
         if len(input_lists) != 1 or len(input_lists[0]) != self._size:
@@ -400,6 +431,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("reduce_scatter", out, run, out, *ins)
 
     def _reduce_scatter_base(self, output, input, opts=None):
+        if _cuda_in([output]):
+            return self._cuda("_reduce_scatter_base", output, input, opts)
         kind, op = self._opts_op(opts)
         self._check_dense("reduce_scatter_tensor", input)
         self._check_dense("reduce_scatter_tensor", output)
@@ -412,11 +445,15 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                             input, output)
 
     def broadcast(self, tensors, opts=None):
+        if _cuda_in(tensors):
+            return self._cuda("broadcast", tensors, opts)
         t = self._one("broadcast", tensors)
         root = opts.rootRank if opts is not None else 0
         return self._submit("broadcast", t, lambda: self._gloo_op("broadcast", t, root) or tensors, t)
 
     def reduce(self, tensors, opts=None):
+        if _cuda_in(tensors):
+            return self._cuda("reduce", tensors, opts)
         kind, op = self._opts_op(opts)
         t = self._one("reduce", tensors)
         self._check_op("reduce", t, kind)
@@ -425,6 +462,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("reduce", t, lambda: self._reduce(t, root, kind, scalar) or tensors, t)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
+        if _cuda_in(input_tensors):
+            return self._cuda("alltoall", output_tensors, input_tensors, opts)
         for t in list(output_tensors) + list(input_tensors):
             self._check_dense("all_to_all", t)
 
@@ -444,6 +483,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("all_to_all", first, run, *output_tensors, *input_tensors)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if _cuda_in([input]):
+            return self._cuda("alltoall_base", output, input, output_split_sizes, input_split_sizes, opts)
         self._check_dense("all_to_all_single", input)
         self._check_dense("all_to_all_single", output)
 
@@ -458,6 +499,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("barrier", None, lambda: self._gloo.barrier(_c10d.BarrierOptions()).wait() and [])
 
     def gather(self, output_lists, input_tensors, opts=None):
+        if _cuda_in(input_tensors):
+            return self._cuda("gather", output_lists, input_tensors, opts)
         inp = self._one("gather", input_tensors)
         root = opts.rootRank if opts is not None else 0
 
@@ -470,6 +513,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("gather", inp, run, inp)
 
     def scatter(self, output_tensors, input_lists, opts=None):
+        if _cuda_in(output_tensors):
+            return self._cuda("scatter", output_tensors, input_lists, opts)
         out = self._one("scatter", output_tensors)
         root = opts.rootRank if opts is not None else 0
 
@@ -482,10 +527,14 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         return self._submit("scatter", out, run, out)
 
     def send(self, tensors, dst, tag=0):
+        if _cuda_in(tensors):
+            return self._cuda("send", tensors, dst, tag)
         t = self._one("send", tensors)
         return self._submit("send", t, lambda: _Later(self._gloo.send([_wire(t)], dst, tag), tensors), t)
 
     def recv(self, tensors, src, tag=0):
+        if _cuda_in(tensors):
+            return self._cuda("recv", tensors, src, tag)
         t = self._one("recv", tensors)
         w = _wire(t)
 
@@ -496,6 +545,45 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
 
     def monitored_barrier(self, opts=None, wait_all_ranks=False):
         return self._gloo.monitored_barrier(opts, wait_all_ranks)
+
+    def _cuda(self, name, *args):
+        """A call on CUDA tensors: a plan enqueued on the current stream
+        where one fits (all_reduce, all_gather_into_tensor,
+        reduce_scatter_tensor, through the library's CUDA build), else the
+        wrapped NCCL group's method of the same name. Not run: no torch
+        with CUDA was at hand (docs/integration.md)."""
+        if self._nccl is None:
+            raise RuntimeError(f"{name} on rank {self._rank}: CUDA tensors, and torch has no NCCL group to wrap "
+                               "(torch.distributed.is_nccl_available() is false)")
+        served = {"allreduce": "allreduce", "_allgather_base": "allgather", "_reduce_scatter_base": "reducescatter"}
+        if self._device_plans and name in served and self._has_op:
+            coll = served[name]
+            if coll == "allreduce":
+                out = inp = self._one("all_reduce", args[0])
+                opts = args[1]
+            else:
+                out, inp, opts = args
+            kind, op = self._opts_op(opts) if coll != "allgather" else (None, None)
+            plan, why = self._plan(coll, out, inp, kind)
+            if plan:
+                scalar = _premul_factor(op) if kind == _R.PREMUL_SUM else None
+                try:
+                    self._execute(coll, plan, out, inp, kind, scalar,
+                                  stream=torch.cuda.current_stream(out.device).cuda_stream)
+                except MscclgoError as e:
+                    if "device backend" not in str(e):
+                        raise RuntimeError(f"{_describe(name, self._rank, out)}: {e}") from e
+                    # The same library on every rank: every rank turns away here.
+                    self._device_plans = False
+                    self._info(f"plans on CUDA tensors off: {e}; calls go to NCCL")
+                else:
+                    fut = torch.futures.Future()
+                    fut.set_result([out])  # enqueued on the caller's stream: ordered as NCCL's calls are
+                    return _Work(fut, name) if _caller() else _c10d._create_work_from_future(fut)
+            else:
+                self._note((name, out.dtype, kind, out.numel(), "cuda"), f"{name} of {out.numel()} "
+                           f"{str(out.dtype)[6:]} on CUDA: {why}: NCCL")
+        return getattr(self._nccl, name)(*args)
 
     # -- the calls' paths ----------------------------------------------
 
@@ -646,9 +734,16 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                            f"plan {d[0]}")
         return d
 
-    def _execute(self, collective, plan, out, inp, kind, scalar):
+    def _execute(self, collective, plan, out, inp, kind, scalar, stream=None):
+        """Runs plan: on host memory, or on stream (CUDA tensors)."""
         lib, count = self._lib, (inp.numel() if collective == "allgather" else out.numel())
         dt = _PLAN_DTYPES[out.dtype]
+        if stream is not None:
+            sc = torch.tensor([scalar], dtype=out.dtype) if kind == _R.PREMUL_SUM else None
+            self._comm._call(lib.mscclgoExecuteOp, self._comm._comm, collective.encode(), plan.encode(),
+                             inp.data_ptr(), out.data_ptr(), count, dt, _OPS[kind][0] if kind is not None else 0,
+                             sc.data_ptr() if sc is not None else None, ctypes.c_void_p(stream))
+            return
         if kind is None or (kind == _R.SUM and not self._has_op):
             self._comm._call(lib.mscclgoExecuteHost, self._comm._comm, collective.encode(), plan.encode(),
                              inp.data_ptr(), out.data_ptr(), count, dt)
@@ -679,9 +774,6 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             raise ValueError(f"{_describe(what, self._rank, t)}: a sparse tensor; mscclgo takes dense (strided) tensors")
         if not t.is_contiguous():
             raise ValueError(f"{_describe(what, self._rank, t)}: not contiguous (call .contiguous() first)")
-        if t.is_cuda:
-            raise NotImplementedError(f"{_describe(what, self._rank, t)}: CUDA tensors need torch 2.x and the "
-                                      "library's CUDA build (docs/integration.md)")
 
     def _check_pair(self, what, out, inp, sizes_ok, want):
         if out.dtype != inp.dtype:
@@ -707,10 +799,22 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                 return fn()
             except MscclgoError as e:
                 raise RuntimeError(f"{desc}: {e}") from e
-        self._queue.put(_Call(run, fut, desc))
-        if _caller_is_python():
-            return _Work(fut, desc)
-        return _c10d._create_work_from_future(fut)
+        call, how = _Call(run, fut, desc), _caller()
+        if how == "sync":
+            # A caller that waits at once: where nothing is queued, the
+            # call runs on its thread, without a hand-over to the worker.
+            with self._gate.running:
+                with self._gate.count:
+                    idle = self._gate.queued == 0
+                if idle:
+                    _run_call(call, self._pending)
+                    return _Work(fut, desc)
+        with self._gate.count:
+            self._gate.queued += 1
+        self._queue.put(call)
+        if how is None:
+            return _c10d._create_work_from_future(fut)
+        return _Work(fut, desc)
 
     def _info(self, msg):
         _log.info("rank %d of %d: %s", self._rank, self._size, msg)
@@ -742,6 +846,10 @@ def _wire(t):
     if t.dtype == torch.bool:
         return t.view(torch.uint8)
     return t
+
+
+def _cuda_in(tensors):
+    return bool(tensors) and getattr(tensors[0], "is_cuda", False)
 
 
 def _in_place(collective, out, inp, rank):

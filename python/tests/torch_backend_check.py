@@ -33,7 +33,8 @@ import torch.distributed as dist
 
 import mscclgo  # noqa: F401: registers the backend
 
-SIZES = (1, 3, 17, 1000, 12345, 262151)
+# MSCCLGO_TEST_SIZES (comma-separated element counts) narrows the sweep.
+SIZES = tuple(int(n) for n in os.environ.get("MSCCLGO_TEST_SIZES", "1,3,17,1000,12345,262151").split(","))
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int32, torch.int64,
           torch.uint8, torch.bool)
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
