@@ -108,6 +108,10 @@ func (d *demand) move(from, to int, b float64) {
 		return
 	}
 	d.add(to*resPerRank+resHBM, b)
+	if s.net != nil {
+		d.moveOnNetwork(from, to, b)
+		return
+	}
 	if s.node(from) == s.node(to) {
 		d.add(from*resPerRank+resEgress, b)
 		d.add(to*resPerRank+resIngress, b)

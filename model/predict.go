@@ -25,6 +25,11 @@ type Options struct {
 	RanksPerNode int
 	// NoTimeline skips building the timeline (faster sweeps).
 	NoTimeline bool
+	// Network, when set, is the machine's topology (network.go):
+	// transfers between GPUs share every link of their route instead of
+	// the GPUs' NVLink egress and ingress and NICs, and it places ranks on
+	// nodes instead of RanksPerNode.
+	Network *Network
 }
 
 // Result is the prediction of one call.

@@ -175,6 +175,11 @@ type sim struct {
 	tbs       []*tbRun
 	tl        *timeline.Timeline
 	end       float64
+	// The topology (Options.Network): its links are resources from
+	// netBase on; netErr is the first access without a route.
+	net     *Network
+	netBase int
+	netErr  error
 }
 
 func (s *sim) at(t float64, fn func()) {
@@ -182,7 +187,12 @@ func (s *sim) at(t float64, fn func()) {
 	heap.Push(&s.events, event{t: t, seq: s.seq, fn: fn})
 }
 
-func (s *sim) node(r int) int { return r / s.perNode }
+func (s *sim) node(r int) int {
+	if s.net != nil {
+		return s.net.Node(r)
+	}
+	return r / s.perNode
+}
 
 // gbps converts GB/s to bytes per µs.
 func gbps(v float64) float64 { return v * 1e3 }
@@ -205,6 +215,13 @@ func newSim(inst *executor.Instance, p *Profile, opts Options) (*sim, error) {
 		s.res[b+resHBM].cap = gbps(pp.HBMGBps.Value)
 		s.res[b+resNICOut].cap = nic
 		s.res[b+resNICIn].cap = nic
+	}
+	if opts.Network != nil {
+		if err := opts.Network.validate(n); err != nil {
+			return nil, err
+		}
+		s.net = opts.Network
+		s.netBase = s.addNetwork(opts.Network)
 	}
 	s.ranks = make([]rankSim, n)
 	for r := range inst.Ranks {
@@ -293,6 +310,9 @@ func (s *sim) run() (float64, error) {
 			shareRates(s.res, s.flows)
 			s.dirty = false
 		}
+	}
+	if s.netErr != nil {
+		return 0, s.netErr
 	}
 	var blocked []executor.BlockedTB
 	for _, t := range s.tbs {

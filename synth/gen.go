@@ -1,0 +1,306 @@
+// This file writes the .star program of a packing: data tables (the
+// trees, the size variants) and a few named helpers that turn them into
+// channels and ops.
+
+package synth
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Collective is what synth writes a program for.
+type Collective int
+
+// The collectives synth writes.
+const (
+	AllGather Collective = iota
+	ReduceScatter
+	AllReduce
+)
+
+var collNames = []string{"allgather", "reducescatter", "allreduce"}
+
+func (c Collective) String() string { return collNames[c] }
+
+// ParseCollective reads allgather, reducescatter or allreduce.
+func ParseCollective(s string) (Collective, error) {
+	for i, n := range collNames {
+		if s == n {
+			return Collective(i), nil
+		}
+	}
+	return 0, fmt.Errorf("collective %q: want allgather, reducescatter or allreduce", s)
+}
+
+// Variant is one program of the file: a message-size range and how the
+// trees run in it.
+type Variant struct {
+	Suffix    string
+	Min, Max  uint64
+	Instances int
+	// Unit is the pipeline unit in bytes (0: no pipeline).
+	Unit uint64
+}
+
+// program is what gen needs to write a file.
+type program struct {
+	coll         Collective
+	name         string // plan name prefix
+	header       []string
+	worldSize    int
+	ranksPerNode int
+	nodes        []int
+	pack         *Packing
+	variants     []Variant
+	topoName     string
+}
+
+// star returns the program's text.
+func (g *program) star() []byte {
+	var b strings.Builder
+	for _, l := range g.header {
+		if l == "" {
+			b.WriteString("#\n")
+			continue
+		}
+		b.WriteString("# " + l + "\n")
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("\nNAME = %q\n", g.name)
+	w("WORLD_SIZE = %d\n", g.worldSize)
+	w("RANKS_PER_NODE = %d\n", g.ranksPerNode)
+	w("TOPOLOGY = %q\n", g.topoName)
+	w("\n# Every rank's shard is cut into CHUNKS chunks; each chunk travels on one tree.\n")
+	w("CHUNKS = %d\n", g.pack.Chunks)
+	w("\n# NODE[r]: the machine of rank r (memory channels within one, port channels between).\n")
+	w("NODE = %s\n", intList(g.nodes))
+	if g.pack.Reduce {
+		w("\n# TREES[r]: the reduction trees of rank r's shard, in chunk order, each\n")
+		w("# (chunks it carries, the parent of every rank: -1 at the root r). Partial\n")
+		w("# sums flow from every rank to its parent")
+		if g.coll == AllReduce {
+			w("; the sums then flow back down the\n# same edges, from every rank to its children")
+		}
+		w(".\n")
+	} else {
+		w("\n# TREES[r]: the broadcast trees of rank r's shard, in chunk order, each\n")
+		w("# (chunks it carries, the parent of every rank: -1 at the root r). A chunk\n")
+		w("# flows from every rank to its children.\n")
+	}
+	w("TREES = [\n")
+	for r, ts := range g.pack.Trees {
+		w("    [  # rank %d\n", r)
+		for _, t := range ts {
+			w("        (%d, %s),\n", t.Chunks, intList(t.Parent))
+		}
+		w("    ],\n")
+	}
+	w("]\n")
+	w("\n# VARIANTS: one program per message-size range: (name suffix, smallest and\n")
+	w("# largest message size in bytes, instances, pipeline unit in bytes; 0: none).\n")
+	w("VARIANTS = [\n")
+	for _, v := range g.variants {
+		w("    (%q, %d, %s, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Instances, v.Unit)
+	}
+	w("]\n")
+	w(`
+num_threads_per_block = param("num_threads_per_block", 1024, help = "threads per thread block")
+variant = param("variant", "", help = "write only the program of this variant (empty: all of them)")
+
+def children(parent, v):
+    """The ranks whose parent is v."""
+    return [c for c in range(WORLD_SIZE) if parent[c] == v]
+
+def channel(dst, src):
+    """A channel from src to dst: memory within a node, port between nodes."""
+    if NODE[dst] == NODE[src]:
+        return MemoryChannel(dst, src)
+    return PortChannel(dst, src)
+
+def pair_channels(trees):
+    """ch[(a, b)], a channel from a to b, for every pair of ranks an edge of
+    one of the trees joins. Both directions are created together, so the
+    k-th channel from a to b pairs with the k-th from b to a."""
+    ch = {}
+    for _, parent in trees:
+        for c in range(WORLD_SIZE):
+            p = parent[c]
+            if p >= 0 and (p, c) not in ch:
+                ch[(p, c)] = channel(c, p)
+                ch[(c, p)] = channel(p, c)
+    return ch
+
+def edges(trees, upward):
+    """The pairs (parent, child), or (child, parent) when upward, of every
+    edge of the trees, each pair once, sorted."""
+    out = {}
+    for _, parent in trees:
+        for c in range(WORLD_SIZE):
+            if parent[c] >= 0:
+                out[(c, parent[c]) if upward else (parent[c], c)] = True
+    return sorted(out.keys())
+
+def handshake(ch, pairs, tb):
+    """a tells b that its buffers may be written, for every (a, b) of pairs."""
+    for a, b in pairs:
+        ch[(a, b)].signal(tb = tb, data_sync = SyncType.none)
+    for a, b in pairs:
+        ch[(b, a)].wait(tb = tb, data_sync = SyncType.none)
+
+def send(chans, dsts, src, tb):
+    """Writes src into dsts[i] over chans[i] and signals each peer. Puts of one
+    kind in a row fuse into one op, and so do the signals: groups of 8 peers,
+    the most one op reaches."""
+    for g in range(0, len(chans), 8):
+        group = range(g, min(g + 8, len(chans)))
+        for i in group:
+            if chans[i].channel_type == ChannelType.port:
+                chans[i].put_with_signal_and_flush(dsts[i], src, tb = tb)
+            else:
+                chans[i].put(dsts[i], src, tb = tb)
+        for i in group:
+            if chans[i].channel_type == ChannelType.memory:
+                chans[i].signal(tb = tb, data_sync = SyncType.before)
+
+def pipeline(unit):
+    """The chunks move in pieces of unit bytes, each piece forwarded as soon
+    as it has arrived; unit 0 moves whole chunks."""
+    if unit > 0:
+        return Loop.iteration(unit = unit, num_chunks = 1)
+    return [None]
+
+`)
+	switch g.coll {
+	case AllGather:
+		w(`def buf(v):
+    """The buffer the shards live in: in place, rank r's input is chunks
+    [r * CHUNKS, (r + 1) * CHUNKS) of its output."""
+    return Rank(v).get_output_buffer()
+
+def broadcast(root, first, count, parent, unit, tb):
+    """Thread block tb of every rank: chunks [first, first + count) of rank
+    root's shard down the tree parent."""
+    trees = [(count, parent)]
+    ch = pair_channels(trees)
+    # Every rank tells its parent that its output is free to be written.
+    handshake(ch, edges(trees, True), tb)
+    for _ in pipeline(unit):
+        for k in range(root * CHUNKS + first, root * CHUNKS + first + count):
+            for v in range(WORLD_SIZE):
+                kids = children(parent, v)
+                if parent[v] >= 0:
+                    ch[(v, parent[v])].wait(tb = tb, data_sync = SyncType.after)
+                send([ch[(v, c)] for c in kids], [buf(c)[k:k + 1] for c in kids], buf(v)[k:k + 1], tb)
+
+`)
+	default:
+		w(`def buf(v):
+    """The buffer the shards live in: in place, rank r's result is chunks
+    [r * CHUNKS, (r + 1) * CHUNKS) of its input."""
+    return Rank(v).get_input_buffer()
+
+def reduce(root, first, count, parent, unit, then_broadcast, tb):
+    """Thread block tb of every rank: the partial sums of chunks [first,
+    first + count) of rank root's shard up the tree parent, then, when
+    then_broadcast, the sums back down."""
+    trees = [(count, parent)]
+    ch = pair_channels(trees)
+    # Scratch: slot[c] on c's parent receives c's partial sums; part[v]
+    # holds the partial sums of a rank with children.
+    slot, part = {}, {}
+    for c in range(WORLD_SIZE):
+        if parent[c] >= 0:
+            slot[c] = Buffer(parent[c], count)
+            if children(parent, c):
+                part[c] = Buffer(c, count)
+    # Every rank tells its children that its scratch is free to be written.
+    handshake(ch, edges(trees, False), tb)
+    base = root * CHUNKS + first
+    for _ in pipeline(unit):
+        for j in range(count):
+            for v in range(WORLD_SIZE):
+                kids = children(parent, v)
+                for c in kids:
+                    ch[(v, c)].wait(tb = tb, data_sync = SyncType.after)
+                got = [slot[c][j:j + 1] for c in kids]
+                mine = buf(v)[base + j:base + j + 1]
+                if parent[v] < 0:
+                    Rank(v).reduce(mine, got, tb = tb)
+                    continue
+                if kids:
+                    Rank(v).reduce(mine, got, tb = tb, dst_chunk = part[v][j:j + 1])
+                    mine = part[v][j:j + 1]
+                send([ch[(v, parent[v])]], [slot[v][j:j + 1]], mine, tb)
+    if not then_broadcast:
+        return
+    for _ in pipeline(unit):
+        for k in range(base, base + count):
+            for v in range(WORLD_SIZE):
+                kids = children(parent, v)
+                if parent[v] >= 0:
+                    ch[(v, parent[v])].wait(tb = tb, data_sync = SyncType.after)
+                send([ch[(v, c)] for c in kids], [buf(c)[k:k + 1] for c in kids], buf(v)[k:k + 1], tb)
+
+`)
+	}
+	ctor := map[Collective]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce"}[g.coll]
+	w(`def program(suffix, lo, hi, instances, unit):
+    """One program: a thread block per tree on every rank."""
+    spec = AlgoSpec(
+        name = NAME + "_" + suffix,
+        collective = %s(WORLD_SIZE, CHUNKS, True),
+        nranks_per_node = RANKS_PER_NODE,
+        world_size = WORLD_SIZE,
+        in_place = True,
+        instances = instances,
+        protocol = "Simple",
+        num_threads_per_block = num_threads_per_block,
+        min_message_size = lo,
+        max_message_size = hi,
+        tags = {
+            "algorithm": NAME,
+            "topology": "single-node" if RANKS_PER_NODE == WORLD_SIZE else "multi-node",
+            "nodes": str(WORLD_SIZE // RANKS_PER_NODE),
+            "synthesized": TOPOLOGY,
+        },
+    )
+    CollectiveProgram.from_spec(spec)
+    tb = 0
+    for root in range(WORLD_SIZE):
+        first = 0
+        for count, parent in TREES[root]:
+`, ctor)
+	switch g.coll {
+	case AllGather:
+		w("            broadcast(root, first, count, parent, unit, tb)\n")
+	case ReduceScatter:
+		w("            reduce(root, first, count, parent, unit, False, tb)\n")
+	case AllReduce:
+		w("            reduce(root, first, count, parent, unit, True, tb)\n")
+	}
+	w("            first += count\n")
+	w("            tb += 1\n")
+	w(`
+for suffix, lo, hi, instances, unit in VARIANTS:
+    if variant == "" or variant == suffix:
+        program(suffix, lo, hi, instances, unit)
+`)
+	return []byte(b.String())
+}
+
+func intList(a []int) string {
+	s := make([]string, len(a))
+	for i, v := range a {
+		s[i] = fmt.Sprint(v)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// sizeLiteral writes the largest size as (1 << 64) - 1.
+func sizeLiteral(v uint64) string {
+	if v == ^uint64(0) {
+		return "(1 << 64) - 1"
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,425 @@
+// This file holds Synthesize: pack trees, choose chunks, instances and
+// pipeline units by the model, write the program, verify it.
+
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/topo"
+)
+
+// Options configure a synthesis.
+type Options struct {
+	Collective Collective
+	// Topology is the machine; TopoName and HWName how the user named it
+	// and its GPU profile (for the header and the plan's tags).
+	Topology         *topo.Topology
+	TopoName, HWName string
+	// Command is the command line that wrote the file (for the header).
+	Command string
+	// Chunks are the chunk counts per shard tried (nil: 16, 8, 4, 2, 1).
+	Chunks []int
+	// Instances and Units are the instances and pipeline units tried
+	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 64 KiB, 1 MiB; the second unit
+	// judges the chunk counts).
+	Instances []int
+	Units     []uint64
+	// Sizes are the message sizes the variants are chosen at and the
+	// report covers, ascending (nil: 1 KiB to 256 MiB by 4).
+	Sizes []uint64
+	// VerifyBytes bounds the sizes of the CPU-backend runs (0: 1 MiB).
+	VerifyBytes uint64
+	// Rounds of multiplicative weights for the pool of trees (0: 40).
+	Rounds int
+	// MaxBlocks bounds the thread blocks per rank (0: 64, below the SMs of
+	// every bundled GPU: 80 on V100): trees times instances.
+	MaxBlocks int
+}
+
+// Result is a verified program.
+type Result struct {
+	// Star is the .star file; Name its plans' name prefix.
+	Star []byte
+	Name string
+	// Programs are its plans, one per variant, verified.
+	Programs []Compiled
+	Variants []Variant
+	Packing  *Packing
+	// Bound is the cut lower bound of the call's time (µs) at a size;
+	// BoundAlgBW the algbw it allows at large sizes (GB/s).
+	BoundAlgBW float64
+	// Points are the predictions at Options.Sizes: the best variant's.
+	Points []Point
+	// Verified are the sizes each program ran at on the CPU backend.
+	Verified map[string][]uint64
+	// Elapsed is how long synthesis took.
+	Elapsed time.Duration
+}
+
+// Point is one size of the prediction.
+type Point struct {
+	Size    uint64
+	Variant string
+	TimeUS  float64
+	AlgBW   float64
+	BusBW   float64
+	// BoundUS is the cut lower bound's time at this size.
+	BoundUS float64
+}
+
+// BoundTime returns the cut lower bound of the collective's time (µs) at
+// size bytes on tp, and the algbw it allows; allreduce's is the sum of
+// reduce-scatter's and allgather's.
+func BoundTime(c Collective, tp *topo.Topology, size float64) (float64, float64) {
+	n := tp.NumGPUs()
+	ag, rs := tp.AllGatherBound(), tp.ReduceScatterBound()
+	switch c {
+	case AllGather:
+		return ag.TimeUS(size, n), ag.AlgBW(n)
+	case ReduceScatter:
+		return rs.TimeUS(size, n), rs.AlgBW(n)
+	}
+	t := ag.TimeUS(size, n) + rs.TimeUS(size, n)
+	return t, size / 1e3 / t
+}
+
+func (o *Options) defaults() {
+	if o.Chunks == nil {
+		o.Chunks = []int{16, 8, 4, 2, 1}
+	}
+	if o.Instances == nil {
+		o.Instances = []int{1, 2, 4, 8}
+	}
+	if o.Units == nil {
+		o.Units = []uint64{0, 256 << 10, 64 << 10, 1 << 20}
+	}
+	if o.Sizes == nil {
+		for s := uint64(1 << 10); s <= 256<<20; s <<= 2 {
+			o.Sizes = append(o.Sizes, s)
+		}
+	}
+	if o.VerifyBytes == 0 {
+		o.VerifyBytes = 1 << 20
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 40
+	}
+	if o.MaxBlocks == 0 {
+		o.MaxBlocks = 64
+	}
+}
+
+// ErrSynth is wrapped by every failure of a program synth wrote: a bug of
+// synth, not of its input.
+var ErrSynth = errors.New("synth: a synthesized program failed its verification (a bug in synth)")
+
+// Synthesize writes, verifies and models the program of o.
+func Synthesize(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	o.defaults()
+	tp := o.Topology
+	n := tp.NumGPUs()
+	if n < 2 {
+		return nil, fmt.Errorf("%s: %d GPU: a collective needs at least 2", o.TopoName, n)
+	}
+	hw, err := ModelProfile(tp.HW)
+	if err != nil {
+		return nil, err
+	}
+	net := Network(tp)
+	mopts := model.Options{Network: net, NoTimeline: true}
+	name := "synth_" + o.Collective.String() + "_" + ident(o.TopoName)
+	if tp.Nodes > 1 {
+		name += fmt.Sprintf("_x%d", tp.Nodes)
+	}
+	nodes := make([]int, n)
+	for r := range nodes {
+		nodes[r] = tp.NodeOf(r)
+	}
+	reduce := o.Collective != AllGather
+	// Every size a multiple of what any chunk count and instances tried
+	// divides (16-byte elements of 16 ranks' worth).
+	q := uint64(n) * 16 * 16
+	for _, c := range o.Chunks {
+		q = lcm(q, uint64(n*c)*16)
+	}
+	for _, i := range o.Instances {
+		q = lcm(q, uint64(n*i)*16*16)
+	}
+	sizes := make([]uint64, 0, len(o.Sizes))
+	for _, s := range o.Sizes {
+		s = (s + q - 1) / q * q
+		if len(sizes) == 0 || sizes[len(sizes)-1] != s {
+			sizes = append(sizes, s)
+		}
+	}
+	o.Sizes = sizes
+	_, boundBW := BoundTime(o.Collective, tp, 1<<30)
+
+	// First the chunk count: the one whose program (one instance, the
+	// first pipeline unit) is fastest at the largest size, among those
+	// within the executor's op limit.
+	type choice struct {
+		pack *Packing
+		pts  map[[2]uint64][]model.Point // (instances, unit) -> points
+	}
+	largest := o.Sizes[len(o.Sizes)-1]
+	maxTrees := max(1, o.MaxBlocks/n)
+	build := func(pk *Packing, inst int, unit uint64) ([]Compiled, error) {
+		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, pack: pk, topoName: o.TopoName,
+			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: inst, Unit: unit}}}
+		return compile(ctx, name+".star", g.star(), nil)
+	}
+	probeUnit := o.Units[min(1, len(o.Units)-1)]
+	var best *choice
+	bestTime := math.Inf(1)
+	for _, c := range o.Chunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pk := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		progs, err := build(pk, 1, probeUnit)
+		var ce *CheckError
+		if errors.As(err, &ce) && ce.opLimit() {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %d chunks: %v", ErrSynth, c, err)
+		}
+		pts, _, err := model.Sweep(progs[0].Plan, []uint64{largest}, executor.Float16, true, hw, mopts)
+		if err != nil {
+			return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+		}
+		if len(pts) == 1 && pts[0].Time < bestTime {
+			best, bestTime = &choice{pack: pk, pts: map[[2]uint64][]model.Point{}}, pts[0].Time
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("%s: no chunk count of %v gives programs within the executor's limits (64 ops per thread block) at %d bytes", o.TopoName, o.Chunks, largest)
+	}
+	// Then instances and pipeline units, at every size.
+	trees := 0
+	for _, ts := range best.pack.Trees {
+		trees += len(ts)
+	}
+	for _, inst := range o.Instances {
+		if inst > 1 && inst*trees > o.MaxBlocks {
+			continue
+		}
+		for _, unit := range o.Units {
+			progs, err := build(best.pack, inst, unit)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, inst, unit, err)
+			}
+			pts, _, err := model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts)
+			if err != nil {
+				return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+			}
+			best.pts[[2]uint64{uint64(inst), unit}] = pts
+		}
+	}
+	variants := chooseVariants(best.pts, o.Sizes)
+	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, pack: best.pack,
+		topoName: o.TopoName, variants: variants}
+	res := &Result{Name: name, Variants: variants, Packing: best.pack, BoundAlgBW: boundBW, Verified: map[string][]uint64{}}
+	// The predictions of the variants, each at its own sizes.
+	for _, s := range o.Sizes {
+		for _, v := range variants {
+			if s < v.Min || s > v.Max {
+				continue
+			}
+			for _, p := range best.pts[[2]uint64{uint64(v.Instances), v.Unit}] {
+				if p.Size == s {
+					bt, _ := BoundTime(o.Collective, tp, float64(s))
+					res.Points = append(res.Points, Point{Size: s, Variant: v.Suffix, TimeUS: p.Time, AlgBW: p.AlgBW, BusBW: p.BusBW, BoundUS: bt})
+				}
+			}
+		}
+	}
+	g.header = header(o, res, tp)
+	text := g.star()
+	progs, err := compile(ctx, name+".star", text, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+	}
+	if len(progs) != len(variants) {
+		return nil, fmt.Errorf("%w: %d programs for %d variants", ErrSynth, len(progs), len(variants))
+	}
+	for i, p := range progs {
+		sizes, err := runChecked(ctx, p.Plan, max(o.VerifyBytes, variants[i].Min), 3)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+		}
+		res.Verified[p.Name] = sizes
+		// Modelled in its own range (the choice above modelled it too).
+		if _, _, err := model.Sweep(p.Plan, sizes, executor.Float16, true, hw, mopts); err != nil {
+			return nil, fmt.Errorf("%w: model %s: %v", ErrSynth, p.Name, err)
+		}
+	}
+	res.Star, res.Programs = text, progs
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// chooseVariants picks, at each size, the (instances, unit) of least
+// predicted time and merges neighbouring sizes of one choice into a
+// variant whose range reaches halfway (in log) to the next size.
+func chooseVariants(pts map[[2]uint64][]model.Point, sizes []uint64) []Variant {
+	keys := make([][2]uint64, 0, len(pts))
+	for k := range pts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	var picks [][2]uint64
+	for _, s := range sizes {
+		bk, bt := keys[0], math.Inf(1)
+		for _, k := range keys {
+			for _, p := range pts[k] {
+				// Prefer the simpler choice unless 1% faster.
+				if p.Size == s && p.Time < bt*0.99 {
+					bk, bt = k, p.Time
+				}
+			}
+		}
+		picks = append(picks, bk)
+	}
+	var out []Variant
+	for i, k := range picks {
+		if len(out) > 0 && uint64(out[len(out)-1].Instances) == k[0] && out[len(out)-1].Unit == k[1] {
+			continue
+		}
+		if len(out) > 0 {
+			// Split between sizes[i-1] and sizes[i]: at their geometric mean.
+			cut := uint64(math.Sqrt(float64(sizes[i-1]) * float64(sizes[i])))
+			out[len(out)-1].Max = cut - 1
+			out = append(out, Variant{Min: cut})
+		} else {
+			out = append(out, Variant{Min: 0})
+		}
+		v := &out[len(out)-1]
+		v.Instances, v.Unit = int(k[0]), k[1]
+	}
+	out[len(out)-1].Max = ^uint64(0)
+	for i := range out {
+		u := "whole"
+		if out[i].Unit > 0 {
+			u = fmt.Sprintf("u%dk", out[i].Unit>>10)
+		}
+		out[i].Suffix = fmt.Sprintf("i%d_%s", out[i].Instances, u)
+		if len(out) > 1 {
+			out[i].Suffix = fmt.Sprintf("r%d_%s", i, out[i].Suffix)
+		}
+	}
+	return out
+}
+
+// header is the comment at the top of the file.
+func header(o Options, res *Result, tp *topo.Topology) []string {
+	n := tp.NumGPUs()
+	pk := res.Packing
+	var h []string
+	add := func(format string, args ...any) { h = append(h, fmt.Sprintf(format, args...)) }
+	add("%s: %s for %s (GPU profile %s), %d GPUs", res.Name, o.Collective, o.TopoName, o.HWName, n)
+	if tp.Nodes > 1 {
+		h[0] += fmt.Sprintf(" in %d nodes of %d", tp.Nodes, tp.GPUsPerNode)
+	}
+	add("written by `%s` (docs/synthesis.md).", o.Command)
+	add("")
+	kind := "broadcast trees: each chunk goes from its rank down a spanning tree, every rank forwarding it to its children"
+	if pk.Reduce {
+		kind = "reduction trees: each chunk's partial sums go up a spanning tree to the rank that owns it, every rank adding its children's sums to its own"
+		if o.Collective == AllReduce {
+			kind += ", then the sums come back down the same tree"
+		}
+	}
+	add("Method: every rank's shard is cut into %d chunks carried by %s.", pk.Chunks, kind)
+	add("The trees were packed by multiplicative weights over the links (a minimum-cost")
+	add("arborescence per shard per round) and rounded to whole chunks; they sustain")
+	add("%.2f GB/s per shard on the busiest link, %.1f%% of the cut bound's %.2f.", pk.Rate, 100*pk.Rate/boundRate(o.Collective, tp), boundRate(o.Collective, tp))
+	add("")
+	add("Trees (rank: chunks, then its edges parent>child):")
+	for r, ts := range pk.Trees {
+		for _, t := range ts {
+			var e []string
+			for v, p := range t.Parent {
+				if p >= 0 {
+					e = append(e, fmt.Sprintf("%d>%d", p, v))
+				}
+			}
+			add("  %d: %d: %s", r, t.Chunks, strings.Join(e, " "))
+		}
+	}
+	add("")
+	add("Predicted on the topology (mscclgo model --topo %s --hw %s, float16, in place):", o.TopoName, o.HWName)
+	add("  %12s %12s %10s %10s %12s %9s  %s", "size (B)", "time (us)", "algbw", "busbw", "bound (us)", "of bound", "variant")
+	for _, p := range res.Points {
+		add("  %12d %12.2f %10.2f %10.2f %12.2f %8.1f%%  %s", p.Size, p.TimeUS, p.AlgBW, p.BusBW, p.BoundUS, 100*p.BoundUS/p.TimeUS, p.Variant)
+	}
+	add("Cut lower bound: algbw %.2f GB/s (the links a set of GPUs exchanges data over, %s).", res.BoundAlgBW, boundCut(o.Collective, tp))
+	add("")
+	add("Each variant below was evaluated, checked, run on the CPU backend (results")
+	add("compared, races and deadlocks looked for) and modelled before this file was")
+	add("written.")
+	return h
+}
+
+func boundRate(c Collective, tp *topo.Topology) float64 {
+	if c == AllGather {
+		return tp.AllGatherBound().Rate
+	}
+	return tp.ReduceScatterBound().Rate
+}
+
+func boundCut(c Collective, tp *topo.Topology) string {
+	b := tp.AllGatherBound()
+	if c != AllGather {
+		b = tp.ReduceScatterBound()
+	}
+	if len(b.Cut) > 6 {
+		return fmt.Sprintf("binding on a set of %d GPUs", len(b.Cut))
+	}
+	return "binding on " + strings.Join(b.Cut, " ")
+}
+
+func lcm(a, b uint64) uint64 {
+	g, h := a, b
+	for h != 0 {
+		g, h = h, g%h
+	}
+	return a / g * b
+}
+
+// ident turns a name into a plan-name fragment.
+func ident(s string) string {
+	s = strings.TrimSuffix(strings.TrimSuffix(s, ".txt"), ".json")
+	if i := strings.LastIndexAny(s, `/\`); i >= 0 {
+		s = s[i+1:]
+	}
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+var _ = plan.MaxThreadsPerBlock

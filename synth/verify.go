@@ -1,0 +1,113 @@
+// This file holds the verification every program passes before synth
+// hands it out: evaluated, checked, run on the CPU backend at several
+// sizes (results compared, races and deadlocks detected) and modelled.
+
+package synth
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/starlib"
+)
+
+// memSource serves one .star text.
+type memSource struct {
+	name string
+	text []byte
+}
+
+func (m memSource) ReadFile(name string) ([]byte, error) {
+	if path.Clean(name) == m.name {
+		return m.text, nil
+	}
+	return nil, fs.ErrNotExist
+}
+
+func (m memSource) Display(name string) string { return name }
+
+// Compiled is one program of a file, compiled and loaded.
+type Compiled struct {
+	Name string
+	Text []byte // the plan JSON
+	Plan *plan.Plan
+}
+
+// compile evaluates a .star text and returns every program's plan, each
+// checked as mscclgo check checks it (an error, or a warning of what the
+// MSCCL++ executor cannot run, fails).
+func compile(ctx context.Context, name string, text []byte, defines map[string]string) ([]Compiled, error) {
+	res, err := starlib.Eval(memSource{name: name, text: text}, name, starlib.Options{Defines: defines, Context: ctx})
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	var out []Compiled
+	for _, p := range res.Programs {
+		data, err := p.Plan()
+		if err != nil {
+			return nil, fmt.Errorf("compile %s: %w", p.Name(), err)
+		}
+		var problems []string
+		for _, pr := range plan.Check(data) {
+			problems = append(problems, pr.Error())
+		}
+		if len(problems) > 0 {
+			return nil, &CheckError{Program: p.Name(), Problems: problems}
+		}
+		pl, err := plan.Load(data)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", p.Name(), err)
+		}
+		out = append(out, Compiled{Name: p.Name(), Text: data, Plan: pl})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("evaluate: no program")
+	}
+	return out, nil
+}
+
+// CheckError is a plan mscclgo check finds problems in.
+type CheckError struct {
+	Program  string
+	Problems []string
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("check %s: %s", e.Program, strings.Join(e.Problems, "; "))
+}
+
+// opLimit reports whether the problems are the executor's op limit (the
+// chunk count, not the program, is then too large).
+func (e *CheckError) opLimit() bool {
+	for _, p := range e.Problems {
+		if !strings.Contains(p, "a thread block holds at most") && !strings.Contains(p, "holds at most 64") {
+			return false
+		}
+	}
+	return true
+}
+
+// runChecked runs p on the CPU backend with race detection at up to n
+// sizes of its range no larger than maxBytes, two launches each,
+// checking every result.
+func runChecked(ctx context.Context, p *plan.Plan, maxBytes uint64, n int) ([]uint64, error) {
+	dt := executor.Float32
+	sizes := harness.CheckSizes(p, dt, maxBytes, n)
+	if len(sizes) == 0 {
+		return nil, fmt.Errorf("%s: no message size of its range [%d, %d] is valid", p.Name, p.MinMessageSize, p.MaxMessageSize)
+	}
+	checker := harness.NewChecker()
+	for _, s := range sizes {
+		if err := checker.Run(ctx, cpu.New(), p, s, dt, p.Inplace, 2); err != nil {
+			return sizes, fmt.Errorf("%s: run on the CPU backend at %d bytes: %w", p.Name, s, err)
+		}
+	}
+	return sizes, nil
+}
