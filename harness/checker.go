@@ -161,6 +161,7 @@ type genKey struct {
 type sumKey struct {
 	genKey
 	nranks, splitMask int
+	op                executor.ReduceOp
 }
 
 // genTable holds rows of generator output laid out thread-major, as Fill
@@ -269,11 +270,16 @@ func buildGen(dt executor.Numeric, mode FillMode, rows, width int) (*genTable, e
 }
 
 // sum returns the reference-sum table of l's element type, fill mode,
-// rank count and split mask serving n elements at shifts (iterations) up
-// to shift: column t of a row is the sum, in rank order, of the generator
-// values at t + seedRank(r) (c.mu held).
+// rank count, split mask and reduction serving n elements at shifts
+// (iterations) up to shift: column t of a row is the reduction (the sum,
+// for ReduceSum), in rank order, of the generator values at t +
+// seedRank(r) (c.mu held).
 func (c *Checker) sum(l *Layout, n, shift int) (*genTable, error) {
-	k := sumKey{genKey{l.DType.Name(), l.Fill}, l.NRanks, l.SplitMask}
+	k := sumKey{genKey{l.DType.Name(), l.Fill}, l.NRanks, l.SplitMask, l.Reduce}
+	comb := l.combine()
+	if comb == nil {
+		return nil, fmt.Errorf("check: %w", executor.CheckReduce(l.DType, l.Reduce))
+	}
 	t := c.sums[k]
 	if t.covers(n, shift) {
 		return t, nil
@@ -298,7 +304,7 @@ func (c *Checker) sum(l *Layout, n, shift int) (*genTable, error) {
 		}
 		copy(acc, src(0))
 		for r := 1; r < l.NRanks; r++ {
-			l.DType.Add(acc, acc, src(r))
+			comb(acc, acc, src(r))
 		}
 	}
 	c.sums[k] = t
@@ -403,9 +409,9 @@ func checkRank(l *Layout, t *genTable, out []byte, me, seq int) uint64 {
 	var wrong uint64
 	switch l.Kind() {
 	case executor.AllReduce:
-		wrong = compare(seq, 0, outE, out, true)
+		wrong = compare(seq, 0, outE, out, l.tolerant())
 	case executor.ReduceScatter:
-		wrong = compare(seq, me*outE, (me+1)*outE, out, true)
+		wrong = compare(seq, me*outE, (me+1)*outE, out, l.tolerant())
 	case executor.AllGather:
 		for r := 0; r < n; r++ {
 			wrong += compare(r+seq, 0, inE, out[r*inE*es:], false)
@@ -540,10 +546,17 @@ func view16(b []byte) []uint16 { return unsafe.Slice((*uint16)(unsafe.Pointer(&b
 
 // Run is RunChecked with the Checker's data.
 func (c *Checker) Run(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
+	return c.RunReduce(ctx, backend, p, size, dt, executor.ReduceSum, inPlace, iters)
+}
+
+// RunReduce is Run with the sessions' reduction op (executor.Options.Reduce),
+// the expected results of an allreduce or reducescatter combined with it.
+func (c *Checker) RunReduce(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, op executor.ReduceOp, inPlace bool, iters int) error {
 	l, err := PlanLayout(p, size, dt, inPlace)
 	if err != nil {
 		return err
 	}
+	l.Reduce = op
 	inst, err := executor.Instantiate(p, l.Sizes)
 	if err != nil {
 		return err
@@ -551,7 +564,7 @@ func (c *Checker) Run(ctx context.Context, backend executor.Backend, p *plan.Pla
 	if err := executor.CheckLaunch(inst, l.BufferLayout, false); err != nil {
 		return err
 	}
-	sess, err := backend.Open(inst, executor.Options{DType: dt, Race: true})
+	sess, err := backend.Open(inst, executor.Options{DType: dt, Reduce: op, Race: true})
 	if err != nil {
 		return err
 	}

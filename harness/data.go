@@ -125,6 +125,27 @@ type Layout struct {
 	// rank r is r/(SplitMask+1), and each group receives from the group
 	// before it.
 	SplitMask int
+	// Reduce is the reduction of an allreduce or reducescatter run
+	// (executor.Options.Reduce): the expected result is the ranks' fills
+	// combined with it in rank order.
+	Reduce executor.ReduceOp
+}
+
+// combine is the pairwise reduction of l's type and op; nil when the
+// type cannot reduce with the op (executor.CheckReduce).
+func (l *Layout) combine() func(dst, a, b []byte) {
+	if executor.CheckReduce(l.DType, l.Reduce) != nil {
+		return nil
+	}
+	return executor.Combiner(l.DType, l.Reduce)
+}
+
+// tolerant reports whether l's outputs are compared within the
+// reduction tolerance: the results of a sum or a product depend on the
+// order of the operations; a max or a min, data movement and int32
+// results do not, and must be bit-exact (int32's tolerance is 0 anyway).
+func (l *Layout) tolerant() bool {
+	return l.Reduces() && (l.Reduce == executor.ReduceSum || l.Reduce == executor.ReduceProd)
 }
 
 // PlanLayout is executor.PlanLayout with the reference fill.
@@ -190,12 +211,17 @@ func (l *Layout) input(r, seq int) []byte {
 	return b
 }
 
-// sum is the reference reduction: the fills of ranks 0..n-1 added in
-// rank order, in T (docs/semantics.md §5.3).
+// sum is the reference reduction: the fills of ranks 0..n-1 combined
+// with l.Reduce (added, for a sum) in rank order, in T
+// (docs/semantics.md §5.3); nil when T cannot reduce with l.Reduce.
 func (l *Layout) sum(seq int) []byte {
+	comb := l.combine()
+	if comb == nil {
+		return nil
+	}
 	acc := l.input(0, seq)
 	for r := 1; r < l.NRanks; r++ {
-		l.DType.Add(acc, acc, l.input(l.seedRank(r), seq))
+		comb(acc, acc, l.input(l.seedRank(r), seq))
 	}
 	return acc
 }
@@ -210,7 +236,11 @@ func (l *Layout) Expected(rank, seq int) []byte {
 	case executor.AllReduce:
 		return l.sum(seq)
 	case executor.ReduceScatter:
-		return l.sum(seq)[me*out : (me+1)*out]
+		e := l.sum(seq)
+		if e == nil {
+			return nil
+		}
+		return e[me*out : (me+1)*out]
 	case executor.AllGather:
 		e := make([]byte, 0, out)
 		for r := 0; r < l.NRanks; r++ {
@@ -259,13 +289,20 @@ func (l *Layout) Check(bufs []executor.RankBuffers, seq int) ([]uint64, error) {
 	case executor.TestCollective:
 		return nil, ErrNoCheck
 	case executor.AllReduce, executor.ReduceScatter:
+		if err := executor.CheckReduce(l.DType, l.Reduce); err != nil {
+			return nil, fmt.Errorf("check: %w", err)
+		}
 		e := l.sum(seq)
 		forRanks(func(me int) {
 			want := e
 			if l.Kind() == executor.ReduceScatter {
 				want = e[uint64(me)*out : uint64(me+1)*out]
 			}
-			wrong[me] = l.near(bufs[me].Output, want)
+			if l.tolerant() {
+				wrong[me] = l.near(bufs[me].Output, want)
+			} else {
+				wrong[me] = l.exact(bufs[me].Output, want)
+			}
 		})
 	case executor.AllGather:
 		for r := 0; r < l.NRanks; r++ {
@@ -387,7 +424,7 @@ func (l *Layout) wrongIn(got, want []byte, rank, max int) []WrongElement {
 			continue
 		}
 		gv, wv := dt.Float64(got, i), dt.Float64(want, i)
-		if l.Reduces() && math.Abs(gv-wv) <= tol*(1+math.Abs(wv)) {
+		if l.tolerant() && math.Abs(gv-wv) <= tol*(1+math.Abs(wv)) {
 			continue
 		}
 		out = append(out, WrongElement{Rank: rank, Offset: uint64(i * size), Want: wv, Got: gv})

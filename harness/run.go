@@ -250,7 +250,7 @@ func (cfg *Config) prepare(size uint64) (*Layout, *executor.Instance, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l.Fill, l.SplitMask = cfg.Fill, cfg.SplitMask
+	l.Fill, l.SplitMask, l.Reduce = cfg.Fill, cfg.SplitMask, cfg.Options.Reduce
 	inst, err := executor.Instantiate(cfg.Plan, l.Sizes)
 	if err != nil {
 		return nil, nil, err

@@ -39,6 +39,11 @@ type Case struct {
 	// or a deadlock that may hide one): Run returns Racy. For
 	// ThreadSanitizer runs of the kernel, where such a plan is a report.
 	SkipRacy bool
+	// Reduce is the sessions' reduction (executor.Options.Reduce).
+	Reduce executor.ReduceOp
+	// Inputs, when not nil, fills rank's input of launch it instead of
+	// the reference fill (special values: signed zeros, NaNs, overflow).
+	Inputs func(rank, it int, in []byte)
 }
 
 func (c Case) String() string {
@@ -46,7 +51,22 @@ func (c Case) String() string {
 	if c.LL8 {
 		ll = "LL8"
 	}
-	return fmt.Sprintf("size %d %s %s in-place %v", c.Size, c.DType.Name(), ll, c.InPlace)
+	red := ""
+	if c.Reduce != executor.ReduceSum {
+		red = " " + c.Reduce.String()
+	}
+	return fmt.Sprintf("size %d %s%s %s in-place %v", c.Size, c.DType.Name(), red, ll, c.InPlace)
+}
+
+// fill fills the inputs of launch it: c.Inputs, or the reference fill.
+func (c Case) fill(l *harness.Layout, bufs []executor.RankBuffers, it int) {
+	if c.Inputs == nil {
+		l.FillInputs(bufs, it)
+		return
+	}
+	for r := range bufs {
+		c.Inputs(r, it, bufs[r].Input)
+	}
 }
 
 // Outcome says how a differential run ended.
@@ -78,7 +98,7 @@ func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
 	if c.SkipRacy && !clean(ctx, c, l, inst) {
 		return Racy, nil
 	}
-	opts := executor.Options{DType: c.DType, LL8: c.LL8, DeadlockTimeout: c.Timeout}
+	opts := executor.Options{DType: c.DType, Reduce: c.Reduce, LL8: c.LL8, DeadlockTimeout: c.Timeout}
 	ref, err := cpu.New().Open(inst, opts)
 	if err != nil {
 		return 0, fmt.Errorf("cpu: %w", err)
@@ -92,8 +112,8 @@ func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
 	refBufs, gotBufs := l.Alloc(), l.Alloc()
 	n := max(c.Launches, 1)
 	for it := 0; it < n; it++ {
-		l.FillInputs(refBufs, it)
-		l.FillInputs(gotBufs, it)
+		c.fill(l, refBufs, it)
+		c.fill(l, gotBufs, it)
 		rerr := ref.Launch(ctx, refBufs)
 		var rd, gd *executor.DeadlockError
 		if it == 0 && c.DeadlockTimeout > 0 && errors.As(rerr, &rd) {
@@ -133,13 +153,13 @@ func Run(ctx context.Context, test executor.Backend, c Case) (Outcome, error) {
 // raceRun runs the first launch of c on the CPU backend with race
 // detection and returns its error.
 func raceRun(ctx context.Context, c Case, l *harness.Layout, inst *executor.Instance) error {
-	s, err := cpu.New().Open(inst, executor.Options{DType: c.DType, LL8: c.LL8, Race: true, DeadlockTimeout: c.Timeout})
+	s, err := cpu.New().Open(inst, executor.Options{DType: c.DType, Reduce: c.Reduce, LL8: c.LL8, Race: true, DeadlockTimeout: c.Timeout})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	bufs := l.Alloc()
-	l.FillInputs(bufs, 0)
+	c.fill(l, bufs, 0)
 	return s.Launch(ctx, bufs)
 }
 
