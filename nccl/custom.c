@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The Go side of mscclgoExecuteOp and mscclgoExecuteHostOp (custom.go). */
+extern int mgoCustomExecuteOp(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
+                              int op, void *scalar, uintptr_t stream, int host);
+
 #define MCOMM_LIVE 0x6d7363636c636f31ULL
 #define MCOMM_DEAD 0x6d7363636c636f30ULL
 
@@ -178,6 +182,33 @@ ncclResult_t mscclgoExecuteHost(mscclgoComm_t comm, const char *collective, cons
   }
   return (ncclResult_t)mgoCustomExecute(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
                                             (int)datatype, 0, 1);
+}
+
+ncclResult_t mscclgoExecuteOp(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                              void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, const void *scalar,
+                              cudaStream_t stream) {
+  ncclResult_t r = check(comm, "mscclgoExecuteOp");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (collective == NULL) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoExecuteOp: collective is NULL");
+  }
+  return (ncclResult_t)mgoCustomExecuteOp(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
+                                          (int)datatype, (int)op, (void *)scalar, (uintptr_t)stream, 0);
+}
+
+ncclResult_t mscclgoExecuteHostOp(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                                  void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, const void *scalar) {
+  ncclResult_t r = check(comm, "mscclgoExecuteHostOp");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  if (collective == NULL) {
+    return failc(ncclInvalidArgument, "mscclgo: mscclgoExecuteHostOp: collective is NULL");
+  }
+  return (ncclResult_t)mgoCustomExecuteOp(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
+                                          (int)datatype, (int)op, (void *)scalar, 0, 1);
 }
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {

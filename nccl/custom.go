@@ -165,7 +165,8 @@ func mgoCustomSetSelector(h C.uintptr_t, selector C.mscclgoSelector_t, user unsa
 	return C.ncclSuccess
 }
 
-// customCall is the call of mscclgoSelect or mscclgoExecute.
+// customCall is the call of mscclgoSelect or mscclgoExecute (a sum; see
+// customOp for the others).
 func customCall(fn string, collectiveName *C.char, send, recv unsafe.Pointer, count C.size_t, dtype C.int) (call, error) {
 	k := call{fn: fn, sendPtr: send, recvPtr: recv, send: uintptr(send), recv: uintptr(recv), count: uint64(count), dtype: int(dtype), op: -1, peer: -1}
 	switch name := C.GoString(collectiveName); name {
@@ -178,10 +179,39 @@ func customCall(fn string, collectiveName *C.char, send, recv unsafe.Pointer, co
 	default:
 		return k, errorf(resultInvalidArgument, "collective %q: mscclgo runs allreduce, allgather and reducescatter", name)
 	}
-	if !planElem(k.dtype) {
-		return k, errorf(resultInvalidArgument, "%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype))
+	if k.dtype < 0 || k.dtype >= len(dtypeNames) {
+		return k, errorf(resultInvalidArgument, "data type %d is not an ncclDataType_t (0 to %d)", k.dtype, len(dtypeNames)-1)
 	}
 	return k, nil
+}
+
+// customOp sets call k's reduction to op (mscclgoExecuteOp), with scalar
+// (one element of k's type in host memory) for MSCCLGO_PREMUL_SUM.
+// Allgather ignores op.
+func customOp(k *call, op C.int, scalar unsafe.Pointer) error {
+	if !k.coll.hasOp() {
+		return nil
+	}
+	switch {
+	case op < 0 || op > opPreMulSum:
+		return errorf(resultInvalidArgument, "reduction %d: want ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg (0 to 4) or MSCCLGO_PREMUL_SUM (5)", op)
+	case op == opPreMulSum && scalar == nil:
+		return errorf(resultInvalidArgument, "MSCCLGO_PREMUL_SUM with a NULL scalar (want one %s in host memory)", dtypeName(k.dtype))
+	case op == opPreMulSum:
+		k.premul = true
+		k.scalar = C.GoBytes(scalar, C.int(elemSize(k.dtype)))
+	}
+	k.op = int(op)
+	return nil
+}
+
+// checkCustom is checkCall for a custom call (whose MSCCLGO_PREMUL_SUM
+// is no op created on the communicator).
+func (c *comm) checkCustom(k call) error {
+	if k.premul {
+		k.op = opSum
+	}
+	return c.checkCall(k)
 }
 
 // choose finds the plan of call k: the registered plan named plan, else
@@ -202,7 +232,7 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		}
 		got := C.mscclgo_call_selector(selector, &creq, user)
 		if got == nil {
-			return decision{}, errorf(resultInvalidUsage, "the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))
+			return decision{generic: true, why: fmt.Sprintf("the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))}, nil
 		}
 		plan = C.GoString(got)
 		if plan == "" {
@@ -215,13 +245,31 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		if c.gpu != nil && !k.hostMem {
 			// Every rank's plan from what they share (decide).
 			req.InPlace = devicePlace(k.coll)
+		} else if c.procs != nil {
+			// Session buffers of its own (decide).
+			req.InPlace = false
 		}
-		choice, planInPlace, err := selectEitherPlace(sources, req)
+		if !planElem(k.dtype) {
+			return decision{generic: true, why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype))}, nil
+		}
+		choice, planInPlace, padBlock, err := selectPadded(sources, req, k.coll, k.count*elemSize(k.dtype))
+		if errors.Is(err, planset.ErrNoPlan) {
+			why := "no plan is registered (mscclgoRegisterPlan)"
+			if len(sources) > 0 {
+				why = noPlanWhy(sources, req, err)
+			}
+			return decision{generic: true, why: why}, nil
+		}
 		if err != nil {
 			return decision{}, &ncclError{code: resultInvalidUsage, err: err}
 		}
-		return decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why,
-			planInPlace: planInPlace, viaCopy: planInPlace && !callInPlace, viaStage: !planInPlace && callInPlace}, nil
+		d := decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File), why: choice.Why, planInPlace: planInPlace}
+		if padBlock != 0 {
+			d.padCount = padBlock / elemSize(k.dtype)
+			return d, nil
+		}
+		d.viaCopy, d.viaStage = planInPlace && !callInPlace, !planInPlace && callInPlace
+		return d, nil
 	}
 	for _, s := range sources {
 		for _, e := range s.Index.Plans {
@@ -231,10 +279,26 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 			if e.Collective != req.Collective || e.WorldSize != c.size {
 				return decision{}, errorf(resultInvalidUsage, "plan %s is a %s plan for %d ranks, not %s for %d", plan, e.Collective, e.WorldSize, req.Collective, c.size)
 			}
+			if !planElem(k.dtype) {
+				return decision{}, errorf(resultInvalidUsage, "plan %s: %s: plans compute float16, bfloat16, float32 and int32 (name no plan to take the built-in path)", plan, dtypeName(k.dtype))
+			}
+			d := decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", planInPlace: e.InPlace}
+			if req.Size < e.MinMessageSize || req.Size > e.MaxMessageSize || !fitsWhole(e, k.coll, uint64(c.size), elemSize(k.dtype), k.count*elemSize(k.dtype)) {
+				// Padded to the plan's next size (pad.go).
+				named := planset.Source{Dir: s.Dir, Index: &planset.Index{Plans: []planset.Entry{e}}}
+				pr := req
+				pr.RanksPerNode, pr.NVLS = e.RanksPerNode, e.NVLS
+				_, pb, ok := paddedSize([]planset.Source{named}, pr, k.coll, k.count*elemSize(k.dtype))
+				if !ok {
+					return decision{}, errorf(resultInvalidUsage, "plan %s takes %s of [%d, %d] bytes, not %d, nor any padded size above it", plan, e.Collective, e.MinMessageSize, e.MaxMessageSize, req.Size)
+				}
+				d.padCount = pb / elemSize(k.dtype)
+				return d, nil
+			}
 			// A plan of the other placement runs after a copy of the
 			// input (an out-of-place plan reads a staged copy).
-			return decision{plan: plan, path: filepath.Join(s.Dir, e.File), why: "named", viaCopy: e.InPlace && !req.InPlace,
-				viaStage: !e.InPlace && req.InPlace, planInPlace: e.InPlace}, nil
+			d.viaCopy, d.viaStage = e.InPlace && !req.InPlace, !e.InPlace && req.InPlace
+			return d, nil
 		}
 	}
 	return decision{}, errorf(resultInvalidUsage, "no registered plan is named %q (mscclgoRegisterPlan)", plan)
@@ -247,21 +311,25 @@ func mgoCustomSelect(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.
 	c, cs := customOf(h)
 	k, err := customCall(fn, collective, send, recv, count, dtype)
 	if err == nil {
-		err = c.checkCall(k)
+		err = c.checkCustom(k)
 	}
 	if err != nil {
-		return answer(fn, err)
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
 	d, err := c.choose(cs, k, goStringOrEmpty(plan))
 	if err != nil {
-		return answer(fn, err)
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
-	if uint64(len(d.plan)) >= uint64(capacity) {
-		return answer(fn, errorf(resultInvalidArgument, "plan name %q does not fit in %d bytes", d.plan, capacity))
+	got := d.plan
+	if d.generic {
+		got = builtinName
+	}
+	if uint64(len(got)) >= uint64(capacity) {
+		return answer(fn, errorf(resultInvalidArgument, "plan name %q does not fit in %d bytes", got, capacity))
 	}
 	out := unsafe.Slice((*byte)(unsafe.Pointer(name)), int(capacity))
-	copy(out, d.plan)
-	out[len(d.plan)] = 0
+	copy(out, got)
+	out[len(got)] = 0
 	return C.ncclSuccess
 }
 
@@ -272,22 +340,55 @@ func mgoCustomExecute(h C.uintptr_t, collective, plan *C.char, send, recv unsafe
 		fn = "mscclgoExecuteHost"
 	}
 	defer guard(fn, &res)
+	return customExecute(fn, h, collective, plan, send, recv, count, dtype, opSum, nil, stream, host)
+}
+
+// mgoCustomExecuteOp is mscclgoExecuteOp and mscclgoExecuteHostOp
+// (declared in custom.c).
+//
+//export mgoCustomExecuteOp
+func mgoCustomExecuteOp(h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype, op C.int, scalar unsafe.Pointer, stream C.uintptr_t, host C.int) (res C.int) {
+	fn := "mscclgoExecuteOp"
+	if host != 0 {
+		fn = "mscclgoExecuteHostOp"
+	}
+	defer guard(fn, &res)
+	return customExecute(fn, h, collective, plan, send, recv, count, dtype, op, scalar, stream, host)
+}
+
+// customExecute runs a call of the custom communicator: its plan (named,
+// the selector's or select's, padded where no plan takes the count
+// whole), or the built-in path on host memory where none serves it.
+func customExecute(fn string, h C.uintptr_t, collective, plan *C.char, send, recv unsafe.Pointer, count C.size_t, dtype, op C.int, scalar unsafe.Pointer, stream C.uintptr_t, host C.int) C.int {
 	c, cs := customOf(h)
 	if err := c.use(); err != nil {
 		return answer(fn, err)
 	}
 	k, err := customCall(fn, collective, send, recv, count, dtype)
 	if err == nil {
-		err = c.checkCall(k)
+		err = customOp(&k, op, scalar)
+	}
+	if err == nil {
+		err = c.checkCustom(k)
 	}
 	if err != nil {
-		return answer(fn, err)
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 	}
 	k.stream = uintptr(stream)
 	k.hostMem = host != 0
+	if c.emptyCall(k) {
+		return C.ncclSuccess
+	}
 	d, err := c.choose(cs, k, goStringOrEmpty(plan))
 	if err != nil {
 		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
+	}
+	if d.generic {
+		done, res, reason := c.runGeneric(k, d)
+		if !done {
+			return answer(fn, errorf(resultInvalidUsage, "rank %d of %d: %s, and %s", c.rank, c.size, d.why, reason))
+		}
+		return res
 	}
 	var ran bool
 	var reason string

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -54,6 +56,10 @@ type call struct {
 	groupDepth  int
 	deferred    bool // run at the end of its group (groupDepth is the depth it was made at)
 	hostMem     bool // the buffers are host memory (mscclgoExecuteHost): run on the CPU backend
+	// premul is set for mscclgo.h's MSCCLGO_PREMUL_SUM (op is then
+	// opPreMulSum): scalar is its one element of dtype, this rank's.
+	premul bool
+	scalar []byte
 }
 
 // dtypeNames are ncclDataType_t's names; elemSize their sizes.
@@ -94,6 +100,14 @@ func opName(op int) string {
 	return fmt.Sprintf("user-defined reduction %d", op)
 }
 
+// opLabel is k's reduction as logs and signatures name it.
+func (k call) opLabel() string {
+	if k.premul {
+		return "MSCCLGO_PREMUL_SUM"
+	}
+	return opName(k.op)
+}
+
 // decision is what a call gets: the plan that fits it, or none and why.
 type decision struct {
 	plan string // the plan that fits the call, "" for none
@@ -113,6 +127,35 @@ type decision struct {
 	// once per cached decision.
 	devKey, devDesc string
 	open            func() (*executor.Instance, *executor.BufferLayout, executor.Options, error)
+	// padCount, when not 0, is the count per rank block the plan runs,
+	// above the call's (no plan takes the call's whole): the call runs
+	// through a staging buffer of that layout (pad.go).
+	padCount uint64
+	// generic is set, with plan "", where no plan serves the call but the
+	// built-in path does on host memory (generic.go).
+	generic bool
+}
+
+// builtinName is what mscclgoSelect answers for a call of the built-in
+// path.
+const builtinName = "builtin"
+
+// padded reports whether d runs its plan on a padded layout.
+func (d decision) padded() bool { return d.padCount != 0 }
+
+// layoutOf is call k's layout under decision d (count per rank block:
+// the call's, and the plan's).
+func (c *comm) layoutOf(k call, d decision) layout {
+	l := layout{coll: k.coll, n: c.size, rank: c.rank, es: elemSize(k.dtype), count: k.count, padded: k.count}
+	if d.padCount != 0 {
+		l.padded = d.padCount
+	}
+	return l
+}
+
+// planSize is the message size the plan of d runs for call k.
+func (c *comm) planSize(k call, d decision) uint64 {
+	return c.layoutOf(k, d).planSize()
 }
 
 // decideKey is what a decision depends on, besides the communicator.
@@ -202,7 +245,9 @@ func (c call) size(worldSize int) uint64 {
 // decide chooses the plan of the communicator's plan set for one call, if
 // one fits. select's rules pick it (collective, size, world size, ranks
 // per node, in-place); the data type and the reduction must be ones plans
-// compute.
+// compute. A size no plan takes whole is padded (pad.go). Where no plan
+// serves the call, generic says whether the built-in path can (on host
+// memory), and why says what a plan would have needed.
 func (c *comm) decide(k call) decision {
 	name := k.coll.planName()
 	switch {
@@ -210,12 +255,12 @@ func (c *comm) decide(k call) decision {
 		return decision{why: fmt.Sprintf("mscclgo has no plans for %s", k.fn)}
 	case elemSize(k.dtype) == 0:
 		return decision{why: fmt.Sprintf("unknown data type %d", k.dtype)}
+	case k.coll.hasOp() && k.op >= numOps && !k.premul:
+		return decision{why: fmt.Sprintf("%s: reductions made by ncclRedOpCreatePreMulSum are the fallback NCCL's", opName(k.op))}
 	case !planElem(k.dtype):
-		return decision{why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype))}
-	case k.op >= 0 && k.op != 0:
-		return decision{why: fmt.Sprintf("%s: plans reduce by sum only", opName(k.op))}
+		return decision{why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype)), generic: true}
 	case c.plans.err != nil:
-		return decision{why: c.plans.err.Error()}
+		return decision{why: c.plans.err.Error(), generic: true}
 	}
 	callInPlace := k.inPlace(c.rank)
 	req := planset.Request{
@@ -240,15 +285,23 @@ func (c *comm) decide(k call) decision {
 		// rank's own in NCCL), out of place first.
 		req.InPlace = false
 	}
-	choice, planInPlace, err := selectEitherPlace(c.plans.sources, req)
+	choice, planInPlace, padBlock, err := selectPadded(c.plans.sources, req, k.coll, k.count*elemSize(k.dtype))
 	if errors.Is(err, planset.ErrNoPlan) && len(c.plans.sources) == 0 {
-		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs)}
+		return decision{why: fmt.Sprintf("no plan set installed (searched %v; run mscclgo install, or set MSCCLGO_PLAN_PATH)", c.plans.dirs), generic: true}
+	}
+	if errors.Is(err, planset.ErrNoPlan) {
+		return decision{why: noPlanWhy(c.plans.sources, req, err), generic: true}
 	}
 	if err != nil {
 		return decision{why: err.Error()}
 	}
 	d := decision{plan: choice.Entry.Name, path: filepath.Join(choice.Dir, choice.Entry.File),
 		why: fmt.Sprintf("plan %s fits (%s)", choice.Entry.Name, choice.Why), planInPlace: planInPlace}
+	if padBlock != 0 {
+		d.padCount = padBlock / elemSize(k.dtype)
+		d.why = fmt.Sprintf("plan %s fits (%s) at %d elements per rank, padded from %d (no plan takes %d bytes whole)", choice.Entry.Name, choice.Why, d.padCount, k.count, req.Size)
+		return d
+	}
 	d.viaCopy = planInPlace && !callInPlace
 	d.viaStage = !planInPlace && callInPlace
 	switch {
@@ -258,6 +311,39 @@ func (c *comm) decide(k call) decision {
 		d.why = fmt.Sprintf("%s plan %s fits (%s), the device's choice for %s whatever each rank's placement, after a copy of the input", placeName(planInPlace), choice.Entry.Name, choice.Why, k.fn)
 	}
 	return d
+}
+
+// noPlanWhy says why no plan of sources serves req (select's error err):
+// the world sizes and ranks per node the set has plans of the collective
+// for, or the size ranges of those of req's shape.
+func noPlanWhy(sources []planset.Source, req planset.Request, err error) string {
+	shapes := map[string]bool{}
+	var list []string
+	var ranges []string
+	for _, s := range sources {
+		for _, e := range s.Index.Plans {
+			if e.Collective != req.Collective {
+				continue
+			}
+			if e.WorldSize == req.WorldSize && e.RanksPerNode == req.RanksPerNode {
+				ranges = append(ranges, fmt.Sprintf("%s takes [%d, %d] bytes", e.Name, e.MinMessageSize, e.MaxMessageSize))
+				continue
+			}
+			sh := fmt.Sprintf("%d ranks (%d per node)", e.WorldSize, e.RanksPerNode)
+			if !shapes[sh] {
+				shapes[sh] = true
+				list = append(list, sh)
+			}
+		}
+	}
+	switch {
+	case len(ranges) > 0:
+		return fmt.Sprintf("%v: %s", err, strings.Join(ranges, ", "))
+	case len(list) > 0:
+		sort.Strings(list)
+		return fmt.Sprintf("%v: the plan set has %s plans for %s only", err, req.Collective, strings.Join(list, ", "))
+	}
+	return fmt.Sprintf("%v: the plan set has no %s plans", err, req.Collective)
 }
 
 // devicePlace is the placement of the plan that the device path prefers
@@ -292,7 +378,7 @@ func selectEitherPlace(sources []planset.Source, req planset.Request) (*planset.
 func (c *comm) describe(k call) string {
 	s := fmt.Sprintf("rank %d of %d: %s count %d %s", c.rank, c.size, k.fn, k.count, dtypeName(k.dtype))
 	if k.op >= 0 {
-		s += " " + opName(k.op)
+		s += " " + k.opLabel()
 	}
 	if k.peer >= 0 {
 		if k.coll == collSend || k.coll == collRecv {

@@ -107,7 +107,7 @@ func portNet(c *comm) (rankwire.Net, error) {
 // opener opens the plan instance of decision d for call k: made once
 // per cached decision, it captures what it needs, not the whole decision.
 func (c *comm) opener(k call, d decision) func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-	path, planInPlace, size, dt := d.path, d.planInPlace, k.size(c.size), planDType(k.dtype)
+	path, planInPlace, size, dt := d.path, d.planInPlace, c.planSize(k, d), planDType(k.dtype)
 	return func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
 		inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace)
 		return inst, layout, executor.Options{DType: dt}, err
@@ -136,6 +136,19 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	}
 	if k.send == 0 || k.recv == 0 {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %#x, receive %#x)", k.fn, k.send, k.recv), ""
+	}
+	red, err := reductionOf(k, c.size)
+	if err != nil {
+		return true, err, ""
+	}
+	if red.scaled() {
+		if hostMemEnabled() {
+			return false, nil, "" // host-memory runs scale on the host
+		}
+		return false, nil, fmt.Sprintf("%s of %s scales %s, which the device path cannot do yet (it has no kernel to scale a buffer by; host-memory runs do)", k.opLabel(), dtypeName(k.dtype), scaleWhat(red))
+	}
+	if d.padded() {
+		return c.runPaddedOnDevice(k, d, red)
 	}
 	size := k.size(c.size)
 	st := gpu.Stream(k.stream)
@@ -192,7 +205,7 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	}
 	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
 		Key: key, Desc: desc, Open: open,
-		In: in, Out: out, Stream: st,
+		In: in, Out: out, Stream: st, Reduce: red.op,
 	})
 	if errors.Is(err, gpu.ErrNotCapturable) {
 		// Refused on every rank before they met: the call goes on as if
@@ -216,6 +229,65 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	return true, nil, ""
 }
 
+// scaleWhat names what reduction r scales.
+func scaleWhat(r reduction) string {
+	if r.preMul != nil {
+		return "each input element by a scalar before the sum"
+	}
+	return "the sum by the rank count after it"
+}
+
+// runPaddedOnDevice runs call k, whose count no plan takes whole, on the
+// communicator's staging buffer laid out for the plan's padded count
+// (pad.go): the input copied in block by block on the caller's stream,
+// the plan run there, the first count elements of each output block
+// copied to the caller's output after it. The pad is never read back.
+func (c *comm) runPaddedOnDevice(k call, d decision, red reduction) (ran bool, err error, reason string) {
+	l := c.layoutOf(k, d)
+	st := gpu.Stream(k.stream)
+	stage, err := c.gpu.Staging(l.stageBytes(d.planInPlace))
+	if err != nil {
+		return true, errorf(resultSystem, "%s: %v", c.describe(k), err), ""
+	}
+	inAt, outAt := l.stageOffsets(d.planInPlace)
+	in, out := stage+gpu.DevPtr(inAt), stage+gpu.DevPtr(outAt)
+	var copyErr error
+	l.copies(true, func(callAt, planAt, n uint64) {
+		if copyErr == nil {
+			copyErr = c.gpu.CopyOnStream(st, in+gpu.DevPtr(planAt), gpu.DevPtr(k.send)+gpu.DevPtr(callAt), n)
+		}
+	})
+	if copyErr != nil {
+		return true, errorf(resultSystem, "%s: staging the input: %v", c.describe(k), copyErr), ""
+	}
+	key, desc, open := d.devKey, d.devDesc, d.open
+	if key == "" {
+		key, desc = c.deviceStrings(k, d)
+	}
+	if open == nil {
+		open = c.opener(k, d)
+	}
+	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{Key: key, Desc: desc, Open: open, In: in, Out: out, Stream: st, Reduce: red.op})
+	if errors.Is(err, gpu.ErrNotCapturable) {
+		return false, nil, fmt.Sprintf("the stream is being captured into a CUDA graph and %v", err)
+	}
+	if err != nil {
+		return true, errorf(resultInvalidUsage, "%v", err), ""
+	}
+	l.copies(false, func(callAt, planAt, n uint64) {
+		if copyErr == nil {
+			copyErr = c.gpu.CopyOnStream(st, gpu.DevPtr(k.recv)+gpu.DevPtr(callAt), out+gpu.DevPtr(planAt), n)
+		}
+	})
+	if copyErr != nil {
+		return true, errorf(resultSystem, "%s: copying the output from the staging buffer: %v", c.describe(k), copyErr), ""
+	}
+	if logging() {
+		logInfo("%s: plan %s runs %d elements per rank block on the staging buffer, padded from %d (device copies on the caller's stream)", c.describe(k), d.plan, d.padCount, k.count)
+	}
+	return true, nil, ""
+}
+
 // deviceStrings are the plan-instance key and the description of call k
 // with the plan of d, as gpu.Comm compares them across ranks: neither
 // holds the call's placement, which is each rank's own (NCCL's rule;
@@ -223,9 +295,9 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 func (c *comm) deviceStrings(k call, d decision) (key, desc string) {
 	op := ""
 	if k.op >= 0 {
-		op = " " + opName(k.op)
+		op = " " + k.opLabel()
 	}
-	key = fmt.Sprintf("%s|%d|%s|%v", d.path, k.size(c.size), planDType(k.dtype).Name(), d.planInPlace)
+	key = fmt.Sprintf("%s|%d|%s|%v", d.path, c.planSize(k, d), planDType(k.dtype).Name(), d.planInPlace)
 	desc = fmt.Sprintf("%s count %d %s%s with %s plan %s", k.fn, k.count, dtypeName(k.dtype), op, placeName(d.planInPlace), d.plan)
 	return key, desc
 }

@@ -313,8 +313,12 @@ func takeCall(h C.uintptr_t, k *C.struct_mscclgo_call, out *C.int, deferred bool
 		*out = answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
 		return C.MSCCLGO_DONE
 	}
+	if c.emptyCall(kc) {
+		*out = C.ncclSuccess
+		return C.MSCCLGO_DONE
+	}
 	d := c.decideCached(kc)
-	if !deferred && d.plan != "" && kc.groupDepth > 0 && c.gpu != nil {
+	if !deferred && kc.groupDepth > 0 && c.defers(kc, d) {
 		// Run at the end of the group, when every call of the group is
 		// known: the ranks of one thread's group meet concurrently there.
 		return C.MSCCLGO_DEFER
@@ -367,6 +371,14 @@ func mgoRunGroup(n C.int, hs *C.uintptr_t, ks *C.struct_mscclgo_call, verdicts *
 func (c *comm) settle(kc call, d decision, out *C.int) C.int {
 	fn := kc.fn
 	why := d.why
+	if d.generic {
+		done, res, reason := c.runGeneric(kc, d)
+		if done {
+			*out = res
+			return C.MSCCLGO_DONE
+		}
+		why += ", and " + reason
+	}
 	if d.plan != "" {
 		ran, err, reason := c.runOnDevice(kc, d)
 		switch {

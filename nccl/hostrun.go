@@ -143,10 +143,15 @@ type hostHub struct {
 	run      sync.Mutex
 	sessions map[string]executor.Session
 	lru      hostLRU
+
+	// stages are the ranks' host staging buffers (padded or scaled
+	// calls), by rank: one round runs at a time, all its ranks waiting
+	// in it, so no two runs use one.
+	stages [][]byte
 }
 
 func newHostHub(size int) *hostHub {
-	return &hostHub{size: size}
+	return &hostHub{size: size, stages: make([][]byte, size)}
 }
 
 // join adds a member that keeps at most max sessions open (every rank
@@ -242,20 +247,31 @@ func (c *comm) hostRefusal(k call) string {
 		return "the device backend did not take the call and MSCCLGO_NCCL_HOSTMEM is not set"
 	case c.hub == nil && c.procs == nil:
 		return "host-memory runs were not set up for this communicator"
-	case k.groupDepth > 0:
-		return "host-memory runs take no calls inside a group (they run synchronously)"
+	case k.groupDepth > 0 && !k.deferred:
+		return "a call inside a group runs at the group's end"
 	}
 	return ""
 }
 
-// runOnHost runs the plan of d for call k on host memory. ran is false,
-// with the reason, when k cannot run there.
+// hostRunnable reports whether call k can run on host memory here (its
+// group aside: such calls are deferred to the group's end).
+func (c *comm) hostRunnable(k call) bool {
+	return (k.hostMem || hostMemEnabled()) && (c.hub != nil || c.procs != nil)
+}
+
+// runOnHost runs the plan of d for call k on host memory, or, for a
+// generic decision, the built-in path (generic.go). ran is false, with
+// the reason, when k cannot run there.
 func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string) {
 	if why := c.hostRefusal(k); why != "" {
 		return false, nil, why
 	}
 	if k.sendPtr == nil || k.recvPtr == nil {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %p, receive %p)", k.fn, k.sendPtr, k.recvPtr), ""
+	}
+	red, err := reductionOf(k, c.size)
+	if err != nil {
+		return true, err, ""
 	}
 	size := k.size(c.size)
 	in, out := size, size
@@ -268,17 +284,32 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	send := unsafe.Slice((*byte)(k.sendPtr), in)
 	recv := unsafe.Slice((*byte)(k.recvPtr), out)
 	sig := hostSig(k)
+	if d.generic {
+		if c.procs != nil {
+			c.procs.mu.Lock()
+			defer c.procs.mu.Unlock()
+			return true, c.genericProcs(k, red, sig, send, recv), ""
+		}
+		mine := hostPart{coll: k.coll, send: send, recv: recv, d: d, red: red}
+		return true, c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
+			return genericLocal(ctx, k.coll, k.dtype, k.count, all)
+		}), ""
+	}
+	l := c.layoutOf(k, d)
+	if d.padded() && logging() {
+		logInfo("%s: plan %s runs %d elements per rank block, padded from %d (host copies through a staging buffer)", c.describe(k), d.plan, d.padCount, k.count)
+	}
 	if c.procs != nil {
 		// Session buffers of its own: the caller's placement is
 		// irrelevant to the run (decide chose the plan without it).
-		key := instanceKey(d.path, size, planDType(k.dtype), d.planInPlace)
-		err = c.procs.run(c, k, d, key, sig+" with plan "+d.plan, send, recv)
+		key := instanceKey(d.path, l.planSize(), planDType(k.dtype), d.planInPlace, red.op)
+		err = c.procs.run(c, k, d, key, sig+" with plan "+d.plan, send, recv, l, red)
 		c.logHostEvictions(k, c.procs.evictions)
 		return true, err, ""
 	}
-	mine := hostPart{coll: k.coll, send: send, recv: recv, callInPlace: k.inPlace(c.rank), d: d}
+	mine := hostPart{coll: k.coll, send: send, recv: recv, callInPlace: k.inPlace(c.rank), d: d, red: red, dtype: k.dtype, l: l, stage: &c.hub.stages[c.rank]}
 	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
-		return c.hub.runParts(ctx, size, planDType(k.dtype), all)
+		return c.hub.runParts(ctx, l.planSize(), planDType(k.dtype), all)
 	})
 	c.logHostEvictions(k, c.hub.evictions)
 	return true, err, ""
@@ -302,7 +333,7 @@ func (c *comm) logHostEvictions(k call, evictions func() (open, evicted int)) {
 func hostSig(k call) string {
 	op := ""
 	if k.op >= 0 {
-		op = " " + opName(k.op)
+		op = " " + k.opLabel()
 	}
 	return fmt.Sprintf("%s count %d %s%s", k.fn, k.count, dtypeName(k.dtype), op)
 }
@@ -314,6 +345,38 @@ type hostPart struct {
 	send, recv  []byte
 	callInPlace bool
 	d           decision
+	// red is the rank's reduction (its PREMUL_SUM scalar is its own);
+	// dtype the call's type; l its layout under the plan of d.
+	red   reduction
+	dtype int
+	l     layout
+	// stage is the rank's host staging buffer (hostHub.stages), for a
+	// padded or scaled call.
+	stage *[]byte
+}
+
+// staged reports whether the part runs through its staging buffer under
+// decision d: padded, or scaled before the plan's sum.
+func (p hostPart) staged(d decision) bool { return d.padded() || p.red.preMul != nil }
+
+// stagedBuffers lays the part out in its staging buffer for the plan of
+// d (rank's layout padded to d's count), its input staged (pre-multiplied
+// where the reduction says); done copies the output back and divides it
+// where the reduction says.
+func (p hostPart) stagedBuffers(rank int, d decision) (b executor.RankBuffers, done func()) {
+	l := p.l
+	l.rank = rank
+	l.padded = l.count
+	if d.padCount != 0 {
+		l.padded = d.padCount
+	}
+	need := l.stageBytes(d.planInPlace)
+	if uint64(len(*p.stage)) < need {
+		*p.stage = make([]byte, need)
+	}
+	in, out := l.stageBuffers((*p.stage)[:need], d.planInPlace)
+	l.stageIn(p.dtype, p.red, in, p.send)
+	return executor.RankBuffers{Input: in, Output: out}, func() { l.stageOut(p.dtype, p.red, p.recv, out) }
 }
 
 // buffers are the part's buffers laid out for a plan of placement
@@ -357,15 +420,30 @@ func (h *hostHub) runParts(ctx context.Context, size uint64, dt executor.ElemTyp
 	var after []func()
 	for r, p := range all {
 		var done func()
-		bufs[r], done = p.buffers(r, d.planInPlace)
+		switch {
+		case p.staged(d):
+			bufs[r], done = p.stagedBuffers(r, d)
+		default:
+			bufs[r], done = p.buffers(r, d.planInPlace)
+			if p.callInPlace != d.planInPlace && logging() {
+				logInfo("rank %d of %d: plan %s is %s and the call is not: the input is copied first (host copy)", r, len(all), d.plan, placeName(d.planInPlace))
+			}
+			if p.red.postDiv > 0 {
+				first, dt, div, recv := done, p.dtype, p.red.postDiv, p.recv
+				done = func() {
+					if first != nil {
+						first()
+					}
+					divide(dt, recv, div)
+				}
+			}
+		}
 		if done != nil {
 			after = append(after, done)
 		}
-		if p.callInPlace != d.planInPlace && logging() {
-			logInfo("rank %d of %d: plan %s is %s and the call is not: the input is copied first (host copy)", r, len(all), d.plan, placeName(d.planInPlace))
-		}
 	}
-	if err := h.execute(ctx, instanceKey(d.path, size, dt, d.planInPlace), d.path, size, dt, d.planInPlace, bufs); err != nil {
+	op := all[0].red.op
+	if err := h.execute(ctx, instanceKey(d.path, size, dt, d.planInPlace, op), d.path, size, dt, d.planInPlace, op, bufs); err != nil {
 		return err
 	}
 	for _, f := range after {
@@ -376,8 +454,8 @@ func (h *hostHub) runParts(ctx context.Context, size uint64, dt executor.ElemTyp
 
 // instanceKey names a plan instance: the plan's file laid out for one
 // size, element type and placement.
-func instanceKey(file string, size uint64, dt executor.ElemType, inPlace bool) string {
-	return fmt.Sprintf("%s|%d|%s|%v", file, size, dt.Name(), inPlace)
+func instanceKey(file string, size uint64, dt executor.ElemType, inPlace bool, op executor.ReduceOp) string {
+	return fmt.Sprintf("%s|%d|%s|%v|%v", file, size, dt.Name(), inPlace, op)
 }
 
 func placeName(inPlace bool) string {
@@ -504,7 +582,7 @@ func (h *hostHub) meet(rank int, sig string, mine hostPart, timeout time.Duratio
 // execute runs the plan instance key (the plan in file) on every rank's
 // buffers with the CPU backend, in the instance's session, opened on
 // first use.
-func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt executor.ElemType, inPlace bool, bufs []executor.RankBuffers) error {
+func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt executor.ElemType, inPlace bool, op executor.ReduceOp, bufs []executor.RankBuffers) error {
 	h.run.Lock()
 	defer h.run.Unlock()
 	sess := h.sessions[key]
@@ -523,7 +601,7 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 		if got := []uint64{uint64(len(bufs[0].Input)), uint64(len(bufs[0].Output))}; !slices.Equal(got, []uint64{layout.Sizes.Input, layout.Sizes.Output}) {
 			return errorf(resultInternal, "%s: buffers of %v bytes, the plan's layout has %d and %d", file, got, layout.Sizes.Input, layout.Sizes.Output)
 		}
-		if sess, err = cpu.New().Open(inst, executor.Options{DType: dt}); err != nil {
+		if sess, err = cpu.New().Open(inst, executor.Options{DType: dt, Reduce: op}); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		if h.sessions == nil {
@@ -546,33 +624,35 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 // run runs this rank of call k (plan instance key of d) in the
 // instance's multi-process session, opened on first use: the input is
 // copied into the session's buffers, the output out of them.
-func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv []byte) error {
+// The input is staged into the plan's layout l (padded where d says)
+// and pre-multiplied, the output copied back and divided, as red says.
+func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv []byte, l layout, red reduction) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.sessions[key]
 	if s == nil {
 		var err error
-		if s, err = p.open(c, k, d, key, sig); err != nil {
+		if s, err = p.open(c, k, d, key, sig, l.planSize(), red.op); err != nil {
 			return err
 		}
 	}
 	p.lru.touch(key)
 	b := s.Buffers()
-	if len(b.Input) != len(send) || len(b.Output) != len(recv) {
-		return errorf(resultInternal, "%s: buffers of %d and %d bytes, the plan's layout has %d and %d", d.path, len(send), len(recv), len(b.Input), len(b.Output))
+	if uint64(len(b.Input)) != l.inBytes() || uint64(len(b.Output)) != l.outBytes() {
+		return errorf(resultInternal, "%s: a layout of %d and %d bytes, the plan's has %d and %d", d.path, l.inBytes(), l.outBytes(), len(b.Input), len(b.Output))
 	}
-	copy(b.Input, send)
+	l.stageIn(k.dtype, red, b.Input, send)
 	if err := s.Launch(context.Background()); err != nil {
 		return fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
 	}
-	copy(recv, b.Output)
+	l.stageOut(k.dtype, red, recv, b.Output)
 	return nil
 }
 
 // open opens the session of plan instance key on every rank at once.
 // The ranks first compare their calls (one exchange per new instance,
 // none per call), so that mismatched calls are named on every rank.
-func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.RankSession, error) {
+func (p *hostProcs) open(c *comm, k call, d decision, key, sig string, size uint64, op executor.ReduceOp) (*cpu.RankSession, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	all, err := c.boot.AllGather(ctx, []byte(sig))
@@ -596,7 +676,7 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.Ran
 		p.lru.evicted++
 	}
 	dt := planDType(k.dtype)
-	inst, layout, err := c.plansRun.instantiate(d.path, k.size(c.size), dt, d.planInPlace)
+	inst, layout, err := c.plansRun.instantiate(d.path, size, dt, d.planInPlace)
 	if err != nil {
 		return nil, err
 	}
@@ -608,7 +688,7 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string) (*cpu.Ran
 	}
 	w := rankwire.World{Net: c.boot, Host: hosts, Tag: hostTag + p.next}
 	p.next += rankwire.TagsPerSession
-	s, err := cpu.OpenRank(ctx, inst, layout, executor.Options{DType: dt}, w)
+	s, err := cpu.OpenRank(ctx, inst, layout, executor.Options{DType: dt, Reduce: op}, w)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
 	}

@@ -41,7 +41,8 @@ typedef struct {
 } mscclgoRequest_t;
 
 /* A selector returns the name of a registered plan for req, or NULL for
- * none (the call then fails with ncclInvalidUsage). The name is copied
+ * none (the call then takes the built-in path on host memory, and fails
+ * with ncclInvalidUsage saying why on a device). The name is copied
  * before the selector is called again. */
 typedef const char *(*mscclgoSelector_t)(const mscclgoRequest_t *req, void *user);
 
@@ -67,14 +68,20 @@ ncclResult_t mscclgoRegisterPlan(mscclgoComm_t comm, const char *path, int *coun
 ncclResult_t mscclgoSetSelector(mscclgoComm_t comm, mscclgoSelector_t selector, void *user);
 
 /* Writes into name (of cap bytes) the plan a call would run: plan if not
- * NULL (it must be registered), else the selector's choice. count is as
- * NCCL counts it for the collective (allgather: elements sent per rank;
- * reducescatter: elements received per rank). */
+ * NULL (it must be registered), else the selector's choice, else select's
+ * rules over the registered plans; "builtin" where no plan serves the call
+ * and the built-in path would run it (host memory only). count is as NCCL
+ * counts it for the collective (allgather: elements sent per rank;
+ * reducescatter: elements received per rank), any count, 0 included: a
+ * count no plan takes whole is padded to one it takes. */
 ncclResult_t mscclgoSelect(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
                            const void *recvbuff, size_t count, ncclDataType_t datatype, char *name, size_t cap);
 
 /* Runs collective with plan (or the selector's choice when plan is NULL)
- * on stream; count as for mscclgoSelect. Reductions are sums. */
+ * on stream; count as for mscclgoSelect (0: nothing to do, success).
+ * Reductions are sums (mscclgoExecuteOp for the others). Where no plan
+ * serves the call it runs the built-in path, on host memory only: on a
+ * device it fails with ncclInvalidUsage saying what a plan would need. */
 ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
                             void *recvbuff, size_t count, ncclDataType_t datatype, cudaStream_t stream);
 
@@ -84,6 +91,15 @@ ncclResult_t mscclgoExecute(mscclgoComm_t comm, const char *collective, const ch
  * communicator's life. */
 ncclResult_t mscclgoExecuteHost(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
                                 void *recvbuff, size_t count, ncclDataType_t datatype);
+
+/* As mscclgoExecute / mscclgoExecuteHost, reducing with op: ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg,
+ * or MSCCLGO_PREMUL_SUM with *scalar (one element of datatype, in host memory) as NCCL's ncclRedOpCreatePreMulSum. */
+#define MSCCLGO_PREMUL_SUM 5
+ncclResult_t mscclgoExecuteOp(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                              void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, const void *scalar,
+                              cudaStream_t stream);
+ncclResult_t mscclgoExecuteHostOp(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
+                                  void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, const void *scalar);
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm);
 
