@@ -319,6 +319,50 @@ func TestLaterAPIRest(t *testing.T) {
 	}
 }
 
+// deviceHostFunctions are the host functions of NCCL's nccl_device.h
+// (2.28 to 2.29.7) that take or give its structures by value: the library
+// defines them, nccl.h does not declare them (TestSymbols).
+var deviceHostFunctions = []string{"ncclTeamWorld", "ncclTeamLsa", "ncclTeamRail", "ncclTeamRankToWorld", "ncclTeamRankToLsa",
+	"ncclLsaBarrierCreateRequirement", "ncclGinBarrierCreateRequirement", "ncclGetMultimemDevicePointer", "ncclLLA2ACalcSlots",
+	"ncclLLA2ACreateRequirement"}
+
+// TestDeviceHostAPI: nccl_device.h's host functions that take or give
+// its structures by value (nccl-tests built against NCCL 2.28 or later
+// imports ncclTeamLsa) reach the stub with the fallback's communicator
+// and their arguments, teams passed by value both ways; without a
+// fallback the teams are what mscclgo knows and the calls that can
+// return a code are refused with the reason.
+func TestDeviceHostAPI(t *testing.T) {
+	dir := artifacts(t)
+	t.Run("stub", func(t *testing.T) {
+		r := runAPI(t, "apicheck", []string{stubWith(dir)}, "device")
+		for _, fn := range []string{"ncclLsaBarrierCreateRequirement", "ncclGinBarrierCreateRequirement", "ncclGetMultimemDevicePointer",
+			"ncclLLA2ACreateRequirement"} {
+			r.want(t, 0, fn, "0")
+		}
+		r.has(t, "rank 0: world team 1:0:1", "rank 0: lsa team 1:0:2", "rank 0: rail team 1:0:3", "rank 0: rank to world 103",
+			"rank 0: rank to lsa 203", "rank 0: multimem pointer at base + 16", "rank 0: lla2a slots 64")
+		checkOrdered(t, r.stub, []string{
+			"ncclTeamWorld 1:0/1", "ncclTeamLsa 1:0/1", "ncclTeamRail 1:0/1",
+			"ncclTeamRankToWorld 1:0/1 team=4:1:2 rank=3", "ncclTeamRankToLsa 1:0/1 team=4:1:2 rank=3",
+			"ncclLsaBarrierCreateRequirement team=4:1:2 n=5 handle=set req=set",
+			"ncclGinBarrierCreateRequirement 1:0/1 team=4:1:2 n=6 handle=set req=set",
+			"ncclGetMultimemDevicePointer offset=16", "ncclLLA2ACalcSlots 64 8",
+			"ncclLLA2ACreateRequirement blocks=2 slots=3 handle=set req=set", "ncclCommDestroy 1:0/1",
+		})
+	})
+	t.Run("none", func(t *testing.T) {
+		r := runAPI(t, "apicheck", []string{"MSCCLGO_NCCL_FALLBACK=none"}, "device")
+		for _, fn := range []string{"ncclLsaBarrierCreateRequirement", "ncclGinBarrierCreateRequirement", "ncclGetMultimemDevicePointer",
+			"ncclLLA2ACreateRequirement"} {
+			r.want(t, 0, fn, "5")
+		}
+		r.has(t, "rank 0: world team 1:0:1", "rank 0: lsa team 1:0:1", "rank 0: rail team 1:0:1", "rank 0: rank to world -1",
+			"rank 0: rank to lsa -1", "rank 0: multimem pointer at base + -1", "rank 0: lla2a slots -1",
+			"mscclgo: ncclGinBarrierCreateRequirement: NCCL's device API is the fallback's, and there is no fallback NCCL")
+	})
+}
+
 // TestNonblockingInit: an init with ncclConfig_t blocking = 0 from one
 // thread returns ncclInProgress at once, as NCCL's does, and the handle;
 // ncclCommGetAsyncError gives ncclInProgress until the init is done

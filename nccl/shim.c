@@ -1,7 +1,7 @@
 /*
  * shim.c: the C face of mscclgo's NCCL library. Every function of NCCL
- * 2.22's API with its exact prototype, and the later functions PyTorch
- * calls (include/nccl.h's last section); the fallback NCCL (the real
+ * 2.22's API with its exact prototype, and the later releases' to 2.29.7
+ * (include/nccl.h's last section); the fallback NCCL (the real
  * library, loaded with dlopen and used for every call mscclgo does not
  * take); the last error; the INFO log. Communicators and the choice of a
  * plan per call are the Go side's (shim.h).
@@ -176,6 +176,18 @@ static ncclResult_t forwarded(ncclResult_t r) {
 /* ------------------------------------------------------------------ */
 /* The fallback NCCL. */
 
+/* The structures of NCCL's nccl_device.h (2.28 on) that its host
+ * functions take or give by value, with its layouts: a team (ncclTeam_t)
+ * and a multimem handle (ncclMultimemHandle_t). nccl.h does not declare
+ * them, nor those functions: a program that calls them includes
+ * nccl_device.h, which defines them. */
+struct device_team {
+  int nRanks, rank, stride;
+};
+struct device_multimem {
+  void *mcBasePtr;
+};
+
 struct real_nccl {
   void *lib;
   char path[4096];
@@ -230,6 +242,19 @@ struct real_nccl {
   ncclResult_t (*CommQueryProperties)(ncclComm_t, ncclCommProperties_t *);
   ncclResult_t (*GetLsaDevicePointer)(ncclWindow_t, size_t, int, void **);
   ncclResult_t (*GetPeerDevicePointer)(ncclWindow_t, size_t, int, void **);
+  /* nccl_device.h's host functions that take or give its structures by
+   * value (struct device_team below); their handles and requirements
+   * pass by pointer. */
+  struct device_team (*TeamWorld)(ncclComm_t);
+  struct device_team (*TeamLsa)(ncclComm_t);
+  struct device_team (*TeamRail)(ncclComm_t);
+  int (*TeamRankToWorld)(ncclComm_t, struct device_team, int);
+  int (*TeamRankToLsa)(ncclComm_t, struct device_team, int);
+  ncclResult_t (*LsaBarrierCreateRequirement)(struct device_team, int, void *, void *);
+  ncclResult_t (*GinBarrierCreateRequirement)(ncclComm_t, struct device_team, int, void *, void *);
+  ncclResult_t (*GetMultimemDevicePointer)(ncclWindow_t, size_t, struct device_multimem, void **);
+  int (*LLA2ACalcSlots)(int, int);
+  ncclResult_t (*LLA2ACreateRequirement)(int, int, void *, void *);
 };
 
 static struct real_nccl real;
@@ -356,6 +381,16 @@ static int try_load(const char *path, const char *self, char *skipped, size_t ca
   RESOLVE(CommQueryProperties, "ncclCommQueryProperties");
   RESOLVE(GetLsaDevicePointer, "ncclGetLsaDevicePointer");
   RESOLVE(GetPeerDevicePointer, "ncclGetPeerDevicePointer");
+  RESOLVE(TeamWorld, "ncclTeamWorld");
+  RESOLVE(TeamLsa, "ncclTeamLsa");
+  RESOLVE(TeamRail, "ncclTeamRail");
+  RESOLVE(TeamRankToWorld, "ncclTeamRankToWorld");
+  RESOLVE(TeamRankToLsa, "ncclTeamRankToLsa");
+  RESOLVE(LsaBarrierCreateRequirement, "ncclLsaBarrierCreateRequirement");
+  RESOLVE(GinBarrierCreateRequirement, "ncclGinBarrierCreateRequirement");
+  RESOLVE(GetMultimemDevicePointer, "ncclGetMultimemDevicePointer");
+  RESOLVE(LLA2ACalcSlots, "ncclLLA2ACalcSlots");
+  RESOLVE(LLA2ACreateRequirement, "ncclLLA2ACreateRequirement");
   return 1;
 }
 
@@ -1398,6 +1433,83 @@ ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int pe
     return forwarded(real.GetPeerDevicePointer(window, offset, peer, outPtr));
   }
   return no_fallback("ncclGetPeerDevicePointer", WINDOWS);
+}
+
+/* nccl_device.h's host functions (NCCL 2.28 on), which nccl.h does not
+ * declare (they take its structures by value; see struct device_team):
+ * the device API is the fallback's, so they are forwarded, a team's and
+ * a rank's with the fallback's communicator. The teams and ranks cannot
+ * carry an error: without the fallback's function they answer what
+ * mscclgo knows (the world team is every rank, stride 1; the LSA and
+ * rail teams of a rank whose peers are unknown are the rank alone) or -1,
+ * and set the last error. */
+
+static struct device_team team_of(ncclComm_t comm, const char *fn, struct device_team (*theirs)(ncclComm_t), int world) {
+  if (check_comm(comm, fn) != ncclSuccess) {
+    return (struct device_team){0, 0, 0};
+  }
+  if (comm->real != NULL && theirs != NULL) {
+    return theirs(comm->real);
+  }
+  no_fallback(fn, DEVICE_API);
+  return world ? (struct device_team){comm->nranks, comm->rank, 1} : (struct device_team){1, 0, 1};
+}
+
+struct device_team ncclTeamWorld(ncclComm_t comm) { return team_of(comm, "ncclTeamWorld", real.TeamWorld, 1); }
+struct device_team ncclTeamLsa(ncclComm_t comm) { return team_of(comm, "ncclTeamLsa", real.TeamLsa, 0); }
+struct device_team ncclTeamRail(ncclComm_t comm) { return team_of(comm, "ncclTeamRail", real.TeamRail, 0); }
+
+int ncclTeamRankToWorld(ncclComm_t comm, struct device_team team, int rank) {
+  ncclComm_t theirs = NULL;
+  if (fallback_comm(comm, "ncclTeamRankToWorld", real.TeamRankToWorld != NULL, DEVICE_API, &theirs) != ncclSuccess) {
+    return -1;
+  }
+  return real.TeamRankToWorld(theirs, team, rank);
+}
+
+int ncclTeamRankToLsa(ncclComm_t comm, struct device_team team, int rank) {
+  ncclComm_t theirs = NULL;
+  if (fallback_comm(comm, "ncclTeamRankToLsa", real.TeamRankToLsa != NULL, DEVICE_API, &theirs) != ncclSuccess) {
+    return -1;
+  }
+  return real.TeamRankToLsa(theirs, team, rank);
+}
+
+ncclResult_t ncclLsaBarrierCreateRequirement(struct device_team team, int nBarriers, void *outHandle, void *outReq) {
+  if (have_real() && real.LsaBarrierCreateRequirement != NULL) {
+    return forwarded(real.LsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq));
+  }
+  return no_fallback("ncclLsaBarrierCreateRequirement", DEVICE_API);
+}
+
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, struct device_team team, int nBarriers, void *outHandle,
+                                             void *outReq) {
+  ncclComm_t theirs = NULL;
+  ncclResult_t r = fallback_comm(comm, "ncclGinBarrierCreateRequirement", real.GinBarrierCreateRequirement != NULL,
+                                 DEVICE_API, &theirs);
+  return r != ncclSuccess ? r : forwarded(real.GinBarrierCreateRequirement(theirs, team, nBarriers, outHandle, outReq));
+}
+
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, struct device_multimem multimem, void **outPtr) {
+  if (have_real() && real.GetMultimemDevicePointer != NULL) {
+    return forwarded(real.GetMultimemDevicePointer(window, offset, multimem, outPtr));
+  }
+  return no_fallback("ncclGetMultimemDevicePointer", WINDOWS);
+}
+
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  if (have_real() && real.LLA2ACalcSlots != NULL) {
+    return real.LLA2ACalcSlots(maxElts, maxEltSize);
+  }
+  no_fallback("ncclLLA2ACalcSlots", DEVICE_API);
+  return -1;
+}
+
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq) {
+  if (have_real() && real.LLA2ACreateRequirement != NULL) {
+    return forwarded(real.LLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq));
+  }
+  return no_fallback("ncclLLA2ACreateRequirement", DEVICE_API);
 }
 
 /* ncclResetDebugInit reads the INFO log's setting (MSCCLGO_NCCL_DEBUG)

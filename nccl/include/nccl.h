@@ -3,7 +3,9 @@
  * libnccl.so.2). It declares the public C API of NCCL 2.22 with the same
  * types, values and prototypes, so that a program compiled against NVIDIA's
  * nccl.h 2.22 runs against this library unchanged, and the reverse. The
- * functions of later releases that PyTorch calls are declared at the end.
+ * functions of later releases up to 2.29.7 are declared at the end (the
+ * version stays 2.22.3: a program that tests NCCL_VERSION_CODE for a later
+ * release would also want that release's nccl_device.h).
  *
  * cudaStream_t comes from cuda_runtime.h when it can be included; define
  * MSCCLGO_NCCL_NO_CUDA_RUNTIME to use the same opaque type without CUDA.

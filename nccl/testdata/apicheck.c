@@ -13,6 +13,7 @@
  *   apicheck nonblockfail   one rank of two, blocking = 0: its init fails
  *   apicheck ctxdevice D0 D1  two ranks as threads, each with a current
  *                           context on device Di (-1: none)
+ *   apicheck device         nccl_device.h's host functions, on one rank
  */
 #define _GNU_SOURCE
 #include "mscclgo.h"
@@ -290,6 +291,57 @@ static void *ctx_main(void *p) {
   return NULL;
 }
 
+/* ------------------------------------------------------------------ */
+/* device: nccl_device.h's host functions, which nccl.h does not declare
+ * (a program that calls them includes NVIDIA's nccl_device.h): declared
+ * here with its team and multimem handle layouts. */
+
+struct team {
+  int nRanks, rank, stride;
+};
+struct multimem {
+  void *mcBasePtr;
+};
+struct team ncclTeamWorld(ncclComm_t comm);
+struct team ncclTeamLsa(ncclComm_t comm);
+struct team ncclTeamRail(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, struct team team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, struct team team, int rank);
+ncclResult_t ncclLsaBarrierCreateRequirement(struct team team, int nBarriers, void *outHandle, void *outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, struct team team, int nBarriers, void *outHandle, void *outReq);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, struct multimem mm, void **outPtr);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq);
+
+static void say_team(const char *what, struct team t) { say("rank 0: %s %d:%d:%d", what, t.nRanks, t.rank, t.stride); }
+
+static int device_api(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess ||
+      report(0, "ncclCommInitRank", ncclCommInitRank(&comm, 1, id, 0)) != ncclSuccess) {
+    return 1;
+  }
+  say_team("world team", ncclTeamWorld(comm));
+  say_team("lsa team", ncclTeamLsa(comm));
+  say_team("rail team", ncclTeamRail(comm));
+  struct team t = {4, 1, 2};
+  say("rank 0: rank to world %d", ncclTeamRankToWorld(comm, t, 3));
+  say("rank 0: rank to lsa %d", ncclTeamRankToLsa(comm, t, 3));
+  char handle[64], req[256];
+  report(0, "ncclLsaBarrierCreateRequirement", ncclLsaBarrierCreateRequirement(t, 5, handle, req));
+  report(0, "ncclGinBarrierCreateRequirement", ncclGinBarrierCreateRequirement(comm, t, 6, handle, req));
+  static char base[256];
+  void *p = NULL;
+  report(0, "ncclGetMultimemDevicePointer",
+         ncclGetMultimemDevicePointer((ncclWindow_t)(void *)base, 16, (struct multimem){base}, &p));
+  say("rank 0: multimem pointer at base + %ld", p != NULL ? (long)((char *)p - base) : -1L);
+  say("rank 0: lla2a slots %d", ncclLLA2ACalcSlots(64, 8));
+  report(0, "ncclLLA2ACreateRequirement", ncclLLA2ACreateRequirement(2, 3, handle, req));
+  report(0, "ncclCommDestroy", ncclCommDestroy(comm));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc >= 3 && strcmp(argv[1], "colls") == 0) {
@@ -304,10 +356,13 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "nonblockfail") == 0) {
     return nonblockfail();
   }
+  if (argc == 2 && strcmp(argv[1], "device") == 0) {
+    return device_api();
+  }
   if (argc == 4 && strcmp(argv[1], "ctxdevice") == 0) {
     int devs[2] = {atoi(argv[2]), atoi(argv[3])};
     return threads(2, ctx_main, devs);
   }
-  fprintf(stderr, "usage: apicheck colls N | later | nonblocking | nonblockfail | ctxdevice D0 D1\n");
+  fprintf(stderr, "usage: apicheck colls N | later | nonblocking | nonblockfail | ctxdevice D0 D1 | device\n");
   return 2;
 }

@@ -455,4 +455,79 @@ ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int pe
 }
 
 void ncclResetDebugInit(void) { record("ncclResetDebugInit"); }
+
+/* nccl_device.h's host functions, with its team and multimem handle
+ * layouts (nccl.h does not declare them). */
+struct team {
+  int nRanks, rank, stride;
+};
+struct multimem {
+  void *mcBasePtr;
+};
+struct team ncclTeamWorld(ncclComm_t comm);
+struct team ncclTeamLsa(ncclComm_t comm);
+struct team ncclTeamRail(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, struct team team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, struct team team, int rank);
+ncclResult_t ncclLsaBarrierCreateRequirement(struct team team, int nBarriers, void *outHandle, void *outReq);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, struct team team, int nBarriers, void *outHandle, void *outReq);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, struct multimem mm, void **outPtr);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq);
+
+/* The stub's teams: world, LSA and rail tell themselves apart by stride. */
+static struct team stub_team(ncclComm_t comm, const char *fn, int stride) {
+  char whobuf[64];
+  record("%s %s", fn, WHO(comm));
+  return (struct team){comm->nranks, comm->rank, stride};
+}
+struct team ncclTeamWorld(ncclComm_t comm) { return stub_team(comm, "ncclTeamWorld", 1); }
+struct team ncclTeamLsa(ncclComm_t comm) { return stub_team(comm, "ncclTeamLsa", 2); }
+struct team ncclTeamRail(ncclComm_t comm) { return stub_team(comm, "ncclTeamRail", 3); }
+
+int ncclTeamRankToWorld(ncclComm_t comm, struct team team, int rank) {
+  char whobuf[64];
+  record("ncclTeamRankToWorld %s team=%d:%d:%d rank=%d", WHO(comm), team.nRanks, team.rank, team.stride, rank);
+  return 100 + rank;
+}
+
+int ncclTeamRankToLsa(ncclComm_t comm, struct team team, int rank) {
+  char whobuf[64];
+  record("ncclTeamRankToLsa %s team=%d:%d:%d rank=%d", WHO(comm), team.nRanks, team.rank, team.stride, rank);
+  return 200 + rank;
+}
+
+ncclResult_t ncclLsaBarrierCreateRequirement(struct team team, int nBarriers, void *outHandle, void *outReq) {
+  ENTER("ncclLsaBarrierCreateRequirement");
+  record("ncclLsaBarrierCreateRequirement team=%d:%d:%d n=%d handle=%s req=%s", team.nRanks, team.rank, team.stride, nBarriers,
+         outHandle != NULL ? "set" : "null", outReq != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, struct team team, int nBarriers, void *outHandle, void *outReq) {
+  ENTER("ncclGinBarrierCreateRequirement");
+  record("ncclGinBarrierCreateRequirement %s team=%d:%d:%d n=%d handle=%s req=%s", WHO(comm), team.nRanks, team.rank,
+         team.stride, nBarriers, outHandle != NULL ? "set" : "null", outReq != NULL ? "set" : "null");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, struct multimem mm, void **outPtr) {
+  ENTER("ncclGetMultimemDevicePointer");
+  (void)window;
+  *outPtr = (char *)mm.mcBasePtr + offset;
+  record("ncclGetMultimemDevicePointer offset=%zu", offset);
+  return ncclSuccess;
+}
+
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  record("ncclLLA2ACalcSlots %d %d", maxElts, maxEltSize);
+  return maxElts * maxEltSize / 8;
+}
+
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void *outHandle, void *outReq) {
+  ENTER("ncclLLA2ACreateRequirement");
+  record("ncclLLA2ACreateRequirement blocks=%d slots=%d handle=%s req=%s", nBlocks, nSlots, outHandle != NULL ? "set" : "null",
+         outReq != NULL ? "set" : "null");
+  return ncclSuccess;
+}
 #endif
