@@ -116,14 +116,24 @@ func TestDecide(t *testing.T) {
 			"", "ncclFloat64: plans compute float16, bfloat16, float32 and int32"},
 		{"int8", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 0, op: 0}, "", "ncclInt8: plans compute"},
 		{"unknown dtype", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 42, op: 0}, "", "unknown data type 42"},
-		{"avg", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 7, op: 4}, "", "ncclAvg: plans reduce by sum only"},
-		{"premulsum", withPlans, call{fn: "ncclReduceScatter", coll: collReduceScatter, count: 1, dtype: 7, op: 5}, "", "user-defined reduction 5: plans reduce by sum only"},
+		{"avg", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 7, op: 4}, "", "no plan for allreduce of 4 bytes on 2 ranks (2 per node), in-place: the plan set has no allreduce plans"},
+		{"premulsum", withPlans, call{fn: "ncclReduceScatter", coll: collReduceScatter, count: 1, dtype: 7, op: 5}, "", "user-defined reduction 5: reductions made by ncclRedOpCreatePreMulSum are the fallback NCCL's"},
+		{"odd allgather padded", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 4*121, recv: base, count: 121, dtype: 7, op: -1},
+			"allgather", "plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 992 in [0, 18446744073709551615]) at 124 elements per rank, padded from 121"},
+		{"other world size", &comm{rank: 0, size: 3, ranksPerNode: 3, plans: withPlans.plans}, call{fn: "ncclAllGather", coll: collAllGather, send: base, recv: base + 64, count: 4, dtype: 7, op: -1},
+			"", "no plan for allgather of 48 bytes on 3 ranks (3 per node), out-of-place: the plan set has allgather plans for 2 ranks (2 per node) only"},
 		{"broadcast", withPlans, call{fn: "ncclBroadcast", coll: collBroadcast, count: 1, dtype: 7, op: -1, peer: 0}, "", "mscclgo has no plans for ncclBroadcast"},
 		{"recv", withPlans, call{fn: "ncclRecv", coll: collRecv, count: 1, dtype: 7, op: -1, peer: 0}, "", "mscclgo has no plans for ncclRecv"},
 		{"no plan set", noPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1024, dtype: 7, op: 0}, "", "no plan set installed (searched [/nowhere]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := c.c.decide(c.k)
+			// Where no plan serves a collective of mscclgo's, the
+			// built-in path does (on host memory), but not a
+			// reduction of the fallback's.
+			if wantGeneric := c.plan == "" && c.k.coll.planName() != "" && elemSize(c.k.dtype) > 0 && c.k.op < numOps; d.generic != wantGeneric {
+				t.Errorf("decide = %+v, want generic %v", d, wantGeneric)
+			}
 			if d.plan != c.plan || !strings.Contains(d.why, c.why) || d.viaCopy != viaCopy[c.name] {
 				t.Errorf("decide = %+v, want plan %q (viaCopy %v) and a reason containing %q", d, c.plan, viaCopy[c.name], c.why)
 			}
