@@ -41,6 +41,10 @@ type Variant struct {
 	Instances int
 	// Unit is the pipeline unit in bytes (0: no pipeline).
 	Unit uint64
+	// Set is the tree set the variant runs (an index into the packings).
+	Set int
+	// orig is its candidate set during the choice.
+	orig int
 }
 
 // program is what gen needs to write a file.
@@ -51,7 +55,7 @@ type program struct {
 	worldSize    int
 	ranksPerNode int
 	nodes        []int
-	pack         *Packing
+	packs        []*Packing
 	variants     []Variant
 	topoName     string
 }
@@ -71,37 +75,43 @@ func (g *program) star() []byte {
 	w("WORLD_SIZE = %d\n", g.worldSize)
 	w("RANKS_PER_NODE = %d\n", g.ranksPerNode)
 	w("TOPOLOGY = %q\n", g.topoName)
-	w("\n# Every rank's shard is cut into CHUNKS chunks; each chunk travels on one tree.\n")
-	w("CHUNKS = %d\n", g.pack.Chunks)
 	w("\n# NODE[r]: the machine of rank r (memory channels within one, port channels between).\n")
 	w("NODE = %s\n", intList(g.nodes))
-	if g.pack.Reduce {
-		w("\n# TREES[r]: the reduction trees of rank r's shard, in chunk order, each\n")
-		w("# (chunks it carries, the parent of every rank: -1 at the root r). Partial\n")
-		w("# sums flow from every rank to its parent")
+	reduce := g.packs[0].Reduce
+	if reduce {
+		w("\n# TREE_SETS: each (chunks, trees): every rank's shard is cut into chunks\n")
+		w("# chunks; trees[r] are the reduction trees of rank r's shard, in chunk\n")
+		w("# order, each (chunks it carries, the parent of every rank: -1 at the root\n")
+		w("# r). Partial sums flow from every rank to its parent")
 		if g.coll == AllReduce {
-			w("; the sums then flow back down the\n# same edges, from every rank to its children")
+			w("; the sums then flow\n# back down the same edges, from every rank to its children")
 		}
 		w(".\n")
 	} else {
-		w("\n# TREES[r]: the broadcast trees of rank r's shard, in chunk order, each\n")
-		w("# (chunks it carries, the parent of every rank: -1 at the root r). A chunk\n")
-		w("# flows from every rank to its children.\n")
+		w("\n# TREE_SETS: each (chunks, trees): every rank's shard is cut into chunks\n")
+		w("# chunks; trees[r] are the broadcast trees of rank r's shard, in chunk\n")
+		w("# order, each (chunks it carries, the parent of every rank: -1 at the root\n")
+		w("# r). A chunk flows from every rank to its children.\n")
 	}
-	w("TREES = [\n")
-	for r, ts := range g.pack.Trees {
-		w("    [  # rank %d\n", r)
-		for _, t := range ts {
-			w("        (%d, %s),\n", t.Chunks, intList(t.Parent))
+	w("TREE_SETS = [\n")
+	for si, pk := range g.packs {
+		w("    (%d, [  # set %d\n", pk.Chunks, si)
+		for r, ts := range pk.Trees {
+			w("        [  # rank %d\n", r)
+			for _, t := range ts {
+				w("            (%d, %s),\n", t.Chunks, intList(t.Parent))
+			}
+			w("        ],\n")
 		}
-		w("    ],\n")
+		w("    ]),\n")
 	}
 	w("]\n")
 	w("\n# VARIANTS: one program per message-size range: (name suffix, smallest and\n")
-	w("# largest message size in bytes, instances, pipeline unit in bytes; 0: none).\n")
+	w("# largest message size in bytes, tree set, instances, pipeline unit in\n")
+	w("# bytes; 0: none).\n")
 	w("VARIANTS = [\n")
 	for _, v := range g.variants {
-		w("    (%q, %d, %s, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Instances, v.Unit)
+		w("    (%q, %d, %s, %d, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Set, v.Instances, v.Unit)
 	}
 	w("]\n")
 	w(`
@@ -174,19 +184,19 @@ def pipeline(unit):
 	switch g.coll {
 	case AllGather:
 		w(`def buf(v):
-    """The buffer the shards live in: in place, rank r's input is chunks
-    [r * CHUNKS, (r + 1) * CHUNKS) of its output."""
+    """The buffer the shards live in: in place, rank r's input is its shard of
+    its output (chunks [r * chunks, (r + 1) * chunks))."""
     return Rank(v).get_output_buffer()
 
-def broadcast(root, first, count, parent, unit, tb):
-    """Thread block tb of every rank: chunks [first, first + count) of rank
-    root's shard down the tree parent."""
+def broadcast(base, count, parent, unit, tb):
+    """Thread block tb of every rank: chunks [base, base + count) (of the
+    tree's root's shard) down the tree parent."""
     trees = [(count, parent)]
     ch = pair_channels(trees)
     # Every rank tells its parent that its output is free to be written.
     handshake(ch, edges(trees, True), tb)
     for _ in pipeline(unit):
-        for k in range(root * CHUNKS + first, root * CHUNKS + first + count):
+        for k in range(base, base + count):
             for v in range(WORLD_SIZE):
                 kids = children(parent, v)
                 if parent[v] >= 0:
@@ -196,14 +206,14 @@ def broadcast(root, first, count, parent, unit, tb):
 `)
 	default:
 		w(`def buf(v):
-    """The buffer the shards live in: in place, rank r's result is chunks
-    [r * CHUNKS, (r + 1) * CHUNKS) of its input."""
+    """The buffer the shards live in: in place, rank r's result is its shard
+    of its input (chunks [r * chunks, (r + 1) * chunks))."""
     return Rank(v).get_input_buffer()
 
-def reduce(root, first, count, parent, unit, then_broadcast, tb):
-    """Thread block tb of every rank: the partial sums of chunks [first,
-    first + count) of rank root's shard up the tree parent, then, when
-    then_broadcast, the sums back down."""
+def reduce(base, count, parent, unit, then_broadcast, tb):
+    """Thread block tb of every rank: the partial sums of chunks [base,
+    base + count) (of the tree's root's shard) up the tree parent, then,
+    when then_broadcast, the sums back down."""
     trees = [(count, parent)]
     ch = pair_channels(trees)
     # Scratch: slot[c] on c's parent receives c's partial sums; part[v]
@@ -216,7 +226,6 @@ def reduce(root, first, count, parent, unit, then_broadcast, tb):
                 part[c] = Buffer(c, count)
     # Every rank tells its children that its scratch is free to be written.
     handshake(ch, edges(trees, False), tb)
-    base = root * CHUNKS + first
     for _ in pipeline(unit):
         for j in range(count):
             for v in range(WORLD_SIZE):
@@ -245,11 +254,12 @@ def reduce(root, first, count, parent, unit, then_broadcast, tb):
 `)
 	}
 	ctor := map[Collective]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce"}[g.coll]
-	w(`def program(suffix, lo, hi, instances, unit):
+	w(`def program(suffix, lo, hi, tree_set, instances, unit):
     """One program: a thread block per tree on every rank."""
+    chunks, trees = TREE_SETS[tree_set]
     spec = AlgoSpec(
         name = NAME + "_" + suffix,
-        collective = %s(WORLD_SIZE, CHUNKS, True),
+        collective = %s(WORLD_SIZE, chunks, True),
         nranks_per_node = RANKS_PER_NODE,
         world_size = WORLD_SIZE,
         in_place = True,
@@ -268,23 +278,23 @@ def reduce(root, first, count, parent, unit, then_broadcast, tb):
     CollectiveProgram.from_spec(spec)
     tb = 0
     for root in range(WORLD_SIZE):
-        first = 0
-        for count, parent in TREES[root]:
+        first = root * chunks
+        for count, parent in trees[root]:
 `, ctor)
 	switch g.coll {
 	case AllGather:
-		w("            broadcast(root, first, count, parent, unit, tb)\n")
+		w("            broadcast(first, count, parent, unit, tb)\n")
 	case ReduceScatter:
-		w("            reduce(root, first, count, parent, unit, False, tb)\n")
+		w("            reduce(first, count, parent, unit, False, tb)\n")
 	case AllReduce:
-		w("            reduce(root, first, count, parent, unit, True, tb)\n")
+		w("            reduce(first, count, parent, unit, True, tb)\n")
 	}
 	w("            first += count\n")
 	w("            tb += 1\n")
 	w(`
-for suffix, lo, hi, instances, unit in VARIANTS:
+for suffix, lo, hi, tree_set, instances, unit in VARIANTS:
     if variant == "" or variant == suffix:
-        program(suffix, lo, hi, instances, unit)
+        program(suffix, lo, hi, tree_set, instances, unit)
 `)
 	return []byte(b.String())
 }

@@ -30,7 +30,7 @@ type Options struct {
 	// Chunks are the chunk counts per shard tried (nil: 16, 8, 4, 2, 1).
 	Chunks []int
 	// Instances and Units are the instances and pipeline units tried
-	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 64 KiB, 1 MiB; the second unit
+	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 1 MiB; the second unit
 	// judges the chunk counts).
 	Instances []int
 	Units     []uint64
@@ -54,7 +54,10 @@ type Result struct {
 	// Programs are its plans, one per variant, verified.
 	Programs []Compiled
 	Variants []Variant
+	// Packing is the tree set of the largest sizes; Packings every set
+	// the variants use.
 	Packing  *Packing
+	Packings []*Packing
 	// Bound is the cut lower bound of the call's time (µs) at a size;
 	// BoundAlgBW the algbw it allows at large sizes (GB/s).
 	BoundAlgBW float64
@@ -101,7 +104,7 @@ func (o *Options) defaults() {
 		o.Instances = []int{1, 2, 4, 8}
 	}
 	if o.Units == nil {
-		o.Units = []uint64{0, 256 << 10, 64 << 10, 1 << 20}
+		o.Units = []uint64{0, 256 << 10, 1 << 20}
 	}
 	if o.Sizes == nil {
 		for s := uint64(1 << 10); s <= 256<<20; s <<= 2 {
@@ -166,22 +169,19 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 	o.Sizes = sizes
 	_, boundBW := BoundTime(o.Collective, tp, 1<<30)
 
-	// First the chunk count: the one whose program (one instance, the
-	// first pipeline unit) is fastest at the largest size, among those
-	// within the executor's op limit.
-	type choice struct {
-		pack *Packing
-		pts  map[[2]uint64][]model.Point // (instances, unit) -> points
-	}
+	// Tree sets: the chunk count whose program (one instance, the second
+	// pipeline unit) is fastest at the largest size, among those within
+	// the executor's op limit, and one tree per shard in one chunk (the
+	// fewest ops and hops, for small sizes).
 	largest := o.Sizes[len(o.Sizes)-1]
 	maxTrees := max(1, o.MaxBlocks/n)
 	build := func(pk *Packing, inst int, unit uint64) ([]Compiled, error) {
-		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, pack: pk, topoName: o.TopoName,
+		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{pk}, topoName: o.TopoName,
 			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: inst, Unit: unit}}}
 		return compile(ctx, name+".star", g.star(), nil)
 	}
 	probeUnit := o.Units[min(1, len(o.Units)-1)]
-	var best *choice
+	var large *Packing
 	bestTime := math.Inf(1)
 	for _, c := range o.Chunks {
 		if err := ctx.Err(); err != nil {
@@ -201,44 +201,54 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
 		}
 		if len(pts) == 1 && pts[0].Time < bestTime {
-			best, bestTime = &choice{pack: pk, pts: map[[2]uint64][]model.Point{}}, pts[0].Time
+			large, bestTime = pk, pts[0].Time
 		}
 	}
-	if best == nil {
+	if large == nil {
 		return nil, fmt.Errorf("%s: no chunk count of %v gives programs within the executor's limits (64 ops per thread block) at %d bytes", o.TopoName, o.Chunks, largest)
 	}
+	packs := []*Packing{large}
+	if large.Chunks > 1 {
+		packs = append(packs, Pack(tp, reduce, 1, 1, o.Rounds))
+	}
 	// Then instances and pipeline units, at every size.
-	trees := 0
-	for _, ts := range best.pack.Trees {
-		trees += len(ts)
-	}
-	for _, inst := range o.Instances {
-		if inst > 1 && inst*trees > o.MaxBlocks {
-			continue
+	pts := map[key][]model.Point{}
+	for si, pk := range packs {
+		trees := 0
+		for _, ts := range pk.Trees {
+			trees += len(ts)
 		}
-		for _, unit := range o.Units {
-			progs, err := build(best.pack, inst, unit)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, inst, unit, err)
+		for _, inst := range o.Instances {
+			if inst > 1 && inst*trees > o.MaxBlocks {
+				continue
 			}
-			pts, _, err := model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts)
-			if err != nil {
-				return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+			for _, unit := range o.Units {
+				if si > 0 && unit > 0 {
+					continue // the small sizes' set runs whole chunks
+				}
+				progs, err := build(pk, inst, unit)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, inst, unit, err)
+				}
+				p, _, err := model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts)
+				if err != nil {
+					return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+				}
+				pts[key{si, inst, unit}] = p
 			}
-			best.pts[[2]uint64{uint64(inst), unit}] = pts
 		}
 	}
-	variants := chooseVariants(best.pts, o.Sizes)
-	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, pack: best.pack,
+	variants, packs := chooseVariants(pts, o.Sizes, packs)
+	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: packs,
 		topoName: o.TopoName, variants: variants}
-	res := &Result{Name: name, Variants: variants, Packing: best.pack, BoundAlgBW: boundBW, Verified: map[string][]uint64{}}
+	res := &Result{Name: name, Variants: variants, Packing: packs[variants[len(variants)-1].Set], Packings: packs, BoundAlgBW: boundBW, Verified: map[string][]uint64{}}
 	// The predictions of the variants, each at its own sizes.
 	for _, s := range o.Sizes {
 		for _, v := range variants {
 			if s < v.Min || s > v.Max {
 				continue
 			}
-			for _, p := range best.pts[[2]uint64{uint64(v.Instances), v.Unit}] {
+			for _, p := range pts[key{v.orig, v.Instances, v.Unit}] {
 				if p.Size == s {
 					bt, _ := BoundTime(o.Collective, tp, float64(s))
 					res.Points = append(res.Points, Point{Size: s, Variant: v.Suffix, TimeUS: p.Time, AlgBW: p.AlgBW, BusBW: p.BusBW, BoundUS: bt})
@@ -271,61 +281,83 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// chooseVariants picks, at each size, the (instances, unit) of least
-// predicted time and merges neighbouring sizes of one choice into a
-// variant whose range reaches halfway (in log) to the next size.
-func chooseVariants(pts map[[2]uint64][]model.Point, sizes []uint64) []Variant {
-	keys := make([][2]uint64, 0, len(pts))
+// key names one candidate program: tree set, instances, unit.
+type key struct {
+	set, inst int
+	unit      uint64
+}
+
+// chooseVariants picks, at each size, the candidate of least predicted
+// time (the simpler one unless another is 3% faster) and merges
+// neighbouring sizes of one choice into a variant whose range reaches
+// halfway (in log) to the next size; it returns the variants and the
+// tree sets they use, renumbered.
+func chooseVariants(pts map[key][]model.Point, sizes []uint64, packs []*Packing) ([]Variant, []*Packing) {
+	keys := make([]key, 0, len(pts))
 	for k := range pts {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
+		a, b := keys[i], keys[j]
+		if a.set != b.set {
+			return a.set > b.set // the one-tree set first: the simplest
 		}
-		return keys[i][1] < keys[j][1]
+		if a.inst != b.inst {
+			return a.inst < b.inst
+		}
+		return a.unit < b.unit
 	})
-	var picks [][2]uint64
+	var picks []key
+	var at []uint64
 	for _, s := range sizes {
-		bk, bt := keys[0], math.Inf(1)
+		bk, bt := key{set: -1}, math.Inf(1)
 		for _, k := range keys {
 			for _, p := range pts[k] {
-				// Prefer the simpler choice unless 1% faster.
-				if p.Size == s && p.Time < bt*0.99 {
+				if p.Size == s && p.Time < bt*0.97 {
 					bk, bt = k, p.Time
 				}
 			}
 		}
-		picks = append(picks, bk)
+		if bk.set >= 0 {
+			picks = append(picks, bk)
+			at = append(at, s)
+		}
 	}
 	var out []Variant
 	for i, k := range picks {
-		if len(out) > 0 && uint64(out[len(out)-1].Instances) == k[0] && out[len(out)-1].Unit == k[1] {
+		if len(out) > 0 && out[len(out)-1].orig == k.set && out[len(out)-1].Instances == k.inst && out[len(out)-1].Unit == k.unit {
 			continue
 		}
 		if len(out) > 0 {
-			// Split between sizes[i-1] and sizes[i]: at their geometric mean.
-			cut := uint64(math.Sqrt(float64(sizes[i-1]) * float64(sizes[i])))
+			cut := uint64(math.Sqrt(float64(at[i-1]) * float64(at[i])))
 			out[len(out)-1].Max = cut - 1
 			out = append(out, Variant{Min: cut})
 		} else {
 			out = append(out, Variant{Min: 0})
 		}
 		v := &out[len(out)-1]
-		v.Instances, v.Unit = int(k[0]), k[1]
+		v.Instances, v.Unit, v.orig = k.inst, k.unit, k.set
 	}
 	out[len(out)-1].Max = ^uint64(0)
+	// Keep the sets used, in order of first use.
+	renum := map[int]int{}
+	var used []*Packing
 	for i := range out {
+		if _, ok := renum[out[i].orig]; !ok {
+			renum[out[i].orig] = len(used)
+			used = append(used, packs[out[i].orig])
+		}
+		out[i].Set = renum[out[i].orig]
 		u := "whole"
 		if out[i].Unit > 0 {
 			u = fmt.Sprintf("u%dk", out[i].Unit>>10)
 		}
-		out[i].Suffix = fmt.Sprintf("i%d_%s", out[i].Instances, u)
+		out[i].Suffix = fmt.Sprintf("c%d_i%d_%s", packs[out[i].orig].Chunks, out[i].Instances, u)
 		if len(out) > 1 {
 			out[i].Suffix = fmt.Sprintf("r%d_%s", i, out[i].Suffix)
 		}
 	}
-	return out
+	return out, used
 }
 
 // header is the comment at the top of the file.
@@ -347,21 +379,24 @@ func header(o Options, res *Result, tp *topo.Topology) []string {
 			kind += ", then the sums come back down the same tree"
 		}
 	}
-	add("Method: every rank's shard is cut into %d chunks carried by %s.", pk.Chunks, kind)
+	add("Method: every rank's shard is cut into chunks carried by %s.", kind)
 	add("The trees were packed by multiplicative weights over the links (a minimum-cost")
-	add("arborescence per shard per round) and rounded to whole chunks; they sustain")
-	add("%.2f GB/s per shard on the busiest link, %.1f%% of the cut bound's %.2f.", pk.Rate, 100*pk.Rate/boundRate(o.Collective, tp), boundRate(o.Collective, tp))
+	add("arborescence per shard per round) and rounded to whole chunks; the largest")
+	add("sizes' set sustains %.2f GB/s per shard on the busiest link, %.1f%% of the cut", pk.Rate, 100*pk.Rate/boundRate(o.Collective, tp))
+	add("bound's %.2f.", boundRate(o.Collective, tp))
 	add("")
-	add("Trees (rank: chunks, then its edges parent>child):")
-	for r, ts := range pk.Trees {
-		for _, t := range ts {
-			var e []string
-			for v, p := range t.Parent {
-				if p >= 0 {
-					e = append(e, fmt.Sprintf("%d>%d", p, v))
+	for si, ps := range res.Packings {
+		add("Tree set %d, %d chunks per shard (rank: chunks, then the tree's edges parent>child):", si, ps.Chunks)
+		for r, ts := range ps.Trees {
+			for _, t := range ts {
+				var e []string
+				for v, p := range t.Parent {
+					if p >= 0 {
+						e = append(e, fmt.Sprintf("%d>%d", p, v))
+					}
 				}
+				add("  %d: %d: %s", r, t.Chunks, strings.Join(e, " "))
 			}
-			add("  %d: %d: %s", r, t.Chunks, strings.Join(e, " "))
 		}
 	}
 	add("")

@@ -53,14 +53,17 @@ var allowedImports = map[string][]string{
 	"planset":         {"executor", "internal/infile", "plan"},
 	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
 	"model":           {"executor", "internal/infile", "plan", "timeline"},
-	"timeline":        nil,
-	"trace":           {"timeline"},
-	"view":            {"executor", "plan", "timeline", "trace"},
+	// Synthesis: trees packed on a topology, written as .star, verified
+	// on the CPU backend and modelled on the topology's links.
+	"synth":    {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "starlib", "topo"},
+	"timeline": nil,
+	"trace":    {"timeline"},
+	"view":     {"executor", "plan", "timeline", "trace"},
 
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "timeline", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
@@ -68,6 +71,7 @@ var allowedImports = map[string][]string{
 	"internal/infile":   nil,
 	"internal/memlimit": nil,
 	"internal/testnote": nil,
+	"topo":              nil, // machine topologies: read by synth and the CLI
 }
 
 // closedDeps are rules on a package's whole dependency closure (its

@@ -58,6 +58,7 @@ func newApp(d *deps) *cli.App {
 			checkCommand(d),
 			runCommand(d),
 			modelCommand(d),
+			synthCommand(d),
 			listCommand(d),
 			traceCommand(d),
 			viewCommand(d),

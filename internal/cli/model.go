@@ -17,6 +17,8 @@ import (
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/synth"
+	"github.com/mscclgo/mscclgo/topo"
 )
 
 func modelCommand(d *deps) *cli.Command {
@@ -41,6 +43,8 @@ func modelCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "element `TYPE`: float16 (half), bfloat16, float32 (float), int32"},
 			&cli.BoolFlag{Name: "in-place", Usage: "lay the buffers out in place; --in-place=false out of place", DefaultText: "the plan's inplace field"},
 			&cli.IntFlag{Name: "ranks-per-node", Usage: "place `N` consecutive ranks per node (default: the profile's gpus_per_node)"},
+			&cli.StringFlag{Name: "topo", Usage: "predict on the links of the machine in `FILE` (nvidia-smi topo -m text, JSON, or a bundled example; docs/synthesis.md): transfers share every link of their route; --hw then names a GPU profile (" + strings.Join(topo.HWNames(), ", ") + ")"},
+			&cli.IntFlag{Name: "nodes", Value: 1, Usage: "with --topo: `N` copies of the machine on a rail network"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "launch overhead charged per call: `graph` (replayed from a CUDA graph) or kernel (a plain launch)"},
 			&cli.StringFlag{Name: "fit", Usage: "fit the profile to the measured `RESULTS` file (nccl-tests or mscclgo run output of this plan)"},
@@ -60,6 +64,7 @@ type modelOptions struct {
 	opts    model.Options
 	dtype   executor.ElemType
 	inPlace bool
+	topo    string // --topo, or ""
 }
 
 func parseModelFlags(c *cli.Context, p *plan.Plan) (*modelOptions, error) {
@@ -79,6 +84,25 @@ func parseModelFlags(c *cli.Context, p *plan.Plan) (*modelOptions, error) {
 	}
 	o.opts.RanksPerNode = c.Int("ranks-per-node")
 	o.opts.LL8 = c.Bool("ll8")
+	if c.IsSet("topo") {
+		if c.IsSet("ranks-per-node") {
+			return nil, usageErr("--ranks-per-node and --topo: the topology places the ranks")
+		}
+		tp, err := loadTopology(c)
+		if err != nil {
+			return nil, err
+		}
+		if o.hw, err = synth.ModelProfile(tp.HW); err != nil {
+			return nil, err
+		}
+		o.opts.Network = synth.Network(tp)
+		o.opts.RanksPerNode = tp.GPUsPerNode
+		o.topo = c.String("topo")
+		return o, nil
+	}
+	if c.IsSet("nodes") {
+		return nil, usageErr("--nodes applies to --topo")
+	}
 	if o.hw, err = model.LoadProfile(c.String("hw")); err != nil {
 		return nil, err
 	}
@@ -132,7 +156,11 @@ func runModel(c *cli.Context, d *deps) error {
 		launch = "kernel"
 	}
 	fmt.Fprintf(w, "# mscclgo model %s: plan %q, collective %s, %d ranks (%d node(s) of %d), protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), nodes, perNode, plan.Protocol)
-	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, in-place %v, LL%d\n#\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), o.inPlace, map[bool]int{false: 16, true: 8}[o.opts.LL8])
+	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, in-place %v, LL%d\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), o.inPlace, map[bool]int{false: 16, true: 8}[o.opts.LL8])
+	if o.topo != "" {
+		fmt.Fprintf(w, "# on the links of topology %s (transfers share every link of their route)\n", o.topo)
+	}
+	fmt.Fprintf(w, "#\n")
 	// run's table; #wrong is "-", as for a run whose results are not
 	// checked.
 	table := newRunTable(w, o.dtype)
