@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build test golden bench bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
+.PHONY: build test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
@@ -23,6 +23,14 @@ golden:
 bench:
 	MSCCLGO_SPEED_TABLE=1 $(GO) test -count=1 -timeout 30m ./gpu/emu -run '^TestSpeedTable$$' -v
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
+
+# The synthesis ratio table (issue 45, docs/synthesis.md): for every
+# bundled topology and collective, the synthesized program's modelled
+# algbw at 256 MiB against the cut bound, its worst time against the best
+# bundled plan's, and the synthesis time on 4 x 8 and 32 x 8 GPUs. It
+# prints; it times nothing it asserts.
+bench-synth:
+	MSCCLGO_SYNTH_BENCH=1 $(GO) test -count=1 -timeout 60m ./synth -run '^TestBenchSynth$$' -v
 
 # Port channels between processes over libfabric (docs/fabric.md):
 # bench-fabric prints the busbw of 2-host port-channel plans over the TCP

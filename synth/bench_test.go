@@ -1,0 +1,111 @@
+package synth
+
+// bench_test.go is make bench-synth: the ratio table of issue 45 (no
+// timed test: it prints, and fails only where synthesis fails).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mscclgo/mscclgo/topo"
+)
+
+// TestBenchSynth prints, for every bundled topology and collective, the
+// modelled algbw of the synthesized program at 256 MiB against the cut
+// bound, the worst ratio of its time to the best bundled plan's over the
+// sizes, and how long synthesis took; then the synthesis time on 4 x 8
+// and 32 x 8 GPUs.
+func TestBenchSynth(t *testing.T) {
+	if os.Getenv("MSCCLGO_SYNTH_BENCH") == "" {
+		t.Skip("make bench-synth runs it (MSCCLGO_SYNTH_BENCH=1)")
+	}
+	var b strings.Builder
+	row := func(format string, args ...any) {
+		fmt.Fprintf(&b, format+"\n", args...)
+		fmt.Printf(format+"\n", args...)
+	}
+	row("| topology | profile | collective | algbw at 256 MiB (GB/s) | cut bound (GB/s) | of bound | >= 0.9 | worst synth/bundled time (size, plan) | synthesis (s) |")
+	row("|---|---|---|---|---|---|---|---|---|")
+	for _, tc := range [][2]string{{"dgx1-v100", "v100-sxm2"}, {"pcie-2socket", "a100-pcie"}, {"dgx-h100", "h100-sxm"}, {"dgx-h100-nv12", "h100-sxm"}} {
+		for _, c := range []Collective{AllGather, ReduceScatter, AllReduce} {
+			tp := load(t, tc[0], tc[1], 1)
+			res, err := Synthesize(context.Background(), Options{Collective: c, Topology: tp, TopoName: tc[0], HWName: tc[1], Command: "make bench-synth"})
+			if err != nil {
+				t.Errorf("%s %s: %v", tc[0], c, err)
+				continue
+			}
+			var at Point
+			for _, p := range res.Points {
+				if p.Size <= 256<<20 {
+					at = p
+				}
+			}
+			sizes := make([]uint64, len(res.Points))
+			for i, p := range res.Points {
+				sizes[i] = p.Size
+			}
+			best, err := BestBundled(context.Background(), c, tp, sizes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst, wat := 0.0, "none serves the call"
+			for i, p := range res.Points {
+				if best[i].Name == "" {
+					continue
+				}
+				if r := p.TimeUS / best[i].TimeUS; r > worst {
+					worst, wat = r, fmt.Sprintf("%s, %s", sizeName(p.Size), best[i].Name)
+				}
+			}
+			ratio := at.BoundUS / at.TimeUS
+			mark := "yes"
+			if ratio < 0.9 {
+				mark = "no"
+			}
+			ws := "-"
+			if worst > 0 {
+				ws = fmt.Sprintf("%.2f (%s)", worst, wat)
+			}
+			row("| %s | %s | %s | %.1f | %.1f | %.3f | %s | %s | %.1f |", tc[0], tc[1], c, at.AlgBW, float64(at.Size)/1e3/at.BoundUS, ratio, mark, ws, res.Elapsed.Seconds())
+		}
+	}
+	row("")
+	row("| machine | collective | GPUs | synthesis (s) | target (s) |")
+	row("|---|---|---|---|---|")
+	for _, tc := range []struct {
+		nodes  int
+		target float64
+	}{{4, 10}, {32, 60}} {
+		hw, _ := topo.LoadHW("h100-sxm")
+		tp, err := topo.Load("dgx-h100", hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp, err = topo.Replicate(tp, tc.nodes); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(3*tc.target)*time.Second)
+		start := time.Now()
+		_, err = Synthesize(ctx, Options{Collective: AllGather, Topology: tp, TopoName: "dgx-h100", HWName: "h100-sxm", Command: "make bench-synth"})
+		cancel()
+		took := fmt.Sprintf("%.1f", time.Since(start).Seconds())
+		if err != nil {
+			took = fmt.Sprintf("failed after %.1f: %v", time.Since(start).Seconds(), err)
+		}
+		row("| %d x DGX H100 | allgather | %d | %s | %.0f |", tc.nodes, tp.NumGPUs(), took, tc.target)
+	}
+}
+
+func sizeName(s uint64) string {
+	switch {
+	case s >= 1<<20 && s%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", s>>20)
+	case s >= 1<<10 && s%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", s>>10)
+	}
+	return fmt.Sprintf("%d B", s)
+}
