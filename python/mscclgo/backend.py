@@ -26,6 +26,7 @@ How a call runs (docs/integration.md, "The torch.distributed backend"):
 """
 
 import ctypes
+import datetime
 import logging
 import os
 import queue
@@ -38,7 +39,7 @@ import torch
 import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 
-from . import Communicator, MscclgoError, _load
+from . import Communicator, MscclgoError, _load, _timeout as _library_timeout
 
 __all__ = ["ProcessGroupMscclgo", "register"]
 
@@ -283,12 +284,16 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         self._timeout = timeout
+        # The ranks' comparison of a call waits as long as a plan's run
+        # does (MSCCLGO_NCCL_TIMEOUT), at most the group's timeout.
+        self._check_timeout = min(timeout, datetime.timedelta(seconds=_library_timeout()))
         self._gloo = dist.ProcessGroupGloo(_c10d.PrefixStore("mscclgo/gloo/", store), rank, size, timeout)
         self._nccl = None
         if torch.cuda.is_available() and dist.is_nccl_available():
             self._nccl = dist.ProcessGroupNCCL(_c10d.PrefixStore("mscclgo/nccl/", store), rank, size)
         self._lib = _load()
         self._has_op = hasattr(self._lib, "mscclgoExecuteHostOp")
+        self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._device_plans = self._nccl is not None
         if self._has_op:
             for f in (self._lib.mscclgoExecuteHostOp,):
@@ -298,21 +303,10 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                 self._lib.mscclgoExecuteOp.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
                                                        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                                                        ctypes.c_void_p, ctypes.c_void_p]
-        # Rank 0's unique id through the group's store.
-        key = "mscclgo/uid"
-        if rank == 0:
-            from . import unique_id
-            uid = unique_id()
-            store.set(key, uid)
-        else:
-            uid = bytes(store.get(key))
-        self._comm = Communicator(rank, size, uid)
-        self._plans = 0
-        for path in _plan_dirs():
-            try:
-                self._plans += self._comm.register_plan(path)
-            except MscclgoError as e:
-                self._info(f"plans at {path} not registered: {e}")
+        self._store = store
+        self._generation = 0
+        self._held = [None]  # the communicator, for the finalizer
+        self._connect()
         self._decisions = {}
         self._logged = set()
         self._queue = queue.SimpleQueue()
@@ -324,9 +318,45 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                                           name=f"mscclgo-rank{rank}-p2p")]
         for t in self._threads:
             t.start()
-        self._finalizer = weakref.finalize(self, _shutdown, self._queue, self._pending, self._comm)
+        self._finalizer = weakref.finalize(self, _shutdown, self._queue, self._pending, self._held)
         self._info(f"group of {size} ranks: {self._plans} plans registered; "
                    f"CPU tensors wrap gloo{', CUDA tensors NCCL' if self._nccl is not None else ''}")
+
+    def _connect(self):
+        """Makes the group's mscclgo communicator (rank 0's unique id
+        through the group's store, one key per generation) and registers
+        the plan set."""
+        key = f"mscclgo/uid/{self._generation}"
+        if self._rank == 0:
+            from . import unique_id
+            uid = unique_id()
+            self._store.set(key, uid)
+        else:
+            uid = bytes(self._store.get(key))
+        self._comm = self._held[0] = Communicator(self._rank, self._size, uid)
+        self._plans = 0
+        for path in _plan_dirs():
+            try:
+                self._plans += self._comm.register_plan(path)
+            except MscclgoError as e:
+                self._info(f"plans at {path} not registered: {e}")
+        self._decisions = {}
+
+    def _reset(self, why):
+        """Replaces the communicator after calls that differed across the
+        ranks: a plan whose run one rank began while a peer made another
+        call cannot run again in its session. Every rank gets here at the
+        same call (each has seen the same comparison), so every rank
+        replaces its communicator, and forgets its decisions, which the
+        ranks then compare again on their next calls."""
+        self._info(f"replacing the communicator: {why}")
+        old = self._comm
+        self._generation += 1
+        try:
+            old.close()
+        except MscclgoError as e:
+            self._info(f"closing the old communicator: {e}")
+        self._connect()
 
     # -- torch's ProcessGroup API -------------------------------------
 
@@ -593,7 +623,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             return
         plan, why = self._plan("allreduce", out, inp, kind)
         if plan:
-            self._execute("allreduce", plan, out, inp, kind, scalar)
+            self._run_plan("allreduce", plan, out, inp, kind, scalar)
             return
         self._note(("allreduce", out.dtype, kind, out.numel()), f"all_reduce of {out.numel()} {str(out.dtype)[6:]} "
                    f"{_op_name(kind)}: {why}: the built-in path over gloo")
@@ -606,7 +636,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             return
         plan, why = self._plan("allgather", out, inp, None)
         if plan:
-            self._execute("allgather", plan, out, inp, None, None)
+            self._run_plan("allgather", plan, out, inp, None, None)
             return
         self._note(("allgather", out.dtype, inp.numel()), f"all_gather of {inp.numel()} {str(inp.dtype)[6:]}: {why}: "
                    f"gloo's all_gather")
@@ -621,7 +651,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             return
         plan, why = self._plan("reducescatter", out, inp, kind)
         if plan:
-            self._execute("reducescatter", plan, out, inp, kind, scalar)
+            self._run_plan("reducescatter", plan, out, inp, kind, scalar)
             return
         self._note(("reducescatter", out.dtype, kind, out.numel()), f"reduce_scatter of {out.numel()} "
                    f"{str(out.dtype)[6:]} {_op_name(kind)}: {why}: the built-in path (an all_reduce over gloo, "
@@ -679,7 +709,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         o.rootRank = root
         self._gloo.broadcast([w], o).wait()
 
-    def _signature(self, what, t, kind=None, path=0):
+    def _signature(self, what, t, kind=None, path=0, failed=False):
         """Checks that every rank makes the same call (elements, dtype,
         reduction) and takes the same path (path: 1 for a plan, 0 for
         gloo): before every call gloo runs (gloo itself would hang or crash
@@ -689,11 +719,19 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         code = -1 if kind is None else int(_OPS.get(kind, (99,))[0])
         mine = torch.tensor([t.numel(), _DTYPE_CODES.get(t.dtype, 99), code, path], dtype=torch.int64)
         all_ = [torch.empty(4, dtype=torch.int64) for _ in range(self._size)]
-        self._gloo.allgather([all_], [mine], _c10d.AllgatherOptions()).wait()
+        o = _c10d.AllgatherOptions()
+        o.timeout = self._check_timeout
+        try:
+            self._gloo.allgather([all_], [mine], o).wait()
+        except RuntimeError as e:
+            raise RuntimeError(f"{_describe(what, self._rank, t)}: comparing the call with the other ranks' "
+                               f"(within {self._check_timeout}): {e}") from e
         if any(not torch.equal(a[:3], mine[:3]) for a in all_):
             desc = "; ".join(f"rank {r}: {int(a[0])} elements of {_DTYPE_NAMES.get(int(a[1]), '?')}"
                              + (f" {_CODE_OPS.get(int(a[2]), '?')}" if int(a[2]) >= 0 else "")
                              for r, a in enumerate(all_))
+            if failed or any(int(a[3]) for a in all_):
+                self._reset(f"{what}: the ranks' calls differ ({desc})")
             raise ValueError(f"{_describe(what, self._rank, t)}: the ranks' calls differ ({desc}); "
                              "nothing was written")
         if any(int(a[3]) != path for a in all_):
@@ -733,6 +771,24 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                 self._info(f"{collective} of {count} {str(out.dtype)[6:]} ({'in' if in_place else 'out-of'}-place): "
                            f"plan {d[0]}")
         return d
+
+    def _run_plan(self, collective, plan, out, inp, kind, scalar):
+        """Runs plan on host memory. With TORCH_DISTRIBUTED_DEBUG=DETAIL
+        (torch's own switch for checking every call) the ranks compare
+        the call first; otherwise only a call whose run failed waiting for
+        a peer is compared afterwards, so that a mismatch with a peer's
+        call (which went elsewhere) is named rather than reported as the
+        peer's absence."""
+        sig = inp if collective == "allgather" else out
+        if self._detail:
+            self._signature(_TORCH_NAMES[collective], sig, kind, 1)
+        try:
+            self._execute(collective, plan, out, inp, kind, scalar)
+        except MscclgoError as e:
+            if not any(w in str(e) for w in _PEER_WAITS):
+                raise
+            self._signature(_TORCH_NAMES[collective], sig, kind, 1, failed=True)
+            raise
 
     def _execute(self, collective, plan, out, inp, kind, scalar, stream=None):
         """Runs plan: on host memory, or on stream (CUDA tensors)."""
@@ -829,6 +885,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             self._info(msg)
 
 
+# What the library's errors say when a run waited for a peer in vain.
+_PEER_WAITS = ("deadlock", "had not arrived", "deadline", "timed out", "timeout")
 _TORCH_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter"}
 _DTYPE_CODES = {d: i for i, d in enumerate((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                             torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool))}
@@ -883,11 +941,11 @@ def _plan_dirs():
     return out
 
 
-def _shutdown(q, pending, comm):
+def _shutdown(q, pending, held):
     q.put(None)
     pending.put(None)
     try:
-        comm.close()
+        held[0].close()
     except Exception:  # noqa: BLE001: at exit, nothing is left to tell
         pass
 

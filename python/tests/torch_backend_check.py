@@ -236,10 +236,11 @@ def errors(rank, world):
     out = torch.zeros(world * 3)
     expect_error(c, "all_gather_into_tensor of a wrong output", lambda: all_gather_tensor(out, torch.ones(4)),
                  ["all_gather_into_tensor", "(4,)", "float32", f"rank {rank}", "elements"], (out, torch.zeros(world * 3)))
-    # The group still serves calls.
-    y = torch.ones(4096) * (rank + 1)
-    dist.all_reduce(y)
-    c.equal("all_reduce after the errors", y, torch.full((4096,), world * (world + 1) / 2))
+    # The group still serves calls, those of the mismatched sizes too.
+    for n in (4096, 1000, 1001):
+        y = torch.ones(n) * (rank + 1)
+        dist.all_reduce(y)
+        c.equal(f"all_reduce of {n} after the errors", y, torch.full((n,), world * (world + 1) / 2))
     dist.barrier()
     return c.done()
 
