@@ -464,7 +464,8 @@ func TestDriverAPIDevice(t *testing.T) {
 
 // TestHalfHeader compiles testdata/halfcheck.cc, which includes nccl.h
 // alone and uses half and __nv_bfloat16 (as nccl-tests does), with the
-// CUDA toolkit's headers where they are installed, runs it against the
+// CUDA toolkit's headers where they are installed (g++, and nvcc where it
+// is on PATH), runs it against the
 // library with host-memory runs (an allreduce of each type on two ranks
 // as threads), and checks that MSCCLGO_NCCL_NO_CUDA_RUNTIME still keeps
 // the toolkit out.
@@ -481,6 +482,15 @@ func TestHalfHeader(t *testing.T) {
 		"-L" + lib, "-l:libnccl.so.2", "-Wl,-rpath," + lib, "-lpthread"}
 	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Fatalf("g++ %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	// nvcc, as nccl-tests compiles its sources against nccl.h.
+	if nvcc, err := exec.LookPath("nvcc"); err == nil {
+		cu := []string{"-x", "cu", "-std=c++14", "-Iinclude", "-c", "-o", filepath.Join(t.TempDir(), "halfcheck.o"), "testdata/halfcheck.cc"}
+		if out, err := exec.Command(nvcc, cu...).CombinedOutput(); err != nil {
+			t.Errorf("nvcc %s: %v\n%s", strings.Join(cu, " "), err, out)
+		}
+	} else {
+		t.Log("nvcc not found: halfcheck.cc compiled with g++ only")
 	}
 	// Without the runtime, half is not declared: the header stays CUDA-free.
 	noCUDA := []string{"-std=c++14", "-fsyntax-only", "-DMSCCLGO_NCCL_NO_CUDA_RUNTIME", "-Iinclude", "-I" + inc, "testdata/halfcheck.cc"}
