@@ -212,7 +212,12 @@ MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned cha
   for (int k = 0; k < nd; k++) mis |= reinterpret_cast<uintptr_t>(d[k]);
   if ((mis & 15) == 0) {
     uint64_t nv = n / 16, nt = c.nt;
-    uint64_t stride = nt * kUnroll, full = nv / stride * stride;
+    // Only the sum runs the unrolled rounds: for prod, max and min they
+    // raised the kernels' spills (whole kernel, 64-register cap) to up
+    // to 432 B of loads, against 168 B with the plain loop for every
+    // other reduction (sm_90 f16_ll16, docs/gpu.md §6), and nearly
+    // doubled the cubin.
+    uint64_t stride = nt * kUnroll, full = OP == MG_SUM ? nv / stride * stride : 0;
     uint32_t rounds = 0;
     for (uint64_t i = c.tid; i < full; i += stride) {
       v16 acc[kUnroll];

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "d5b7880c43da25b6b42baab68de2137fc947c0ba663c24032e121242f2af81ed"
+const kernelSourceSum = "baff42ed07eb195566c637dc83d6a4747832db0cccaca491e282a0b0954115f7"

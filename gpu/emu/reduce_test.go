@@ -12,6 +12,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
@@ -360,6 +361,54 @@ func TestReduceNegativeZeroSum(t *testing.T) {
 						t.Fatalf("%s on %s: rank %d output byte %d is %#x, want -0 (%#x)", rp.kind, be.Name(), r, i, v, negZero)
 					}
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkReduceOps times one launch of an 8-rank Simple allreduce
+// (allreduce_rsag, 4 MiB of fp16 and fp32) and of the LL allreduce
+// (allreduce_packet, 64 KiB) on the emulated device with every
+// reduction: what the kernel's per-op choice of loop costs the
+// emulator (docs/gpu.md §3, "Reductions").
+//
+//	go test ./gpu/emu -run '^$' -bench ReduceOps -benchtime 10x
+func BenchmarkReduceOps(b *testing.B) {
+	shapes := []struct {
+		name string
+		p    *plan.Plan
+		size uint64
+	}{
+		{"rsag-4MiB", gputest.AlgorithmPlan(b, "allreduce_rsag", map[string]string{"world_size": "8", "min_message_size": "0"}), 4 << 20},
+		{"packet-64KiB", gputest.AlgorithmPlan(b, "allreduce_packet", map[string]string{"world_size": "8"}), 64 << 10},
+	}
+	emu := gpu.New(gpu.Config{Name: "gpu-emu", Open: Open})
+	for _, sh := range shapes {
+		for _, dt := range []executor.ElemType{executor.Float16, executor.Float32} {
+			l, err := executor.PlanLayout(sh.p, sh.size, dt, sh.p.Inplace)
+			if err != nil {
+				b.Fatal(err)
+			}
+			inst, err := executor.Instantiate(sh.p, l.Sizes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for op := executor.ReduceSum; op < executor.NumReduceOps; op++ {
+				b.Run(fmt.Sprintf("%s/%s/%v", sh.name, dt, op), func(b *testing.B) {
+					s, err := emu.Open(inst, executor.Options{DType: dt, Reduce: op})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					bufs := l.Alloc()
+					b.SetBytes(int64(sh.size))
+					b.ResetTimer()
+					for range b.N {
+						if err := s.Launch(context.Background(), bufs); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		}
 	}
