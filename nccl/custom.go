@@ -232,13 +232,17 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		}
 		got := C.mscclgo_call_selector(selector, &creq, user)
 		if got == nil {
-			return decision{generic: true, why: fmt.Sprintf("the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))}, nil
+			return decision{}, errorf(resultInvalidUsage, "the selector chose no plan for %s of %d bytes (%s)", req.Collective, req.Size, placeName(req.InPlace))
 		}
 		plan = C.GoString(got)
 		if plan == "" {
 			// Not a silent fall back to select's rules: "" names no plan.
 			return decision{}, errorf(resultInvalidUsage, "the selector returned an empty plan name for %s of %d bytes (%s): return a registered plan's name, or NULL to refuse the call", req.Collective, req.Size, placeName(req.InPlace))
 		}
+	}
+	if plan == builtinName {
+		// What mscclgoSelect answers where no plan serves the call.
+		return decision{generic: true, why: "named " + builtinName}, nil
 	}
 	if plan == "" {
 		callInPlace := req.InPlace

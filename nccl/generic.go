@@ -269,8 +269,8 @@ func (c *comm) defers(k call, d decision) bool {
 func (c *comm) runGeneric(k call, d decision) (done bool, res C.int, reason string) {
 	ran, err, why := c.runOnHost(k, d)
 	if !ran {
-		if c.gpu != nil && !k.hostMem {
-			return false, 0, "the built-in path (no plan) runs on host memory only, not on a device (" + why + ")"
+		if !k.hostMem && !hostMemEnabled() {
+			return false, 0, "the built-in path (no plan) runs on host memory only, not on a device (mscclgoExecuteHost; MSCCLGO_NCCL_HOSTMEM=1 where device pointers are host memory)"
 		}
 		return false, 0, "the built-in path (no plan) cannot run: " + why
 	}

@@ -34,7 +34,7 @@ func shapesBinary(t *testing.T) string {
 	shapesOnce.Do(func() {
 		out, err := exec.Command("gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-DMSCCLGO_NCCL_NO_CUDA_RUNTIME", "-Iinclude",
 			"-o", bin, "testdata/shapes.c", "-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2",
-			"-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread", "-lm").CombinedOutput()
+			"-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread", "-lm", "-ldl").CombinedOutput()
 		if err != nil || len(out) > 0 {
 			shapesErr = fmt.Errorf("building shapes: %v\n%s", err, out)
 		}
@@ -68,6 +68,13 @@ type shapesRun struct {
 
 func runShapes(t *testing.T, env []string, mode string, n int, dtypes, ops, counts string) []shapesRun {
 	t.Helper()
+	return runShapesWant(t, true, env, mode, n, dtypes, ops, counts)
+}
+
+// runShapesWant is runShapes for a run whose cases are to succeed (ok)
+// or to fail.
+func runShapesWant(t *testing.T, ok bool, env []string, mode string, n int, dtypes, ops, counts string) []shapesRun {
+	t.Helper()
 	bin := shapesBinary(t)
 	procs := strings.HasSuffix(mode, "procs")
 	ranks := 1
@@ -94,7 +101,7 @@ func runShapes(t *testing.T, env []string, mode string, n int, dtypes, ops, coun
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
 			runs[rank] = shapesRun{stdout: stdout.String(), stderr: stderr.String()}
-			if err != nil {
+			if (err != nil) == ok {
 				t.Errorf("shapes %s %d %s %s %s (rank %d): %v\nstdout:\n%s\nstderr (tail):\n%s", mode, n, dtypes, ops, counts, rank, err,
 					stdout.String(), shapesTail(stderr.String(), 3000))
 			}
@@ -231,4 +238,41 @@ func shapesLines(s string, words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestShapesDevice runs odd counts on the emulated device (the
+// mscclgo_emu build): each call runs its plan on the communicator's
+// staging buffer, padded, asynchronously on the caller's stream, every
+// reduction the plans compute; in one thread's groups and one thread per
+// rank. A world size with no plan is refused without a fallback, saying
+// why (the built-in path runs on host memory only).
+func TestShapesDevice(t *testing.T) {
+	plans := shapesPlans(t)
+	emu := []string{"LD_LIBRARY_PATH=" + filepath.Join(artifacts(t), "emu"), "MSCCLGO_PLAN_PATH=" + plans}
+	for _, c := range []struct {
+		mode                string
+		n                   int
+		dtypes, ops, counts string
+	}{
+		{"group", 2, planTypes, "sum,prod,max,min", "0,1,3,17,1000,12345"},
+		{"threads", 4, "f32,bf16", "sum,max", "3,17,1000"},
+	} {
+		t.Run(fmt.Sprintf("%s %d", c.mode, c.n), func(t *testing.T) {
+			runs := runShapes(t, emu, c.mode, c.n, c.dtypes, c.ops, c.counts)
+			checkShapes(t, runs, c.n, shapeCases(c.dtypes, c.ops, c.counts))
+			logs := logsOf(runs)
+			if !strings.Contains(logs, "on the staging buffer, padded from") || !strings.Contains(logs, "on gpu-emu, enqueued") {
+				t.Errorf("the INFO log shows no padded run on the device:\n%s", shapesTail(logs, 3000))
+			}
+		})
+	}
+	t.Run("no plan for 3 ranks", func(t *testing.T) {
+		runs := runShapesWant(t, false, emu, "group", 3, "f32", "sum", "17")
+		for _, want := range []string{"no plan for allgather of 204 bytes on 3 ranks (3 per node), out-of-place: the plan set has allgather plans for 2 ranks (2 per node), 4 ranks (4 per node) only",
+			"the built-in path (no plan) runs on host memory only, not on a device"} {
+			if !strings.Contains(runs[0].stdout, want) {
+				t.Errorf("the refusal does not say %q:\n%s", want, runs[0].stdout)
+			}
+		}
+	})
 }

@@ -40,10 +40,10 @@ typedef struct {
   ncclDataType_t dtype;
 } mscclgoRequest_t;
 
-/* A selector returns the name of a registered plan for req, or NULL for
- * none (the call then takes the built-in path on host memory, and fails
- * with ncclInvalidUsage saying why on a device). The name is copied
- * before the selector is called again. */
+/* A selector returns the name of a registered plan for req, "builtin"
+ * for the built-in path (host memory only), or NULL for none (the call
+ * then fails with ncclInvalidUsage). The name is copied before the
+ * selector is called again. */
 typedef const char *(*mscclgoSelector_t)(const mscclgoRequest_t *req, void *user);
 
 /* A communicator of nranks ranks from a unique id of ncclGetUniqueId,
@@ -70,7 +70,8 @@ ncclResult_t mscclgoSetSelector(mscclgoComm_t comm, mscclgoSelector_t selector, 
 /* Writes into name (of cap bytes) the plan a call would run: plan if not
  * NULL (it must be registered), else the selector's choice, else select's
  * rules over the registered plans; "builtin" where no plan serves the call
- * and the built-in path would run it (host memory only). count is as NCCL
+ * and the built-in path would run it (host memory only; "builtin" may be
+ * passed as the plan of the calls below). count is as NCCL
  * counts it for the collective (allgather: elements sent per rank;
  * reducescatter: elements received per rank), any count, 0 included: a
  * count no plan takes whole is padded to one it takes. */

@@ -18,6 +18,7 @@
 #include "mscclgo.h"
 #include "nccl.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -358,6 +359,20 @@ static int call(struct one *c, ncclComm_t nc, mscclgoComm_t mc) {
   return ncclReduceScatter(c->send, c->recv, c->count, dt, nccl_op(c->op), nc, NULL);
 }
 
+/* stream_sync waits for the default stream of comm's device in the
+ * emulated-device build (where plans run on a stream, asynchronously);
+ * nothing to wait for elsewhere (host-memory runs are synchronous). */
+static int stream_sync(ncclComm_t comm) {
+  int (*sync)(int, void *) = NULL;
+  *(void **)(&sync) = dlsym(RTLD_DEFAULT, "mscclgoEmuStreamSynchronize");
+  if (sync == NULL || comm == NULL) {
+    return ncclSuccess;
+  }
+  int dev = 0;
+  ncclCommCuDevice(comm, &dev);
+  return sync(dev, NULL) == 0 ? ncclSuccess : ncclSystemError;
+}
+
 static void describe(struct one *c, char *buf, size_t cap) {
   snprintf(buf, cap, "%s %s %s count %zu %s", coll_names[c->coll], dt_names[c->d], c->coll == 1 ? "-" : op_names[c->op],
            c->count, c->inplace ? "in-place" : "out-of-place");
@@ -408,6 +423,9 @@ static void *rank_main(void *arg) {
     prepare(&c);
     describe(&c, what, sizeof what);
     int res = call(&c, rr->nc, rr->mc);
+    if (res == ncclSuccess) {
+      res = stream_sync(rr->nc);
+    }
     rr->cases++;
     if (res != ncclSuccess) {
       printf("rank %d: %s -> %d: %s\n", rr->rank, what, res, rr->mc ? mscclgoGetLastError() : ncclGetLastError(rr->nc));
@@ -438,6 +456,9 @@ static void group_main(struct rank_run *rr, int n) {
     int end = ncclGroupEnd();
     if (res == ncclSuccess) {
       res = end;
+    }
+    for (int r = 0; r < n && res == ncclSuccess; r++) {
+      res = stream_sync(rr[r].nc);
     }
     for (int r = 0; r < n; r++) {
       rr[r].cases++;
