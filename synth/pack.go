@@ -384,3 +384,29 @@ func Pack(tp *topo.Topology, reduce bool, chunks, maxTrees, rounds int) *Packing
 	}
 	return &Packing{Reduce: reduce, Trees: trees, Chunks: chunks, Rate: rate, Busiest: busiest}
 }
+
+// Star returns the packing of one star per shard, every rank a child of
+// the root (the all-pairs exchange as trees: one step, the fewest hops,
+// for small sizes); nil where some rank does not reach the root directly.
+func Star(tp *topo.Topology, reduce bool) *Packing {
+	p := newPacker(tp, reduce)
+	trees := make([][]Tree, p.n)
+	for r := 0; r < p.n; r++ {
+		t := Tree{Root: r, Parent: make([]int, p.n), Chunks: 1}
+		for v := range t.Parent {
+			t.Parent[v] = r
+			if v == r {
+				t.Parent[v] = -1
+			} else if !p.reach(r, v) {
+				return nil
+			}
+		}
+		trees[r] = []Tree{t}
+	}
+	rate, at := p.rate(trees, 1)
+	busiest := -1
+	if at >= 0 {
+		busiest = p.links[at]
+	}
+	return &Packing{Reduce: reduce, Trees: trees, Chunks: 1, Rate: rate, Busiest: busiest}
+}

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -30,7 +32,7 @@ type Options struct {
 	// Chunks are the chunk counts per shard tried (nil: 16, 8, 4, 2, 1).
 	Chunks []int
 	// Instances and Units are the instances and pipeline units tried
-	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 1 MiB; the second unit
+	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 64 KiB, 1 MiB; the second unit
 	// judges the chunk counts).
 	Instances []int
 	Units     []uint64
@@ -104,7 +106,7 @@ func (o *Options) defaults() {
 		o.Instances = []int{1, 2, 4, 8}
 	}
 	if o.Units == nil {
-		o.Units = []uint64{0, 256 << 10, 1 << 20}
+		o.Units = []uint64{0, 256 << 10, 64 << 10, 1 << 20}
 	}
 	if o.Sizes == nil {
 		for s := uint64(1 << 10); s <= 256<<20; s <<= 2 {
@@ -171,8 +173,9 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 
 	// Tree sets: the chunk count whose program (one instance, the second
 	// pipeline unit) is fastest at the largest size, among those within
-	// the executor's op limit, and one tree per shard in one chunk (the
-	// fewest ops and hops, for small sizes).
+	// the executor's op limit; one tree per shard in one chunk (the fewest
+	// ops); one star per shard where every rank reaches every other (the
+	// fewest hops): the last two for small sizes.
 	largest := o.Sizes[len(o.Sizes)-1]
 	maxTrees := max(1, o.MaxBlocks/n)
 	build := func(pk *Packing, inst int, unit uint64) ([]Compiled, error) {
@@ -211,8 +214,16 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 	if large.Chunks > 1 {
 		packs = append(packs, Pack(tp, reduce, 1, 1, o.Rounds))
 	}
-	// Then instances and pipeline units, at every size.
-	pts := map[key][]model.Point{}
+	if st := Star(tp, reduce); st != nil {
+		packs = append(packs, st)
+	}
+	// Then instances and pipeline units, at every size, modelled
+	// concurrently.
+	type job struct {
+		k  key
+		pk *Packing
+	}
+	var jobs []job
 	for si, pk := range packs {
 		trees := 0
 		for _, ts := range pk.Trees {
@@ -224,19 +235,46 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 			}
 			for _, unit := range o.Units {
 				if si > 0 && unit > 0 {
-					continue // the small sizes' set runs whole chunks
+					continue // the small sizes' sets run whole chunks
 				}
-				progs, err := build(pk, inst, unit)
-				if err != nil {
-					return nil, fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, inst, unit, err)
-				}
-				p, _, err := model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts)
-				if err != nil {
-					return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
-				}
-				pts[key{si, inst, unit}] = p
+				jobs = append(jobs, job{key{si, inst, unit}, pk})
 			}
 		}
+	}
+	results := make([][]model.Point, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{j.pk}, topoName: o.TopoName,
+					variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: j.k.inst, Unit: j.k.unit}}}
+				progs, err := compileChecked(ctx, name+".star", g.star(), nil, false)
+				if err != nil {
+					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, j.k.inst, j.k.unit, err)
+					continue
+				}
+				if results[i], _, err = model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts); err != nil {
+					errs[i] = fmt.Errorf("%w: model: %v", ErrSynth, err)
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	pts := map[key][]model.Point{}
+	for i, j := range jobs {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		pts[j.k] = results[i]
 	}
 	variants, packs := chooseVariants(pts, o.Sizes, packs)
 	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: packs,
@@ -300,7 +338,7 @@ func chooseVariants(pts map[key][]model.Point, sizes []uint64, packs []*Packing)
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.set != b.set {
-			return a.set > b.set // the one-tree set first: the simplest
+			return a.set > b.set // the small sizes' sets first: the simplest
 		}
 		if a.inst != b.inst {
 			return a.inst < b.inst

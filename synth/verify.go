@@ -44,6 +44,12 @@ type Compiled struct {
 // checked as mscclgo check checks it (an error, or a warning of what the
 // MSCCL++ executor cannot run, fails).
 func compile(ctx context.Context, name string, text []byte, defines map[string]string) ([]Compiled, error) {
+	return compileChecked(ctx, name, text, defines, true)
+}
+
+// compileChecked is compile; without check it only loads the plans (the
+// format's errors, not the executor's warnings).
+func compileChecked(ctx context.Context, name string, text []byte, defines map[string]string, check bool) ([]Compiled, error) {
 	res, err := starlib.Eval(memSource{name: name, text: text}, name, starlib.Options{Defines: defines, Context: ctx})
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: %w", err)
@@ -55,8 +61,10 @@ func compile(ctx context.Context, name string, text []byte, defines map[string]s
 			return nil, fmt.Errorf("compile %s: %w", p.Name(), err)
 		}
 		var problems []string
-		for _, pr := range plan.Check(data) {
-			problems = append(problems, pr.Error())
+		if check {
+			for _, pr := range plan.Check(data) {
+				problems = append(problems, pr.Error())
+			}
 		}
 		if len(problems) > 0 {
 			return nil, &CheckError{Program: p.Name(), Problems: problems}
