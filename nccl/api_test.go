@@ -372,7 +372,8 @@ func TestDeviceHostAPI(t *testing.T) {
 // from a copy of the caller's config, blocking 0 too. A nonblocking init
 // that fails (a peer that never comes) gives its error through
 // ncclCommGetAsyncError and ncclGetLastError, and its handle is
-// destroyed once; bad arguments are refused at the call.
+// destroyed once; bad arguments are refused at the call. An abort
+// during the init ends it at once (not at the set-up's timeout).
 func TestNonblockingInit(t *testing.T) {
 	dir := artifacts(t)
 	for _, c := range []struct {
@@ -424,6 +425,15 @@ func TestNonblockingInit(t *testing.T) {
 		if line := lineWith(r.stdout, "rank 0: last error: "); !strings.Contains(line, "mscclgo: ncclCommInitRank: rank 0 of 2: ") {
 			t.Errorf("ncclGetLastError after the failed init: %q", line)
 		}
+	})
+	t.Run("aborted", func(t *testing.T) {
+		// The set-up would wait a minute for the peer; the abort ends it.
+		r := runAPI(t, "apicheck", []string{stubWith(dir), "MSCCLGO_NCCL_TIMEOUT=60s"}, "nonblockabort")
+		r.want(t, 0, "ncclCommInitRankConfig nonblocking", "7")
+		r.want(t, 0, "ncclCommAbort", "0")
+		r.want(t, 0, "ncclCommAbort again", "4")
+		r.has(t, "rank 0: state before the abort 7", "rank 0: the abort took less than 10 s: 1",
+			"rank 0 of 2: ncclCommAbort during its nonblocking init", "was ended already by ncclCommAbort")
 	})
 }
 

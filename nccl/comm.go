@@ -192,19 +192,23 @@ func checkRanks(nranks, rank int) error {
 // A refused or failed init spends the id (library.spendID): its listener,
 // if this process made it, is closed, and a later use of it is refused by
 // name.
-func initRank(nranks, rank int, id []byte, dev int, hasReal bool, realID []byte) (*comm, error) {
+//
+// The set-up gives up when abort ends (with its cause): a nonblocking
+// init's ncclCommAbort; abort is context.Background() where nothing can
+// abort the init.
+func initRank(abort context.Context, nranks, rank int, id []byte, dev int, hasReal bool, realID []byte) (*comm, error) {
 	u, err := decodeID(id)
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
-	c, err := initRankOf(u, nranks, rank, dev, hasReal, realID)
+	c, err := initRankOf(abort, u, nranks, rank, dev, hasReal, realID)
 	if err != nil {
 		theLibrary.spendID(u, nranks, fmt.Sprintf("the ncclCommInitRank of rank %d of %d failed: %v", rank, nranks, err))
 	}
 	return c, err
 }
 
-func initRankOf(u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) (*comm, error) {
+func initRankOf(abort context.Context, u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) (*comm, error) {
 	if err := checkRanks(nranks, rank); err != nil {
 		return nil, err
 	}
@@ -220,7 +224,10 @@ func initRankOf(u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) 
 	if rank == 0 {
 		ln = theLibrary.takeRoot(u)
 	}
-	c, err := connect(idCtx, bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
+	ctx, cancel := context.WithCancelCause(idCtx)
+	defer cancel(nil)
+	defer context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })()
+	c, err := connect(ctx, bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
 	if err != nil {
 		return nil, err
 	}

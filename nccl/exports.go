@@ -11,9 +11,11 @@ package main
 import "C"
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
@@ -192,11 +194,42 @@ func mgoReleaseIDs(ids *C.char, n C.int) {
 
 //export mgoCommInit
 func mgoCommInit(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
+	return commInit(context.Background(), nranks, rank, id, dev, hasReal, realID, out)
+}
+
+// mgoCommInitAbortable is mgoCommInit for a nonblocking init: it gives up
+// once *abort is set (by its ncclCommAbort, on another thread), which it
+// reads every few milliseconds while the ranks meet.
+//
+//export mgoCommInitAbortable
+func mgoCommInitAbortable(nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, abort *C.int, out *C.uintptr_t) C.int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if atomic.LoadInt32((*int32)(unsafe.Pointer(abort))) != 0 {
+					cancel(errorf(resultInvalidUsage, "rank %d of %d: ncclCommAbort during its nonblocking init", rank, nranks))
+					return
+				}
+			}
+		}
+	}()
+	return commInit(ctx, nranks, rank, id, dev, hasReal, realID, out)
+}
+
+func commInit(abort context.Context, nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitRank"
 	defer guard(fn, &res)
 	ids := unsafe.Slice((*byte)(unsafe.Pointer(id)), idBytes)
 	real := unsafe.Slice((*byte)(unsafe.Pointer(realID)), idBytes)
-	c, err := initRank(int(nranks), int(rank), ids, int(dev), hasReal != 0, real)
+	c, err := initRank(abort, int(nranks), int(rank), ids, int(dev), hasReal != 0, real)
 	if err != nil {
 		return answer(fn, ofRank(int(rank), int(nranks), err))
 	}

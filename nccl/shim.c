@@ -48,6 +48,7 @@ struct ncclComm {
   const char *ended_by; /* "ncclCommDestroy" or "ncclCommAbort" (atomic) */
   int init_state;       /* INIT_* (atomic) */
   ncclResult_t init_result; /* a nonblocking init's result, once it is not INIT_RUNNING */
+  int abort_init;       /* set (atomically) by an ncclCommAbort during the nonblocking init */
 };
 
 /* The magic and ended_by are read and changed atomically: ends race. */
@@ -599,6 +600,7 @@ struct rank_init {
   int nranks, rank, dev, fb;
   ncclUniqueId id, realID;
   ncclConfig_t *config; /* the caller's, which must live until the group ends */
+  int *abort;           /* a nonblocking init's: set when it is to give up; else NULL */
   uintptr_t ours;
   ncclResult_t result;
   struct rank_init *next;
@@ -616,7 +618,12 @@ static void *init_ours(void *arg) {
       return NULL;
     }
   }
-  p->result = (ncclResult_t)mgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
+  if (p->abort != NULL) {
+    p->result = (ncclResult_t)mgoCommInitAbortable(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal,
+                                                   p->abort, &p->ours);
+  } else {
+    p->result = (ncclResult_t)mgoCommInit(p->nranks, p->rank, p->id.internal, p->dev, p->fb, p->realID.internal, &p->ours);
+  }
   return NULL;
 }
 
@@ -704,6 +711,7 @@ static ncclResult_t start_async(struct rank_init *p, const char *fn) {
     return fail(ncclSystemError, "mscclgo: %s: out of memory", fn);
   }
   p->config = mine;
+  p->abort = &c->abort_init;
   c->magic = COMM_STARTING;
   c->init_state = INIT_RUNNING;
   pthread_attr_t attr;
@@ -728,9 +736,10 @@ static ncclResult_t start_async(struct rank_init *p, const char *fn) {
 }
 
 /* await_init waits for comm's nonblocking init to end, if one runs: a
- * destroy, abort or finalize of a communicator still initialising
+ * destroy or finalize of a communicator still initialising
  * (ncclInProgress) takes effect once it is done, at most the set-up's
- * timeout (MSCCLGO_NCCL_TIMEOUT) later. */
+ * timeout (MSCCLGO_NCCL_TIMEOUT) later; an abort tells the init to give
+ * up first (end). */
 static void await_init(const struct ncclComm *comm) {
   if (comm == NULL) {
     return;
@@ -977,6 +986,9 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 /* end destroys or aborts comm: the mscclgo communicator first, then the
  * fallback's (which may still have work of this communicator queued). */
 static ncclResult_t end(ncclComm_t comm, const char *fn, int abort) {
+  if (abort && comm != NULL && __atomic_load_n(&comm->init_state, __ATOMIC_ACQUIRE) == INIT_RUNNING) {
+    __atomic_store_n(&comm->abort_init, 1, __ATOMIC_RELEASE);
+  }
   await_init(comm);
   int failed = INIT_FAILED;
   if (comm != NULL &&

@@ -56,6 +56,9 @@ enum mscclgo_decision {
 extern int mgoUniqueID(char *id);
 extern void mgoReleaseIDs(char *ids, int n);
 extern int mgoCommInit(int nranks, int rank, char *id, int dev, int hasReal, char *realID, uintptr_t *out);
+/* mgoCommInitAbortable is mgoCommInit for a nonblocking init, which gives
+ * up once *abort is set (atomically, by its ncclCommAbort). */
+extern int mgoCommInitAbortable(int nranks, int rank, char *id, int dev, int hasReal, char *realID, int *abort, uintptr_t *out);
 /* mgoCheckInit checks ncclCommInitRank's count of ranks and rank (fn: the
  * function named in the error), for a nonblocking init, whose work runs
  * after the call returned. */

@@ -11,6 +11,8 @@
  *   apicheck later          the functions of NCCL 2.24 to 2.29 added last
  *   apicheck nonblocking    two ranks made by one thread, blocking = 0
  *   apicheck nonblockfail   one rank of two, blocking = 0: its init fails
+ *   apicheck nonblockabort  one rank of two, blocking = 0, aborted while
+ *                           it waits for its peer
  *   apicheck ctxdevice D0 D1  two ranks as threads, each with a current
  *                           context on device Di (-1: none)
  *   apicheck device         nccl_device.h's host functions, on one rank
@@ -273,6 +275,30 @@ static int nonblockfail(void) {
   return 0;
 }
 
+/* nonblockabort: rank 0 of two, whose peer never comes, aborted while
+ * its init waits: the abort ends the init at once, not at the set-up's
+ * timeout, and succeeds once. */
+static int nonblockabort(void) {
+  ncclUniqueId id;
+  if (report(0, "ncclGetUniqueId", ncclGetUniqueId(&id)) != ncclSuccess) {
+    return 1;
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = NULL;
+  report(0, "ncclCommInitRankConfig nonblocking", ncclCommInitRankConfig(&comm, 2, id, 0, &config));
+  struct timespec ms = {0, 200000000};
+  nanosleep(&ms, NULL);
+  ncclResult_t state = ncclSuccess;
+  report(0, "ncclCommGetAsyncError before the abort", ncclCommGetAsyncError(comm, &state));
+  say("rank 0: state before the abort %d", (int)state);
+  double t0 = now_s();
+  report(0, "ncclCommAbort", ncclCommAbort(comm));
+  say("rank 0: the abort took less than 10 s: %d", now_s() - t0 < 10.0);
+  report(0, "ncclCommAbort again", ncclCommAbort(comm));
+  return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* ctxdevice: each rank's thread makes its context current on its
  * device (as cuCtxSetCurrent would), then initialises. */
@@ -356,6 +382,9 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "nonblockfail") == 0) {
     return nonblockfail();
   }
+  if (argc == 2 && strcmp(argv[1], "nonblockabort") == 0) {
+    return nonblockabort();
+  }
   if (argc == 2 && strcmp(argv[1], "device") == 0) {
     return device_api();
   }
@@ -363,6 +392,6 @@ int main(int argc, char **argv) {
     int devs[2] = {atoi(argv[2]), atoi(argv[3])};
     return threads(2, ctx_main, devs);
   }
-  fprintf(stderr, "usage: apicheck colls N | later | nonblocking | nonblockfail | ctxdevice D0 D1 | device\n");
+  fprintf(stderr, "usage: apicheck colls N | later | nonblocking | nonblockfail | nonblockabort | ctxdevice D0 D1 | device\n");
   return 2;
 }
