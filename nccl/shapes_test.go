@@ -170,20 +170,26 @@ func TestShapesHost(t *testing.T) {
 		n                    int
 		dtypes, ops, counts  string
 		plan, padded, direct bool // the log must show a plan, a padded one, the built-in path
+		env                  []string
 	}{
-		{"group", 2, planTypes, ncclOps, oddCounts, true, true, false},
-		{"threads", 4, planTypes, ncclOps, smallCounts, true, true, false},
-		{"group", 3, allTypes, ncclOps, smallCounts, false, false, true},
-		{"threads", 2, "i8,u8,u32,i64,u64,f64", ncclOps, "1,17,1000", false, false, true},
-		{"procs", 2, planTypes, ncclOps, oddCounts, true, true, false},
-		{"procs", 3, allTypes, ncclOps, smallCounts, false, false, true},
-		{"procs", 4, "f32,bf16", ncclOps, "17,1000", true, true, false},
+		{"group", 2, planTypes, ncclOps, oddCounts, true, true, false, nil},
+		{"threads", 4, planTypes, ncclOps, smallCounts, true, true, false, nil},
+		{"group", 3, allTypes, ncclOps, smallCounts, false, false, true, nil},
+		{"threads", 2, "i8,u8,u32,i64,u64,f64", ncclOps, "1,17,1000", false, false, true, nil},
+		{"procs", 2, planTypes, ncclOps, oddCounts, true, true, false, nil},
+		{"procs", 3, allTypes, ncclOps, smallCounts, false, false, true, nil},
+		{"procs", 4, "f32,bf16", ncclOps, "17,1000", true, true, false, nil},
+		{"procs", 2, "f32,f64", "sum,avg", "3,17", true, true, true, []string{"SHAPES_GROUP=1"}},
+		{"procs", 3, "f32", "sum,avg", "3,17", false, false, true, []string{"SHAPES_GROUP=1"}},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s %d %s %s", c.mode, c.n, c.dtypes, c.counts), func(t *testing.T) {
-			runs := runShapes(t, env, c.mode, c.n, c.dtypes, c.ops, c.counts)
+		t.Run(fmt.Sprintf("%s %d %s %s %v", c.mode, c.n, c.dtypes, c.counts, c.env), func(t *testing.T) {
+			runs := runShapes(t, append(slices.Clone(env), c.env...), c.mode, c.n, c.dtypes, c.ops, c.counts)
 			checkShapes(t, runs, c.n, shapeCases(c.dtypes, c.ops, c.counts))
 			logs := logsOf(runs)
+			if len(c.env) > 0 && !strings.Contains(logs, "at the end of its group") {
+				t.Errorf("no call ran at the end of its group")
+			}
 			for _, w := range []struct {
 				want bool
 				text string

@@ -8,7 +8,8 @@
  * one thread), threads (ncclCommInitAll, one thread per rank), procs (one
  * rank per process: RANK, WORLD_SIZE, SHAPES_ID_FILE), custom (mscclgo.h,
  * one thread per rank, mscclgoExecuteHostOp), customprocs (mscclgo.h, one
- * rank per process). DTYPES: comma-separated of i8 u8 i32 u32 i64 u64 f16
+ * rank per process); SHAPES_GROUP=1 puts each call of the threads and
+ * procs modes in a group of its own. DTYPES: comma-separated of i8 u8 i32 u32 i64 u64 f16
  * f32 f64 bf16; OPS: of sum prod max min avg premul (premul: the custom
  * modes only); COUNTS: comma-separated element counts. Each case prints
  * nothing when right, a line with WRONG or the failing call otherwise;
@@ -422,7 +423,19 @@ static void *rank_main(void *arg) {
   for (int idx = 0; case_at(idx, &c, rr->n, rr->rank); idx++) {
     prepare(&c);
     describe(&c, what, sizeof what);
-    int res = call(&c, rr->nc, rr->mc);
+    /* SHAPES_GROUP=1: each call of a rank in a group of its own (a
+     * process's group of one rank, as nccl-tests under mpirun). */
+    int grouped = rr->nc != NULL && getenv("SHAPES_GROUP") != NULL;
+    int res = grouped ? ncclGroupStart() : ncclSuccess;
+    if (res == ncclSuccess) {
+      res = call(&c, rr->nc, rr->mc);
+    }
+    if (grouped) {
+      int end = ncclGroupEnd();
+      if (res == ncclSuccess) {
+        res = end;
+      }
+    }
     if (res == ncclSuccess) {
       res = stream_sync(rr->nc);
     }
