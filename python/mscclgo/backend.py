@@ -794,20 +794,23 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         """Runs plan: on host memory, or on stream (CUDA tensors)."""
         lib, count = self._lib, (inp.numel() if collective == "allgather" else out.numel())
         dt = _PLAN_DTYPES[out.dtype]
+        # "builtin" is select's name for the library's own path where no
+        # plan serves the call; the library takes it when given no name.
+        plan = None if plan == "builtin" else plan.encode()
         if stream is not None:
             sc = torch.tensor([scalar], dtype=out.dtype) if kind == _R.PREMUL_SUM else None
-            self._comm._call(lib.mscclgoExecuteOp, self._comm._comm, collective.encode(), plan.encode(),
+            self._comm._call(lib.mscclgoExecuteOp, self._comm._comm, collective.encode(), plan,
                              inp.data_ptr(), out.data_ptr(), count, dt, _OPS[kind][0] if kind is not None else 0,
                              sc.data_ptr() if sc is not None else None, ctypes.c_void_p(stream))
             return
         if kind is None or (kind == _R.SUM and not self._has_op):
-            self._comm._call(lib.mscclgoExecuteHost, self._comm._comm, collective.encode(), plan.encode(),
+            self._comm._call(lib.mscclgoExecuteHost, self._comm._comm, collective.encode(), plan,
                              inp.data_ptr(), out.data_ptr(), count, dt)
             return
         sc = None
         if kind == _R.PREMUL_SUM:
             sc = torch.tensor([scalar], dtype=out.dtype)
-        self._comm._call(lib.mscclgoExecuteHostOp, self._comm._comm, collective.encode(), plan.encode(),
+        self._comm._call(lib.mscclgoExecuteHostOp, self._comm._comm, collective.encode(), plan,
                          inp.data_ptr(), out.data_ptr(), count, dt, _OPS[kind][0],
                          sc.data_ptr() if sc is not None else None)
 
