@@ -830,6 +830,12 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call CommC
 // mismatch names the first rank whose call differs from rank 0's.
 func mismatch(all []callRec) error {
 	for r := 1; r < len(all); r++ {
+		if all[r].Desc == all[0].Desc && all[r].Key != all[0].Key {
+			// The same call for another plan instance or reduction
+			// (sessionKey).
+			return fmt.Errorf("mismatched calls: rank 0 and rank %d called %s for different plan instances or reductions (keys %q and %q)",
+				r, all[0].Desc, all[0].Key, all[r].Key)
+		}
 		if all[r].Key != all[0].Key || all[r].Desc != all[0].Desc {
 			return fmt.Errorf("mismatched calls: rank 0 called %s, rank %d called %s", all[0].Desc, r, all[r].Desc)
 		}
