@@ -35,6 +35,8 @@ import os
 
 __all__ = ["Communicator", "MscclgoError", "Request", "unique_id"]
 
+# Reductions by name: ncclRedOp_t, and mscclgo.h's MSCCLGO_PREMUL_SUM.
+_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4, "premul_sum": 5}
 _DTYPES = {"torch.float16": 6, "torch.bfloat16": 9, "torch.float32": 7, "torch.int32": 2}
 
 
@@ -83,6 +85,11 @@ def _load(path=None):
                                        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
         lib.mscclgoExecuteHost.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
                                            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        op_args = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        if hasattr(lib, "mscclgoExecuteHostOp"):
+            lib.mscclgoExecuteHostOp.argtypes = op_args
+            lib.mscclgoExecuteOp.argtypes = op_args + [ctypes.c_void_p]
         lib.mscclgoCommDestroy.argtypes = [ctypes.c_void_p]
         _libs[path] = lib
     return lib
@@ -284,19 +291,37 @@ class Communicator:
         self._call(self._lib.mscclgoSelect, *self._args(collective, output, output if input is None else input, plan), name, 256)
         return name.value.decode()
 
-    def _execute(self, collective, output, input, plan):
+    def _execute(self, collective, output, input, plan, op="sum", scalar=None):
         args = self._args(collective, output, input, plan)
-        if getattr(output, "is_cuda", False):
-            self._call(self._lib.mscclgoExecute, *args, _stream(output))
+        code = _OPS.get(op) if isinstance(op, str) else op
+        if code is None:
+            raise MscclgoError(4, f"{collective}: reduction {op!r}: want one of {', '.join(_OPS)}")
+        cuda = getattr(output, "is_cuda", False)
+        if code == 0 and scalar is None:
+            if cuda:
+                self._call(self._lib.mscclgoExecute, *args, _stream(output))
+            else:
+                # Host memory: the CPU backend, synchronously.
+                self._call(self._lib.mscclgoExecuteHost, *args)
+            return
+        if code == _OPS["premul_sum"] and scalar is None:
+            raise MscclgoError(4, f"{collective}: premul_sum needs its scalar")
+        sc = None
+        if scalar is not None:
+            import torch  # a tensor of the call's dtype holds the scalar
+            sc = torch.tensor([scalar], dtype=output.dtype)
+        ptr = sc.data_ptr() if sc is not None else None
+        if cuda:
+            self._call(self._lib.mscclgoExecuteOp, *args, code, ptr, _stream(output))
         else:
-            # Host memory: the CPU backend, synchronously.
-            self._call(self._lib.mscclgoExecuteHost, *args)
+            self._call(self._lib.mscclgoExecuteHostOp, *args, code, ptr)
 
-    def all_reduce(self, tensor, plan=None, out=None):
-        """Sums tensor over the ranks: in place, or into out (tensor is
-        then left as it was)."""
+    def all_reduce(self, tensor, plan=None, out=None, op="sum", scalar=None):
+        """Reduces tensor over the ranks (op: "sum", "prod", "max", "min",
+        "avg", or "premul_sum" with scalar, as NCCL defines them): in
+        place, or into out (tensor is then left as it was)."""
         output = tensor if out is None else out
-        self._execute("allreduce", output, tensor, plan)
+        self._execute("allreduce", output, tensor, plan, op, scalar)
         return output
 
     def all_gather(self, output, input, plan=None):
@@ -304,9 +329,10 @@ class Communicator:
         self._execute("allgather", output, input, plan)
         return output
 
-    def reduce_scatter(self, output, input, plan=None):
-        """Sums input over the ranks; output gets this rank's part."""
-        self._execute("reducescatter", output, input, plan)
+    def reduce_scatter(self, output, input, plan=None, op="sum", scalar=None):
+        """Reduces input over the ranks (op as for all_reduce); output gets
+        this rank's part."""
+        self._execute("reducescatter", output, input, plan, op, scalar)
         return output
 
     def close(self):

@@ -295,14 +295,6 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         self._has_op = hasattr(self._lib, "mscclgoExecuteHostOp")
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._device_plans = self._nccl is not None
-        if self._has_op:
-            for f in (self._lib.mscclgoExecuteHostOp,):
-                f.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
-                              ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-            if hasattr(self._lib, "mscclgoExecuteOp"):
-                self._lib.mscclgoExecuteOp.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-                                                       ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                                                       ctypes.c_void_p, ctypes.c_void_p]
         self._store = store
         self._generation = 0
         self._held = [None]  # the communicator, for the finalizer

@@ -86,6 +86,18 @@ def main(plans, gloo):
             inp = values(rank, world * n, dtype)
             comm.reduce_scatter(inp[rank * n:(rank + 1) * n], inp)
             check(f"reduce_scatter {tag} in-place", inp[rank * n:(rank + 1) * n], part)
+    # Reductions other than sum (float32, 4096 elements per rank).
+    n = 4096
+    ins = [values(q, n, torch.float64) for q in range(world)]
+    stack = torch.stack(ins)
+    for op, want in (("max", stack.max(0).values), ("min", stack.min(0).values), ("avg", stack.mean(0)),
+                     ("premul_sum", stack.sum(0) * 2)):
+        x = values(rank, n, torch.float32)
+        comm.all_reduce(x, op=op, scalar=2.0 if op == "premul_sum" else None)
+        check(f"all_reduce float32 {n} {op}", x, want.to(torch.float32))
+    out = torch.zeros(n // world, dtype=torch.float32)
+    comm.reduce_scatter(out, values(rank, n, torch.float32), op="max")
+    check(f"reduce_scatter float32 {n} max", out, stack.max(0).values[rank * (n // world):(rank + 1) * (n // world)].to(torch.float32))
     comm.close()
     if gloo:
         dist.destroy_process_group()
