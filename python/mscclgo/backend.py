@@ -27,6 +27,7 @@ How a call runs (docs/integration.md, "The torch.distributed backend"):
 
 import ctypes
 import datetime
+import functools
 import logging
 import os
 import queue
@@ -56,7 +57,6 @@ _R = dist.ReduceOp.RedOpType
 # MSCCLGO_PREMUL_SUM; the rest are NCCL's enum.
 _OPS = {_R.SUM: (0, "SUM"), _R.PRODUCT: (1, "PRODUCT"), _R.MAX: (2, "MAX"), _R.MIN: (3, "MIN"),
         _R.AVG: (4, "AVG"), _R.PREMUL_SUM: (5, "PREMUL_SUM")}
-_GLOO_OPS = {_R.SUM, _R.PRODUCT, _R.MAX, _R.MIN, _R.BAND, _R.BOR, _R.BXOR}
 
 
 def _op_kind(op):
@@ -88,15 +88,12 @@ def _premul_factor(op):
     return factor
 
 
-_layout_cache = []
-
-
+@functools.lru_cache(maxsize=None)
 def _premul_layout():
     """(supplement offset, factor offset) in torch's ReduceOp and its
-    NCCLPreMulSumSupplement (torch 1.13 and 2.x: 32 and 24), checked on
-    ops made here, or None when the check fails."""
-    if _layout_cache:
-        return _layout_cache[0]
+    NCCLPreMulSumSupplement (32 and 24 in torch 1.13; other versions are
+    checked the same way before any use), checked on ops made here, or
+    None when the check fails."""
     layout = (32, 24)
     ok = hasattr(_c10d, "_make_nccl_premul_sum")
     if ok:
@@ -109,8 +106,7 @@ def _premul_layout():
             if _read_premul(_c10d._make_nccl_premul_sum(f), layout) != f:
                 ok = False
                 break
-    _layout_cache.append(layout if ok else None)
-    return _layout_cache[0]
+    return layout if ok else None
 
 
 def _object_address(op):
