@@ -211,7 +211,9 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: no chunk count of %v gives programs within the executor's limits (64 ops per thread block) at %d bytes", o.TopoName, o.Chunks, largest)
 	}
 	packs := []*Packing{large}
+	oneTree := -1 // the set that runs whole chunks only
 	if large.Chunks > 1 {
+		oneTree = len(packs)
 		packs = append(packs, Pack(tp, reduce, 1, 1, o.Rounds))
 	}
 	if st := Star(tp, reduce); st != nil {
@@ -234,8 +236,8 @@ func Synthesize(ctx context.Context, o Options) (*Result, error) {
 				continue
 			}
 			for _, unit := range o.Units {
-				if si > 0 && unit > 0 {
-					continue // the small sizes' sets run whole chunks
+				if si == oneTree && unit > 0 {
+					continue // the one-tree set runs whole chunks
 				}
 				jobs = append(jobs, job{key{si, inst, unit}, pk})
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"path/filepath"
 	"testing"
 
 	"github.com/mscclgo/mscclgo/algorithms"
@@ -15,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/planset/install"
 	"github.com/mscclgo/mscclgo/starlib"
 	"github.com/mscclgo/mscclgo/topo"
 )
@@ -200,5 +202,44 @@ func TestRandom(t *testing.T) {
 			}
 			emuRun(t, res.Programs[0].Plan)
 		})
+	}
+}
+
+// TestInstallSet: the synthesized programs install into a plan set (the
+// bundled jobs left out here, for time) and keep a size range where the
+// model on the topology predicts them fastest.
+func TestInstallSet(t *testing.T) {
+	hw, err := topo.LoadHW("v100-sxm2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := topo.Parse("pair.json", []byte(`{"vertices": [{"name": "gpu0", "kind": "gpu"}, {"name": "gpu1", "kind": "gpu"}],
+"links": [{"from": "gpu0", "to": "gpu1", "type": "nvlink", "count": 2}]}`), hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, jobs, results, err := InstallSet(context.Background(), quick(AllGather, tp, "pair"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs = jobs[len(jobs)-len(results):]
+	mp, err := ModelProfile(hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := install.Install(jobs, install.Options{Dir: filepath.Join(t.TempDir(), "plans"), Algorithms: fsys,
+		Tune: &install.TuneOptions{Hardware: mp, Model: model.Options{Network: Network(tp)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	colls := map[string]bool{}
+	for _, e := range idx.Plans {
+		if e.Predicted == nil || e.Tags["synthesized"] != "pair" {
+			t.Errorf("%s: not predicted or not tagged: %+v", e.File, e)
+		}
+		colls[e.Collective] = true
+	}
+	if len(colls) != 3 {
+		t.Errorf("installed collectives %v, want all three", colls)
 	}
 }

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,8 @@ import (
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/planset/install"
+	"github.com/mscclgo/mscclgo/synth"
+	"github.com/mscclgo/mscclgo/topo"
 )
 
 func installCommand(d *deps) *cli.Command {
@@ -42,6 +45,8 @@ func installCommand(d *deps) *cli.Command {
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, DefaultText: "the number of CPUs Go uses", Usage: "validate up to `N` plans at once"},
 			&cli.StringFlag{Name: "hw", Usage: "predict every plan on hardware profile `NAME` (or a profile file), record the curves in the index and set each plan's size range where it is predicted fastest (docs/model.md)"},
 			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "with --hw: the launch overhead of the predictions, `graph` or kernel"},
+			&cli.StringFlag{Name: "topo", Usage: "also install the programs mscclgo synth writes for the machine in `FILE` (allgather, reducescatter, allreduce); --hw then names its GPU profile, and the plans of its shape get their size ranges where the model on its links predicts them fastest (docs/synthesis.md)"},
+			&cli.IntFlag{Name: "nodes", Value: 1, Usage: "with --topo: `N` copies of the machine on a rail network"},
 		},
 		Action:       func(c *cli.Context) error { return interruptible(c, func() error { return runInstall(c, d) }) },
 		OnUsageError: onUsageError,
@@ -71,15 +76,47 @@ func runInstall(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
+	var algos fs.FS
+	var tp *topo.Topology
+	if c.IsSet("topo") {
+		if !c.IsSet("hw") {
+			return usageErr("--topo needs --hw, the machine's GPU profile (%s)", strings.Join(topo.HWNames(), ", "))
+		}
+		if tp, err = loadTopology(c); err != nil {
+			return err
+		}
+		cmd := fmt.Sprintf("mscclgo install --topo %s --hw %s", c.String("topo"), c.String("hw"))
+		var results []*synth.Result
+		if algos, jobs, results, err = synth.InstallSet(c.Context, synth.Options{Topology: tp, TopoName: c.String("topo"), HWName: c.String("hw"), Command: cmd}); err != nil {
+			return err
+		}
+		for _, r := range results {
+			fmt.Fprintf(d.stderr, "mscclgo: synthesized %s: %d programs\n", r.Name, len(r.Programs))
+		}
+	} else if c.IsSet("nodes") {
+		return usageErr("--nodes applies to --topo")
+	}
 	if c.Int("jobs") < 0 {
 		return usageErr("--jobs: %d is negative", c.Int("jobs"))
 	}
 	opts := install.Options{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
 		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
-		Note: func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
+		Note:       func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
+		Algorithms: algos,
 	}
-	if c.IsSet("hw") {
+	if tp != nil {
+		hw, err := synth.ModelProfile(tp.HW)
+		if err != nil {
+			return err
+		}
+		mo, err := launchOption(c.String("launch"))
+		if err != nil {
+			return err
+		}
+		mo.Network = synth.Network(tp)
+		opts.Tune = &install.TuneOptions{Hardware: hw, Model: mo, DType: dt}
+	} else if c.IsSet("hw") {
 		hw, err := model.LoadProfile(c.String("hw"))
 		if err != nil {
 			return err

@@ -66,6 +66,9 @@ func Tune(idx *planset.Index, dir string, o TuneOptions) (*planset.Index, []stri
 		if e.Collective == plan.AllToAllVCollective || (e.NVLS && !o.Hardware.NVLS) {
 			continue
 		}
+		if nw := o.Model.Network; nw != nil && (nw.Ranks != e.WorldSize || e.RanksPerNode != nw.Ranks/max(1, nodesOf(nw))) {
+			continue // a topology's model predicts only plans of its shape
+		}
 		data, err := executor.ReadPlanFile(filepath.Join(dir, e.File))
 		if err != nil {
 			return nil, nil, err
@@ -190,4 +193,13 @@ func tuneRanges(es []planset.Entry, members, targets []int, drop map[int]bool) {
 			}
 		}
 	}
+}
+
+// nodesOf is the number of nodes of a network.
+func nodesOf(nw *model.Network) int {
+	nodes := map[int]bool{}
+	for r := 0; r < nw.Ranks; r++ {
+		nodes[nw.Node(r)] = true
+	}
+	return len(nodes)
 }
