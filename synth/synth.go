@@ -130,12 +130,23 @@ var ErrSynth = errors.New("synth: a synthesized program failed its verification 
 
 // Synthesize writes, verifies and models the program of o.
 func Synthesize(ctx context.Context, o Options) (*Result, error) {
+	res, err := synthesize(ctx, o)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("synth %s on %s: stopped: %w", o.Collective, o.TopoName, context.Cause(ctx))
+	}
+	return res, err
+}
+
+func synthesize(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	o.defaults()
 	tp := o.Topology
 	n := tp.NumGPUs()
 	if n < 2 {
 		return nil, fmt.Errorf("%s: %d GPU: a collective needs at least 2", o.TopoName, n)
+	}
+	if n > o.MaxBlocks {
+		return nil, fmt.Errorf("%s: %d GPUs: one tree per shard is %d thread blocks per rank, over the budget of %d (synthesis has no hierarchy yet, docs/synthesis.md §7)", o.TopoName, n, n, o.MaxBlocks)
 	}
 	hw, err := ModelProfile(tp.HW)
 	if err != nil {

@@ -80,7 +80,7 @@ func TestSingleSwitch(t *testing.T) {
 func quick(c Collective, tp *topo.Topology, name string) Options {
 	return Options{Collective: c, Topology: tp, TopoName: name, HWName: tp.HW.Name, Command: "go test",
 		Chunks: []int{4, 2}, Instances: []int{1, 2}, Units: []uint64{0, 64 << 10},
-		Sizes: []uint64{16 << 10, 1 << 20, 16 << 20}, VerifyBytes: 128 << 10, Rounds: 12}
+		Sizes: []uint64{16 << 10, 4 << 20}, VerifyBytes: 128 << 10, Rounds: 12}
 }
 
 // emuRun runs a plan on the emulated GPU at its smallest valid size.
