@@ -212,7 +212,7 @@ static int nonblocking(void) {
   for (int r = 0; r < 2; r++) {
     double t0 = now_s();
     report(r, "ncclCommInitRankConfig nonblocking", ncclCommInitRankConfig(&comms[r], 2, id, r, &config));
-    say("rank %d: returned within a second: %d", r, now_s() - t0 < 1.0);
+    say("rank %d: returned within 5 s: %d", r, now_s() - t0 < 5.0); /* a blocking one waits 20 s */
     say("rank %d: handle set: %d", r, comms[r] != NULL);
     if (r == 0) {
       ncclResult_t state = ncclSuccess;
@@ -257,9 +257,7 @@ static int nonblockfail(void) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = NULL;
-  double t0 = now_s();
   report(0, "ncclCommInitRankConfig nonblocking", ncclCommInitRankConfig(&comm, 2, id, 0, &config));
-  say("rank 0: returned within a second: %d", now_s() - t0 < 1.0);
   ncclResult_t state = ncclSuccess;
   poll_done(0, comm, 60, &state);
   say("rank 0: state after the init %d", (int)state);
