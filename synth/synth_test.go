@@ -1,11 +1,14 @@
 package synth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -241,5 +244,43 @@ func TestInstallSet(t *testing.T) {
 	}
 	if len(colls) != 3 {
 		t.Errorf("installed collectives %v, want all three", colls)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.star")
+
+// TestGolden: the program written for a small machine, byte for byte
+// (go test ./synth -update rewrites it after a deliberate change).
+func TestGolden(t *testing.T) {
+	hw, err := topo.LoadHW("v100-sxm2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := topo.Parse("ring4.json", []byte(`{"vertices": [{"name": "gpu0", "kind": "gpu"}, {"name": "gpu1", "kind": "gpu"},
+  {"name": "gpu2", "kind": "gpu"}, {"name": "gpu3", "kind": "gpu"}],
+"links": [{"from": "gpu0", "to": "gpu1", "type": "nvlink", "count": 2}, {"from": "gpu1", "to": "gpu2", "type": "nvlink"},
+  {"from": "gpu2", "to": "gpu3", "type": "nvlink", "count": 2}, {"from": "gpu3", "to": "gpu0", "type": "nvlink"}]}`), hw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Collective{AllGather, AllReduce} {
+		res, err := Synthesize(context.Background(), quick(c, tp, "ring4"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", res.Name+".star")
+		if *update {
+			if err := os.WriteFile(golden, res.Star, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (go test ./synth -update writes it)", err)
+		}
+		if !bytes.Equal(want, res.Star) {
+			t.Errorf("%s differs from %s (go test ./synth -update rewrites it)", res.Name, golden)
+		}
 	}
 }
