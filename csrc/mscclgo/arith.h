@@ -1,7 +1,8 @@
-// arith.h holds the element arithmetic of the interpreter's reductions:
-// one IEEE rounding per addition, in the order the caller gives, so that
-// results are byte-identical to the CPU backend's (executor.F32ToF16 and
-// friends). The device build uses the CUDA intrinsics, in their two-lane
+// arith.h holds the element arithmetic of the interpreter's reductions
+// (sum, prod, max, min: red_word<DT, OP>): one IEEE rounding per
+// operation, in the order the caller gives, so that results are
+// byte-identical to the CPU backend's (executor.F32ToF16,
+// executor.ElemType.Reduce and friends). The device build uses the CUDA intrinsics, in their two-lane
 // forms (half2, bfloat162) on 32-bit words; the host build (csrc/host)
 // computes the same roundings in software. prim.h keeps ordering and
 // atomics; nothing here touches memory.

@@ -364,7 +364,7 @@ struct PktIn {
 // accumulator starts at the first packet, not at zero, since 0 + (−0) is
 // +0 and zero is no identity of PROD, MAX or MIN), store the raw
 // destination and write the packet destinations. OP is only used with
-// reduce (packet_op_any chooses it).
+// reduce (op_reduce_packets chooses it from mg_args.redop).
 template <int OP>
 static MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, const PktIn* pin, int npin,
                       unsigned char* raw_out, unsigned char* const* pout, int npout, bool reduce) {

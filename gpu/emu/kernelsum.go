@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "baff42ed07eb195566c637dc83d6a4747832db0cccaca491e282a0b0954115f7"
+const kernelSourceSum = "2bc79a2c573029e60d9b36af159abc2333cdfcf0b2bfa3c27eed6208e4cee7ca"
