@@ -249,9 +249,6 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 		if c.gpu != nil && !k.hostMem {
 			// Every rank's plan from what they share (decide).
 			req.InPlace = devicePlace(k.coll)
-		} else if c.procs != nil {
-			// Session buffers of its own (decide).
-			req.InPlace = false
 		}
 		if !planElem(k.dtype) {
 			return decision{generic: true, why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype))}, nil

@@ -260,7 +260,9 @@ func (c *comm) decide(k call) decision {
 	case !planElem(k.dtype):
 		return decision{why: fmt.Sprintf("%s: plans compute float16, bfloat16, float32 and int32", dtypeName(k.dtype)), generic: true}
 	case c.plans.err != nil:
-		return decision{why: c.plans.err.Error(), generic: true}
+		// A plan set that cannot be read is the installation's error,
+		// told, not passed over by the built-in path.
+		return decision{why: c.plans.err.Error()}
 	}
 	callInPlace := k.inPlace(c.rank)
 	req := planset.Request{

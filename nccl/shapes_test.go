@@ -218,7 +218,7 @@ func TestShapesCustom(t *testing.T) {
 		dtypes, ops, counts string
 		sel                 []string
 	}{
-		{"custom", 2, planTypes, ncclOps + ",premul", oddCounts, []string{"select allreduce 17 float32 -> 0 allreduce_packet", "select allreduce 17 float64 -> 0 builtin"}},
+		{"custom", 2, planTypes, ncclOps + ",premul", "0,1,3,17,1000,12345", []string{"select allreduce 17 float32 -> 0 allreduce_packet", "select allreduce 17 float64 -> 0 builtin"}},
 		{"custom", 3, "f16,f32,i32,f64,i64", ncclOps + ",premul", smallCounts, []string{"select allreduce 17 float32 -> 0 builtin"}},
 		{"customprocs", 2, planTypes + ",u8", ncclOps + ",premul", "0,3,17,1000", []string{"select allreduce 17 float32 -> 0 allreduce_packet"}},
 	}
