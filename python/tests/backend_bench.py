@@ -6,7 +6,9 @@ against gloo, side by side in one torchrun job. One rank of it:
         torchrun --nproc_per_node N --redirects 1 --tee 1 python/tests/backend_bench.py [SIZES]
 
 The default group is mscclgo's; gloo is a second group of the same ranks.
-For each call and size (bytes of float32; default 4 KiB to 64 MiB by 16),
+For each call and size (bytes of float32 as NCCL counts a call's
+message: all_reduce's tensor, all_gather's output, reduce_scatter's
+input; default 4 KiB to 64 MiB by 16),
 both run ROUNDS rounds in turn (mscclgo, gloo, mscclgo, ...), each round
 a number of calls that depends on the size, after one unmeasured round;
 the figure is the median round's time per call. gloo has no
@@ -57,21 +59,24 @@ def main(sizes):
     gloo = dist.new_group(backend="gloo")
     rows = []
     for size in sizes:
+        # size is the call's message as NCCL counts it: all_reduce's
+        # tensor, all_gather's output, reduce_scatter's input.
         n = size // 4
-        x = torch.ones(n)
-        gathered = torch.empty(world * n)
-        rs_in, rs_out = torch.ones(world * n), torch.empty(n)
+        part = n // world
+        x, piece = torch.ones(n), torch.ones(part)
+        gathered = torch.empty(world * part)
+        rs_in, rs_out = torch.ones(world * part), torch.empty(part)
 
         def gloo_rs():
             t = rs_in.clone()
             dist.all_reduce(t, group=gloo)
-            rs_out.copy_(t[rank * n:(rank + 1) * n])
-        outs = [torch.empty(n) for _ in range(world)]
+            rs_out.copy_(t[rank * part:(rank + 1) * part])
+        outs = [torch.empty(part) for _ in range(world)]
         cases = (
             ("all_reduce", lambda: dist.all_reduce(x), lambda: dist.all_reduce(x, group=gloo)),
-            ("all_gather", lambda: dist.all_gather(outs, x), lambda: dist.all_gather(outs, x, group=gloo)),
-            ("all_gather_into_tensor", lambda: _agt(gathered, x),
-             lambda: dist.all_gather(list(gathered.chunk(world)), x, group=gloo)),
+            ("all_gather", lambda: dist.all_gather(outs, piece), lambda: dist.all_gather(outs, piece, group=gloo)),
+            ("all_gather_into_tensor", lambda: _agt(gathered, piece),
+             lambda: dist.all_gather(list(gathered.chunk(world)), piece, group=gloo)),
             ("reduce_scatter_tensor", lambda: _rst(rs_out, rs_in), gloo_rs),
         )
         k = calls_per_round(size)
