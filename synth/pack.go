@@ -335,33 +335,58 @@ func (p *packer) round(picks, pool [][]Tree, chunks, maxTrees int) [][]Tree {
 	return trees
 }
 
-// flatten moves ranks up their trees (to their grandparent) while that
-// does not lower the rate: shallower trees pipeline better and, moved
-// whole, take fewer steps.
+// flatten moves ranks closer to their trees' roots (to the shallowest
+// rank outside their subtree that reaches them) while that does not lower
+// the rate: shallower trees pipeline better and, moved whole, take fewer
+// steps.
 func (p *packer) flatten(trees [][]Tree, chunks int) {
-	cur, _ := p.rate(trees, chunks)
-	for changed := true; changed; {
+	floor, _ := p.rate(trees, chunks)
+	depth := func(t *Tree, v int) int {
+		d := 0
+		for u := v; t.Parent[u] >= 0; u = t.Parent[u] {
+			d++
+		}
+		return d
+	}
+	inSubtree := func(t *Tree, u, v int) bool { // u in v's subtree
+		for w := u; w >= 0; w = t.Parent[w] {
+			if w == v {
+				return true
+			}
+		}
+		return false
+	}
+	for changed, pass := true, 0; changed && pass < 20; pass++ {
 		changed = false
 		for r := range trees {
 			for ti := range trees[r] {
 				t := &trees[r][ti]
 				for v := range t.Parent {
 					par := t.Parent[v]
-					if par < 0 || t.Parent[par] < 0 {
+					if par < 0 {
 						continue
 					}
-					up := t.Parent[par]
-					if !p.reach(up, v) {
-						continue
+					dp := depth(t, par)
+					// Candidates by depth, shallowest first.
+					best, bestD := -1, dp
+					for u := range t.Parent {
+						if u == par || inSubtree(t, u, v) || !p.reach(u, v) {
+							continue
+						}
+						if du := depth(t, u); du < bestD {
+							t.Parent = append([]int(nil), t.Parent...)
+							t.Parent[v] = u
+							if rt, _ := p.rate(trees, chunks); rt >= floor*(1-1e-9) {
+								best, bestD = u, du
+							}
+							t.Parent[v] = par
+						}
 					}
-					t.Parent = append([]int(nil), t.Parent...)
-					t.Parent[v] = up
-					if rt, _ := p.rate(trees, chunks); rt >= cur*(1-1e-9) {
-						cur = max(cur, rt)
+					if best >= 0 {
+						t.Parent = append([]int(nil), t.Parent...)
+						t.Parent[v] = best
 						changed = true
-						continue
 					}
-					t.Parent[v] = par
 				}
 			}
 		}
