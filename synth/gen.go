@@ -161,17 +161,25 @@ def handshake(ch, pairs, tb):
 def send(chans, dsts, src, tb):
     """Writes src into dsts[i] over chans[i] and signals each peer. Puts of one
     kind in a row fuse into one op, and so do the signals: groups of 8 peers,
-    the most one op reaches."""
+    the most one op reaches. No source is written again in the launch, so a
+    port channel's transfers are flushed once, at the end (flush_ports)."""
     for g in range(0, len(chans), 8):
         group = range(g, min(g + 8, len(chans)))
         for i in group:
             if chans[i].channel_type == ChannelType.port:
-                chans[i].put_with_signal_and_flush(dsts[i], src, tb = tb)
+                chans[i].put_with_signal(dsts[i], src, tb = tb)
             else:
                 chans[i].put(dsts[i], src, tb = tb)
         for i in group:
             if chans[i].channel_type == ChannelType.memory:
                 chans[i].signal(tb = tb, data_sync = SyncType.before)
+
+def flush_ports(ch, tb):
+    """Waits, on every rank, for its port channels' transfers to complete:
+    the next launch may then overwrite their sources."""
+    for a, b in sorted(ch.keys()):
+        if ch[(a, b)].channel_type == ChannelType.port:
+            ch[(a, b)].flush(tb = tb)
 
 def pipeline(unit):
     """The chunks move in pieces of unit bytes, each piece forwarded as soon
@@ -202,6 +210,7 @@ def broadcast(base, count, parent, unit, tb):
                 if parent[v] >= 0:
                     ch[(v, parent[v])].wait(tb = tb, data_sync = SyncType.after)
                 send([ch[(v, c)] for c in kids], [buf(c)[k:k + 1] for c in kids], buf(v)[k:k + 1], tb)
+    flush_ports(ch, tb)
 
 `)
 	default:
@@ -242,6 +251,7 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
                     mine = part[v][j:j + 1]
                 send([ch[(v, parent[v])]], [slot[v][j:j + 1]], mine, tb)
     if not then_broadcast:
+        flush_ports(ch, tb)
         return
     for _ in pipeline(unit):
         for k in range(base, base + count):
@@ -250,6 +260,7 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
                 if parent[v] >= 0:
                     ch[(v, parent[v])].wait(tb = tb, data_sync = SyncType.after)
                 send([ch[(v, c)] for c in kids], [buf(c)[k:k + 1] for c in kids], buf(v)[k:k + 1], tb)
+    flush_ports(ch, tb)
 
 `)
 	}

@@ -410,6 +410,10 @@ func Pack(tp *topo.Topology, reduce bool, chunks, maxTrees, rounds int) *Packing
 	return &Packing{Reduce: reduce, Trees: trees, Chunks: chunks, Rate: rate, Busiest: busiest}
 }
 
+// maxChannels is the executor's limit of channels of one kind per thread
+// block.
+const maxChannels = 16
+
 // Star returns the packing of one star per shard, every rank a child of
 // the root (the all-pairs exchange as trees: one step, the fewest hops,
 // for small sizes); nil where some rank does not reach the root directly.
@@ -417,6 +421,20 @@ func Star(tp *topo.Topology, reduce bool) *Packing {
 	p := newPacker(tp, reduce)
 	trees := make([][]Tree, p.n)
 	for r := 0; r < p.n; r++ {
+		// A thread block holds at most 16 channels of a kind, each way.
+		mem, port := 0, 0
+		for v := 0; v < p.n; v++ {
+			switch {
+			case v == r:
+			case tp.NodeOf(v) == tp.NodeOf(r):
+				mem++
+			default:
+				port++
+			}
+		}
+		if 2*mem > maxChannels || 2*port > maxChannels {
+			return nil
+		}
 		t := Tree{Root: r, Parent: make([]int, p.n), Chunks: 1}
 		for v := range t.Parent {
 			t.Parent[v] = r

@@ -267,6 +267,10 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 				g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{j.pk}, topoName: o.TopoName,
 					variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: j.k.inst, Unit: j.k.unit}}}
 				progs, err := compileChecked(ctx, name+".star", g.star(), nil, false)
+				var ce *CheckError
+				if errors.As(err, &ce) && ce.opLimit() {
+					continue // over a thread block's limits: not a candidate
+				}
 				if err != nil {
 					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, j.k.inst, j.k.unit, err)
 					continue
@@ -287,7 +291,12 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		pts[j.k] = results[i]
+		if results[i] != nil {
+			pts[j.k] = results[i]
+		}
+	}
+	if len(pts) == 0 {
+		return nil, fmt.Errorf("%s: no program within the executor's limits of a thread block", o.TopoName)
 	}
 	variants, packs := chooseVariants(pts, o.Sizes, packs)
 	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: packs,

@@ -71,6 +71,9 @@ func compileChecked(ctx context.Context, name string, text []byte, defines map[s
 		}
 		pl, err := plan.Load(data)
 		if err != nil {
+			if isLimit(err.Error()) {
+				return nil, &CheckError{Program: p.Name(), Problems: []string{err.Error()}}
+			}
 			return nil, fmt.Errorf("load %s: %w", p.Name(), err)
 		}
 		out = append(out, Compiled{Name: p.Name(), Text: data, Plan: pl})
@@ -91,15 +94,20 @@ func (e *CheckError) Error() string {
 	return fmt.Sprintf("check %s: %s", e.Program, strings.Join(e.Problems, "; "))
 }
 
-// opLimit reports whether the problems are the executor's op limit (the
-// chunk count, not the program, is then too large).
+// opLimit reports whether the problems are the executor's limits of a
+// thread block (ops, channels): the chunk count or the trees' fan-out,
+// not the program's logic, are then too large.
 func (e *CheckError) opLimit() bool {
 	for _, p := range e.Problems {
-		if !strings.Contains(p, "a thread block holds at most") && !strings.Contains(p, "holds at most 64") {
+		if !isLimit(p) {
 			return false
 		}
 	}
 	return true
+}
+
+func isLimit(p string) bool {
+	return strings.Contains(p, "a thread block holds at most")
 }
 
 // runChecked runs p on the CPU backend with race detection at up to n

@@ -71,7 +71,7 @@ var allowedImports = map[string][]string{
 	"internal/infile":   nil,
 	"internal/memlimit": nil,
 	"internal/testnote": nil,
-	"topo":              nil, // machine topologies: read by synth and the CLI
+	"topo":              {"internal/infile"}, // machine topologies: read by synth and the CLI
 }
 
 // closedDeps are rules on a package's whole dependency closure (its

@@ -8,10 +8,11 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 //go:embed hw/*.json
@@ -78,8 +79,8 @@ func LoadHW(nameOrPath string) (*HW, error) {
 			return nil, fmt.Errorf("GPU profile %q: unknown (bundled: %s; or give a path to a .json file)", nameOrPath, strings.Join(HWNames(), ", "))
 		}
 		file = "hw/" + nameOrPath + ".json"
-	} else if data, err = os.ReadFile(nameOrPath); err != nil {
-		return nil, fmt.Errorf("GPU profile: %w", err)
+	} else if data, err = infile.Read(nameOrPath, "a GPU profile", 1<<20); err != nil {
+		return nil, err
 	}
 	return ParseHW(file, data)
 }

@@ -5,11 +5,15 @@ package topo
 
 import (
 	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
 //go:embed examples/*
@@ -52,15 +56,12 @@ func Load(nameOrPath string, hw *HW) (*Topology, error) {
 		file, data, ok = exampleFile(nameOrPath)
 	}
 	if !ok {
-		st, err := os.Stat(nameOrPath)
-		if err != nil {
+		if _, err := os.Lstat(nameOrPath); errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(nameOrPath, `/\`) {
 			return nil, fmt.Errorf("topology %s: no such file, and no bundled example of that name (bundled: %s)", nameOrPath, strings.Join(Examples(), ", "))
 		}
-		if !st.Mode().IsRegular() || st.Size() > maxTopoBytes {
-			return nil, fmt.Errorf("topology %s: not a regular file of at most %d bytes", nameOrPath, maxTopoBytes)
-		}
-		if data, err = os.ReadFile(nameOrPath); err != nil {
-			return nil, fmt.Errorf("topology: %w", err)
+		var err error
+		if data, err = infile.Read(nameOrPath, "a topology", maxTopoBytes); err != nil {
+			return nil, err
 		}
 		file = nameOrPath
 	}
