@@ -19,13 +19,14 @@ const (
 	AllReduce
 )
 
-var collNames = []string{"allgather", "reducescatter", "allreduce"}
+// collNames are the collectives' names, in Collective order.
+func collNames() []string { return []string{"allgather", "reducescatter", "allreduce"} }
 
-func (c Collective) String() string { return collNames[c] }
+func (c Collective) String() string { return collNames()[c] }
 
 // ParseCollective reads allgather, reducescatter or allreduce.
 func ParseCollective(s string) (Collective, error) {
-	for i, n := range collNames {
+	for i, n := range collNames() {
 		if s == n {
 			return Collective(i), nil
 		}

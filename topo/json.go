@@ -78,14 +78,14 @@ func fromJSON(file string, data []byte, hw *HW) (*Topology, error) {
 	}
 	b := newBuilder(name, hw)
 	kinds := map[string]VertexKind{}
-	for i, k := range kindNames {
+	for i, k := range kindNames() {
 		kinds[k] = VertexKind(i)
 	}
 	ngpu := 0
 	for i, v := range j.Vertices {
 		k, ok := kinds[v.Kind]
 		if !ok {
-			return nil, fmt.Errorf("%s: vertex %q: kind %q, want one of %s", pos("name", i), v.Name, v.Kind, strings.Join(kindNames, ", "))
+			return nil, fmt.Errorf("%s: vertex %q: kind %q, want one of %s", pos("name", i), v.Name, v.Kind, strings.Join(kindNames(), ", "))
 		}
 		if v.Name == "" {
 			return nil, fmt.Errorf("%s: vertex %d: empty name", pos("name", i), i)
@@ -102,7 +102,7 @@ func fromJSON(file string, data []byte, hw *HW) (*Topology, error) {
 		b.vertex(v.Name, k)
 	}
 	types := map[string]LinkKind{}
-	for i, k := range linkNames {
+	for i, k := range linkNames() {
 		types[k] = LinkKind(i)
 	}
 	for i, l := range j.Links {
@@ -121,7 +121,7 @@ func fromJSON(file string, data []byte, hw *HW) (*Topology, error) {
 		}
 		k, ok := types[l.Type]
 		if !ok {
-			return nil, fmt.Errorf("%s: link %s -> %s: type %q, want one of %s", at, l.From, l.To, l.Type, strings.Join(linkNames, ", "))
+			return nil, fmt.Errorf("%s: link %s -> %s: type %q, want one of %s", at, l.From, l.To, l.Type, strings.Join(linkNames(), ", "))
 		}
 		if l.Count < 0 || l.GBps < 0 {
 			return nil, fmt.Errorf("%s: link %s -> %s: negative count or gbps", at, l.From, l.To)

@@ -22,11 +22,12 @@ const (
 	NetSwitch
 )
 
-var kindNames = []string{"gpu", "nvswitch", "pcie", "cpu", "nic", "net"}
+// kindNames are the kinds' spellings, in VertexKind order.
+func kindNames() []string { return []string{"gpu", "nvswitch", "pcie", "cpu", "nic", "net"} }
 
 func (k VertexKind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+	if int(k) < len(kindNames()) {
+		return kindNames()[k]
 	}
 	return fmt.Sprintf("kind%d", int(k))
 }
@@ -43,11 +44,12 @@ const (
 	Net
 )
 
-var linkNames = []string{"nvlink", "pcie", "sys", "nic"}
+// linkNames are the link types' spellings, in LinkKind order.
+func linkNames() []string { return []string{"nvlink", "pcie", "sys", "nic"} }
 
 func (k LinkKind) String() string {
-	if int(k) < len(linkNames) {
-		return linkNames[k]
+	if int(k) < len(linkNames()) {
+		return linkNames()[k]
 	}
 	return fmt.Sprintf("link%d", int(k))
 }
