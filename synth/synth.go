@@ -439,7 +439,9 @@ func header(o Options, res *Result, tp *topo.Topology) []string {
 			kind += ", then the sums come back down the same tree"
 		}
 	}
-	add("Method: every rank's shard is cut into chunks carried by %s.", kind)
+	for _, l := range wrap(fmt.Sprintf("Method: every rank's shard is cut into chunks carried by %s.", kind), 78) {
+		add("%s", l)
+	}
 	add("The trees were packed by multiplicative weights over the links (a minimum-cost")
 	add("arborescence per shard per round) and rounded to whole chunks; the largest")
 	add("sizes' set sustains %.2f GB/s per shard on the busiest link, %.1f%% of the cut", pk.Rate, 100*pk.Rate/boundRate(o.Collective, tp))
@@ -471,6 +473,24 @@ func header(o Options, res *Result, tp *topo.Topology) []string {
 	add("compared, races and deadlocks looked for) and modelled before this file was")
 	add("written.")
 	return h
+}
+
+// wrap breaks text into lines of at most width bytes at spaces.
+func wrap(text string, width int) []string {
+	var out []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			out = append(out, line)
+			line = w
+			continue
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(out, line)
 }
 
 func boundRate(c Collective, tp *topo.Topology) float64 {
