@@ -8,9 +8,10 @@
 // (the text `nvidia-smi topo -m` prints, or the project's JSON schema,
 // docs/synthesis.md) or a bundled example by name (Examples), with the
 // link speeds of a GPU profile (LoadHW: v100-sxm2, a100-pcie, h100-sxm).
-// Replicate puts N copies of a node on a rail network. Routes gives the
-// links a transfer from one GPU to another crosses, and Bound the cut
-// lower bound of allgather and reduce-scatter, computed with max-flow.
+// Replicate puts N copies of a node on a rail network. Topology.Route
+// gives the links a transfer from one GPU to another crosses, WriteLinks
+// the link table, and AllGatherBound and ReduceScatterBound the cut lower
+// bounds, computed with max-flow.
 //
 // Nothing here is mutable package state: a Topology is built once and
 // then only read.

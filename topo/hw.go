@@ -130,7 +130,8 @@ func ParseHW(file string, data []byte) (*HW, error) {
 	return &h, nil
 }
 
-// rate returns the achieved rate of a link of kind k with raw GB/s.
+// efficiency returns the fraction of a link of kind k's rate that
+// transfers achieve.
 func (h *HW) efficiency(k LinkKind) float64 {
 	switch k {
 	case NVLink:
