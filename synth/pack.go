@@ -289,6 +289,39 @@ func (p *packer) round(picks, pool [][]Tree, chunks, maxTrees int) [][]Tree {
 		count[r][from] -= int(k)
 		count[r][to] += int(k)
 	}
+	// At most maxTrees trees per shard: empty the least used trees into
+	// the kept ones, each chunk where it loads the links least.
+	for r := range cands {
+		for {
+			used, least := 0, -1
+			for i, k := range count[r] {
+				if k > 0 {
+					used++
+					if least < 0 || k < count[r][least] {
+						least = i
+					}
+				}
+			}
+			if used <= maxTrees {
+				break
+			}
+			for count[r][least] > 0 {
+				bj, bw, bs := -1, math.Inf(1), math.Inf(1)
+				for j := range cands[r] {
+					if j == least || count[r][j] == 0 {
+						continue
+					}
+					move(r, least, j, 1)
+					w, sq := score()
+					move(r, j, least, 1)
+					if w < bw || (w == bw && sq < bs) {
+						bj, bw, bs = j, w, sq
+					}
+				}
+				move(r, least, bj, 1)
+			}
+		}
+	}
 	curW, curS := score()
 	for step := 0; step < 4000; step++ {
 		bw, bs, br, bi, bj := curW, curS, -1, -1, -1

@@ -43,8 +43,11 @@ type Options struct {
 	VerifyBytes uint64
 	// Rounds of multiplicative weights for the pool of trees (0: 40).
 	Rounds int
-	// MaxBlocks bounds the thread blocks per rank (0: 64, below the SMs of
-	// every bundled GPU: 80 on V100): trees times instances.
+	// TreesPerShard bounds the distinct trees of a shard (0: MaxBlocks
+	// over the ranks).
+	TreesPerShard int
+	// MaxBlocks bounds the thread blocks per rank, trees times instances
+	// (0: the GPU profile's SMs).
 	MaxBlocks int
 }
 
@@ -121,6 +124,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBlocks == 0 {
 		o.MaxBlocks = 64
+		if o.Topology != nil && o.Topology.HW != nil {
+			o.MaxBlocks = int(o.Topology.HW.SMs.Value)
+		}
 	}
 }
 
@@ -189,6 +195,9 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	// fewest hops): the last two for small sizes.
 	largest := o.Sizes[len(o.Sizes)-1]
 	maxTrees := max(1, o.MaxBlocks/n)
+	if o.TreesPerShard > 0 {
+		maxTrees = o.TreesPerShard
+	}
 	build := func(pk *Packing, inst int, unit uint64) ([]Compiled, error) {
 		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{pk}, topoName: o.TopoName,
 			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: inst, Unit: unit}}}

@@ -32,6 +32,9 @@ type HW struct {
 	Description string `json:"description"`
 	// GPUsPerNode is the size of a node when a topology does not say.
 	GPUsPerNode int `json:"gpus_per_node"`
+	// SMs is the GPU's streaming multiprocessors: the most thread blocks
+	// a plan may run per rank.
+	SMs Param `json:"sms"`
 	// NVSwitch says that NV# in nvidia-smi's matrix counts a GPU's ports
 	// into a switch fabric, not links private to the pair.
 	NVSwitch bool `json:"nvswitch"`
@@ -104,7 +107,7 @@ func ParseHW(file string, data []byte) (*HW, error) {
 		p        Param
 		fraction bool
 	}{
-		{"nvlinks", h.NVLinks, false}, {"nvlink_gbps", h.NVLinkGBps, false}, {"nvlink_efficiency", h.NVLinkEfficiency, true},
+		{"sms", h.SMs, false}, {"nvlinks", h.NVLinks, false}, {"nvlink_gbps", h.NVLinkGBps, false}, {"nvlink_efficiency", h.NVLinkEfficiency, true},
 		{"pcie_gbps", h.PCIeGBps, false}, {"pcie_efficiency", h.PCIeEfficiency, true},
 		{"sys_gbps", h.SysGBps, false}, {"sys_efficiency", h.SysEfficiency, true},
 		{"nic_gbps", h.NICGBps, false}, {"nic_efficiency", h.NICEfficiency, true},
@@ -115,6 +118,9 @@ func ParseHW(file string, data []byte) (*HW, error) {
 		if f.p.Value < 0 || (f.fraction && (f.p.Value <= 0 || f.p.Value > 1)) {
 			return nil, fmt.Errorf("%s: %s: %g out of range", file, f.name, f.p.Value)
 		}
+	}
+	if h.SMs.Value < 1 {
+		return nil, fmt.Errorf("%s: sms: %g, want at least 1", file, h.SMs.Value)
 	}
 	if h.PCIeGBps.Value <= 0 || h.NICGBps.Value <= 0 || h.SysGBps.Value <= 0 {
 		return nil, fmt.Errorf("%s: pcie_gbps, sys_gbps and nic_gbps must be positive", file)
