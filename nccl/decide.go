@@ -134,6 +134,13 @@ type decision struct {
 	// generic is set, with plan "", where no plan serves the call but the
 	// built-in path does on host memory (generic.go).
 	generic bool
+	// bulkCount, for a padded allreduce, is the largest count the same
+	// plan takes whole (0: none): ranks as threads run it on the callers'
+	// buffers and the rest of the elements on the built-in path, with no
+	// staging copy (hostrun.go); bulkInPlace is the bulk plan's
+	// placement.
+	bulkCount   uint64
+	bulkInPlace bool
 }
 
 // builtinName is what mscclgoSelect answers for a call of the built-in
@@ -302,6 +309,11 @@ func (c *comm) decide(k call) decision {
 	if padBlock != 0 {
 		d.padCount = padBlock / elemSize(k.dtype)
 		d.why = fmt.Sprintf("plan %s fits (%s) at %d elements per rank, padded from %d (no plan takes %d bytes whole)", choice.Entry.Name, choice.Why, d.padCount, k.count, req.Size)
+		if k.coll == collAllReduce {
+			if b := bulkBlock(choice.Entry, uint64(c.size), elemSize(k.dtype), req.Size); b > 0 {
+				d.bulkCount, d.bulkInPlace = b/elemSize(k.dtype), planInPlace
+			}
+		}
 		return d
 	}
 	d.viaCopy = planInPlace && !callInPlace

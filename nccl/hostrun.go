@@ -296,7 +296,7 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		}), ""
 	}
 	l := c.layoutOf(k, d)
-	if d.padded() && logging() {
+	if d.padded() && logging() && !(c.hub != nil && c.procs == nil && d.bulkCount > 0 && red.preMul == nil) {
 		logInfo("%s: plan %s runs %d elements per rank block, padded from %d (host copies through a staging buffer)", c.describe(k), d.plan, d.padCount, k.count)
 	}
 	if c.procs != nil {
@@ -308,6 +308,13 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		return true, err, ""
 	}
 	mine := hostPart{coll: k.coll, send: send, recv: recv, callInPlace: k.inPlace(c.rank), d: d, red: red, dtype: k.dtype, l: l, stage: &c.hub.stages[c.rank]}
+	if d.bulkCount > 0 && red.preMul == nil {
+		// The bulk on the callers' buffers, the rest on the built-in
+		// path: no staging copy of the whole.
+		return true, c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
+			return c.hub.runBulk(ctx, k, all)
+		}), ""
+	}
 	err = c.hub.meet(c.rank, sig, mine, c.timeout, c.stop, func(ctx context.Context, all []hostPart) error {
 		return c.hub.runParts(ctx, l.planSize(), planDType(k.dtype), all)
 	})
@@ -450,6 +457,34 @@ func (h *hostHub) runParts(ctx context.Context, size uint64, dt executor.ElemTyp
 		f()
 	}
 	return nil
+}
+
+// runBulk runs an allreduce of every rank of the hub (all, by rank) whose
+// count no plan takes whole: the first bulkCount elements by the plan of
+// rank 0's decision, on the callers' buffers, the rest by the built-in
+// path (genericLocal).
+func (h *hostHub) runBulk(ctx context.Context, k call, all []hostPart) error {
+	d0 := all[0].d
+	es := elemSize(k.dtype)
+	b := d0.bulkCount * es
+	bulk, tail := make([]hostPart, len(all)), make([]hostPart, len(all))
+	for r, p := range all {
+		bp := p
+		bp.send, bp.recv = p.send[:b], p.recv[:b]
+		bp.d = decision{plan: d0.plan, path: d0.path, planInPlace: d0.bulkInPlace}
+		bp.l.count, bp.l.padded = d0.bulkCount, d0.bulkCount
+		bulk[r] = bp
+		tp := p
+		tp.send, tp.recv = p.send[b:], p.recv[b:]
+		tail[r] = tp
+	}
+	if logging() {
+		logInfo("%s: plan %s runs the first %d elements on the callers' buffers, the built-in path the last %d", hostSig(k), d0.plan, d0.bulkCount, k.count-d0.bulkCount)
+	}
+	if err := h.runParts(ctx, b, planDType(k.dtype), bulk); err != nil {
+		return err
+	}
+	return genericLocal(ctx, collAllReduce, k.dtype, k.count-d0.bulkCount, tail)
 }
 
 // instanceKey names a plan instance: the plan's file laid out for one

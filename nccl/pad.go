@@ -234,3 +234,20 @@ func fitsWhole(e planset.Entry, coll collective, n, es, block uint64) bool {
 	u := padUnit(e, coll, n, es)
 	return u != 0 && block%u == 0
 }
+
+// bulkBlock is the largest per-rank block of at most block bytes that
+// plan e takes whole on n ranks (elements of es bytes), inside its size
+// range; 0 for none. An allreduce on ranks as threads runs that bulk on
+// the callers' buffers and the rest on the built-in path, rather than
+// copying the whole through a padded staging buffer (decide).
+func bulkBlock(e planset.Entry, n, es, block uint64) uint64 {
+	u := padUnit(e, collAllReduce, n, es)
+	if u == 0 {
+		return 0
+	}
+	b := block / u * u
+	if b == 0 || b < e.MinMessageSize || b > e.MaxMessageSize {
+		return 0
+	}
+	return b
+}
