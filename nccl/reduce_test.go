@@ -125,6 +125,13 @@ func TestPadding(t *testing.T) {
 	if size, pb, ok := paddedSize(src, req, collAllReduce, 484); !ok || size != 512 || pb != 512 {
 		t.Errorf("paddedSize(484) = %d, %d, %v; want 512 (2 chunks of 16-byte units)", size, pb, ok)
 	}
+	// The bulk of the same call the plan takes whole: 15 units of 32.
+	if b := bulkBlock(ar, 2, 4, 484); b != 480 {
+		t.Errorf("bulkBlock(484) = %d, want 480", b)
+	}
+	if b := bulkBlock(ar, 2, 4, 20); b != 0 {
+		t.Errorf("bulkBlock(20) = %d, want 0 (less than a unit)", b)
+	}
 	// Reducescatter on 2 ranks, 3 elements a block padded to 8.
 	l := layout{coll: collReduceScatter, n: 2, rank: 1, es: 2, count: 3, padded: 8}
 	var in []uint64
