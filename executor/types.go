@@ -193,6 +193,16 @@ type Access struct {
 	Op       string // e.g. "op 3 rre"
 	Write    bool
 	Region   Region
+	// Launch is the session's launch the access belongs to, counted from
+	// 0 (warm-up launches included). The race detector keeps its history
+	// across launches: a pair of accesses in different launches is a
+	// race across the launch boundary (docs/executor.md §5).
+	Launch int
+	// Instr is the op, for its type and .star lines (nil when unknown).
+	Instr *OpInstance
+	// Proxy is set for an access by the rank's proxy on the op's behalf
+	// (a port channel's transfer).
+	Proxy bool
 }
 
 // Race is a pair of conflicting accesses with no happens-before order.
@@ -208,17 +218,37 @@ type RaceError struct {
 func (e *RaceError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "race: %d conflicting access pair(s)", len(e.Races))
+	if n := e.AcrossLaunches(); n > 0 {
+		fmt.Fprintf(&b, ", %d across the launch boundary (a rank ran ahead into its next launch while a peer was still in this one: nothing in the plan orders the two accesses)", n)
+	}
 	for _, r := range e.Races {
-		fmt.Fprintf(&b, "\n  %s\n    vs %s", describeAccess(r.A), describeAccess(r.B))
+		across := r.A.Launch != r.B.Launch
+		fmt.Fprintf(&b, "\n  %s\n    vs %s", describeAccess(r.A, across), describeAccess(r.B, across))
 	}
 	return b.String()
 }
 
-func describeAccess(a Access) string {
+// AcrossLaunches returns how many of e's races pair accesses of two
+// different launches.
+func (e *RaceError) AcrossLaunches() int {
+	n := 0
+	for _, r := range e.Races {
+		if r.A.Launch != r.B.Launch {
+			n++
+		}
+	}
+	return n
+}
+
+func describeAccess(a Access, launch bool) string {
 	kind := "read"
 	if a.Write {
 		kind = "write"
 	}
-	return fmt.Sprintf("rank %d tb %d %s %s of rank %d %s[%d:%d]", a.Rank, a.TB, a.Op, kind,
+	s := fmt.Sprintf("rank %d tb %d %s %s of rank %d %s[%d:%d]", a.Rank, a.TB, a.Op, kind,
 		a.Region.Rank, a.Region.Buffer, a.Region.Offset, a.Region.Offset+a.Region.Size)
+	if launch {
+		s += fmt.Sprintf(" in launch %d", a.Launch)
+	}
+	return s
 }

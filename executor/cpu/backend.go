@@ -62,6 +62,10 @@ type session struct {
 	launchMu sync.Mutex     // serialises Launch and Close
 	guard    executor.Guard // launchMu
 	flag     uint32         // LL flag of the last launch (docs/semantics.md §3.2)
+	launches int            // launches started (launchMu)
+	// carry is the race detector's history from the last launch
+	// (launchMu; nil before the first and without Options.Race).
+	carry *raceCarry
 
 	// mu is the monitor: it guards every synchronisation object of the
 	// ranks (counters, semaphores, barriers, FIFOs) and the current
@@ -232,10 +236,15 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 		return err
 	}
 	s.flag++
+	s.launches++
 	err = l.run(ctx)
 	var re *executor.RaceError
 	if err != nil && !errors.As(err, &re) {
 		s.guard.Fail(err)
+		return err
+	}
+	if l.race != nil {
+		s.carry = l.carryOver()
 	}
 	return err
 }

@@ -211,7 +211,7 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 	l.bufs = make([][3][]byte, len(s.ranks))
 	l.pkt = make([][3]pktWait, len(s.ranks))
 	if s.opts.Race {
-		l.race = newRaceState()
+		l.race = newRaceState(s.launches)
 	} else {
 		l.ranges = newRangeLocks()
 	}
@@ -232,10 +232,20 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 				t.rng = rand.New(rand.NewPCG(uint64(s.sched.seed), uint64(t.tid)))
 			}
 			if l.race != nil {
-				t.vc = newClock(s.ntid, t.tid)
+				if s.carry != nil {
+					// Launch k+1 of a rank follows the rank's launch k, and
+					// nothing else (race.go).
+					t.vc = s.carry.rankClock(rs, s.ntid)
+					t.vc[t.tid]++
+				} else {
+					t.vc = newClock(s.ntid, t.tid)
+				}
 			}
 			l.tbs = append(l.tbs, t)
 		}
+	}
+	if l.race != nil && s.carry != nil {
+		s.carry.adopt(l.race, l.bufs)
 	}
 	ops := executor.NewOperands(s.inst, s.opts, executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0})
 	l.operands = make([]*executor.RankOperands, len(s.ranks))

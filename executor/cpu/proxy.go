@@ -213,7 +213,7 @@ func (l *launch) transfer(p *proxy, tr *trigger) {
 	if rs := l.race; rs != nil {
 		rs.mu.Lock()
 		p.vc.join(tr.vc)
-		a := &actor{tid: p.tid, vc: p.vc, rank: tr.from.r.id, tb: tr.from.tb.ID, op: tr.op + " (proxy)"}
+		a := &actor{tid: p.tid, vc: p.vc, rank: tr.from.r.id, tb: tr.from.tb.ID, op: tr.op + " (proxy)", instr: tr.opi, proxy: true}
 		rs.access(a, tr.src, false, false, nil)
 		var snap vclock
 		if tr.packets {

@@ -37,8 +37,21 @@ import (
 //
 // With race detection on, an op's memory accesses and its shadow update
 // form one step under race.mu, so shadow and data stay consistent (and a
-// racy plan does not race at the Go level). A launch ends when every rank
-// has ended it, so clocks and shadows restart at every launch.
+// racy plan does not race at the Go level).
+//
+// Across launches (raceCarry): a launch's execution ends when every rank
+// has ended it, but on a GPU nothing orders one rank's launch k+1 after a
+// peer's launch k, so the detector does not take the global end as an
+// edge. The shadow and every thread's clock carry over from one launch to
+// the next; each thread block of rank r starts launch k+1 with the join of
+// rank r's thread blocks' clocks at the end of launch k (the kernels of one
+// rank run in stream order), its proxy with its own (FIFO order). An
+// access of launch k+1 that conflicts with one of launch k that does not
+// happen before it is a race across the launch boundary: a schedule in
+// which one rank runs ahead into launch k+1 while a peer is still in
+// launch k can reorder them. Every such schedule is covered at once: the
+// happens-before order, not the interleaving the CPU happened to run,
+// decides.
 
 // maxRaces bounds the races one launch reports.
 const maxRaces = 20
@@ -68,6 +81,8 @@ type actor struct {
 	vc       vclock
 	rank, tb int
 	op       string
+	instr    *executor.OpInstance
+	proxy    bool
 }
 
 // accRec is a recorded access: its thread and epoch, what to report, and
@@ -106,10 +121,69 @@ type raceState struct {
 	shadow shadowMem // by memory address: aliased buffers share bytes
 	races  []executor.Race
 	seen   map[raceKey]bool
+	launch int // the session's launch index, recorded in every access
 }
 
-func newRaceState() *raceState {
-	return &raceState{seen: map[raceKey]bool{}}
+func newRaceState(launch int) *raceState {
+	return &raceState{seen: map[raceKey]bool{}, launch: launch}
+}
+
+// raceCarry is what the race detector keeps from one launch of a session
+// to the next (see above): the shadow, every thread's clock at the end of
+// the launch, and the address ranges of the buffers the shadow covers.
+type raceCarry struct {
+	shadow shadowMem
+	clocks []vclock // by thread: TBs, then proxies
+	bufs   []addrRange
+}
+
+type addrRange struct{ lo, hi uint64 }
+
+// rankClock is the clock a thread block of rank rs starts the next launch
+// with: the join of the rank's thread blocks' clocks at the end of the
+// last one (a kernel launch follows the rank's previous one).
+func (c *raceCarry) rankClock(rs *rankState, n int) vclock {
+	v := make(vclock, n)
+	for i := range rs.ri.TBs {
+		v.join(c.clocks[rs.tid0+i])
+	}
+	return v
+}
+
+// adopt moves the carried shadow into the launch's race state, first
+// forgetting the history of memory that is no longer the buffer it was: a
+// buffer of this launch that overlaps a carried one without being the same
+// range (a new allocation, possibly where a freed buffer was).
+func (c *raceCarry) adopt(rs *raceState, bufs [][3][]byte) {
+	for _, rb := range bufs {
+		for _, b := range rb {
+			if len(b) == 0 {
+				continue
+			}
+			r := addrRange{uint64(addr(b)), uint64(addr(b)) + uint64(len(b))}
+			if slices.Contains(c.bufs, r) {
+				continue
+			}
+			c.bufs = slices.DeleteFunc(c.bufs, func(o addrRange) bool {
+				if o.lo < r.hi && r.lo < o.hi {
+					c.shadow.drop(o)
+					return true
+				}
+				return false
+			})
+			c.shadow.drop(r)
+			c.bufs = append(c.bufs, r)
+		}
+	}
+	rs.shadow = c.shadow
+	c.shadow = shadowMem{}
+}
+
+// drop forgets the history of [r.lo, r.hi).
+func (m *shadowMem) drop(r addrRange) {
+	m.split(r.lo)
+	m.split(r.hi)
+	m.segs = slices.DeleteFunc(m.segs, func(sg seg) bool { return sg.lo >= r.lo && sg.hi <= r.hi })
 }
 
 func (rs *raceState) result() error {
@@ -141,7 +215,7 @@ func (rs *raceState) access(a *actor, sp span, write, acquire bool, snap vclock)
 	if len(sp.b) == 0 {
 		return
 	}
-	rec := &accRec{tid: a.tid, acc: executor.Access{Rank: a.rank, TB: a.tb, Op: a.op, Write: write, Region: sp.region()}}
+	rec := &accRec{tid: a.tid, acc: executor.Access{Rank: a.rank, TB: a.tb, Op: a.op, Write: write, Region: sp.region(), Launch: rs.launch, Instr: a.instr, Proxy: a.proxy}}
 	if write {
 		rec.vc = snap
 	}
@@ -249,7 +323,8 @@ func (m *shadowMem) merge(from, to int) {
 
 // actor returns t as the actor of its current op.
 func (t *tbRun) actor() *actor {
-	return &actor{tid: t.tid, vc: t.vc, rank: t.r.id, tb: t.tb.ID, op: opName(t.op.Load())}
+	op := t.op.Load()
+	return &actor{tid: t.tid, vc: t.vc, rank: t.r.id, tb: t.tb.ID, op: opName(op), instr: op}
 }
 
 func noop() {}
@@ -310,4 +385,40 @@ func (t *tbRun) racePackets(p *pktPlan, a, b uint64, payload []byte) {
 		}
 		t.vc[t.tid]++
 	}
+}
+
+// carryOver is what the next launch's race detector starts from: this
+// launch's shadow and its threads' final clocks (called after every
+// goroutine of the launch ended).
+func (l *launch) carryOver() *raceCarry {
+	s := l.s
+	c := s.carry
+	if c == nil {
+		c = &raceCarry{clocks: make([]vclock, s.ntid)}
+		for _, rb := range l.bufs {
+			for _, b := range rb {
+				if len(b) > 0 {
+					c.bufs = append(c.bufs, addrRange{uint64(addr(b)), uint64(addr(b)) + uint64(len(b))})
+				}
+			}
+		}
+	}
+	for _, t := range l.tbs {
+		c.clocks[t.tid] = t.vc
+	}
+	for _, rs := range s.ranks {
+		if rs.proxy.vc != nil {
+			c.clocks[rs.proxy.tid] = rs.proxy.vc
+		}
+	}
+	for i := range c.clocks {
+		if c.clocks[i] == nil {
+			c.clocks[i] = newClock(s.ntid, i)
+		}
+	}
+	l.race.mu.Lock()
+	c.shadow = l.race.shadow
+	l.race.shadow = shadowMem{}
+	l.race.mu.Unlock()
+	return c
 }

@@ -298,7 +298,7 @@ func TestRaceCap(t *testing.T) {
 
 func TestShadowMerge(t *testing.T) {
 	t.Parallel()
-	rs := newRaceState()
+	rs := newRaceState(0)
 	a := &actor{tid: 0, vc: newClock(1, 0), op: "op 0 copy"}
 	// The shadow memory is keyed by address: the buffer must not live on
 	// the goroutine's stack, which moves when it grows (a small make may

@@ -64,8 +64,9 @@ type barrier struct {
 }
 
 // startLaunch clears the per-launch parts of the persistent objects (s.mu
-// held): wait lists, and the race clocks, which restart at every launch
-// since a launch ends when every rank has ended it.
+// held): wait lists, and the release clocks of signals, semaphores and
+// barriers, which a wait of this launch acquires only from this launch's
+// releases; the threads' clocks carry over (race.go, raceCarry).
 func (s *session) startLaunch(l *launch) {
 	for _, rs := range s.ranks {
 		for _, cs := range [][]counter{rs.mem, rs.port} {
@@ -84,7 +85,13 @@ func (s *session) startLaunch(l *launch) {
 		p.cond.L = &s.mu
 		p.q, p.wl.ws, p.vc = nil, nil, nil
 		if l.race != nil {
-			p.vc = newClock(s.ntid, p.tid)
+			if s.carry != nil {
+				// The proxy's FIFO order carries across launches.
+				p.vc = s.carry.clocks[p.tid].clone()
+				p.vc[p.tid]++
+			} else {
+				p.vc = newClock(s.ntid, p.tid)
+			}
 		}
 	}
 }

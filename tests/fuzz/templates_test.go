@@ -104,7 +104,15 @@ func genTemplate(c *choices, suffix string) template {
 	switch kind {
 	case "allreduce_packet", "allgather_packet":
 		protocol = "LL"
-		if c.coin() {
+		// An LL allgather needs both scratch halves: a rank writes its
+		// packets into a peer's slot without first reading anything the
+		// peer wrote after reading that slot, so in one scratch the next
+		// launch's packets could overwrite this launch's before they are
+		// read (a race across the launch boundary, docs/executor.md §5);
+		// with two halves, launch k+2 writes a slot after the peer's
+		// launch k+1 packets, which the peer wrote after reading it. The
+		// allreduce's second phase is that handshake: one scratch will do.
+		if kind == "allgather_packet" || c.coin() {
 			extra += ", use_double_scratch_buffer = True"
 		}
 	case "allreduce_nvls", "allgather_ring":
@@ -368,7 +376,11 @@ func (g *tmplGen) allgather() {
 		g.s.line("M[(%d, %d)].wait(%s, data_sync = SyncType.after)", x.p, x.r, t)
 		for _, pc := range x.pieces {
 			a, b := pc[0], pc[1]
-			g.s.line("M[(%d, %d)].get(%s, %s, %s)", x.p, x.r, chunk("O", x.p, x.r*f+a, x.r*f+b), chunk("O", x.r, x.r*f+a, x.r*f+b), t)
+			// From where the chunk comes from, not from the peer's
+			// output: the peer's next launch copies its input there
+			// again, which nothing orders after this get (a race across
+			// the launch boundary, docs/executor.md §5).
+			g.s.line("M[(%d, %d)].get(%s, %s, %s)", x.p, x.r, chunk("O", x.p, x.r*f+a, x.r*f+b), src(x.r, a, b), t)
 		}
 	}
 	g.endPipe()
@@ -444,6 +456,10 @@ func (g *tmplGen) reduce(all bool) {
 				}
 				if g.c.chance(1, 4) && !strings.HasPrefix(send, "tb_group") {
 					g.s.line("PC[(%d, %d)].put(%s, %s, %s)", r, p, out, dst, send)
+					// The proxy reads dst after the thread block moved
+					// on; the next launch writes it again: flush first
+					// (docs/executor.md §5).
+					g.s.line("PC[(%d, %d)].flush(%s)", r, p, send)
 				} else {
 					g.s.line("M[(%d, %d)].put(%s, %s, %s)", r, p, out, dst, send)
 				}
@@ -618,7 +634,9 @@ func (g *tmplGen) allreduceNVLS() {
 // scratch of rank r+1 and signals it; before forwarding it waits for the
 // previous hop. Each rank runs its part of the ring on one thread block
 // (waits, then the puts of what it waited for), and copies what it
-// received from its scratch to its output. Every op uses the same pieces
+// received from its scratch to its output. It opens with a handshake
+// with both neighbours, since the next launch reuses the scratch slots
+// (without it the plan races across the launch boundary). Every op uses the same pieces
 // of a chunk: replication gives instance k of a piece other bytes than
 // instance k of the whole chunk, so a reader must read what the writer
 // of its own instance wrote.
@@ -655,6 +673,16 @@ func (g *tmplGen) allgatherRing() {
 		for _, r := range g.ranks() {
 			s.line("R[%d].copy(%s, %s, %s)", r, chunk("O", r, r*f, r*f+f), chunk("I", r, 0, f), ringTB[r])
 		}
+	}
+	// The launch-boundary handshake: every rank tells the rank that writes
+	// its scratch that this launch began (so its reads of the last launch
+	// are done), and a rank puts only after its successor said so: the
+	// scratch is reused from launch to launch (docs/executor.md §5).
+	for _, r := range g.ranks() {
+		s.line("%s[(%d, %d)].signal(%s, data_sync = SyncType.before)", ch, r, (r-1+n)%n, ringTB[r])
+	}
+	for _, r := range g.ranks() {
+		s.line("%s[(%d, %d)].wait(%s, data_sync = SyncType.after)", ch, r, (r+1)%n, ringTB[r])
 	}
 	wait := func(r, prev int) {
 		for i := 0; i < signals; i++ {
