@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // synthetic builds a plan-shaped program of the given size: every rank has
@@ -35,27 +36,27 @@ func synthetic(ranks, tbs, opsPerTB int) *ir.Program {
 				c := (t + i) % ranks
 				switch i % 8 {
 				case 0:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.Nop})
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpNop})
 				case 1:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.Signal, IDSet: ir.NewSet(0, 1), ChannelType: ir.Memory})
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpSignal, IDSet: ir.NewSet(0, 1), ChannelType: ir.Memory})
 				case 2:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.Wait, IDSet: ir.NewSet(0), ChannelType: ir.Memory})
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpWait, IDSet: ir.NewSet(0), ChannelType: ir.Memory})
 				case 3:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.Put, Src: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}},
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpPut, Src: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}},
 						Dst: []ir.Ref{{Remote: true, Index: ranks + c, Size: 1}}, ChannelIDs: []int{0}, ChannelType: ir.Memory})
 				case 4:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.ReadReduceSend,
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpReadReduceSend,
 						LocalSrc: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}}, RemoteSrc: []ir.Ref{{Remote: true, Index: c, Size: 1}},
 						LocalDst: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}}, RemoteDst: []ir.Ref{{Remote: true, BufferID: 0, Index: c, Size: 1}},
 						ChannelType: ir.Memory, TBG: &ir.TBGInfo{TBID: t % 4, TBGSize: 4}})
 				case 5:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.Copy, Src: []ir.Ref{{Buffer: ir.Scratch, Index: c, Size: 1}},
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpCopy, Src: []ir.Ref{{Buffer: ir.Scratch, Index: c, Size: 1}},
 						Dst: []ir.Ref{{Buffer: ir.Output, Index: c, Size: 1}}})
 				case 6:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.PutWithSignal, Src: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}},
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpPutWithSignal, Src: []ir.Ref{{Buffer: ir.Input, Index: c, Size: 1}},
 						Dst: []ir.Ref{{Remote: true, Index: c, Size: 1}}, ChannelIDs: []int{0}, ChannelType: ir.Port})
 				case 7:
-					tb.Ops = append(tb.Ops, &ir.Op{Kind: ir.SemRelease, SemaphoreIDs: []int{0}})
+					tb.Ops = append(tb.Ops, &ir.Op{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}})
 				}
 			}
 			g.ThreadBlocks = append(g.ThreadBlocks, tb)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // check reports the first part of p that the writer cannot express,
@@ -47,7 +48,7 @@ func checkOps(ops []*ir.Op, rank, tb int, outer string) error {
 			}
 			return fmt.Errorf("%semit: rank %d: tb %d: %sop %d (%s): %w: %s", pos, rank, tb, outer, i, op.Kind, ErrInvalid, msg)
 		}
-		if op.Kind == ir.Pipeline {
+		if op.Kind == plan.OpPipeline {
 			if err := checkOps(op.Body, rank, tb, fmt.Sprintf("%sop %d: body ", outer, i)); err != nil {
 				return err
 			}
@@ -58,26 +59,26 @@ func checkOps(ops []*ir.Op, rank, tb int, outer string) error {
 
 // checkOp returns what is wrong with a single op, or "".
 func checkOp(op *ir.Op) string {
-	if op.Kind > ir.Pipeline {
+	if op.Kind > plan.OpGroupLoadReduce {
 		return fmt.Sprintf("unknown op kind %d", uint8(op.Kind))
 	}
 	switch op.Kind {
-	case ir.Barrier:
+	case plan.OpBarrier:
 		if op.Barrier == nil {
 			return "barrier without BarrierInfo"
 		}
-	case ir.GroupLoadReduce:
+	case plan.OpGroupLoadReduce:
 		if op.SwitchChunk == nil {
 			return "no destination chunk"
 		}
-	case ir.GroupStore, ir.GroupStorePacket:
+	case plan.OpMultiStore, plan.OpMultiStorePacket:
 		if op.SwitchChunk == nil {
 			return "no source chunk"
 		}
 		if len(op.ChannelIDs) == 0 {
 			return "no switch channel index"
 		}
-	case ir.GroupLoadReduceStore:
+	case plan.OpMultiLoadReduceStore:
 		if len(op.ChannelIDs) < len(op.SrcIndex) {
 			return fmt.Sprintf("%d switch channel indices for %d source offsets", len(op.ChannelIDs), len(op.SrcIndex))
 		}

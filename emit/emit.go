@@ -361,16 +361,16 @@ func (e *encoder) op(op *ir.Op) {
 	e.Key(kName)
 	e.Lit(op.Kind.String())
 	switch op.Kind.Family() {
-	case ir.FamSync:
-		if op.Kind == ir.Barrier {
+	case plan.FamSync:
+		if op.Kind == plan.OpBarrier {
 			e.Key(kBarrierID)
 			e.Int(op.Barrier.ID)
 			e.Key(kNumThreadblocks)
 			e.Int(len(op.Barrier.TBList))
 		}
 
-	case ir.FamDataSync:
-		if op.Kind == ir.SemAcquire || op.Kind == ir.SemRelease {
+	case plan.FamDataSync:
+		if op.Kind == plan.OpSemAcquire || op.Kind == plan.OpSemRelease {
 			e.Key(kSemaphoreIDs)
 			e.Ints(op.SemaphoreIDs)
 			break
@@ -384,14 +384,14 @@ func (e *encoder) op(op *ir.Op) {
 		e.Key(kChannelType)
 		e.Lit(op.ChannelType.String())
 
-	case ir.FamCopy:
+	case plan.FamCopy:
 		e.Key(kSrcBuff)
 		e.refs(false, op.Src, nil, nil)
 		e.Key(kDstBuff)
 		e.refs(false, op.Dst, nil, nil)
 		e.tbg(op.TBG)
 
-	case ir.FamGet:
+	case plan.FamGet:
 		e.Key(kSrcBuff)
 		e.refs(true, op.Src, nil, nil)
 		e.Key(kDstBuff)
@@ -402,7 +402,7 @@ func (e *encoder) op(op *ir.Op) {
 		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
-	case ir.FamPut:
+	case plan.FamPut:
 		e.Key(kSrcBuff)
 		e.refs(false, op.Src, nil, nil)
 		e.Key(kDstBuff)
@@ -415,7 +415,7 @@ func (e *encoder) op(op *ir.Op) {
 		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
-	case ir.FamReduce:
+	case plan.FamReduce:
 		e.Key(kSrcBuff)
 		e.refs(false, op.LocalSrc, nil, op.RemoteSrc)
 		e.Key(kDstBuff)
@@ -428,10 +428,10 @@ func (e *encoder) op(op *ir.Op) {
 		e.Lit(op.ReduceOp.String())
 		e.tbg(op.TBG)
 
-	case ir.FamSwitch:
+	case plan.FamSwitch:
 		e.switchOp(op)
 
-	case ir.FamPipeline:
+	case plan.FamPipeline:
 		e.Key(kIterContext)
 		e.Open('{')
 		e.Key(kUnitSize)
@@ -448,7 +448,7 @@ func (e *encoder) op(op *ir.Op) {
 // switchOp writes the keys of glre, gstore, gstorepkt and glres after name.
 func (e *encoder) switchOp(op *ir.Op) {
 	switch op.Kind {
-	case ir.GroupLoadReduce:
+	case plan.OpGroupLoadReduce:
 		e.Key(kBufferType)
 		e.Lit(op.SwitchBuffer.String())
 		e.Key(kBufferOffset)
@@ -464,7 +464,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.Key(kReduceOp)
 		e.Lit(op.ReduceOp.String())
 
-	case ir.GroupStore, ir.GroupStorePacket:
+	case plan.OpMultiStore, plan.OpMultiStorePacket:
 		e.Key(kSrcBuff)
 		e.Open('[')
 		e.Member()
@@ -478,7 +478,7 @@ func (e *encoder) switchOp(op *ir.Op) {
 		e.Key(kChannelType)
 		e.Lit(ir.Switch.String())
 
-	case ir.GroupLoadReduceStore:
+	case plan.OpMultiLoadReduceStore:
 		// Both sides print the reduce (source) offsets: quirk Q1 of the
 		// reference, which records DstIndex but never serialises it.
 		for _, k := range [...]string{kSrcBuff, kDstBuff} {

@@ -15,6 +15,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestGoldenThroughIR rebuilds the IR of every reference plan (fromPlan)
@@ -159,8 +160,8 @@ func opsFromPlan(pops []PlanOp) ([]*ir.Op, error) {
 	return out, nil
 }
 
-func kindOf(name PyString) (ir.Kind, bool) {
-	for k := ir.Nop; k <= ir.Pipeline; k++ {
+func kindOf(name PyString) (plan.OpType, bool) {
+	for k := plan.OpNop; k <= plan.OpGroupLoadReduce; k++ {
 		if k.String() == string(name) {
 			return k, true
 		}
@@ -178,12 +179,12 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 		op.TBG = &ir.TBGInfo{TBID: po.TBGInfo.TBID, TBGSize: po.TBGInfo.TBGSize}
 	}
 	switch k.Family() {
-	case ir.FamSync:
-		if k == ir.Barrier {
+	case plan.FamSync:
+		if k == plan.OpBarrier {
 			op.Barrier = &ir.BarrierInfo{ID: *po.BarrierID, TBList: make([]int, *po.NumThreadblocks)}
 		}
-	case ir.FamDataSync:
-		if k == ir.SemAcquire || k == ir.SemRelease {
+	case plan.FamDataSync:
+		if k == plan.OpSemAcquire || k == plan.OpSemRelease {
 			op.SemaphoreIDs = po.SemaphoreIDs
 			break
 		}
@@ -194,11 +195,11 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 		} else {
 			op.ChannelIDs = po.ChannelIDs
 		}
-	case ir.FamCopy, ir.FamGet, ir.FamPut:
+	case plan.FamCopy, plan.FamGet, plan.FamPut:
 		op.Src = refs(po.SrcBuff)
 		op.Dst = refs(po.DstBuff)
 		op.ChannelIDs = po.ChannelIDs
-	case ir.FamReduce:
+	case plan.FamReduce:
 		for _, r := range refs(po.SrcBuff) {
 			if r.Remote {
 				op.RemoteSrc = append(op.RemoteSrc, r)
@@ -216,22 +217,22 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 				op.LocalPktDst = append(op.LocalPktDst, r)
 			}
 		}
-	case ir.FamSwitch:
+	case plan.FamSwitch:
 		op.ChannelType = ir.Switch
 		switch k {
-		case ir.GroupLoadReduce:
+		case plan.OpGroupLoadReduce:
 			op.SwitchBuffer = bufferType(po.BufferType)
 			op.BufferOffset = *po.BufferOffset
 			op.Size = *po.Size
 			op.SwitchChunk = chunk(po.DstChunk)
 			op.ChannelIDs = po.ChannelIDs
-		case ir.GroupStore, ir.GroupStorePacket:
+		case plan.OpMultiStore, plan.OpMultiStorePacket:
 			op.SwitchChunk = chunk(&po.SrcBuff[0])
 			d := po.DstBuff[0]
 			op.ChannelIDs = []int{*d.SwitchChannelID}
 			op.BufferOffset = d.Index
 			op.Size = d.Size
-		case ir.GroupLoadReduceStore:
+		case plan.OpMultiLoadReduceStore:
 			for i, s := range po.SrcBuff {
 				op.ChannelIDs = append(op.ChannelIDs, *s.SwitchChannelID)
 				op.SrcIndex = append(op.SrcIndex, s.Index)
@@ -239,7 +240,7 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 				op.Size = s.Size
 			}
 		}
-	case ir.FamPipeline:
+	case plan.FamPipeline:
 		op.UnitSize = po.IterContext.UnitSize
 		op.NumChunks = po.IterContext.NumChunks
 		body, err := opsFromPlan(po.Ops)

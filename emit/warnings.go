@@ -97,14 +97,14 @@ func opWarnings(add func(syntax.Position, string, string, ...any), where string,
 		add(op.Pos, where, "%s has %d channel ids: the MSCCL++ executor reads at most %d per op", op.Kind, ids, plan.MaxChannelIDsPerOp)
 	}
 	src, dst := len(op.Src), len(op.Dst)
-	if op.Kind.Family() == ir.FamReduce {
+	if op.Kind.Family() == plan.FamReduce {
 		src = len(op.LocalSrc) + len(op.RemoteSrc)
 		dst = len(op.LocalDst) + len(op.LocalPktDst) + len(op.RemoteDst)
 	}
 	if src > plan.MaxOperandsPerSide || dst > plan.MaxOperandsPerSide {
 		add(op.Pos, where, "%s has %d sources and %d destinations: the MSCCL++ executor holds at most %d on a side", op.Kind, src, dst, plan.MaxOperandsPerSide)
 	}
-	if op.Kind == ir.Pipeline && op.UnitSize%unitAlignment != 0 {
+	if op.Kind == plan.OpPipeline && op.UnitSize%unitAlignment != 0 {
 		add(op.Pos, where, "pipeline unit size %d is not a multiple of %d bytes: MSCCL++ mis-handles the tails of its reductions", op.UnitSize, unitAlignment)
 	}
 }
@@ -176,9 +176,9 @@ func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op
 	}
 	var ids []int
 	switch {
-	case op.Kind.Family() == ir.FamDataSync && op.IDSet != nil:
+	case op.Kind.Family() == plan.FamDataSync && op.IDSet != nil:
 		ids = op.IDSet.Keys()
-	case (op.Kind == ir.PutWithSignal || op.Kind == ir.PutWithSignalAndFlush) && op.ChannelType == ir.Port:
+	case (op.Kind == plan.OpPutWithSignal || op.Kind == plan.OpPutWithSignalAndFlush) && op.ChannelType == ir.Port:
 		ids = op.ChannelIDs
 	default:
 		return ""

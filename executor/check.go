@@ -95,38 +95,6 @@ func peerChannels(inst *Instance, rank int, t plan.ChannelType) []ChannelEnd {
 	return inst.Ranks[rank].MemoryChannels
 }
 
-// operandCounts says how many sources and destinations an op needs: at
-// least minSrc/minDst, at most maxSrc/maxDst (-1: any).
-func operandCounts(t plan.OpType) (minSrc, maxSrc, minDst, maxDst int) {
-	switch t {
-	case plan.OpCopy, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpMultiLoadReduceStore, plan.OpMultiStore, plan.OpMultiStorePacket:
-		return 1, 1, 1, 1
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket:
-		return 1, -1, 1, -1
-	case plan.OpReadPutPacket:
-		return 1, 1, 1, -1
-	case plan.OpGet:
-		return 1, -1, 1, -1
-	case plan.OpReduce, plan.OpReadReduce, plan.OpReducePacket:
-		return 1, -1, 1, 1
-	case plan.OpReduceSend, plan.OpReadReduceSend, plan.OpReduceSendPacket:
-		return 1, -1, 1, -1
-	case plan.OpReduceCopyPacket:
-		return 1, -1, 2, 2
-	case plan.OpReduceCopySendPacket:
-		return 1, -1, 2, -1
-	}
-	return 0, -1, 0, -1
-}
-
-func isDataOp(t plan.OpType) bool {
-	switch t {
-	case plan.OpNop, plan.OpBarrier, plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease, plan.OpPipeline:
-		return false
-	}
-	return true
-}
-
 func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline bool) error {
 	n := len(inst.Ranks)
 	chans := func() error {
@@ -200,10 +168,10 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 		}
 		return nil
 	}
-	if !isDataOp(op.Type) {
+	if !op.Type.IsData() {
 		return fmt.Errorf("unknown op type %v", op.Type)
 	}
-	minS, maxS, minD, maxD := operandCounts(op.Type)
+	minS, maxS, minD, maxD := op.Type.OperandCounts()
 	if len(op.Src) < minS || (maxS >= 0 && len(op.Src) > maxS) {
 		return fmt.Errorf("%d source operand(s), want %s", len(op.Src), countRange(minS, maxS))
 	}
@@ -334,7 +302,7 @@ func (ro *RankOperands) check() error {
 		for i := range tb.Ops {
 			op := &tb.Ops[i]
 			if op.Type != plan.OpPipeline {
-				if isDataOp(op.Type) {
+				if op.Type.IsData() {
 					if _, err := ro.Resolve(op, 0, NoUnit, nil); err != nil {
 						return operandError(ri.Rank, tb, op, -1, err)
 					}
@@ -352,7 +320,7 @@ func (ro *RankOperands) check() error {
 				}
 				for j := range op.Body {
 					b := &op.Body[j]
-					if !isDataOp(b.Type) {
+					if !b.Type.IsData() {
 						continue
 					}
 					if _, err := ro.Resolve(b, o, unit, nil); err != nil {

@@ -91,7 +91,7 @@ func (c *launchCheck) errf(path string, format string, args ...any) error {
 
 // op checks one op, a pipeline body's op when pipe is its pipeline.
 func (c *launchCheck) op(ro *RankOperands, op *OpInstance, path string, pipe *OpInstance) error {
-	if reduces(op.Type) {
+	if op.Type.ReducesElements() {
 		if len(op.Src) == 0 {
 			return nil
 		}

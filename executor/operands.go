@@ -235,17 +235,6 @@ func (d *operand) srcDst() string {
 // buffer: each packet carries half its bytes in data.
 func packetOffset(off uint64) uint64 { return 2 * off }
 
-// reduces reports whether ops of type t reduce elements of the data type
-// over their sources (a byte count that is not a whole number of elements
-// is an error).
-func reduces(t plan.OpType) bool {
-	switch t {
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
-		return true
-	}
-	return false
-}
-
 // operands hands f the data operands of op, one of the rank's data ops,
 // in the order the op lists them (docs/semantics.md §2.4-§2.6; the
 // roles are docs/semantics.md §2.11); a switch operand comes once per member of its group, in
@@ -451,11 +440,11 @@ func (x *resolution) address(d operand) {
 func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)) (packets uint64, err error) {
 	c := ro.c
 	switch {
-	case reduces(op.Type):
+	case op.Type.ReducesElements():
 		if n := clampLen(op.Src[0].Size, o, u); n%c.elem != 0 {
 			return 0, fmt.Errorf("%d bytes is not a whole number of %s elements", n, c.dt.Name())
 		}
-	case op.Type == plan.OpReducePacket || op.Type == plan.OpReduceSendPacket || op.Type == plan.OpReduceCopyPacket || op.Type == plan.OpReduceCopySendPacket:
+	case op.Type.Reduces() && op.Type.Packet():
 		if c.payload%c.elem != 0 {
 			return 0, fmt.Errorf("packet payload of %d bytes is not a whole number of %s elements", c.payload, c.dt.Name())
 		}
@@ -467,8 +456,7 @@ func (ro *RankOperands) Resolve(op *OpInstance, o, u uint64, f func(OperandSpan)
 	if x.err != nil {
 		return 0, x.err
 	}
-	switch op.Type {
-	case plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpMultiStorePacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
+	if op.Type.Packet() && op.Type != plan.OpPutPacket {
 		packets = op.Src[0].Size / c.payload
 	}
 	return packets, nil

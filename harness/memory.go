@@ -200,20 +200,11 @@ func opAccesses(ri *executor.RankInstance, op *executor.OpInstance, payload uint
 			n++
 		}
 	}
-	if isPacketOp(op.Type) && len(op.Src) > 0 {
+	if op.Type.Packet() && len(op.Src) > 0 {
 		blocks := op.Src[0].Size/payload/racePacketBlock + 1
 		n *= blocks
 	}
 	return n
-}
-
-// isPacketOp reports whether an op reads or writes LL packets.
-func isPacketOp(t plan.OpType) bool {
-	switch t {
-	case plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpPutPacket, plan.OpReadPutPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
-		return true
-	}
-	return false
 }
 
 // tableBytes estimates a Checker's tables for l with iters launches: the

@@ -6,14 +6,16 @@ import (
 	"strings"
 
 	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // CheckError reports one violated IR invariant, found by Check.
 type CheckError struct {
-	Rank int   // -1 for program-level invariants
-	TB   int   // -1 for rank-level invariants
-	Op   []int // op index path: outer index, then index inside a pipeline
-	Kind Kind  // the offending op's kind, when Op is set
+	Rank int         // -1 for program-level invariants
+	TB   int         // -1 for rank-level invariants
+	Op   []int       // op index path: outer index, then index inside a pipeline
+	Kind plan.OpType // the offending op's kind, when Op is set
 	Pos  syntax.Position
 	Msg  string
 }
@@ -56,27 +58,8 @@ func (e *CheckError) Detail() string {
 // ReduceKindOf returns the name a reduce-family op must carry given its
 // fields (docs/passes.md §2.2, "Name derivation"); ok is false for the
 // invalid combination (packet with remote sources).
-func ReduceKindOf(o *Op) (k Kind, ok bool) {
-	rsrc, rdst, pkt := len(o.RemoteSrc) > 0, len(o.RemoteDst) > 0, len(o.LocalPktDst) > 0
-	switch {
-	case o.Packet && rsrc:
-		return 0, false
-	case o.Packet && !rdst && !pkt:
-		return ReducePacket, true
-	case o.Packet && !rdst:
-		return ReduceCopyPacket, true
-	case o.Packet && !pkt:
-		return ReduceSendPacket, true
-	case o.Packet:
-		return ReduceCopySendPacket, true
-	case !rsrc && !rdst:
-		return Reduce, true
-	case !rsrc:
-		return ReduceSend, true
-	case !rdst:
-		return ReadReduce, true
-	}
-	return ReadReduceSend, true
+func ReduceKindOf(o *Op) (k plan.OpType, ok bool) {
+	return plan.ReduceType(o.Packet, len(o.RemoteSrc) > 0, len(o.RemoteDst) > 0, o.Packet && len(o.LocalPktDst) > 0)
 }
 
 // Check verifies the structural invariants that every pass needs and keeps:
@@ -215,10 +198,10 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 	if o == nil {
 		return fail("nil op")
 	}
-	if o.Kind >= numKinds {
+	if o.Kind > plan.OpGroupLoadReduce {
 		return fail("unknown kind %d", uint8(o.Kind))
 	}
-	if o.Kind == Barrier {
+	if o.Kind == plan.OpBarrier {
 		if o.Barrier == nil {
 			return fail("barrier without barrier record")
 		}
@@ -238,28 +221,28 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 
 	// Fields that belong to one family only.
 	switch {
-	case fam != FamDataSync && o.DataSync != SyncNone:
+	case fam != plan.FamDataSync && o.DataSync != SyncNone:
 		return fail("data_sync %s on an op that is not a data-sync op", o.DataSync)
-	case fam == FamDataSync && o.DataSync > SyncBoth:
+	case fam == plan.FamDataSync && o.DataSync > SyncBoth:
 		return fail("invalid data_sync %d", uint8(o.DataSync))
-	case o.IDSet != nil && !isSetOp(o.Kind):
+	case o.IDSet != nil && !o.Kind.SignalsChannels():
 		return fail("channel id set on an op that is not signal, wait or flush")
-	case o.SemaphoreIDs != nil && o.Kind != SemAcquire && o.Kind != SemRelease:
+	case o.SemaphoreIDs != nil && o.Kind != plan.OpSemAcquire && o.Kind != plan.OpSemRelease:
 		return fail("semaphore ids on a non-semaphore op")
-	case fam != FamPipeline && o.Body != nil:
+	case fam != plan.FamPipeline && o.Body != nil:
 		return fail("body on a non-pipeline op")
-	case (len(o.Src) > 0 || len(o.Dst) > 0) && fam != FamCopy && fam != FamGet && fam != FamPut:
+	case (len(o.Src) > 0 || len(o.Dst) > 0) && fam != plan.FamCopy && fam != plan.FamGet && fam != plan.FamPut:
 		return fail("src/dst refs on a %s op", o.Kind)
 	case (len(o.LocalSrc) > 0 || len(o.LocalDst) > 0 || len(o.LocalPktDst) > 0 || len(o.RemoteSrc) > 0 ||
-		len(o.RemoteDst) > 0 || len(o.PutChannelIDs) > 0) && fam != FamReduce:
+		len(o.RemoteDst) > 0 || len(o.PutChannelIDs) > 0) && fam != plan.FamReduce:
 		return fail("reduce operands on a %s op", o.Kind)
-	case o.SwitchChunk != nil && o.Kind != GroupLoadReduce && o.Kind != GroupStore && o.Kind != GroupStorePacket:
+	case o.SwitchChunk != nil && o.Kind != plan.OpGroupLoadReduce && o.Kind != plan.OpMultiStore && o.Kind != plan.OpMultiStorePacket:
 		return fail("switch chunk on a %s op", o.Kind)
-	case (o.SrcIndex != nil || o.DstIndex != nil) && o.Kind != GroupLoadReduceStore:
+	case (o.SrcIndex != nil || o.DstIndex != nil) && o.Kind != plan.OpMultiLoadReduceStore:
 		return fail("glres indices on a %s op", o.Kind)
-	case o.ChannelIDs != nil && (fam == FamSync || fam == FamDataSync || fam == FamCopy || fam == FamPipeline):
+	case o.ChannelIDs != nil && (fam == plan.FamSync || fam == plan.FamDataSync || fam == plan.FamCopy || fam == plan.FamPipeline):
 		return fail("channel id list on a %s op", o.Kind)
-	case o.TBG != nil && fam != FamCopy && fam != FamGet && fam != FamPut && fam != FamReduce:
+	case o.TBG != nil && fam != plan.FamCopy && fam != plan.FamGet && fam != plan.FamPut && fam != plan.FamReduce:
 		return fail("tbg_info on a %s op", o.Kind)
 	}
 	if o.TBG != nil && (o.TBG.TBID < 0 || o.TBG.TBID >= o.TBG.TBGSize) {
@@ -267,15 +250,15 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 	}
 
 	switch fam {
-	case FamDataSync:
-		if isSetOp(o.Kind) {
+	case plan.FamDataSync:
+		if o.Kind.SignalsChannels() {
 			if o.IDSet == nil || o.IDSet.Len() == 0 {
 				return fail("empty channel id set")
 			}
 			if o.ChannelType != Memory && o.ChannelType != Port {
 				return fail("channel type %s", o.ChannelType)
 			}
-			if o.Kind == Flush && o.ChannelType != Port {
+			if o.Kind == plan.OpFlush && o.ChannelType != Port {
 				return fail("flush on a %s channel", o.ChannelType)
 			}
 			if err := c.channels(o.IDSet.Keys(), o.ChannelType); err != "" {
@@ -291,7 +274,7 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 				}
 			}
 		}
-	case FamCopy:
+	case plan.FamCopy:
 		if o.ChannelType != NoChannel {
 			return fail("channel type %s on a local copy", o.ChannelType)
 		}
@@ -301,14 +284,14 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 		if err := c.refs("dst", o.Dst, false, o.ChannelType); err != "" {
 			return fail("%s", err)
 		}
-	case FamGet, FamPut:
+	case plan.FamGet, plan.FamPut:
 		if o.ChannelType != Memory && o.ChannelType != Port {
 			return fail("channel type %s", o.ChannelType)
 		}
-		if err := c.refs("src", o.Src, fam == FamGet, o.ChannelType); err != "" {
+		if err := c.refs("src", o.Src, fam == plan.FamGet, o.ChannelType); err != "" {
 			return fail("%s", err)
 		}
-		if err := c.refs("dst", o.Dst, fam == FamPut, o.ChannelType); err != "" {
+		if err := c.refs("dst", o.Dst, fam == plan.FamPut, o.ChannelType); err != "" {
 			return fail("%s", err)
 		}
 		if len(o.ChannelIDs) == 0 {
@@ -317,7 +300,7 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 		if err := c.channels(o.ChannelIDs, o.ChannelType); err != "" {
 			return fail("%s", err)
 		}
-	case FamReduce:
+	case plan.FamReduce:
 		if len(o.LocalSrc) == 0 || len(o.LocalDst) == 0 {
 			return fail("reduction needs a local source and a local destination")
 		}
@@ -350,7 +333,7 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 				return fail("%s", err)
 			}
 		}
-	case FamSwitch:
+	case plan.FamSwitch:
 		if o.ChannelType != Switch {
 			return fail("channel type %s", o.ChannelType)
 		}
@@ -363,14 +346,14 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 		if o.SwitchBuffer > Scratch {
 			return fail("invalid buffer type %d", uint8(o.SwitchBuffer))
 		}
-		if o.Kind == GroupLoadReduceStore {
+		if o.Kind == plan.OpMultiLoadReduceStore {
 			if len(o.SrcIndex) == 0 || len(o.SrcIndex) != len(o.DstIndex) {
 				return fail("glres with %d src and %d dst indices", len(o.SrcIndex), len(o.DstIndex))
 			}
 		} else if o.SwitchChunk == nil {
 			return fail("no chunk")
 		}
-	case FamPipeline:
+	case plan.FamPipeline:
 		if inPipeline {
 			return fail("nested pipeline")
 		}
@@ -384,14 +367,6 @@ func (c *checker) op(o *Op, path []int, inPipeline bool) *CheckError {
 		}
 	}
 	return nil
-}
-
-func isSetOp(k Kind) bool {
-	switch k {
-	case Signal, RelaxedSignal, Wait, RelaxedWait, Flush:
-		return true
-	}
-	return false
 }
 
 // channels checks thread-block-local channel indices of type t.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // checkProgram returns a small valid program: rank 0 has a memory channel
@@ -19,10 +21,10 @@ func checkProgram() *Program {
 	rb := g.RegisterRemoteBuffer(0, 1, Output, Memory)
 	idx := g.RegisterChannel(0, Memory, ch)
 	g.TB(0).Ops = []*Op{
-		{Kind: Put, Src: []Ref{{Index: 0, Size: 1}}, Dst: []Ref{{Remote: true, BufferID: rb, Size: 1}},
+		{Kind: plan.OpPut, Src: []Ref{{Index: 0, Size: 1}}, Dst: []Ref{{Remote: true, BufferID: rb, Size: 1}},
 			ChannelIDs: []int{idx}, ChannelType: Memory},
-		{Kind: Signal, IDSet: NewSet(idx), ChannelType: Memory, DataSync: SyncBoth},
-		{Kind: SemRelease, SemaphoreIDs: []int{0}, DataSync: SyncAfter},
+		{Kind: plan.OpSignal, IDSet: NewSet(idx), ChannelType: Memory, DataSync: SyncBoth},
+		{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}, DataSync: SyncAfter},
 	}
 	return p
 }
@@ -47,7 +49,7 @@ func TestCheckViolations(t *testing.T) {
 		{"gpu count", func(p *Program) { p.GPUs = p.GPUs[:1] }, "check: 1 GPU records for 2 ranks"},
 		{"data_sync on copy", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
-			tb.Ops = append(tb.Ops, &Op{Kind: Copy, Pos: pos, Src: []Ref{{Size: 1}}, Dst: []Ref{{Size: 1}}, DataSync: SyncBefore})
+			tb.Ops = append(tb.Ops, &Op{Kind: plan.OpCopy, Pos: pos, Src: []Ref{{Size: 1}}, Dst: []Ref{{Size: 1}}, DataSync: SyncBefore})
 		}, "x.star:4:2: check: rank 0 tb 0 op 3 (copy): data_sync before on an op that is not a data-sync op"},
 		{"channel index out of range", func(p *Program) { p.GPUs[0].ThreadBlocks[0].Ops[0].ChannelIDs = []int{1} },
 			"op 0 (put): memory channel index 1 out of range [0:1]"},
@@ -63,15 +65,15 @@ func TestCheckViolations(t *testing.T) {
 			"channel id set on an op that is not signal, wait or flush"},
 		{"reduce name", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
-			tb.Ops = append(tb.Ops, &Op{Kind: ReduceSend, LocalSrc: []Ref{{Size: 1}}, LocalDst: []Ref{{Size: 1}}})
+			tb.Ops = append(tb.Ops, &Op{Kind: plan.OpReduceSend, LocalSrc: []Ref{{Size: 1}}, LocalDst: []Ref{{Size: 1}}})
 		}, "op 3 (res): reduce fields do not match the name res"},
 		{"nested pipeline", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
-			tb.Ops = append(tb.Ops, &Op{Kind: Pipeline, Body: []*Op{{Kind: Pipeline, Body: []*Op{{Kind: Nop}}}}})
+			tb.Ops = append(tb.Ops, &Op{Kind: plan.OpPipeline, Body: []*Op{{Kind: plan.OpPipeline, Body: []*Op{{Kind: plan.OpNop}}}}})
 		}, "op 3.0 (pipeline): nested pipeline"},
 		{"empty pipeline", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
-			tb.Ops = append(tb.Ops, &Op{Kind: Pipeline})
+			tb.Ops = append(tb.Ops, &Op{Kind: plan.OpPipeline})
 		}, "op 3 (pipeline): empty pipeline"},
 		{"shared op", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
@@ -79,7 +81,7 @@ func TestCheckViolations(t *testing.T) {
 		}, "op 3 (sem_release): op appears twice in the program"},
 		{"barrier of one block", func(p *Program) {
 			tb := p.GPUs[0].ThreadBlocks[0]
-			tb.Ops = append(tb.Ops, &Op{Kind: Barrier, Barrier: &BarrierInfo{TBList: []int{0}}})
+			tb.Ops = append(tb.Ops, &Op{Kind: plan.OpBarrier, Barrier: &BarrierInfo{TBList: []int{0}}})
 		}, "op 3 (barrier): barrier lists 1 thread blocks, want at least 2"},
 		{"tbg outside group", func(p *Program) { p.GPUs[0].ThreadBlocks[0].Ops[0].TBG = &TBGInfo{TBID: 2, TBGSize: 2} },
 			"op 0 (put): tbg_info tb_id 2 outside group of 2"},
@@ -87,7 +89,7 @@ func TestCheckViolations(t *testing.T) {
 			g := p.GPUs[0]
 			sw := g.AddSwitch(Input, []int{0, 1})
 			idx := g.RegisterChannel(0, Switch, sw)
-			g.TB(0).Ops = append(g.TB(0).Ops, &Op{Kind: GroupLoadReduce, ChannelIDs: []int{idx}, ChannelType: Switch, Size: 1})
+			g.TB(0).Ops = append(g.TB(0).Ops, &Op{Kind: plan.OpGroupLoadReduce, ChannelIDs: []int{idx}, ChannelType: Switch, Size: 1})
 		}, "op 3 (glre): no chunk"},
 		{"tb channel table names a missing channel", func(p *Program) {
 			p.GPUs[0].ThreadBlocks[0].Channels[0].IDs = []int{5}
@@ -114,7 +116,7 @@ func TestCheckSharedBarrier(t *testing.T) {
 	t.Parallel()
 	p := checkProgram()
 	g := p.GPUs[0]
-	b := &Op{Kind: Barrier, Barrier: &BarrierInfo{ID: 0, TBList: []int{0, 0}}}
+	b := &Op{Kind: plan.OpBarrier, Barrier: &BarrierInfo{ID: 0, TBList: []int{0, 0}}}
 	g.TB(0).Ops = append(g.TB(0).Ops, b, b)
 	if err := Check(p); err != nil {
 		t.Fatalf("a barrier listed twice must be accepted: %v", err)
@@ -127,17 +129,17 @@ func TestReduceKindOf(t *testing.T) {
 	l := []Ref{{Size: 1}}
 	cases := []struct {
 		op   Op
-		want Kind
+		want plan.OpType
 		ok   bool
 	}{
-		{Op{}, Reduce, true},
-		{Op{Packet: true}, ReducePacket, true},
-		{Op{Packet: true, LocalPktDst: l}, ReduceCopyPacket, true},
-		{Op{RemoteDst: r}, ReduceSend, true},
-		{Op{Packet: true, RemoteDst: r}, ReduceSendPacket, true},
-		{Op{Packet: true, RemoteDst: r, LocalPktDst: l}, ReduceCopySendPacket, true},
-		{Op{RemoteSrc: r}, ReadReduce, true},
-		{Op{RemoteSrc: r, RemoteDst: r}, ReadReduceSend, true},
+		{Op{}, plan.OpReduce, true},
+		{Op{Packet: true}, plan.OpReducePacket, true},
+		{Op{Packet: true, LocalPktDst: l}, plan.OpReduceCopyPacket, true},
+		{Op{RemoteDst: r}, plan.OpReduceSend, true},
+		{Op{Packet: true, RemoteDst: r}, plan.OpReduceSendPacket, true},
+		{Op{Packet: true, RemoteDst: r, LocalPktDst: l}, plan.OpReduceCopySendPacket, true},
+		{Op{RemoteSrc: r}, plan.OpReadReduce, true},
+		{Op{RemoteSrc: r, RemoteDst: r}, plan.OpReadReduceSend, true},
 		{Op{Packet: true, RemoteSrc: r}, 0, false},
 	}
 	for i, c := range cases {

@@ -6,120 +6,6 @@ import (
 	"github.com/mscclgo/mscclgo/plan"
 )
 
-// Kind is an op's instruction; its String is the plan's "name".
-type Kind uint8
-
-// The instructions. Kinds below Pipeline are leaf ops.
-const (
-	Nop Kind = iota
-	Barrier
-	Signal
-	RelaxedSignal
-	Wait
-	RelaxedWait
-	Flush
-	SemAcquire
-	SemRelease
-	Copy
-	CopyPacket
-	UnpackPacket
-	Get
-	Put
-	PutPacket
-	ReadPutPacket
-	PutWithSignal
-	PutWithSignalAndFlush
-	Reduce
-	ReducePacket
-	ReadReduce
-	ReduceSend
-	ReadReduceSend
-	ReduceSendPacket
-	ReduceCopyPacket
-	ReduceCopySendPacket
-	GroupLoadReduce
-	GroupStore
-	GroupStorePacket
-	GroupLoadReduceStore
-	Pipeline
-	numKinds
-)
-
-// Family groups kinds that share a field layout.
-type Family uint8
-
-// The op families.
-const (
-	FamSync     Family = iota // nop, barrier
-	FamDataSync               // signal, wait, flush, semaphores: carry data_sync
-	FamCopy                   // copy, cpkt, upkt: Src, Dst local
-	FamGet                    // get: Src remote, Dst local
-	FamPut                    // put family: Src local, Dst remote
-	FamReduce                 // reduce family: LocalSrc, LocalDst, ...
-	FamSwitch                 // glre, gstore, gstorepkt, glres
-	FamPipeline               // pipeline
-)
-
-// OpInfo is the metadata of one Kind, as in ssa's opcodeTable.
-type OpInfo struct {
-	Name   string // the plan "name", as package plan spells it
-	Family Family
-	// TouchesMemory is true for ops that read or write buffer data.
-	TouchesMemory bool
-}
-
-// Ops is the metadata table, indexed by Kind.
-var Ops = [numKinds]OpInfo{
-	Nop:                   {plan.OpNop.String(), FamSync, false},
-	Barrier:               {plan.OpBarrier.String(), FamSync, false},
-	Signal:                {plan.OpSignal.String(), FamDataSync, false},
-	RelaxedSignal:         {plan.OpRelaxedSignal.String(), FamDataSync, false},
-	Wait:                  {plan.OpWait.String(), FamDataSync, false},
-	RelaxedWait:           {plan.OpRelaxedWait.String(), FamDataSync, false},
-	Flush:                 {plan.OpFlush.String(), FamDataSync, false},
-	SemAcquire:            {plan.OpSemAcquire.String(), FamDataSync, false},
-	SemRelease:            {plan.OpSemRelease.String(), FamDataSync, false},
-	Copy:                  {plan.OpCopy.String(), FamCopy, true},
-	CopyPacket:            {plan.OpCopyPacket.String(), FamCopy, true},
-	UnpackPacket:          {plan.OpUnpackPacket.String(), FamCopy, true},
-	Get:                   {plan.OpGet.String(), FamGet, true},
-	Put:                   {plan.OpPut.String(), FamPut, true},
-	PutPacket:             {plan.OpPutPacket.String(), FamPut, true},
-	ReadPutPacket:         {plan.OpReadPutPacket.String(), FamPut, true},
-	PutWithSignal:         {plan.OpPutWithSignal.String(), FamPut, true},
-	PutWithSignalAndFlush: {plan.OpPutWithSignalAndFlush.String(), FamPut, true},
-	Reduce:                {plan.OpReduce.String(), FamReduce, true},
-	ReducePacket:          {plan.OpReducePacket.String(), FamReduce, true},
-	ReadReduce:            {plan.OpReadReduce.String(), FamReduce, true},
-	ReduceSend:            {plan.OpReduceSend.String(), FamReduce, true},
-	ReadReduceSend:        {plan.OpReadReduceSend.String(), FamReduce, true},
-	ReduceSendPacket:      {plan.OpReduceSendPacket.String(), FamReduce, true},
-	ReduceCopyPacket:      {plan.OpReduceCopyPacket.String(), FamReduce, true},
-	ReduceCopySendPacket:  {plan.OpReduceCopySendPacket.String(), FamReduce, true},
-	GroupLoadReduce:       {plan.GroupLoadReduceName, FamSwitch, true},
-	GroupStore:            {plan.OpMultiStore.String(), FamSwitch, true},
-	GroupStorePacket:      {plan.OpMultiStorePacket.String(), FamSwitch, true},
-	GroupLoadReduceStore:  {plan.OpMultiLoadReduceStore.String(), FamSwitch, true},
-	Pipeline:              {plan.OpPipeline.String(), FamPipeline, true},
-}
-
-// String returns the plan name of k.
-func (k Kind) String() string {
-	if k < numKinds {
-		return Ops[k].Name
-	}
-	return "invalid"
-}
-
-// Family returns the field-layout family of k.
-func (k Kind) Family() Family { return Ops[k].Family }
-
-// IsDataSync reports whether ops of kind k carry a data_sync set.
-func (k Kind) IsDataSync() bool { return Ops[k].Family == FamDataSync }
-
-// IsSync reports whether k is a nop or barrier (a thread-block sync point).
-func (k Kind) IsSync() bool { return Ops[k].Family == FamSync }
-
 // Ref is one buffer operand of an op, in chunk units.
 //
 // A local ref names a buffer of the executing rank (Buffer). A remote ref
@@ -164,7 +50,7 @@ type BarrierInfo struct {
 // pointer) is the op's owner for dependency tracking: every recorded op and
 // every fused op is a distinct *Op. A multi-block barrier is one *Op shared
 // by every block it lists. Which fields are
-// meaningful depends on Kind.Family():
+// meaningful depends on the family of its type (plan.Ops):
 //
 //   - FamSync: Barrier (for barrier).
 //   - FamDataSync: IDSet (signal/wait/flush),
@@ -176,7 +62,8 @@ type BarrierInfo struct {
 //     gstore src), SrcIndex/DstIndex (glres), ChannelIDs, ReduceOp.
 //   - FamPipeline: UnitSize, NumChunks, Body.
 type Op struct {
-	Kind Kind
+	// Kind is the op's type; package plan's table says what it is.
+	Kind plan.OpType
 	// Pos is the user's call site that recorded the op (zero for ops
 	// inserted by passes).
 	Pos syntax.Position
@@ -233,7 +120,7 @@ type OpBuf struct {
 }
 
 // Op returns the buffer's op, cleared, with kind set.
-func (b *OpBuf) Op(kind Kind) *Op {
+func (b *OpBuf) Op(kind plan.OpType) *Op {
 	b.op = Op{Kind: kind}
 	return &b.op
 }
@@ -253,7 +140,7 @@ func (b *OpBuf) IDs(ch int) []int {
 }
 
 // Sync builds a signal, wait or flush op on the one channel index ch.
-func (b *OpBuf) Sync(kind Kind, ch int, ct ChannelType, ds SyncType) *Op {
+func (b *OpBuf) Sync(kind plan.OpType, ch int, ct ChannelType, ds SyncType) *Op {
 	b.set.table = b.set.small[:]
 	for i := range b.set.table {
 		b.set.table[i] = emptySlot
@@ -267,7 +154,7 @@ func (b *OpBuf) Sync(kind Kind, ch int, ct ChannelType, ds SyncType) *Op {
 
 // Transfer builds a copy, get or put op with one source, one destination
 // and (for channel ops) one channel index.
-func (b *OpBuf) Transfer(kind Kind, src, dst Ref, ct ChannelType, ch int) *Op {
+func (b *OpBuf) Transfer(kind plan.OpType, src, dst Ref, ct ChannelType, ch int) *Op {
 	refs := b.Refs(2)
 	refs[0], refs[1] = src, dst
 	op := b.Op(kind)

@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.starlark.net/syntax"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // setByKeys compares sets by their layout (table and fill), not by the
@@ -23,14 +25,14 @@ func TestOpCloneIsDeep(t *testing.T) {
 		name string
 		op   *Op
 	}{
-		{"sync", buf1.Sync(Signal, 5, Memory, SyncBoth)},
-		{"transfer", buf2.Transfer(Put, Ref{Buffer: Input, Index: 1, Size: 1}, Ref{Remote: true, BufferID: 2, Index: 3, Size: 1}, Memory, 4)},
-		{"reduce", &Op{Kind: ReadReduceSend, LocalSrc: []Ref{{Index: 1}}, LocalDst: []Ref{{Index: 2}},
+		{"sync", buf1.Sync(plan.OpSignal, 5, Memory, SyncBoth)},
+		{"transfer", buf2.Transfer(plan.OpPut, Ref{Buffer: Input, Index: 1, Size: 1}, Ref{Remote: true, BufferID: 2, Index: 3, Size: 1}, Memory, 4)},
+		{"reduce", &Op{Kind: plan.OpReadReduceSend, LocalSrc: []Ref{{Index: 1}}, LocalDst: []Ref{{Index: 2}},
 			RemoteSrc: []Ref{{Remote: true, Index: 3}, {Remote: true, Index: 4}}, RemoteDst: []Ref{{Remote: true, Index: 5}},
 			ChannelIDs: []int{0, 1}, PutChannelIDs: []int{2}, ChannelType: Memory}},
-		{"semaphore", &Op{Kind: SemAcquire, SemaphoreIDs: []int{3, 4}, DataSync: SyncAfter}},
-		{"empty lists", &Op{Kind: Put, Src: []Ref{}, ChannelIDs: []int{}}},
-		{"big set", &Op{Kind: Wait, IDSet: FoldSet([]int{40, 3, 17, 9, 22, 1, 8, 30}), ChannelType: Port}},
+		{"semaphore", &Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{3, 4}, DataSync: SyncAfter}},
+		{"empty lists", &Op{Kind: plan.OpPut, Src: []Ref{}, ChannelIDs: []int{}}},
+		{"big set", &Op{Kind: plan.OpWait, IDSet: FoldSet([]int{40, 3, 17, 9, 22, 1, 8, 30}), ChannelType: Port}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

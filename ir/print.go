@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // This file is the one text form of the IR, used for pass dumps and for the
@@ -124,7 +126,7 @@ func writeOps(b *strings.Builder, ops []*Op, indent string) {
 		b.WriteString(indent)
 		formatOp(b, o)
 		b.WriteByte('\n')
-		if o != nil && o.Kind == Pipeline {
+		if o != nil && o.Kind == plan.OpPipeline {
 			writeOps(b, o.Body, indent+"  ")
 			b.WriteString(indent)
 			b.WriteString("}\n")
@@ -138,16 +140,16 @@ func formatOp(b *strings.Builder, o *Op) {
 		return
 	}
 	b.WriteString(o.Kind.String())
-	if o.Kind >= numKinds {
+	if o.Kind > plan.OpGroupLoadReduce {
 		fmt.Fprintf(b, "(%d)", uint8(o.Kind))
 		return
 	}
 	switch o.Kind.Family() {
-	case FamSync:
+	case plan.FamSync:
 		if o.Barrier != nil {
 			fmt.Fprintf(b, " #%d tbs=%s", o.Barrier.ID, intList(o.Barrier.TBList))
 		}
-	case FamDataSync:
+	case plan.FamDataSync:
 		if o.IDSet != nil {
 			b.WriteByte(' ')
 			b.WriteString(o.ChannelType.String())
@@ -161,15 +163,15 @@ func formatOp(b *strings.Builder, o *Op) {
 		}
 		b.WriteString(" sync=")
 		b.WriteString(o.DataSync.String())
-	case FamCopy, FamGet, FamPut:
-		if o.Kind.Family() != FamCopy || o.ChannelType != NoChannel {
+	case plan.FamCopy, plan.FamGet, plan.FamPut:
+		if o.Kind.Family() != plan.FamCopy || o.ChannelType != NoChannel {
 			writeChannels(b, o)
 		}
 		b.WriteByte(' ')
 		writeRefs(b, o.Src)
 		b.WriteString(" -> ")
 		writeRefs(b, o.Dst)
-	case FamReduce:
+	case plan.FamReduce:
 		writeChannels(b, o)
 		writeNamedRefs(b, "src", o.LocalSrc)
 		writeNamedRefs(b, "rsrc", o.RemoteSrc)
@@ -179,10 +181,10 @@ func formatOp(b *strings.Builder, o *Op) {
 		if o.Packet {
 			b.WriteString(" packet")
 		}
-	case FamSwitch:
+	case plan.FamSwitch:
 		writeChannels(b, o)
 		fmt.Fprintf(b, " buf=%s", o.SwitchBuffer)
-		if o.Kind == GroupLoadReduceStore {
+		if o.Kind == plan.OpMultiLoadReduceStore {
 			fmt.Fprintf(b, " size=%d srcidx=%s dstidx=%s", o.Size, intList(o.SrcIndex), intList(o.DstIndex))
 		} else {
 			fmt.Fprintf(b, " off=%d size=%d", o.BufferOffset, o.Size)
@@ -190,7 +192,7 @@ func formatOp(b *strings.Builder, o *Op) {
 		if c := o.SwitchChunk; c != nil {
 			fmt.Fprintf(b, " chunk=r%d:%s[%d:%d]", c.Rank, c.Buffer, c.Index, c.Index+c.Size)
 		}
-	case FamPipeline:
+	case plan.FamPipeline:
 		fmt.Fprintf(b, " unit=%d chunks=%d {", o.UnitSize, o.NumChunks)
 	}
 	if o.TBG != nil {
@@ -203,7 +205,7 @@ func formatOp(b *strings.Builder, o *Op) {
 func writeChannels(b *strings.Builder, o *Op) {
 	b.WriteByte(' ')
 	b.WriteString(o.ChannelType.String())
-	if o.Kind.Family() == FamReduce || o.Kind == GroupLoadReduce || o.Kind == GroupLoadReduceStore {
+	if o.Kind.Family() == plan.FamReduce || o.Kind == plan.OpGroupLoadReduce || o.Kind == plan.OpMultiLoadReduceStore {
 		b.WriteByte(' ')
 		b.WriteString(o.ReduceOp.String())
 	}

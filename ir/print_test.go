@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 func TestFormatOp(t *testing.T) {
@@ -14,30 +16,30 @@ func TestFormatOp(t *testing.T) {
 		op   *Op
 		want string
 	}{
-		{&Op{Kind: Nop}, "nop"},
-		{&Op{Kind: Barrier, Barrier: &BarrierInfo{ID: 3, TBList: []int{0, 2}}}, "barrier #3 tbs=[0,2]"},
-		{&Op{Kind: Signal, IDSet: NewSet(2, 9), ChannelType: Memory, DataSync: SyncBoth}, "signal memory ch={9,2} sync=both"},
-		{&Op{Kind: RelaxedWait, IDSet: NewSet(0), ChannelType: Memory, DataSync: SyncAfter}, "rlxwait memory ch={0} sync=after"},
-		{&Op{Kind: SemAcquire, SemaphoreIDs: []int{0, 1, 0}, DataSync: SyncBefore}, "sem_acquire sem=[0,1,0] sync=before"},
-		{&Op{Kind: Copy, Src: []Ref{loc(Input, 0, 1)}, Dst: []Ref{loc(Output, 2, 1)}, TBG: &TBGInfo{TBID: 1, TBGSize: 2}},
+		{&Op{Kind: plan.OpNop}, "nop"},
+		{&Op{Kind: plan.OpBarrier, Barrier: &BarrierInfo{ID: 3, TBList: []int{0, 2}}}, "barrier #3 tbs=[0,2]"},
+		{&Op{Kind: plan.OpSignal, IDSet: NewSet(2, 9), ChannelType: Memory, DataSync: SyncBoth}, "signal memory ch={9,2} sync=both"},
+		{&Op{Kind: plan.OpRelaxedWait, IDSet: NewSet(0), ChannelType: Memory, DataSync: SyncAfter}, "rlxwait memory ch={0} sync=after"},
+		{&Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{0, 1, 0}, DataSync: SyncBefore}, "sem_acquire sem=[0,1,0] sync=before"},
+		{&Op{Kind: plan.OpCopy, Src: []Ref{loc(Input, 0, 1)}, Dst: []Ref{loc(Output, 2, 1)}, TBG: &TBGInfo{TBID: 1, TBGSize: 2}},
 			"copy i[0:1] -> o[2:3] tbg=1/2"},
-		{&Op{Kind: Get, Src: []Ref{rem(0, 1, 1)}, Dst: []Ref{loc(Scratch, 0, 1)}, ChannelIDs: []int{0}, ChannelType: Memory},
+		{&Op{Kind: plan.OpGet, Src: []Ref{rem(0, 1, 1)}, Dst: []Ref{loc(Scratch, 0, 1)}, ChannelIDs: []int{0}, ChannelType: Memory},
 			"get memory ch=[0] rb0[1:2] -> s[0:1]"},
-		{&Op{Kind: Put, Src: []Ref{loc(Input, 0, 1), loc(Input, 2, 1)}, Dst: []Ref{rem(0, 3, 1), rem(1, 0, 1)},
+		{&Op{Kind: plan.OpPut, Src: []Ref{loc(Input, 0, 1), loc(Input, 2, 1)}, Dst: []Ref{rem(0, 3, 1), rem(1, 0, 1)},
 			ChannelIDs: []int{0, 1}, ChannelType: Port}, "put port ch=[0,1] i[0:1],i[2:3] -> rb0[3:4],rb1[0:1]"},
-		{&Op{Kind: Reduce, LocalSrc: []Ref{loc(Input, 0, 1), loc(Input, 1, 1)}, LocalDst: []Ref{loc(Output, 0, 1)}, ReduceOp: Max},
+		{&Op{Kind: plan.OpReduce, LocalSrc: []Ref{loc(Input, 0, 1), loc(Input, 1, 1)}, LocalDst: []Ref{loc(Output, 0, 1)}, ReduceOp: Max},
 			"re none max src=i[0:1],i[1:2] dst=o[0:1]"},
-		{&Op{Kind: ReduceCopySendPacket, LocalSrc: []Ref{loc(Input, 0, 1), loc(Scratch, 0, 1)}, LocalDst: []Ref{loc(Output, 0, 1)},
+		{&Op{Kind: plan.OpReduceCopySendPacket, LocalSrc: []Ref{loc(Input, 0, 1), loc(Scratch, 0, 1)}, LocalDst: []Ref{loc(Output, 0, 1)},
 			LocalPktDst: []Ref{loc(Scratch, 2, 1)}, RemoteDst: []Ref{rem(0, 1, 1)}, PutChannelIDs: []int{0},
 			ChannelType: Memory, Packet: true},
 			"recspkt memory sum putch=[0] src=i[0:1],s[0:1] dst=o[0:1] pktdst=s[2:3] rdst=rb0[1:2] packet"},
-		{&Op{Kind: GroupLoadReduce, SwitchBuffer: Input, BufferOffset: 1, Size: 1, SwitchChunk: &Chunk{Rank: 0, Buffer: Output, Index: 4, Size: 1},
+		{&Op{Kind: plan.OpGroupLoadReduce, SwitchBuffer: Input, BufferOffset: 1, Size: 1, SwitchChunk: &Chunk{Rank: 0, Buffer: Output, Index: 4, Size: 1},
 			ChannelIDs: []int{0}, ChannelType: Switch}, "glre switch sum ch=[0] buf=i off=1 size=1 chunk=r0:o[4:5]"},
-		{&Op{Kind: GroupStore, SwitchBuffer: Input, BufferOffset: 3, Size: 1, SwitchChunk: &Chunk{Rank: 1, Buffer: Output, Index: 4, Size: 1},
+		{&Op{Kind: plan.OpMultiStore, SwitchBuffer: Input, BufferOffset: 3, Size: 1, SwitchChunk: &Chunk{Rank: 1, Buffer: Output, Index: 4, Size: 1},
 			ChannelIDs: []int{0}, ChannelType: Switch}, "gstore switch ch=[0] buf=i off=3 size=1 chunk=r1:o[4:5]"},
-		{&Op{Kind: GroupLoadReduceStore, SwitchBuffer: Scratch, Size: 2, SrcIndex: []int{0}, DstIndex: []int{2},
+		{&Op{Kind: plan.OpMultiLoadReduceStore, SwitchBuffer: Scratch, Size: 2, SrcIndex: []int{0}, DstIndex: []int{2},
 			ChannelIDs: []int{0}, ChannelType: Switch}, "glres switch sum ch=[0] buf=s size=2 srcidx=[0] dstidx=[2]"},
-		{&Op{Kind: Pipeline, UnitSize: 4096, NumChunks: 2}, "pipeline unit=4096 chunks=2 {"},
+		{&Op{Kind: plan.OpPipeline, UnitSize: 4096, NumChunks: 2}, "pipeline unit=4096 chunks=2 {"},
 		{nil, "<nil>"},
 	}
 	for _, c := range cases {
@@ -59,12 +61,12 @@ func TestSprint(t *testing.T) {
 	rb := g.RegisterRemoteBuffer(1, 1, Output, Memory)
 	idx := g.RegisterChannel(1, Memory, ch)
 	g.TB(1).Ops = []*Op{
-		{Kind: Pipeline, UnitSize: 8, NumChunks: 1, Body: []*Op{
-			{Kind: Put, Src: []Ref{{Index: 0, Size: 1}}, Dst: []Ref{{Remote: true, BufferID: rb, Index: 1, Size: 1}},
+		{Kind: plan.OpPipeline, UnitSize: 8, NumChunks: 1, Body: []*Op{
+			{Kind: plan.OpPut, Src: []Ref{{Index: 0, Size: 1}}, Dst: []Ref{{Remote: true, BufferID: rb, Index: 1, Size: 1}},
 				ChannelIDs: []int{idx}, ChannelType: Memory},
-			{Kind: Nop},
+			{Kind: plan.OpNop},
 		}},
-		{Kind: SemRelease, SemaphoreIDs: []int{0}},
+		{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}},
 	}
 	want := strings.TrimPrefix(`
 program "t" ranks=2 instances=1 fusion=false autosync=false policy=interleaved

@@ -23,59 +23,10 @@ type cost struct {
 	uses  []use
 }
 
-// isPacketOp reports whether the op addresses LL packets (and ignores
-// pipeline offsets, docs/semantics.md §2.4).
-func isPacketOp(t plan.OpType) bool {
-	switch t {
-	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpUnpackPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
-		return true
-	}
-	return false
-}
-
-// pktSrc reports whether source i of an op of type t holds packets.
-func pktSrc(t plan.OpType, i int) bool {
-	switch t {
-	case plan.OpReadPutPacket, plan.OpUnpackPacket:
-		return i == 0
-	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
-		return i >= 1
-	case plan.OpMultiStorePacket:
-		return true
-	}
-	return false
-}
-
-// pktDst reports whether destination i of an op of type t receives
-// packets.
-func pktDst(t plan.OpType, i int) bool {
-	switch t {
-	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpMultiStorePacket:
-		return true
-	case plan.OpReduceSendPacket, plan.OpReduceCopySendPacket:
-		return i >= 1
-	case plan.OpReduceCopyPacket:
-		return i == 1
-	}
-	return false
-}
-
-// isPortData reports whether the op's transfers go through the proxy.
-func isPortData(op *executor.OpInstance) bool {
-	if op.ChannelType != plan.Port {
-		return false
-	}
-	switch op.Type {
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket, plan.OpReadPutPacket:
-		return true
-	}
-	return false
-}
-
 // regionBytes is the data bytes of reg in step st (a pipeline iteration
 // moves at most unit_size bytes from its offset; packet ops ignore it).
 func regionBytes(reg executor.Region, st step) uint64 {
-	if st.pipe == nil || isPacketOp(st.op.Type) {
+	if st.pipe == nil || st.op.Type.Packet() {
 		return reg.Size
 	}
 	o := uint64(st.iter) * st.pipe.UnitSize
@@ -150,14 +101,14 @@ func (s *sim) costOf(r int, st step) cost {
 	case plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
 		return cost{pre: p.OpUS.Value}
 	}
-	if isPortData(op) {
+	if op.Type.UsesPort(op.ChannelType) {
 		return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
 	}
 	d := demand{s: s, w: map[int]float64{}}
 	remoteRead, sw := false, false
 	for i, reg := range op.Src {
 		f := 1.0
-		if pktSrc(op.Type, i) {
+		if op.Type.SrcPacket(i) {
 			f = 2
 		}
 		b := float64(regionBytes(reg, st)) * f
@@ -176,7 +127,7 @@ func (s *sim) costOf(r int, st step) cost {
 	}
 	for i, reg := range op.Dst {
 		f := 1.0
-		if pktDst(op.Type, i) {
+		if op.Type.DstPacket(i) {
 			f = 2
 		}
 		b := float64(regionBytes(reg, st)) * f
@@ -207,7 +158,7 @@ func (s *sim) costOf(r int, st step) cost {
 		threads = 1
 	}
 	cp := p.BlockInflightKiB.Value * 1024 * threads / lat
-	if s.opts.LL8 && isPacketOp(op.Type) {
+	if s.opts.LL8 && op.Type.Packet() {
 		cp *= p.LL8Factor.Value
 	}
 	return cost{pre: p.OpUS.Value + lat, units: d.units, cap: cp, uses: d.uses()}
@@ -220,7 +171,7 @@ func (s *sim) packetReads(r int, st step, out []pktRead) []pktRead {
 		return out // the source is copied as it is, flags included
 	}
 	for i, reg := range op.Src {
-		if pktSrc(op.Type, i) && reg.Switch < 0 && reg.Size > 0 {
+		if op.Type.SrcPacket(i) && reg.Switch < 0 && reg.Size > 0 {
 			out = append(out, pktRead{rank: reg.Rank, buf: reg.Buffer, off: reg.Offset, end: reg.Offset + reg.Size})
 		}
 	}
@@ -232,7 +183,7 @@ func (s *sim) packetReads(r int, st step, out []pktRead) []pktRead {
 // ranks written.
 func (s *sim) registerWrites(t *tbRun, st step) []*pktWrite {
 	op := st.op
-	if !isPacketOp(op.Type) || isPortData(op) {
+	if !op.Type.Packet() || op.Type.UsesPort(op.ChannelType) {
 		return nil
 	}
 	var ws []*pktWrite
@@ -242,7 +193,7 @@ func (s *sim) registerWrites(t *tbRun, st step) []*pktWrite {
 		ws = append(ws, w)
 	}
 	for i, reg := range op.Dst {
-		if !pktDst(op.Type, i) || reg.Size == 0 {
+		if !op.Type.DstPacket(i) || reg.Size == 0 {
 			continue
 		}
 		if reg.Switch >= 0 {
@@ -314,7 +265,7 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 			})
 		}
 	}
-	if !isPortData(op) {
+	if !op.Type.UsesPort(op.ChannelType) {
 		return
 	}
 	flag := op.Type == plan.OpPutWithSignal || op.Type == plan.OpPutWithSignalAndFlush

@@ -4,6 +4,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Appender fuses one thread block's ops while they are recorded, so that a
@@ -48,7 +49,7 @@ func (a *Appender) append(ops []*ir.Op, op *ir.Op, borrowed bool) []*ir.Op {
 	if borrowed {
 		op = op.Clone()
 	}
-	if op.Kind == ir.Pipeline {
+	if op.Kind == plan.OpPipeline {
 		op.Body = a.f.fuse(op.Body)
 	}
 	a.fresh = false
@@ -61,13 +62,13 @@ func (a *Appender) append(ops []*ir.Op, op *ir.Op, borrowed bool) []*ir.Op {
 // would extend, it
 // extends the chain as AppendCopy would and reports true; otherwise it
 // changes nothing and reports false, and the caller appends the op.
-func (a *Appender) ExtendSync(ops []*ir.Op, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
+func (a *Appender) ExtendSync(ops []*ir.Op, kind plan.OpType, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
 	n := len(ops)
 	if n == 0 || !a.fresh || !a.f.ids.active {
 		return false
 	}
 	l := ops[n-1]
-	if l.Kind != kind || l.ChannelType != ct || kind != ir.Flush && a.f.ids.has(ch) {
+	if l.Kind != kind || l.ChannelType != ct || kind != plan.OpFlush && a.f.ids.has(ch) {
 		return false
 	}
 	a.f.ids.extend(ch)

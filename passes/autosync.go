@@ -1,6 +1,9 @@
 package passes
 
-import "github.com/mscclgo/mscclgo/ir"
+import (
+	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
+)
 
 // ResolveDependencies is pass 4, auto-sync (docs/passes.md §6). It reads the local buffer
 // accesses of one thread block's ops (docs/passes.md §6.1: which operands are read and
@@ -34,7 +37,7 @@ func (s *state) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 		if o.Kind.IsSync() {
 			t.clear()
 		} else {
-			if o.Kind == ir.Pipeline {
+			if o.Kind == plan.OpPipeline {
 				o.Body = s.resolve(o.Body, &s.inner)
 			}
 			if t.recordOp(o, o) {
@@ -61,22 +64,22 @@ func (s *state) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 func (t *tracker) recordOp(o, owner *ir.Op) bool {
 	c := false
 	switch o.Kind {
-	case ir.Copy:
+	case plan.OpCopy:
 		c = t.refs(o.Src, owner, false)
 		c = t.refs(o.Dst, owner, true) || c
-	case ir.CopyPacket, ir.Put, ir.PutPacket, ir.PutWithSignal, ir.PutWithSignalAndFlush:
+	case plan.OpCopyPacket, plan.OpPut, plan.OpPutPacket, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		c = t.refs(o.Src, owner, false)
-	case ir.UnpackPacket, ir.Get:
+	case plan.OpUnpackPacket, plan.OpGet:
 		c = t.refs(o.Dst, owner, true)
-	case ir.Reduce, ir.ReduceSend, ir.ReadReduce, ir.ReadReduceSend:
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
 		c = t.refs(o.LocalSrc, owner, false)
 		c = t.refs(o.LocalDst, owner, true) || c
-	case ir.ReducePacket, ir.ReduceSendPacket, ir.ReduceCopyPacket, ir.ReduceCopySendPacket:
+	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
 		if len(o.LocalSrc) > 0 {
 			c = t.refs(o.LocalSrc[1:], owner, false) // Q8: the first source is not tracked
 		}
 		c = t.refs(o.LocalDst, owner, true) || c
-	case ir.Pipeline:
+	case plan.OpPipeline:
 		for _, in := range o.Body {
 			c = t.recordOp(in, owner) || c
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestAutoSyncExamples ports the examples of docs/passes.md §6.
@@ -174,7 +175,7 @@ func TestAutoSyncExamples(t *testing.T) {
 // TestResolveDependencies runs the pass alone on hand-built lists.
 func TestResolveDependencies(t *testing.T) {
 	t.Parallel()
-	cp := func(src, dst ir.Ref) *ir.Op { return &ir.Op{Kind: ir.Copy, Src: []ir.Ref{src}, Dst: []ir.Ref{dst}} }
+	cp := func(src, dst ir.Ref) *ir.Op { return &ir.Op{Kind: plan.OpCopy, Src: []ir.Ref{src}, Dst: []ir.Ref{dst}} }
 	in := func(i, n int) ir.Ref { return ir.Ref{Buffer: ir.Input, Index: i, Size: n} }
 	out := func(i, n int) ir.Ref { return ir.Ref{Buffer: ir.Output, Index: i, Size: n} }
 	scr := func(i, n int) ir.Ref { return ir.Ref{Buffer: ir.Scratch, Index: i, Size: n} }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // syntheticProgram builds an allreduce-like program: ranks × tbs thread
@@ -30,7 +31,7 @@ func syntheticProgram(ranks, tbs, opsPerTB, instances int) *ir.Program {
 		for t := range all {
 			all[t] = t
 		}
-		barrier := &ir.Op{Kind: ir.Barrier, Barrier: &ir.BarrierInfo{ID: g.BarrierID(all), TBList: all}}
+		barrier := &ir.Op{Kind: plan.OpBarrier, Barrier: &ir.BarrierInfo{ID: g.BarrierID(all), TBList: all}}
 		for t := 0; t < tbs; t++ {
 			peer := (r + 1 + t%(ranks-1)) % ranks
 			ch := g.RegisterChannel(t, ir.Memory, peers[t])
@@ -41,16 +42,16 @@ func syntheticProgram(ranks, tbs, opsPerTB, instances int) *ir.Program {
 			add := func(o *ir.Op) { tb.Ops = append(tb.Ops, o) }
 			for n, j := 0, 0; n < opsPerTB; j++ {
 				c := t*4 + j
-				add(&ir.Op{Kind: ir.Copy, Src: ref(ir.Input, c), Dst: ref(ir.Scratch, c)})
-				add(&ir.Op{Kind: ir.Put, Src: ref(ir.Scratch, c), Dst: rem(rbScr, c), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
-				add(&ir.Op{Kind: ir.Put, Src: ref(ir.Input, c+1), Dst: rem(rbScr, c+1), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
-				add(&ir.Op{Kind: ir.Signal, IDSet: ir.NewSet(ch), ChannelType: ir.Memory, DataSync: ir.SyncBoth})
-				add(&ir.Op{Kind: ir.Wait, IDSet: ir.NewSet(ch), ChannelType: ir.Memory, DataSync: ir.SyncBoth})
-				add(&ir.Op{Kind: ir.Reduce, LocalSrc: append(ref(ir.Input, c), ref(ir.Scratch, c+2)...), LocalDst: ref(ir.Output, c)})
-				add(&ir.Op{Kind: ir.Put, Src: ref(ir.Output, c), Dst: rem(rbOut, c), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
-				add(&ir.Op{Kind: ir.Copy, Src: ref(ir.Output, c), Dst: ref(ir.Input, c)})
-				add(&ir.Op{Kind: ir.SemRelease, SemaphoreIDs: []int{sem}, DataSync: ir.SyncAfter})
-				add(&ir.Op{Kind: ir.SemAcquire, SemaphoreIDs: []int{sem}, DataSync: ir.SyncBefore})
+				add(&ir.Op{Kind: plan.OpCopy, Src: ref(ir.Input, c), Dst: ref(ir.Scratch, c)})
+				add(&ir.Op{Kind: plan.OpPut, Src: ref(ir.Scratch, c), Dst: rem(rbScr, c), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
+				add(&ir.Op{Kind: plan.OpPut, Src: ref(ir.Input, c+1), Dst: rem(rbScr, c+1), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
+				add(&ir.Op{Kind: plan.OpSignal, IDSet: ir.NewSet(ch), ChannelType: ir.Memory, DataSync: ir.SyncBoth})
+				add(&ir.Op{Kind: plan.OpWait, IDSet: ir.NewSet(ch), ChannelType: ir.Memory, DataSync: ir.SyncBoth})
+				add(&ir.Op{Kind: plan.OpReduce, LocalSrc: append(ref(ir.Input, c), ref(ir.Scratch, c+2)...), LocalDst: ref(ir.Output, c)})
+				add(&ir.Op{Kind: plan.OpPut, Src: ref(ir.Output, c), Dst: rem(rbOut, c), ChannelIDs: []int{ch}, ChannelType: ir.Memory})
+				add(&ir.Op{Kind: plan.OpCopy, Src: ref(ir.Output, c), Dst: ref(ir.Input, c)})
+				add(&ir.Op{Kind: plan.OpSemRelease, SemaphoreIDs: []int{sem}, DataSync: ir.SyncAfter})
+				add(&ir.Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{sem}, DataSync: ir.SyncBefore})
 				n += 10
 				if j == 2 {
 					add(barrier)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 	"go.starlark.net/syntax"
 )
 
@@ -150,34 +151,34 @@ func (t *tprog) loopCtx(unit, n int64, body func()) {
 		groups[k] = append(groups[k], e.op)
 	}
 	for _, k := range order {
-		t.record(k.rank, k.tb, &ir.Op{Kind: ir.Pipeline, UnitSize: unit, NumChunks: n, Body: groups[k]})
+		t.record(k.rank, k.tb, &ir.Op{Kind: plan.OpPipeline, UnitSize: unit, NumChunks: n, Body: groups[k]})
 	}
 }
 
 // Rank methods.
 
-func (t *tprog) copyKind(kind ir.Kind, rank int, dst, src ck, a at) {
+func (t *tprog) copyKind(kind plan.OpType, rank int, dst, src ck, a at) {
 	pos := t.pos()
 	for _, pl := range a.places() {
 		t.record(rank, pl.tb, &ir.Op{Kind: kind, Pos: pos, Src: []ir.Ref{src.local()}, Dst: []ir.Ref{dst.local()}, TBG: pl.tbg})
 	}
 }
 
-func (t *tprog) copy(rank int, dst, src ck, a at) { t.copyKind(ir.Copy, rank, dst, src, a) }
+func (t *tprog) copy(rank int, dst, src ck, a at) { t.copyKind(plan.OpCopy, rank, dst, src, a) }
 func (t *tprog) copyPackets(rank int, dst, src ck, a at) {
-	t.copyKind(ir.CopyPacket, rank, dst, src, a)
+	t.copyKind(plan.OpCopyPacket, rank, dst, src, a)
 }
 func (t *tprog) unpackPackets(rank int, dst, src ck, a at) {
-	t.copyKind(ir.UnpackPacket, rank, dst, src, a)
+	t.copyKind(plan.OpUnpackPacket, rank, dst, src, a)
 }
 
 // reduce is Rank(rank).reduce(src, others, tb, dst_chunk=dst,
 // reduce_op=op, packet=packet).
 func (t *tprog) reduce(rank int, src ck, others []ck, a at, dst ck, op ir.ReduceOp, packet bool) {
 	pos := t.pos()
-	kind := ir.Reduce
+	kind := plan.OpReduce
 	if packet {
-		kind = ir.ReducePacket
+		kind = plan.OpReducePacket
 	}
 	for _, pl := range a.places() {
 		refs := []ir.Ref{src.local()}
@@ -193,11 +194,11 @@ func (t *tprog) reduce(rank int, src ck, others []ck, a at, dst ck, op ir.Reduce
 func (t *tprog) barrier(rank int, tbs ...int) {
 	pos := t.pos()
 	if len(tbs) == 1 {
-		t.record(rank, tbs[0], &ir.Op{Kind: ir.Nop, Pos: pos})
+		t.record(rank, tbs[0], &ir.Op{Kind: plan.OpNop, Pos: pos})
 		return
 	}
 	g := t.p.GPUs[rank]
-	op := &ir.Op{Kind: ir.Barrier, Pos: pos, Barrier: &ir.BarrierInfo{ID: g.BarrierID(tbs), TBList: tbs}}
+	op := &ir.Op{Kind: plan.OpBarrier, Pos: pos, Barrier: &ir.BarrierInfo{ID: g.BarrierID(tbs), TBList: tbs}}
 	for _, x := range tbs {
 		t.record(rank, x, op)
 	}
@@ -215,11 +216,11 @@ func (t *tprog) sem(rank int, init int64) *tsem {
 }
 
 func (s *tsem) acquire(tbID int, ds ir.SyncType) {
-	s.t.record(s.rank, tbID, &ir.Op{Kind: ir.SemAcquire, Pos: s.t.pos(), SemaphoreIDs: []int{s.id}, DataSync: ds})
+	s.t.record(s.rank, tbID, &ir.Op{Kind: plan.OpSemAcquire, Pos: s.t.pos(), SemaphoreIDs: []int{s.id}, DataSync: ds})
 }
 
 func (s *tsem) release(tbID int, ds ir.SyncType) {
-	s.t.record(s.rank, tbID, &ir.Op{Kind: ir.SemRelease, Pos: s.t.pos(), SemaphoreIDs: []int{s.id}, DataSync: ds})
+	s.t.record(s.rank, tbID, &ir.Op{Kind: plan.OpSemRelease, Pos: s.t.pos(), SemaphoreIDs: []int{s.id}, DataSync: ds})
 }
 
 // Memory and port channels.
@@ -241,7 +242,7 @@ func (t *tprog) channel(kind ir.ChannelType, dst, src int) *tch {
 
 func (c *tch) key() ir.PairKey { return ir.PairKey{Src: c.src, Dst: c.dst, Kind: c.kind} }
 
-func (c *tch) syncOp(kind ir.Kind, tbID int, ds ir.SyncType) *ir.Op {
+func (c *tch) syncOp(kind plan.OpType, tbID int, ds ir.SyncType) *ir.Op {
 	idx := c.t.p.GPUs[c.src].RegisterChannel(tbID, c.kind, c.id)
 	op := &ir.Op{Kind: kind, Pos: c.t.pos(), IDSet: ir.NewSet(idx), ChannelType: c.kind, DataSync: ds}
 	c.t.record(c.src, tbID, op)
@@ -249,58 +250,58 @@ func (c *tch) syncOp(kind ir.Kind, tbID int, ds ir.SyncType) *ir.Op {
 }
 
 func (c *tch) signal(tbID int, ds ir.SyncType) {
-	op := c.syncOp(ir.Signal, tbID, ds)
+	op := c.syncOp(plan.OpSignal, tbID, ds)
 	ir.Count(c.t.p.Signals, c.key(), op.Pos)
 }
 
 func (c *tch) rlxSignal(tbID int, ds ir.SyncType) {
-	op := c.syncOp(ir.RelaxedSignal, tbID, ds)
+	op := c.syncOp(plan.OpRelaxedSignal, tbID, ds)
 	ir.Count(c.t.p.Signals, c.key(), op.Pos)
 }
 
 func (c *tch) wait(tbID int, ds ir.SyncType) {
-	op := c.syncOp(ir.Wait, tbID, ds)
+	op := c.syncOp(plan.OpWait, tbID, ds)
 	ir.Count(c.t.p.Waits, c.key(), op.Pos)
 }
 
 func (c *tch) rlxWait(tbID int, ds ir.SyncType) {
-	op := c.syncOp(ir.RelaxedWait, tbID, ds)
+	op := c.syncOp(plan.OpRelaxedWait, tbID, ds)
 	ir.Count(c.t.p.Waits, c.key(), op.Pos)
 }
 
-func (c *tch) flush(tbID int, ds ir.SyncType) { c.syncOp(ir.Flush, tbID, ds) }
+func (c *tch) flush(tbID int, ds ir.SyncType) { c.syncOp(plan.OpFlush, tbID, ds) }
 
 // dataOp records a put-family op (remote dst) or a get (remote src).
-func (c *tch) dataOp(kind ir.Kind, dst, src ck, a at) {
+func (c *tch) dataOp(kind plan.OpType, dst, src ck, a at) {
 	pos := c.t.pos()
 	g := c.t.p.GPUs[c.src]
 	for _, pl := range a.places() {
 		rem := dst
-		if kind == ir.Get {
+		if kind == plan.OpGet {
 			rem = src
 		}
 		rb := g.RegisterRemoteBuffer(pl.tb, rem.rank, rem.buf, c.kind)
 		idx := g.RegisterChannel(pl.tb, c.kind, c.id)
 		r := ir.Ref{Remote: true, BufferID: rb, Index: rem.idx, Size: rem.size}
 		op := &ir.Op{Kind: kind, Pos: pos, ChannelIDs: []int{idx}, ChannelType: c.kind, TBG: pl.tbg}
-		if kind == ir.Get {
+		if kind == plan.OpGet {
 			op.Src, op.Dst = []ir.Ref{r}, []ir.Ref{dst.local()}
 		} else {
 			op.Src, op.Dst = []ir.Ref{src.local()}, []ir.Ref{r}
 		}
 		c.t.record(c.src, pl.tb, op)
-		if kind == ir.PutWithSignal || kind == ir.PutWithSignalAndFlush {
+		if kind == plan.OpPutWithSignal || kind == plan.OpPutWithSignalAndFlush {
 			ir.Count(c.t.p.Signals, c.key(), pos)
 		}
 	}
 }
 
-func (c *tch) put(dst, src ck, a at)            { c.dataOp(ir.Put, dst, src, a) }
-func (c *tch) putPackets(dst, src ck, a at)     { c.dataOp(ir.PutPacket, dst, src, a) }
-func (c *tch) readPutPackets(dst, src ck, a at) { c.dataOp(ir.ReadPutPacket, dst, src, a) }
-func (c *tch) pws(dst, src ck, tbID int)        { c.dataOp(ir.PutWithSignal, dst, src, tb(tbID)) }
-func (c *tch) pwsf(dst, src ck, tbID int)       { c.dataOp(ir.PutWithSignalAndFlush, dst, src, tb(tbID)) }
-func (c *tch) get(dst, src ck, a at)            { c.dataOp(ir.Get, dst, src, a) }
+func (c *tch) put(dst, src ck, a at)            { c.dataOp(plan.OpPut, dst, src, a) }
+func (c *tch) putPackets(dst, src ck, a at)     { c.dataOp(plan.OpPutPacket, dst, src, a) }
+func (c *tch) readPutPackets(dst, src ck, a at) { c.dataOp(plan.OpReadPutPacket, dst, src, a) }
+func (c *tch) pws(dst, src ck, tbID int)        { c.dataOp(plan.OpPutWithSignal, dst, src, tb(tbID)) }
+func (c *tch) pwsf(dst, src ck, tbID int)       { c.dataOp(plan.OpPutWithSignalAndFlush, dst, src, tb(tbID)) }
+func (c *tch) get(dst, src ck, a at)            { c.dataOp(plan.OpGet, dst, src, a) }
 
 // reduce is MemoryChannel.reduce(local_src, remote_srcs, tb,
 // local_dst_chunk=dst, reduce_op=op).
@@ -314,9 +315,9 @@ func (c *tch) reduce(src ck, remotes []ck, a at, dst ck, op ir.ReduceOp) {
 			refs = append(refs, ir.Ref{Remote: true, BufferID: rb, Index: r.idx, Size: r.size})
 		}
 		idx := g.RegisterChannel(pl.tb, c.kind, c.id)
-		kind := ir.ReadReduce
+		kind := plan.OpReadReduce
 		if len(refs) == 0 {
-			kind = ir.Reduce
+			kind = plan.OpReduce
 		}
 		c.t.record(c.src, pl.tb, &ir.Op{Kind: kind, Pos: pos, LocalSrc: []ir.Ref{src.local()}, LocalDst: []ir.Ref{dst.local()},
 			RemoteSrc: refs, ChannelIDs: []int{idx}, ChannelType: ir.Memory, ReduceOp: op, TBG: pl.tbg})
@@ -343,20 +344,20 @@ func (t *tprog) sw(ranks []int, buf ir.BufferType) *tsw {
 // reduce is sw.at_rank(rank).reduce(off, size, dst, tb, reduce_op=op).
 func (s *tsw) reduce(rank, off, size int, dst *ir.Chunk, tbID int, op ir.ReduceOp) {
 	idx := s.t.p.GPUs[rank].RegisterChannel(tbID, ir.Switch, s.ids[rank])
-	s.t.record(rank, tbID, &ir.Op{Kind: ir.GroupLoadReduce, Pos: s.t.pos(), SwitchBuffer: s.buf, BufferOffset: off,
+	s.t.record(rank, tbID, &ir.Op{Kind: plan.OpGroupLoadReduce, Pos: s.t.pos(), SwitchBuffer: s.buf, BufferOffset: off,
 		Size: size, SwitchChunk: dst, ChannelIDs: []int{idx}, ChannelType: ir.Switch, ReduceOp: op})
 }
 
 // broadcast is sw.at_rank(rank).broadcast(src, off, size, tb).
 func (s *tsw) broadcast(rank int, src *ir.Chunk, off, size, tbID int) {
-	s.store(ir.GroupStore, rank, src, off, size, tbID)
+	s.store(plan.OpMultiStore, rank, src, off, size, tbID)
 }
 
 func (s *tsw) broadcastPackets(rank int, src *ir.Chunk, off, size, tbID int) {
-	s.store(ir.GroupStorePacket, rank, src, off, size, tbID)
+	s.store(plan.OpMultiStorePacket, rank, src, off, size, tbID)
 }
 
-func (s *tsw) store(kind ir.Kind, rank int, src *ir.Chunk, off, size, tbID int) {
+func (s *tsw) store(kind plan.OpType, rank int, src *ir.Chunk, off, size, tbID int) {
 	idx := s.t.p.GPUs[rank].RegisterChannel(tbID, ir.Switch, s.ids[rank])
 	s.t.record(rank, tbID, &ir.Op{Kind: kind, Pos: s.t.pos(), SwitchBuffer: s.buf, BufferOffset: off,
 		Size: size, SwitchChunk: src, ChannelIDs: []int{idx}, ChannelType: ir.Switch})

@@ -1,6 +1,9 @@
 package passes
 
-import "github.com/mscclgo/mscclgo/ir"
+import (
+	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
+)
 
 // InsertDataSync is pass 3 (docs/passes.md §5). It reads the data_sync bits of the
 // data-sync ops (semaphores, signal, wait, flush and their relaxed forms)
@@ -22,7 +25,7 @@ func InsertDataSync(ops []*ir.Op) []*ir.Op {
 func (s *state) insertDataSync(ops []*ir.Op) []*ir.Op {
 	extra := 0
 	for _, o := range ops {
-		if o.Kind == ir.Pipeline {
+		if o.Kind == plan.OpPipeline {
 			o.Body = s.insertDataSync(o.Body)
 		}
 		if o.Kind.IsDataSync() {
@@ -58,6 +61,6 @@ func (n *nopAlloc) nop() *ir.Op {
 	}
 	o := &n.block[0]
 	n.block = n.block[1:]
-	o.Kind = ir.Nop
+	o.Kind = plan.OpNop
 	return o
 }

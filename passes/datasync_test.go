@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestDataSyncExamples ports the examples of docs/passes.md §5.
@@ -59,32 +60,32 @@ func TestDataSyncExamples(t *testing.T) {
 // TestInsertDataSync runs the pass alone on hand-built lists.
 func TestInsertDataSync(t *testing.T) {
 	t.Parallel()
-	sig := func(k ir.Kind, s ir.SyncType) *ir.Op {
+	sig := func(k plan.OpType, s ir.SyncType) *ir.Op {
 		return &ir.Op{Kind: k, IDSet: ir.NewSet(0), ChannelType: ir.Memory, DataSync: s}
 	}
-	nop := &ir.Op{Kind: ir.Nop}
+	nop := &ir.Op{Kind: plan.OpNop}
 	cases := []struct {
 		name   string
 		before []*ir.Op
 		after  string
 	}{
 		{"empty", nil, ""},
-		{"rlx ops too", []*ir.Op{sig(ir.RelaxedSignal, both), sig(ir.RelaxedWait, before)}, `
+		{"rlx ops too", []*ir.Op{sig(plan.OpRelaxedSignal, both), sig(plan.OpRelaxedWait, before)}, `
 			nop
 			rlxsignal memory ch={0} sync=both
 			nop
 			nop
 			rlxwait memory ch={0} sync=before`},
-		{"flush after", []*ir.Op{sig(ir.Flush, after)}, `
+		{"flush after", []*ir.Op{sig(plan.OpFlush, after)}, `
 			flush memory ch={0} sync=after
 			nop`},
 		{"nops kept, pws untouched", []*ir.Op{nop,
-			{Kind: ir.PutWithSignal, Src: []ir.Ref{{Size: 1}}, Dst: []ir.Ref{{Remote: true, Size: 1}}, ChannelIDs: []int{0}, ChannelType: ir.Port},
-			{Kind: ir.Barrier, Barrier: &ir.BarrierInfo{TBList: []int{0, 1}}}}, `
+			{Kind: plan.OpPutWithSignal, Src: []ir.Ref{{Size: 1}}, Dst: []ir.Ref{{Remote: true, Size: 1}}, ChannelIDs: []int{0}, ChannelType: ir.Port},
+			{Kind: plan.OpBarrier, Barrier: &ir.BarrierInfo{TBList: []int{0, 1}}}}, `
 			nop
 			pws port ch=[0] i[0:1] -> rb0[0:1]
 			barrier #0 tbs=[0,1]`},
-		{"pipeline body", []*ir.Op{{Kind: ir.Pipeline, UnitSize: 1, NumChunks: 1, Body: []*ir.Op{sig(ir.Wait, both)}}}, `
+		{"pipeline body", []*ir.Op{{Kind: plan.OpPipeline, UnitSize: 1, NumChunks: 1, Body: []*ir.Op{sig(plan.OpWait, both)}}}, `
 			pipeline unit=1 chunks=1 {
 			  nop
 			  wait memory ch={0} sync=both
@@ -107,8 +108,8 @@ func TestInsertDataSync(t *testing.T) {
 func TestInsertDataSyncFreshNops(t *testing.T) {
 	t.Parallel()
 	in := []*ir.Op{
-		{Kind: ir.SemAcquire, SemaphoreIDs: []int{0}, DataSync: both},
-		{Kind: ir.SemRelease, SemaphoreIDs: []int{0}, DataSync: both},
+		{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{0}, DataSync: both},
+		{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}, DataSync: both},
 	}
 	orig := append([]*ir.Op(nil), in...)
 	out := InsertDataSync(in)

@@ -1,6 +1,9 @@
 package passes
 
-import "github.com/mscclgo/mscclgo/ir"
+import (
+	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
+)
 
 // Fuse is pass 2, instruction fusion (docs/passes.md §4). It reads one thread block's op
 // list as recorded (user nops, barriers, pipelines included) and returns
@@ -47,7 +50,7 @@ func (f *fuser) fuse(ops []*ir.Op) []*ir.Op {
 	out := ops[:0] // writes never overtake reads: len(out) <= i < j
 	for i := 0; i < len(ops); {
 		cur := ops[i]
-		if cur.Kind == ir.Pipeline {
+		if cur.Kind == plan.OpPipeline {
 			cur.Body = f.fuse(cur.Body)
 		}
 		fresh := false // cur is a fused op of this chain, private to us
@@ -83,10 +86,9 @@ func (f *fuser) combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 }
 
 func (f *fuser) combineOps(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
-	switch l.Kind {
-	case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush: // F12, F13, F14
+	if l.Kind.SignalsChannels() { // F12, F13, F14
 		// Flushes may overlap; signals and waits must be disjoint.
-		if r.Kind == l.Kind && l.ChannelType == r.ChannelType && (l.Kind == ir.Flush || f.ids.disjoint(l, r, fresh)) {
+		if r.Kind == l.Kind && l.ChannelType == r.ChannelType && (l.Kind == plan.OpFlush || f.ids.disjoint(l, r, fresh)) {
 			acc := accumulator(l, fresh)
 			f.ids.union(acc, r, fresh)
 			acc.DataSync |= r.DataSync
@@ -101,8 +103,8 @@ func (f *fuser) combineOps(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 // combine implements every rule but F12–F14, which fuser.combine handles
 // with its chain state.
 func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
-	switch l.Kind {
-	case ir.Put, ir.PutPacket, ir.PutWithSignal, ir.PutWithSignalAndFlush: // F1
+	switch k := l.Kind; {
+	case k.Merges() && k.Pairwise(): // F1 (puts), F3 (get)
 		if r.Kind == l.Kind && sameFirstSize(l.Src, r.Src) && l.ChannelType == r.ChannelType && tbgEqual(l, r) {
 			f := accumulator(l, fresh)
 			f.Src = append(f.Src, r.Src...)
@@ -110,32 +112,23 @@ func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 			f.ChannelIDs = append(f.ChannelIDs, r.ChannelIDs...)
 			return f, true
 		}
-	case ir.ReadPutPacket: // F2
-		if r.Kind == ir.ReadPutPacket && refsEqual(l.Src, r.Src) && l.ChannelType == r.ChannelType && tbgEqual(l, r) {
+	case k == plan.OpReadPutPacket: // F2
+		if r.Kind == plan.OpReadPutPacket && refsEqual(l.Src, r.Src) && l.ChannelType == r.ChannelType && tbgEqual(l, r) {
 			f := accumulator(l, fresh)
 			f.Dst = append(f.Dst, r.Dst...)
 			f.ChannelIDs = append(f.ChannelIDs, r.ChannelIDs...)
 			return f, true
 		}
-	case ir.Get: // F3
-		if r.Kind == ir.Get && sameFirstSize(l.Src, r.Src) && l.ChannelType == r.ChannelType && tbgEqual(l, r) {
-			f := accumulator(l, fresh)
-			f.Src = append(f.Src, r.Src...)
-			f.Dst = append(f.Dst, r.Dst...)
-			f.ChannelIDs = append(f.ChannelIDs, r.ChannelIDs...)
-			return f, true
-		}
-	case ir.Reduce, ir.ReadReduce, ir.ReducePacket, ir.ReduceSend, ir.ReadReduceSend, ir.ReduceSendPacket,
-		ir.ReduceCopyPacket, ir.ReduceCopySendPacket:
+	case k.Family() == plan.FamReduce:
 		if f := combineReduce(l, r, fresh); f != nil {
 			return f, true
 		}
-	case ir.GroupLoadReduce: // F9
-		if r.Kind == ir.GroupStore && l.SwitchBuffer == r.SwitchBuffer && l.Size == r.Size &&
+	case k == plan.OpGroupLoadReduce: // F9
+		if r.Kind == plan.OpMultiStore && l.SwitchBuffer == r.SwitchBuffer && l.Size == r.Size &&
 			chunkEqual(l.SwitchChunk, r.SwitchChunk) && intsEqual(l.ChannelIDs, r.ChannelIDs) &&
 			l.ChannelType == r.ChannelType {
 			return &ir.Op{
-				Kind:         ir.GroupLoadReduceStore,
+				Kind:         plan.OpMultiLoadReduceStore,
 				Pos:          l.Pos,
 				SwitchBuffer: l.SwitchBuffer,
 				Size:         l.Size,
@@ -146,28 +139,28 @@ func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 				ReduceOp:     l.ReduceOp,
 			}, true
 		}
-	case ir.SemAcquire, ir.SemRelease: // F10, F11
+	case k.Merges(): // F10, F11: semaphores (the other data-sync ops are fuser.combineOps')
 		if r.Kind == l.Kind {
 			f := accumulator(l, fresh)
 			f.SemaphoreIDs = append(f.SemaphoreIDs, r.SemaphoreIDs...)
 			f.DataSync |= r.DataSync
 			return f, true
 		}
-	case ir.Nop:
+	case k == plan.OpNop:
 		switch {
-		case r.Kind == ir.Nop: // F15
+		case r.Kind == plan.OpNop: // F15
 			return l, false
-		case r.Kind == ir.Barrier: // F16
+		case r.Kind == plan.OpBarrier: // F16
 			return r, false
-		case r.Kind == ir.Pipeline && profile(r)&ir.SyncBefore != 0: // F18 (Q2: r stays unfused)
+		case r.Kind == plan.OpPipeline && profile(r)&ir.SyncBefore != 0: // F18 (Q2: r stays unfused)
 			return r, false
 		}
-	case ir.Barrier:
-		if r.Kind == ir.Nop { // F17
+	case k == plan.OpBarrier:
+		if r.Kind == plan.OpNop { // F17
 			return l, false
 		}
-	case ir.Pipeline:
-		if r.Kind == ir.Nop && profile(l)&ir.SyncAfter != 0 { // F19
+	case k == plan.OpPipeline:
+		if r.Kind == plan.OpNop && profile(l)&ir.SyncAfter != 0 { // F19
 			return l, false
 		}
 	}
@@ -179,7 +172,7 @@ func combine(l, r *ir.Op, fresh bool) (res *ir.Op, isNew bool) {
 // reduction.
 func combineReduce(l, r *ir.Op, fresh bool) *ir.Op {
 	switch {
-	case r.Kind == l.Kind && (l.Kind == ir.Reduce || l.Kind == ir.ReducePacket || l.Kind == ir.ReadReduce): // F4
+	case r.Kind == l.Kind && (l.Kind == plan.OpReduce || l.Kind == plan.OpReducePacket || l.Kind == plan.OpReadReduce): // F4
 		if len(l.LocalSrc) == 0 || len(r.LocalSrc) == 0 || l.LocalSrc[0] != r.LocalSrc[0] ||
 			!refsEqual(l.LocalDst, r.LocalDst) || l.ChannelType != r.ChannelType || l.ReduceOp != r.ReduceOp || !tbgEqual(l, r) {
 			return nil
@@ -189,13 +182,13 @@ func combineReduce(l, r *ir.Op, fresh bool) *ir.Op {
 		f.RemoteSrc = append(f.RemoteSrc, r.RemoteSrc...)
 		f.ChannelIDs = append(f.ChannelIDs, r.ChannelIDs...)
 		return f
-	case r.Kind == ir.Put && (l.Kind == ir.Reduce || l.Kind == ir.ReduceSend || l.Kind == ir.ReadReduce || l.Kind == ir.ReadReduceSend), // F5
-		r.Kind == ir.PutPacket && (l.Kind == ir.ReducePacket || l.Kind == ir.ReduceSendPacket): // F6
+	case r.Kind == plan.OpPut && (l.Kind == plan.OpReduce || l.Kind == plan.OpReduceSend || l.Kind == plan.OpReadReduce || l.Kind == plan.OpReadReduceSend), // F5
+		r.Kind == plan.OpPutPacket && (l.Kind == plan.OpReducePacket || l.Kind == plan.OpReduceSendPacket): // F6
 		if !firstEqual(l.LocalDst, r.Src) || r.ChannelType != ir.Memory || !tbgEqual(l, r) {
 			return nil
 		}
 		return absorbPut(l, r, fresh)
-	case r.Kind == ir.CopyPacket && l.Kind == ir.ReducePacket: // F7
+	case r.Kind == plan.OpCopyPacket && l.Kind == plan.OpReducePacket: // F7
 		if !firstEqual(l.LocalDst, r.Src) || !tbgEqual(l, r) {
 			return nil
 		}
@@ -203,9 +196,9 @@ func combineReduce(l, r *ir.Op, fresh bool) *ir.Op {
 		f.LocalPktDst = append([]ir.Ref(nil), r.Dst...)
 		f.Kind = reduceKind(f)
 		return f
-	case l.Kind == ir.ReduceCopyPacket || l.Kind == ir.ReduceCopySendPacket: // F8
-		ok := r.Kind == ir.PutPacket && firstEqual(l.LocalDst, r.Src) ||
-			r.Kind == ir.ReadPutPacket && firstEqual(l.LocalPktDst, r.Src)
+	case l.Kind == plan.OpReduceCopyPacket || l.Kind == plan.OpReduceCopySendPacket: // F8
+		ok := r.Kind == plan.OpPutPacket && firstEqual(l.LocalDst, r.Src) ||
+			r.Kind == plan.OpReadPutPacket && firstEqual(l.LocalPktDst, r.Src)
 		if !ok || r.ChannelType != ir.Memory || !tbgEqual(l, r) {
 			return nil
 		}
@@ -226,7 +219,7 @@ func absorbPut(l, r *ir.Op, fresh bool) *ir.Op {
 
 // reduceKind re-derives a fused reduction's name from its fields (docs/passes.md §2.2).
 // The invalid combination is unreachable from the fusion rules.
-func reduceKind(o *ir.Op) ir.Kind {
+func reduceKind(o *ir.Op) plan.OpType {
 	k, ok := ir.ReduceKindOf(o)
 	if !ok {
 		panic("passes: fused a packet reduction with remote sources")
@@ -275,13 +268,13 @@ func elide(l, r *ir.Op) {
 		}
 	case lds && r.Kind.IsSync():
 		l.DataSync &^= ir.SyncAfter
-	case lds && r.Kind == ir.Pipeline:
+	case lds && r.Kind == plan.OpPipeline:
 		if profile(r)&ir.SyncBefore != 0 {
 			l.DataSync &^= ir.SyncAfter
 		}
 	case rds && l.Kind.IsSync():
 		r.DataSync &^= ir.SyncBefore
-	case rds && l.Kind == ir.Pipeline:
+	case rds && l.Kind == plan.OpPipeline:
 		if profile(l)&ir.SyncAfter != 0 {
 			r.DataSync &^= ir.SyncBefore
 		}

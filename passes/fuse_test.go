@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 	"go.starlark.net/syntax"
 )
 
@@ -540,55 +541,55 @@ func TestCombineNonFusions(t *testing.T) {
 	t.Parallel()
 	loc := func(b ir.BufferType, i int) []ir.Ref { return []ir.Ref{{Buffer: b, Index: i, Size: 1}} }
 	rem := func(i int) []ir.Ref { return []ir.Ref{{Remote: true, Index: i, Size: 1}} }
-	put := func(k ir.Kind, ct ir.ChannelType, src []ir.Ref) *ir.Op {
+	put := func(k plan.OpType, ct ir.ChannelType, src []ir.Ref) *ir.Op {
 		return &ir.Op{Kind: k, Src: src, Dst: rem(0), ChannelIDs: []int{0}, ChannelType: ct}
 	}
-	re := func(k ir.Kind, dst []ir.Ref) *ir.Op {
-		o := &ir.Op{Kind: k, LocalSrc: loc(ir.Input, 0), LocalDst: dst, Packet: k == ir.ReducePacket || k == ir.ReduceSendPacket}
-		if k == ir.ReduceSend || k == ir.ReduceSendPacket {
+	re := func(k plan.OpType, dst []ir.Ref) *ir.Op {
+		o := &ir.Op{Kind: k, LocalSrc: loc(ir.Input, 0), LocalDst: dst, Packet: k == plan.OpReducePacket || k == plan.OpReduceSendPacket}
+		if k == plan.OpReduceSend || k == plan.OpReduceSendPacket {
 			o.RemoteDst, o.ChannelType = rem(1), ir.Memory
 		}
-		if k == ir.ReadReduceSend {
+		if k == plan.OpReadReduceSend {
 			o.RemoteSrc, o.RemoteDst, o.ChannelType = rem(2), rem(1), ir.Memory
 		}
 		return o
 	}
 	dst := loc(ir.Output, 0)
 	chunk := &ir.Chunk{Buffer: ir.Output}
-	sig := func(k ir.Kind, ct ir.ChannelType, id int) *ir.Op {
+	sig := func(k plan.OpType, ct ir.ChannelType, id int) *ir.Op {
 		return &ir.Op{Kind: k, IDSet: ir.NewSet(id), ChannelType: ct}
 	}
 	cases := []struct {
 		name string
 		l, r *ir.Op
 	}{
-		{"copy+copy", &ir.Op{Kind: ir.Copy, Src: dst, Dst: dst}, &ir.Op{Kind: ir.Copy, Src: dst, Dst: dst}},
-		{"put+ppkt", put(ir.Put, ir.Memory, dst), put(ir.PutPacket, ir.Memory, dst)},
-		{"pws+put", put(ir.PutWithSignal, ir.Port, dst), put(ir.Put, ir.Port, dst)},
-		{"pws+pwsf", put(ir.PutWithSignal, ir.Port, dst), put(ir.PutWithSignalAndFlush, ir.Port, dst)},
-		{"memory put+port put", put(ir.Put, ir.Memory, dst), put(ir.Put, ir.Port, dst)},
-		{"re+port put", re(ir.Reduce, dst), put(ir.Put, ir.Port, dst)},
-		{"res+res", re(ir.ReduceSend, dst), re(ir.ReduceSend, dst)},
-		{"rres+ppkt", re(ir.ReadReduceSend, dst), put(ir.PutPacket, ir.Memory, dst)},
-		{"respkt+cpkt", re(ir.ReduceSendPacket, dst), &ir.Op{Kind: ir.CopyPacket, Src: dst, Dst: loc(ir.Scratch, 0)}},
-		{"repkt+put", re(ir.ReducePacket, dst), put(ir.Put, ir.Memory, dst)},
-		{"repkt+port ppkt", re(ir.ReducePacket, dst), put(ir.PutPacket, ir.Port, dst)},
+		{"copy+copy", &ir.Op{Kind: plan.OpCopy, Src: dst, Dst: dst}, &ir.Op{Kind: plan.OpCopy, Src: dst, Dst: dst}},
+		{"put+ppkt", put(plan.OpPut, ir.Memory, dst), put(plan.OpPutPacket, ir.Memory, dst)},
+		{"pws+put", put(plan.OpPutWithSignal, ir.Port, dst), put(plan.OpPut, ir.Port, dst)},
+		{"pws+pwsf", put(plan.OpPutWithSignal, ir.Port, dst), put(plan.OpPutWithSignalAndFlush, ir.Port, dst)},
+		{"memory put+port put", put(plan.OpPut, ir.Memory, dst), put(plan.OpPut, ir.Port, dst)},
+		{"re+port put", re(plan.OpReduce, dst), put(plan.OpPut, ir.Port, dst)},
+		{"res+res", re(plan.OpReduceSend, dst), re(plan.OpReduceSend, dst)},
+		{"rres+ppkt", re(plan.OpReadReduceSend, dst), put(plan.OpPutPacket, ir.Memory, dst)},
+		{"respkt+cpkt", re(plan.OpReduceSendPacket, dst), &ir.Op{Kind: plan.OpCopyPacket, Src: dst, Dst: loc(ir.Scratch, 0)}},
+		{"repkt+put", re(plan.OpReducePacket, dst), put(plan.OpPut, ir.Memory, dst)},
+		{"repkt+port ppkt", re(plan.OpReducePacket, dst), put(plan.OpPutPacket, ir.Port, dst)},
 		{"glre+gstorepkt",
-			&ir.Op{Kind: ir.GroupLoadReduce, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch},
-			&ir.Op{Kind: ir.GroupStorePacket, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch}},
+			&ir.Op{Kind: plan.OpGroupLoadReduce, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch},
+			&ir.Op{Kind: plan.OpMultiStorePacket, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch}},
 		{"glres+gstore",
-			&ir.Op{Kind: ir.GroupLoadReduceStore, SrcIndex: []int{0}, DstIndex: []int{0}, ChannelIDs: []int{0}, ChannelType: ir.Switch},
-			&ir.Op{Kind: ir.GroupStore, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch}},
-		{"barrier+barrier", &ir.Op{Kind: ir.Barrier}, &ir.Op{Kind: ir.Barrier}},
+			&ir.Op{Kind: plan.OpMultiLoadReduceStore, SrcIndex: []int{0}, DstIndex: []int{0}, ChannelIDs: []int{0}, ChannelType: ir.Switch},
+			&ir.Op{Kind: plan.OpMultiStore, SwitchChunk: chunk, ChannelIDs: []int{0}, ChannelType: ir.Switch}},
+		{"barrier+barrier", &ir.Op{Kind: plan.OpBarrier}, &ir.Op{Kind: plan.OpBarrier}},
 		{"pipeline+pipeline",
-			&ir.Op{Kind: ir.Pipeline, Body: []*ir.Op{{Kind: ir.Nop}}}, &ir.Op{Kind: ir.Pipeline, Body: []*ir.Op{{Kind: ir.Nop}}}},
-		{"barrier+pipeline", &ir.Op{Kind: ir.Barrier}, &ir.Op{Kind: ir.Pipeline, Body: []*ir.Op{{Kind: ir.Nop}}}},
-		{"nop+pipeline without before", &ir.Op{Kind: ir.Nop}, &ir.Op{Kind: ir.Pipeline, Body: []*ir.Op{{Kind: ir.Copy}}}},
-		{"signal+wait", sig(ir.Signal, ir.Memory, 0), sig(ir.Wait, ir.Memory, 1)},
-		{"acquire+release", &ir.Op{Kind: ir.SemAcquire, SemaphoreIDs: []int{0}}, &ir.Op{Kind: ir.SemRelease, SemaphoreIDs: []int{0}}},
-		{"rlxsignal+signal", sig(ir.RelaxedSignal, ir.Memory, 0), sig(ir.Signal, ir.Memory, 1)},
-		{"memory+port signal", sig(ir.Signal, ir.Memory, 0), sig(ir.Signal, ir.Port, 1)},
-		{"overlapping waits", sig(ir.Wait, ir.Memory, 3), sig(ir.Wait, ir.Memory, 3)},
+			&ir.Op{Kind: plan.OpPipeline, Body: []*ir.Op{{Kind: plan.OpNop}}}, &ir.Op{Kind: plan.OpPipeline, Body: []*ir.Op{{Kind: plan.OpNop}}}},
+		{"barrier+pipeline", &ir.Op{Kind: plan.OpBarrier}, &ir.Op{Kind: plan.OpPipeline, Body: []*ir.Op{{Kind: plan.OpNop}}}},
+		{"nop+pipeline without before", &ir.Op{Kind: plan.OpNop}, &ir.Op{Kind: plan.OpPipeline, Body: []*ir.Op{{Kind: plan.OpCopy}}}},
+		{"signal+wait", sig(plan.OpSignal, ir.Memory, 0), sig(plan.OpWait, ir.Memory, 1)},
+		{"acquire+release", &ir.Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{0}}, &ir.Op{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}}},
+		{"rlxsignal+signal", sig(plan.OpRelaxedSignal, ir.Memory, 0), sig(plan.OpSignal, ir.Memory, 1)},
+		{"memory+port signal", sig(plan.OpSignal, ir.Memory, 0), sig(plan.OpSignal, ir.Port, 1)},
+		{"overlapping waits", sig(plan.OpWait, ir.Memory, 3), sig(plan.OpWait, ir.Memory, 3)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -608,12 +609,16 @@ func TestCombineNonFusions(t *testing.T) {
 // the data_sync of L and R after a failed combination.
 func TestElisionTable(t *testing.T) {
 	t.Parallel()
-	ds := func(s ir.SyncType) *ir.Op { return &ir.Op{Kind: ir.SemRelease, SemaphoreIDs: []int{0}, DataSync: s} }
-	pipe := func(body ...*ir.Op) *ir.Op { return &ir.Op{Kind: ir.Pipeline, Body: body} }
-	cp := func() *ir.Op { return &ir.Op{Kind: ir.Copy} }
-	bar := func() *ir.Op { return &ir.Op{Kind: ir.Barrier, Barrier: &ir.BarrierInfo{TBList: []int{0, 1}}} }
-	nop := func() *ir.Op { return &ir.Op{Kind: ir.Nop} }
-	acq := func(s ir.SyncType) *ir.Op { return &ir.Op{Kind: ir.SemAcquire, SemaphoreIDs: []int{0}, DataSync: s} }
+	ds := func(s ir.SyncType) *ir.Op {
+		return &ir.Op{Kind: plan.OpSemRelease, SemaphoreIDs: []int{0}, DataSync: s}
+	}
+	pipe := func(body ...*ir.Op) *ir.Op { return &ir.Op{Kind: plan.OpPipeline, Body: body} }
+	cp := func() *ir.Op { return &ir.Op{Kind: plan.OpCopy} }
+	bar := func() *ir.Op { return &ir.Op{Kind: plan.OpBarrier, Barrier: &ir.BarrierInfo{TBList: []int{0, 1}}} }
+	nop := func() *ir.Op { return &ir.Op{Kind: plan.OpNop} }
+	acq := func(s ir.SyncType) *ir.Op {
+		return &ir.Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{0}, DataSync: s}
+	}
 	cases := []struct {
 		name         string
 		l, r         *ir.Op
@@ -654,10 +659,12 @@ func TestElisionTable(t *testing.T) {
 // TestProfile checks profile() on the cases of docs/passes.md §4.5.
 func TestProfile(t *testing.T) {
 	t.Parallel()
-	acq := func(s ir.SyncType) *ir.Op { return &ir.Op{Kind: ir.SemAcquire, SemaphoreIDs: []int{0}, DataSync: s} }
-	cp := &ir.Op{Kind: ir.Copy}
-	nop := &ir.Op{Kind: ir.Nop}
-	bar := &ir.Op{Kind: ir.Barrier}
+	acq := func(s ir.SyncType) *ir.Op {
+		return &ir.Op{Kind: plan.OpSemAcquire, SemaphoreIDs: []int{0}, DataSync: s}
+	}
+	cp := &ir.Op{Kind: plan.OpCopy}
+	nop := &ir.Op{Kind: plan.OpNop}
+	bar := &ir.Op{Kind: plan.OpBarrier}
 	cases := []struct {
 		name string
 		body []*ir.Op
@@ -674,7 +681,7 @@ func TestProfile(t *testing.T) {
 		{"nop and ds", []*ir.Op{nop, acq(after)}, both},
 	}
 	for _, c := range cases {
-		if got := profile(&ir.Op{Kind: ir.Pipeline, Body: c.body}); got != c.want {
+		if got := profile(&ir.Op{Kind: plan.OpPipeline, Body: c.body}); got != c.want {
 			t.Errorf("%s: profile = %s, want %s", c.name, got, c.want)
 		}
 	}
@@ -687,15 +694,15 @@ func TestFuseResults(t *testing.T) {
 	t.Parallel()
 	file := "algo.star"
 	at := func(line int32) syntax.Position { return syntax.MakePosition(&file, line, 5) }
-	l := &ir.Op{Kind: ir.Put, Pos: at(10), Src: []ir.Ref{{Index: 0, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 3, Size: 1}},
+	l := &ir.Op{Kind: plan.OpPut, Pos: at(10), Src: []ir.Ref{{Index: 0, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 3, Size: 1}},
 		ChannelIDs: []int{0}, ChannelType: ir.Memory}
-	r := &ir.Op{Kind: ir.Put, Pos: at(11), Src: []ir.Ref{{Index: 2, Size: 1}}, Dst: []ir.Ref{{Remote: true, BufferID: 1, Size: 1}},
+	r := &ir.Op{Kind: plan.OpPut, Pos: at(11), Src: []ir.Ref{{Index: 2, Size: 1}}, Dst: []ir.Ref{{Remote: true, BufferID: 1, Size: 1}},
 		ChannelIDs: []int{1}, ChannelType: ir.Memory}
-	r2 := &ir.Op{Kind: ir.Put, Pos: at(12), Src: []ir.Ref{{Index: 3, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 1, Size: 1}},
+	r2 := &ir.Op{Kind: plan.OpPut, Pos: at(12), Src: []ir.Ref{{Index: 3, Size: 1}}, Dst: []ir.Ref{{Remote: true, Index: 1, Size: 1}},
 		ChannelIDs: []int{0}, ChannelType: ir.Memory}
 	lCopy, rCopy := *l, *r
 	got := Fuse([]*ir.Op{l, r, r2})
-	want := []*ir.Op{{Kind: ir.Put, Pos: at(10), Fused: []syntax.Position{at(11), at(12)},
+	want := []*ir.Op{{Kind: plan.OpPut, Pos: at(10), Fused: []syntax.Position{at(11), at(12)},
 		Src:        []ir.Ref{{Index: 0, Size: 1}, {Index: 2, Size: 1}, {Index: 3, Size: 1}},
 		Dst:        []ir.Ref{{Remote: true, Index: 3, Size: 1}, {Remote: true, BufferID: 1, Size: 1}, {Remote: true, Index: 1, Size: 1}},
 		ChannelIDs: []int{0, 1, 0}, ChannelType: ir.Memory}}
@@ -744,7 +751,7 @@ func TestSetOrder(t *testing.T) {
 	for _, c := range cases {
 		var ops []*ir.Op
 		for _, id := range c.order {
-			ops = append(ops, &ir.Op{Kind: ir.Signal, IDSet: ir.NewSet(id), ChannelType: ir.Memory})
+			ops = append(ops, &ir.Op{Kind: plan.OpSignal, IDSet: ir.NewSet(id), ChannelType: ir.Memory})
 		}
 		p := &ir.Program{Instances: 1, GPUs: []*ir.GPU{{ThreadBlocks: []*ir.ThreadBlock{{Ops: Fuse(ops)}}}}}
 		if err := Replicate(p, p.GPUs[0]); err != nil {
@@ -767,13 +774,13 @@ func TestIDSetChainMatchesLiteral(t *testing.T) {
 	fixed := [][]int{{16, 6, 11, 0, 2, 4}, {8, 0}, {0, 1, 2, 3, 4, 16}}
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := 0; round < 3000; round++ {
-		kind := ir.Signal
+		kind := plan.OpSignal
 		if round%3 == 0 {
-			kind = ir.Flush
+			kind = plan.OpFlush
 		}
 		var sets [][]int
 		if round < len(fixed) {
-			kind = ir.Signal
+			kind = plan.OpSignal
 			for _, id := range fixed[round] {
 				sets = append(sets, []int{id})
 			}
@@ -796,7 +803,7 @@ func TestIDSetChainMatchesLiteral(t *testing.T) {
 			switch {
 			case cur == nil:
 				cur = r
-			case kind == ir.Flush || cur.Disjoint(r):
+			case kind == plan.OpFlush || cur.Disjoint(r):
 				cur = cur.Union(r).Copy()
 			default:
 				want = append(want, cur)

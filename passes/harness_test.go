@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // example is one reference program of the passes, recorded with the builder
@@ -192,12 +193,12 @@ func checkAppender(t *testing.T, row example, want *ir.Program) {
 					var a Appender
 					var ops []*ir.Op
 					for _, op := range tb.Ops {
-						if !borrowed || op.Kind == ir.Pipeline || op.Kind == ir.Barrier {
+						if !borrowed || op.Kind == plan.OpPipeline || op.Kind == plan.OpBarrier {
 							ops = a.Append(ops, op)
 							continue
 						}
 						switch op.Kind {
-						case ir.Signal, ir.RelaxedSignal, ir.Wait, ir.RelaxedWait, ir.Flush:
+						case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush:
 							if op.IDSet.Len() == 1 && a.ExtendSync(ops, op.Kind, op.IDSet.First(), op.ChannelType, op.DataSync, op.Pos) {
 								continue
 							}

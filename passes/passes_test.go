@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 	"go.starlark.net/syntax"
 )
 
@@ -143,9 +144,9 @@ func TestRunConfig(t *testing.T) {
 func TestRunCheck(t *testing.T) {
 	t.Parallel()
 	tp := smallProgram()
-	inner := &ir.Op{Kind: ir.Pipeline, Pos: syntaxPos("x.star", 7), Body: []*ir.Op{{Kind: ir.Nop}}}
+	inner := &ir.Op{Kind: plan.OpPipeline, Pos: syntaxPos("x.star", 7), Body: []*ir.Op{{Kind: plan.OpNop}}}
 	tb0 := tp.p.GPUs[0].ThreadBlocks[0]
-	tb0.Ops = append(tb0.Ops, &ir.Op{Kind: ir.Pipeline, Body: []*ir.Op{inner}})
+	tb0.Ops = append(tb0.Ops, &ir.Op{Kind: plan.OpPipeline, Body: []*ir.Op{inner}})
 	err := Run(tp.p, Config{Check: true})
 	if !errors.Is(err, ErrInvariant) {
 		t.Fatalf("got %v, want ErrInvariant", err)

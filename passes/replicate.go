@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Replicate is pass 5 for one rank (docs/passes.md §7). With n = p.Instances it rewrites
@@ -76,9 +77,9 @@ func firstBufferOp(g *ir.GPU) (int, *ir.Op) {
 	find = func(ops []*ir.Op) *ir.Op {
 		for _, o := range ops {
 			switch o.Kind.Family() {
-			case ir.FamCopy, ir.FamGet, ir.FamPut, ir.FamReduce, ir.FamSwitch:
+			case plan.FamCopy, plan.FamGet, plan.FamPut, plan.FamReduce, plan.FamSwitch:
 				return o
-			case ir.FamPipeline:
+			case plan.FamPipeline:
 				if in := find(o.Body); in != nil {
 					return in
 				}
@@ -114,7 +115,7 @@ func rebuildSets(ops []*ir.Op) {
 		if o.IDSet != nil {
 			o.IDSet = o.IDSet.Rebuilt()
 		}
-		if o.Kind == ir.Pipeline {
+		if o.Kind == plan.OpPipeline {
 			rebuildSets(o.Body)
 		}
 	}
@@ -170,7 +171,7 @@ func (r *replicator) copyOps(ops []*ir.Op) []*ir.Op {
 
 func (r *replicator) copyOp(o *ir.Op) *ir.Op {
 	n, k := r.n, r.k
-	if o.Kind == ir.Barrier {
+	if o.Kind == plan.OpBarrier {
 		c := r.barriers[o]
 		if c == nil {
 			c = r.newOp()
@@ -188,7 +189,7 @@ func (r *replicator) copyOp(o *ir.Op) *ir.Op {
 	c := r.newOp()
 	*c = *o
 	switch o.Kind.Family() {
-	case ir.FamDataSync:
+	case plan.FamDataSync:
 		if o.IDSet != nil {
 			c.IDSet = o.IDSet.Rebuilt()
 		}
@@ -198,16 +199,16 @@ func (r *replicator) copyOp(o *ir.Op) *ir.Op {
 				c.SemaphoreIDs[i] = id*n + k
 			}
 		}
-	case ir.FamCopy, ir.FamGet, ir.FamPut:
+	case plan.FamCopy, plan.FamGet, plan.FamPut:
 		c.Src = r.shiftRefs(o.Src)
 		c.Dst = r.shiftRefs(o.Dst)
-	case ir.FamReduce:
+	case plan.FamReduce:
 		c.LocalSrc = r.shiftRefs(o.LocalSrc)
 		c.LocalDst = r.shiftRefs(o.LocalDst)
 		c.RemoteSrc = r.shiftRefs(o.RemoteSrc)
 		c.RemoteDst = r.shiftRefs(o.RemoteDst)
 		// LocalPktDst is not shifted (Q11).
-	case ir.FamSwitch:
+	case plan.FamSwitch:
 		c.BufferOffset = o.BufferOffset*n + k*o.Size
 		if o.SwitchChunk != nil {
 			ch := r.chunks[o.SwitchChunk]
@@ -224,7 +225,7 @@ func (r *replicator) copyOp(o *ir.Op) *ir.Op {
 		}
 		c.SrcIndex = r.shiftIndices(o.SrcIndex, o.Size)
 		c.DstIndex = r.shiftIndices(o.DstIndex, o.Size)
-	case ir.FamPipeline:
+	case plan.FamPipeline:
 		c.Body = r.copyOps(o.Body)
 	}
 	return c

@@ -78,44 +78,6 @@ type Operand struct {
 	Size     uint64
 }
 
-// SrcKind returns how source operand i of an op of type t is addressed
-// on the device (the positional roles of docs/semantics.md §2.11):
-// remote for get and the remote sources of rre/rres, switch for glres,
-// local otherwise.
-func SrcKind(t OpType, i int) OperandKind {
-	switch t {
-	case OpGet:
-		return RemoteOperand
-	case OpReadReduce, OpReadReduceSend:
-		if i > 0 {
-			return RemoteOperand
-		}
-	case OpMultiLoadReduceStore:
-		return SwitchOperand
-	}
-	return LocalOperand
-}
-
-// DstKind returns how destination operand i of an op of type t is
-// addressed on the device (docs/semantics.md §2.11).
-func DstKind(t OpType, i int) OperandKind {
-	switch t {
-	case OpPut, OpPutWithSignal, OpPutWithSignalAndFlush, OpPutPacket, OpReadPutPacket:
-		return RemoteOperand
-	case OpReduceSend, OpReadReduceSend, OpReduceSendPacket:
-		if i > 0 {
-			return RemoteOperand
-		}
-	case OpReduceCopySendPacket:
-		if i > 1 {
-			return RemoteOperand
-		}
-	case OpMultiLoadReduceStore, OpMultiStore, OpMultiStorePacket:
-		return SwitchOperand
-	}
-	return LocalOperand
-}
-
 // TBGInfo is the thread-block-group position of an op.
 type TBGInfo struct {
 	TBID, TBGSize int

@@ -101,7 +101,7 @@ func (l *loader) checkVarOp(g *GPU, tb *ThreadBlock, op *Op, path string) {
 		}
 		return
 	}
-	spec := opSpecs[op.Type]
+	spec := &Ops[op.Type]
 	check := func(opds []Operand, s side, key string) {
 		for i, opd := range opds {
 			bt, ok := operandBufferType(g, tb, op, opd)

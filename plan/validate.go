@@ -7,135 +7,9 @@ import (
 )
 
 // This file holds the semantic checks of Load: what each op needs
-// (opSpecs, after docs/semantics.md §2.5 and the operand roles of
+// (the Ops table of ops.go, after docs/semantics.md §2.5 and the operand roles of
 // docs/semantics.md §2.11), and the checks across thread blocks and ranks (barriers,
 // channel pairing docs/semantics.md §4.1, switch groups §1.5).
-
-// roleKind is what an operand position must hold.
-type roleKind uint8
-
-const (
-	rNone    roleKind = iota // no operand allowed here
-	rLocal                   // local operand of any buffer type
-	rScratch                 // local operand of the scratch buffer
-	rRemote                  // remote operand (buffer_id)
-	rSwitch                  // switch operand (switch_channel_id)
-)
-
-// role is an operand position: its kind, and whether the op addresses it
-// as LL packets (twice the data size, at twice the data offset).
-type role struct {
-	kind   roleKind
-	packet bool
-}
-
-// side describes src_buff or dst_buff of an op: leading fixed roles, the
-// role of every further operand, and the minimum count.
-type side struct {
-	fixed []role
-	rest  role
-	min   int
-}
-
-func (s side) at(i int) role {
-	if i < len(s.fixed) {
-		return s.fixed[i]
-	}
-	return s.rest
-}
-
-func (s side) max() int {
-	if s.rest.kind == rNone {
-		return len(s.fixed)
-	}
-	return MaxOperandsPerSide
-}
-
-// opSpec is what an op type needs.
-type opSpec struct {
-	data     bool // takes src_buff and dst_buff
-	src, dst side
-	// channel lists the channel types the op works on; nil means the op
-	// needs no channel_type.
-	channel []ChannelType
-	// needIDs: channel_ids must list at least one channel.
-	needIDs bool
-	// remoteVia lists the channel types through which its remote
-	// operands may be reached.
-	remoteVia []ChannelType
-	// switchOp: channel_type, if given, must be "switch".
-	switchOp bool
-	// pairwise: one source per destination.
-	pairwise bool
-	// portIDsPerDst: over port channels, channel_ids has one entry per
-	// destination (thread i triggers on channel i).
-	portIDsPerDst bool
-	semaphores    bool
-	barrier       bool
-}
-
-var (
-	roleL  = role{kind: rLocal}
-	roleLP = role{kind: rLocal, packet: true}
-	roleSP = role{kind: rScratch, packet: true}
-	roleR  = role{kind: rRemote}
-	roleRP = role{kind: rRemote, packet: true}
-	roleS  = role{kind: rSwitch}
-	roleSw = role{kind: rSwitch, packet: true}
-
-	memPort = []ChannelType{Memory, Port}
-	memOnly = []ChannelType{Memory}
-)
-
-func sideOne(r role) side             { return side{fixed: []role{r}, min: 1} }
-func sideMany(r role) side            { return side{rest: r, min: 1} }
-func sideThen(r role, rest role) side { return side{fixed: []role{r}, rest: rest, min: 1} }
-
-// SrcPacket reports whether source operand i of an op of type t is
-// addressed as LL packets (twice the data size, at twice the data
-// offset; docs/semantics.md §2.11).
-func SrcPacket(t OpType, i int) bool { return opSpecs[t].src.at(i).packet }
-
-// DstPacket reports whether destination operand i of an op of type t is
-// addressed as LL packets.
-func DstPacket(t OpType, i int) bool { return opSpecs[t].dst.at(i).packet }
-
-// opSpecs is indexed by OpType.
-var opSpecs = [NumOpTypes]opSpec{
-	OpNop:           {},
-	OpBarrier:       {barrier: true},
-	OpSignal:        {channel: memPort, needIDs: true},
-	OpRelaxedSignal: {channel: memPort, needIDs: true},
-	OpWait:          {channel: memPort, needIDs: true},
-	OpRelaxedWait:   {channel: memPort, needIDs: true},
-	OpFlush:         {channel: []ChannelType{Port}, needIDs: true},
-	OpSemAcquire:    {semaphores: true},
-	OpSemRelease:    {semaphores: true},
-
-	OpCopy:         {data: true, src: sideOne(roleL), dst: sideOne(roleL)},
-	OpCopyPacket:   {data: true, src: sideOne(roleL), dst: sideOne(roleLP)},
-	OpUnpackPacket: {data: true, src: sideOne(roleSP), dst: sideOne(roleL)},
-
-	OpGet:                   {data: true, src: sideMany(roleR), dst: sideMany(roleL), remoteVia: memOnly, pairwise: true},
-	OpPut:                   {data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true},
-	OpPutWithSignal:         {data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true},
-	OpPutWithSignalAndFlush: {data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true},
-	OpPutPacket:             {data: true, src: sideMany(roleL), dst: sideMany(roleRP), remoteVia: memPort, pairwise: true, portIDsPerDst: true},
-	OpReadPutPacket:         {data: true, src: sideOne(roleSP), dst: sideMany(roleRP), remoteVia: memPort, portIDsPerDst: true},
-
-	OpReduce:               {data: true, src: sideMany(roleL), dst: sideOne(roleL)},
-	OpReduceSend:           {data: true, src: sideMany(roleL), dst: sideThen(roleL, roleR), remoteVia: memOnly},
-	OpReadReduce:           {data: true, src: sideThen(roleL, roleR), dst: sideOne(roleL), remoteVia: memOnly},
-	OpReadReduceSend:       {data: true, src: sideThen(roleL, roleR), dst: sideThen(roleL, roleR), remoteVia: memOnly},
-	OpReducePacket:         {data: true, src: sideThen(roleL, roleSP), dst: sideOne(roleL)},
-	OpReduceSendPacket:     {data: true, src: sideThen(roleL, roleSP), dst: sideThen(roleL, roleRP), remoteVia: memOnly},
-	OpReduceCopyPacket:     {data: true, src: sideThen(roleL, roleSP), dst: side{fixed: []role{roleL, roleLP}, min: 2}},
-	OpReduceCopySendPacket: {data: true, src: sideThen(roleL, roleSP), dst: side{fixed: []role{roleL, roleLP}, rest: roleRP, min: 2}, remoteVia: memOnly},
-
-	OpMultiLoadReduceStore: {data: true, src: sideOne(roleS), dst: sideOne(roleS), switchOp: true},
-	OpMultiStore:           {data: true, src: sideOne(roleL), dst: sideOne(roleS), switchOp: true},
-	OpMultiStorePacket:     {data: true, src: sideOne(roleLP), dst: sideOne(roleSw), switchOp: true},
-}
 
 // opFieldState says which optional fields of an op parsed cleanly.
 type opFieldState struct {
@@ -153,7 +27,7 @@ func typeList(ts []ChannelType) string {
 // checkOp checks a parsed non-pipeline op against its spec.
 func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 	path := o.path
-	spec := opSpecs[op.Type]
+	spec := &Ops[op.Type]
 	name := op.Type.String()
 
 	// Channel type and channel ids.
@@ -165,7 +39,7 @@ func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 			l.errf(path, ErrOperand, "channel_type = %q: %s works on %s channels", op.ChannelType, name, typeList(spec.channel))
 		}
 	}
-	if spec.switchOp && fs.ctGiven && op.ChannelType != Switch {
+	if spec.Family == FamSwitch && fs.ctGiven && op.ChannelType != Switch {
 		l.errf(path, ErrOperand, "channel_type = %q: %s works on switch channels", op.ChannelType, name)
 	}
 	ctKnown := !o.has("channel_type") || fs.ctGiven
@@ -201,7 +75,7 @@ func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 	}
 
 	// Barrier.
-	if spec.barrier {
+	if op.Type == OpBarrier {
 		l.checkBarrier(t, o, op)
 	}
 
@@ -339,7 +213,7 @@ type operandBuffer struct {
 	ok    bool
 }
 
-func (l *loader) checkOperands(t *tbState, o node, op *Op, spec opSpec, fs opFieldState) {
+func (l *loader) checkOperands(t *tbState, o node, op *Op, spec *OpInfo, fs opFieldState) {
 	path := o.path
 	name := op.Type.String()
 	// An invalid channel_type was reported already.
@@ -408,7 +282,7 @@ func (l *loader) checkOperands(t *tbState, o node, op *Op, spec opSpec, fs opFie
 // checkRole checks that opd fits role r and lies inside its buffer; it
 // returns false when the operand is so wrong that further checks are
 // pointless.
-func (l *loader) checkRole(t *tbState, path, where, name string, op *Op, opd Operand, r role, spec opSpec, remoteReported *bool) bool {
+func (l *loader) checkRole(t *tbState, path, where, name string, op *Op, opd Operand, r role, spec *OpInfo, remoteReported *bool) bool {
 	want := map[roleKind]string{
 		rLocal:   "a local operand (type)",
 		rScratch: "a local scratch operand (type \"s\")",

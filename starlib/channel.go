@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // Channel is a MemoryChannel or PortChannel from src_rank to dst_rank. Its
@@ -28,9 +29,9 @@ var memoryChannelMethods = methodTable("MemoryChannel", map[string]builtinFn{
 	"signal":           channelSignal,
 	"wait":             channelWait,
 	"get":              channelGet,
-	"put":              channelPut(ir.Put),
-	"put_packets":      channelPut(ir.PutPacket),
-	"read_put_packets": channelPut(ir.ReadPutPacket),
+	"put":              channelPut(plan.OpPut),
+	"put_packets":      channelPut(plan.OpPutPacket),
+	"read_put_packets": channelPut(plan.OpReadPutPacket),
 	"reduce":           channelReduce,
 })
 
@@ -38,11 +39,11 @@ var portChannelMethods = methodTable("PortChannel", map[string]builtinFn{
 	"signal":                    channelSignal,
 	"wait":                      channelWait,
 	"flush":                     channelFlush,
-	"put":                       channelPut(ir.Put),
-	"put_with_signal":           channelPut(ir.PutWithSignal),
-	"put_with_signal_and_flush": channelPut(ir.PutWithSignalAndFlush),
-	"put_packets":               channelPut(ir.PutPacket),
-	"read_put_packets":          channelPut(ir.ReadPutPacket),
+	"put":                       channelPut(plan.OpPut),
+	"put_with_signal":           channelPut(plan.OpPutWithSignal),
+	"put_with_signal_and_flush": channelPut(plan.OpPutWithSignalAndFlush),
+	"put_packets":               channelPut(plan.OpPutPacket),
+	"read_put_packets":          channelPut(plan.OpReadPutPacket),
 })
 
 func (c *Channel) methods() methods {
@@ -185,19 +186,19 @@ func syncArgs(fn string, args starlark.Tuple, kwargs []starlark.Tuple, withRelax
 }
 
 func channelSignal(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	return channelSyncOp(thread, b, args, kwargs, ir.Signal)
+	return channelSyncOp(thread, b, args, kwargs, plan.OpSignal)
 }
 
 func channelWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	return channelSyncOp(thread, b, args, kwargs, ir.Wait)
+	return channelSyncOp(thread, b, args, kwargs, plan.OpWait)
 }
 
 func channelFlush(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	return channelSyncOp(thread, b, args, kwargs, ir.Flush)
+	return channelSyncOp(thread, b, args, kwargs, plan.OpFlush)
 }
 
 // channelSyncOp records signal, wait or flush.
-func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, kind ir.Kind) (starlark.Value, error) {
+func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, kind plan.OpType) (starlark.Value, error) {
 	fn := fnName(b)
 	c := b.Receiver().(*Channel)
 	tb, ds, relaxed, err := syncArgs(fn, args, kwargs, c.kind == ir.Memory)
@@ -210,15 +211,15 @@ func channelSyncOp(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	}
 	pos := callerPos(thread)
 	switch kind {
-	case ir.Signal:
+	case plan.OpSignal:
 		c.countSignal(pos)
 		if relaxed {
-			kind = ir.RelaxedSignal
+			kind = plan.OpRelaxedSignal
 		}
-	case ir.Wait:
+	case plan.OpWait:
 		c.countWait(pos)
 		if relaxed {
-			kind = ir.RelaxedWait
+			kind = plan.OpRelaxedWait
 		}
 	}
 	idx := c.regCh(tb)
@@ -290,7 +291,7 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	for _, t := range targets {
 		rem := c.remote(t.tb, src)
 		idx := c.regCh(t.tb)
-		op := p.buf.Transfer(ir.Get, rem, dst.local(), c.kind, idx)
+		op := p.buf.Transfer(plan.OpGet, rem, dst.local(), c.kind, idx)
 		op.Pos, op.TBG = pos, t.tbg
 		p.recordBuf(c.src, t.tb, op)
 	}
@@ -299,13 +300,13 @@ func channelGet(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 
 // channelPut implements the put family: put, put_packets,
 // read_put_packets, put_with_signal, put_with_signal_and_flush.
-func channelPut(kind ir.Kind) builtinFn {
+func channelPut(kind plan.OpType) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		fn := fnName(b)
 		c := b.Receiver().(*Channel)
 		// Memory put-family methods and both read_put_packets accept a
 		// thread-block group; the other port methods take tb only.
-		withGroup := c.kind == ir.Memory || kind == ir.ReadPutPacket
+		withGroup := c.kind == ir.Memory || kind == plan.OpReadPutPacket
 		t, err := channelTransfer(thread, b, args, kwargs, withGroup)
 		if err != nil {
 			return nil, err
@@ -314,13 +315,13 @@ func channelPut(kind ir.Kind) builtinFn {
 		if src.c.Rank != c.src {
 			return nil, fmt.Errorf("%s: src_chunk is on rank %d, want the channel's source rank %d", fn, src.c.Rank, c.src)
 		}
-		if kind == ir.ReadPutPacket && src.c.Buffer != ir.Scratch {
+		if kind == plan.OpReadPutPacket && src.c.Buffer != ir.Scratch {
 			return nil, fmt.Errorf("%s: src_chunk must be in the scratch buffer, got %s", fn, src.c.Buffer.Name())
 		}
 		if dst.c.Rank != c.dst {
 			return nil, fmt.Errorf("%s: dst_chunk is on rank %d, want the channel's destination rank %d", fn, dst.c.Rank, c.dst)
 		}
-		if (kind == ir.PutPacket || kind == ir.ReadPutPacket) && dst.c.Buffer != ir.Scratch {
+		if (kind == plan.OpPutPacket || kind == plan.OpReadPutPacket) && dst.c.Buffer != ir.Scratch {
 			return nil, fmt.Errorf("%s: dst_chunk must be in the scratch buffer, got %s", fn, dst.c.Buffer.Name())
 		}
 		if dst.c.Size != src.c.Size {
@@ -332,7 +333,7 @@ func channelPut(kind ir.Kind) builtinFn {
 			return nil, err
 		}
 		pos := callerPos(thread)
-		if kind == ir.PutWithSignal || kind == ir.PutWithSignalAndFlush {
+		if kind == plan.OpPutWithSignal || kind == plan.OpPutWithSignalAndFlush {
 			c.countSignal(pos)
 		}
 		for _, t := range targets {
@@ -398,9 +399,9 @@ func channelReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
-	kind := ir.ReadReduce
+	kind := plan.OpReadReduce
 	if len(remotes) == 0 {
-		kind = ir.Reduce
+		kind = plan.OpReduce
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
@@ -430,8 +431,8 @@ type Semaphore struct {
 var _ starlark.HasAttrs = (*Semaphore)(nil)
 
 var semaphoreMethods = methodTable("Semaphore", map[string]builtinFn{
-	"acquire": semaphoreOp(ir.SemAcquire),
-	"release": semaphoreOp(ir.SemRelease),
+	"acquire": semaphoreOp(plan.OpSemAcquire),
+	"release": semaphoreOp(plan.OpSemRelease),
 })
 
 // String returns <Semaphore rank=r id=i>.
@@ -485,7 +486,7 @@ func semaphoreBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlar
 	return &Semaphore{prog: p, rank: rank, id: id, init: init}, nil
 }
 
-func semaphoreOp(kind ir.Kind) builtinFn {
+func semaphoreOp(kind plan.OpType) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		fn := fnName(b)
 		tb, ds, _, err := syncArgs(fn, args, kwargs, false)

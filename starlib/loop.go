@@ -6,6 +6,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // loopContext collects the ops recorded while a Loop.iteration body runs.
@@ -37,7 +38,7 @@ func (l *loopContext) close(p *Program) {
 		groups[k] = append(groups[k], e.op)
 	}
 	for _, k := range order {
-		p.appendOp(k.rank, k.tb, &ir.Op{Kind: ir.Pipeline, UnitSize: l.unit, NumChunks: l.numChunks, Body: groups[k], Pos: groups[k][0].Pos})
+		p.appendOp(k.rank, k.tb, &ir.Op{Kind: plan.OpPipeline, UnitSize: l.unit, NumChunks: l.numChunks, Body: groups[k], Pos: groups[k][0].Pos})
 	}
 }
 

@@ -24,9 +24,9 @@ var (
 var rankMethods = methodTable("Rank", map[string]builtinFn{
 	"get_input_buffer":  rankGetInputBuffer,
 	"get_output_buffer": rankGetOutputBuffer,
-	"copy":              rankCopyFamily(ir.Copy),
-	"copy_packets":      rankCopyFamily(ir.CopyPacket),
-	"unpack_packets":    rankCopyFamily(ir.UnpackPacket),
+	"copy":              rankCopyFamily(plan.OpCopy),
+	"copy_packets":      rankCopyFamily(plan.OpCopyPacket),
+	"unpack_packets":    rankCopyFamily(plan.OpUnpackPacket),
 	"reduce":            rankReduce,
 	"barrier":           rankBarrier,
 })
@@ -150,7 +150,7 @@ func rankGetBuffer(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 
 // rankCopyFamily implements copy, copy_packets and unpack_packets:
 // (dst_chunk, src_chunk, tb=None, tb_group=None).
-func rankCopyFamily(kind ir.Kind) builtinFn {
+func rankCopyFamily(kind plan.OpType) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		fn := fnName(b)
 		v := [4]starlark.Value{nil, nil, starlark.None, starlark.None}
@@ -173,10 +173,10 @@ func rankCopyFamily(kind ir.Kind) builtinFn {
 		if dst.c.Size != src.c.Size {
 			return nil, fmt.Errorf("%s: dst_chunk size %d differs from src_chunk size %d", fn, dst.c.Size, src.c.Size)
 		}
-		if kind == ir.UnpackPacket && src.c.Buffer != ir.Scratch {
+		if kind == plan.OpUnpackPacket && src.c.Buffer != ir.Scratch {
 			return nil, fmt.Errorf("%s: src_chunk must be in the scratch buffer, got %s", fn, src.c.Buffer.Name())
 		}
-		if kind == ir.CopyPacket && dst.c.Buffer != ir.Scratch {
+		if kind == plan.OpCopyPacket && dst.c.Buffer != ir.Scratch {
 			return nil, fmt.Errorf("%s: dst_chunk must be in the scratch buffer, got %s", fn, dst.c.Buffer.Name())
 		}
 		var one [1]tbTarget
@@ -261,9 +261,9 @@ func rankReduce(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	kind := ir.Reduce
+	kind := plan.OpReduce
 	if packet {
-		kind = ir.ReducePacket
+		kind = plan.OpReducePacket
 	}
 	pos := callerPos(thread)
 	for _, t := range targets {
@@ -335,11 +335,11 @@ func rankBarrier(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	p := r.prog
 	pos := callerPos(thread)
 	if len(tbs) == 1 {
-		p.record(r.rank, tbs[0], &ir.Op{Kind: ir.Nop, Pos: pos})
+		p.record(r.rank, tbs[0], &ir.Op{Kind: plan.OpNop, Pos: pos})
 		return starlark.None, nil
 	}
 	g := p.IR.GPUs[r.rank]
-	op := &ir.Op{Kind: ir.Barrier, Pos: pos, Barrier: &ir.BarrierInfo{ID: g.BarrierID(tbs), TBList: tbs}}
+	op := &ir.Op{Kind: plan.OpBarrier, Pos: pos, Barrier: &ir.BarrierInfo{ID: g.BarrierID(tbs), TBList: tbs}}
 	for _, tb := range tbs {
 		p.record(r.rank, tb, op)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/ir"
 	"github.com/mscclgo/mscclgo/passes"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // stateKey is the thread-local key of the evaluation state.
@@ -261,7 +262,7 @@ func (p *Program) appendOp(rank, tb int, op *ir.Op) {
 // extendSync extends the signal, wait or flush chain that ends (rank,
 // tb)'s fused list where it would take this op (passes.Appender.ExtendSync)
 // and reports whether it did; if not, the caller records the op.
-func (p *Program) extendSync(rank, tb int, kind ir.Kind, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
+func (p *Program) extendSync(rank, tb int, kind plan.OpType, ch int, ct ir.ChannelType, ds ir.SyncType, pos syntax.Position) bool {
 	if p.loop != nil || !p.IR.InstrFusion {
 		return false
 	}

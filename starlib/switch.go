@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 
 	"github.com/mscclgo/mscclgo/ir"
+	"github.com/mscclgo/mscclgo/plan"
 )
 
 // SwitchChannel is an NVLS multicast channel over the same-type buffer of a
@@ -23,8 +24,8 @@ var _ starlark.HasAttrs = (*SwitchChannel)(nil)
 var switchMethods = methodTable("SwitchChannel", map[string]builtinFn{
 	"at_rank":           switchAtRank,
 	"reduce":            switchReduce(false),
-	"broadcast":         switchBroadcast(ir.GroupStore, false),
-	"broadcast_packets": switchBroadcast(ir.GroupStorePacket, false),
+	"broadcast":         switchBroadcast(plan.OpMultiStore, false),
+	"broadcast_packets": switchBroadcast(plan.OpMultiStorePacket, false),
 })
 
 // String returns <SwitchChannel [ranks] type>.
@@ -203,7 +204,7 @@ func switchReduce(bound bool) builtinFn {
 			return nil, err
 		}
 		idx := p.IR.GPUs[rank].RegisterChannel(tb, ir.Switch, s.ids[rank])
-		p.record(rank, tb, &ir.Op{Kind: ir.GroupLoadReduce, Pos: callerPos(thread), SwitchBuffer: s.btype, BufferOffset: offset,
+		p.record(rank, tb, &ir.Op{Kind: plan.OpGroupLoadReduce, Pos: callerPos(thread), SwitchBuffer: s.btype, BufferOffset: offset,
 			Size: size, SwitchChunk: dst.c, ChannelIDs: []int{idx}, ChannelType: ir.Switch, ReduceOp: ir.ReduceOp(op)})
 		return starlark.None, nil
 	}
@@ -211,7 +212,7 @@ func switchReduce(bound bool) builtinFn {
 
 // switchBroadcast implements broadcast and broadcast_packets:
 // ([rank,] src_chunk, buffer_offset, size, tb).
-func switchBroadcast(kind ir.Kind, bound bool) builtinFn {
+func switchBroadcast(kind plan.OpType, bound bool) builtinFn {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		fn := fnName(b)
 		var rankV, srcV, offV, sizeV, tbV starlark.Value
@@ -246,7 +247,7 @@ func switchBroadcast(kind ir.Kind, bound bool) builtinFn {
 		if !s.member(src.c.Rank) {
 			return nil, fmt.Errorf("%s: src_chunk is on rank %d, which is not in the switch group %s", fn, src.c.Rank, fmtInts(s.ranks))
 		}
-		if kind == ir.GroupStorePacket {
+		if kind == plan.OpMultiStorePacket {
 			if src.c.Buffer != ir.Scratch {
 				return nil, fmt.Errorf("%s: src_chunk must be in the scratch buffer, got %s", fn, src.c.Buffer.Name())
 			}
@@ -310,8 +311,8 @@ var _ starlark.HasAttrs = (*SwitchChannelView)(nil)
 
 var switchViewMethods = methodTable("SwitchChannel", map[string]builtinFn{
 	"reduce":            switchReduce(true),
-	"broadcast":         switchBroadcast(ir.GroupStore, true),
-	"broadcast_packets": switchBroadcast(ir.GroupStorePacket, true),
+	"broadcast":         switchBroadcast(plan.OpMultiStore, true),
+	"broadcast_packets": switchBroadcast(plan.OpMultiStorePacket, true),
 })
 
 // String returns <SwitchChannel [ranks] type at rank r>.

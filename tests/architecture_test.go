@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -30,7 +31,7 @@ var allowedImports = map[string][]string{
 
 	// The compile wing: a script becomes a plan.
 	"ir":         {"plan"},
-	"passes":     {"ir"},
+	"passes":     {"ir", "plan"},
 	"emit":       {"ir", "plan"},
 	"starlib":    {"emit", "internal/infile", "internal/memlimit", "ir", "passes", "plan"},
 	"algorithms": {"starlib"},
@@ -380,5 +381,132 @@ func checkGenerated(t *testing.T, file, want string) {
 	out := append(append(append([]byte{}, data[:start]...), want...), data[j:]...)
 	if err := os.WriteFile(file, out, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// eachSource calls f on every non-test Go file of the tree outside
+// tests/ with its package directory, parsed with comments.
+func eachSource(t *testing.T, f func(pkg, file string, fset *token.FileSet, af *ast.File)) {
+	t.Helper()
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != repoRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "tests") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		af, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		relFile, _ := filepath.Rel(repoRoot, p)
+		f(filepath.ToSlash(rel), filepath.ToSlash(relFile), fset, af)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// opPredicates lists the functions of af that answer a yes-or-no
+// question about an op type (parameters of type plan.OpType and int
+// only, one bool result): such facts are the op table's (plan.Ops), and a copy
+// elsewhere drifts from it.
+func opPredicates(fset *token.FileSet, file string, af *ast.File) []string {
+	var out []string
+	for _, d := range af.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Type.Results == nil || len(fd.Type.Results.List) != 1 || len(fd.Type.Results.List[0].Names) > 1 {
+			continue
+		}
+		if id, ok := fd.Type.Results.List[0].Type.(*ast.Ident); !ok || id.Name != "bool" {
+			continue
+		}
+		// The parameters are op types and at most ints (an operand's
+		// position): anything else makes it a question about more than
+		// the op type.
+		opType, other := false, false
+		for _, p := range fd.Type.Params.List {
+			switch pt := p.Type.(type) {
+			case *ast.SelectorExpr:
+				x, ok := pt.X.(*ast.Ident)
+				if ok && x.Name == "plan" && pt.Sel.Name == "OpType" {
+					opType = true
+				} else {
+					other = true
+				}
+			case *ast.Ident:
+				other = other || pt.Name != "int"
+			default:
+				other = true
+			}
+		}
+		if opType && !other {
+			out = append(out, fmt.Sprintf("%s:%d: %s is a predicate over op types: ask the op table (plan.Ops, plan/ops.go) instead", file, fset.Position(fd.Pos()).Line, fd.Name.Name))
+		}
+	}
+	return out
+}
+
+// TestOpsOwnedByPlan: package plan is the one owner of the ops. No other
+// package declares an op enum of its own (a type named Kind or OpType)
+// or a predicate over op types.
+func TestOpsOwnedByPlan(t *testing.T) {
+	eachSource(t, func(pkg, file string, fset *token.FileSet, af *ast.File) {
+		if pkg == "plan" {
+			return
+		}
+		for _, p := range opPredicates(fset, file, af) {
+			t.Error(p)
+		}
+		for _, d := range af.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, s := range gd.Specs {
+				if ts := s.(*ast.TypeSpec); (ts.Name.Name == "OpType" || ts.Name.Name == "Kind") && pkg == "ir" {
+					t.Errorf("%s:%d: ir declares %s: the IR's ops are plan.OpType", file, fset.Position(ts.Pos()).Line, ts.Name.Name)
+				}
+			}
+		}
+	})
+}
+
+// TestOpPredicates: the rule catches a predicate over op types and lets
+// other functions of op types pass.
+func TestOpPredicates(t *testing.T) {
+	src := `package x
+func isPacket(t plan.OpType) bool { return false }
+func (s *sim) waits(op int, t plan.OpType) bool { return false }
+func name(t plan.OpType) string { return "" }
+func pair(t plan.OpType) (bool, bool) { return false, false }
+func other(t executor.OpType) bool { return false }
+func extend(ops []int, t plan.OpType) bool { return false }
+`
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, "x.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := opPredicates(fset, "x.go", af)
+	want := []string{
+		"x.go:2: isPacket is a predicate over op types: ask the op table (plan.Ops, plan/ops.go) instead",
+		"x.go:3: waits is a predicate over op types: ask the op table (plan.Ops, plan/ops.go) instead",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -95,26 +95,6 @@ func eachOp(ops []executor.OpInstance, f func(op *executor.OpInstance)) {
 	}
 }
 
-// writesPackets reports whether op writes LL packets (its scratch
-// destinations are packet regions).
-func writesPackets(op *executor.OpInstance) bool {
-	switch op.Type {
-	case plan.OpPutPacket, plan.OpReadPutPacket, plan.OpCopyPacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
-		return true
-	}
-	return false
-}
-
-// readsPackets reports whether op waits for LL packets in its scratch
-// sources (docs/semantics.md §3.5).
-func readsPackets(op *executor.OpInstance) bool {
-	switch op.Type {
-	case plan.OpUnpackPacket, plan.OpReadPutPacket, plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket, plan.OpMultiStorePacket:
-		return true
-	}
-	return false
-}
-
 // packetWriter is an op that writes packets into a rank's scratch.
 type packetWriter struct {
 	rank, tb int
@@ -163,7 +143,9 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 	for _, ri := range inst.Ranks {
 		for _, tb := range ri.TBs {
 			eachOp(tb.Ops, func(o *executor.OpInstance) {
-				if !writesPackets(o) {
+				// Writers of packets into one rank's scratch; a switch
+				// store's reach the members through the multicast.
+				if !o.Type.WritesPackets() || o.Type.Family() == plan.FamSwitch {
 					return
 				}
 				for _, d := range o.Dst {
@@ -212,7 +194,7 @@ func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
 		var other *executor.OpInstance
 		for _, tb := range inst.Ranks[t.Rank].TBs {
 			eachOp(tb.Ops, func(o *executor.OpInstance) {
-				if other != nil || o == op || !readsPackets(o) {
+				if other != nil || o == op || !o.Type.ReadsPackets() {
 					return
 				}
 				for _, s := range o.Src {
