@@ -1,5 +1,7 @@
 // Package view draws execution plans: Write makes the self-contained HTML
-// page of `mscclgo view` (inline SVG and script, nothing fetched: lanes
+// page of `mscclgo view` (inline SVG and script, nothing fetched: a
+// deadlock's diagnosis first when there is one, where the chunks go step
+// by step (ChunkFlowOf), lanes
 // per rank and thread block, op boxes sized by their time, arrows from
 // releases to what they released, the channels between ranks, details on
 // hover, and the predicted bus bandwidth against message size), and Chart
@@ -48,6 +50,12 @@ type Page struct {
 	Channels []Channel
 	// Curves, when any, are drawn as the busbw-versus-size chart.
 	Curves []Series
+	// Diagnosis, when not empty, is a deadlock's or failure's report as
+	// the terminal printed it; the page leads with it.
+	Diagnosis string
+	// Instance, when not nil, is the plan instance the timeline ran:
+	// the page draws where its chunks go (ChunkFlowOf).
+	Instance *executor.Instance
 }
 
 // pageData is the JSON the page's script reads.
@@ -60,6 +68,15 @@ type pageData struct {
 	Flows [][2]int `json:"flows"`
 	// Critical is the critical path, as indices of slices.
 	Critical []int `json:"critical"`
+	// ChunkFlow is where the chunks go, with a colour per rank.
+	ChunkFlow *chunkFlowData `json:"chunkflow,omitempty"`
+}
+
+// chunkFlowData is a chunk flow with the colours the page fills its
+// cells with, one per rank (RankColor).
+type chunkFlowData struct {
+	ChunkFlow
+	Colors []string `json:"colors"`
 }
 
 // ChannelsOf lists inst's channels by (rank, peer, type), the switch
@@ -121,11 +138,20 @@ func Write(w io.Writer, p Page) error {
 	for _, f := range p.Timeline.Flows {
 		flows = append(flows, [2]int{f.From, f.To})
 	}
+	data := pageData{Trace: trace.Events(p.Timeline), Channels: p.Channels, Clock: string(p.Timeline.Clock), Flows: flows, Critical: CriticalPath(p.Timeline)}
+	if p.Instance != nil {
+		cf := &chunkFlowData{ChunkFlow: ChunkFlowOf(p.Timeline, p.Instance)}
+		for r := range cf.Ranks {
+			cf.Colors = append(cf.Colors, RankColor(r).Hex())
+		}
+		data.ChunkFlow = cf
+	}
 	return tmpl.Execute(w, map[string]any{
-		"Title":  p.Title,
-		"Meta":   p.Meta,
-		"Chart":  chart,
-		"Data":   pageData{Trace: trace.Events(p.Timeline), Channels: p.Channels, Clock: string(p.Timeline.Clock), Flows: flows, Critical: CriticalPath(p.Timeline)},
-		"Script": template.JS(pageJS),
+		"Title":     p.Title,
+		"Meta":      p.Meta,
+		"Diagnosis": p.Diagnosis,
+		"Chart":     chart,
+		"Data":      data,
+		"Script":    template.JS(pageJS),
 	})
 }

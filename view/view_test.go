@@ -114,7 +114,7 @@ func page(t *testing.T, file string, size uint64) ([]byte, *timeline.Timeline, *
 	}
 	var buf bytes.Buffer
 	curve := []Series{{Name: "test curve", Points: []Point{{1 << 10, 1}, {1 << 20, 10}}}}
-	if err := Write(&buf, Page{Title: filepath.Base(file), Meta: "test", Timeline: tl, Channels: ChannelsOf(inst), Curves: curve}); err != nil {
+	if err := Write(&buf, Page{Title: filepath.Base(file), Meta: "test", Timeline: tl, Channels: ChannelsOf(inst), Curves: curve, Instance: inst}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes(), tl, inst

@@ -5,6 +5,7 @@ package cli
 // busbw-versus-size curve.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -22,11 +23,13 @@ import (
 func viewCommand(d *deps) *cli.Command {
 	return &cli.Command{
 		Name:      "view",
-		Usage:     "draw a plan as a self-contained HTML page: lanes, op boxes by time, channels, busbw curve",
+		Usage:     "draw a plan as a self-contained HTML page: where the chunks go, lanes, op boxes by time, channels, busbw curve",
 		ArgsUsage: "PLAN.json|ALGO.star",
-		Description: "Writes one HTML file (inline SVG and script; nothing is fetched) showing the plan as\n" +
-			"lanes per rank and thread block with a box per op sized by its time at --size (from\n" +
-			"the cost model on --hw, or --from cpu for a CPU run's logical steps), arrows from each\n" +
+		Description: "Writes one HTML file (inline SVG and script; nothing is fetched) showing where the\n" +
+			"chunks go (per step, a grid of ranks by chunks, each written chunk coloured by whose\n" +
+			"data it holds), the plan as lanes per rank and thread block with a box per op sized\n" +
+			"by its time at --size (from the cost model on --hw, or --from cpu for a CPU run's\n" +
+			"logical steps), arrows from each\n" +
 			"signal, packet store, semaphore release or barrier arrival to the op it released, the\n" +
 			"channels between ranks, details on hover (op type, bytes, peer, channel, .star\n" +
 			"position), and the cost model's predicted busbw from 1K to --curve-max on --hw.",
@@ -59,6 +62,7 @@ func runView(c *cli.Context, d *deps) error {
 		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock),
 		Timeline: tl,
 		Channels: view.ChannelsOf(inst),
+		Instance: inst,
 	}
 	if maxSize > 0 && !deadlock {
 		hw, err := model.LoadProfile(c.String("hw"))
@@ -97,7 +101,11 @@ func runView(c *cli.Context, d *deps) error {
 			p.Curves = []view.Series{s}
 		}
 	}
+	var report bytes.Buffer
 	if deadlock {
+		// The page leads with the diagnosis the terminal gets.
+		reportDeadlock(&report, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
+		p.Diagnosis = report.String()
 		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
 	}
 	out := c.String("output")
@@ -117,7 +125,9 @@ func runView(c *cli.Context, d *deps) error {
 		return err
 	}
 	// The page is written; the deadlock is the command's outcome.
-	reportDeadlock(d.stderr, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
+	if _, err := d.stderr.Write(report.Bytes()); err != nil {
+		return err
+	}
 	return &reportedError{code: ExitDeadlock}
 }
 

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -37,6 +39,19 @@ for r in range(2):
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+	// The page leads with the diagnosis the terminal printed: the
+	// report, whole, before the pictures.
+	m := regexp.MustCompile(`(?s)<pre id="diagnosis">(.*?)</pre>`).FindSubmatchIndex(page)
+	if m == nil {
+		t.Fatalf("the page has no diagnosis")
+	}
+	diag := html.UnescapeString(string(page[m[2]:m[3]]))
+	if !strings.HasPrefix(diag, "mscclgo: "+dir+"/algo.star: size 4096: deadlock: 2 thread block(s) blocked") || !strings.Contains(stderr, diag) || !strings.Contains(diag, "algo.star:4:32") {
+		t.Errorf("the page's diagnosis is not the terminal's report:\n%s\nstderr:\n%s", diag, stderr)
+	}
+	if at := strings.Index(string(page), `id="chunkflow"`); at < m[0] {
+		t.Errorf("the diagnosis (at byte %d) comes after the chunk flow (at byte %d)", m[0], at)
 	}
 }
 

@@ -350,40 +350,183 @@
     writeSelfCheck();
   }
 
-  // Channels: ranks on a circle, an arrow per (rank, peer, type).
-  var n = Object.keys(procs).length, R = 90, cx = 130, cy = 120;
-  var csvg = el("svg", {width: 420, height: 250, id: "chansvg"}, document.getElementById("channels"));
-  var cdefs = el("defs", {}, csvg);
+  // Channels: up to CIRCLE_RANKS ranks on a circle with an arrow per
+  // (rank, peer, type); more as a matrix, a row per rank and a column per
+  // peer, each cell split among the channel types it has, with counts.
+  var CIRCLE_RANKS = 4;
+  var n = Object.keys(procs).length;
   var chanColors = {memory: "#3a78c2", port: "#8e44ad", switch: "#2e8b57"};
-  Object.keys(chanColors).forEach(function (t) {
-    var m = el("marker", {id: "ch-" + t, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto"}, cdefs);
-    el("path", {d: "M0,0 L10,5 L0,10 z", fill: chanColors[t]}, m);
-  });
-  function pos(r) { var a = 2 * Math.PI * r / Math.max(n, 1) - Math.PI / 2; return [cx + R * Math.cos(a), cy + R * Math.sin(a)]; }
-  var chans = 0;
-  (data.channels || []).forEach(function (c) {
-    var p = pos(c.from), q = pos(c.to), dx = q[0] - p[0], dy = q[1] - p[1], d = Math.sqrt(dx * dx + dy * dy) || 1;
-    var off = c.type === "port" ? 6 : (c.type === "switch" ? -6 : 0);
-    var ox = -dy / d * off, oy = dx / d * off;
-    var line = el("line", {"class": "chan", x1: p[0] + dx / d * 16 + ox, y1: p[1] + dy / d * 16 + oy, x2: q[0] - dx / d * 16 + ox, y2: q[1] - dy / d * 16 + oy,
-      stroke: chanColors[c.type] || "#777", "marker-end": "url(#ch-" + c.type + ")"}, csvg);
-    var t = el("title", {}, line);
-    t.textContent = c.type + " channels rank " + c.from + " -> rank " + c.to + ": " + c.count;
-    chans++;
-  });
-  for (var r = 0; r < n; r++) {
-    var p = pos(r);
-    el("circle", {cx: p[0], cy: p[1], r: 15, fill: "#fff", stroke: "#333"}, csvg);
-    var t = el("text", {x: p[0], y: p[1] + 4, "text-anchor": "middle"}, csvg);
-    t.textContent = r;
+  var chans = 0, chanHolder = document.getElementById("channels");
+  function chanLegend(svg, x, y) {
+    Object.keys(chanColors).forEach(function (k) {
+      el("line", {x1: x, y1: y, x2: x + 30, y2: y, stroke: chanColors[k], "stroke-width": 4}, svg);
+      var t = el("text", {x: x + 36, y: y + 4}, svg);
+      t.textContent = k;
+      y += 18;
+    });
   }
-  var ly2 = 20;
-  Object.keys(chanColors).forEach(function (k) {
-    el("line", {x1: 280, y1: ly2, x2: 310, y2: ly2, stroke: chanColors[k], "stroke-width": 2}, csvg);
-    var t = el("text", {x: 316, y: ly2 + 4}, csvg);
-    t.textContent = k;
-    ly2 += 18;
-  });
+  if (n <= CIRCLE_RANKS) {
+    var R = 90, cx = 130, cy = 120;
+    var csvg = el("svg", {width: 420, height: 250, id: "chansvg"}, chanHolder);
+    var cdefs = el("defs", {}, csvg);
+    Object.keys(chanColors).forEach(function (t) {
+      var m = el("marker", {id: "ch-" + t, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto"}, cdefs);
+      el("path", {d: "M0,0 L10,5 L0,10 z", fill: chanColors[t]}, m);
+    });
+    var pos = function (r) { var a = 2 * Math.PI * r / Math.max(n, 1) - Math.PI / 2; return [cx + R * Math.cos(a), cy + R * Math.sin(a)]; };
+    (data.channels || []).forEach(function (c) {
+      var p = pos(c.from), q = pos(c.to), dx = q[0] - p[0], dy = q[1] - p[1], d = Math.sqrt(dx * dx + dy * dy) || 1;
+      var off = c.type === "port" ? 6 : (c.type === "switch" ? -6 : 0);
+      var ox = -dy / d * off, oy = dx / d * off;
+      var line = el("line", {"class": "chan", x1: p[0] + dx / d * 16 + ox, y1: p[1] + dy / d * 16 + oy, x2: q[0] - dx / d * 16 + ox, y2: q[1] - dy / d * 16 + oy,
+        stroke: chanColors[c.type] || "#777", "marker-end": "url(#ch-" + c.type + ")"}, csvg);
+      var t = el("title", {}, line);
+      t.textContent = c.type + " channels rank " + c.from + " -> rank " + c.to + ": " + c.count;
+      chans++;
+    });
+    for (var r = 0; r < n; r++) {
+      var p = pos(r);
+      el("circle", {cx: p[0], cy: p[1], r: 15, fill: "#fff", stroke: "#333"}, csvg);
+      var t = el("text", {x: p[0], y: p[1] + 4, "text-anchor": "middle"}, csvg);
+      t.textContent = r;
+    }
+    chanLegend(csvg, 280, 20);
+  } else {
+    var cs = Math.max(14, Math.min(28, Math.floor(440 / n))), mx = 70, my = 36;
+    var msvg = el("svg", {width: mx + n * cs + 150, height: my + n * cs + 10, id: "chansvg"}, chanHolder);
+    var head = el("text", {x: mx, y: 12}, msvg);
+    head.textContent = "to rank \u2192 (rows: from rank; number: channels)";
+    var cells = {};
+    (data.channels || []).forEach(function (c) { (cells[c.from + ":" + c.to] = cells[c.from + ":" + c.to] || []).push(c); });
+    for (var i = 0; i < n; i++) {
+      var tc = el("text", {x: mx + i * cs + cs / 2, y: my - 6, "text-anchor": "middle"}, msvg);
+      tc.textContent = i;
+      var tr = el("text", {x: mx - 6, y: my + i * cs + cs / 2 + 4, "text-anchor": "end"}, msvg);
+      tr.textContent = "rank " + i;
+      for (var j = 0; j < n; j++) {
+        var x = mx + j * cs, yy = my + i * cs;
+        el("rect", {x: x, y: yy, width: cs - 1, height: cs - 1, fill: i === j ? "#ddd" : "#f6f6f6"}, msvg);
+        var list = cells[i + ":" + j] || [];
+        list.forEach(function (c, k) {
+          var w = (cs - 1) / list.length;
+          var rect = el("rect", {"class": "chancell", x: x + k * w, y: yy, width: w, height: cs - 1, fill: chanColors[c.type] || "#777"}, msvg);
+          var t = el("title", {}, rect);
+          t.textContent = c.type + " channels rank " + c.from + " -> rank " + c.to + ": " + c.count;
+          chans++;
+        });
+        if (list.length > 0 && cs >= 16) {
+          var sum = 0;
+          list.forEach(function (c) { sum += c.count; });
+          var tl = el("text", {x: x + cs / 2, y: yy + cs / 2 + 4, "text-anchor": "middle", fill: "#fff", "pointer-events": "none"}, msvg);
+          tl.textContent = sum;
+        }
+      }
+    }
+    chanLegend(msvg, mx + n * cs + 20, my + 10);
+  }
+
+  // Chunk flow: small multiples, a grid per step with a row per rank and
+  // a column per chunk of each buffer (input | output | scratch); a cell
+  // written in the step is filled with the colour of the rank whose data
+  // it then holds (Move.color) and shows the rank it is copied from (a
+  // sum of several sources: a black corner); cells written in earlier
+  // steps are grey.
+  var cf = data.chunkflow || {steps: 0, ranks: 0, buffers: [], moves: [], colors: []};
+  var cfHolder = document.getElementById("chunkflow");
+  var cfCheck = {panels: [], cells: 0};
+  (function () {
+    var bufs = cf.buffers || [], moves = cf.moves || [], nr = cf.ranks;
+    if (!cf.steps || !bufs.length) { cfHolder.textContent = "no data moves"; return; }
+    var cols = 0;
+    bufs.forEach(function (b) { cols += b.chunks; });
+    var bgap = 8, lx = 30, ty = 30;
+    var cell = Math.max(6, Math.min(18, Math.floor((330 - bgap * (bufs.length - 1)) / cols), Math.floor(300 / Math.max(nr, 1))));
+    var bx = {}, x = lx;
+    bufs.forEach(function (b) { bx[b.name] = x; x += b.chunks * cell + bgap; });
+    var pw = Math.max(x - bgap + 4, 170), ph = ty + nr * cell + 4;
+    var note = document.createElement("div");
+    note.className = "hint";
+    note.textContent = "A grid per step: a row per rank, a column per chunk of each buffer. A coloured cell is written in that step, " +
+      "in the colour of the rank whose data it then holds, with the number of the rank it is copied from in that step; " +
+      "\u03a3: it then holds a sum of several ranks' data (coloured as the rank it comes from); a black corner: this step sums several sources into it " +
+      "(hover for them); grey: written in an earlier step. " +
+      "A step is a round of synchronization: the most signals, packets, semaphores or barriers on a chain of ops leading to the op." +
+      (cf.clipped ? " " + cf.clipped + " writes past chunk " + 64 + " are not drawn." : "");
+    cfHolder.appendChild(note);
+    var legend = document.createElement("div");
+    legend.className = "legend";
+    for (var r = 0; r < nr; r++) {
+      var sp = document.createElement("span"), sw = document.createElement("i");
+      sw.style.background = cf.colors[r];
+      sp.appendChild(sw);
+      sp.appendChild(document.createTextNode("rank " + r));
+      legend.appendChild(sp);
+    }
+    cfHolder.appendChild(legend);
+    var grid = document.createElement("div");
+    grid.id = "cfgrid";
+    cfHolder.appendChild(grid);
+    var written = {};
+    function place(p) { return p.buffer + "[" + p.chunk + (p.count > 1 ? ":" + (p.chunk + p.count) : "") + "] of rank " + p.rank; }
+    for (var s = 0; s < cf.steps; s++) {
+      var panel = document.createElement("div");
+      panel.className = "cfpanel";
+      grid.appendChild(panel);
+      var svg = el("svg", {width: pw, height: ph}, panel);
+      var mine = moves.filter(function (m) { return m.step === s; });
+      var title = el("text", {x: lx, y: 11, "font-weight": "bold"}, svg);
+      title.textContent = "step " + (s + 1) + " of " + cf.steps + ": " + mine.length + " write" + (mine.length === 1 ? "" : "s");
+      bufs.forEach(function (b) {
+        var t = el("text", {x: bx[b.name], y: ty - 5}, svg);
+        t.textContent = b.name;
+      });
+      for (var rr = 0; rr < nr; rr++) {
+        var t = el("text", {x: lx - 4, y: ty + rr * cell + cell / 2 + 3, "text-anchor": "end", "font-size": Math.min(10, cell) + "px"}, svg);
+        t.textContent = rr;
+        bufs.forEach(function (b) {
+          for (var c = 0; c < b.chunks; c++) {
+            el("rect", {x: bx[b.name] + c * cell, y: ty + rr * cell, width: cell - 1, height: cell - 1,
+              fill: written[rr + ":" + b.name + ":" + c] ? "#c8c8c8" : "#f2f2f2"}, svg);
+          }
+        });
+      }
+      mine.forEach(function (m) {
+        var x0 = bx[m.dst.buffer] + m.dst.chunk * cell, y0 = ty + m.dst.rank * cell;
+        var rect = el("rect", {"class": "cfcell", x: x0, y: y0, width: m.dst.count * cell - 1, height: cell - 1, fill: cf.colors[m.color] || "#777"}, svg);
+        var tt = el("title", {}, rect);
+        tt.textContent = "step " + (s + 1) + ": " + m.op + " writes " + place(m.dst) + " from " +
+          (m.src.length ? m.src.map(place).join(m.reduce ? " + " : ", ") : "nothing") + (m.source ? " (" + m.source + ")" : "") +
+          "\nit then holds the data of rank" + (m.origin.length > 1 ? "s " : " ") + m.origin.join(", ");
+        if (m.src.length > 1) {
+          el("path", {d: "M" + (x0 + m.dst.count * cell - 1 - Math.max(3, cell / 3)) + "," + y0 + " h" + Math.max(3, cell / 3) + " v" + Math.max(3, cell / 3) + " z", fill: "#111", "pointer-events": "none"}, svg);
+        }
+        if (cell >= 10) {
+          var lab = el("text", {x: x0 + cell / 2, y: y0 + cell / 2 + 3, "text-anchor": "middle", "font-size": Math.min(10, cell - 3) + "px", "pointer-events": "none"}, svg);
+          lab.textContent = m.origin.length > 1 ? "\u03a3" : m.from;
+        }
+        cfCheck.cells++;
+      });
+      mine.forEach(function (m) {
+        for (var c = 0; c < m.dst.count; c++) { written[m.dst.rank + ":" + m.dst.buffer + ":" + (m.dst.chunk + c)] = true; }
+      });
+      cfCheck.panels.push({step: s, x0: 0, y0: 0, cell: cell, bx: bx, ty: ty, svg: svg});
+    }
+  })();
+
+  // The boxes of the page's main parts and of the chunk-flow panels, in
+  // CSS pixels of the document, for the layout test.
+  function box(node) {
+    var b = node.getBoundingClientRect();
+    return {x: b.left + window.scrollX, y: b.top + window.scrollY, w: b.width, h: b.height};
+  }
+  function layout() {
+    var out = [];
+    ["title", "diagnosis", "meta", "chunkflow", "legend", "lanes", "channels", "chart"].forEach(function (id) {
+      var node = document.getElementById(id);
+      if (node) { var b = box(node); b.id = id; out.push(b); }
+    });
+    return out;
+  }
 
   function writeSelfCheck() {
     document.getElementById("selfcheck").textContent = JSON.stringify({
@@ -391,6 +534,8 @@
       ops: document.querySelectorAll("#lanesvg g.op").length, boxes: counts.ops,
       flows: flows.length, unmatchedFlows: unmatched, bundles: bundles.length, arrows: counts.arrows,
       critical: counts.critical, channels: chans,
+      chunkSteps: cf.steps || 0, chunkCells: cfCheck.cells, layout: layout(), documentWidth: document.documentElement.scrollWidth,
+      panels: cfCheck.panels.map(function (p) { var b = box(p.svg); return {step: p.step, x: b.x, y: b.y, w: b.w, h: b.h, cell: p.cell, top: p.ty, columns: p.bx}; }),
       blocked: counts.blocked, blockedLabels: counts.blockedLabels, ticks: counts.ticks,
       errors: window.viewErrors
     });
