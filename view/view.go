@@ -1,11 +1,11 @@
 // Package view draws execution plans: Write makes the self-contained HTML
 // page of `mscclgo view` (inline SVG and script, nothing fetched: a
 // deadlock's diagnosis first when there is one, where the chunks go step
-// by step (ChunkFlowOf), lanes
-// per rank and thread block, op boxes sized by their time, arrows from
-// releases to what they released, the channels between ranks, details on
-// hover, and the predicted bus bandwidth against message size), and Chart
-// draws busbw-versus-size curves of several plans as one SVG chart.
+// by step (ChunkFlowOf), lanes per rank and thread block, op boxes sized
+// by their time, arrows from releases to what they released, the
+// channels between ranks, details on hover, and the predicted bus
+// bandwidth against message size), and Chart draws busbw-versus-size
+// curves of several plans as one SVG chart.
 package view
 
 // view.go holds the page: its data (a Chrome trace of the timeline, the
