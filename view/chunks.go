@@ -72,18 +72,6 @@ type ChunkFlow struct {
 	Clipped int `json:"clipped"`
 }
 
-// reduces reports whether ops of type t sum their sources into their
-// destinations.
-func reduces(t plan.OpType) bool {
-	switch t {
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend,
-		plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket,
-		plan.OpMultiLoadReduceStore:
-		return true
-	}
-	return false
-}
-
 // opKey names an op of a thread block as the timeline's slices do.
 type opKey struct {
 	rank, tb int
@@ -214,7 +202,7 @@ func ChunkFlowOf(tl *timeline.Timeline, inst *executor.Instance) ChunkFlow {
 		if s.Iteration >= 0 && op.UnitSize > 0 {
 			o, u = uint64(s.Iteration)*op.UnitSize, op.UnitSize
 		}
-		red := reduces(op.Type)
+		red := op.Type.Reduces()
 		var srcs [][]Place
 		var all []Place
 		for _, g := range op.Src {
@@ -228,7 +216,7 @@ func ChunkFlowOf(tl *timeline.Timeline, inst *executor.Instance) ChunkFlow {
 		}
 		for j, g := range op.Dst {
 			from := all
-			if !red && len(op.Src) == len(op.Dst) {
+			if op.Type.Pairwise() && len(op.Src) == len(op.Dst) {
 				from = srcs[j]
 			}
 			for _, d := range places(s.Rank, g, o, u) {
