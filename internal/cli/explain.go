@@ -413,8 +413,16 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Plac
 			continue
 		}
 		s := x.HoleReaders[i]
+		late := ""
+		for _, p := range remoteWriters(inst, s.Rank, h.Buffer, h.Offset) {
+			// A read before its guarding wait (the wait moved after
+			// the op it guards): name the wait.
+			if w := nextWait(inst, s.Rank, s.TB, s.Op, p); w != nil && !s.Proxy && late == "" {
+				late = fmt.Sprintf(", before its guarding wait: the wait at %s, which comes after it, orders it after rank %d's write there", waitLine(w), p)
+			}
+		}
 		cs = append(cs, cause{key: "read " + stepKey(s) + " " + h.Buffer.Name(), rank: 0,
-			text: fmt.Sprintf("%s reads %s, which no op wrote before it (%s)", opAt(s), chunkText(inst, h), where(s))})
+			text: fmt.Sprintf("%s reads %s, which no op wrote before it (%s)%s", opAt(s), chunkText(inst, h), where(s), late)})
 	}
 	for _, a := range x.Extra {
 		if len(a.Path) == 0 {

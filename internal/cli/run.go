@@ -312,7 +312,7 @@ func runRun(c *cli.Context, d *deps) error {
 		// launch's race is found before its outputs are checked).
 		race, wrong := res.Race, res.FirstWrong
 		if race != nil && (wrong == nil || race.Launch <= wrong.Launch) {
-			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
+			reportRace(d.stderr, fmt.Sprintf("mscclgo: %s: size %d, launch %d: ", path, res.Size, race.Launch), res.Instance, race.Err, c.Bool("explain"))
 			race = nil
 		}
 		if wrong != nil {
@@ -322,7 +322,7 @@ func runRun(c *cli.Context, d *deps) error {
 			reportWrong(d.stderr, path, res.Instance, res.Layout, wrong, explain, c.Bool("explain"))
 		}
 		if race != nil {
-			fmt.Fprintf(d.stderr, "mscclgo: %s: size %d, launch %d: %v\n", path, res.Size, race.Launch, race.Err)
+			reportRace(d.stderr, fmt.Sprintf("mscclgo: %s: size %d, launch %d: ", path, res.Size, race.Launch), res.Instance, race.Err, c.Bool("explain"))
 		}
 		if dl := res.Deadlock; dl != nil {
 			launch := fmt.Sprintf("launch %d", dl.Launch)

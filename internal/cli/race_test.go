@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRaceReports runs the newcomer's ring reduce-scatters of
+// testdata/races (issue 49) with --race: the one that reuses its scratch
+// slots in the next launch with no handshake is flagged across the launch
+// boundary, the put of line 12 in launch 1 against the reduce of line 17
+// in launch 0, and passes with its handshake; the one whose wait comes
+// after the reduce it guards is named as such, with the wait's line. Each
+// report is at most maxReportLines lines, the cause in its first 5, and
+// --explain prints every pair.
+func TestRaceReports(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		file  string
+		cause []string // in the cause line
+		pairs string   // in the pairs
+	}{
+		{"ring_reducescatter4_reuse.star", []string{"the put at testdata/races/ring_reducescatter4_reuse.star:12:", "in launch 1 while", "reducescatter4_reuse.star:17:", "in launch 0", "handshake"}, "in launch 1"},
+		{"ring_reducescatter4_late_wait.star", []string{"the re at testdata/races/ring_reducescatter4_late_wait.star:15:", "before its guarding wait, the wait at testdata/races/ring_reducescatter4_late_wait.star:16:", "the put at testdata/races/ring_reducescatter4_late_wait.star:11:"}, "scratch["},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			f := "testdata/races/" + tt.file
+			code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "2", "--race")
+			if code != ExitRace {
+				t.Fatalf("exit %d, want %d:\n%s", code, ExitRace, stderr)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			var report []string
+			for i, l := range lines {
+				if strings.Contains(l, ": race: ") {
+					report = lines[i:]
+					break
+				}
+			}
+			for i, l := range report[1:] {
+				if !strings.HasPrefix(l, "  ") {
+					report = report[:i+1]
+					break
+				}
+			}
+			if len(report) > maxReportLines {
+				t.Errorf("race report of %d lines, want at most %d:\n%s", len(report), maxReportLines, stderr)
+			}
+			cause := ""
+			for _, l := range report[:min(5, len(report))] {
+				if strings.HasPrefix(l, "  most likely cause: ") {
+					cause = l
+				}
+			}
+			for _, want := range tt.cause {
+				if !strings.Contains(cause, want) {
+					t.Errorf("the cause line (in the first 5) does not say %q:\n%s", want, strings.Join(report, "\n"))
+				}
+			}
+			if !strings.Contains(strings.Join(report, "\n"), tt.pairs) {
+				t.Errorf("the pairs do not say %q:\n%s", tt.pairs, stderr)
+			}
+			_, _, all := run(t, "", "run", f, "-s", "16K", "-n", "2", "--race", "--explain")
+			if n := strings.Count(all, " vs rank "); n != 12 {
+				t.Errorf("--explain lists %d pairs, want the 12:\n%s", n, all)
+			}
+		})
+	}
+	f := "testdata/races/ring_reducescatter4_reuse.star"
+	if code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "-D", "handshake=true"); code != 0 {
+		t.Errorf("with the handshake: exit %d, want 0:\n%s", code, stderr)
+	}
+}
