@@ -119,48 +119,12 @@ func (t ElemType) Add(dst, a, b []byte) {
 	}
 	if nativeLE && aligned(dst, a, b, t.Size()) {
 		switch t {
-		case Float16:
+		case Float16, BFloat16:
 			d, x, y := view16(dst), view16(a), view16(b)
-			y = y[:len(d)]
-			x = x[:len(d)]
-			for i := range d {
-				f := math.Float32frombits(f16ToF32Table[x[i]]) + math.Float32frombits(f16ToF32Table[y[i]])
-				bits := math.Float32bits(f)
-				if abs := bits & 0x7fffffff; abs-0x38800000 < 0x477ff000-0x38800000 {
-					// A normal result: F32ToF16's common case, inlined.
-					v := abs - 112<<23
-					v += 0xfff + (v>>13)&1
-					d[i] = uint16(bits>>16)&0x8000 | uint16(v>>13)
-				} else {
-					d[i] = F32ToF16(f)
-				}
-			}
-		case BFloat16:
-			d, x, y := view16(dst), view16(a), view16(b)
-			y = y[:len(d)]
-			x = x[:len(d)]
-			for i := range d {
-				d[i] = F32ToBF16(math.Float32frombits(uint32(x[i])<<16) + math.Float32frombits(uint32(y[i])<<16))
-			}
-		case Float32:
+			bulk16(t, ReduceSum, d, x[:len(d)], y[:len(d)])
+		case Float32, Int32:
 			d, x, y := view32(dst), view32(a), view32(b)
-			y = y[:len(d)]
-			x = x[:len(d)]
-			for i := range d {
-				s := math.Float32frombits(x[i]) + math.Float32frombits(y[i])
-				if s != s {
-					d[i] = 0x7fffffff
-				} else {
-					d[i] = math.Float32bits(s)
-				}
-			}
-		case Int32:
-			d, x, y := view32(dst), view32(a), view32(b)
-			y = y[:len(d)]
-			x = x[:len(d)]
-			for i := range d {
-				d[i] = x[i] + y[i]
-			}
+			bulk32(t, ReduceSum, d, x[:len(d)], y[:len(d)])
 		}
 		return
 	}
@@ -168,9 +132,9 @@ func (t ElemType) Add(dst, a, b []byte) {
 	switch t {
 	case Float16:
 		for i := 0; i+1 < len(dst); i += 2 {
-			x := f16ToF32Table[binary.LittleEndian.Uint16(a[i:])]
-			y := f16ToF32Table[binary.LittleEndian.Uint16(b[i:])]
-			binary.LittleEndian.PutUint16(dst[i:], F32ToF16(math.Float32frombits(x)+math.Float32frombits(y)))
+			x := F16ToF32(binary.LittleEndian.Uint16(a[i:]))
+			y := F16ToF32(binary.LittleEndian.Uint16(b[i:]))
+			binary.LittleEndian.PutUint16(dst[i:], F32ToF16(x+y))
 		}
 	case BFloat16:
 		for i := 0; i+1 < len(dst); i += 2 {
@@ -251,70 +215,46 @@ func view32(b []byte) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(&b
 // Conversions. Bits are IEEE binary16 and bfloat16 (the upper half of a
 // binary32).
 
-// f16ToF32Table holds the float32 bits of every fp16 value; an immutable
-// table built once.
-var f16ToF32Table = func() *[1 << 16]uint32 {
-	var t [1 << 16]uint32
-	for h := range t {
-		t[h] = f16ToF32Bits(uint16(h))
-	}
-	return &t
-}()
-
 // F16ToF32 returns the value of fp16 bits h (exact).
-func F16ToF32(h uint16) float32 { return math.Float32frombits(f16ToF32Table[h]) }
+func F16ToF32(h uint16) float32 { return math.Float32frombits(f16Bits(h)) }
 
-func f16ToF32Bits(h uint16) uint32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // Inf, NaN (payload kept, quiet bit as given)
-		return sign | 0x7f800000 | mant<<13
-	case exp != 0:
-		return sign | (exp+112)<<23 | mant<<13
-	case mant == 0:
-		return sign
-	}
-	// Subnormal: mant·2^-24; normalise.
-	e := uint32(113)
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return sign | e<<23 | (mant&0x3ff)<<13
+// f16Bits is the float32 bits of fp16 bits h, without a branch or a
+// table: the exponent and mantissa bits, moved into a float32's place,
+// are the value times 2^-112 (normal and subnormal alike), so one exact
+// multiplication by 2^112 gives it; an all-ones exponent (Inf, NaN:
+// payload kept, quiet bit as given) is then made all ones by a mask (0 or
+// all ones).
+func f16Bits(h uint16) uint32 {
+	a := uint32(h & 0x7fff)
+	o := math.Float32bits(math.Float32frombits(a<<13) * 0x1p112)
+	o |= -((a + 0x400) >> 15) & 0x7f800000
+	return o | uint32(h&0x8000)<<16
 }
 
 // F32ToF16 rounds f to fp16, to nearest with ties to even: values from
 // 65520 up become Inf, values below 2^-14 become subnormals (or zero), a
 // NaN becomes the canonical NaN 0x7fff.
-func F32ToF16(f float32) uint16 {
-	x := math.Float32bits(f)
-	sign := uint16(x>>16) & 0x8000
-	x &= 0x7fffffff
-	switch {
-	case x > 0x7f800000:
-		return 0x7fff
-	case x >= 0x477ff000: // 65520 = 65504 + half an ulp: ties go to Inf
-		return sign | 0x7c00
-	case x >= 0x38800000: // normal: 2^-14 and up
-		x -= 112 << 23 // rebias the exponent from 127 to 15
-		x += 0xfff + (x>>13)&1
-		return sign | uint16(x>>13)
-	case x < 0x33000000: // below 2^-25: half the smallest subnormal or less
-		return sign
+func F32ToF16(f float32) uint16 { return f32ToF16Bits(math.Float32bits(f)) }
+
+// f32ToF16Bits is F32ToF16 of float32 bits x, without a branch (max
+// and the last selection compile to conditional moves). The float32
+// hardware rounds: |f|·2^112·2^-110 (= 4|f|, or Inf from 65536·2^112 on)
+// plus 2^(e+2+13-10)... a power of two whose ulp is fp16's ulp at f's
+// exponent (at least 2^-24, fp16's subnormal step), so that the sum's
+// low bits are f rounded to nearest even, with overflow to Inf; the fp16
+// exponent and mantissa are read off the sum's bits. A NaN gives 0x7fff
+// (sign dropped).
+func f32ToF16Bits(x uint32) uint16 {
+	base := math.Float32frombits(x&0x7fffffff) * 0x1p112 * 0x1p-110
+	twice := x + x
+	bias := max(twice&0xff000000, 0x71000000)
+	base += math.Float32frombits(bias>>1 + 0x07800000)
+	b := math.Float32bits(base)
+	r := uint16(x>>16)&0x8000 | uint16(b>>13)&0x7c00 + uint16(b&0x0fff)
+	if twice > 0xff000000 {
+		r = 0x7fff
 	}
-	// Subnormal result: round (1.m · 2^(e-150)) · 2^24 to an integer.
-	e := x >> 23
-	m := x&0x7fffff | 0x800000
-	s := 126 - e // 14..24
-	r := m >> s
-	rem := m & (1<<s - 1)
-	half := uint32(1) << (s - 1)
-	if rem > half || rem == half && r&1 == 1 {
-		r++
-	}
-	return sign | uint16(r)
+	return r
 }
 
 // BF16ToF32 returns the value of bfloat16 bits h (exact).
@@ -322,12 +262,13 @@ func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) 
 
 // F32ToBF16 rounds f to bfloat16, to nearest with ties to even
 // (subnormals kept, overflow to Inf, NaN to the canonical 0x7fff).
-func F32ToBF16(f float32) uint16 {
-	x := math.Float32bits(f)
-	if x&0x7fffffff > 0x7f800000 {
-		return 0x7fff
-	}
-	return uint16((x + 0x7fff + (x>>16)&1) >> 16)
+func F32ToBF16(f float32) uint16 { return f32ToBF16Bits(math.Float32bits(f)) }
+
+// f32ToBF16Bits is F32ToBF16 of float32 bits x, without a branch.
+func f32ToBF16Bits(x uint32) uint16 {
+	nanM := -((0x7f800000 - x&0x7fffffff) >> 31)
+	r := (x + 0x7fff + (x>>16)&1) >> 16
+	return uint16(r&^nanM | 0x7fff&nanM)
 }
 
 // F64ToF16 rounds v to fp16 directly (one rounding, to nearest even).

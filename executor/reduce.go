@@ -139,10 +139,10 @@ func (t ElemType) Reduce(op ReduceOp, dst, a, b []byte) {
 		switch t.Size() {
 		case 2:
 			d, x, y := view16(dst), view16(a), view16(b)
-			reduce16(t, op, d, x[:len(d)], y[:len(d)])
+			bulk16(t, op, d, x[:len(d)], y[:len(d)])
 		case 4:
 			d, x, y := view32(dst), view32(a), view32(b)
-			reduce32(t, op, d, x[:len(d)], y[:len(d)])
+			bulk32(t, op, d, x[:len(d)], y[:len(d)])
 		}
 		return
 	}

@@ -28,7 +28,7 @@ func BenchmarkSum(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/runs", dt), func(b *testing.B) {
 			b.SetBytes(reduceBlock * 8)
 			for range b.N {
-				sumElems(dt, res, srcs, 0, reduceBlock, func() []float32 { return acc })
+				sumRuns(dt, res, srcs, 0, reduceBlock, func() []float32 { return acc })
 			}
 		})
 		b.Run(fmt.Sprintf("%s/add", dt), func(b *testing.B) {

@@ -46,12 +46,12 @@ func TestSumElemsMatchesAdd(t *testing.T) {
 					acc := func() []float32 { return make([]float32, sumRun) }
 					if dt == executor.BFloat16 {
 						// bf16 keeps the Add chain.
-						if sumElems(dt, res, srcs, 0, len(want), acc) {
+						if sumRuns(dt, res, srcs, 0, len(want), acc) {
 							t.Fatal("sumElems took bf16")
 						}
 						return
 					}
-					if !sumElems(dt, res[:half], srcs, 0, half, acc) || !sumElems(dt, res[half:], srcs, half, len(want), acc) {
+					if !sumRuns(dt, res[:half], srcs, 0, half, acc) || !sumRuns(dt, res[half:], srcs, half, len(want), acc) {
 						t.Fatal("sumElems refused aligned operands")
 					}
 					if !bytes.Equal(res, want) {

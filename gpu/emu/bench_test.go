@@ -106,9 +106,12 @@ func TestSpeedTable(t *testing.T) {
 	ag := gputest.AlgorithmPlan(t, "allgather", map[string]string{"world_size": "8"})
 	twoNode := gputest.AlgorithmPlan(t, "allreduce_hier_packet", map[string]string{"world_size": "16", "ranks_per_node": "8", "nblocks": "28"})
 
-	only := os.Getenv("MSCCLGO_SPEED_ONLY") // a shape name prefix: that emulated shape alone
-	if only == "" {
+	only := os.Getenv("MSCCLGO_SPEED_ONLY") // a shape name prefix: that emulated shape alone; "cpu": the CPU lines alone
+	if only == "" || only == "cpu" {
 		cpuSpeed(t, arPort, arPacket)
+	}
+	if only == "cpu" {
+		return
 	}
 	emuSpeed(t, only, arPacket, ag, arPort, twoNode)
 }
@@ -127,6 +130,7 @@ func cpuSpeed(t *testing.T, arPort, arPacket *plan.Plan) {
 	fmt.Printf("%-44s %10.2f GB/s\n", "memcpy (64 MiB, Go copy, one core)", mem/1e9)
 	fmt.Printf("%-44s %10.2f GB/s\n", fmt.Sprintf("memcpy (64 MiB each, %d cores at once)", runtime.GOMAXPROCS(0)), memAll/1e9)
 	fmt.Printf("%-44s %10.2f GB/s  (2(n-1)/n² of memcpy on every core)\n", "busbw ceiling, 8 ranks in one memory", ceiling/1e9)
+	reduceSpeed(size)
 	for _, dt := range []executor.ElemType{executor.Float32, executor.Float16, executor.BFloat16} {
 		d, u, err := perLaunchCPU(cpu.New(), arPort, size, dt, time.Second)
 		if err != nil {
@@ -144,6 +148,58 @@ func cpuSpeed(t *testing.T, arPort, arPacket *plan.Plan) {
 		}
 		fmt.Printf("%-44s %10.3f ms per launch  (%.3f ms CPU time)\n", fmt.Sprintf("cpu allreduce_packet 8 ranks %s float", sizeName(size)), d.Seconds()*1e3, u.Seconds()*1e3)
 	}
+}
+
+// reduceSpeed prints the reductions' own lines of TestSpeedTable
+// (issue 46): executor.ElemType.Reduce of size bytes (dst = a op b) in
+// every type and op, on one core and split in equal parts over every
+// core, as fractions of Go's copy of size bytes measured the same two
+// ways in the same run. A reduction moves 1.5 times a copy's bytes (two
+// reads and a write), so memory bounds it near 67% of memcpy.
+func reduceSpeed(size int) {
+	x, y, d := make([]byte, size), make([]byte, size), make([]byte, size)
+	for _, t := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32} {
+		for i := 0; i < size/t.Size(); i += 61 {
+			t.SetFloat64(x, i, 1+float64(i%1000)/7)
+			t.SetFloat64(y, i, 1+float64(i%999)/3)
+		}
+	}
+	p := runtime.GOMAXPROCS(0)
+	run := func(parts int, f func(lo, hi int)) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		step := (size/parts + 63) / 64 * 64
+		for lo := 0; lo < size; lo += step {
+			hi := min(lo+step, size)
+			wg.Go(func() { f(lo, hi) })
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	cp := func(lo, hi int) { copy(d[lo:hi], x[lo:hi]) }
+	// pair is the best of 5 alternations of a copy and f on parts cores:
+	// their bandwidths, measured side by side (the machine is shared).
+	pair := func(parts int, f func(lo, hi int)) (float64, float64) {
+		f(0, size)
+		bc, bf := time.Duration(1<<62), time.Duration(1<<62)
+		for range 5 {
+			bc = min(bc, run(parts, cp))
+			bf = min(bf, run(parts, f))
+		}
+		return float64(size) / bc.Seconds(), float64(size) / bf.Seconds()
+	}
+	fmt.Printf("\n%-36s %9s %9s %7s %9s %9s %7s\n", fmt.Sprintf("reduce %s, dst = a op b", sizeName(uint64(size))), "1 core", "memcpy", "ratio", fmt.Sprintf("%d cores", p), "memcpy", "ratio")
+	for _, t := range []executor.ElemType{executor.Float32, executor.Float16, executor.BFloat16, executor.Int32} {
+		for _, op := range []executor.ReduceOp{executor.ReduceSum, executor.ReduceProd, executor.ReduceMax, executor.ReduceMin} {
+			f := func(lo, hi int) { t.Reduce(op, d[lo:hi], x[lo:hi], y[lo:hi]) }
+			c1, r1 := pair(1, f)
+			cp, rp := pair(p, f)
+			fmt.Printf("%-36s %5.2fGB/s %5.2fGB/s %6.1f%% %5.2fGB/s %5.2fGB/s %6.1f%%\n", fmt.Sprintf("%s %v", t, op),
+				r1/1e9, c1/1e9, 100*r1/c1, rp/1e9, cp/1e9, 100*rp/cp)
+		}
+	}
+	fmt.Printf("(GB/s of result bytes; vector kernels (AVX2, F16C): %v)\n", executor.HasVectorKernels())
+	fmt.Println()
 }
 
 // emuSpeed prints the emulated device's lines of TestSpeedTable.

@@ -1,0 +1,116 @@
+//go:build amd64 && !purego
+
+package executor
+
+import "golang.org/x/sys/cpu"
+
+// vectorKernels is whether this CPU (and its OS) runs AVX2 and F16C: read
+// once, at start, from CPUID; never changed.
+var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+
+// HasVectorKernels reports whether Add and Reduce run the vector kernels
+// of kernels_amd64.s (AVX2 and F16C) on this machine.
+func HasVectorKernels() bool { return vectorKernels }
+
+// The kernels (kernels_amd64.s) each take n elements, a multiple of their
+// vector (16 for addF32AVX2, addF16AVX2 and minMax16AVX2, 8 for the others), at d, x and y.
+
+//go:noescape
+func addF32AVX2(d, x, y *uint32, n int)
+
+//go:noescape
+func mulF32AVX2(d, x, y *uint32, n int)
+
+// minMaxF32AVX2 is MAX (flip 0) or MIN (flip all ones) of float32 bits.
+//
+//go:noescape
+func minMaxF32AVX2(d, x, y *uint32, n int, flip uint32)
+
+//go:noescape
+func addF16AVX2(d, x, y *uint16, n int)
+
+//go:noescape
+func mulF16AVX2(d, x, y *uint16, n int)
+
+//go:noescape
+func addBF16AVX2(d, x, y *uint16, n int)
+
+// mulBF16AVX2 returns the elements it stored: it stops before the first
+// 8 whose float32 products include one below float32's normal range but
+// not zero (mulBF16 rounds those from the exact product).
+//
+//go:noescape
+func mulBF16AVX2(d, x, y *uint16, n int) int
+
+// minMax16AVX2 is MAX (flip 0) or MIN (flip 0xffff) of fp16 (nan
+// 0x7c00) or bf16 (nan 0x7f80) bits: a value whose bits without the sign
+// exceed nan is a NaN.
+//
+//go:noescape
+func minMax16AVX2(d, x, y *uint16, n int, flip, nan uint16)
+
+// vec16 runs the vector kernel of t and op over the longest prefix it
+// takes and returns its length.
+func vec16(t ElemType, op ReduceOp, d, x, y []uint16) int {
+	if !vectorKernels || len(d) < 16 {
+		return 0
+	}
+	n := len(d) &^ 15
+	d0, x0, y0 := &d[0], &x[0], &y[0]
+	switch {
+	case op == ReduceSum && t == Float16:
+		addF16AVX2(d0, x0, y0, n)
+	case op == ReduceSum:
+		addBF16AVX2(d0, x0, y0, n)
+	case op == ReduceProd && t == Float16:
+		mulF16AVX2(d0, x0, y0, n)
+	case op == ReduceProd:
+		done := 0
+		for done < n {
+			done += mulBF16AVX2(&d[done], &x[done], &y[done], n-done)
+			if done == n {
+				break
+			}
+			// A block with a tiny product: 8 elements the scalar way.
+			for i := done; i < done+8; i++ {
+				d[i] = mulBF16(x[i], y[i])
+			}
+			done += 8
+		}
+	default:
+		flip, nan := uint16(0), uint16(0x7c00)
+		if op == ReduceMin {
+			flip = 0xffff
+		}
+		if t == BFloat16 {
+			nan = 0x7f80
+		}
+		minMax16AVX2(d0, x0, y0, n, flip, nan)
+	}
+	return n
+}
+
+// vec32 is vec16 for fp32; int32 (which the compiler's loops take at
+// memory speed) takes none.
+func vec32(t ElemType, op ReduceOp, d, x, y []uint32) int {
+	if !vectorKernels || t != Float32 || len(d) < 8 {
+		return 0
+	}
+	n := len(d) &^ 7
+	d0, x0, y0 := &d[0], &x[0], &y[0]
+	switch op {
+	case ReduceSum:
+		n = len(d) &^ 15
+		if n == 0 {
+			return 0
+		}
+		addF32AVX2(d0, x0, y0, n)
+	case ReduceProd:
+		mulF32AVX2(d0, x0, y0, n)
+	case ReduceMax:
+		minMaxF32AVX2(d0, x0, y0, n, 0)
+	case ReduceMin:
+		minMaxF32AVX2(d0, x0, y0, n, 0xffffffff)
+	}
+	return n
+}

@@ -1,0 +1,288 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The vector kernels of kernels_amd64.go (AVX2, F16C). Each takes n
+// elements (a multiple of its vector) at d, x and y; d may be x or y.
+// Every element is what the scalar definitions of dtype.go and reduce.go
+// give: IEEE float32 arithmetic rounded to nearest even, fp16 rounded by
+// VCVTPS2PH (imm 0: to nearest even), NaN results made canonical.
+// X15 and R14 are left alone (Go's ABIInternal keeps zero and g there).
+
+// BCASTD broadcasts a 32-bit constant into Y register r.
+#define BCASTD(c, r) MOVL $c, AX; MOVQ AX, X14; VPBROADCASTD X14, r
+#define BCASTW(c, r) MOVL $c, AX; MOVQ AX, X14; VPBROADCASTW X14, r
+
+// func addF32AVX2(d, x, y *uint32, n int)
+TEXT ·addF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+addf32loop:
+	CMPQ BX, CX
+	JAE  addf32done
+	VMOVUPS   (SI)(BX*4), Y0
+	VMOVUPS   32(SI)(BX*4), Y1
+	VADDPS    (DX)(BX*4), Y0, Y0
+	VADDPS    32(DX)(BX*4), Y1, Y1
+	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
+	VMOVUPS   Y0, (DI)(BX*4)
+	VMOVUPS   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       addf32loop
+addf32done:
+	VZEROUPPER
+	RET
+
+// func mulF32AVX2(d, x, y *uint32, n int)
+TEXT ·mulF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+mulf32loop:
+	CMPQ BX, CX
+	JAE  mulf32done
+	VMOVUPS   (SI)(BX*4), Y0
+	VMULPS    (DX)(BX*4), Y0, Y0
+	VCMPPS    $3, Y0, Y0, Y2
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VMOVUPS   Y0, (DI)(BX*4)
+	ADDQ      $8, BX
+	JMP       mulf32loop
+mulf32done:
+	VZEROUPPER
+	RET
+
+// func minMaxF32AVX2(d, x, y *uint32, n int, flip uint32)
+//
+// The key of a non-NaN value orders its bits as the values (-0 below
+// +0): x ^ ((x >> 31 arithmetic) >> 1). b is chosen where key(b) >
+// key(a) (MAX; flip inverts it for MIN), where a is a NaN, and not where
+// b is a NaN; two NaNs give the canonical NaN.
+TEXT ·minMaxF32AVX2(SB), NOSPLIT, $0-36
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVL flip+32(FP), AX
+	MOVQ AX, X14
+	VPBROADCASTD X14, Y9
+	BCASTD(0x7fffffff, Y10)
+	BCASTD(0x7f800000, Y11)
+	XORQ BX, BX
+mmf32loop:
+	CMPQ BX, CX
+	JAE  mmf32done
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   (DX)(BX*4), Y1
+	VPSRAD    $31, Y0, Y2
+	VPSRLD    $1, Y2, Y2
+	VPXOR     Y0, Y2, Y2
+	VPSRAD    $31, Y1, Y3
+	VPSRLD    $1, Y3, Y3
+	VPXOR     Y1, Y3, Y3
+	VPCMPGTD  Y2, Y3, Y4
+	VPXOR     Y9, Y4, Y4
+	VPAND     Y10, Y0, Y5
+	VPCMPGTD  Y11, Y5, Y5
+	VPAND     Y10, Y1, Y6
+	VPCMPGTD  Y11, Y6, Y6
+	VPANDN    Y4, Y6, Y4
+	VPOR      Y5, Y4, Y4
+	VPBLENDVB Y4, Y1, Y0, Y7
+	VPAND     Y5, Y6, Y5
+	VPBLENDVB Y5, Y10, Y7, Y7
+	VMOVDQU   Y7, (DI)(BX*4)
+	ADDQ      $8, BX
+	JMP       mmf32loop
+mmf32done:
+	VZEROUPPER
+	RET
+
+// func addF16AVX2(d, x, y *uint16, n int)
+//
+// The float32 sum of two fp16 values, a NaN made 0x7fffffff (which
+// VCVTPS2PH makes 0x7fff), rounded to fp16.
+TEXT ·addF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+addf16loop:
+	CMPQ BX, CX
+	JAE  addf16done
+	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS 16(SI)(BX*2), Y1
+	VCVTPH2PS (DX)(BX*2), Y4
+	VCVTPH2PS 16(DX)(BX*2), Y5
+	VADDPS    Y4, Y0, Y0
+	VADDPS    Y5, Y1, Y1
+	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
+	VCVTPS2PH $0, Y0, (DI)(BX*2)
+	VCVTPS2PH $0, Y1, 16(DI)(BX*2)
+	ADDQ      $16, BX
+	JMP       addf16loop
+addf16done:
+	VZEROUPPER
+	RET
+
+// func mulF16AVX2(d, x, y *uint16, n int)
+//
+// The float32 product of two fp16 values is exact; rounded once.
+TEXT ·mulF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+mulf16loop:
+	CMPQ BX, CX
+	JAE  mulf16done
+	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS (DX)(BX*2), Y4
+	VMULPS    Y4, Y0, Y0
+	VCMPPS    $3, Y0, Y0, Y2
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VCVTPS2PH $0, Y0, (DI)(BX*2)
+	ADDQ      $8, BX
+	JMP       mulf16loop
+mulf16done:
+	VZEROUPPER
+	RET
+
+// WIDENBF loads 8 bf16 at m into the float32 lanes of r.
+#define WIDENBF(m, r) VPMOVZXWD m, r; VPSLLD $16, r, r
+
+// NARROWBF rounds the float32 lanes of Y0 to bf16 (nearest even, a NaN
+// made 0x7fff through 0x7fff0000) and stores the 8 at m. Y10 holds
+// 0x7fff0000, Y11 1, Y12 0x7fff; it uses Y2 and Y3.
+#define NARROWBF(m) \
+	VCMPPS    $3, Y0, Y0, Y2; \
+	VBLENDVPS Y2, Y10, Y0, Y0; \
+	VPSRLD    $16, Y0, Y3; \
+	VPAND     Y11, Y3, Y3; \
+	VPADDD    Y3, Y0, Y0; \
+	VPADDD    Y12, Y0, Y0; \
+	VPSRLD    $16, Y0, Y0; \
+	VEXTRACTI128 $1, Y0, X3; \
+	VPACKUSDW X3, X0, X0; \
+	VMOVDQU   X0, m
+
+// func addBF16AVX2(d, x, y *uint16, n int)
+TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fff0000, Y10)
+	BCASTD(1, Y11)
+	BCASTD(0x7fff, Y12)
+	XORQ BX, BX
+addbf16loop:
+	CMPQ BX, CX
+	JAE  addbf16done
+	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF((DX)(BX*2), Y1)
+	VADDPS Y1, Y0, Y0
+	NARROWBF((DI)(BX*2))
+	ADDQ   $8, BX
+	JMP    addbf16loop
+addbf16done:
+	VZEROUPPER
+	RET
+
+// func mulBF16AVX2(d, x, y *uint16, n int) int
+//
+// It stops before 8 elements whose products include one of magnitude
+// below 2^-126 but not zero, and returns the elements done.
+TEXT ·mulBF16AVX2(SB), NOSPLIT, $0-40
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fff0000, Y10)
+	BCASTD(1, Y11)
+	BCASTD(0x7fff, Y12)
+	BCASTD(0x7fffffff, Y13)
+	BCASTD(0x00800000, Y9)
+	VPXOR Y8, Y8, Y8
+	XORQ BX, BX
+mulbf16loop:
+	CMPQ BX, CX
+	JAE  mulbf16done
+	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF((DX)(BX*2), Y1)
+	VMULPS   Y1, Y0, Y0
+	VPAND    Y13, Y0, Y4
+	VPCMPGTD Y4, Y9, Y5
+	VPCMPGTD Y8, Y4, Y6
+	VPTEST   Y6, Y5
+	JNZ      mulbf16done
+	NARROWBF((DI)(BX*2))
+	ADDQ     $8, BX
+	JMP      mulbf16loop
+mulbf16done:
+	MOVQ BX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func minMax16AVX2(d, x, y *uint16, n int, flip, nan uint16)
+//
+// minMaxF32AVX2 over 16-bit lanes: the key x ^ ((x >> 15 arithmetic) >>
+// 1), a NaN where the bits without the sign exceed nan.
+TEXT ·minMax16AVX2(SB), NOSPLIT, $0-36
+	MOVQ  d+0(FP), DI
+	MOVQ  x+8(FP), SI
+	MOVQ  y+16(FP), DX
+	MOVQ  n+24(FP), CX
+	MOVWLZX flip+32(FP), AX
+	MOVQ  AX, X14
+	VPBROADCASTW X14, Y9
+	MOVWLZX nan+34(FP), AX
+	MOVQ  AX, X14
+	VPBROADCASTW X14, Y11
+	BCASTW(0x7fff, Y10)
+	XORQ BX, BX
+mm16loop:
+	CMPQ BX, CX
+	JAE  mm16done
+	VMOVDQU   (SI)(BX*2), Y0
+	VMOVDQU   (DX)(BX*2), Y1
+	VPSRAW    $15, Y0, Y2
+	VPSRLW    $1, Y2, Y2
+	VPXOR     Y0, Y2, Y2
+	VPSRAW    $15, Y1, Y3
+	VPSRLW    $1, Y3, Y3
+	VPXOR     Y1, Y3, Y3
+	VPCMPGTW  Y2, Y3, Y4
+	VPXOR     Y9, Y4, Y4
+	VPAND     Y10, Y0, Y5
+	VPCMPGTW  Y11, Y5, Y5
+	VPAND     Y10, Y1, Y6
+	VPCMPGTW  Y11, Y6, Y6
+	VPANDN    Y4, Y6, Y4
+	VPOR      Y5, Y4, Y4
+	VPBLENDVB Y4, Y1, Y0, Y7
+	VPAND     Y5, Y6, Y5
+	VPBLENDVB Y5, Y10, Y7, Y7
+	VMOVDQU   Y7, (DI)(BX*2)
+	ADDQ      $16, BX
+	JMP       mm16loop
+mm16done:
+	VZEROUPPER
+	RET
