@@ -221,7 +221,7 @@ func (c *comm) choose(cs *customState, k call, plan string) (decision, error) {
 	sources, selector, user := cs.sources, cs.selector, cs.user
 	cs.mu.Unlock()
 	req := planset.Request{Collective: k.coll.planName(), WorldSize: c.size, RanksPerNode: c.ranksPerNode,
-		Size: k.size(c.size), InPlace: k.inPlace(c.rank), ElementSize: int(elemSize(k.dtype))}
+		Size: k.size(c.size), InPlace: k.inPlace(c.rank), ElementSize: int(elemSize(k.dtype)), Host: c.gpu == nil || k.hostMem}
 	if plan == "" && selector != nil {
 		cname := C.CString(req.Collective)
 		defer C.free(unsafe.Pointer(cname))

@@ -279,6 +279,9 @@ func (c *comm) decide(k call) decision {
 		Size:         k.size(c.size),
 		InPlace:      callInPlace,
 		ElementSize:  int(elemSize(k.dtype)),
+		// On host memory the plan is the cheapest on the CPU backend,
+		// not the one of a GPU's size ranges (planset.HostCostUS).
+		Host: c.gpu == nil || k.hostMem,
 	}
 	if c.gpu != nil && !k.hostMem {
 		// On the device every rank runs the same plan instance, so
@@ -310,7 +313,7 @@ func (c *comm) decide(k call) decision {
 		d.padCount = padBlock / elemSize(k.dtype)
 		d.why = fmt.Sprintf("plan %s fits (%s) at %d elements per rank, padded from %d (no plan takes %d bytes whole)", choice.Entry.Name, choice.Why, d.padCount, k.count, req.Size)
 		if k.coll == collAllReduce {
-			if b := bulkBlock(choice.Entry, uint64(c.size), elemSize(k.dtype), req.Size); b > 0 {
+			if b := bulkBlock(choice.Entry, req, uint64(c.size), elemSize(k.dtype), req.Size); b > 0 {
 				d.bulkCount, d.bulkInPlace = b/elemSize(k.dtype), planInPlace
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/planset"
 )
 
@@ -119,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{"avg", withPlans, call{fn: "ncclAllReduce", coll: collAllReduce, count: 1, dtype: 7, op: 4}, "", "no plan for allreduce of 4 bytes on 2 ranks (2 per node), in-place: the plan set has no allreduce plans"},
 		{"premulsum", withPlans, call{fn: "ncclReduceScatter", coll: collReduceScatter, count: 1, dtype: 7, op: 5}, "", "user-defined reduction 5: reductions made by ncclRedOpCreatePreMulSum are the fallback NCCL's"},
 		{"odd allgather padded", withPlans, call{fn: "ncclAllGather", coll: collAllGather, send: base + 4*121, recv: base, count: 121, dtype: 7, op: -1},
-			"allgather", "plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 992 in [0, 18446744073709551615]) at 124 elements per rank, padded from 121"},
+			"allgather", "plan allgather fits (allgather for 2 ranks (2 per node), Simple, in-place, message size 992 in [0, 18446744073709551615], on host memory the cheapest of 1 on the CPU backend (modelled 56 µs; size ranges not applied)) at 124 elements per rank, padded from 121"},
 		{"other world size", &comm{rank: 0, size: 3, ranksPerNode: 3, plans: withPlans.plans}, call{fn: "ncclAllGather", coll: collAllGather, send: base, recv: base + 64, count: 4, dtype: 7, op: -1},
 			"", "no plan for allgather of 48 bytes on 3 ranks (3 per node), out-of-place: the plan set has allgather plans for 2 ranks (2 per node) only"},
 		{"broadcast", withPlans, call{fn: "ncclBroadcast", coll: collBroadcast, count: 1, dtype: 7, op: -1, peer: 0}, "", "mscclgo has no plans for ncclBroadcast"},
@@ -146,5 +147,41 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecideHostMemory checks that a call on host memory takes the plan
+// the CPU backend runs fastest (planset.HostCostUS), not the one of the
+// plans' size ranges, which are a GPU's: between the bundled allreduce
+// plans for 2 ranks (LL packets up to 1 MiB, Simple above), LL at 1 KiB,
+// Simple at 64 KiB and 1 MiB, inside the packet plan's range; and that
+// the Simple plan is instantiated there, below its min_message_size,
+// only on host memory.
+func TestDecideHostMemory(t *testing.T) {
+	dir := bundledPlans(t, map[string]planDef{
+		"packet.json": {"allreduce_packet", map[string]string{"world_size": "2"}},
+		"rsag.json":   {"allreduce_rsag", map[string]string{"world_size": "2"}},
+	})
+	idx, err := planset.ScanDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &comm{rank: 0, size: 2, ranksPerNode: 2, plans: planSet{sources: []planset.Source{{Dir: dir, Index: idx}}, dirs: []string{dir}}}
+	const base = 0x100000
+	for _, tc := range []struct {
+		count uint64
+		plan  string
+	}{{256, "allreduce_packet"}, {16 << 10, "allreduce_rsag"}, {256 << 10, "allreduce_rsag"}} {
+		d := c.decide(call{fn: "ncclAllReduce", coll: collAllReduce, send: base, recv: base, count: tc.count, dtype: 7, op: 0})
+		if !strings.HasPrefix(d.plan, tc.plan) || !strings.Contains(d.why, "on host memory the cheapest of 2 on the CPU backend") {
+			t.Errorf("%d floats: decide = %q (%s), want %s, the cheapest on the CPU backend", tc.count, d.plan, d.why, tc.plan)
+		}
+	}
+	rsag := filepath.Join(dir, "rsag.json")
+	if _, _, err := c.plansRun.instantiate(rsag, 64<<10, executor.Float32, true, false); err == nil || !strings.Contains(err.Error(), "below min_message_size") {
+		t.Errorf("instantiate on a device at 64 KiB: %v, want the plan's range refused", err)
+	}
+	if _, _, err := c.plansRun.instantiate(rsag, 64<<10, executor.Float32, true, true); err != nil {
+		t.Errorf("instantiate on host memory at 64 KiB: %v", err)
 	}
 }

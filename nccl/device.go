@@ -109,7 +109,7 @@ func portNet(c *comm) (rankwire.Net, error) {
 func (c *comm) opener(k call, d decision) func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
 	path, planInPlace, size, dt := d.path, d.planInPlace, c.planSize(k, d), planDType(k.dtype)
 	return func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-		inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace)
+		inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace, false)
 		return inst, layout, executor.Options{DType: dt}, err
 	}
 }

@@ -629,7 +629,7 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 			h.lru.forget(old)
 			h.lru.evicted++
 		}
-		inst, layout, err := h.plans.instantiate(file, size, dt, inPlace)
+		inst, layout, err := h.plans.instantiate(file, size, dt, inPlace, true)
 		if err != nil {
 			return err
 		}
@@ -711,7 +711,7 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string, size uint
 		p.lru.evicted++
 	}
 	dt := planDType(k.dtype)
-	inst, layout, err := c.plansRun.instantiate(d.path, size, dt, d.planInPlace)
+	inst, layout, err := c.plansRun.instantiate(d.path, size, dt, d.planInPlace, true)
 	if err != nil {
 		return nil, err
 	}

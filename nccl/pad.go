@@ -87,12 +87,13 @@ func paddedSize(sources []planset.Source, req planset.Request, coll collective, 
 			if u == 0 {
 				continue
 			}
-			b := max(block, per(e.MinMessageSize))
+			lo, hi := req.SizeRange(e)
+			b := max(block, per(lo))
 			b = (b + u - 1) / u * u
 			if b < block || b > math.MaxUint64/n {
 				continue
 			}
-			if s := whole(b); s <= e.MaxMessageSize && s >= e.MinMessageSize && (!ok || b < padBlock) {
+			if s := whole(b); s <= hi && s >= lo && (!ok || b < padBlock) {
 				size, padBlock, ok = s, b, true
 			}
 		}
@@ -237,16 +238,16 @@ func fitsWhole(e planset.Entry, coll collective, n, es, block uint64) bool {
 
 // bulkBlock is the largest per-rank block of at most block bytes that
 // plan e takes whole on n ranks (elements of es bytes), inside its size
-// range; 0 for none. An allreduce on ranks as threads runs that bulk on
+// range for req (Request.SizeRange); 0 for none. An allreduce on ranks as threads runs that bulk on
 // the callers' buffers and the rest on the built-in path, rather than
 // copying the whole through a padded staging buffer (decide).
-func bulkBlock(e planset.Entry, n, es, block uint64) uint64 {
+func bulkBlock(e planset.Entry, req planset.Request, n, es, block uint64) uint64 {
 	u := padUnit(e, collAllReduce, n, es)
 	if u == 0 {
 		return 0
 	}
 	b := block / u * u
-	if b == 0 || b < e.MinMessageSize || b > e.MaxMessageSize {
+	if lo, hi := req.SizeRange(e); b == 0 || b < lo || b > hi {
 		return 0
 	}
 	return b

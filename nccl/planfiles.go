@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -37,11 +38,19 @@ func (f *planFiles) load(file string) (*plan.Plan, error) {
 }
 
 // instantiate loads the plan in file and lays it out for one call: size
-// bytes of dt, in place or not.
-func (f *planFiles) instantiate(file string, size uint64, dt executor.ElemType, inPlace bool) (*executor.Instance, *executor.BufferLayout, error) {
+// bytes of dt, in place or not. On host memory (host) the plan's size
+// range does not bound the size: the plan was chosen by its cost on the
+// CPU backend (planset.Request.Host), and its chunking, checked by
+// Instantiate, is what makes it correct at a size.
+func (f *planFiles) instantiate(file string, size uint64, dt executor.ElemType, inPlace, host bool) (*executor.Instance, *executor.BufferLayout, error) {
 	plan, err := f.load(file)
 	if err != nil {
 		return nil, nil, err
+	}
+	if host && (plan.MinMessageSize > 0 || plan.MaxMessageSize < math.MaxUint64) {
+		wide := *plan
+		wide.MinMessageSize, wide.MaxMessageSize = 0, math.MaxUint64
+		plan = &wide
 	}
 	layout, err := executor.PlanLayout(plan, size, dt, inPlace)
 	if err != nil {

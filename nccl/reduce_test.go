@@ -126,11 +126,30 @@ func TestPadding(t *testing.T) {
 		t.Errorf("paddedSize(484) = %d, %d, %v; want 512 (2 chunks of 16-byte units)", size, pb, ok)
 	}
 	// The bulk of the same call the plan takes whole: 15 units of 32.
-	if b := bulkBlock(ar, 2, 4, 484); b != 480 {
+	if b := bulkBlock(ar, req, 2, 4, 484); b != 480 {
 		t.Errorf("bulkBlock(484) = %d, want 480", b)
 	}
-	if b := bulkBlock(ar, 2, 4, 20); b != 0 {
+	if b := bulkBlock(ar, req, 2, 4, 20); b != 0 {
 		t.Errorf("bulkBlock(20) = %d, want 0 (less than a unit)", b)
+	}
+	// A plan's range bounds the padding and the bulk on a device, not on
+	// host memory (planset.Request.Host).
+	ranged := ar
+	ranged.MinMessageSize = 1024
+	rsrc := []planset.Source{{Index: &planset.Index{Plans: []planset.Entry{ranged}}}}
+	if size, _, ok := paddedSize(rsrc, req, collAllReduce, 484); !ok || size != 1024 {
+		t.Errorf("paddedSize(484) under min 1024 = %d, %v; want 1024", size, ok)
+	}
+	if b := bulkBlock(ranged, req, 2, 4, 484); b != 0 {
+		t.Errorf("bulkBlock(484) under min 1024 = %d, want 0", b)
+	}
+	host := req
+	host.Host = true
+	if size, _, ok := paddedSize(rsrc, host, collAllReduce, 484); !ok || size != 512 {
+		t.Errorf("paddedSize(484) on host memory = %d, %v; want 512 (the range ignored)", size, ok)
+	}
+	if b := bulkBlock(ranged, host, 2, 4, 484); b != 480 {
+		t.Errorf("bulkBlock(484) on host memory = %d, want 480", b)
 	}
 	// Reducescatter on 2 ranks, 3 elements a block padded to 8.
 	l := layout{coll: collReduceScatter, n: 2, rank: 1, es: 2, count: 3, padded: 8}

@@ -25,6 +25,10 @@ type Request struct {
 	ElementSize int
 	// NVLS says whether NVLink SHARP (SwitchChannels) is available.
 	NVLS bool
+	// Host says the call runs on host memory (the CPU backend): the
+	// plans' size ranges, set for a GPU, do not apply, and the fits are
+	// ranked by HostCostUS (Select without a predictor of its own).
+	Host bool
 }
 
 // Source is a directory of plans with its index, searched in order.
@@ -65,6 +69,8 @@ type Choice struct {
 // size range wins (the most specialised), then the first in index order.
 // It never picks a plan built for another world size, an NVLS plan without
 // NVLS, or an in-place plan for an out-of-place call (or the reverse).
+// A call on host memory (req.Host) is not held to the size ranges, and
+// the cheapest fit by HostCostUS wins.
 func Select(sources []Source, req Request) (*Choice, error) {
 	return SelectBy(sources, req, nil)
 }
@@ -83,6 +89,10 @@ type Ranked struct {
 // source that has any are ranked by predicted time, fastest first
 // (Choice.Ranking), and the fastest wins.
 func SelectBy(sources []Source, req Request, predict Predictor) (*Choice, error) {
+	host := req.Host && predict == nil
+	if host {
+		predict = func(_ string, e Entry) (float64, error) { return HostCostUS(e, req.Size), nil }
+	}
 	var rejected []Candidate
 	for _, src := range sources {
 		var fits []Candidate
@@ -132,6 +142,9 @@ func SelectBy(sources []Source, req Request, predict Predictor) (*Choice, error)
 			if predict != nil {
 				reason = fmt.Sprintf("fits, but %s is predicted faster (%.2f µs against %.2f µs)", best.Entry.Name, ranking[0].TimeUS, ranking[k+1].TimeUS)
 			}
+			if host {
+				reason = fmt.Sprintf("fits, but %s costs less on the CPU backend (modelled %.0f µs against %.0f µs)", best.Entry.Name, ranking[0].TimeUS, ranking[k+1].TimeUS)
+			}
 			rejected = append(rejected, Candidate{Dir: f.Dir, Entry: f.Entry, Reason: reason})
 		}
 		why := fmt.Sprintf("%s for %d ranks (%d per node), %s, %s, message size %d in [%d, %d]",
@@ -144,7 +157,10 @@ func SelectBy(sources []Source, req Request, predict Predictor) (*Choice, error)
 		if best.Entry.NVLS {
 			why += ", NVLS"
 		}
-		if predict != nil {
+		switch {
+		case host:
+			why += fmt.Sprintf(", on host memory the cheapest of %d on the CPU backend (modelled %.0f µs; size ranges not applied)", len(ranking), ranking[0].TimeUS)
+		case predict != nil:
 			why += fmt.Sprintf(", predicted fastest of %d: %.2f µs", len(ranking), ranking[0].TimeUS)
 		}
 		return &Choice{Dir: best.Dir, Entry: best.Entry, Why: why, Rejected: rejected, Ranking: ranking}, nil
@@ -183,7 +199,7 @@ func reject(e Entry, req Request) string {
 	case e.Collective == plan.AllToAllVCollective:
 		// Block sizes come from each call's counts: any size fits.
 		return ""
-	case req.Size < e.MinMessageSize || req.Size > e.MaxMessageSize:
+	case !req.Host && (req.Size < e.MinMessageSize || req.Size > e.MaxMessageSize):
 		return fmt.Sprintf("message size %d outside [%d, %d]", req.Size, e.MinMessageSize, e.MaxMessageSize)
 	}
 	return sizeProblem(e, req)

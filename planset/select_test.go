@@ -38,20 +38,25 @@ func TestSelect(t *testing.T) {
 		want    string // chosen plan name, or "" for no plan
 		reason  string // a rejection reason that must be reported
 	}{
-		{"small allreduce", defaults, Request{"allreduce", 8, 8, 4096, true, 2, false}, "allreduce_packet_8", ""},
-		{"large allreduce without NVLS", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, false}, "allreduce_rsag_8",
+		{"small allreduce", defaults, Request{"allreduce", 8, 8, 4096, true, 2, false, false}, "allreduce_packet_8", ""},
+		{"large allreduce without NVLS", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, false, false}, "allreduce_rsag_8",
 			"needs NVLS, which is not available"},
-		{"large allreduce with NVLS prefers the narrower range", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, true}, "allreduce_nvls_8", ""},
-		{"never another world size", defaults, Request{"allreduce", 4, 4, 4096, true, 2, false}, "", "built for 8 ranks, not 4"},
-		{"multi-node shape", defaults, Request{"allreduce", 16, 8, 4096, true, 2, false}, "allreduce_hier_packet_16", ""},
-		{"ranks per node must match", defaults, Request{"allreduce", 16, 4, 4096, true, 2, false}, "", "built for 8 ranks per node, not 4"},
-		{"never an in-place plan for an out-of-place call", defaults, Request{"allreduce", 8, 8, 4096, false, 2, false}, "",
+		{"large allreduce with NVLS prefers the narrower range", defaults, Request{"allreduce", 8, 8, 64 << 20, true, 2, true, false}, "allreduce_nvls_8", ""},
+		{"never another world size", defaults, Request{"allreduce", 4, 4, 4096, true, 2, false, false}, "", "built for 8 ranks, not 4"},
+		{"multi-node shape", defaults, Request{"allreduce", 16, 8, 4096, true, 2, false, false}, "allreduce_hier_packet_16", ""},
+		{"ranks per node must match", defaults, Request{"allreduce", 16, 4, 4096, true, 2, false, false}, "", "built for 8 ranks per node, not 4"},
+		{"never an in-place plan for an out-of-place call", defaults, Request{"allreduce", 8, 8, 4096, false, 2, false, false}, "",
 			"in-place plan for an out-of-place call"},
-		{"out-of-place allgather", defaults, Request{"allgather", 8, 8, 8 << 10, false, 2, false}, "allgather_8", ""},
-		{"size that does not divide into chunks", defaults, Request{"allreduce", 8, 8, 16 * 7, true, 2, false}, "",
+		{"out-of-place allgather", defaults, Request{"allgather", 8, 8, 8 << 10, false, 2, false, false}, "allgather_8", ""},
+		{"size that does not divide into chunks", defaults, Request{"allreduce", 8, 8, 16 * 7, true, 2, false, false}, "",
 			"not divisible into 8 chunks"},
-		{"user directory first", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 2048, true, 2, false}, "my_allreduce", ""},
-		{"user directory without a fit falls back", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 1 << 16, true, 2, false},
+		{"user directory first", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 2048, true, 2, false, false}, "my_allreduce", ""},
+		{"host memory: Simple from 16 KiB, whatever the ranges", defaults, Request{"allreduce", 8, 8, 256 << 10, true, 2, false, true}, "allreduce_rsag_8",
+			"costs less on the CPU backend"},
+		{"host memory: LL packets for the smallest", defaults, Request{"allreduce", 8, 8, 1 << 10, true, 2, false, true}, "allreduce_packet_8",
+			"costs less on the CPU backend"},
+		{"host memory: LL beyond its range where nothing else fits", defaults, Request{"allreduce", 16, 8, 4 << 20, true, 2, false, true}, "allreduce_hier_packet_16", ""},
+		{"user directory without a fit falls back", append([]Source{{Dir: "mine", Index: user}}, defaults...), Request{"allreduce", 8, 8, 1 << 16, true, 2, false, false},
 			"allreduce_packet_8", "outside [0, 4096]"},
 	}
 	for _, tt := range tests {
@@ -110,12 +115,12 @@ func TestSelectPlaceOnly(t *testing.T) {
 		req  Request
 		want []string // the plans marked PlaceOnly
 	}{
-		{"out-of-place small allreduce", Request{"allreduce", 8, 8, 4096, false, 2, false}, []string{"allreduce_packet_8"}},
-		{"out-of-place large allreduce with NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, true}, []string{"allreduce_rsag_8", "allreduce_nvls_8"}},
-		{"out-of-place large allreduce without NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, false}, []string{"allreduce_rsag_8"}},
-		{"in-place allgather", Request{"allgather", 8, 8, 8 << 10, true, 2, false}, []string{"allgather_8"}},
-		{"in-place allgather of a bad size", Request{"allgather", 8, 8, 8*16 + 8, true, 2, false}, nil},
-		{"in-place call that fits", Request{"allreduce", 8, 8, 4096, true, 2, false}, nil},
+		{"out-of-place small allreduce", Request{"allreduce", 8, 8, 4096, false, 2, false, false}, []string{"allreduce_packet_8"}},
+		{"out-of-place large allreduce with NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, true, false}, []string{"allreduce_rsag_8", "allreduce_nvls_8"}},
+		{"out-of-place large allreduce without NVLS", Request{"allreduce", 8, 8, 64 << 20, false, 2, false, false}, []string{"allreduce_rsag_8"}},
+		{"in-place allgather", Request{"allgather", 8, 8, 8 << 10, true, 2, false, false}, []string{"allgather_8"}},
+		{"in-place allgather of a bad size", Request{"allgather", 8, 8, 8*16 + 8, true, 2, false, false}, nil},
+		{"in-place call that fits", Request{"allreduce", 8, 8, 4096, true, 2, false, false}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,6 +68,7 @@ func selectCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "in-place", Usage: "the call is in place"},
 			&cli.StringFlag{Name: "dtype", Aliases: []string{"d"}, Value: "float16", Usage: "data `TYPE`: float16, bfloat16, float32, int32"},
 			&cli.BoolFlag{Name: "nvls", Usage: "NVLink SHARP (switch channels) is available"},
+			&cli.BoolFlag{Name: "host", Usage: "the call is on host memory (the CPU backend, as the NCCL library runs CPU tensors): the plans' size ranges do not apply, the cheapest by the CPU cost model wins"},
 			&cli.StringSliceFlag{Name: "plans", Usage: "search plan `DIR` before the defaults (repeatable; its index.json, or else its *.json plans as single-node plans)"},
 			&cli.StringFlag{Name: "dir", Usage: "the default plan set `DIR` (default: $MSCCLGO_CACHE_DIR/default or ~/.cache/mscclgo/default)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every rejected plan, of any collective, also when a plan is found"},
@@ -136,6 +137,10 @@ func runSelect(c *cli.Context, d *deps) error {
 		InPlace:      c.Bool("in-place"),
 		ElementSize:  dt.Size(),
 		NVLS:         c.Bool("nvls"),
+		Host:         c.Bool("host"),
+	}
+	if req.Host && c.IsSet("hw") {
+		return usageErr("--host and --hw: a call on host memory is ranked by the CPU cost model, not a hardware profile")
 	}
 	if req.RanksPerNode == 0 {
 		req.RanksPerNode = req.WorldSize
