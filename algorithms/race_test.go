@@ -19,7 +19,8 @@ import (
 // ranks for three launches on the CPU backend with race detection, which
 // keeps its history across launches (docs/executor.md §5): a bundled
 // algorithm must be free of races, those across the launch boundary
-// included, and compute its collective.
+// included, and compute its collective; mscclgo check's static
+// launch-boundary check (executor.CheckReuse) must not warn of it.
 func TestDefaultSetRaceFree(t *testing.T) {
 	t.Parallel()
 	jobs, err := DefaultSet()
@@ -70,6 +71,9 @@ func raceRun(p *plan.Plan, launches int) error {
 	inst, err := executor.Instantiate(p, lay.Sizes)
 	if err != nil {
 		return err
+	}
+	if rs := executor.CheckReuse(inst); len(rs) > 0 {
+		return fmt.Errorf("size %d: mscclgo check warns of %d buffer(s) reused in the next launch with no handshake; the first: %v", sizes[0], len(rs), rs[0])
 	}
 	sess, err := cpu.New().Open(inst, executor.Options{DType: executor.Float32, Race: true, DeadlockTimeout: 10 * time.Second})
 	if err != nil {

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
@@ -102,6 +104,7 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 	if pl.AllToAllV != nil {
 		return checkVarPlan(w, path, pl, dt)
 	}
+	checkReuse(w, path, pl, sizes, dt)
 	for _, size := range sizes {
 		layout, err := executor.PlanLayout(pl, size, dt, pl.Inplace)
 		var inst *executor.Instance
@@ -120,4 +123,37 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 		fmt.Fprintf(w, "%s: ok\n", path)
 	}
 	return clean
+}
+
+// maxReuseWarnings bounds the launch-boundary warnings check prints for
+// one plan.
+const maxReuseWarnings = 5
+
+// checkReuse prints a warning for every buffer a peer writes that the
+// next launch may write again before this launch's access to it by
+// another rank (executor.CheckReuse), on the plan instantiated at the
+// first of sizes or the smallest size it accepts.
+func checkReuse(w io.Writer, path string, pl *plan.Plan, sizes []uint64, dt executor.ElemType) {
+	if len(sizes) == 0 {
+		sizes = harness.CheckSizes(pl, dt, 1<<20, 1)
+	}
+	if len(sizes) == 0 {
+		return
+	}
+	layout, err := executor.PlanLayout(pl, sizes[0], dt, pl.Inplace)
+	if err != nil {
+		return
+	}
+	inst, err := executor.Instantiate(pl, layout.Sizes)
+	if err != nil {
+		return // reported by the --size checks
+	}
+	rs := executor.CheckReuse(inst)
+	for i, r := range rs {
+		if i == maxReuseWarnings {
+			fmt.Fprintf(w, "%s: warning: %d more buffer(s) reused in the next launch with no handshake\n", path, len(rs)-i)
+			break
+		}
+		fmt.Fprintf(w, "%s: warning: %v\n", path, r)
+	}
 }

@@ -72,3 +72,25 @@ func TestRaceReports(t *testing.T) {
 		t.Errorf("with the handshake: exit %d, want 0:\n%s", code, stderr)
 	}
 }
+
+// TestCheckWarnsOfReuse: mscclgo check warns, from the plan alone, where
+// the newcomer's ring reduce-scatter writes a peer's scratch slot again in
+// the next launch with no handshake after the peer's read (the put of
+// line 12 against the reduce of line 17), and not once the plan has its
+// handshake.
+func TestCheckWarnsOfReuse(t *testing.T) {
+	t.Parallel()
+	f := "testdata/races/ring_reducescatter4_reuse.star"
+	code, stdout, stderr := run(t, "", "check", f)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (a warning):\n%s%s", code, stdout, stderr)
+	}
+	want := "warning: the put at " + f + ":12:20 (rank 0 tb 0) writes rank 1 scratch"
+	if !strings.Contains(stdout, want) || !strings.Contains(stdout, f+":17:23 (rank 1 tb 0) reads") || !strings.Contains(stdout, "launch boundary") {
+		t.Errorf("check does not warn %q ... %s:17:23 ... reads:\n%s", want, f, stdout)
+	}
+	code, stdout, _ = run(t, "", "check", f, "-D", "handshake=true")
+	if code != 0 || strings.Contains(stdout, "launch boundary") {
+		t.Errorf("with the handshake: exit %d, want 0 and no warning:\n%s", code, stdout)
+	}
+}

@@ -108,7 +108,8 @@ const mainName = "fuzz.star"
 //     bytes (see comparable for the programs this cannot hold for), and
 //     so does the run of the program compiled with instr_fusion flipped;
 //   - a template (a program that computes its collective correctly) gives
-//     a plan that check accepts (executor limits aside) and whose runs end
+//     a plan that check accepts (executor limits aside) without a
+//     launch-boundary warning (executor.CheckReuse), and whose runs end
 //     without deadlock, race or wrong element.
 //
 // Random programs are usually wrong algorithms: their deadlocks, races
@@ -486,6 +487,9 @@ func runPlan(t *testing.T, in input, name string, plan *planfmt.Plan, size uint6
 	inst, err := executor.Instantiate(plan, layout.Sizes)
 	if err != nil {
 		failf(t, in, "program %q: size %d from CheckSizes: Instantiate: %v", name, size, err)
+	}
+	if rs := executor.CheckReuse(inst); in.correct && len(rs) > 0 {
+		failf(t, in, "template program %q at size %d: check warns of %d buffer(s) reused in the next launch with no handshake; the first: %v", name, size, len(rs), rs[0])
 	}
 	opts := executor.Options{DType: in.dtype, Race: true, DeadlockTimeout: deadlockTimeout}
 	launchChecksAgree(t, in, name, inst, layout, false)
