@@ -27,68 +27,6 @@ const (
 	DefaultMaxMessageSize     = "18446744073709551615" // 2^64-1
 )
 
-// Pre-quoted keys with their separator.
-const (
-	kName                   = `"name": `
-	kCollective             = `"collective": `
-	kProtocol               = `"protocol": `
-	kInplace                = `"inplace": `
-	kReuseResources         = `"reuse_resources": `
-	kGPUs                   = `"gpus": `
-	kNumThreadsPerBlock     = `"num_threads_per_block": `
-	kUseDoubleScratchBuffer = `"use_double_scratch_buffer": `
-	kBufferAlignment        = `"buffer_alignment": `
-	kMinMessageSize         = `"min_message_size": `
-	kMaxMessageSize         = `"max_message_size": `
-	kAllToAllV              = `"alltoallv": `
-	kVersion                = `"version": `
-	kBlocks                 = `"blocks": `
-	kChunksPerBlock         = `"chunks_per_block": `
-
-	kID                 = `"id": `
-	kInputChunks        = `"input_chunks": `
-	kOutputChunks       = `"output_chunks": `
-	kScratchChunks      = `"scratch_chunks": `
-	kThreadBlocks       = `"threadblocks": `
-	kChannels           = `"channels": `
-	kRemoteBuffers      = `"remote_buffers": `
-	kSemaphores         = `"semaphores": `
-	kChannelType        = `"channel_type": `
-	kConnectedTo        = `"connected_to": `
-	kBufferType         = `"buffer_type": `
-	kRankGroups         = `"rank_groups": `
-	kSize               = `"size": `
-	kRanks              = `"ranks": `
-	kRank               = `"rank": `
-	kType               = `"type": `
-	kAccessChannelTypes = `"access_channel_types": `
-	kInitValue          = `"init_value": `
-
-	kOps               = `"ops": `
-	kChannelIDs        = `"channel_ids": `
-	kRemoteBufferRefs  = `"remote_buffer_refs": `
-	kAccessChannelType = `"access_channel_type": `
-	kRemoteBufferIDs   = `"remote_buffer_ids": `
-
-	kBarrierID       = `"barrier_id": `
-	kNumThreadblocks = `"num_threadblocks": `
-	kSemaphoreIDs    = `"semaphore_ids": `
-	kSrcBuff         = `"src_buff": `
-	kDstBuff         = `"dst_buff": `
-	kReduceOp        = `"reduce_op": `
-	kTBGInfo         = `"tbg_info": `
-	kTBID            = `"tb_id": `
-	kTBGSize         = `"tbg_size": `
-	kBufferOffset    = `"buffer_offset": `
-	kDstChunk        = `"dst_chunk": `
-	kIndex           = `"index": `
-	kBufferID        = `"buffer_id": `
-	kSwitchChannelID = `"switch_channel_id": `
-	kIterContext     = `"iter_context": `
-	kUnitSize        = `"unit_size": `
-	kNumChunks       = `"num_chunks": `
-)
-
 // Write writes p to w as the MSCCL++ execution plan text followed by one
 // newline: the bytes `print(JSON())` writes in the reference DSL. The
 // output is streamed in 64 KiB pieces, so w needs no buffering of its own.
@@ -164,17 +102,17 @@ func (c *collector) join() []byte {
 // program writes the top-level object.
 func (e *encoder) program(p *ir.Program) {
 	e.Open('{')
-	e.Key(kName)
+	e.Key(plan.KeyName)
 	e.Quoted(p.Name)
-	e.Key(kCollective)
+	e.Key(plan.KeyCollective)
 	e.Quoted(p.Collective)
-	e.Key(kProtocol)
+	e.Key(plan.KeyProtocol)
 	e.Quoted(p.Protocol)
-	e.Key(kInplace)
+	e.Key(plan.KeyInplace)
 	e.Bool(p.Inplace)
-	e.Key(kReuseResources)
+	e.Key(plan.KeyReuseResources)
 	e.Bool(p.ReuseResources)
-	e.Key(kGPUs)
+	e.Key(plan.KeyGPUs)
 	e.Open('[')
 	for _, g := range p.GPUs {
 		if e.Err() != nil {
@@ -184,15 +122,15 @@ func (e *encoder) program(p *ir.Program) {
 		e.gpu(g)
 	}
 	e.Close(']')
-	e.Key(kNumThreadsPerBlock)
+	e.Key(plan.KeyNumThreadsPerBlock)
 	e.BigInt(p.NumThreadsPerBlock, DefaultNumThreadsPerBlock)
-	e.Key(kUseDoubleScratchBuffer)
+	e.Key(plan.KeyUseDoubleScratchBuffer)
 	e.Bool(p.UseDoubleScratchBuffer)
-	e.Key(kBufferAlignment)
+	e.Key(plan.KeyBufferAlignment)
 	e.BigInt(p.BufferAlignment, DefaultBufferAlignment)
-	e.Key(kMinMessageSize)
+	e.Key(plan.KeyMinMessageSize)
 	e.BigInt(p.MinMessageSize, DefaultMinMessageSize)
-	e.Key(kMaxMessageSize)
+	e.Key(plan.KeyMaxMessageSize)
 	e.BigInt(p.MaxMessageSize, DefaultMaxMessageSize)
 	if p.Collective == plan.AllToAllVCollective {
 		e.allToAllV(p)
@@ -207,13 +145,13 @@ func (e *encoder) allToAllV(p *ir.Program) {
 	if n := len(p.GPUs); n > 0 {
 		per = p.GPUs[0].InputChunks / n
 	}
-	e.Key(kAllToAllV)
+	e.Key(plan.KeyAllToAllV)
 	e.Open('{')
-	e.Key(kVersion)
+	e.Key(plan.KeyVersion)
 	e.Int(plan.AllToAllVVersion)
-	e.Key(kBlocks)
+	e.Key(plan.KeyBlocks)
 	e.Int(len(p.GPUs))
-	e.Key(kChunksPerBlock)
+	e.Key(plan.KeyChunksPerBlock)
 	e.Int(per)
 	e.Close('}')
 }
@@ -221,16 +159,16 @@ func (e *encoder) allToAllV(p *ir.Program) {
 // gpu writes one rank's object.
 func (e *encoder) gpu(g *ir.GPU) {
 	e.Open('{')
-	e.Key(kID)
+	e.Key(plan.KeyID)
 	e.Int(g.ID)
-	e.Key(kInputChunks)
+	e.Key(plan.KeyInputChunks)
 	e.Int(g.InputChunks)
-	e.Key(kOutputChunks)
+	e.Key(plan.KeyOutputChunks)
 	e.Int(g.OutputChunks)
-	e.Key(kScratchChunks)
+	e.Key(plan.KeyScratchChunks)
 	e.Int(g.ScratchChunks)
 
-	e.Key(kThreadBlocks)
+	e.Key(plan.KeyThreadBlocks)
 	e.Open('[')
 	for _, tb := range g.ThreadBlocks {
 		if e.Err() != nil {
@@ -241,15 +179,15 @@ func (e *encoder) gpu(g *ir.GPU) {
 	}
 	e.Close(']')
 
-	e.Key(kChannels)
+	e.Key(plan.KeyChannels)
 	e.Open('[')
 	for i := range g.Channels {
 		c := &g.Channels[i]
 		e.Member()
 		e.Open('{')
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(c.Type.String())
-		e.Key(kConnectedTo)
+		e.Key(plan.KeyConnectedTo)
 		e.Ints(c.ConnectedTo)
 		e.Close('}')
 	}
@@ -257,17 +195,17 @@ func (e *encoder) gpu(g *ir.GPU) {
 		s := &g.Switches[i]
 		e.Member()
 		e.Open('{')
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(ir.Switch.String())
-		e.Key(kBufferType)
+		e.Key(plan.KeyBufferType)
 		e.Lit(s.Buffer.String())
-		e.Key(kRankGroups)
+		e.Key(plan.KeyRankGroups)
 		e.Open('[')
 		e.Member()
 		e.Open('{')
-		e.Key(kSize)
+		e.Key(plan.KeySize)
 		e.Int(len(s.Ranks))
-		e.Key(kRanks)
+		e.Key(plan.KeyRanks)
 		e.Ints(s.Ranks)
 		e.Close('}')
 		e.Close(']')
@@ -275,17 +213,17 @@ func (e *encoder) gpu(g *ir.GPU) {
 	}
 	e.Close(']')
 
-	e.Key(kRemoteBuffers)
+	e.Key(plan.KeyRemoteBuffers)
 	e.Open('[')
 	for i := range g.RemoteBuffers {
 		rb := &g.RemoteBuffers[i]
 		e.Member()
 		e.Open('{')
-		e.Key(kRank)
+		e.Key(plan.KeyRank)
 		e.Int(rb.Rank)
-		e.Key(kType)
+		e.Key(plan.KeyType)
 		e.Lit(rb.Buffer.String())
-		e.Key(kAccessChannelTypes)
+		e.Key(plan.KeyAccessChannelTypes)
 		e.Open('[')
 		if rb.Memory {
 			e.Member()
@@ -300,12 +238,12 @@ func (e *encoder) gpu(g *ir.GPU) {
 	}
 	e.Close(']')
 
-	e.Key(kSemaphores)
+	e.Key(plan.KeySemaphores)
 	e.Open('[')
 	for _, v := range g.Semaphores {
 		e.Member()
 		e.Open('{')
-		e.Key(kInitValue)
+		e.Key(plan.KeyInitValue)
 		e.BigInt(v, "0")
 		e.Close('}')
 	}
@@ -333,14 +271,14 @@ func (e *encoder) idTables(tables []ir.IDTable, typeKey, idsKey string) {
 // threadBlock writes one thread block with all four keys.
 func (e *encoder) threadBlock(tb *ir.ThreadBlock) {
 	e.Open('{')
-	e.Key(kID)
+	e.Key(plan.KeyID)
 	e.Int(tb.ID)
-	e.Key(kOps)
+	e.Key(plan.KeyOps)
 	e.ops(tb.Ops)
-	e.Key(kChannels)
-	e.idTables(tb.Channels, kChannelType, kChannelIDs)
-	e.Key(kRemoteBufferRefs)
-	e.idTables(tb.RemoteRefs, kAccessChannelType, kRemoteBufferIDs)
+	e.Key(plan.KeyChannels)
+	e.idTables(tb.Channels, plan.KeyChannelType, plan.KeyChannelIDs)
+	e.Key(plan.KeyRemoteBufferRefs)
+	e.idTables(tb.RemoteRefs, plan.KeyAccessChannelType, plan.KeyRemoteBufferIDs)
 	e.Close('}')
 }
 
@@ -358,73 +296,73 @@ func (e *encoder) ops(ops []*ir.Op) {
 // op writes one op object with the key list of its kind (docs/plan-format.md §6–§7).
 func (e *encoder) op(op *ir.Op) {
 	e.Open('{')
-	e.Key(kName)
+	e.Key(plan.KeyName)
 	e.Lit(op.Kind.String())
 	switch op.Kind.Family() {
 	case plan.FamSync:
 		if op.Kind == plan.OpBarrier {
-			e.Key(kBarrierID)
+			e.Key(plan.KeyBarrierID)
 			e.Int(op.Barrier.ID)
-			e.Key(kNumThreadblocks)
+			e.Key(plan.KeyNumThreadBlocks)
 			e.Int(len(op.Barrier.TBList))
 		}
 
 	case plan.FamDataSync:
 		if op.Kind == plan.OpSemAcquire || op.Kind == plan.OpSemRelease {
-			e.Key(kSemaphoreIDs)
+			e.Key(plan.KeySemaphoreIDs)
 			e.Ints(op.SemaphoreIDs)
 			break
 		}
-		e.Key(kChannelIDs)
+		e.Key(plan.KeyChannelIDs)
 		if op.IDSet != nil {
 			e.Ints(op.IDSet.Keys())
 		} else {
 			e.Ints(op.ChannelIDs)
 		}
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(op.ChannelType.String())
 
 	case plan.FamCopy:
-		e.Key(kSrcBuff)
+		e.Key(plan.KeySrcBuff)
 		e.refs(false, op.Src, nil, nil)
-		e.Key(kDstBuff)
+		e.Key(plan.KeyDstBuff)
 		e.refs(false, op.Dst, nil, nil)
 		e.tbg(op.TBG)
 
 	case plan.FamGet:
-		e.Key(kSrcBuff)
+		e.Key(plan.KeySrcBuff)
 		e.refs(true, op.Src, nil, nil)
-		e.Key(kDstBuff)
+		e.Key(plan.KeyDstBuff)
 		e.refs(false, op.Dst, nil, nil)
-		e.Key(kChannelIDs)
+		e.Key(plan.KeyChannelIDs)
 		e.Ints(op.ChannelIDs)
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
 	case plan.FamPut:
-		e.Key(kSrcBuff)
+		e.Key(plan.KeySrcBuff)
 		e.refs(false, op.Src, nil, nil)
-		e.Key(kDstBuff)
+		e.Key(plan.KeyDstBuff)
 		e.refs(true, op.Dst, nil, nil)
 		if op.ChannelType == ir.Port {
-			e.Key(kChannelIDs)
+			e.Key(plan.KeyChannelIDs)
 			e.Ints(op.ChannelIDs)
 		}
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(op.ChannelType.String())
 		e.tbg(op.TBG)
 
 	case plan.FamReduce:
-		e.Key(kSrcBuff)
+		e.Key(plan.KeySrcBuff)
 		e.refs(false, op.LocalSrc, nil, op.RemoteSrc)
-		e.Key(kDstBuff)
+		e.Key(plan.KeyDstBuff)
 		e.refs(false, op.LocalDst, op.LocalPktDst, op.RemoteDst)
 		if op.ChannelType != ir.NoChannel {
-			e.Key(kChannelType)
+			e.Key(plan.KeyChannelType)
 			e.Lit(op.ChannelType.String())
 		}
-		e.Key(kReduceOp)
+		e.Key(plan.KeyReduceOp)
 		e.Lit(op.ReduceOp.String())
 		e.tbg(op.TBG)
 
@@ -432,14 +370,14 @@ func (e *encoder) op(op *ir.Op) {
 		e.switchOp(op)
 
 	case plan.FamPipeline:
-		e.Key(kIterContext)
+		e.Key(plan.KeyIterContext)
 		e.Open('{')
-		e.Key(kUnitSize)
+		e.Key(plan.KeyUnitSize)
 		e.Int64(op.UnitSize)
-		e.Key(kNumChunks)
+		e.Key(plan.KeyNumChunks)
 		e.Int64(op.NumChunks)
 		e.Close('}')
-		e.Key(kOps)
+		e.Key(plan.KeyOps)
 		e.ops(op.Body)
 	}
 	e.Close('}')
@@ -449,39 +387,39 @@ func (e *encoder) op(op *ir.Op) {
 func (e *encoder) switchOp(op *ir.Op) {
 	switch op.Kind {
 	case plan.OpGroupLoadReduce:
-		e.Key(kBufferType)
+		e.Key(plan.KeyBufferType)
 		e.Lit(op.SwitchBuffer.String())
-		e.Key(kBufferOffset)
+		e.Key(plan.KeyBufferOffset)
 		e.Int(op.BufferOffset)
-		e.Key(kSize)
+		e.Key(plan.KeySize)
 		e.Int(op.Size)
-		e.Key(kDstChunk)
+		e.Key(plan.KeyDstChunk)
 		e.chunk(op.SwitchChunk)
-		e.Key(kChannelIDs)
+		e.Key(plan.KeyChannelIDs)
 		e.Ints(op.ChannelIDs)
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(ir.Switch.String())
-		e.Key(kReduceOp)
+		e.Key(plan.KeyReduceOp)
 		e.Lit(op.ReduceOp.String())
 
 	case plan.OpMultiStore, plan.OpMultiStorePacket:
-		e.Key(kSrcBuff)
+		e.Key(plan.KeySrcBuff)
 		e.Open('[')
 		e.Member()
 		e.chunk(op.SwitchChunk)
 		e.Close(']')
-		e.Key(kDstBuff)
+		e.Key(plan.KeyDstBuff)
 		e.Open('[')
 		e.Member()
 		e.switchRef(op.ChannelIDs[0], op.BufferOffset, op.Size)
 		e.Close(']')
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(ir.Switch.String())
 
 	case plan.OpMultiLoadReduceStore:
 		// Both sides print the reduce (source) offsets: quirk Q1 of the
 		// reference, which records DstIndex but never serialises it.
-		for _, k := range [...]string{kSrcBuff, kDstBuff} {
+		for _, k := range [...]string{plan.KeySrcBuff, plan.KeyDstBuff} {
 			e.Key(k)
 			e.Open('[')
 			for i, idx := range op.SrcIndex {
@@ -490,9 +428,9 @@ func (e *encoder) switchOp(op *ir.Op) {
 			}
 			e.Close(']')
 		}
-		e.Key(kChannelType)
+		e.Key(plan.KeyChannelType)
 		e.Lit(ir.Switch.String())
-		e.Key(kReduceOp)
+		e.Key(plan.KeyReduceOp)
 		e.Lit(op.ReduceOp.String())
 	}
 }
@@ -523,15 +461,15 @@ func (e *encoder) refs(aRemote bool, a, b, remote []ir.Ref) {
 func (e *encoder) ref(remote bool, r *ir.Ref) {
 	e.Open('{')
 	if remote {
-		e.Key(kBufferID)
+		e.Key(plan.KeyBufferID)
 		e.Int(r.BufferID)
 	} else {
-		e.Key(kType)
+		e.Key(plan.KeyType)
 		e.Lit(r.Buffer.String())
 	}
-	e.Key(kIndex)
+	e.Key(plan.KeyIndex)
 	e.Int(r.Index)
-	e.Key(kSize)
+	e.Key(plan.KeySize)
 	e.Int(r.Size)
 	e.Close('}')
 }
@@ -539,13 +477,13 @@ func (e *encoder) ref(remote bool, r *ir.Ref) {
 // chunk writes a chunk-with-rank operand {rank, type, index, size}.
 func (e *encoder) chunk(c *ir.Chunk) {
 	e.Open('{')
-	e.Key(kRank)
+	e.Key(plan.KeyRank)
 	e.Int(c.Rank)
-	e.Key(kType)
+	e.Key(plan.KeyType)
 	e.Lit(c.Buffer.String())
-	e.Key(kIndex)
+	e.Key(plan.KeyIndex)
 	e.Int(c.Index)
-	e.Key(kSize)
+	e.Key(plan.KeySize)
 	e.Int(c.Size)
 	e.Close('}')
 }
@@ -553,11 +491,11 @@ func (e *encoder) chunk(c *ir.Chunk) {
 // switchRef writes a switch operand {switch_channel_id, index, size}.
 func (e *encoder) switchRef(ch, index, size int) {
 	e.Open('{')
-	e.Key(kSwitchChannelID)
+	e.Key(plan.KeySwitchChannelID)
 	e.Int(ch)
-	e.Key(kIndex)
+	e.Key(plan.KeyIndex)
 	e.Int(index)
-	e.Key(kSize)
+	e.Key(plan.KeySize)
 	e.Int(size)
 	e.Close('}')
 }
@@ -567,11 +505,11 @@ func (e *encoder) tbg(t *ir.TBGInfo) {
 	if t == nil {
 		return
 	}
-	e.Key(kTBGInfo)
+	e.Key(plan.KeyTBGInfo)
 	e.Open('{')
-	e.Key(kTBID)
+	e.Key(plan.KeyTBID)
 	e.Int(t.TBID)
-	e.Key(kTBGSize)
+	e.Key(plan.KeyTBGSize)
 	e.Int(t.TBGSize)
 	e.Close('}')
 }

@@ -56,6 +56,10 @@ type ThreadBlock struct {
 	Ops        []Op
 	Channels   map[ChannelType][]int // TB-local index -> rank-level (global) index
 	RemoteRefs map[ChannelType][]int // TB-local buffer_id -> rank-level remote buffer index
+	// ChannelOrder and RemoteRefOrder are the channel types of the
+	// entries of "channels" and "remote_buffer_refs", each once, in the
+	// order the plan lists them (Encode writes them in that order).
+	ChannelOrder, RemoteRefOrder []ChannelType
 }
 
 // OperandKind says how an operand addresses memory.
@@ -76,6 +80,11 @@ type Operand struct {
 	SwitchID int        // SwitchOperand: TB-local switch channel index
 	Index    uint64
 	Size     uint64
+	// Rank is the owner the DSL writes into a switch store's source
+	// chunk ({rank, type, index, size}) and glre's dst_chunk; HasRank
+	// says the operand has one.
+	Rank    int
+	HasRank bool
 }
 
 // TBGInfo is the thread-block-group position of an op.
@@ -93,9 +102,13 @@ type Op struct {
 	BarrierID       int
 	NumThreadBlocks int
 	SemaphoreIDs    []int
-	UnitSize        uint64 // pipeline
-	NumChunks       uint64 // pipeline
-	Ops             []Op   // pipeline body
+	// ReduceOp is the plan's "reduce_op" ("sum", "min", "max"), "" when
+	// the op has none. The executor reduces with the run's operation; it
+	// is kept so that the plan is written back as it was read.
+	ReduceOp  string
+	UnitSize  uint64 // pipeline
+	NumChunks uint64 // pipeline
+	Ops       []Op   // pipeline body
 	// Source are the .star positions that recorded the op ("algo.star:12:5"),
 	// from the plan's source map; nil without one.
 	Source []string

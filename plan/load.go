@@ -105,6 +105,23 @@ func Load(data []byte) (*Plan, error) {
 	return l.plan, nil
 }
 
+// ReadCompiled reads a plan as the compiler may write it: as Load does,
+// but it also takes the DSL-internal op glre (OpGroupLoadReduce, which
+// MSCCL++ does not load and no executor runs), unchecked. It is for
+// tools and tests that read compiled plans back; run only what Load
+// accepts.
+func ReadCompiled(data []byte) (*Plan, error) {
+	l := newLoader()
+	l.compiled = true
+	l.run(data)
+	for _, err := range l.errs {
+		if !IsWarning(err) {
+			return nil, err
+		}
+	}
+	return l.plan, nil
+}
+
 // Check validates a plan and returns every problem found, errors and
 // warnings (see IsWarning) alike, in document order followed by the
 // cross-rank checks; nil means the plan is clean.
@@ -119,9 +136,10 @@ func Check(data []byte) []error {
 // records every problem.
 
 type loader struct {
-	errs []error
-	plan *Plan
-	gpus []*gpuState
+	compiled bool // ReadCompiled: take glre ops
+	errs     []error
+	plan     *Plan
+	gpus     []*gpuState
 }
 
 // gpuState is what the loader knows about one rank while it walks the

@@ -122,12 +122,15 @@ func TestBasePlanIsClean(t *testing.T) {
 			{Type: OpWait, ChannelType: Memory, ChannelIDs: []int{0}},
 			{Type: OpNop},
 			{Type: OpReduce,
-				Src: []Operand{{Kind: LocalOperand, Type: Input, Index: 0, Size: 1}, {Kind: LocalOperand, Type: Scratch, Index: 0, Size: 1}},
-				Dst: []Operand{{Kind: LocalOperand, Type: Output, Index: 0, Size: 1}}},
+				Src:      []Operand{{Kind: LocalOperand, Type: Input, Index: 0, Size: 1}, {Kind: LocalOperand, Type: Scratch, Index: 0, Size: 1}},
+				Dst:      []Operand{{Kind: LocalOperand, Type: Output, Index: 0, Size: 1}},
+				ReduceOp: "sum"},
 			{Type: OpBarrier, BarrierID: 0, NumThreadBlocks: 2},
 		},
-		Channels:   map[ChannelType][]int{Memory: {0}},
-		RemoteRefs: map[ChannelType][]int{Memory: {0}},
+		Channels:       map[ChannelType][]int{Memory: {0}},
+		RemoteRefs:     map[ChannelType][]int{Memory: {0}},
+		ChannelOrder:   []ChannelType{Memory},
+		RemoteRefOrder: []ChannelType{Memory},
 	}
 	if diff := cmp.Diff(want, p.GPUs[1].ThreadBlocks[0]); diff != "" {
 		t.Errorf("gpus[1].threadblocks[0] (-want +got):\n%s", diff)

@@ -22,23 +22,23 @@ func (l *loader) parsePlan(top node) {
 		MaxMessageSize:     math.MaxUint64,
 	}
 	l.plan = p
-	p.Name, _ = top.str("name", true)
-	if c, ok := top.str("collective", true); ok {
+	p.Name, _ = top.str(KeyName, true)
+	if c, ok := top.str(KeyCollective, true); ok {
 		if !knownCollective(c) {
 			l.errf("", ErrValue, "collective = %s: want one of %s (the collectives MSCCL++'s DSL writes)", describe(c), strings.Join(Collectives(), ", "))
 		}
 		p.Collective = c
 	}
-	if proto, ok := top.str("protocol", true); ok {
+	if proto, ok := top.str(KeyProtocol, true); ok {
 		if proto != "Simple" && proto != "LL" {
 			l.errf("", ErrValue, "protocol = %s: want \"Simple\" or \"LL\" (MSCCL++ treats any other value as Simple)", describe(proto))
 		}
 		p.Protocol = proto
 	}
-	p.Inplace = top.boolean("inplace", true, false)
-	p.ReuseResources = top.boolean("reuse_resources", false, false)
-	p.UseDoubleScratch = top.boolean("use_double_scratch_buffer", false, false)
-	if n, ok := top.uint("num_threads_per_block", false, math.MaxUint32); ok {
+	p.Inplace = top.boolean(KeyInplace, true, false)
+	p.ReuseResources = top.boolean(KeyReuseResources, false, false)
+	p.UseDoubleScratch = top.boolean(KeyUseDoubleScratchBuffer, false, false)
+	if n, ok := top.uint(KeyNumThreadsPerBlock, false, math.MaxUint32); ok {
 		switch {
 		case n == 0:
 			l.errf("", ErrOutOfRange, "num_threads_per_block = 0: want at least 1")
@@ -48,7 +48,7 @@ func (l *loader) parsePlan(top node) {
 			p.NumThreadsPerBlock = int(n)
 		}
 	}
-	if a, ok := top.uint("buffer_alignment", false, math.MaxUint32); ok {
+	if a, ok := top.uint(KeyBufferAlignment, false, math.MaxUint32); ok {
 		if a == 0 {
 			l.errf("", ErrOutOfRange, "buffer_alignment = 0: want at least 1")
 		} else {
@@ -56,22 +56,22 @@ func (l *loader) parsePlan(top node) {
 		}
 	}
 	minOK, maxOK := true, true
-	if v, ok := top.uint("min_message_size", false, math.MaxUint64); ok {
+	if v, ok := top.uint(KeyMinMessageSize, false, math.MaxUint64); ok {
 		p.MinMessageSize = v
 	} else {
-		minOK = !top.has("min_message_size")
+		minOK = !top.has(KeyMinMessageSize)
 	}
-	if v, ok := top.uint("max_message_size", false, math.MaxUint64); ok {
+	if v, ok := top.uint(KeyMaxMessageSize, false, math.MaxUint64); ok {
 		p.MaxMessageSize = v
 	} else {
-		maxOK = !top.has("max_message_size")
+		maxOK = !top.has(KeyMaxMessageSize)
 	}
 	variable := l.parseAllToAllV(top)
 	if minOK && maxOK && p.MinMessageSize > p.MaxMessageSize && !variable {
 		l.errf("", ErrOutOfRange, "min_message_size %d > max_message_size %d: no message size is valid", p.MinMessageSize, p.MaxMessageSize)
 	}
 
-	gpus, ok := top.array("gpus", true)
+	gpus, ok := top.array(KeyGPUs, true)
 	if !ok {
 		return
 	}
@@ -100,7 +100,7 @@ func (l *loader) parsePlan(top node) {
 // parseGPUTables reads everything of gpus[r] but its thread blocks.
 func (l *loader) parseGPUTables(r int, v any) *gpuState {
 	g := &gpuState{
-		path:     IndexPath("gpus", r),
+		path:     IndexPath(KeyGPUs, r),
 		peers:    map[ChannelType][]int{Memory: nil, Port: nil},
 		used:     map[ChannelType]map[int]string{Memory: {}, Port: {}, Switch: {}},
 		barriers: map[int]*barrierUse{},
@@ -112,14 +112,14 @@ func (l *loader) parseGPUTables(r int, v any) *gpuState {
 		return g
 	}
 	g.obj, g.objOK = o, true
-	if id, ok := o.int("id", true); ok && id != r {
+	if id, ok := o.int(KeyID, true); ok && id != r {
 		l.errf(g.path, ErrStructure, "id = %d: gpus must be listed in rank order (gpus[r].id == r)", id)
 	}
 	g.chunksOK = true
 	for _, c := range []struct {
 		key string
 		dst *int
-	}{{"input_chunks", &gpu.InputChunks}, {"output_chunks", &gpu.OutputChunks}, {"scratch_chunks", &gpu.ScratchChunks}} {
+	}{{KeyInputChunks, &gpu.InputChunks}, {KeyOutputChunks, &gpu.OutputChunks}, {KeyScratchChunks, &gpu.ScratchChunks}} {
 		u, ok := o.uint(c.key, true, math.MaxUint32)
 		if !ok {
 			g.chunksOK = false
@@ -127,7 +127,7 @@ func (l *loader) parseGPUTables(r int, v any) *gpuState {
 		}
 		*c.dst = int(u)
 	}
-	o.array("threadblocks", true) // reported here, walked by parseThreadBlocks
+	o.array(KeyThreadBlocks, true) // reported here, walked by parseThreadBlocks
 	g.channelsOK = l.parseChannelDecls(g, gpu, o)
 	g.remoteOK = l.parseRemoteBuffers(g, gpu, o)
 	g.semOK = l.parseSemaphores(g, gpu, o)
@@ -135,7 +135,7 @@ func (l *loader) parseGPUTables(r int, v any) *gpuState {
 }
 
 func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
-	arr, ok := o.array("channels", true)
+	arr, ok := o.array(KeyChannels, true)
 	if !ok {
 		return false
 	}
@@ -144,13 +144,13 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 	allOK := true
 	gpu.Channels = make([]ChannelDecl, 0, len(arr))
 	for i, v := range arr {
-		path := IndexPath(joinPath(g.path, "channels"), i)
+		path := IndexPath(joinPath(g.path, KeyChannels), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
 			continue
 		}
-		ct, ok := e.channelType("channel_type", true)
+		ct, ok := e.channelType(KeyChannelType, true)
 		if !ok {
 			allOK = false
 			continue
@@ -158,7 +158,7 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 		d := ChannelDecl{Type: ct}
 		switch ct {
 		case Memory, Port:
-			peers, ok := e.ints("connected_to", true)
+			peers, ok := e.ints(KeyConnectedTo, true)
 			if !ok {
 				allOK = false
 				if peers == nil {
@@ -174,26 +174,26 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 			d.ConnectedTo = peers
 			g.peers[ct] = append(g.peers[ct], peers...)
 		case Switch:
-			bt, ok := e.bufferType("buffer_type", true)
+			bt, ok := e.bufferType(KeyBufferType, true)
 			if !ok {
 				allOK = false
 			}
 			d.Buffer = bt
-			groups, ok := e.array("rank_groups", true)
+			groups, ok := e.array(KeyRankGroups, true)
 			if !ok {
 				allOK = false
 				continue
 			}
 			for k, gv := range groups {
-				gpath := IndexPath(joinPath(path, "rank_groups"), k)
+				gpath := IndexPath(joinPath(path, KeyRankGroups), k)
 				gobj, ok := l.object(gv, gpath)
 				if !ok {
 					allOK = false
 					d.RankGroups = append(d.RankGroups, nil)
 					continue
 				}
-				size, sizeOK := gobj.int("size", true)
-				ranks, ranksOK := gobj.ints("ranks", true)
+				size, sizeOK := gobj.int(KeySize, true)
+				ranks, ranksOK := gobj.ints(KeyRanks, true)
 				if !ranksOK {
 					allOK = false
 				}
@@ -229,7 +229,7 @@ func (l *loader) parseChannelDecls(g *gpuState, gpu *GPU, o node) bool {
 }
 
 func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
-	arr, ok := o.array("remote_buffers", true)
+	arr, ok := o.array(KeyRemoteBuffers, true)
 	if !ok {
 		return false
 	}
@@ -237,14 +237,14 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 	allOK := true
 	gpu.RemoteBuffers = make([]RemoteBuffer, len(arr))
 	for i, v := range arr {
-		path := IndexPath(joinPath(g.path, "remote_buffers"), i)
+		path := IndexPath(joinPath(g.path, KeyRemoteBuffers), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
 			continue
 		}
 		rb := &gpu.RemoteBuffers[i]
-		if rank, ok := e.int("rank", true); ok {
+		if rank, ok := e.int(KeyRank, true); ok {
 			if rank >= nRanks {
 				l.errf(path, ErrOutOfRange, "rank = %d out of range: the plan has %d ranks", rank, nRanks)
 				allOK = false
@@ -253,10 +253,10 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 		} else {
 			allOK = false
 		}
-		bt, ok := e.bufferType("type", true)
+		bt, ok := e.bufferType(KeyType, true)
 		allOK = allOK && ok
 		rb.Type = bt
-		access, ok := e.array("access_channel_types", true)
+		access, ok := e.array(KeyAccessChannelTypes, true)
 		if !ok {
 			allOK = false
 			continue
@@ -277,24 +277,24 @@ func (l *loader) parseRemoteBuffers(g *gpuState, gpu *GPU, o node) bool {
 }
 
 func (l *loader) parseSemaphores(g *gpuState, gpu *GPU, o node) bool {
-	if !o.has("semaphores") {
+	if !o.has(KeySemaphores) {
 		gpu.Semaphores = []int64{}
 		return true
 	}
-	arr, ok := o.array("semaphores", false)
+	arr, ok := o.array(KeySemaphores, false)
 	if !ok {
 		return false
 	}
 	allOK := true
 	gpu.Semaphores = make([]int64, len(arr))
 	for i, v := range arr {
-		path := IndexPath(joinPath(g.path, "semaphores"), i)
+		path := IndexPath(joinPath(g.path, KeySemaphores), i)
 		e, ok := l.object(v, path)
 		if !ok {
 			allOK = false
 			continue
 		}
-		iv, ok := e.get("init_value", true)
+		iv, ok := e.get(KeyInitValue, true)
 		if !ok {
 			allOK = false
 			continue
@@ -338,12 +338,12 @@ func (l *loader) parseThreadBlocks(r int) {
 	if !g.objOK {
 		return
 	}
-	arr, ok := g.obj.m["threadblocks"].([]any)
+	arr, ok := g.obj.m[KeyThreadBlocks].([]any)
 	if !ok {
 		return
 	}
 	if len(arr) > MaxThreadBlocks {
-		l.errf(joinPath(g.path, "threadblocks"), ErrLimit, "%d thread blocks: a rank has at most %d (more cannot all be resident on a GPU)", len(arr), MaxThreadBlocks)
+		l.errf(joinPath(g.path, KeyThreadBlocks), ErrLimit, "%d thread blocks: a rank has at most %d (more cannot all be resident on a GPU)", len(arr), MaxThreadBlocks)
 		return
 	}
 	gpu := &l.plan.GPUs[r]
@@ -358,12 +358,12 @@ func (l *loader) parseThreadBlock(g *gpuState, gpu *GPU, i int, v any) {
 	tb.ID = i
 	tb.Channels = map[ChannelType][]int{}
 	tb.RemoteRefs = map[ChannelType][]int{}
-	path := IndexPath(joinPath(g.path, "threadblocks"), i)
+	path := IndexPath(joinPath(g.path, KeyThreadBlocks), i)
 	o, ok := l.object(v, path)
 	if !ok {
 		return
 	}
-	if id, ok := o.int("id", true); ok && id != i {
+	if id, ok := o.int(KeyID, true); ok && id != i {
 		l.errf(path, ErrStructure, "id = %d: thread block ids must be 0..n-1 in array order (this is position %d)", id, i)
 	}
 	t := &tbState{g: g, gpu: gpu, tb: tb, path: path,
@@ -373,14 +373,14 @@ func (l *loader) parseThreadBlock(g *gpuState, gpu *GPU, i int, v any) {
 	l.parseTBChannels(t, o)
 	l.parseTBRemoteRefs(t, o)
 
-	ops, ok := o.array("ops", true)
+	ops, ok := o.array(KeyOps, true)
 	if !ok {
 		return
 	}
 	flat := 0
 	tb.Ops = make([]Op, 0, len(ops))
 	for k, ov := range ops {
-		op, n := l.parseOp(t, ov, IndexPath(joinPath(path, "ops"), k), false)
+		op, n := l.parseOp(t, ov, IndexPath(joinPath(path, KeyOps), k), false)
 		tb.Ops = append(tb.Ops, op)
 		flat += n
 	}
@@ -390,20 +390,20 @@ func (l *loader) parseThreadBlock(g *gpuState, gpu *GPU, i int, v any) {
 }
 
 func (l *loader) parseTBChannels(t *tbState, o node) {
-	arr, ok := o.array("channels", true)
+	arr, ok := o.array(KeyChannels, true)
 	if !ok {
 		t.chOK = map[ChannelType]bool{}
 		return
 	}
 	for k, v := range arr {
-		path := IndexPath(joinPath(t.path, "channels"), k)
+		path := IndexPath(joinPath(t.path, KeyChannels), k)
 		e, ok := l.object(v, path)
 		if !ok {
 			t.chOK = map[ChannelType]bool{}
 			continue
 		}
-		ct, ctOK := e.channelType("channel_type", true)
-		ids, idsOK := e.ints("channel_ids", true)
+		ct, ctOK := e.channelType(KeyChannelType, true)
+		ids, idsOK := e.ints(KeyChannelIDs, true)
 		if !ctOK {
 			t.chOK = map[ChannelType]bool{}
 			continue
@@ -424,6 +424,9 @@ func (l *loader) parseTBChannels(t *tbState, o node) {
 				t.chOK[ct] = false
 			}
 		}
+		if _, seen := t.tb.Channels[ct]; !seen {
+			t.tb.ChannelOrder = append(t.tb.ChannelOrder, ct)
+		}
 		t.tb.Channels[ct] = append(t.tb.Channels[ct], ids...)
 	}
 	for _, ct := range []ChannelType{Memory, Port, Switch} {
@@ -434,23 +437,23 @@ func (l *loader) parseTBChannels(t *tbState, o node) {
 }
 
 func (l *loader) parseTBRemoteRefs(t *tbState, o node) {
-	if !o.has("remote_buffer_refs") {
+	if !o.has(KeyRemoteBufferRefs) {
 		return
 	}
-	arr, ok := o.array("remote_buffer_refs", false)
+	arr, ok := o.array(KeyRemoteBufferRefs, false)
 	if !ok {
 		t.refsOK = map[ChannelType]bool{}
 		return
 	}
 	for k, v := range arr {
-		path := IndexPath(joinPath(t.path, "remote_buffer_refs"), k)
+		path := IndexPath(joinPath(t.path, KeyRemoteBufferRefs), k)
 		e, ok := l.object(v, path)
 		if !ok {
 			t.refsOK = map[ChannelType]bool{}
 			continue
 		}
-		ct, ctOK := e.channelType("access_channel_type", true)
-		ids, idsOK := e.ints("remote_buffer_ids", true)
+		ct, ctOK := e.channelType(KeyAccessChannelType, true)
+		ids, idsOK := e.ints(KeyRemoteBufferIDs, true)
 		if !ctOK {
 			t.refsOK = map[ChannelType]bool{}
 			continue
@@ -475,6 +478,9 @@ func (l *loader) parseTBRemoteRefs(t *tbState, o node) {
 				l.errf(path, ErrOutOfRange, "remote_buffer_ids[%d] = %d: remote buffer %d is not accessible through %s channels (its access_channel_types are %v)", j, id, id, ct, rbs[id].Access)
 				t.refsOK[ct] = false
 			}
+		}
+		if _, seen := t.tb.RemoteRefs[ct]; !seen {
+			t.tb.RemoteRefOrder = append(t.tb.RemoteRefOrder, ct)
 		}
 		t.tb.RemoteRefs[ct] = append(t.tb.RemoteRefs[ct], ids...)
 	}
@@ -501,11 +507,14 @@ func (l *loader) parseOp(t *tbState, v any, path string, nested bool) (Op, int) 
 	if !ok {
 		return Op{}, 1
 	}
-	name, ok := o.str("name", true)
+	name, ok := o.str(KeyName, true)
 	if !ok {
 		return Op{}, 1
 	}
 	typ, ok := ParseOpType(name)
+	if !ok && l.compiled && name == GroupLoadReduceName {
+		return l.parseGroupLoadReduce(o), 1
+	}
 	if !ok {
 		hint := ""
 		switch name {
@@ -530,29 +539,29 @@ func (l *loader) parseOp(t *tbState, v any, path string, nested bool) (Op, int) 
 }
 
 func (l *loader) parsePipeline(t *tbState, o node, op Op) (Op, int) {
-	if ic, ok := o.child("iter_context", true); ok {
-		if u, ok := ic.uint("unit_size", true, math.MaxUint32); ok {
+	if ic, ok := o.child(KeyIterContext, true); ok {
+		if u, ok := ic.uint(KeyUnitSize, true, math.MaxUint32); ok {
 			if u == 0 {
 				l.errf(ic.path, ErrOutOfRange, "unit_size = 0: want at least 1 byte")
 			}
 			op.UnitSize = u
 		}
-		if n, ok := ic.uint("num_chunks", true, math.MaxUint32); ok {
+		if n, ok := ic.uint(KeyNumChunks, true, math.MaxUint32); ok {
 			op.NumChunks = n
 		}
 	}
-	for _, key := range []string{"src_buff", "dst_buff", "channel_ids", "semaphore_ids"} {
+	for _, key := range []string{KeySrcBuff, KeyDstBuff, KeyChannelIDs, KeySemaphoreIDs} {
 		if a, ok := o.m[key].([]any); ok && len(a) > 0 {
 			l.errf(o.path, ErrOperand, "%s: a pipeline op takes no %s (its body's ops do)", key, key)
 		}
 	}
-	body, ok := o.array("ops", true)
+	body, ok := o.array(KeyOps, true)
 	if !ok {
 		return op, 1
 	}
 	op.Ops = make([]Op, 0, len(body))
 	for k, bv := range body {
-		b, _ := l.parseOp(t, bv, IndexPath(joinPath(o.path, "ops"), k), true)
+		b, _ := l.parseOp(t, bv, IndexPath(joinPath(o.path, KeyOps), k), true)
 		op.Ops = append(op.Ops, b)
 	}
 	return op, 1 + len(body)
@@ -562,22 +571,22 @@ func (l *loader) parsePipeline(t *tbState, o node, op Op) (Op, int) {
 // checks the op against its spec (validate.go).
 func (l *loader) parseOpFields(t *tbState, o node, op *Op) {
 	ctGiven := false
-	if o.has("channel_type") {
-		if ct, ok := o.channelType("channel_type", false); ok {
+	if o.has(KeyChannelType) {
+		if ct, ok := o.channelType(KeyChannelType, false); ok {
 			op.ChannelType = ct
 			ctGiven = true
 		}
 	}
 	chIDsOK := true
-	if o.has("channel_ids") {
-		op.ChannelIDs, chIDsOK = o.ints("channel_ids", false)
+	if o.has(KeyChannelIDs) {
+		op.ChannelIDs, chIDsOK = o.ints(KeyChannelIDs, false)
 		if op.ChannelIDs == nil {
 			op.ChannelIDs = []int{}
 		}
 	}
-	if tc, ok := o.child("tbg_info", false); ok {
-		id, idOK := tc.int("tb_id", true)
-		size, sizeOK := tc.int("tbg_size", true)
+	if tc, ok := o.child(KeyTBGInfo, false); ok {
+		id, idOK := tc.int(KeyTBID, true)
+		size, sizeOK := tc.int(KeyTBGSize, true)
 		if idOK && sizeOK {
 			switch {
 			case size == 0:
@@ -589,22 +598,25 @@ func (l *loader) parseOpFields(t *tbState, o node, op *Op) {
 			}
 		}
 	}
-	if o.has("barrier_id") {
-		op.BarrierID, _ = o.int("barrier_id", false)
+	if o.has(KeyBarrierID) {
+		op.BarrierID, _ = o.int(KeyBarrierID, false)
 	}
-	if o.has("num_threadblocks") {
-		op.NumThreadBlocks, _ = o.int("num_threadblocks", false)
+	if o.has(KeyNumThreadBlocks) {
+		op.NumThreadBlocks, _ = o.int(KeyNumThreadBlocks, false)
 	}
 	semOK := true
-	if o.has("semaphore_ids") {
-		op.SemaphoreIDs, semOK = o.ints("semaphore_ids", false)
+	if o.has(KeySemaphoreIDs) {
+		op.SemaphoreIDs, semOK = o.ints(KeySemaphoreIDs, false)
+	}
+	if o.has(KeyReduceOp) {
+		op.ReduceOp, _ = o.str(KeyReduceOp, false)
 	}
 	srcOK, dstOK := true, true
-	if o.has("src_buff") {
-		op.Src, srcOK = l.parseOperands(o, "src_buff")
+	if o.has(KeySrcBuff) {
+		op.Src, srcOK = l.parseOperands(o, KeySrcBuff)
 	}
-	if o.has("dst_buff") {
-		op.Dst, dstOK = l.parseOperands(o, "dst_buff")
+	if o.has(KeyDstBuff) {
+		op.Dst, dstOK = l.parseOperands(o, KeyDstBuff)
 	}
 	l.checkOp(t, o, op, opFieldState{
 		ctGiven: ctGiven, chIDsOK: chIDsOK, semOK: semOK, srcOK: srcOK, dstOK: dstOK,
@@ -630,24 +642,24 @@ func (l *loader) parseOperands(o node, key string) ([]Operand, bool) {
 		var opd Operand
 		kinds := 0
 		valid := true
-		if e.has("type") {
+		if e.has(KeyType) {
 			kinds++
 			opd.Kind = LocalOperand
-			bt, ok := e.bufferType("type", false)
+			bt, ok := e.bufferType(KeyType, false)
 			opd.Type = bt
 			valid = valid && ok
 		}
-		if e.has("buffer_id") {
+		if e.has(KeyBufferID) {
 			kinds++
 			opd.Kind = RemoteOperand
-			id, ok := e.int("buffer_id", false)
+			id, ok := e.int(KeyBufferID, false)
 			opd.BufferID = id
 			valid = valid && ok
 		}
-		if e.has("switch_channel_id") {
+		if e.has(KeySwitchChannelID) {
 			kinds++
 			opd.Kind = SwitchOperand
-			id, ok := e.int("switch_channel_id", false)
+			id, ok := e.int(KeySwitchChannelID, false)
 			opd.SwitchID = id
 			valid = valid && ok
 		}
@@ -660,8 +672,12 @@ func (l *loader) parseOperands(o node, key string) ([]Operand, bool) {
 			l.errf(path, ErrOperand, "operand has more than one of type, buffer_id and switch_channel_id")
 			valid = false
 		}
-		idx, ok1 := e.uint("index", true, math.MaxUint32)
-		size, ok2 := e.uint("size", true, math.MaxUint32)
+		if e.has(KeyRank) {
+			opd.Rank, opd.HasRank = e.int(KeyRank, false)
+			valid = valid && opd.HasRank
+		}
+		idx, ok1 := e.uint(KeyIndex, true, math.MaxUint32)
+		size, ok2 := e.uint(KeySize, true, math.MaxUint32)
 		opd.Index, opd.Size = idx, size
 		if !valid || !ok1 || !ok2 {
 			allOK = false
@@ -670,4 +686,30 @@ func (l *loader) parseOperands(o node, key string) ([]Operand, bool) {
 		out = append(out, opd)
 	}
 	return out, allOK
+}
+
+// parseGroupLoadReduce reads a glre op for ReadCompiled, unchecked: its
+// switch source (buffer_type, buffer_offset, size) becomes Src[0] and its
+// dst_chunk Dst[0].
+func (l *loader) parseGroupLoadReduce(o node) Op {
+	op := Op{Type: OpGroupLoadReduce, ChannelType: Switch}
+	src := Operand{Kind: SwitchOperand}
+	src.Type, _ = o.bufferType(KeyBufferType, true)
+	src.Index, _ = o.uint(KeyBufferOffset, true, math.MaxUint32)
+	src.Size, _ = o.uint(KeySize, true, math.MaxUint32)
+	op.Src = []Operand{src}
+	if c, ok := o.child(KeyDstChunk, true); ok {
+		dst := Operand{Kind: LocalOperand}
+		dst.Rank, dst.HasRank = c.int(KeyRank, true)
+		dst.Type, _ = c.bufferType(KeyType, true)
+		dst.Index, _ = c.uint(KeyIndex, true, math.MaxUint32)
+		dst.Size, _ = c.uint(KeySize, true, math.MaxUint32)
+		op.Dst = []Operand{dst}
+	}
+	op.ChannelIDs, _ = o.ints(KeyChannelIDs, true)
+	if ct, ok := o.channelType(KeyChannelType, true); ok {
+		op.ChannelType = ct
+	}
+	op.ReduceOp, _ = o.str(KeyReduceOp, true)
+	return op
 }

@@ -24,7 +24,7 @@ type VarLayout struct {
 func (l *loader) parseAllToAllV(top node) bool {
 	p := l.plan
 	isV := p.Collective == AllToAllVCollective
-	if !top.has("alltoallv") {
+	if !top.has(KeyAllToAllV) {
 		if isV {
 			l.errf("", ErrMissing, "collective = \"alltoallv\" without the required \"alltoallv\" object: a variable-size plan states its block layout (docs/executor.md, Variable-size plans)")
 		}
@@ -34,15 +34,15 @@ func (l *loader) parseAllToAllV(top node) bool {
 		l.errf("", ErrStructure, "\"alltoallv\" object in a plan of collective %q: only alltoallv plans have variable-size blocks", p.Collective)
 		return false
 	}
-	obj, ok := top.child("alltoallv", true)
+	obj, ok := top.child(KeyAllToAllV, true)
 	if !ok {
 		return true
 	}
-	if v, ok := obj.int("version", true); ok && v != AllToAllVVersion {
+	if v, ok := obj.int(KeyVersion, true); ok && v != AllToAllVVersion {
 		l.errf(obj.path, ErrValue, "version = %d: this loader reads version %d", v, AllToAllVVersion)
 	}
-	blocks, okB := obj.int("blocks", true)
-	per, okP := obj.int("chunks_per_block", true)
+	blocks, okB := obj.int(KeyBlocks, true)
+	per, okP := obj.int(KeyChunksPerBlock, true)
 	if okP && per == 0 {
 		l.errf(obj.path, ErrOutOfRange, "chunks_per_block = 0: want at least 1")
 		okP = false
@@ -69,13 +69,13 @@ func (l *loader) checkAllToAllVChunks() {
 		return
 	}
 	if v.Blocks != len(p.GPUs) {
-		l.errf("alltoallv", ErrStructure, "blocks = %d but the plan has %d ranks: an alltoallv plan has one block per rank", v.Blocks, len(p.GPUs))
+		l.errf(KeyAllToAllV, ErrStructure, "blocks = %d but the plan has %d ranks: an alltoallv plan has one block per rank", v.Blocks, len(p.GPUs))
 		return
 	}
 	want := v.Blocks * v.ChunksPerBlock
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
-		path := IndexPath("gpus", r)
+		path := IndexPath(KeyGPUs, r)
 		if g.InputChunks != want || g.OutputChunks != want {
 			l.errf(path, ErrStructure, "input_chunks = %d, output_chunks = %d: an alltoallv plan with %d blocks of %d chunks has %d of each", g.InputChunks, g.OutputChunks, v.Blocks, v.ChunksPerBlock, want)
 			continue
@@ -109,7 +109,7 @@ func (l *loader) checkVarOp(g *GPU, tb *ThreadBlock, op *Op, path string) {
 				continue
 			}
 			where := fmt.Sprintf("%s[%d]", key, i)
-			if s.at(i).packet || (op.Type == OpPutPacket && op.ChannelType == Port && key == "src_buff") {
+			if s.at(i).packet || (op.Type == OpPutPacket && op.ChannelType == Port && key == KeySrcBuff) {
 				l.errf(path, ErrStructure, "%s: %s %s addressed as LL packets in an alltoallv plan: packets of a block would spill into the next; stage packets in scratch", where, op.Type, bt.Name())
 				continue
 			}
@@ -119,8 +119,8 @@ func (l *loader) checkVarOp(g *GPU, tb *ThreadBlock, op *Op, path string) {
 			}
 		}
 	}
-	check(op.Src, spec.src, "src_buff")
-	check(op.Dst, spec.dst, "dst_buff")
+	check(op.Src, spec.src, KeySrcBuff)
+	check(op.Dst, spec.dst, KeyDstBuff)
 }
 
 // operandBufferType returns the buffer type an operand addresses; ok is

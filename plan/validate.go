@@ -33,7 +33,7 @@ func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 	// Channel type and channel ids.
 	if spec.channel != nil {
 		switch {
-		case !o.has("channel_type"):
+		case !o.has(KeyChannelType):
 			l.errf(path, ErrMissing, "missing required key \"channel_type\" (%s works on %s channels)", name, typeList(spec.channel))
 		case fs.ctGiven && !slices.Contains(spec.channel, op.ChannelType):
 			l.errf(path, ErrOperand, "channel_type = %q: %s works on %s channels", op.ChannelType, name, typeList(spec.channel))
@@ -42,23 +42,23 @@ func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 	if spec.Family == FamSwitch && fs.ctGiven && op.ChannelType != Switch {
 		l.errf(path, ErrOperand, "channel_type = %q: %s works on switch channels", op.ChannelType, name)
 	}
-	ctKnown := !o.has("channel_type") || fs.ctGiven
-	if o.has("channel_ids") {
+	ctKnown := !o.has(KeyChannelType) || fs.ctGiven
+	if o.has(KeyChannelIDs) {
 		if ctKnown {
 			l.checkChannelIDs(t, path, op)
 		}
 	} else if spec.needIDs {
 		l.errf(path, ErrMissing, "missing required key \"channel_ids\" (%s needs the channels to act on)", name)
 	}
-	if spec.needIDs && o.has("channel_ids") && fs.chIDsOK && len(op.ChannelIDs) == 0 {
+	if spec.needIDs && o.has(KeyChannelIDs) && fs.chIDsOK && len(op.ChannelIDs) == 0 {
 		l.errf(path, ErrOperand, "channel_ids: empty: %s needs at least one channel", name)
 	}
 
 	// Semaphores.
-	if spec.semaphores && !o.has("semaphore_ids") {
+	if spec.semaphores && !o.has(KeySemaphoreIDs) {
 		l.errf(path, ErrMissing, "missing required key \"semaphore_ids\"")
 	}
-	if o.has("semaphore_ids") && fs.semOK {
+	if o.has(KeySemaphoreIDs) && fs.semOK {
 		if spec.semaphores && len(op.SemaphoreIDs) == 0 {
 			l.errf(path, ErrOperand, "semaphore_ids: empty: %s needs at least one semaphore", name)
 		}
@@ -81,7 +81,7 @@ func (l *loader) checkOp(t *tbState, o node, op *Op, fs opFieldState) {
 
 	// Operands.
 	if !spec.data {
-		for _, key := range []string{"src_buff", "dst_buff"} {
+		for _, key := range []string{KeySrcBuff, KeyDstBuff} {
 			if a, ok := o.m[key].([]any); ok && len(a) > 0 {
 				l.errf(path, ErrOperand, "%s: %s takes no operands", key, name)
 			}
@@ -136,8 +136,8 @@ func synchronizes(op *Op) bool {
 
 func (l *loader) checkBarrier(t *tbState, o node, op *Op) {
 	path := o.path
-	idOK := o.has("barrier_id")
-	nOK := o.has("num_threadblocks")
+	idOK := o.has(KeyBarrierID)
+	nOK := o.has(KeyNumThreadBlocks)
 	if !idOK {
 		l.errf(path, ErrMissing, "missing required key \"barrier_id\"")
 	}
@@ -217,7 +217,7 @@ func (l *loader) checkOperands(t *tbState, o node, op *Op, spec *OpInfo, fs opFi
 	path := o.path
 	name := op.Type.String()
 	// An invalid channel_type was reported already.
-	remoteReported := o.has("channel_type") && !fs.ctGiven
+	remoteReported := o.has(KeyChannelType) && !fs.ctGiven
 	var sizeRef uint64
 	var sizeRefDesc string // empty until the first operand
 	for _, s := range []struct {
@@ -225,7 +225,7 @@ func (l *loader) checkOperands(t *tbState, o node, op *Op, spec *OpInfo, fs opFi
 		opds []Operand
 		side side
 		ok   bool
-	}{{"src_buff", op.Src, spec.src, fs.srcOK}, {"dst_buff", op.Dst, spec.dst, fs.dstOK}} {
+	}{{KeySrcBuff, op.Src, spec.src, fs.srcOK}, {KeyDstBuff, op.Dst, spec.dst, fs.dstOK}} {
 		if !o.has(s.key) {
 			if s.side.min > 0 {
 				l.errf(path, ErrMissing, "missing required key %q", s.key)
@@ -389,7 +389,7 @@ func (l *loader) checkBounds(path, where, name string, opd Operand, packet bool,
 	for _, m := range buf.ranks {
 		g := &l.plan.GPUs[m]
 		have := uint64([...]int{g.InputChunks, g.OutputChunks, g.ScratchChunks}[buf.typ])
-		key := [...]string{"input_chunks", "output_chunks", "scratch_chunks"}[buf.typ]
+		key := [...]string{KeyInputChunks, KeyOutputChunks, KeyScratchChunks}[buf.typ]
 		need := end
 		if double {
 			need = 2 * end

@@ -59,11 +59,13 @@ func (e *Writer) Member() {
 	e.newline()
 }
 
-// Key starts an object member; k is the pre-quoted key with its ": "
-// separator, e.g. `"name": `.
+// Key starts an object member named k (one of the Key constants, which
+// need no escaping) and writes its ": " separator.
 func (e *Writer) Key(k string) {
 	e.Member()
+	e.buf = append(e.buf, '"')
 	e.buf = append(e.buf, k...)
+	e.buf = append(e.buf, `": `...)
 }
 
 // Open appends an opening bracket and enters the container.

@@ -56,12 +56,12 @@ func TestWriterLayout(t *testing.T) {
 		{"ints", func(e *Writer) { e.Ints([]int{0, -1, 12}) }, "[\n  0,\n  -1,\n  12\n]"},
 		{"nested", func(e *Writer) {
 			e.Open('{')
-			e.Key(`"a": `)
+			e.Key("a")
 			e.Ints([]int{1})
-			e.Key(`"b": `)
+			e.Key("b")
 			e.Open('[')
 			e.Close(']')
-			e.Key(`"c": `)
+			e.Key("c")
 			e.Bool(true)
 			e.Close('}')
 		}, "{\n  \"a\": [\n    1\n  ],\n  \"b\": [],\n  \"c\": true\n}"},
