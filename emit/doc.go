@@ -1,13 +1,14 @@
-// Package emit writes an ir.Program, after the passes, as an MSCCL++ JSON
-// execution plan, byte for byte what the MSCCL++ Python DSL prints with
-// print(json.dumps(plan, indent=2)): Write streams it to an io.Writer and
-// Marshal returns it. Both check the program first (ErrInvalid), so an
-// invalid program writes nothing. SourceMap relates each op of the plan to
-// the .star line that recorded it (package plan's source map). The JSON
-// layout is package plan's writer (plan.Writer), the format's one encoder;
-// emit decides what to write and in which order.
+// Package emit lowers an ir.Program, after the passes, to the MSCCL++
+// execution plan: Lower returns the plan document (*plan.Plan), which
+// plan.Encode writes byte for byte as the MSCCL++ Python DSL prints it
+// with print(json.dumps(plan, indent=2)); Write streams those bytes to an
+// io.Writer and Marshal returns them. All three check the program first
+// (ErrInvalid), so an invalid program writes nothing. Warnings lists what
+// the DSL would accept but is likely a mistake; SourceMap relates each op
+// of the plan to the .star line that recorded it (package plan's source
+// map).
 //
-// It never iterates maps and never reorders: every list is written in the
+// It never iterates maps and never reorders: every list is lowered in the
 // order the IR holds it. It does not modify the program. The format is
-// described in docs/plan-format.md and the writer in docs/design.md §5.
+// described in docs/plan-format.md and lowering in docs/design.md §5.
 package emit

@@ -153,8 +153,14 @@ func TestOp(t *testing.T) {
 			if err := checkOps([]*ir.Op{tt.op}, 0, 0, ""); err != nil {
 				t.Fatal(err)
 			}
-			e := &encoder{plan.NewWriter(nil)}
-			e.op(tt.op)
+			var l lowerer
+			var op plan.Op
+			l.op(&op, tt.op)
+			if l.err != nil {
+				t.Fatal(l.err)
+			}
+			e := plan.NewWriter(nil)
+			e.Op(&op)
 			if diff := cmp.Diff(indented(t, tt.want), string(e.Bytes())); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -196,9 +202,9 @@ func TestProgram(t *testing.T) {
 		{"big header values",
 			&ir.Program{Name: "big", Collective: "allreduce", Protocol: "LL", Inplace: true, ReuseResources: true, UseDoubleScratchBuffer: true,
 				NumThreadsPerBlock: big.NewInt(512), BufferAlignment: big.NewInt(32),
-				MinMessageSize: bigInt("-1"), MaxMessageSize: bigInt("340282366920938463463374607431768211456")},
+				MinMessageSize: big.NewInt(0), MaxMessageSize: bigInt("18446744073709551615")},
 			`{"name":"big","collective":"allreduce","protocol":"LL","inplace":true,"reuse_resources":true,"gpus":[],` +
-				`"num_threads_per_block":512,"use_double_scratch_buffer":true,"buffer_alignment":32,"min_message_size":-1,"max_message_size":340282366920938463463374607431768211456}`},
+				`"num_threads_per_block":512,"use_double_scratch_buffer":true,"buffer_alignment":32,"min_message_size":0,"max_message_size":18446744073709551615}`},
 		{"empty gpu",
 			base(&ir.GPU{ID: 0}),
 			header(`"t"`, `[{"id":0,"input_chunks":0,"output_chunks":0,"scratch_chunks":0,"threadblocks":[],"channels":[],"remote_buffers":[],"semaphores":[]}]`)},
@@ -217,7 +223,7 @@ func TestProgram(t *testing.T) {
 					{Rank: 2, Buffer: ir.Output, Memory: true, Port: true},
 					{Rank: 2, Buffer: ir.Input, Memory: true},
 				},
-				Semaphores: []*big.Int{big.NewInt(0), big.NewInt(5), bigInt("36893488147419103232")},
+				Semaphores: []*big.Int{big.NewInt(0), big.NewInt(5), bigInt("9223372036854775807")},
 			}),
 			header(`"t"`, `[{"id":1,"input_chunks":0,"output_chunks":0,"scratch_chunks":0,"threadblocks":[],"channels":[`+
 				`{"channel_type":"port","connected_to":[0,2]},{"channel_type":"memory","connected_to":[2]},`+
@@ -226,7 +232,7 @@ func TestProgram(t *testing.T) {
 				`"remote_buffers":[{"rank":0,"type":"s","access_channel_types":["port"]},`+
 				`{"rank":2,"type":"o","access_channel_types":["memory","port"]},`+
 				`{"rank":2,"type":"i","access_channel_types":["memory"]}],`+
-				`"semaphores":[{"init_value":0},{"init_value":5},{"init_value":36893488147419103232}]}]`)},
+				`"semaphores":[{"init_value":0},{"init_value":5},{"init_value":9223372036854775807}]}]`)},
 		// instances=2 as the replication pass leaves it: dense TB ids,
 		// GPU-level ids c*n+i in TB tables, repeated connected_to and
 		// semaphores, TB-local op channel ids unchanged.
@@ -338,6 +344,9 @@ func TestInvalid(t *testing.T) {
 		{"nil gpu", &ir.Program{GPUs: []*ir.GPU{nil}}, "gpus[0]: invalid program: nil GPU"},
 		{"nil thread block", &ir.Program{GPUs: []*ir.GPU{{ID: 3, ThreadBlocks: []*ir.ThreadBlock{nil}}}}, "rank 3: threadblocks[0]"},
 		{"nil semaphore", &ir.Program{GPUs: []*ir.GPU{{Semaphores: []*big.Int{nil}}}}, "semaphore 0"},
+		{"semaphore over 64 bits", &ir.Program{GPUs: []*ir.GPU{{ID: 2, Semaphores: []*big.Int{big.NewInt(1), bigInt("36893488147419103232")}}}}, "rank 2: semaphore 1: init_value 36893488147419103232 does not fit 64 bits"},
+		{"negative message size", &ir.Program{MinMessageSize: bigInt("-1")}, "min_message_size = -1: the plan holds a number in [0, 18446744073709551615]"},
+		{"message size over 64 bits", &ir.Program{MaxMessageSize: bigInt("340282366920938463463374607431768211456")}, "max_message_size = 340282366920938463463374607431768211456"},
 		{"nil op", withOp(nil), "rank 1: tb 1: op 2: invalid program: nil op"},
 		{"unknown kind", withOp(&ir.Op{Kind: plan.OpGroupLoadReduce + 1}), "unknown op kind"},
 		{"barrier without info", withOp(&ir.Op{Kind: plan.OpBarrier}), "op 2 (barrier)"},

@@ -2,7 +2,6 @@ package emit
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/big"
 	"os"
@@ -30,15 +29,15 @@ func TestGoldenThroughIR(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := Decode(want)
+			pl, err := plan.ReadCompiled(want)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := fromPlan(plan)
+			p, err := fromPlan(pl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			untouched, _ := fromPlan(plan)
+			untouched, _ := fromPlan(pl)
 
 			got, err := Marshal(p)
 			if err != nil {
@@ -72,119 +71,102 @@ func TestGoldenThroughIR(t *testing.T) {
 	}
 }
 
-// fromPlan rebuilds an ir.Program (as the passes leave it) from a decoded
-// plan, the inverse of the writer.
-func fromPlan(pl *Plan) (*ir.Program, error) {
+// goldenDir holds the plans MSCCL++'s DSL printed for its test scripts.
+const goldenDir = "../../shared/golden"
+
+// planFiles lists the examples of testdata/ and the golden plans.
+func planFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(golden) == 0 {
+		t.Skipf("no reference plans in %s", goldenDir)
+	}
+	return append(files, golden...)
+}
+
+// fromPlan rebuilds an ir.Program (as the passes leave it) from a plan
+// read by package plan: the inverse of Lower.
+func fromPlan(pl *plan.Plan) (*ir.Program, error) {
 	p := &ir.Program{
-		Name:                   string(pl.Name),
-		Collective:             string(pl.Collective),
-		Protocol:               string(pl.Protocol),
+		Name:                   pl.Name,
+		Collective:             pl.Collective,
+		Protocol:               pl.Protocol,
 		Inplace:                pl.Inplace,
 		ReuseResources:         pl.ReuseResources,
 		NumRanks:               len(pl.GPUs),
 		Instances:              1,
-		UseDoubleScratchBuffer: pl.UseDoubleScratchBuffer,
+		UseDoubleScratchBuffer: pl.UseDoubleScratch,
+		NumThreadsPerBlock:     big.NewInt(int64(pl.NumThreadsPerBlock)),
+		BufferAlignment:        new(big.Int).SetUint64(pl.BufferAlignment),
+		MinMessageSize:         new(big.Int).SetUint64(pl.MinMessageSize),
+		MaxMessageSize:         new(big.Int).SetUint64(pl.MaxMessageSize),
 	}
-	var err error
-	num := func(n json.Number) *big.Int {
-		x, ok := new(big.Int).SetString(string(n), 10)
-		if !ok && err == nil {
-			err = fmt.Errorf("bad number %q", n)
-		}
-		return x
-	}
-	p.NumThreadsPerBlock = num(pl.NumThreadsPerBlock)
-	p.BufferAlignment = num(pl.BufferAlignment)
-	p.MinMessageSize = num(pl.MinMessageSize)
-	p.MaxMessageSize = num(pl.MaxMessageSize)
 	for _, pg := range pl.GPUs {
 		g := &ir.GPU{ID: pg.ID, InputChunks: pg.InputChunks, OutputChunks: pg.OutputChunks, ScratchChunks: pg.ScratchChunks}
 		p.GPUs = append(p.GPUs, g)
 		for _, c := range pg.Channels {
-			ct := channelType(c.ChannelType)
-			if ct == ir.Switch {
-				if len(c.RankGroups) != 1 || c.RankGroups[0].Size != len(c.RankGroups[0].Ranks) {
+			if c.Type == ir.Switch {
+				if len(c.RankGroups) != 1 {
 					return nil, fmt.Errorf("rank %d: unexpected rank groups %v", g.ID, c.RankGroups)
 				}
-				g.Switches = append(g.Switches, ir.SwitchEntry{Buffer: bufferType(c.BufferType), Ranks: c.RankGroups[0].Ranks})
+				g.Switches = append(g.Switches, ir.SwitchEntry{Buffer: c.Buffer, Ranks: c.RankGroups[0]})
 				continue
 			}
 			if len(g.Switches) > 0 {
-				return nil, fmt.Errorf("rank %d: %s channels after switch channels", g.ID, c.ChannelType)
+				return nil, fmt.Errorf("rank %d: %s channels after switch channels", g.ID, c.Type)
 			}
-			g.Channels = append(g.Channels, ir.ChannelTable{Type: ct, ConnectedTo: c.ConnectedTo})
+			g.Channels = append(g.Channels, ir.ChannelTable{Type: c.Type, ConnectedTo: c.ConnectedTo})
 		}
 		for _, rb := range pg.RemoteBuffers {
-			b := ir.RemoteBuffer{Rank: rb.Rank, Buffer: bufferType(rb.Type)}
-			for _, a := range rb.AccessChannelTypes {
-				switch channelType(a) {
-				case ir.Memory:
-					b.Memory = true
-				case ir.Port:
-					b.Port = true
-				}
-			}
-			g.RemoteBuffers = append(g.RemoteBuffers, b)
+			g.RemoteBuffers = append(g.RemoteBuffers, ir.RemoteBuffer{Rank: rb.Rank, Buffer: rb.Type,
+				Memory: slices.Contains(rb.Access, ir.Memory), Port: slices.Contains(rb.Access, ir.Port)})
 		}
-		for _, s := range pg.Semaphores {
-			g.Semaphores = append(g.Semaphores, num(s.InitValue))
+		for _, v := range pg.Semaphores {
+			g.Semaphores = append(g.Semaphores, big.NewInt(v))
 		}
 		for _, ptb := range pg.ThreadBlocks {
 			tb := &ir.ThreadBlock{ID: ptb.ID}
-			for _, c := range ptb.Channels {
-				tb.Channels = append(tb.Channels, ir.IDTable{Type: channelType(c.ChannelType), IDs: c.ChannelIDs})
+			for _, ct := range ptb.ChannelOrder {
+				tb.Channels = append(tb.Channels, ir.IDTable{Type: ct, IDs: ptb.Channels[ct]})
 			}
-			for _, r := range ptb.RemoteBufferRefs {
-				tb.RemoteRefs = append(tb.RemoteRefs, ir.IDTable{Type: channelType(r.AccessChannelType), IDs: r.RemoteBufferIDs})
+			for _, ct := range ptb.RemoteRefOrder {
+				tb.RemoteRefs = append(tb.RemoteRefs, ir.IDTable{Type: ct, IDs: ptb.RemoteRefs[ct]})
 			}
-			ops, oerr := opsFromPlan(ptb.Ops)
-			if oerr != nil {
-				return nil, fmt.Errorf("rank %d tb %d: %w", g.ID, tb.ID, oerr)
-			}
-			tb.Ops = ops
+			tb.Ops = opsFromPlan(ptb.Ops)
 			g.ThreadBlocks = append(g.ThreadBlocks, tb)
 		}
 	}
-	return p, err
+	return p, nil
 }
 
-func opsFromPlan(pops []PlanOp) ([]*ir.Op, error) {
+func opsFromPlan(pops []plan.Op) []*ir.Op {
 	var out []*ir.Op
 	for i := range pops {
-		op, err := opFromPlan(&pops[i])
-		if err != nil {
-			return nil, fmt.Errorf("op %d (%s): %w", i, pops[i].Name, err)
-		}
-		out = append(out, op)
+		out = append(out, opFromPlan(&pops[i]))
 	}
-	return out, nil
+	return out
 }
 
-func kindOf(name PyString) (plan.OpType, bool) {
-	for k := plan.OpNop; k <= plan.OpGroupLoadReduce; k++ {
-		if k.String() == string(name) {
-			return k, true
-		}
-	}
-	return 0, false
-}
-
-func opFromPlan(po *PlanOp) (*ir.Op, error) {
-	k, ok := kindOf(po.Name)
-	if !ok {
-		return nil, fmt.Errorf("unknown op name")
-	}
-	op := &ir.Op{Kind: k, ChannelType: channelType(po.ChannelType), ReduceOp: reduceOp(po.ReduceOp)}
-	if po.TBGInfo != nil {
-		op.TBG = &ir.TBGInfo{TBID: po.TBGInfo.TBID, TBGSize: po.TBGInfo.TBGSize}
+func opFromPlan(po *plan.Op) *ir.Op {
+	k := po.Type
+	op := &ir.Op{Kind: k, ChannelType: po.ChannelType, ReduceOp: reduceOp(po.ReduceOp)}
+	if po.TBG != nil {
+		op.TBG = &ir.TBGInfo{TBID: po.TBG.TBID, TBGSize: po.TBG.TBGSize}
 	}
 	switch k.Family() {
 	case plan.FamSync:
 		if k == plan.OpBarrier {
-			op.Barrier = &ir.BarrierInfo{ID: *po.BarrierID, TBList: make([]int, *po.NumThreadblocks)}
+			op.Barrier = &ir.BarrierInfo{ID: po.BarrierID, TBList: make([]int, po.NumThreadBlocks)}
 		}
 	case plan.FamDataSync:
-		if k == plan.OpSemAcquire || k == plan.OpSemRelease {
+		if !k.SignalsChannels() {
 			op.SemaphoreIDs = po.SemaphoreIDs
 			break
 		}
@@ -196,18 +178,18 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 			op.ChannelIDs = po.ChannelIDs
 		}
 	case plan.FamCopy, plan.FamGet, plan.FamPut:
-		op.Src = refs(po.SrcBuff)
-		op.Dst = refs(po.DstBuff)
+		op.Src = refs(po.Src)
+		op.Dst = refs(po.Dst)
 		op.ChannelIDs = po.ChannelIDs
 	case plan.FamReduce:
-		for _, r := range refs(po.SrcBuff) {
+		for _, r := range refs(po.Src) {
 			if r.Remote {
 				op.RemoteSrc = append(op.RemoteSrc, r)
 			} else {
 				op.LocalSrc = append(op.LocalSrc, r)
 			}
 		}
-		for _, r := range refs(po.DstBuff) {
+		for _, r := range refs(po.Dst) {
 			switch {
 			case r.Remote:
 				op.RemoteDst = append(op.RemoteDst, r)
@@ -221,79 +203,53 @@ func opFromPlan(po *PlanOp) (*ir.Op, error) {
 		op.ChannelType = ir.Switch
 		switch k {
 		case plan.OpGroupLoadReduce:
-			op.SwitchBuffer = bufferType(po.BufferType)
-			op.BufferOffset = *po.BufferOffset
-			op.Size = *po.Size
-			op.SwitchChunk = chunk(po.DstChunk)
+			op.SwitchBuffer = po.Src[0].Type
+			op.BufferOffset = int(po.Src[0].Index)
+			op.Size = int(po.Src[0].Size)
+			op.SwitchChunk = chunk(&po.Dst[0])
 			op.ChannelIDs = po.ChannelIDs
 		case plan.OpMultiStore, plan.OpMultiStorePacket:
-			op.SwitchChunk = chunk(&po.SrcBuff[0])
-			d := po.DstBuff[0]
-			op.ChannelIDs = []int{*d.SwitchChannelID}
-			op.BufferOffset = d.Index
-			op.Size = d.Size
+			op.SwitchChunk = chunk(&po.Src[0])
+			d := po.Dst[0]
+			op.ChannelIDs = []int{d.SwitchID}
+			op.BufferOffset = int(d.Index)
+			op.Size = int(d.Size)
 		case plan.OpMultiLoadReduceStore:
-			for i, s := range po.SrcBuff {
-				op.ChannelIDs = append(op.ChannelIDs, *s.SwitchChannelID)
-				op.SrcIndex = append(op.SrcIndex, s.Index)
-				op.DstIndex = append(op.DstIndex, po.DstBuff[i].Index)
-				op.Size = s.Size
+			for i, s := range po.Src {
+				op.ChannelIDs = append(op.ChannelIDs, s.SwitchID)
+				op.SrcIndex = append(op.SrcIndex, int(s.Index))
+				op.DstIndex = append(op.DstIndex, int(po.Dst[i].Index))
+				op.Size = int(s.Size)
 			}
 		}
 	case plan.FamPipeline:
-		op.UnitSize = po.IterContext.UnitSize
-		op.NumChunks = po.IterContext.NumChunks
-		body, err := opsFromPlan(po.Ops)
-		if err != nil {
-			return nil, err
-		}
-		op.Body = body
+		op.UnitSize = int64(po.UnitSize)
+		op.NumChunks = int64(po.NumChunks)
+		op.Body = opsFromPlan(po.Ops)
 	}
-	return op, nil
+	return op
 }
 
-func refs(ps []PlanOperand) []ir.Ref {
+func refs(ps []plan.Operand) []ir.Ref {
 	var out []ir.Ref
 	for _, o := range ps {
-		r := ir.Ref{Index: o.Index, Size: o.Size}
-		if o.BufferID != nil {
+		r := ir.Ref{Index: int(o.Index), Size: int(o.Size)}
+		if o.Kind == plan.RemoteOperand {
 			r.Remote = true
-			r.BufferID = *o.BufferID
+			r.BufferID = o.BufferID
 		} else {
-			r.Buffer = bufferType(o.Type)
+			r.Buffer = o.Type
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-func chunk(o *PlanOperand) *ir.Chunk {
-	return &ir.Chunk{Rank: *o.Rank, Buffer: bufferType(o.Type), Index: o.Index, Size: o.Size}
+func chunk(o *plan.Operand) *ir.Chunk {
+	return &ir.Chunk{Rank: o.Rank, Buffer: o.Type, Index: int(o.Index), Size: int(o.Size)}
 }
 
-func bufferType(s PyString) ir.BufferType {
-	switch s {
-	case "o":
-		return ir.Output
-	case "s":
-		return ir.Scratch
-	}
-	return ir.Input
-}
-
-func channelType(s PyString) ir.ChannelType {
-	switch s {
-	case "memory":
-		return ir.Memory
-	case "port":
-		return ir.Port
-	case "switch":
-		return ir.Switch
-	}
-	return ir.NoChannel
-}
-
-func reduceOp(s PyString) ir.ReduceOp {
+func reduceOp(s string) ir.ReduceOp {
 	switch s {
 	case "min":
 		return ir.Min

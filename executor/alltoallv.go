@@ -115,7 +115,7 @@ func (vp *VarPlan) addOp(op *plan.Op, oi *OpInstance, path string) {
 			ref := varRef{
 				reg: &regs[i], buf: regs[i].Buffer, owner: regs[i].Rank,
 				index: opd.Index, size: opd.Size, counterpart: -1,
-				packet: packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == "src_buff"),
+				packet: packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == plan.KeySrcBuff),
 				path:   path, where: fmt.Sprintf("%s[%d]", key, i),
 			}
 			if op.TBG != nil && op.TBG.TBGSize > 0 {
@@ -124,8 +124,8 @@ func (vp *VarPlan) addOp(op *plan.Op, oi *OpInstance, path string) {
 			vp.refs = append(vp.refs, ref)
 		}
 	}
-	add(op.Src, oi.Src, plan.SrcPacket, "src_buff")
-	add(op.Dst, oi.Dst, plan.DstPacket, "dst_buff")
+	add(op.Src, oi.Src, plan.SrcPacket, plan.KeySrcBuff)
+	add(op.Dst, oi.Dst, plan.DstPacket, plan.KeyDstBuff)
 	// Scratch operands take the size of the op's first input or output
 	// operand: a scratch chunk holds a piece of some block, whose size
 	// only that operand knows.

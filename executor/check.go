@@ -178,17 +178,17 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 	if len(op.Dst) < minD || (maxD >= 0 && len(op.Dst) > maxD) {
 		return fmt.Errorf("%d destination operand(s), want %s", len(op.Dst), countRange(minD, maxD))
 	}
-	switch op.Type {
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket:
+	switch fam := op.Type.Family(); {
+	case op.Type.Pairwise() && fam == plan.FamPut:
 		if len(op.Src) < len(op.Dst) {
 			return fmt.Errorf("%d source(s) for %d destination(s)", len(op.Src), len(op.Dst))
 		}
-	case plan.OpGet:
+	case op.Type.Pairwise() && fam == plan.FamGet:
 		if len(op.Dst) < len(op.Src) {
 			return fmt.Errorf("%d destination(s) for %d source(s)", len(op.Dst), len(op.Src))
 		}
 	}
-	if usesPort(op) && len(op.Channels) < len(op.Dst) {
+	if op.Type.UsesPort(op.ChannelType) && len(op.Channels) < len(op.Dst) {
 		return fmt.Errorf("%d port channel(s) for %d destination(s)", len(op.Channels), len(op.Dst))
 	}
 	check := func(what string, i int, r Region, rl plan.OperandKind) error {
@@ -218,18 +218,6 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 		}
 	}
 	return nil
-}
-
-// usesPort reports whether a data op goes through the proxy.
-func usesPort(op *OpInstance) bool {
-	if op.ChannelType != plan.Port {
-		return false
-	}
-	switch op.Type {
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPacket, plan.OpReadPutPacket:
-		return true
-	}
-	return false
 }
 
 func countRange(lo, hi int) string {

@@ -370,10 +370,10 @@ func (z *resolver) op(r int, tb *plan.ThreadBlock, op *plan.Op, k int, name, pat
 		return oi, nil
 	}
 	var err error
-	if oi.Src, err = z.regions(r, tb, op, op.Src, plan.SrcPacket, "src_buff", path, inPipeline); err != nil {
+	if oi.Src, err = z.regions(r, tb, op, op.Src, plan.SrcPacket, plan.KeySrcBuff, path, inPipeline); err != nil {
 		return oi, err
 	}
-	if oi.Dst, err = z.regions(r, tb, op, op.Dst, plan.DstPacket, "dst_buff", path, inPipeline); err != nil {
+	if oi.Dst, err = z.regions(r, tb, op, op.Dst, plan.DstPacket, plan.KeyDstBuff, path, inPipeline); err != nil {
 		return oi, err
 	}
 	return oi, nil
@@ -390,7 +390,7 @@ func (z *resolver) regions(r int, tb *plan.ThreadBlock, op *plan.Op, opds []plan
 		if err != nil {
 			return nil, err
 		}
-		packet := packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == "src_buff")
+		packet := packetAt(op.Type, i) || (op.Type == plan.OpPutPacket && op.ChannelType == plan.Port && key == plan.KeySrcBuff)
 		if err := z.checkRegion(reg, packet, inPipeline, path, where); err != nil {
 			return nil, err
 		}

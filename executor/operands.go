@@ -226,9 +226,9 @@ func (d *operand) isSource() bool {
 // srcDst is the plan's name of the operand's side: src_buff or dst_buff.
 func (d *operand) srcDst() string {
 	if d.isSource() {
-		return "src_buff"
+		return plan.KeySrcBuff
 	}
-	return "dst_buff"
+	return plan.KeyDstBuff
 }
 
 // packetOffset is where the LL packets for data offset off start in a

@@ -3,15 +3,21 @@
 // reads, the way go/ast, go/parser and go/printer are one family:
 //
 //   - the vocabulary: the buffer types, channel types and op types with
-//     their plan spellings, the values of "collective", the MSCCL++
-//     executor's limits and the "alltoallv" extension's constants;
+//     their plan spellings, the JSON keys (keys.go), the values of
+//     "collective", the MSCCL++ executor's limits and the "alltoallv"
+//     extension's constants;
+//   - the op table (Ops, ops.go), the one owner of what each op is: its
+//     family, operand roles, packets, channels, proxy use and fusion
+//     facts, asked through the methods of OpType;
 //   - the document types (Plan, GPU, ThreadBlock, Op, Operand), a
 //     faithful, validated image of the JSON;
 //   - the reader and format validation: Load parses and validates any
 //     plan, made by mscclgo or by MSCCL++, naming the first problem as a
 //     *PlanError; Check lists them all (for mscclgo check);
-//   - the writer (Writer), through which emit writes the JSON byte for
-//     byte as the Python DSL prints it;
+//   - the encoder: Encode writes a Plan byte for byte as the Python DSL
+//     prints it (emit.Lower makes the Plan of a compiled program), through
+//     the Writer; a plan read by Load (or ReadCompiled, which also takes
+//     the compiler's glre) is written back as it was;
 //   - the source map that relates a plan's ops to the .star lines that
 //     recorded them.
 //

@@ -325,3 +325,6 @@ func encodeTBG(e *Writer, t *TBGInfo) {
 
 // Uint64 appends v.
 func (e *Writer) Uint64(v uint64) { e.buf = strconv.AppendUint(e.buf, v, 10) }
+
+// Op writes one op object as Encode writes it inside a plan.
+func (e *Writer) Op(op *Op) { encodeOp(e, op) }

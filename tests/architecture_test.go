@@ -510,3 +510,79 @@ func extend(ops []int, t plan.OpType) bool { return false }
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestPlanKeysSpelledOnce: the JSON keys of the plan are spelled once,
+// in plan/keys.go; the reader, the encoder and every package that names a
+// key in a message use the constants. Keys with an underscore are checked
+// (short words such as "name" or "size" are everyday strings); starlib is
+// left out, since the DSL's attribute names coincide with some keys.
+func TestPlanKeysSpelledOnce(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "plan", "keys.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	af, err := parser.ParseFile(token.NewFileSet(), "keys.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(af, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if k, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(k, "_") {
+				keys[k] = true
+			}
+		}
+		return true
+	})
+	if len(keys) < 30 {
+		t.Fatalf("plan/keys.go: %d keys with an underscore, want the plan's", len(keys))
+	}
+	eachSource(t, func(pkg, file string, fset *token.FileSet, af *ast.File) {
+		if pkg == "plan" || pkg == "starlib" {
+			return
+		}
+		for _, p := range keyLiterals(fset, file, af, keys) {
+			t.Error(p)
+		}
+	})
+}
+
+// keyLiterals lists the string literals of af (struct tags aside) that
+// spell one of keys.
+func keyLiterals(fset *token.FileSet, file string, af *ast.File, keys map[string]bool) []string {
+	tags := map[*ast.BasicLit]bool{}
+	var out []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.Field:
+			if n.Tag != nil {
+				tags[n.Tag] = true
+			}
+		case *ast.BasicLit:
+			if n.Kind != token.STRING || tags[n] {
+				return true
+			}
+			if k, err := strconv.Unquote(n.Value); err == nil && keys[k] {
+				out = append(out, fmt.Sprintf("%s:%d: %q spells a plan key: use the constant of plan/keys.go", file, fset.Position(n.Pos()).Line, k))
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// TestKeyLiterals: the rule catches a key spelled as a literal and lets a
+// struct tag and other strings pass.
+func TestKeyLiterals(t *testing.T) {
+	src := "package x\ntype T struct{ A int `json:\"src_buff\"` }\nvar a = \"src_buff\"\nvar b = \"src_buffer\"\n"
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, "x.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := keyLiterals(fset, "x.go", af, map[string]bool{"src_buff": true})
+	want := []string{`x.go:3: "src_buff" spells a plan key: use the constant of plan/keys.go`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
