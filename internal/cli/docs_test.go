@@ -32,10 +32,10 @@ func TestDocsSelectCollectives(t *testing.T) {
 	}
 }
 
-// TestDocumentedOutputsIgnored checks that every file the README's
-// commands write in the checkout (-o FILE, and FILE.map with
-// --source-map; cat > FILE) is ignored by git, so that following the README leaves
-// no untracked files.
+// TestDocumentedOutputsIgnored checks that every file the commands of the
+// README and docs/*.md write in the checkout (-o FILE, and FILE.map with
+// --source-map; --dir DIR, --plot FILE; cat > FILE, mkdir DIR) is ignored
+// by git, so that following the docs leaves no untracked files.
 func TestDocumentedOutputsIgnored(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -47,29 +47,41 @@ func TestDocumentedOutputsIgnored(t *testing.T) {
 	if out, err := exec.Command("git", "-C", root, "rev-parse", "--is-inside-work-tree").Output(); err != nil || strings.TrimSpace(string(out)) != "true" {
 		t.Skip("not a git checkout")
 	}
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := regexp.MustCompile(`(?:(?:mscclgo|go run \.) .* -o|^cat >) ([\w.-]+)`)
+	// A command's output: -o, --dir or --plot of mscclgo, a redirection
+	// of cat, python3 or nvidia-smi, a mkdir; relative paths only, and
+	// not the synopses' placeholders (OUT, FILE.svg).
+	out := regexp.MustCompile("(?:(?:mscclgo|go run \\.) [^`|]*?(?:-o|--dir|--plot) |(?:^|[;&`]\\s*|\\$ )(?:cat|python3 [^`>]*|nvidia-smi [^`>]*) > |mkdir (?:-p )?)([\\w./-]+)")
+	placeholder := regexp.MustCompile(`^[A-Z_]+(\.|/|$)`)
 	var files []string
-	for _, line := range strings.Split(string(data), "\n") {
-		m := out.FindStringSubmatch(line)
-		if m == nil {
-			continue
+	for _, doc := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
 		}
-		files = append(files, m[1])
-		if strings.Contains(line, "--source-map") {
-			files = append(files, m[1]+".map")
+		for _, line := range strings.Split(string(data), "\n") {
+			for _, m := range out.FindAllStringSubmatch(line, -1) {
+				f := strings.TrimRight(m[1], ".")
+				if f == "" || strings.HasPrefix(f, "/") || placeholder.MatchString(f) {
+					continue
+				}
+				files = append(files, f)
+				if strings.Contains(line, "--source-map") {
+					files = append(files, f+".map")
+				}
+			}
 		}
 	}
-	if len(files) < 3 {
-		t.Fatalf("README.md: found only %d commands that write files (%v): the pattern no longer matches", len(files), files)
+	if len(files) < 10 {
+		t.Fatalf("README.md and docs/*.md: found only %d commands that write files (%v): the pattern no longer matches", len(files), files)
 	}
 	files = append(files, "bin/mscclgo", "build/x")
 	for _, f := range files {
 		if err := exec.Command("git", "-C", root, "check-ignore", "-q", f).Run(); err != nil {
-			t.Errorf("%s, written by a command of the README, is not ignored by git (.gitignore): %v", f, err)
+			t.Errorf("%s, written by a command of the README or docs/, is not ignored by git (.gitignore): %v", f, err)
 		}
 	}
 }

@@ -190,7 +190,7 @@ func validationCacheDir() string {
 }
 
 // installProgressLine is the line printed for a finished job when standard error
-// is not a terminal: "install: [12/34] JOB: validated at 128, 16K, 1M"
+// is not a terminal: "install: [12/34] JOB: validated at 1K, 32K, 1024K"
 // (or "cached"); a job with several plans names each.
 func installProgressLine(ev install.Event) string {
 	var b strings.Builder
@@ -211,26 +211,41 @@ func installProgressLine(ev install.Event) string {
 			continue
 		}
 		b.WriteString(" validated at ")
-		for j, s := range p.Sizes {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(installSize(s))
-		}
+		b.WriteString(installSizes(p.Sizes))
 	}
 	return b.String()
 }
 
-// installSize writes a byte count with the largest binary suffix that
-// divides it exactly: 128, 16K, 2097664, 1M.
-func installSize(n uint64) string {
+// installSizes writes byte counts in one unit: the largest binary unit
+// that divides every one exactly ("1K, 32K, 1024K"), else bytes ("128,
+// 16384, 1048576 bytes"), so that a line never mixes styles.
+func installSizes(sizes []uint64) string {
+	shift, suffix := uint(0), " bytes"
 	for _, u := range []struct {
 		shift  uint
 		suffix string
 	}{{30, "G"}, {20, "M"}, {10, "K"}} {
-		if n != 0 && n%(1<<u.shift) == 0 {
-			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		all := len(sizes) > 0
+		for _, n := range sizes {
+			all = all && n != 0 && n%(1<<u.shift) == 0
+		}
+		if all {
+			shift, suffix = u.shift, u.suffix
+			break
 		}
 	}
-	return fmt.Sprintf("%d", n)
+	var b strings.Builder
+	for i, n := range sizes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d", n>>shift)
+		if shift > 0 {
+			b.WriteString(suffix)
+		}
+	}
+	if shift == 0 {
+		b.WriteString(suffix)
+	}
+	return b.String()
 }
