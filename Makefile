@@ -2,10 +2,19 @@
 
 GO ?= go
 
-.PHONY: build test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
+.PHONY: build install test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
 
 build:
 	$(GO) build -o bin/mscclgo .
+
+# go install ., and beside it (in $(go env GOBIN), else $(go env
+# GOPATH)/bin) the CUDA worker bin/mscclgo-cuda when `make gpu` built it,
+# so that the installed mscclgo finds it as bin/mscclgo does.
+install:
+	$(GO) install .
+	@dir=$$($(GO) env GOBIN); [ -n "$$dir" ] || dir=$$($(GO) env GOPATH)/bin; \
+	if [ -f bin/mscclgo-cuda ]; then cp bin/mscclgo-cuda "$$dir/mscclgo-cuda" && echo "installed mscclgo and mscclgo-cuda into $$dir"; \
+	else echo "installed mscclgo into $$dir (no bin/mscclgo-cuda: make gpu builds it, then make install again)"; fi
 
 test:
 	$(GO) test ./...

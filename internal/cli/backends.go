@@ -112,7 +112,7 @@ func handOver(d *deps) error {
 	}
 	path, err := findWorker()
 	if err != nil {
-		return fmt.Errorf("%s; not found beside this executable nor on PATH (set MSCCLGO_CUDA_WORKER); the backends that run here: %s", notHere, runnable())
+		return fmt.Errorf("%s; not found beside this executable nor on PATH (`make install` after `make gpu` puts it beside the installed mscclgo; or set MSCCLGO_CUDA_WORKER); the backends that run here: %s", notHere, runnable())
 	}
 	// The worker's CUDA library initialises the driver as the process
 	// starts and exits with its own words when there is no device: ask it
