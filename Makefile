@@ -4,8 +4,10 @@ GO ?= go
 
 .PHONY: build install test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
 
+# -v: the first build compiles some 240 packages for a minute or more; it
+# names each as it compiles it (a warm build names none).
 build:
-	$(GO) build -o bin/mscclgo .
+	$(GO) build -v -o bin/mscclgo .
 
 # go install ., and beside it (in $(go env GOBIN), else $(go env
 # GOPATH)/bin) the CUDA worker bin/mscclgo-cuda when `make gpu` built it,
