@@ -99,6 +99,7 @@ func (r run) has(t *testing.T, s ...string) {
 // where NCCL's definition puts them; refused with the reason without a
 // fallback.
 func TestAlltoAllGatherScatter(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	dir := artifacts(t)
 	const n = 3
 	calls := []string{"ncclAlltoAll", "ncclAlltoAll in-place", "ncclGather", "ncclGather in-place", "ncclScatter",

@@ -122,6 +122,7 @@ func torchPythonOrSkip(t *testing.T) string {
 }
 
 func TestHostile(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	plans := bundledPlans(t, map[string]planDef{
 		"allreduce_in.json":  {"allreduce_packet", map[string]string{"world_size": "4"}},
 		"allreduce_out.json": {"allreduce_packet", map[string]string{"world_size": "4", "inplace": "false"}},

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"debug/elf"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/algorithms"
+	"github.com/mscclgo/mscclgo/internal/testnote"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -35,7 +38,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The package takes one to three minutes (two c-shared builds, then
+	// torchrun and multi-process jobs): say so while it runs.
+	stop := testnote.Heartbeat("nccl", "still testing (the package takes 1 to 3 minutes: it builds the library twice, then runs torchrun and multi-process jobs)", 25*time.Second)
 	code := m.Run()
+	stop()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
@@ -70,24 +78,39 @@ func buildAll(dir string) error {
 		goTool = "go"
 	}
 	cflags := []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-DMSCCLGO_NCCL_NO_CUDA_RUNTIME", "-Iinclude"}
-	steps := [][]string{
+	// Two rounds: what needs nothing built, at once (the two c-shared
+	// builds link for seconds each), then what needs the library.
+	rounds := [][][]string{{
 		{goTool, "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "ours", "libnccl.so.2"), "."},
+		// The emulated-device build (device_emu.go), for TestDeviceRuns.
+		{goTool, "build", "-tags", "mscclgo_emu", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "emu", "libnccl.so.2"), "."},
 		append(append([]string{"gcc"}, cflags...), "-fsyntax-only", "shim.c", "custom.c"),
 		append(append([]string{"gcc"}, cflags...), "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub", "libnccl.so.2"), "testdata/stubnccl.c"),
 		// The stub as an NCCL 2.22, without the later functions (TestLaterAPI).
 		append(append([]string{"gcc"}, cflags...), "-DMSCCLGO_NCCL_API_2_22_ONLY", "-fPIC", "-shared", "-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "stub222", "libnccl.so.2"), "testdata/stubnccl.c"),
+	}, {
 		append(append([]string{"gcc"}, cflags...), "-o", filepath.Join(dir, "ncclcheck"), "testdata/ncclcheck.c",
 			"-L"+filepath.Join(dir, "ours"), "-l:libnccl.so.2", "-Wl,-rpath,"+filepath.Join(dir, "ours"), "-lpthread", "-ldl", "-rdynamic"),
 		{"cp", filepath.Join(dir, "ours", "libnccl.so.2"), filepath.Join(dir, "copy", "libnccl.so.2")},
-		// The emulated-device build (device_emu.go), for TestDeviceRuns.
-		{goTool, "build", "-tags", "mscclgo_emu", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-soname,libnccl.so.2", "-o", filepath.Join(dir, "emu", "libnccl.so.2"), "."},
-	}
-	for _, s := range steps {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput()
-		cancel()
-		if err != nil || (s[0] == "gcc" && len(out) > 0) {
-			return fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)
+	}}
+	for _, steps := range rounds {
+		errs := make([]error, len(steps))
+		var wg sync.WaitGroup
+		for i, s := range steps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				defer cancel()
+				out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput()
+				if err != nil || (s[0] == "gcc" && len(out) > 0) {
+					errs[i] = fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -10,13 +10,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // torchPython is a python3 that imports torch (Debian's python3-torch is
-// for /usr/bin/python3; python3 on PATH may be another), or "" for none.
-func torchPython() string {
+// for /usr/bin/python3; python3 on PATH may be another), or "" for none;
+// looked for once (importing torch takes seconds).
+var torchPython = sync.OnceValue(findTorchPython)
+
+func findTorchPython() string {
 	for _, p := range []string{"/usr/bin/python3", "python3"} {
 		path, err := exec.LookPath(p)
 		if err != nil {
@@ -64,6 +68,7 @@ func pythonPlans(t *testing.T, n int) string {
 // float16, three sizes, in place and out of place, every value checked.
 // No variable asks for host-memory runs: CPU tensors take them.
 func TestPythonTorchrun(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	python := torchPython()
 	if python == "" {
 		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
@@ -121,6 +126,7 @@ var caseOK = regexp.MustCompile(`rank \d+: [^\n]*? ok`)
 // Simple reduce-scatter + all-gather, the cheapest on the CPU backend
 // (planset.HostCostUS), not the LL packet plan of the GPU's size ranges.
 func TestPythonExampleCPU(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	python := torchPython()
 	if python == "" {
 		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")
@@ -219,6 +225,7 @@ func TestHostMemoryProcs(t *testing.T) {
 // no plan is made for (the library's built-in path), the collectives at
 // two sizes.
 func TestTorchBackend(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	python := torchPython()
 	if python == "" {
 		t.Skip("no python3 with torch (Debian: apt-get install python3-torch)")

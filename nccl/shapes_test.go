@@ -163,6 +163,7 @@ func logsOf(runs []shapesRun) string {
 // processes; 2 and 4 ranks on plans (odd counts padded), 3 ranks on the
 // built-in path, and the types plans do not compute on the built-in path.
 func TestShapesHost(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	plans := shapesPlans(t)
 	env := []string{"MSCCLGO_NCCL_HOSTMEM=1", "MSCCLGO_PLAN_PATH=" + plans}
 	cases := []struct {

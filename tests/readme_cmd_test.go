@@ -159,7 +159,7 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		}
 		where := "README.md:" + strconv.Itoa(c.line) + ": " + strings.SplitN(text, "\n", 2)[0]
 		switch {
-		case strings.HasPrefix(text, "go install .") || strings.HasPrefix(text, "make build"):
+		case strings.HasPrefix(text, "go install .") || strings.HasPrefix(text, "make install") || strings.HasPrefix(text, "make build"):
 			installed = true
 			continue
 		case strings.HasPrefix(text, "go test ./..."), strings.Contains(comment, "needs the CUDA toolkit"):
@@ -167,7 +167,7 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		case strings.HasPrefix(text, "go run . "):
 			text = "mscclgo " + strings.TrimPrefix(text, "go run . ")
 		case strings.HasPrefix(text, "mscclgo ") && !installed:
-			t.Errorf("%s: runs mscclgo before README says to install it (go install .)", where)
+			t.Errorf("%s: runs mscclgo before README says to install it (make install)", where)
 		}
 		if strings.Contains(comment, "needs mpirun") {
 			if mpiErr != nil {
@@ -221,6 +221,6 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		}
 	}
 	if !installed {
-		t.Error("README.md: no `go install .` or `make build` command")
+		t.Error("README.md: no `make install`, `go install .` or `make build` command")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Announce prints msg on standard error and, without -v, also where the go
@@ -24,6 +25,40 @@ func Announce(msg string) {
 	if f := goStderr(); f != nil {
 		fmt.Fprintln(f, msg)
 		f.Close()
+	}
+}
+
+// Heartbeat writes msg with the time elapsed ("nccl: 30 s: MSG") where
+// the go command that runs this test binary writes its own standard error
+// (as Announce does, and only there: not into the test's output), every
+// interval until stop is called, so that a package whose tests take
+// minutes does not leave plain `go test ./...` silent meanwhile. It writes
+// nothing when this binary's output already goes there (go test in the
+// package's directory streams it) or when that is neither a terminal nor
+// a pipe. Call it from TestMain and stop it after m.Run.
+func Heartbeat(pkg, msg string, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if f := goStderr(); f != nil {
+					fmt.Fprintf(f, "%s: %.0f s: %s\n", pkg, now.Sub(start).Seconds(), msg)
+					f.Close()
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
 	}
 }
 
