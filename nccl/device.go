@@ -83,7 +83,7 @@ func portNet(c *comm) (rankwire.Net, error) {
 	default:
 		return nil, errorf(resultInvalidArgument, "rank %d of %d: MSCCLGO_TRANSPORT=%q: want tcp, fabric or auto", c.rank, c.size, name)
 	}
-	o := fabric.Options{Timeout: c.timeout}
+	o := fabric.Options{Timeout: c.timeout, TimeoutBound: "MSCCLGO_NCCL_TIMEOUT"}
 	if name == "auto" {
 		hello, err := envDuration("MSCCLGO_FABRIC_HELLO_TIMEOUT", fabric.DefaultAutoHelloTimeout)
 		if err != nil {

@@ -50,6 +50,10 @@ func hostMemEnabled() bool {
 // multi-process host sessions (deviceTag's sessions count up from 1<<20).
 const hostTag = 1 << 28
 
+// arrivalTag is the bootstrap message tag of the ranks' arrivals at each
+// call of their multi-process host sessions (hostProcs.arrive).
+const arrivalTag = genericTag + 1
+
 // setUpHost prepares c's host-memory runs, on every rank of c at once:
 // when all its ranks are threads of this process, they share the hub
 // that hub returns (taken under the token key, "" for a hub of c's
@@ -209,6 +213,7 @@ type hostRound struct {
 // hostProcs is one rank's multi-process host sessions.
 type hostProcs struct {
 	mu       sync.Mutex // one call at a time
+	calls    uint64     // the calls so far (arrive)
 	sessions map[string]*cpu.RankSession
 	next     uint32 // the next session's tag offset from hostTag
 	max      int    // MSCCLGO_NCCL_MAX_SESSIONS
@@ -284,10 +289,17 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	send := unsafe.Slice((*byte)(k.sendPtr), in)
 	recv := unsafe.Slice((*byte)(k.recvPtr), out)
 	sig := hostSig(k)
+	if c.procs != nil {
+		// One call at a time; every rank first says it has come, and
+		// which call it makes.
+		c.procs.mu.Lock()
+		defer c.procs.mu.Unlock()
+		if err := c.procs.arrive(c, sig); err != nil {
+			return true, err, ""
+		}
+	}
 	if d.generic {
 		if c.procs != nil {
-			c.procs.mu.Lock()
-			defer c.procs.mu.Unlock()
 			return true, c.genericProcs(k, red, sig, send, recv), ""
 		}
 		mine := hostPart{coll: k.coll, send: send, recv: recv, d: d, red: red}
@@ -661,9 +673,8 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 // copied into the session's buffers, the output out of them.
 // The input is staged into the plan's layout l (padded where d says)
 // and pre-multiplied, the output copied back and divided, as red says.
+// The caller holds p.mu, and every rank has arrived (arrive).
 func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv []byte, l layout, red reduction) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	s := p.sessions[key]
 	if s == nil {
 		var err error

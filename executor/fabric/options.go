@@ -49,9 +49,13 @@ type Options struct {
 	// "verbs;ofi_rxm", "efa"); empty: libfabric's choice, which the
 	// FI_PROVIDER variable narrows.
 	Provider string
-	// Timeout bounds the set-up (every peer answering its hello);
-	// default 30 s.
-	Timeout time.Duration
+	// Timeout bounds each wait of the set-up for the peers (each of its
+	// exchanges, every peer answering its hello), counted from when this
+	// rank starts it; default 30 s. TimeoutBound names its setting in
+	// the error of a wait that ran out ("MSCCLGO_NCCL_TIMEOUT"); empty:
+	// none is named.
+	Timeout      time.Duration
+	TimeoutBound string
 	// HelloTimeout, when set, bounds the hello alone (every peer
 	// answering the first write) in place of Timeout: a caller that has
 	// another way to carry the job (--transport auto) gives up an

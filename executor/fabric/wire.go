@@ -354,7 +354,7 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 			mine.Base = uint64(uintptr(w.recvMem))
 		}
 	}
-	all, err := gather(ctx, net, mine, "opening the endpoint")
+	all, err := gather(ctx, net, mine, "opening the endpoint", o)
 	if err != nil {
 		w.release()
 		return nil, err
@@ -382,7 +382,7 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 		p.addr, p.key, p.base = uint64(addr), rec.Key, rec.Base
 		p.name = addrString(rec.Addr)
 	}
-	if _, err := gather(ctx, net, mine, "inserting the addresses"); err != nil {
+	if _, err := gather(ctx, net, mine, "inserting the addresses", o); err != nil {
 		w.release()
 		return nil, err
 	}
@@ -408,19 +408,30 @@ func Open(ctx context.Context, net Net, o Options) (*Wire, error) {
 	if err := w.hello(ctx, hello, bound); err != nil {
 		mine.Err = err.Error()
 	}
-	if _, err := gather(ctx, net, mine, stepHello); err != nil {
+	if _, err := gather(ctx, net, mine, stepHello, o); err != nil {
 		_ = w.Close()
 		return nil, err
 	}
 	return w, nil
 }
 
-func gather(ctx context.Context, net Net, mine record, step string) ([]record, error) {
+// gather is one all-gather of the set-up's records, waiting for the
+// peers at most o.Timeout.
+func gather(ctx context.Context, net Net, mine record, step string, o Options) ([]record, error) {
 	data, err := json.Marshal(mine)
 	if err != nil {
 		return nil, err
 	}
+	bound := ""
+	if o.TimeoutBound != "" {
+		bound = " (" + o.TimeoutBound + ")"
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, fmt.Errorf("not every rank came within %v%s", o.Timeout, bound))
+	defer cancel()
 	parts, err := net.AllGather(ctx, data)
+	if err != nil && ctx.Err() != nil && context.Cause(ctx) != ctx.Err() && !errors.Is(err, context.Cause(ctx)) {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fabric: rank %d: %s: %w", net.Rank(), step, err)
 	}
