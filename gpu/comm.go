@@ -637,7 +637,15 @@ func (c *Comm) seen(base DevPtr, size uint64) {
 // peer's record of call seq, checks that every rank made the same call,
 // and returns every rank's input and output as this rank addresses them,
 // mapping peers' new allocations.
+//
+// A launch queued behind one that failed fails at once (the
+// communicator's asynchronous error), and so does a wait for a peer that
+// ended its communicator before it made the call: a lost or departed
+// peer fails every queued call together, not one timeout each.
 func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
+	if err := c.AsyncError(); err != nil {
+		return nil, fmt.Errorf("the communicator failed earlier: %w", err)
+	}
 	all := make([]callRecord, c.n)
 	all[c.rank] = mine
 	for r := range c.n {
@@ -653,6 +661,9 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]DevPtr, error) {
 			}
 			if ok {
 				all[r] = rec
+			} else if err := c.mb.gone(r, seq); err != nil {
+				rerr = err
+				return true
 			}
 			return ok
 		}, c.aliveFn, c.cfg.SetupTimeout)
@@ -1640,6 +1651,11 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.mb != nil {
+		// The peers waiting for a call this rank will not make stop
+		// waiting (mailbox.gone).
+		atomic.StoreUint64(c.mb.ended(c.rank), c.calls+1)
+	}
 	errs := slices.Clone(c.leaked)
 	// The replay watch reads the captured sessions' records and may
 	// raise their abort words: it ends before their memory is freed, and

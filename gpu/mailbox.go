@@ -78,6 +78,21 @@ func (mb *mailbox) consumed(r int) *uint64 { return word(mb.area(r), 0) }
 // allocCount is the number of rank r's registered allocations.
 func (mb *mailbox) allocCount(r int) *uint64 { return word(mb.area(r), 8) }
 
+// ended is the word in which rank r says that it ended its communicator
+// (Close, Abort): the number of calls it made, plus one (0 while it
+// lives). Every record of those calls was published before it.
+func (mb *mailbox) ended(r int) *uint64 { return word(mb.area(r), 16) }
+
+// gone is the error of a wait for rank r's record of call seq that can
+// never end, nil while it may: r ended its communicator before it made
+// the call.
+func (mb *mailbox) gone(r int, seq uint64) error {
+	if e := atomic.LoadUint64(mb.ended(r)); e != 0 && seq+1 >= e {
+		return fmt.Errorf("rank %d ended its communicator (ncclCommDestroy or ncclCommAbort) after its first %d calls: it will not make call %d", r, e-1, seq)
+	}
+	return nil
+}
+
 func (mb *mailbox) alloc(r, i int) []byte {
 	a := mb.area(r)
 	at := mbCtl + mbRing*mbRecord + i*mbAlloc

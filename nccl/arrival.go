@@ -111,7 +111,11 @@ func (p *hostProcs) arrive(c *comm, sig string) error {
 				cancel() // the others need not wait
 			}
 		case a.sig != sig && first == nil:
-			first = errorf(resultInvalidUsage, "mismatched calls: rank %d called %s, rank %d called %s (the communicator's call %d, after %d that matched)", c.rank, sig, a.from, a.sig, n, n)
+			at := "the communicator's first call"
+			if n > 0 {
+				at = fmt.Sprintf("the communicator's call %d, after %d that matched", n, n)
+			}
+			first = errorf(resultInvalidUsage, "mismatched calls: rank %d called %s, rank %d called %s (%s)", c.rank, sig, a.from, a.sig, at)
 			cancel()
 		}
 	}

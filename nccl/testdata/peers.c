@@ -20,8 +20,10 @@
  *                                 calls, then QUEUED more, then synchronizes its stream
  *   peers mismatch AT             processes: AT matching allreduces, then rank 0 calls
  *                                 an allreduce and the others an allgather
- *   peers abortsteady N MS        threads: N ranks make steady allreduces; after MS
- *                                 the main thread aborts every communicator
+ *   peers abortsteady N MS WHICH  threads: N ranks make steady allreduces; after MS
+ *                                 the main thread aborts every communicator (WHICH
+ *                                 all), or rank 0's, and the others MS later (one);
+ *                                 async: all, the ranks synchronizing every 64 calls
  *   peers abortsignal MODE        threads: 2 ranks; rank 0 calls (rank 1 never does,
  *                                 MODE wait) or both make steady calls (MODE steady);
  *                                 a thread that waits for SIGUSR1 with sigwait aborts
@@ -297,7 +299,7 @@ static int lost(const char *how, int at, int queued) {
   report(rank, "its sync", sync_stream(rank), t0);
   ncclResult_t async = ncclSuccess;
   ncclCommGetAsyncError(comm, &async);
-  say("rank 0: async error %d\n", (int)async);
+  say("rank 0: async error %d: %s\n", (int)async, ncclGetLastError(comm));
   report(rank, "ncclCommAbort", ncclCommAbort(comm), t0);
   return 0;
 }
@@ -351,13 +353,14 @@ struct steady_arg {
   volatile int *stop;
   int calls;
   ncclResult_t last;
+  int nosync; /* synchronize every 64 calls only: launches queue */
 };
 
 static void *steady_main(void *p) {
   struct steady_arg *a = p;
   while (!*a->stop) {
     ncclResult_t r = ncclAllReduce(a->buf, a->buf, COUNT, ncclFloat, ncclSum, a->comm, NULL);
-    if (r == ncclSuccess) {
+    if (r == ncclSuccess && (!a->nosync || a->calls % 64 == 63)) {
       r = sync_stream(a->rank);
     }
     a->last = r;
@@ -383,7 +386,7 @@ static int init_all(ncclComm_t *comms, int n, double start) {
   return 0;
 }
 
-static int abortsteady(int n, int ms) {
+static int abortsteady(int n, int ms, int one, int async) {
   double start = now();
   ncclComm_t comms[8];
   if (n < 1 || n > 8 || init_all(comms, n, start) != 0) {
@@ -393,13 +396,17 @@ static int abortsteady(int n, int ms) {
   struct steady_arg args[8];
   pthread_t ts[8];
   for (int r = 0; r < n; r++) {
-    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess};
+    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, async};
     pthread_create(&ts[r], NULL, steady_main, &args[r]);
   }
   sleep_ms(ms);
   double t0 = now();
   for (int r = 0; r < n; r++) {
     report(r, "ncclCommAbort", ncclCommAbort(comms[r]), t0);
+    if (r == 0 && one) {
+      /* The other ranks go on calling a while, their peer gone. */
+      sleep_ms(ms);
+    }
   }
   stop = 1;
   for (int r = 0; r < n; r++) {
@@ -446,7 +453,7 @@ static int abortsignal(const char *mode) {
   pthread_t ts[2];
   int ranks = strcmp(mode, "wait") == 0 ? 1 : 2;
   for (int r = 0; r < ranks; r++) {
-    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess};
+    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, 0};
     pthread_create(&ts[r], NULL, steady_main, &args[r]);
   }
   sleep_ms(500);
@@ -546,8 +553,8 @@ int main(int argc, char **argv) {
   if (strcmp(m, "mismatch") == 0 && argc == 3) {
     return mismatch(atoi(argv[2]));
   }
-  if (strcmp(m, "abortsteady") == 0 && argc == 4) {
-    return abortsteady(atoi(argv[2]), atoi(argv[3]));
+  if (strcmp(m, "abortsteady") == 0 && argc == 5) {
+    return abortsteady(atoi(argv[2]), atoi(argv[3]), strcmp(argv[4], "one") == 0, strcmp(argv[4], "async") == 0);
   }
   if (strcmp(m, "abortsignal") == 0 && argc == 3) {
     return abortsignal(argv[2]);
@@ -555,6 +562,6 @@ int main(int argc, char **argv) {
   if (strcmp(m, "cycles") == 0 && argc == 3) {
     return cycles(atoi(argv[2]));
   }
-  fprintf(stderr, "usage: peers late init|call MS CALLS | lost destroy|abort|kill AT QUEUED | mismatch AT | abortsteady N MS | abortsignal wait|steady | cycles N\n");
+  fprintf(stderr, "usage: peers late init|call MS CALLS | lost destroy|abort|kill AT QUEUED | mismatch AT | abortsteady N MS all|one|async | abortsignal wait|steady | cycles N\n");
   return 2;
 }
