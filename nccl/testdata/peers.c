@@ -458,7 +458,9 @@ static int abortsignal(const char *mode) {
   }
   sleep_ms(500);
   double t0 = now();
-  kill(getpid(), SIGUSR1);
+  /* To the signal thread itself: the runtime's own threads may not keep
+   * the mask (a separate issue). */
+  pthread_kill(sigt, SIGUSR1);
   pthread_join(sigt, NULL);
   stop = 1;
   for (int r = 0; r < ranks; r++) {
@@ -538,6 +540,13 @@ static int cycles(int n) {
   }
   long end = rss_kib();
   say("%d cycles after %d: RSS %ld KiB before, %ld KiB after, %ld KiB more\n", n, warmup, warm, end, end - warm);
+  if (getenv("PEERS_SMAPS") != NULL) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "grep -E 'Rss(Anon|Shmem|File)' /proc/%d/status; awk '/^[0-9a-f]+-/{r=$0} /^Rss:/{if ($2>8000) print $2, r}' /proc/%d/smaps | sort -rn | head -12", (int)getpid(), (int)getpid());
+    if (system(cmd) != 0) {
+      say("no smaps\n");
+    }
+  }
   return 0;
 }
 
