@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include "host/traffic.h"
+
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -75,8 +77,8 @@ struct mg_host_barrier {
 };
 
 // mg_host_probe counts, per block of one launch, the kernel's accesses
-// to host-mapped memory (addresses in [lo[i], hi[i])) and the ops it
-// executed. Its owner (gpu/emu) fills the ranges before the launch and
+// to host-mapped memory (addresses in [lo[i], hi[i])), the ops it
+// executed and, with traffic, each op's data traffic. Its owner (gpu/emu) fills the ranges before the launch and
 // reads the counts after it; the kernel's threads only add.
 struct mg_host_probe {
   const uint64_t* lo;
@@ -86,6 +88,7 @@ struct mg_host_probe {
   uint64_t* host_access;  // [n_blocks]
   uint64_t* ops;          // [n_blocks]
   mg_host_park* park;     // the device's wake-up of waiters (notify)
+  mg_host_traffic* traffic;  // NULL: data traffic not counted (traffic.h)
 
   void touch(uint64_t a, unsigned block) {
     for (unsigned i = 0; i < n_ranges; i++) {

@@ -855,8 +855,10 @@ static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   }
 }
 
-// mark publishes the op about to run (thread 0 only).
+// mark publishes the op about to run (thread 0 only; every thread tells
+// the host build's traffic counters, begin_op).
 static MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
+  begin_op(i);
   if (c.tid != 0) return;
   count_op();
   put_u32(&c.prog->op, i + 1);

@@ -122,6 +122,9 @@ MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uin
 
 // count_op counts an executed op for the host build's probe (no-op here).
 MG_DEV void count_op() {}
+// begin_op tells the host build's traffic counters that the calling
+// thread starts op i of its block (no-op here).
+MG_DEV void begin_op(uint32_t) {}
 // notify tells the host build's parked waiters that p changed (no-op).
 MG_DEV void notify(const void*) {}
 
@@ -248,6 +251,21 @@ MG_DEV void count_op() {
   if (pr != nullptr) pr->op(mg_host_self().block_idx.x);
 }
 
+// begin_op and data feed the probe's traffic counters (csrc/host/
+// traffic.h), where the launch counts them: every thread reports the op
+// it starts, and every data access (not the atomics and flags of
+// synchronisation, not the progress records) its address, size and kind.
+MG_DEV void begin_op(uint32_t i) {
+  mg_host_thread& s = mg_host_self();
+  if (s.probe != nullptr && s.probe->traffic != nullptr) s.probe->traffic->begin_op(s.block_idx.x, s.thread_idx.x, i);
+}
+__attribute__((always_inline)) MG_DEV void data(const void* p, unsigned n, mg_host_access kind) {
+  mg_host_thread& s = mg_host_self();
+  if (s.probe != nullptr && s.probe->traffic != nullptr) {
+    s.probe->traffic->access(s.block_idx.x, s.thread_idx.x, reinterpret_cast<uintptr_t>(p), n, kind);
+  }
+}
+
 // notify wakes the fibers waiting in turns (after a store to p that may
 // release them).
 MG_DEV void notify(const void* p) {
@@ -310,12 +328,14 @@ MG_DEV uint32_t get_u32(const uint32_t* p) { return aref(p).load(std::memory_ord
 // it: allgather_nvls_zero_copy_pkt rewrites a rank's own chunk from
 // packets of it that another block is still packing.)
 MG_DEV void store_pkt16(void* p, uint32_t lo, uint32_t hi, uint32_t flag) {
+  data(p, 16, MG_PKT_STORE);
   uint64_t* w = static_cast<uint64_t*>(p);
   aref(w).store(uint64_t(lo) | uint64_t(flag) << 32, std::memory_order_release);
   aref(w + 1).store(uint64_t(hi) | uint64_t(flag) << 32, std::memory_order_release);
   notify(p);
 }
 MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, uint32_t* f1) {
+  data(p, 16, MG_PKT_LOAD);
   const uint64_t* w = static_cast<const uint64_t*>(p);
   uint64_t a = aref(w).load(std::memory_order_acquire);
   uint64_t b = aref(w + 1).load(std::memory_order_acquire);
@@ -325,10 +345,12 @@ MG_DEV void load_pkt16(const void* p, uint32_t* lo, uint32_t* f0, uint32_t* hi, 
   *f1 = uint32_t(b >> 32);
 }
 MG_DEV void store_pkt8(void* p, uint32_t v, uint32_t flag) {
+  data(p, 8, MG_PKT_STORE);
   aref(static_cast<uint64_t*>(p)).store(uint64_t(v) | uint64_t(flag) << 32, std::memory_order_release);
   notify(p);
 }
 MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
+  data(p, 8, MG_PKT_LOAD);
   uint64_t a = aref(static_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
   *v = uint32_t(a);
   *f = uint32_t(a >> 32);
@@ -336,41 +358,49 @@ MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
 
 MG_DEV v16 load16(const void* p) {
   touch(p);
+  data(p, 16, MG_LOAD);
   v16 v;
   std::memcpy(&v, p, 16);
   return v;
 }
 MG_DEV void store16(void* p, v16 v) {
   touch(p);
+  data(p, 16, MG_STORE);
   std::memcpy(p, &v, 16);
 }
 MG_DEV uint32_t load32(const void* p) {
   touch(p);
+  data(p, 4, MG_LOAD);
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
 MG_DEV void store32(void* p, uint32_t v) {
   touch(p);
+  data(p, 4, MG_STORE);
   std::memcpy(p, &v, 4);
 }
 MG_DEV uint32_t load16b(const void* p) {
   touch(p);
+  data(p, 2, MG_LOAD);
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
 }
 MG_DEV void store16b(void* p, uint32_t v) {
   touch(p);
+  data(p, 2, MG_STORE);
   uint16_t h = uint16_t(v);
   std::memcpy(p, &h, 2);
 }
 MG_DEV unsigned char load8(const void* p) {
   touch(p);
+  data(p, 1, MG_LOAD);
   return *static_cast<const unsigned char*>(p);
 }
 MG_DEV void store8(void* p, unsigned char v) {
   touch(p);
+  data(p, 1, MG_STORE);
   *static_cast<unsigned char*>(p) = v;
 }
 
@@ -379,12 +409,13 @@ MG_DEV void store8(void* p, unsigned char v) {
 // vector) makes each fiber walk the whole range for an nt-th of it. Here
 // thread tid copies one contiguous share instead (whole cache lines), with
 // memcpy. It declines (false) when the ends overlap (the order of the
-// element copies would show) or either end lies in memory whose accesses
-// the probe counts one by one (host-mapped).
+// element copies would show), when either end lies in memory whose
+// accesses the probe counts one by one (host-mapped), or when the probe
+// counts data traffic (the device's loop is what it measures).
 MG_DEV bool copy_share(uint32_t tid, uint32_t nt, unsigned char* d, const unsigned char* s, uint64_t n) {
   if (n == 0 || nt == 0 || (d < s + n && s < d + n)) return false;
   mg_host_probe* pr = mg_host_self().probe;
-  if (pr != nullptr && (pr->counts(d, n) || pr->counts(s, n))) return false;
+  if (pr != nullptr && (pr->traffic != nullptr || pr->counts(d, n) || pr->counts(s, n))) return false;
   uint64_t share = ((n + nt - 1) / nt + 63) & ~uint64_t(63);
   uint64_t lo = uint64_t(tid) * share;
   if (lo < n) std::memcpy(d + lo, s + lo, n - lo < share ? n - lo : share);

@@ -114,6 +114,7 @@ mg_host_park& parks() {
 struct Dev {
   std::vector<uint64_t> lo, hi;
   std::vector<uint64_t> host_access, ops;
+  mg_host_traffic traffic;  // the last launch's, where counted
   mg_host_probe probe;
   mg_host_park* park = &parks();
 };
@@ -418,16 +419,25 @@ int mg_emu_entry(const char* name) {
 }
 
 // mg_emu_launch starts kernel entry on the device d, with its probe
-// counting afresh: the ops, and with count the accesses to host-mapped
-// memory (a range test per access: only where asked for).
+// counting afresh: the ops, with count & 1 the accesses to host-mapped
+// memory (a range test per access: only where asked for) and with
+// count & 2 the data traffic of every op (host/traffic.h).
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count) {
   GoCall order;
   Dev* dev = static_cast<Dev*>(d);
   if (entry < 0 || size_t(entry) >= sizeof entries / sizeof entries[0]) return 0;
   dev->host_access.assign(grid, 0);
   dev->ops.assign(grid, 0);
-  dev->probe = mg_host_probe{dev->lo.data(), dev->hi.data(), count ? unsigned(dev->lo.size()) : 0u, grid, dev->host_access.data(),
-                             dev->ops.data(), dev->park};
+  mg_host_traffic* traffic = nullptr;
+  if (count & 2) {
+    dev->traffic.reset(grid, block);
+    traffic = &dev->traffic;
+  } else {
+    dev->traffic.reset(0, 0);
+  }
+  dev->probe = mg_host_probe{dev->lo.data(),      dev->hi.data(), (count & 1) ? unsigned(dev->lo.size()) : 0u,
+                             grid,                dev->host_access.data(), dev->ops.data(),
+                             dev->park,           traffic};
   return reinterpret_cast<uint64_t>(
       entries[entry].fn(grid, block, shmem, reinterpret_cast<const void*>(args), &dev->probe));
 }
@@ -442,6 +452,29 @@ unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n
     ops[i] = __atomic_load_n(&dev->ops[i], __ATOMIC_RELAXED);
   }
   return m;
+}
+
+// mg_emu_traffic copies the last launch's traffic of block blk, op by op
+// (six words per op, in the order of mg_host_opcount; n ops at most), and
+// returns how many ops it has (0 where traffic was not counted).
+unsigned mg_emu_traffic(void* d, unsigned blk, uint64_t* out, unsigned n) {
+  GoCall order;
+  Dev* dev = static_cast<Dev*>(d);
+  if (blk >= dev->traffic.blocks()) return 0;
+  const std::vector<mg_host_opcount>& ops = dev->traffic.result(blk);
+  for (unsigned i = 0; i < n && i < ops.size(); i++) {
+    const mg_host_opcount& o = ops[i];
+    uint64_t w[6] = {o.loaded, o.stored, o.polled, o.requests, o.sectors, o.min_sectors};
+    std::memcpy(out + 6 * i, w, sizeof w);
+  }
+  return unsigned(ops.size());
+}
+
+// mg_emu_traffic_blocks returns the blocks of the last launch whose
+// traffic was counted (0: not counted).
+unsigned mg_emu_traffic_blocks(void* d) {
+  GoCall order;
+  return static_cast<Dev*>(d)->traffic.blocks();
 }
 
 // mg_emu_post stores a word the kernel may be parked on.

@@ -33,6 +33,8 @@ void mg_emu_dev_unmap(void* d, uint64_t p);
 int mg_emu_entry(const char* name);
 uint64_t mg_emu_launch(void* d, int entry, unsigned grid, unsigned block, unsigned shmem, uint64_t args, int count);
 unsigned mg_emu_counts(void* d, uint64_t* host_access, uint64_t* ops, unsigned n);
+unsigned mg_emu_traffic(void* d, unsigned blk, uint64_t* out, unsigned n);
+unsigned mg_emu_traffic_blocks(void* d);
 void mg_emu_store32(uint64_t addr, uint32_t v);
 void mg_emu_wait(uint64_t h);
 int mg_emu_ipc_get(uint64_t p, uint64_t* n);
@@ -105,8 +107,12 @@ type driver struct {
 	entry  C.int // the kernel entry of UseKernel, -1 before
 	closed bool
 	// count: launches count the accesses to host-mapped memory
-	// (CountHostAccesses).
-	count bool
+	// (CountHostAccesses); traffic: the data traffic of each op
+	// (CountTraffic).
+	count, traffic bool
+	// closedTraffic holds the last launch's traffic once the device is
+	// closed (Traffic).
+	closedTraffic [][]gpu.TrafficCount
 	// capture holds the kernel stream's work while a capture is on.
 	capture *graph
 	// streams are the caller's streams (a driver of Streams.Open), cur
@@ -149,6 +155,57 @@ func CountHostAccesses(d gpu.Driver) error {
 	return nil
 }
 
+// CountTraffic makes the later launches of d, a driver from Open or
+// OpenIPC, count the data traffic of every op of every block for Traffic:
+// the bytes loaded and stored and the 32-byte sectors each warp-wide
+// access touches (csrc/host/traffic.h). Counted launches run the data
+// loops as a GPU does, thread by thread, and are several times slower.
+func CountTraffic(d gpu.Driver) error {
+	dd, ok := d.(*driver)
+	if !ok {
+		return fmt.Errorf("gpu-emu: %T is not an emulated device", d)
+	}
+	dd.traffic = true
+	return nil
+}
+
+// Traffic returns the data traffic of the last launch of d, a driver from
+// Open or OpenIPC after CountTraffic: per block of the grid, per op of the
+// block (in the order the kernel runs them, pipeline bodies flattened;
+// gpu.PlaceTraffic puts them on the plan's ops). After Close it returns
+// the last launch's traffic before the close.
+func Traffic(d gpu.Driver) ([][]gpu.TrafficCount, error) {
+	dd, ok := d.(*driver)
+	if !ok {
+		return nil, fmt.Errorf("gpu-emu: %T is not an emulated device", d)
+	}
+	if !dd.traffic {
+		return nil, errors.New("gpu-emu: traffic is not counted (CountTraffic)")
+	}
+	if dd.closed {
+		return dd.closedTraffic, nil
+	}
+	if dd.launch != 0 {
+		return nil, errors.New("gpu-emu: a launch is running")
+	}
+	out := make([][]gpu.TrafficCount, int(C.mg_emu_traffic_blocks(dd.dev)))
+	for b := range out {
+		n := C.mg_emu_traffic(dd.dev, C.uint(b), nil, 0)
+		if n == 0 {
+			continue // a block that ran no op
+		}
+		w := make([]uint64, 6*int(n))
+		C.mg_emu_traffic(dd.dev, C.uint(b), (*C.uint64_t)(unsafe.Pointer(&w[0])), n)
+		ops := make([]gpu.TrafficCount, n)
+		for i := range ops {
+			v := w[6*i:]
+			ops[i] = gpu.TrafficCount{Loaded: v[0], Stored: v[1], Polled: v[2], Requests: v[3], Sectors: v[4], MinSectors: v[5]}
+		}
+		out[b] = ops
+	}
+	return out, nil
+}
+
 // HostAccesses returns the per-block counts of the last launch of d, a
 // driver from Open or OpenIPC; the accesses to host-mapped memory only
 // after CountHostAccesses.
@@ -167,6 +224,18 @@ func HostAccesses(d gpu.Driver) (Counts, error) {
 	h, o := make([]uint64, most), make([]uint64, most)
 	n := C.mg_emu_counts(dd.dev, (*C.uint64_t)(unsafe.Pointer(&h[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])), most)
 	return Counts{HostMapped: h[:n], Ops: o[:n]}, nil
+}
+
+// countFlags is what launches count, as mg_emu_launch takes it.
+func (d *driver) countFlags() C.int {
+	f := C.int(0)
+	if d.count {
+		f |= 1
+	}
+	if d.traffic {
+		f |= 2
+	}
+	return f
 }
 
 // mode is the kind of allocation as mg_emu_alloc takes it: 1 memory
@@ -289,11 +358,7 @@ func (d *driver) Launch(grid, block, shmem int, args gpu.DevPtr) error {
 		if d.launch != 0 {
 			return errors.New("a launch is already running")
 		}
-		count := C.int(0)
-		if d.count {
-			count = 1
-		}
-		h := C.mg_emu_launch(d.dev, d.entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args), count)
+		h := C.mg_emu_launch(d.dev, d.entry, C.uint(grid), C.uint(block), C.uint(shmem), C.uint64_t(args), d.countFlags())
 		if h == 0 {
 			return fmt.Errorf("could not start %d host threads", grid*block)
 		}
@@ -471,6 +536,9 @@ func (d *driver) Close() error {
 		if werr := d.Wait(); err == nil {
 			err = werr
 		}
+	}
+	if d.traffic {
+		d.closedTraffic, _ = Traffic(d)
 	}
 	d.closed = true
 	C.mg_emu_dev_free(d.dev)

@@ -21,3 +21,9 @@ func Open() (gpu.Driver, error) {
 
 // OpenIPC fails as Open does.
 func OpenIPC() (gpu.Driver, error) { return Open() }
+
+// CountTraffic fails: there is no emulated device in this build.
+func CountTraffic(gpu.Driver) error { _, err := Open(); return err }
+
+// Traffic fails as CountTraffic does.
+func Traffic(gpu.Driver) ([][]gpu.TrafficCount, error) { _, err := Open(); return nil, err }

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "2bc79a2c573029e60d9b36af159abc2333cdfcf0b2bfa3c27eed6208e4cee7ca"
+const kernelSourceSum = "cf2036e754a223fd79f274f1e5bb52054614434c7aae74c893ebc5071c515210"

@@ -512,10 +512,7 @@ func (d *driver) UseStream(st gpu.Stream) error {
 // the stream reaches it, and the stream goes on once it has ended.
 func (d *driver) launchOnStream(grid, block, shmem int, args gpu.DevPtr) error {
 	l := d.launchRecord()
-	l.dev, l.entry, l.grid, l.block, l.shmem, l.args, l.count = d.dev, d.entry, grid, block, shmem, args, 0
-	if d.count {
-		l.count = 1
-	}
+	l.dev, l.entry, l.grid, l.block, l.shmem, l.args, l.count = d.dev, d.entry, grid, block, shmem, args, d.countFlags()
 	if d.cur.capturing() {
 		// Recorded into the caller's graph: it runs at each replay, and
 		// nothing here waits for it.

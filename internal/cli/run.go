@@ -17,6 +17,7 @@ import (
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/fabric"
+	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
 	planfmt "github.com/mscclgo/mscclgo/plan"
 )
@@ -55,6 +56,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "keep-going", Usage: "run the remaining sizes after one with wrong data (default: stop there)"},
 			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
+			&cli.BoolFlag{Name: "counters", Usage: "gpu-emu: count each op's data traffic and print it after each size's row: bytes moved against the plan's, and the coalescing of warp accesses (32-byte sectors touched against the fewest); slower"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
 			&cli.BoolFlag{Name: "integer-fill", Usage: "int32: fill with integers 0..1023 instead of the reference fill, which is all zeros (an extension)"},
 			&cli.StringFlag{Name: "max-memory", Usage: "refuse a size whose run needs more than `SIZE` of memory (0: no limit); also bounds a .star evaluation", DefaultText: "half the machine's memory"},
@@ -287,6 +289,13 @@ func runRun(c *cli.Context, d *deps) error {
 		ctx = context.Background()
 	}
 	backend := o.backend.new(c.Int("threads"))
+	var traffic func() ([][]gpu.TrafficCount, error)
+	if c.Bool("counters") {
+		if o.backend.name != "gpu-emu" {
+			return usageErr("--counters: the %s backend does not count traffic; gpu-emu does", o.backend.name)
+		}
+		backend, traffic = trafficBackend(c.Int("threads"))
+	}
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)
@@ -337,6 +346,15 @@ func runRun(c *cli.Context, d *deps) error {
 		ran++
 		races = races || res.Race != nil
 		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		if traffic != nil {
+			counts, err := traffic()
+			if err == nil {
+				err = printTraffic(w, res.Size, res.Instance, counts)
+			}
+			if err != nil {
+				fmt.Fprintf(w, "# counters, size %d: %v\n", res.Size, err)
+			}
+		}
 		if res.Stopped {
 			fmt.Fprintf(w, "# stopped after size %d, which has wrong data (--keep-going runs the remaining sizes)\n", res.Size)
 		}
