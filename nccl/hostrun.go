@@ -221,10 +221,9 @@ type hostProcs struct {
 }
 
 // evictions is how many sessions p closed to make room, and how many
-// are open.
+// are open. The caller holds p.mu (runOnHost holds it for the whole
+// call, from its arrival on).
 func (p *hostProcs) evictions() (open, evicted int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	return len(p.sessions), p.lru.evicted
 }
 

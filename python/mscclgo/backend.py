@@ -280,9 +280,12 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         super().__init__(rank, size)
         self._rank, self._size = rank, size
         self._timeout = timeout
-        # The ranks' comparison of a call waits as long as a plan's run
-        # does (MSCCLGO_NCCL_TIMEOUT), at most the group's timeout.
-        self._check_timeout = min(timeout, datetime.timedelta(seconds=_library_timeout()))
+        # The ranks' comparison of a call outlasts a plan's wait for its
+        # peers (MSCCLGO_NCCL_TIMEOUT) by as much again, at most the
+        # group's timeout: a rank whose peer waited in the library for a
+        # call this rank took elsewhere finds this rank still comparing
+        # when the peer's wait ends and it comes to compare too.
+        self._check_timeout = min(timeout, datetime.timedelta(seconds=2 * _library_timeout() + 5))
         self._gloo = dist.ProcessGroupGloo(_c10d.PrefixStore("mscclgo/gloo/", store), rank, size, timeout)
         self._nccl = None
         if torch.cuda.is_available() and dist.is_nccl_available():
@@ -748,9 +751,12 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                 d = (self._comm.select(collective, out, inp), "")
             except MscclgoError as e:
                 d = (None, str(e))
-            if d[0]:
-                # The first call of its kind: every rank must make it
-                # (the fallback checks each of its calls itself).
+            if d[0] and out.is_cuda:
+                # The first call of its kind on the device: every rank
+                # must make it (the fallback checks each of its calls
+                # itself; on host memory the library compares every call
+                # of every rank as the ranks arrive, and names both calls
+                # of a mismatch at once).
                 self._signature(_TORCH_NAMES[collective], inp if collective == "allgather" else out, kind, 1)
             if len(self._decisions) > 4096:
                 self._decisions.clear()
@@ -773,6 +779,12 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         try:
             self._execute(collective, plan, out, inp, kind, scalar)
         except MscclgoError as e:
+            if "mismatched calls" in str(e):
+                # The library compared the ranks' calls before any ran
+                # (every rank fails the same call): the ranks compare
+                # again over gloo, so that each names every rank's call.
+                self._signature(_TORCH_NAMES[collective], sig, kind, 1)
+                raise
             if not any(w in str(e) for w in _PEER_WAITS):
                 raise
             self._signature(_TORCH_NAMES[collective], sig, kind, 1, failed=True)
@@ -877,7 +889,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
 
 
 # What the library's errors say when a run waited for a peer in vain.
-_PEER_WAITS = ("deadlock", "had not arrived", "deadline", "timed out", "timeout")
+_PEER_WAITS = ("deadlock", "had not arrived", "did not call", "has moved on", "deadline", "timed out", "timeout")
 _TORCH_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter"}
 _DTYPE_CODES = {d: i for i, d in enumerate((torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                             torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool))}
