@@ -171,6 +171,23 @@ type BlockedTB struct {
 	// Waiting says what it waits for, e.g. "memory channel 2 from rank 0
 	// expects signal 3, has 2".
 	Waiting string
+	// Packet is the LL packet slot it waits on, when it waits on one: the
+	// same record from every backend (the CPU oracle, gpu-emu and the CUDA
+	// watchdog's dump), so that a diagnosis needs no parsing of Waiting.
+	Packet *PacketWait
+}
+
+// PacketWait is a wait on one LL packet slot: the slot at byte Offset of
+// the waiting rank's Buffer carries flag Got where the launch wants Want.
+type PacketWait struct {
+	Buffer    plan.BufferType
+	Offset    uint64
+	Got, Want uint64
+}
+
+// String is the wait as a deadlock report prints it.
+func (p PacketWait) String() string {
+	return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", p.Buffer.Name(), p.Offset, p.Got, p.Want)
 }
 
 // DeadlockError reports a launch in which no thread block could progress.

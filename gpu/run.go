@@ -588,6 +588,10 @@ func (w *watchdog) deadlock(ps []mgProgress) *executor.DeadlockError {
 			bt.Op = w.s.tabs.refs[b][p.Op-1].Describe()
 		}
 		bt.Waiting = w.describe(int(blk.Rank), p)
+		if p.State == stWaiting && p.WaitKind == waitPacket {
+			pw := packetWait(p)
+			bt.Packet = &pw
+		}
 		if p.Iter >= 0 && p.Op > 0 {
 			bt.Waiting += fmt.Sprintf(" (pipeline iteration %d)", p.Iter)
 		}
@@ -617,7 +621,7 @@ func (w *watchdog) describe(rank int, p mgProgress) string {
 		}
 		return fmt.Sprintf("%s channel %d expects signal %d, has %d", ct, p.WaitA, p.WaitExpect, p.WaitGot)
 	case waitPacket:
-		return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", plan.BufferType(p.WaitA), p.WaitAt, p.WaitGot, p.WaitExpect)
+		return packetWait(p).String()
 	case waitBarrier:
 		return fmt.Sprintf("barrier %d: %d of %d thread blocks arrived", p.WaitA, p.WaitGot, p.WaitExpect)
 	case waitSem:
@@ -628,4 +632,10 @@ func (w *watchdog) describe(rank int, p mgProgress) string {
 		return fmt.Sprintf("FIFO of rank %d is full: trigger %d waits for the proxy at %d", rank, p.WaitExpect, p.WaitGot)
 	}
 	return fmt.Sprintf("no progress for %v", w.s.timeout)
+}
+
+// packetWait is the packet slot a block waiting on one (p) waits on: the
+// record the CPU backend gives for the same wait.
+func packetWait(p mgProgress) executor.PacketWait {
+	return executor.PacketWait{Buffer: plan.BufferType(p.WaitA), Offset: p.WaitAt, Got: p.WaitGot, Want: p.WaitExpect}
 }

@@ -95,7 +95,8 @@ var deadlockCases = []struct {
 			b.tb(1, op(plan.OpUnpackPacket, 0, nil, rs(L(scr, 0, 32)), rs(L(out, 0, 32))))
 			return b.inst
 		},
-		want: []executor.BlockedTB{{Rank: 1, TB: 0, Op: "op 0 upkt", Waiting: "packet at scratch[32] has flag 0, want 1"}},
+		want: []executor.BlockedTB{{Rank: 1, TB: 0, Op: "op 0 upkt", Waiting: "packet at scratch[32] has flag 0, want 1",
+			Packet: &executor.PacketWait{Buffer: plan.Scratch, Offset: 32, Got: 0, Want: 1}}},
 	},
 	{
 		name: "inside a pipeline",

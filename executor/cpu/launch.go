@@ -71,8 +71,9 @@ type tbRun struct {
 	cond     sync.Cond
 	parked   bool
 	finished bool
-	why      func() string // what a parked TB waits for
-	ready    func() bool   // the condition a parked TB waits for
+	why      func() string               // what a parked TB waits for
+	pkt      func() *executor.PacketWait // the packet slot it waits on, if any
+	ready    func() bool                 // the condition a parked TB waits for
 
 	// The current op and its pipeline iteration (-1 outside pipelines):
 	// atomic, as the watchdog reads them while the TB runs.
@@ -122,6 +123,12 @@ func (t *tbRun) unpark() {
 // after every wake-up, and returns errStop if the launch stops first. why
 // describes the wait for deadlock reports.
 func (t *tbRun) park(wl *waitList, ready func() bool, why func() string) error {
+	return t.parkOn(wl, ready, why, nil)
+}
+
+// parkOn is park for a wait that pkt, when not nil, describes as a packet
+// slot for the deadlock report.
+func (t *tbRun) parkOn(wl *waitList, ready func() bool, why func() string, pkt func() *executor.PacketWait) error {
 	l := t.l
 	for {
 		if l.err != nil {
@@ -131,7 +138,7 @@ func (t *tbRun) park(wl *waitList, ready func() bool, why func() string) error {
 			return nil
 		}
 		wl.add(t)
-		t.why, t.ready = why, ready
+		t.why, t.pkt, t.ready = why, pkt, ready
 		t.parked = true
 		l.blocked++
 		l.checkDeadlock()
@@ -169,6 +176,9 @@ func (l *launch) deadlock(stalled string) *executor.DeadlockError {
 		switch {
 		case t.parked && t.why != nil:
 			b.Waiting = t.why()
+			if t.pkt != nil {
+				b.Packet = t.pkt()
+			}
 		case stalled != "":
 			b.Waiting = stalled
 		default:

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"encoding/binary"
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -166,12 +165,14 @@ func (t *tbRun) awaitPackets(sp span, a, b uint64) error {
 	defer l.s.mu.Unlock()
 	pw.n.Add(1)
 	defer pw.n.Add(-1)
-	return t.park(&pw.wl,
+	return t.parkOn(&pw.wl,
 		func() bool { i = l.firstStale(w, i, b); return i == b },
-		func() string { return l.describeStale(sp, i) })
+		func() string { return l.staleWait(sp, i).String() },
+		func() *executor.PacketWait { pw := l.staleWait(sp, i); return &pw })
 }
 
-func (l *launch) describeStale(sp span, i uint64) string {
+// staleWait is the wait on packet i of sp, which is not yet this launch's.
+func (l *launch) staleWait(sp span, i uint64) executor.PacketWait {
 	w := words(sp.b)
 	var got uint64
 	if l.s.packet == 16 {
@@ -181,7 +182,7 @@ func (l *launch) describeStale(sp span, i uint64) string {
 	} else {
 		got = atomic.LoadUint64(&w[i]) >> 32
 	}
-	return fmt.Sprintf("packet at %s[%d] has flag %d, want %d", sp.bt.Name(), sp.off+i*l.s.packet, got, l.flag)
+	return executor.PacketWait{Buffer: sp.bt, Offset: sp.off + i*l.s.packet, Got: got, Want: uint64(l.flag)}
 }
 
 // packetOp runs a packet op block by block: wait for the block's source

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,9 +17,6 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/plan"
 )
-
-// packetWait matches the CPU backend's description of a packet wait.
-var packetWait = regexp.MustCompile(`^packet at scratch\[(\d+)\] has flag \d+, want (\d+)`)
 
 // reportDeadlock prints err (a launch's deadlock) after prefix, with the
 // most likely cause first.
@@ -111,16 +107,15 @@ type packetWriter struct {
 // whose slot some op does write (that writer is itself held up: another
 // blocked thread block names it).
 func packetCause(inst *executor.Instance, t executor.BlockedTB) []*cause {
-	m := packetWait.FindStringSubmatch(t.Waiting)
-	if m == nil {
+	// The typed record every backend gives (executor.PacketWait).
+	if t.Packet == nil || t.Packet.Buffer != plan.Scratch {
 		return nil
 	}
 	op := opOf(inst, t)
 	if op == nil {
 		return nil
 	}
-	pkt, _ := strconv.ParseUint(m[1], 10, 64)
-	flag, _ := strconv.ParseUint(m[2], 10, 64)
+	pkt, flag := t.Packet.Offset, t.Packet.Want
 	if inst.Plan != nil && inst.Plan.UseDoubleScratch && flag%2 == 0 && pkt >= inst.ScratchBytes/2 {
 		pkt -= inst.ScratchBytes / 2
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
@@ -54,7 +55,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "threads per block of the gpu and gpu-emu backends (`N`; default: the plan's for gpu, 8 for gpu-emu)"},
 			&cli.BoolFlag{Name: "explain", Usage: "print the whole wrong-data or deadlock report (default: the most likely cause first, at most 25 lines)"},
 			&cli.BoolFlag{Name: "keep-going", Usage: "run the remaining sizes after one with wrong data (default: stop there)"},
-			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order"},
+			&cli.BoolFlag{Name: "race", Usage: "detect races: conflicting accesses without a happens-before order (on gpu-emu, by the cpu backend's detector over the same schedule, first)"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
 			&cli.BoolFlag{Name: "counters", Usage: "gpu-emu: count each op's data traffic and print it after each size's row: bytes moved against the plan's, and the coalescing of warp accesses (32-byte sectors touched against the fewest); slower"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Second, Usage: "report a deadlock after `D` without progress"},
@@ -84,6 +85,7 @@ type runOptions struct {
 	inPlace   bool
 	backend   runBackend
 	opts      executor.Options
+	raceOnCPU bool // --race on a backend with no detector: a cpu pass first
 	fill      harness.FillMode
 	budget    memoryBudget
 	// digest is the plan's SHA-256, which the ranks of a launched run
@@ -113,9 +115,9 @@ func parseRunFlags(c *cli.Context, path string, plan *planfmt.Plan) (*runOptions
 	if o.backend, err = pickBackend(c.String("backend")); err != nil {
 		return nil, err
 	}
-	if c.Bool("race") && o.backend.name != "cpu" {
-		return nil, usageErr("--race: the %s backend does not detect races; the cpu backend does", o.backend.name)
-	}
+	// A backend without a detector has its schedule checked by the cpu
+	// backend's detector, in a pass of its own before the backend's run.
+	o.raceOnCPU = c.Bool("race") && o.backend.name != "cpu"
 	if o.warmup = c.Int("warmup_iters"); o.warmup < 0 {
 		return nil, usageErr("-w %d: want 0 or more warm-up launches", o.warmup)
 	}
@@ -136,7 +138,7 @@ func parseRunFlags(c *cli.Context, path string, plan *planfmt.Plan) (*runOptions
 	if c.Duration("timeout") <= 0 {
 		return nil, usageErr("--timeout %v: want a positive duration", c.Duration("timeout"))
 	}
-	o.opts = executor.Options{DType: o.dtype, LL8: c.Bool("ll8"), Race: c.Bool("race"), DeadlockTimeout: c.Duration("timeout")}
+	o.opts = executor.Options{DType: o.dtype, LL8: c.Bool("ll8"), Race: c.Bool("race") && !o.raceOnCPU, DeadlockTimeout: c.Duration("timeout")}
 	if o.budget, err = runBudget(c.String("max-memory"), c.IsSet("max-memory")); err != nil {
 		return nil, err
 	}
@@ -298,7 +300,11 @@ func runRun(c *cli.Context, d *deps) error {
 	}
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)
-	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %v\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, o.opts.Race)
+	raceText := fmt.Sprint(o.opts.Race)
+	if o.raceOnCPU {
+		raceText = "by the cpu backend's detector over the same plan, sizes and launches, before this backend runs"
+	}
+	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %s\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, raceText)
 	table := newRunTable(w, o.dtype)
 	cfg := o.config(plan)
 	cfg.Backend = backend
@@ -357,6 +363,22 @@ func runRun(c *cli.Context, d *deps) error {
 		}
 		if res.Stopped {
 			fmt.Fprintf(w, "# stopped after size %d, which has wrong data (--keep-going runs the remaining sizes)\n", res.Size)
+		}
+	}
+	if o.raceOnCPU {
+		rc := o.config(plan)
+		rc.Backend = cpu.New()
+		rc.Memory = harness.MemoryOptions{}
+		rc.Options.Race = true
+		rc.KeepGoing = true
+		rc.Done = func(res harness.SizeResult) {
+			if res.Race != nil {
+				reportRace(d.stderr, fmt.Sprintf("mscclgo: %s: size %d, launch %d (cpu detector): ", path, res.Size, res.Race.Launch), res.Instance, res.Race.Err, c.Bool("explain"))
+				races = true
+			}
+		}
+		if _, err := harness.Run(ctx, rc); err != nil {
+			return o.runError(path, err, in.locate)
 		}
 	}
 	if _, err := harness.Run(ctx, cfg); err != nil {

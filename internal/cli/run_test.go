@@ -144,7 +144,7 @@ func TestRun(t *testing.T) {
 			stdout: []string{"backend gpu-emu", `(?m)^       16384          8192      half     sum .*      0$`, `# Out of bounds values : 0 OK`}},
 		{name: "gpu-emu deadlock", args: []string{"run", "$DIR/deadlock.json", "--size", "4K", "--timeout", "200ms", "--backend", "gpu-emu"}, code: ExitDeadlock,
 			stdout: []string{`# size 4096: deadlock`}, stderr: "deadlock: 1 thread block(s) blocked\n  rank 0 tb 0 op 0 wait"},
-		{name: "race on gpu-emu", args: []string{"run", ar, "--size", "4K", "--backend", "gpu-emu", "--race"}, code: ExitUsage, stderr: "does not detect races"},
+		{name: "race on gpu-emu", args: []string{"run", ar, "--size", "4K", "--backend", "gpu-emu", "--race", "-n", "1"}, stdout: []string{"race detection by the cpu backend's detector"}},
 		{name: "bad threads", args: []string{"run", ar, "--size", "4K", "--backend", "gpu-emu", "--threads", "2048"}, code: ExitUsage, stderr: "--threads 2048"},
 		{name: "cpu backend", args: []string{"run", ar, "--size", "4K", "--backend", "cpu", "-n", "1"}, stdout: []string{"backend cpu"}},
 		{name: "unknown backend", args: []string{"run", ar, "--size", "4K", "--backend", "tpu"}, code: ExitUsage, stderr: "unknown backend"},

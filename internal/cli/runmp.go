@@ -88,7 +88,7 @@ func openRank(ctx context.Context, o *runOptions, threads, device int, setup tim
 // bootstrap, with the run's join and peer timeouts; --race, which needs
 // every rank in one process, is refused first.
 func connectLaunched(ctx context.Context, c *cli.Context, path string, o *runOptions, world bootstrap.World) (*bootstrap.Bootstrap, error) {
-	if o.opts.Race {
+	if o.opts.Race || o.raceOnCPU {
 		return nil, usageErr("--race: race detection runs every rank in one process; run without a launcher (or with --one-process)")
 	}
 	peer := c.Duration("peer-timeout")
