@@ -189,9 +189,11 @@ func checkRanks(nranks, rank int) error {
 // and, when the ranks have a fallback NCCL, hands rank 0's fallback id
 // (realID, filled by rank 0) to every rank.
 //
-// A refused or failed init spends the id (library.spendID): its listener,
-// if this process made it, is closed, and a later use of it is refused by
-// name.
+// An init refused for its arguments (nranks, rank, the timeout's
+// variable) has not used the id: the id stays as it was, its listener
+// open, for an init that names it rightly. Any later refusal or failure
+// spends the id (library.spendID): its listener, if this process made
+// it, is closed, and a later use of it is refused by name.
 //
 // The set-up gives up when abort ends (with its cause): a nonblocking
 // init's ncclCommAbort; abort is context.Background() where nothing can
@@ -201,14 +203,6 @@ func initRank(abort context.Context, nranks, rank int, id []byte, dev int, hasRe
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
-	c, err := initRankOf(abort, u, nranks, rank, dev, hasReal, realID)
-	if err != nil {
-		theLibrary.spendID(u, nranks, fmt.Sprintf("the ncclCommInitRank of rank %d of %d failed: %v", rank, nranks, err))
-	}
-	return c, err
-}
-
-func initRankOf(abort context.Context, u uniqueID, nranks, rank, dev int, hasReal bool, realID []byte) (*comm, error) {
 	if err := checkRanks(nranks, rank); err != nil {
 		return nil, err
 	}
@@ -216,6 +210,14 @@ func initRankOf(abort context.Context, u uniqueID, nranks, rank, dev int, hasRea
 	if err != nil {
 		return nil, &ncclError{code: resultInvalidArgument, err: err}
 	}
+	c, err := initRankOf(abort, u, nranks, rank, dev, timeout, hasReal, realID)
+	if err != nil {
+		theLibrary.spendID(u, nranks, fmt.Sprintf("the ncclCommInitRank of rank %d of %d failed: %v", rank, nranks, err))
+	}
+	return c, err
+}
+
+func initRankOf(abort context.Context, u uniqueID, nranks, rank, dev int, timeout time.Duration, hasReal bool, realID []byte) (*comm, error) {
 	idCtx, err := theLibrary.joinID(u, nranks, rank)
 	if err != nil {
 		return nil, err
@@ -472,12 +474,13 @@ func (c *comm) use() error {
 }
 
 // finalize ends the communicator's collectives (ncclCommFinalize). A
-// second finalize, or one after the end, is refused.
+// second finalize, or one after the end, is refused with
+// ncclInvalidUsage (a call in the wrong state).
 func (c *comm) finalize() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != "" {
-		return errorf(resultInvalidArgument, "rank %d of %d: ncclCommFinalize after %s", c.rank, c.size, c.state)
+		return errorf(resultInvalidUsage, "rank %d of %d: ncclCommFinalize after %s", c.rank, c.size, c.state)
 	}
 	c.state = "ncclCommFinalize"
 	return nil
@@ -506,7 +509,8 @@ func (c *comm) hasOp(op int) bool {
 }
 
 // end ends the communicator for fn (ncclCommDestroy, ncclCommAbort, or a
-// failed init): once; a second end, concurrent or later, is refused.
+// failed init): once; a second end, concurrent or later, is refused
+// (ncclInvalidUsage).
 // Every wait of its calls on the host is woken (stop), launches still
 // running are stopped (abort) or waited for, and the bootstrap is closed:
 // the peers learn that this rank left, not that it was lost.
@@ -514,7 +518,7 @@ func (c *comm) end(fn string) error {
 	c.mu.Lock()
 	if c.ended != "" {
 		c.mu.Unlock()
-		return errorf(resultInvalidArgument, "rank %d of %d: %s after %s", c.rank, c.size, fn, c.ended)
+		return errorf(resultInvalidUsage, "rank %d of %d: %s after %s", c.rank, c.size, fn, c.ended)
 	}
 	c.ended = fn
 	if c.state == "" || c.state == "ncclCommFinalize" {

@@ -213,7 +213,7 @@ ncclResult_t mscclgoExecuteHostOp(mscclgoComm_t comm, const char *collective, co
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {
   if (comm != NULL && __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) == MCOMM_DEAD) {
-    return failc(ncclInvalidArgument, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
+    return failc(ncclInvalidUsage, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
                  (const void *)comm, comm->rank, comm->nranks);
   }
   ncclResult_t r = check(comm, "mscclgoCommDestroy");
@@ -223,7 +223,7 @@ ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {
   /* One destroy wins; another, concurrent or later, is refused. */
   uint64_t live = MCOMM_LIVE;
   if (!__atomic_compare_exchange_n(&comm->magic, &live, MCOMM_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    return failc(ncclInvalidArgument, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
+    return failc(ncclInvalidUsage, "mscclgo: mscclgoCommDestroy: communicator %p (rank %d of %d) was destroyed already",
                  (const void *)comm, comm->rank, comm->nranks);
   }
   return (ncclResult_t)mgoCommDestroy(comm->ours);

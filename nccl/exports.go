@@ -100,11 +100,12 @@ func panicError(p any) error {
 
 // commOf is the communicator of handle h. A handle of a communicator
 // that was ended (a caller racing its own destroy) panics with an
-// ncclInvalidArgument error, which guard returns.
+// ncclInvalidUsage error (a call in the wrong state), which guard
+// returns.
 func commOf(h C.uintptr_t) *comm {
 	c := theLibrary.comm(uintptr(h))
 	if c == nil {
-		panic(errorf(resultInvalidArgument, "the communicator was destroyed or aborted (its handle %d is no longer valid)", uintptr(h)))
+		panic(errorf(resultInvalidUsage, "the communicator was destroyed or aborted (its handle %d is no longer valid)", uintptr(h)))
 	}
 	return c
 }
@@ -296,7 +297,7 @@ func mgoCommDestroy(h C.uintptr_t) C.int { return endComm(h, "ncclCommDestroy") 
 func mgoCommAbort(h C.uintptr_t) C.int { return endComm(h, "ncclCommAbort") }
 
 // endComm ends the communicator of h and frees the handle; a second end,
-// concurrent or later, is refused with ncclInvalidArgument.
+// concurrent or later, is refused with ncclInvalidUsage.
 func endComm(h C.uintptr_t, fn string) (res C.int) {
 	defer guard(fn, &res)
 	if err := commOf(h).end(fn); err != nil {

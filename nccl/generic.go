@@ -236,11 +236,13 @@ func (c *comm) genericProcs(k call, red reduction, sig string, send, recv []byte
 	return nil
 }
 
-// emptyCall reports whether call k of mscclgo's collectives has no
-// elements: a no-op that succeeds on every rank, as in NCCL (nothing is
-// run, forwarded or compared).
+// emptyCall reports whether call k has no elements: for every
+// collective, ncclSend and ncclRecv, a no-op that succeeds once its
+// arguments passed checkCall (nothing is run, forwarded or compared, its
+// buffers, NULL or not, are not read: a zero-element tensor's data
+// pointer may be NULL).
 func (c *comm) emptyCall(k call) bool {
-	if k.count != 0 || k.coll.planName() == "" {
+	if k.count != 0 {
 		return false
 	}
 	if logging() {

@@ -207,7 +207,7 @@ func sortStrings(s []string) {
 }
 
 // oneWinner checks that every round of an ends run had exactly one call
-// that succeeded and the others refused with ncclInvalidArgument (4),
+// that succeeded and the others refused with ncclInvalidUsage (5),
 // each refusal naming the winner.
 func oneWinner(t *testing.T, out string) {
 	rounds := 0
@@ -222,9 +222,9 @@ func oneWinner(t *testing.T, out string) {
 			switch c {
 			case "0":
 				wins++
-			case "4":
+			case "5":
 			default:
-				t.Errorf("%q: a code other than 0 or 4 (ncclInvalidArgument)", l)
+				t.Errorf("%q: a code other than 0 or 5 (ncclInvalidUsage)", l)
 			}
 		}
 		if wins != 1 {
@@ -304,6 +304,47 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 				want: []string{fmt.Sprintf("rank 0: %s -> 4", a.coll), fmt.Sprintf("rank 0: %s error: mscclgo: %s: rank 0 of %s: ", a.coll, fnOf[a.coll], n), a.msg, "rank 0: data untouched"}})
 		}
 	}
+	// Zero elements: every collective, ncclSend and ncclRecv of count 0
+	// on NULL buffers is a no-op that succeeds (as a zero-element
+	// tensor's call), on one rank, on two with host-memory runs and on
+	// two on the emulated device.
+	for _, w := range []struct {
+		where, n string
+		env      []string
+		emu      bool
+	}{{"1 rank", "1", none, false}, {"2 ranks host memory", "2", hostmem, false}, {"2 ranks emulated device", "2", device, true}} {
+		add(hostileCase{class: "zero elements", name: "every call on " + w.where, args: []string{"zero", w.n}, env: w.env, emu: w.emu,
+			want: []string{"rank 0: zero allreduce -> 0", "rank 0: zero broadcast -> 0", "rank 0: zero send -> 0", "rank 0: zero send and recv in a group -> 0"},
+			not:  []string{"NULL buffer"},
+			check: func(t *testing.T, out string) {
+				n := 0
+				for _, l := range strings.Split(out, "\n") {
+					if strings.Contains(l, ": zero ") {
+						n++
+						if !strings.HasSuffix(l, " -> 0") {
+							t.Errorf("a call of zero elements that did not succeed: %q", l)
+						}
+					}
+				}
+				if want := 12 * int(w.n[0]-'0'); n != want {
+					t.Errorf("%d zero-element calls answered, want %d:\n%s", n, want, out)
+				}
+			}})
+	}
+
+	// Signals: the library's threads (the Go runtime's, started when
+	// the library loads, and its own) keep the signals main blocked
+	// after the load; a SIGTERM the program waits for reaches its
+	// sigwait instead of killing it.
+	for _, w := range []struct {
+		where string
+		env   []string
+		emu   bool
+	}{{"host memory", []string{"MSCCLGO_NCCL_HOSTMEM=1"}, false}, {"emulated device", device, true}} {
+		add(hostileCase{class: "signals", name: "SIGTERM blocked in main reaches sigwait on " + w.where, args: []string{"sigwait"}, env: w.env, emu: w.emu,
+			want: []string{"rank 0: ncclAllReduce -> 0", "threads that do not block SIGTERM: 0 of ", "sigtimedwait: SIGTERM", "main still blocks SIGTERM: 1"}})
+	}
+
 	// A created reduction is the communicator's: a forwarded call may name
 	// it (the stub's ncclRedOpCreatePreMulSum makes op 6).
 	add(hostileCase{class: "arguments", name: "created op forwarded", args: []string{"call", "1", "allreduce", "16", "7", "6", "0"},
@@ -329,7 +370,7 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 		{"ctypes_op_minus_one", "4", "reduction -1 is not an ncclRedOp_t"},
 		{"ctypes_dtype_99", "4", "data type 99 is not an ncclDataType_t"},
 		{"ctypes_count_wraps", "4", "overflows 64 bits"},
-		{"ctypes_destroy_twice", "4", "was ended already by ncclCommDestroy"},
+		{"ctypes_destroy_twice", "5", "was ended already by ncclCommDestroy"},
 		{"ctypes_initall_huge", "4", "ndev 200000000"},
 	} {
 		add(hostileCase{class: "python", name: p.name, py: true, args: []string{p.name},
@@ -371,12 +412,12 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 		codes string
 		msg   string
 	}{
-		{[]string{"destroy", "destroy"}, "0,4", "destroy error: mscclgo: ncclCommDestroy: communicator 0x"},
-		{[]string{"abort", "abort"}, "0,4", "was ended already by ncclCommAbort"},
-		{[]string{"destroy", "abort"}, "0,4", "abort error: mscclgo: ncclCommAbort: communicator"},
-		{[]string{"abort", "finalize"}, "0,4", "finalize error: mscclgo: ncclCommFinalize: communicator"},
-		{[]string{"finalize", "finalize"}, "0,4", "ncclCommFinalize after ncclCommFinalize"},
-		{[]string{"finalize", "destroy", "destroy"}, "0,0,4", "was ended already by ncclCommDestroy"},
+		{[]string{"destroy", "destroy"}, "0,5", "destroy error: mscclgo: ncclCommDestroy: communicator 0x"},
+		{[]string{"abort", "abort"}, "0,5", "was ended already by ncclCommAbort"},
+		{[]string{"destroy", "abort"}, "0,5", "abort error: mscclgo: ncclCommAbort: communicator"},
+		{[]string{"abort", "finalize"}, "0,5", "finalize error: mscclgo: ncclCommFinalize: communicator"},
+		{[]string{"finalize", "finalize"}, "0,5", "ncclCommFinalize after ncclCommFinalize"},
+		{[]string{"finalize", "destroy", "destroy"}, "0,0,5", "was ended already by ncclCommDestroy"},
 	} {
 		add(hostileCase{class: "ends", name: "in order " + strings.Join(e.ops, " "), args: append([]string{"ends", "seq", "3"}, e.ops...),
 			want: []string{"round 2: codes " + e.codes, e.msg}})
@@ -408,7 +449,8 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 			}})
 	}
 
-	// Unique ids: used once; refused inits close their listeners.
+	// Unique ids: used once; an init refused for its arguments leaves its
+	// id unspent (and no descriptor open once the id is used).
 	for _, u := range []struct{ n1, n2, destroy string }{{"2", "4", "0"}, {"2", "4", "1"}, {"2", "2", "1"}, {"4", "2", "0"}, {"3", "3", "0"}} {
 		add(hostileCase{class: "unique ids", name: "reused " + u.n1 + " then " + u.n2 + " destroy " + u.destroy, args: []string{"reuseid", u.n1, u.n2, u.destroy},
 			env: []string{"MSCCLGO_NCCL_TIMEOUT=600s", "MSCCLGO_NCCL_HOSTMEM=1"},
@@ -416,7 +458,8 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 				"a unique id makes one communicator (make a new one with ncclGetUniqueId)"}})
 	}
 	add(hostileCase{class: "unique ids", name: "500 refused inits", args: []string{"refusedfds", "500"},
-		want: []string{"500 of 500 inits refused"}, re: []string{`refused, \d descriptors more`}})
+		want: []string{"500 of 500 inits refused, 500 of their ids then made a communicator", "rank 0: init after the refused one -> 0"},
+		re:   []string{`communicator, -?\d descriptors more`}})
 	add(hostileCase{class: "unique ids", name: "100 finished inits", args: []string{"finishedfds", "100"}, env: []string{"MSCCLGO_NCCL_HOSTMEM=1"},
 		want: []string{"100 communicators made and destroyed"}, re: []string{`destroyed, -?\d descriptors more`}})
 	add(hostileCase{class: "unique ids", name: "id of a refused init", args: []string{"reuseid", "1", "1", "1"}, env: []string{"MSCCLGO_NCCL_TIMEOUT=600s"},
@@ -466,7 +509,7 @@ func hostileCases(fifo, brokenPlans string) []hostileCase {
 	add(hostileCase{class: "messages", name: "register /dev/null", args: []string{"register", "/dev/null"},
 		want: []string{"rank 0: mscclgoRegisterPlan -> 4", "mscclgoRegisterPlan: /dev/null: not a plan file or a plan-set directory"}, not: []string{"mscclgo-plan-"}})
 	add(hostileCase{class: "ends", name: "mscclgoCommDestroy twice", args: []string{"selector", "NULL"},
-		want: []string{"rank 0: mscclgoCommDestroy -> 0", "rank 0: mscclgoCommDestroy again -> 4", "mscclgoCommDestroy: communicator 0x", "was destroyed already"}})
+		want: []string{"rank 0: mscclgoCommDestroy -> 0", "rank 0: mscclgoCommDestroy again -> 5", "mscclgoCommDestroy: communicator 0x", "was destroyed already"}})
 	add(hostileCase{class: "messages", name: "group after a refused ncclGroupSimulateEnd", args: []string{"simgroup"},
 		want: []string{"rank 0: ncclGroupSimulateEnd -> 5", "rank 0: empty group's ncclGroupEnd -> 0", "rank 0: ncclCommCount of the simulated init -> 5",
 			"used after ncclGroupSimulateEnd, which creates no communicator"}})

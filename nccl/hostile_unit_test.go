@@ -164,7 +164,7 @@ func TestHostileGoMeetStops(t *testing.T) {
 }
 
 // TestHostileGoEndOnce: of many ends of one communicator at once, one
-// wins and the others are refused with ncclInvalidArgument.
+// wins and the others are refused with ncclInvalidUsage.
 func TestHostileGoEndOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -192,14 +192,14 @@ func TestHostileGoEndOnce(t *testing.T) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.As(err, &ne) || ne.code != resultInvalidArgument || !strings.Contains(err.Error(), " after ncclComm"):
+		case !errors.As(err, &ne) || ne.code != resultInvalidUsage || !strings.Contains(err.Error(), " after ncclComm"):
 			t.Errorf("a losing end: %v", err)
 		}
 	}
 	if wins != 1 {
 		t.Errorf("%d ends won, want 1", wins)
 	}
-	if err := c.finalize(); err == nil || codeOf(err) != resultInvalidArgument {
+	if err := c.finalize(); err == nil || codeOf(err) != resultInvalidUsage {
 		t.Errorf("finalize after the end: %v", err)
 	}
 }

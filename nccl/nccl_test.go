@@ -887,7 +887,7 @@ func TestErrors(t *testing.T) {
 			"ncclCommDestroy":               "0",
 			"ncclCommCount after destroy":   "5",
 			"ncclAllReduce after destroy":   "5",
-			"ncclCommDestroy after destroy": "4",
+			"ncclCommDestroy after destroy": "5",
 			"ncclAllReduce after finalize":  "5",
 			"ncclCommAbort":                 "0",
 			"ncclCommUserRank after abort":  "5",

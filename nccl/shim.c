@@ -515,7 +515,8 @@ static ncclResult_t check_query(const struct ncclComm *comm, const char *fn) {
 /* check_end is check_comm for the calls that end a communicator
  * (ncclCommFinalize, ncclCommDestroy, ncclCommAbort): on one that was
  * ended, or is being ended by another thread, they are refused with
- * ncclInvalidArgument. */
+ * ncclInvalidUsage (a call in the wrong state, as every use after the
+ * end). */
 static ncclResult_t check_end(const struct ncclComm *comm, const char *fn) {
   if (comm != NULL) {
     /* The magic is read once: another thread's end may change it. */
@@ -524,7 +525,7 @@ static ncclResult_t check_end(const struct ncclComm *comm, const char *fn) {
       return ncclSuccess;
     }
     if (magic == COMM_DEAD || magic == COMM_ENDING) {
-      return fail(ncclInvalidArgument, "mscclgo: %s: communicator %p (rank %d of %d) was ended already by %s", fn,
+      return fail(ncclInvalidUsage, "mscclgo: %s: communicator %p (rank %d of %d) was ended already by %s", fn,
                   (const void *)comm, comm->rank, comm->nranks, comm_ended_by(comm));
     }
   }

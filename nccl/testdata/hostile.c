@@ -13,12 +13,14 @@
  * (a hang is a failure).
  *
  *   hostile call N COLL COUNT DTYPE OP PEER   N ranks (ncclCommInitAll) make one call each
+ *   hostile zero N                            N ranks: every collective, send and recv of 0
+ *                                             elements on NULL buffers (alone and in a group)
  *   hostile ends MODE ROUNDS OP...            destroy/abort/finalize one communicator, in
  *                                             parallel threads (par) or in order (seq)
  *   hostile abortwait                         a call waits for a peer; another thread aborts
  *   hostile timeoutfree COUNT                 a run outlasts the waiting ranks' timeout; they free
  *   hostile reuseid N1 N2 DESTROY             a unique id used for a second communicator
- *   hostile refusedfds N                      N refused inits: the fds left open
+ *   hostile refusedfds N                      N refused inits, each id then used: the fds left open
  *   hostile finishedfds N                     N communicators made and destroyed: the fds left open
  *   hostile samedev                           two ranks as threads, no device chosen
  *   hostile initall NDEV                      ncclCommInitAll(NDEV): the code and the peak memory
@@ -28,11 +30,14 @@
  *   hostile selector EMPTY|NULL               mscclgoSelect with a selector answering "" or NULL
  *   hostile register PATH                     mscclgoRegisterPlan(PATH)
  *   hostile execute COUNT                     mscclgoExecute of an allreduce of COUNT floats
+ *   hostile sigwait                           main blocks SIGTERM, the library runs, the process
+ *                                             sends itself SIGTERM and waits for it (sigtimedwait)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +146,60 @@ static int call(int n, const char *coll, size_t count, int dtype, int op, int pe
     ncclCommDestroy(comms[r]);
     free(args[r].send);
     free(args[r].recv);
+  }
+  free(comms);
+  free(args);
+  free(ts);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* zero: N ranks (threads), each making every call with count 0 and NULL
+ * buffers, then one in a group of a send and a recv: all no-ops. */
+
+struct zero_arg {
+  ncclComm_t comm;
+  int rank, n;
+};
+
+static void *zero_main(void *p) {
+  struct zero_arg *a = p;
+  ncclComm_t c = a->comm;
+  int r = a->rank, next = (a->rank + 1) % a->n, prev = (a->rank + a->n - 1) % a->n;
+  report(r, "zero allreduce", ncclAllReduce(NULL, NULL, 0, ncclFloat, ncclSum, c, NULL));
+  report(r, "zero allgather", ncclAllGather(NULL, NULL, 0, ncclFloat, c, NULL));
+  report(r, "zero reducescatter", ncclReduceScatter(NULL, NULL, 0, ncclFloat, ncclSum, c, NULL));
+  report(r, "zero reduce", ncclReduce(NULL, NULL, 0, ncclFloat, ncclSum, 0, c, NULL));
+  report(r, "zero broadcast", ncclBroadcast(NULL, NULL, 0, ncclFloat, 0, c, NULL));
+  report(r, "zero bcast", ncclBcast(NULL, 0, ncclFloat, 0, c, NULL));
+  report(r, "zero alltoall", ncclAlltoAll(NULL, NULL, 0, ncclFloat, c, NULL));
+  report(r, "zero gather", ncclGather(NULL, NULL, 0, ncclFloat, 0, c, NULL));
+  report(r, "zero scatter", ncclScatter(NULL, NULL, 0, ncclFloat, 0, c, NULL));
+  report(r, "zero send", ncclSend(NULL, 0, ncclFloat, next, c, NULL));
+  report(r, "zero recv", ncclRecv(NULL, 0, ncclFloat, prev, c, NULL));
+  ncclGroupStart();
+  ncclSend(NULL, 0, ncclFloat, next, c, NULL);
+  ncclRecv(NULL, 0, ncclFloat, prev, c, NULL);
+  report(r, "zero send and recv in a group", ncclGroupEnd());
+  return NULL;
+}
+
+static int zero(int n) {
+  ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+  struct zero_arg *args = calloc((size_t)n, sizeof *args);
+  pthread_t *ts = calloc((size_t)n, sizeof *ts);
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, n, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  for (int r = 0; r < n; r++) {
+    args[r] = (struct zero_arg){comms[r], r, n};
+    pthread_create(&ts[r], NULL, zero_main, &args[r]);
+  }
+  for (int r = 0; r < n; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  for (int r = 0; r < n; r++) {
+    ncclCommDestroy(comms[r]);
   }
   free(comms);
   free(args);
@@ -391,7 +450,9 @@ static int reuseid(int n1, int n2, int destroy) {
 }
 
 /* ------------------------------------------------------------------ */
-/* refusedfds: N unique ids, each refused by its init (rank 2 of 2). */
+/* refusedfds: N unique ids, each refused by an init for its arguments
+ * (rank 2 of 2, then nranks 0), which leaves the id unspent: an init of
+ * one rank then makes a communicator of it, destroyed at once. */
 
 static int open_fds(void) {
   DIR *d = opendir("/proc/self/fd");
@@ -412,17 +473,26 @@ static int refusedfds(int n) {
   ncclComm_t comm = NULL;
   ncclGetUniqueId(&id);
   report(0, "first refused init", ncclCommInitRank(&comm, 2, id, 2));
+  report(0, "init after the refused one", ncclCommInitRank(&comm, 1, id, 0));
+  if (comm != NULL) {
+    ncclCommDestroy(comm);
+  }
   int before = open_fds();
-  int refused = 0;
+  int refused = 0, made = 0;
   for (int i = 0; i < n; i++) {
     ncclResult_t g = ncclGetUniqueId(&id);
     if (g != ncclSuccess) {
       report(0, "ncclGetUniqueId", g);
       return 1;
     }
-    refused += ncclCommInitRank(&comm, 2, id, 2) == ncclInvalidArgument;
+    refused += ncclCommInitRank(&comm, 2, id, 2) == ncclInvalidArgument && ncclCommInitRank(&comm, 0, id, 0) == ncclInvalidArgument;
+    comm = NULL;
+    if (ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess) {
+      made++;
+    }
   }
-  say("rank 0: %d of %d inits refused, %d descriptors more\n", refused, n, open_fds() - before);
+  say("rank 0: %d of %d inits refused, %d of their ids then made a communicator, %d descriptors more\n", refused, n, made,
+      open_fds() - before);
   return 0;
 }
 
@@ -601,6 +671,111 @@ static int custom(const char *mode, const char *arg) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* sigwait: main blocks SIGTERM (after the library was loaded, as a
+ * program linked with it does), makes two communicators of two ranks as
+ * threads, one nonblocking, and runs an allreduce on them (the runtime
+ * starts threads); then it counts the threads of the process that do not
+ * block SIGTERM, sends SIGTERM to the process and waits for it. Killed
+ * by it, the process prints nothing more and exits by the signal. */
+
+/* unblocked_threads counts the threads of this process whose mask lacks
+ * SIGTERM (/proc/self/task/T/status, SigBlk), of *all. */
+static int unblocked_threads(int *all) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  *all = 0;
+  if (d == NULL) {
+    return -1;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') {
+      continue;
+    }
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+      continue; /* the thread ended */
+    }
+    while (fgets(line, sizeof line, f) != NULL) {
+      unsigned long long blk;
+      if (sscanf(line, "SigBlk: %llx", &blk) == 1) {
+        (*all)++;
+        n += (blk & (1ULL << (SIGTERM - 1))) == 0;
+      }
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+struct sig_arg {
+  ncclComm_t comm;
+  int rank;
+  float buf[256];
+};
+
+static void *sig_main(void *p) {
+  struct sig_arg *a = p;
+  report(a->rank, "ncclAllReduce", ncclAllReduce(a->buf, a->buf, 256, ncclFloat, ncclSum, a->comm, NULL));
+  return NULL;
+}
+
+static int sigwaiter(void) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, NULL);
+  ncclComm_t comms[2] = {0};
+  if (report(-1, "ncclCommInitAll", ncclCommInitAll(comms, 2, NULL)) != ncclSuccess) {
+    return 1;
+  }
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t nb = NULL;
+  report(0, "nonblocking ncclCommInitRankConfig", ncclCommInitRankConfig(&nb, 1, id, 0, &config));
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 10000 && state == ncclInProgress; i++) {
+    ncclCommGetAsyncError(nb, &state);
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  report(0, "the nonblocking init", state);
+  struct sig_arg args[2];
+  pthread_t ts[2];
+  for (int r = 0; r < 2; r++) {
+    args[r].comm = comms[r];
+    args[r].rank = r;
+    for (int i = 0; i < 256; i++) {
+      args[r].buf[i] = 1;
+    }
+    pthread_create(&ts[r], NULL, sig_main, &args[r]);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(ts[r], NULL);
+  }
+  int all = 0;
+  int open = unblocked_threads(&all);
+  say("threads that do not block SIGTERM: %d of %d\n", open, all);
+  kill(getpid(), SIGTERM);
+  struct timespec bound = {10, 0};
+  int got = sigtimedwait(&term, NULL, &bound);
+  say("sigtimedwait: %s\n", got == SIGTERM ? "SIGTERM" : strerror(errno));
+  sigset_t now;
+  pthread_sigmask(SIG_BLOCK, NULL, &now);
+  say("main still blocks SIGTERM: %d\n", sigismember(&now, SIGTERM));
+  ncclCommDestroy(nb);
+  for (int r = 0; r < 2; r++) {
+    ncclCommDestroy(comms[r]);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: hostile MODE ARGS (see hostile.c)\n");
@@ -610,6 +785,9 @@ int main(int argc, char **argv) {
   if (strcmp(m, "call") == 0 && argc == 8) {
     return call(atoi(argv[2]), argv[3], (size_t)strtoull(argv[4], NULL, 0), atoi(argv[5]), (int)strtol(argv[6], NULL, 0),
                 atoi(argv[7]));
+  }
+  if (strcmp(m, "zero") == 0 && argc == 3) {
+    return zero(atoi(argv[2]));
   }
   if (strcmp(m, "ends") == 0 && argc >= 5 && argc - 4 <= 8) {
     return ends(strcmp(argv[2], "par") == 0, atoi(argv[3]), argc - 4, argv + 4);
@@ -640,6 +818,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(m, "abortonly") == 0) {
     return abortonly();
+  }
+  if (strcmp(m, "sigwait") == 0) {
+    return sigwaiter();
   }
   if (strcmp(m, "simgroup") == 0) {
     return simgroup();
