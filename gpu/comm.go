@@ -96,6 +96,9 @@ type Comm struct {
 	// (remote.go), nil when there are none or no mailbox.
 	mb *mailbox
 	rc *remoteCalls
+	// noMailbox is why this rank, its host's first, made no mailbox
+	// (NoMailbox).
+	noMailbox error
 
 	// regMu guards the registrations, which a call's resolution (on its
 	// stream, comm.go's gate) also makes.
@@ -306,10 +309,11 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 	// The first rank of each host makes the host's mailbox.
 	leader := slices.Index(w.Host, w.Host[w.Net.Rank()])
 	var mb *mailbox
+	var noMailbox error
 	if !cfg.MeetEveryCall && w.Net.Rank() == leader && mine.Err == "" {
 		// Without one, the calls meet over the bootstrap.
 		var path string
-		if path, mb, err = createMailbox(n); err == nil {
+		if path, mb, noMailbox = createMailbox(n); noMailbox == nil {
 			mine.Mailbox = path
 			defer func() { _ = removeMailbox(path) }()
 		}
@@ -326,7 +330,7 @@ func OpenComm(ctx context.Context, cfg Config, w rankwire.World) (*Comm, error) 
 		}
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
-	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: n, io: io, sessions: map[string]*commSession{},
+	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: n, io: io, sessions: map[string]*commSession{}, noMailbox: noMailbox,
 		exported: map[DevPtr]uint64{}, shared: map[DevPtr]sharedAlloc{}, mapped: map[peerAlloc]DevPtr{}}
 	for _, p := range all {
 		c.procs = append(c.procs, p.Proc)
@@ -392,6 +396,13 @@ func (c *Comm) Registered() int {
 	defer c.regMu.Unlock()
 	return c.regs
 }
+
+// NoMailbox returns why this rank, its host's first, could make no
+// mailbox for the host (no room in /dev/shm, say: internal/shmfile's
+// error names the file, the room needed and free), nil where it made one
+// or is not its host's first rank. Without one the communicator works,
+// every call meeting its peers over the bootstrap.
+func (c *Comm) NoMailbox() error { return c.noMailbox }
 
 // AsyncError returns the error of a launch that failed after its call
 // returned (a deadlock's report, a lost peer), or nil.

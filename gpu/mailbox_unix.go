@@ -2,36 +2,29 @@
 
 package gpu
 
-// mailbox_unix.go maps a communicator's mailbox (mailbox.go): a file in
-// /dev/shm (else the temporary directory) that the host's first rank
-// creates and every rank of the host maps MAP_SHARED; the creator removes
-// it once every rank has mapped it, so nothing is left behind.
+// mailbox_unix.go maps a communicator's mailbox (mailbox.go): a file
+// (internal/shmfile: in /dev/shm where there is one, its room reserved at
+// creation) that the host's first rank creates and every rank of the
+// host maps MAP_SHARED; the creator removes it once every rank has
+// mapped it, so nothing is left behind, and the next job reaps the file
+// of a creator that died before.
 
 import (
 	"fmt"
 	"os"
 	"syscall"
-)
 
-func mailboxDir() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
+	"github.com/mscclgo/mscclgo/internal/shmfile"
+)
 
 // createMailbox creates and maps a zeroed mailbox for n ranks; it
 // returns the file's path, for the host's other ranks.
 func createMailbox(n int) (string, *mailbox, error) {
-	f, err := os.CreateTemp(mailboxDir(), "mscclgo-comm-*")
+	f, err := shmfile.Create("", "comm", mailboxSize(n))
 	if err != nil {
-		return "", nil, fmt.Errorf("creating the communicator's mailbox: %w", err)
+		return "", nil, fmt.Errorf("the communicator's mailbox: %w", err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(mailboxSize(n))); err != nil {
-		_ = os.Remove(f.Name())
-		return "", nil, fmt.Errorf("sizing the mailbox %s: %w", f.Name(), err)
-	}
 	mb, err := mapMailbox(f, n)
 	if err != nil {
 		_ = os.Remove(f.Name())

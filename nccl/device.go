@@ -59,6 +59,9 @@ func (c *comm) openDevice() error {
 		}
 		return errorf(resultSystem, "rank %d of %d: %v", c.rank, c.size, err)
 	}
+	if err := gc.NoMailbox(); err != nil {
+		logInfo("rank %d of %d: no mailbox, every call meets its peers over the bootstrap: %v", c.rank, c.size, err)
+	}
 	c.gpu = gc
 	return nil
 }

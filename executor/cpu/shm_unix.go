@@ -3,16 +3,20 @@
 package cpu
 
 // shm_unix.go holds the shared memory of multi-process sessions: a file
-// (in /dev/shm where there is one) mapped MAP_SHARED by its owner rank and
-// by every peer rank on the same host, the CPU analogue of a CUDA IPC
-// memory handle. The owner removes the file once every peer has mapped
-// it, so nothing is left behind if a process dies later.
+// (internal/shmfile: in /dev/shm where there is one, its room reserved
+// at creation) mapped MAP_SHARED by its owner rank and by every peer rank
+// on the same host, the CPU analogue of a CUDA IPC memory handle. The
+// owner removes the file once every peer has mapped it, so nothing is
+// left behind if a process dies later; the next job reaps the file of an
+// owner that died before.
 
 import (
 	"fmt"
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/mscclgo/mscclgo/internal/shmfile"
 )
 
 // mapping is one shared mapping.
@@ -21,30 +25,15 @@ type mapping struct {
 	once sync.Once
 }
 
-// shmDir is where mapping files go: dir if set, else /dev/shm if it is a
-// directory, else the temporary directory.
-func shmDir(dir string) string {
-	if dir != "" {
-		return dir
-	}
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
-
-// createMapping creates a zeroed file of n bytes in dir and maps it.
+// createMapping creates a zeroed file of n bytes in dir (shmfile.Dir)
+// and maps it.
 func createMapping(dir string, n uint64) (string, *mapping, error) {
-	f, err := os.CreateTemp(shmDir(dir), "mscclgo-rank-*")
+	f, err := shmfile.Create(dir, "rank", n)
 	if err != nil {
-		return "", nil, fmt.Errorf("creating shared memory: %w", err)
+		return "", nil, err
 	}
 	defer f.Close()
 	path := f.Name()
-	if err := f.Truncate(int64(n)); err != nil {
-		os.Remove(path)
-		return "", nil, fmt.Errorf("sizing shared memory %s to %d bytes: %w", path, n, err)
-	}
 	m, err := mapFile(f, n)
 	if err != nil {
 		os.Remove(path)
