@@ -16,6 +16,8 @@ package emu
 #include <stdlib.h>
 uint64_t mg_emu_alloc(uint64_t n, int mode);
 void mg_emu_free(uint64_t p, int mode);
+void mg_emu_retain(uint64_t p);
+void mg_emu_release(uint64_t p);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_zero(uint64_t dst, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
@@ -276,6 +278,16 @@ func (d *driver) Free(p gpu.DevPtr) error {
 	C.mg_emu_free(C.uint64_t(p), d.mode())
 	return nil
 }
+
+// Retain holds allocation p for a peer rank of this process that took
+// its address (gpu.Retainer): its owner's Free gives it back only at the
+// last Release.
+func (d *driver) Retain(p gpu.DevPtr) { C.mg_emu_retain(C.uint64_t(p)) }
+
+// Release ends one Retain of p.
+func (d *driver) Release(p gpu.DevPtr) { C.mg_emu_release(C.uint64_t(p)) }
+
+var _ gpu.Retainer = (*driver)(nil)
 
 func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
 	if len(src) > 0 {
