@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,27 @@ const peersBound = 90 * time.Second
 // says, and returns each process's output. env adds to a clean set.
 func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []string {
 	t.Helper()
+	return runPeersJob(t, peersJob{n: n, emu: emu, env: env}, args...)
+}
+
+// peersJob is how runPeersJob runs peers: n, emu and env as runPeers
+// takes them; rankEnv adds to one process's environment; limit is the
+// arguments of a shell's ulimit the processes run under ("-n 16");
+// exitOK are the exit codes a row expects of a process beside 0 (1: its
+// init failed).
+type peersJob struct {
+	n       int
+	emu     bool
+	env     []string
+	rankEnv map[int][]string
+	limit   string
+	exitOK  []int
+}
+
+// runPeersJob is runPeers for job j.
+func runPeersJob(t *testing.T, j peersJob, args ...string) []string {
+	t.Helper()
+	n, emu, env := j.n, j.emu, j.env
 	dir := peersProgram(t)
 	idFile := filepath.Join(t.TempDir(), "id")
 	procs := max(n, 1)
@@ -61,6 +83,9 @@ func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []str
 			ctx, cancel := context.WithTimeout(context.Background(), peersBound)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(dir, "peers"), args...)
+			if j.limit != "" {
+				cmd = exec.CommandContext(ctx, "sh", append([]string{"-c", "ulimit " + j.limit + ` && exec "$0" "$@"`, filepath.Join(dir, "peers")}, args...)...)
+			}
 			cmd.Env = append(cleanEnv(), "MSCCLGO_CACHE_DIR="+t.TempDir(), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_TRANSPORT=tcp")
 			if n > 0 {
 				cmd.Env = append(cmd.Env, "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "PEERS_ID_FILE="+idFile)
@@ -69,13 +94,17 @@ func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []str
 				cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "emu"))
 			}
 			cmd.Env = append(cmd.Env, env...)
+			cmd.Env = append(cmd.Env, j.rankEnv[r]...)
 			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			expected := errors.As(err, &ee) && slices.Contains(j.exitOK, ee.ExitCode())
 			outs[r] = string(out)
 			switch {
 			case ctx.Err() != nil:
 				t.Errorf("rank %d: peers %v ran past %v (a hang):\n%s", r, args, peersBound, out)
 			case err != nil && r == 1 && slices.Equal(args[:2], []string{"lost", "kill"}) && strings.Contains(err.Error(), "signal: killed"):
 				// The rank that kills itself.
+			case expected:
 			case err != nil:
 				t.Errorf("rank %d: peers %v: %v (a crash or a failed set-up):\n%s", r, args, err, out)
 			}
