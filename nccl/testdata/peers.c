@@ -389,6 +389,16 @@ static void *steady_main(void *p) {
   return NULL;
 }
 
+/* spawn runs f(arg) on a new thread; a thread the system refuses (a
+ * resource limit) ends the program: the case could not be set up. */
+static void spawn(pthread_t *t, void *(*f)(void *), void *arg) {
+  int e = pthread_create(t, NULL, f, arg);
+  if (e != 0) {
+    fprintf(stderr, "peers: pthread_create: %s\n", strerror(e));
+    exit(2);
+  }
+}
+
 static int init_all(ncclComm_t *comms, int n, double start) {
   int *devs = calloc((size_t)n, sizeof *devs);
   for (int i = 0; i < n; i++) {
@@ -414,7 +424,7 @@ static int abortsteady(int n, int ms, int one, int async) {
   pthread_t ts[8];
   for (int r = 0; r < n; r++) {
     args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, async, ""};
-    pthread_create(&ts[r], NULL, steady_main, &args[r]);
+    spawn(&ts[r], steady_main, &args[r]);
   }
   sleep_ms(ms);
   double t0 = now();
@@ -465,14 +475,14 @@ static int abortsignal(const char *mode) {
   }
   struct sig_arg sa = {comms, set};
   pthread_t sigt;
-  pthread_create(&sigt, NULL, signal_main, &sa);
+  spawn(&sigt, signal_main, &sa);
   volatile int stop = 0;
   struct steady_arg args[2];
   pthread_t ts[2];
   int ranks = strcmp(mode, "wait") == 0 ? 1 : 2;
   for (int r = 0; r < ranks; r++) {
     args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, 0, ""};
-    pthread_create(&ts[r], NULL, steady_main, &args[r]);
+    spawn(&ts[r], steady_main, &args[r]);
   }
   sleep_ms(500);
   double t0 = now();
@@ -569,7 +579,7 @@ static int cycles(int n, int abort) {
     pthread_t ts[2];
     for (int r = 0; r < 2; r++) {
       args[r] = (struct cycle_arg){comms[r], r, bufs[r], ncclSuccess};
-      pthread_create(&ts[r], NULL, cycle_main, &args[r]);
+      spawn(&ts[r], cycle_main, &args[r]);
     }
     for (int r = 0; r < 2; r++) {
       pthread_join(ts[r], NULL);
@@ -662,7 +672,7 @@ static int sigstorm(int calls) {
   pthread_t ts[2];
   for (int r = 0; r < 2; r++) {
     args[r] = (struct storm_arg){comms[r], r, alloc_floats(COUNT), 0, 0, 0, ncclSuccess, ""};
-    pthread_create(&ts[r], NULL, storm_main, &args[r]);
+    spawn(&ts[r], storm_main, &args[r]);
   }
   int sent = 0;
   while (!args[0].done || !args[1].done) {
