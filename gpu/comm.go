@@ -1716,13 +1716,18 @@ func (c *Comm) Close() error {
 			errs = append(errs, fmt.Errorf("%s: rank %d: %w", c.cfg.Name, c.rank, err))
 		}
 	}
-	for k, p := range c.mapped {
-		if k.rank != c.rank && c.procs[k.rank] != thisProcess {
+	if len(errs) == 0 {
+		// (A launch that did not end may still copy to or from the
+		// peers' buffers: they stay mapped then, as its own memory
+		// stays, rather than unmapped under a running copy.)
+		for k, p := range c.mapped {
+			if k.rank != c.rank && c.procs[k.rank] != thisProcess {
+				_ = c.io.IpcClose(p)
+			}
+		}
+		for _, p := range c.stale {
 			_ = c.io.IpcClose(p)
 		}
-	}
-	for _, p := range c.stale {
-		_ = c.io.IpcClose(p)
 	}
 	c.mapped, c.stale = nil, nil
 	if c.io != nil && len(errs) == 0 {

@@ -117,6 +117,18 @@ type Driver interface {
 	Replay(g Graph) error
 }
 
+// Retainer is a driver whose allocations a rank can hold for a peer of
+// its process whose device addresses it took (a same-process peer opens
+// no IPC handle): the owner's Free of a held allocation gives it back only
+// at the last Release, as a peer's IPC mapping keeps a CUDA allocation's
+// memory after the exporter's cuMemFree. A rank whose communicator ends
+// (an abort while its peers make steady calls) then frees nothing its
+// peers' kernels still write into. The emulated device is one.
+type Retainer interface {
+	Retain(p DevPtr)
+	Release(p DevPtr)
+}
+
 // Graph is a captured sequence of the kernel stream's work.
 type Graph interface {
 	// Release frees the graph.

@@ -57,6 +57,7 @@ type multi struct {
 	base    [][3]uint64 // per rank: input, output, scratch as addressed here
 	lens    [3]uint64   // input, output, scratch bytes (every rank alike)
 	opened  []DevPtr    // peers' memory from IpcOpen
+	held    []DevPtr    // same-process peers' memory, retained (Retainer)
 	reserve []reservation
 
 	// send is the proxy's side of the port transport.
@@ -354,6 +355,16 @@ func (m *multi) connect(s *session) error {
 				enabled[pd] = true
 			}
 			ptrs = *all[r].Ptrs
+			if rt, ok := d.(Retainer); ok {
+				// Held until this rank's kernels can no longer touch
+				// it (releasePeers), whenever the peer frees it.
+				for _, p := range ptrs {
+					if p != 0 {
+						rt.Retain(p)
+						m.held = append(m.held, p)
+					}
+				}
+			}
 		}
 		for i, h := range []*IpcHandle{all[r].IO, all[r].Scratch, all[r].State} {
 			if all[r].Proc == thisProcess {
@@ -472,6 +483,12 @@ func (m *multi) releasePeers(s *session) {
 		_ = s.d.IpcClose(p)
 	}
 	m.opened = nil
+	if rt, ok := s.d.(Retainer); ok {
+		for _, p := range m.held {
+			rt.Release(p)
+		}
+	}
+	m.held = nil
 	for _, rv := range m.reserve {
 		rv.release()
 	}

@@ -228,6 +228,7 @@ func mgoCommInitAbortable(nranks, rank C.int, id *C.char, dev, hasReal C.int, re
 func commInit(abort context.Context, nranks, rank C.int, id *C.char, dev, hasReal C.int, realID *C.char, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitRank"
 	defer guard(fn, &res)
+	handlersOnStack()
 	ids := unsafe.Slice((*byte)(unsafe.Pointer(id)), idBytes)
 	real := unsafe.Slice((*byte)(unsafe.Pointer(realID)), idBytes)
 	c, err := initRank(abort, int(nranks), int(rank), ids, int(dev), hasReal != 0, real)
@@ -243,6 +244,7 @@ func commInit(abort context.Context, nranks, rank C.int, id *C.char, dev, hasRea
 func mgoCommInitAll(ndev C.int, devs *C.int, out *C.uintptr_t) (res C.int) {
 	const fn = "ncclCommInitAll"
 	defer guard(fn, &res)
+	handlersOnStack()
 	if err := checkRanks(int(ndev), 0); err != nil {
 		return answer(fn, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +50,27 @@ const peersBound = 90 * time.Second
 // says, and returns each process's output. env adds to a clean set.
 func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []string {
 	t.Helper()
+	return runPeersJob(t, peersJob{n: n, emu: emu, env: env}, args...)
+}
+
+// peersJob is how runPeersJob runs peers: n, emu and env as runPeers
+// takes them; rankEnv adds to one process's environment; limit is the
+// arguments of a shell's ulimit the processes run under ("-n 16");
+// exitOK are the exit codes a row expects of a process beside 0 (1: its
+// init failed).
+type peersJob struct {
+	n       int
+	emu     bool
+	env     []string
+	rankEnv map[int][]string
+	limit   string
+	exitOK  []int
+}
+
+// runPeersJob is runPeers for job j.
+func runPeersJob(t *testing.T, j peersJob, args ...string) []string {
+	t.Helper()
+	n, emu, env := j.n, j.emu, j.env
 	dir := peersProgram(t)
 	idFile := filepath.Join(t.TempDir(), "id")
 	procs := max(n, 1)
@@ -61,6 +83,9 @@ func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []str
 			ctx, cancel := context.WithTimeout(context.Background(), peersBound)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(dir, "peers"), args...)
+			if j.limit != "" {
+				cmd = exec.CommandContext(ctx, "sh", append([]string{"-c", "ulimit " + j.limit + ` && exec "$0" "$@"`, filepath.Join(dir, "peers")}, args...)...)
+			}
 			cmd.Env = append(cleanEnv(), "MSCCLGO_CACHE_DIR="+t.TempDir(), "MSCCLGO_NCCL_FALLBACK=none", "MSCCLGO_TRANSPORT=tcp")
 			if n > 0 {
 				cmd.Env = append(cmd.Env, "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "PEERS_ID_FILE="+idFile)
@@ -69,13 +94,17 @@ func runPeers(t *testing.T, n int, emu bool, env []string, args ...string) []str
 				cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "emu"))
 			}
 			cmd.Env = append(cmd.Env, env...)
+			cmd.Env = append(cmd.Env, j.rankEnv[r]...)
 			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			expected := errors.As(err, &ee) && slices.Contains(j.exitOK, ee.ExitCode())
 			outs[r] = string(out)
 			switch {
 			case ctx.Err() != nil:
 				t.Errorf("rank %d: peers %v ran past %v (a hang):\n%s", r, args, peersBound, out)
 			case err != nil && r == 1 && slices.Equal(args[:2], []string{"lost", "kill"}) && strings.Contains(err.Error(), "signal: killed"):
 				// The rank that kills itself.
+			case expected:
 			case err != nil:
 				t.Errorf("rank %d: peers %v: %v (a crash or a failed set-up):\n%s", r, args, err, out)
 			}
@@ -192,5 +221,91 @@ func TestLostPeerFailsQueued(t *testing.T) {
 				wantIn(t, "rank 0", outs[0], "rank 1 ended its communicator (ncclCommDestroy or ncclCommAbort) after its first 2 calls: it will not make call 2")
 			}
 		})
+	}
+}
+
+// returnedIn is the time of the line "all ranks returned in S s", -1
+// without one.
+func returnedIn(out string) float64 {
+	m := regexp.MustCompile(`all ranks returned in ([0-9.]+) s`).FindStringSubmatch(out)
+	if m == nil {
+		return -1
+	}
+	s, _ := strconv.ParseFloat(m[1], 64)
+	return s
+}
+
+// TestAbortSteady: ncclCommAbort of communicators whose ranks (threads of
+// one process, on the emulated device) make steady calls returns, and the
+// process does not crash (issue 44: SIGSEGV in Interp::packet_op every
+// time with the launches queued: an aborted rank freed its scratch while
+// its peer's kernel still wrote packets into it; a same-process peer now
+// holds that memory, gpu.Retainer, until its own kernels have ended).
+func TestAbortSteady(t *testing.T) {
+	plans := peersPlans(t)
+	for _, which := range []string{"all", "one", "async"} {
+		t.Run(which, func(t *testing.T) {
+			t.Parallel()
+			out := runPeers(t, 0, true, []string{"MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_PLAN_PATH=" + plans}, "abortsteady", "2", "300", which)[0]
+			wantIn(t, "the output", out, "rank 0: ncclCommAbort -> 0", "rank 1: ncclCommAbort -> 0")
+			if s := returnedIn(out); s < 0 || s > 10 {
+				t.Errorf("the ranks returned %v s after the first abort, want well within 10 s:\n%s", s, out)
+			}
+		})
+	}
+}
+
+// TestAbortFromSignalThread: ncclCommAbort from a thread that took a
+// signal with sigwait returns within a second or so, whether the rank's
+// peer never calls (wait) or both make steady calls (issue 44: 18.5 s);
+// 5 s is the hang guard.
+func TestAbortFromSignalThread(t *testing.T) {
+	plans := peersPlans(t)
+	for _, mode := range []string{"wait", "steady"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			out := runPeers(t, 0, true, []string{"MSCCLGO_NCCL_TIMEOUT=20s", "MSCCLGO_PLAN_PATH=" + plans}, "abortsignal", mode)[0]
+			wantIn(t, "the output", out, "rank 0: ncclCommAbort from the signal thread -> 0", "rank 1: ncclCommAbort from the signal thread -> 0")
+			m := regexp.MustCompile(`all ranks returned in ([0-9.]+) s after the signal`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no line of the ranks' return:\n%s", out)
+			}
+			if s, _ := strconv.ParseFloat(m[1], 64); s >= 5 {
+				t.Errorf("the abort from the signal thread took %v s, want well under 5 s:\n%s", s, out)
+			}
+		})
+	}
+}
+
+// TestLostPeerKilledRepeated: a peer process SIGKILLed after its calls,
+// again and again, leaves the surviving rank failing its queued calls
+// with an error, never crashing (issue 44: 1 run in 3 SIGSEGV in
+// mg_emu_copy); runPeers fails a run on a signal or a crash line.
+func TestLostPeerKilledRepeated(t *testing.T) {
+	plans := peersPlans(t)
+	for i, at := range []string{"0", "1", "2", "5"} {
+		t.Run(fmt.Sprintf("run %d at %s", i, at), func(t *testing.T) {
+			t.Parallel()
+			outs := runPeers(t, 2, true, []string{"MSCCLGO_NCCL_TIMEOUT=10s", "MSCCLGO_PLAN_PATH=" + plans}, "lost", "kill", at, "10")
+			wantIn(t, "rank 0", outs[0], "rank 0: async error 6: ", "rank 0: ncclCommAbort -> 0")
+		})
+	}
+}
+
+// TestCyclesNoLeak: 100 cycles of ncclCommInitAll, an allreduce and
+// ncclCommDestroy on the emulated device grow the process's RSS by less
+// than 20 MB (issue 44: 200 MB over 180 cycles), as peers.c's cycles mode
+// prints it after a warm-up.
+func TestCyclesNoLeak(t *testing.T) {
+	plans := peersPlans(t)
+	out := runPeers(t, 0, true, []string{"MSCCLGO_PLAN_PATH=" + plans}, "cycles", "100")[0]
+	m := regexp.MustCompile(`100 cycles after \d+: RSS (-?\d+) KiB before, (-?\d+) KiB after, (-?\d+) KiB more`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no RSS line:\n%s", out)
+	}
+	more, _ := strconv.Atoi(m[3])
+	t.Logf("RSS %s KiB after the warm-up, %s KiB after 100 cycles: %d KiB more", m[1], m[2], more)
+	if more > 20<<10 {
+		t.Errorf("100 cycles grew the RSS by %d KiB, want under 20 MiB:\n%s", more, out)
 	}
 }

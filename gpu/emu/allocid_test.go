@@ -103,3 +103,65 @@ func TestSteadyLookupsAllocateNothing(t *testing.T) {
 		t.Errorf("a steady call's look-ups of a buffer allocate %v objects; want 0", allocs)
 	}
 }
+
+// TestRetainedFree: an allocation held for a same-process peer
+// (gpu.Retainer) stays mapped and writable after its owner's Free, until
+// the last Release gives it back (issue 44: a peer's kernel wrote packets
+// into an aborted rank's freed scratch, SIGSEGV in packet_op).
+func TestRetainedFree(t *testing.T) {
+	d, err := OpenIPC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	rt, ok := d.(gpu.Retainer)
+	if !ok {
+		t.Fatalf("the emulated driver (%T) is not a gpu.Retainer", d)
+	}
+	ranger := d.(interface {
+		AddressRange(gpu.DevPtr) (gpu.DevPtr, uint64, bool, error)
+	})
+	mapped := func(p gpu.DevPtr) bool {
+		_, _, ok, _ := ranger.AddressRange(p)
+		return ok
+	}
+	p, err := d.Alloc(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Retain(p)
+	rt.Retain(p)
+	if err := d.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped(p) {
+		t.Fatalf("%#x was given back at its owner's Free while held twice", uint64(p))
+	}
+	if err := d.HtoD(p+4096, []byte{1, 2, 3, 4}); err != nil { // would fault if unmapped
+		t.Fatal(err)
+	}
+	rt.Release(p)
+	if !mapped(p) {
+		t.Fatalf("%#x was given back while still held once", uint64(p))
+	}
+	rt.Release(p)
+	if mapped(p) {
+		t.Errorf("%#x is still mapped after its owner's Free and the last Release", uint64(p))
+	}
+	// Held and released before the owner frees: the Free gives it back.
+	q, err := d.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Retain(q)
+	rt.Release(q)
+	if !mapped(q) {
+		t.Fatalf("%#x was given back by a Release before its owner's Free", uint64(q))
+	}
+	if err := d.Free(q); err != nil {
+		t.Fatal(err)
+	}
+	if mapped(q) {
+		t.Errorf("%#x is still mapped after its Free", uint64(q))
+	}
+}

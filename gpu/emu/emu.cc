@@ -69,6 +69,24 @@ std::map<uint64_t, Guarded>& guarded() {
   return m;
 }
 
+// Held is an allocation that ranks of this process hold for a peer
+// whose address they took (mg_emu_retain): its free waits for the last
+// mg_emu_release, as a peer's IPC mapping keeps a CUDA allocation's
+// memory after the exporter's cuMemFree, so that a peer's kernel still
+// running when the owner's communicator ends writes into memory no one
+// uses, not into memory given back (issue 44: SIGSEGV in packet_op).
+struct Held {
+  int refs;
+  bool freed;  // freed by its owner: given back at the last release
+  int mode;    // the owner's mg_emu_free mode
+};
+
+// The held allocations by address (allocs_mu).
+std::map<uint64_t, Held>& holds() {
+  static std::map<uint64_t, Held> m;
+  return m;
+}
+
 // next_alloc_id names a new allocation; called with allocs_mu held.
 uint64_t next_alloc_id() {
   static uint64_t last = 0;
@@ -177,12 +195,15 @@ uint64_t mg_emu_alloc(uint64_t n, int mode) {
 #endif
 }
 
-void mg_emu_free(uint64_t p, int mode) {
-  GoCall order;
+}  // extern "C"
+
+namespace {
+// free_locked gives back allocation p of mode; called with allocs_mu
+// held.
+void free_locked(uint64_t p, int mode) {
 #if defined(__linux__)
   if (mode == 2) {
     // The pages go back; the addresses stay reserved and inaccessible.
-    std::lock_guard<std::mutex> lk(allocs_mu);
     auto it = guarded().find(p);
     if (it == guarded().end()) return;
     void* base = reinterpret_cast<void*>(it->second.base);
@@ -192,7 +213,6 @@ void mg_emu_free(uint64_t p, int mode) {
     return;
   }
   if (mode == 1) {
-    std::lock_guard<std::mutex> lk(allocs_mu);
     auto it = allocs().find(p);
     if (it == allocs().end() || it->second.opened) return;
     munmap(reinterpret_cast<void*>(p), it->second.n);
@@ -204,6 +224,44 @@ void mg_emu_free(uint64_t p, int mode) {
   (void)mode;
 #endif
   std::free(reinterpret_cast<void*>(p));
+}
+}  // namespace
+
+extern "C" {
+
+// mg_emu_free gives back allocation p of mg_emu_alloc's mode, at once or,
+// where a peer holds it (mg_emu_retain), at the last mg_emu_release.
+void mg_emu_free(uint64_t p, int mode) {
+  GoCall order;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto h = holds().find(p);
+  if (h != holds().end()) {
+    h->second.freed = true;
+    h->second.mode = mode;
+    return;
+  }
+  free_locked(p, mode);
+}
+
+// mg_emu_retain holds allocation p (its start) for a peer in this process
+// that took its address; mg_emu_release lets it go.
+void mg_emu_retain(uint64_t p) {
+  GoCall order;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  holds()[p].refs++;
+}
+
+// mg_emu_release ends one mg_emu_retain of p; the last gives p back if
+// its owner has freed it meanwhile.
+void mg_emu_release(uint64_t p) {
+  GoCall order;
+  std::lock_guard<std::mutex> lk(allocs_mu);
+  auto h = holds().find(p);
+  if (h == holds().end()) return;
+  if (--h->second.refs > 0) return;
+  Held held = h->second;
+  holds().erase(h);
+  if (held.freed) free_locked(p, held.mode);
 }
 
 // mg_emu_ipc_get returns the memfd and size of the allocation at p, or

@@ -16,6 +16,8 @@ package emu
 #include <stdlib.h>
 uint64_t mg_emu_alloc(uint64_t n, int mode);
 void mg_emu_free(uint64_t p, int mode);
+void mg_emu_retain(uint64_t p);
+void mg_emu_release(uint64_t p);
 void mg_emu_htod(uint64_t dst, const void* src, uint64_t n);
 void mg_emu_zero(uint64_t dst, uint64_t n);
 void mg_emu_dtoh(void* dst, uint64_t src, uint64_t n);
@@ -50,6 +52,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/gpu"
@@ -256,9 +259,9 @@ func (d *driver) Info() gpu.DeviceInfo {
 }
 
 func (d *driver) Alloc(n uint64) (gpu.DevPtr, error) {
-	p := C.mg_emu_alloc(C.uint64_t(n), d.mode())
+	p, errno := C.mg_emu_alloc(C.uint64_t(n), d.mode())
 	if p == 0 {
-		return 0, fmt.Errorf("out of host memory for %d bytes", n)
+		return 0, allocError(n, errno)
 	}
 	return gpu.DevPtr(p), nil
 }
@@ -276,6 +279,28 @@ func (d *driver) Free(p gpu.DevPtr) error {
 	C.mg_emu_free(C.uint64_t(p), d.mode())
 	return nil
 }
+
+// allocError is a failed allocation of n bytes with mg_emu_alloc's errno:
+// a shareable allocation is a memory file, so that a process out of file
+// descriptors is not out of memory.
+func allocError(n uint64, errno error) error {
+	if errors.Is(errno, syscall.EMFILE) || errors.Is(errno, syscall.ENFILE) {
+		var lim syscall.Rlimit
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		return fmt.Errorf("no file descriptor for a shareable allocation of %d bytes (a memory file): %v (RLIMIT_NOFILE, ulimit -n, is %d)", n, errno, lim.Cur)
+	}
+	return fmt.Errorf("out of host memory for %d bytes", n)
+}
+
+// Retain holds allocation p for a peer rank of this process that took
+// its address (gpu.Retainer): its owner's Free gives it back only at the
+// last Release.
+func (d *driver) Retain(p gpu.DevPtr) { C.mg_emu_retain(C.uint64_t(p)) }
+
+// Release ends one Retain of p.
+func (d *driver) Release(p gpu.DevPtr) { C.mg_emu_release(C.uint64_t(p)) }
+
+var _ gpu.Retainer = (*driver)(nil)
 
 func (d *driver) HtoD(dst gpu.DevPtr, src []byte) error {
 	if len(src) > 0 {

@@ -636,9 +636,9 @@ var _ gpu.Gater = (*driver)(nil)
 // other processes can map (a drivers of OpenIPC's exports it), as a
 // caller's cuMemAlloc would: the buffers of a library's caller.
 func AllocShared(n uint64) (gpu.DevPtr, error) {
-	p := C.mg_emu_alloc(C.uint64_t(max(n, 1)), 1)
+	p, errno := C.mg_emu_alloc(C.uint64_t(max(n, 1)), 1)
 	if p == 0 {
-		return 0, fmt.Errorf("gpu-emu: out of host memory for %d bytes", n)
+		return 0, fmt.Errorf("gpu-emu: %w", allocError(n, errno))
 	}
 	return gpu.DevPtr(p), nil
 }

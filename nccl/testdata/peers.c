@@ -28,12 +28,18 @@
  *                                 MODE wait) or both make steady calls (MODE steady);
  *                                 a thread that waits for SIGUSR1 with sigwait aborts
  *                                 both communicators when it comes
- *   peers cycles N                threads: N cycles of a 2-rank ncclCommInitAll, one
- *                                 allreduce and ncclCommDestroy; prints the RSS
+ *   peers cycles N [abort]        threads: N cycles of a 2-rank ncclCommInitAll, one
+ *                                 allreduce and ncclCommDestroy (or ncclCommAbort);
+ *                                 prints the RSS, the descriptors and the threads
+ *   peers sigstorm CALLS          threads: 2 ranks make CALLS allreduces, each checked,
+ *                                 while the main thread sends their threads SIGUSR2 (a
+ *                                 handler without SA_RESTART or SA_ONSTACK) every
+ *                                 millisecond
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -354,7 +360,17 @@ struct steady_arg {
   int calls;
   ncclResult_t last;
   int nosync; /* synchronize every 64 calls only: launches queue */
+  char err[768]; /* the failed call's error (the thread's own) */
 };
+
+/* steady_say prints how the rank's steady calls ended. */
+static void steady_say(const struct steady_arg *a) {
+  if (a->last == ncclSuccess) {
+    say("rank %d: %d steady calls, the last -> 0\n", a->rank, a->calls);
+  } else {
+    say("rank %d: %d steady calls, the last -> %d: %s\n", a->rank, a->calls, (int)a->last, a->err);
+  }
+}
 
 static void *steady_main(void *p) {
   struct steady_arg *a = p;
@@ -365,11 +381,22 @@ static void *steady_main(void *p) {
     }
     a->last = r;
     if (r != ncclSuccess) {
+      snprintf(a->err, sizeof a->err, "%s", mscclgoGetLastError());
       break;
     }
     a->calls++;
   }
   return NULL;
+}
+
+/* spawn runs f(arg) on a new thread; a thread the system refuses (a
+ * resource limit) ends the program: the case could not be set up. */
+static void spawn(pthread_t *t, void *(*f)(void *), void *arg) {
+  int e = pthread_create(t, NULL, f, arg);
+  if (e != 0) {
+    fprintf(stderr, "peers: pthread_create: %s\n", strerror(e));
+    exit(2);
+  }
 }
 
 static int init_all(ncclComm_t *comms, int n, double start) {
@@ -396,8 +423,8 @@ static int abortsteady(int n, int ms, int one, int async) {
   struct steady_arg args[8];
   pthread_t ts[8];
   for (int r = 0; r < n; r++) {
-    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, async};
-    pthread_create(&ts[r], NULL, steady_main, &args[r]);
+    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, async, ""};
+    spawn(&ts[r], steady_main, &args[r]);
   }
   sleep_ms(ms);
   double t0 = now();
@@ -415,6 +442,7 @@ static int abortsteady(int n, int ms, int one, int async) {
   int calls = 0;
   for (int r = 0; r < n; r++) {
     calls += args[r].calls;
+    steady_say(&args[r]);
   }
   say("all ranks returned in %.2f s after %d calls\n", now() - t0, calls);
   return 0;
@@ -447,14 +475,14 @@ static int abortsignal(const char *mode) {
   }
   struct sig_arg sa = {comms, set};
   pthread_t sigt;
-  pthread_create(&sigt, NULL, signal_main, &sa);
+  spawn(&sigt, signal_main, &sa);
   volatile int stop = 0;
   struct steady_arg args[2];
   pthread_t ts[2];
   int ranks = strcmp(mode, "wait") == 0 ? 1 : 2;
   for (int r = 0; r < ranks; r++) {
-    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, 0};
-    pthread_create(&ts[r], NULL, steady_main, &args[r]);
+    args[r] = (struct steady_arg){comms[r], r, alloc_floats(COUNT), &stop, 0, ncclSuccess, 0, ""};
+    spawn(&ts[r], steady_main, &args[r]);
   }
   sleep_ms(500);
   double t0 = now();
@@ -486,6 +514,34 @@ static long rss_kib(void) {
   return kib;
 }
 
+/* count_fds is the number of the process's open descriptors. */
+static int count_fds(void) {
+  int n = 0;
+  for (int fd = 0; fd < 4096; fd++) {
+    if (fcntl(fd, F_GETFD) != -1) {
+      n++;
+    }
+  }
+  return n;
+}
+
+/* threads is the process's thread count. */
+static long threads(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) {
+    return -1;
+  }
+  char line[256];
+  long n = -1;
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (sscanf(line, "Threads: %ld", &n) == 1) {
+      break;
+    }
+  }
+  fclose(f);
+  return n;
+}
+
 struct cycle_arg {
   ncclComm_t comm;
   int rank;
@@ -503,14 +559,17 @@ static void *cycle_main(void *p) {
   return NULL;
 }
 
-static int cycles(int n) {
+static int cycles(int n, int abort) {
   double start = now();
   float *bufs[2] = {alloc_floats(COUNT), alloc_floats(COUNT)};
-  long warm = 0;
+  long warm = 0, warm_threads = 0;
+  int warm_fds = 0;
   int warmup = n / 6 > 0 ? n / 6 : 1;
   for (int i = 0; i < n + warmup; i++) {
     if (i == warmup) {
       warm = rss_kib();
+      warm_fds = count_fds();
+      warm_threads = threads();
     }
     ncclComm_t comms[2];
     if (init_all(comms, 2, start) != 0) {
@@ -520,7 +579,7 @@ static int cycles(int n) {
     pthread_t ts[2];
     for (int r = 0; r < 2; r++) {
       args[r] = (struct cycle_arg){comms[r], r, bufs[r], ncclSuccess};
-      pthread_create(&ts[r], NULL, cycle_main, &args[r]);
+      spawn(&ts[r], cycle_main, &args[r]);
     }
     for (int r = 0; r < 2; r++) {
       pthread_join(ts[r], NULL);
@@ -533,19 +592,111 @@ static int cycles(int n) {
       }
     }
     for (int r = 0; r < 2; r++) {
-      if (ncclCommDestroy(comms[r]) != ncclSuccess) {
-        report(r, "ncclCommDestroy", (ncclResult_t)1, start);
+      ncclResult_t e = abort ? ncclCommAbort(comms[r]) : ncclCommDestroy(comms[r]);
+      if (e != ncclSuccess) {
+        report(r, abort ? "ncclCommAbort" : "ncclCommDestroy", e, start);
       }
     }
   }
   long end = rss_kib();
   say("%d cycles after %d: RSS %ld KiB before, %ld KiB after, %ld KiB more\n", n, warmup, warm, end, end - warm);
+  int end_fds = count_fds();
+  long end_threads = threads();
+  say("%d cycles: %d descriptors before, %d after, %d more; %ld threads before, %ld after, %ld more\n", n, warm_fds, end_fds,
+      end_fds - warm_fds, warm_threads, end_threads, end_threads - warm_threads);
   if (getenv("PEERS_SMAPS") != NULL) {
     char cmd[256];
     snprintf(cmd, sizeof cmd, "grep -E 'Rss(Anon|Shmem|File)' /proc/%d/status; awk '/^[0-9a-f]+-/{r=$0} /^Rss:/{if ($2>8000) print $2, r}' /proc/%d/smaps | sort -rn | head -12", (int)getpid(), (int)getpid());
     if (system(cmd) != 0) {
       say("no smaps\n");
     }
+  }
+  return 0;
+}
+
+static volatile sig_atomic_t storm_got;
+
+static void storm_handler(int sig) {
+  (void)sig;
+  storm_got++;
+}
+
+struct storm_arg {
+  ncclComm_t comm;
+  int rank;
+  float *buf;
+  volatile int done;
+  int calls, wrong;
+  ncclResult_t last;
+  char err[768];
+};
+
+static int storm_calls;
+
+static void *storm_main(void *p) {
+  struct storm_arg *a = p;
+  for (int k = 0; k < storm_calls; k++) {
+    fill(a->buf, a->rank);
+    ncclResult_t r = ncclAllReduce(a->buf, a->buf, COUNT, ncclFloat, ncclSum, a->comm, NULL);
+    if (r == ncclSuccess) {
+      r = sync_stream(a->rank);
+    }
+    a->last = r;
+    if (r != ncclSuccess) {
+      snprintf(a->err, sizeof a->err, "%s", mscclgoGetLastError());
+      break;
+    }
+    if (!check(a->buf, 2)) {
+      a->wrong++;
+    }
+    a->calls++;
+  }
+  a->done = 1;
+  return NULL;
+}
+
+static int sigstorm(int calls) {
+  double start = now();
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = storm_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; /* no SA_RESTART: interrupted system calls fail with EINTR */
+  sigaction(SIGUSR2, &sa, NULL);
+  ncclComm_t comms[2];
+  if (init_all(comms, 2, start) != 0) {
+    return 2;
+  }
+  storm_calls = calls;
+  struct storm_arg args[2];
+  pthread_t ts[2];
+  for (int r = 0; r < 2; r++) {
+    args[r] = (struct storm_arg){comms[r], r, alloc_floats(COUNT), 0, 0, 0, ncclSuccess, ""};
+    spawn(&ts[r], storm_main, &args[r]);
+  }
+  int sent = 0;
+  while (!args[0].done || !args[1].done) {
+    for (int r = 0; r < 2; r++) {
+      if (!args[r].done && pthread_kill(ts[r], SIGUSR2) == 0) {
+        sent++;
+      }
+    }
+    sleep_ms(1);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(ts[r], NULL);
+    if (args[r].wrong > 0) {
+      say("rank %d: %d of %d calls WRONG\n", r, args[r].wrong, args[r].calls);
+    }
+    if (args[r].last == ncclSuccess) {
+      say("rank %d: %d calls right\n", r, args[r].calls - args[r].wrong);
+    } else {
+      say("rank %d: %d calls, then -> %d: %s\n", r, args[r].calls, (int)args[r].last, args[r].err);
+    }
+  }
+  say("%d signals sent, %d handled\n", sent, (int)storm_got);
+  for (int r = 0; r < 2; r++) {
+    report(r, "ncclCommDestroy", ncclCommDestroy(comms[r]), start);
   }
   return 0;
 }
@@ -568,9 +719,12 @@ int main(int argc, char **argv) {
   if (strcmp(m, "abortsignal") == 0 && argc == 3) {
     return abortsignal(argv[2]);
   }
-  if (strcmp(m, "cycles") == 0 && argc == 3) {
-    return cycles(atoi(argv[2]));
+  if (strcmp(m, "cycles") == 0 && (argc == 3 || (argc == 4 && strcmp(argv[3], "abort") == 0))) {
+    return cycles(atoi(argv[2]), argc == 4);
   }
-  fprintf(stderr, "usage: peers late init|call MS CALLS | lost destroy|abort|kill AT QUEUED | mismatch AT | abortsteady N MS all|one|async | abortsignal wait|steady | cycles N\n");
+  if (strcmp(m, "sigstorm") == 0 && argc == 3) {
+    return sigstorm(atoi(argv[2]));
+  }
+  fprintf(stderr, "usage: peers late init|call MS CALLS | lost destroy|abort|kill AT QUEUED | mismatch AT | abortsteady N MS all|one|async | abortsignal wait|steady | cycles N [abort] | sigstorm CALLS\n");
   return 2;
 }
