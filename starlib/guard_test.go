@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.starlark.net/starlark"
 )
 
 // TestBuiltinPanicsAreErrors: builtins of the interpreter that panic on
@@ -61,6 +63,50 @@ func TestScriptsMustBeRegularFiles(t *testing.T) {
 		_, err := Eval(c.src, c.name, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestStrSizeMemo: the estimate of str's length keeps a memo entry only
+// for containers that hold containers (which sharing can double): a list
+// of many small lists costs one entry, not one per element, and a value
+// doubled by sharing is still sized once per distinct part; the
+// estimate is never under the text's length.
+func TestStrSizeMemo(t *testing.T) {
+	m := startMeter(&starlark.Thread{}, Limits{MaxMemory: 1 << 30})
+	defer m.stopMeter()
+	small := make([]starlark.Value, 100000)
+	for i := range small {
+		small[i] = starlark.NewList([]starlark.Value{starlark.MakeInt(i)})
+	}
+	doubled := starlark.Value(starlark.NewList([]starlark.Value{starlark.MakeInt(1)}))
+	for range 20 {
+		doubled = starlark.NewList([]starlark.Value{doubled, doubled})
+	}
+	dict := starlark.NewDict(2)
+	if err := dict.SetKey(starlark.String("k"), starlark.NewList(small[:2])); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		v        starlark.Value
+		wantMemo int
+	}{
+		{"a list of small lists", starlark.NewList(small), 1},
+		{"a tuple of small lists", starlark.Tuple(small), 1},
+		{"a dict of a list of lists", dict, 2},
+		{"doubled twenty times", doubled, 20},
+	} {
+		s := sizer{m: m, memo: map[any]uint64{}}
+		n, err := s.size(c.v, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(s.memo) != c.wantMemo {
+			t.Errorf("%s: %d memo entries, want %d", c.name, len(s.memo), c.wantMemo)
+		}
+		if text := uint64(len(c.v.String())); n < text {
+			t.Errorf("%s: estimated %d bytes, under the text's %d", c.name, n, text)
 		}
 	}
 }

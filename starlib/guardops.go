@@ -476,8 +476,13 @@ func checkIntText(v starlark.Value) error {
 
 // strSize estimates the length of str(v), failing when v nests deeper
 // than MaxNesting or the text would not fit in the memory budget. Shared
-// lists, tuples and dicts are sized once, so that a value doubled by
-// sharing (x = [x, x], forty times) costs its distinct parts to size.
+// lists, tuples and dicts that hold other containers are sized once, so
+// that a value doubled by sharing (x = [x, x], forty times) costs its
+// distinct parts to size. A container of scalars only is sized again at
+// each of its places: it costs no more to size than its text is long,
+// and so the estimate allocates nothing for a list of a hundred million
+// small lists. What the memo of the others holds is charged to the
+// budget as it grows.
 func strSize(m *meter, v starlark.Value) (uint64, error) {
 	s := sizer{m: m, memo: map[any]uint64{}}
 	return s.size(v, 0)
@@ -486,7 +491,14 @@ func strSize(m *meter, v starlark.Value) (uint64, error) {
 type sizer struct {
 	m    *meter
 	memo map[any]uint64
+	// kept counts the memo's entries of sized containers.
+	kept uint64
 }
+
+// memoEntryBytes is about what one memo entry costs: its key (an
+// interface holding a pointer or a tupleKey), its value and the map's
+// share of overhead.
+const memoEntryBytes = 64
 
 // tupleKey identifies a tuple's backing array.
 type tupleKey struct {
@@ -540,8 +552,14 @@ func (s *sizer) size(v starlark.Value, depth int) (uint64, error) {
 	case *starlark.Dict:
 		key = v
 		elems = func(yield func(starlark.Value) bool) {
-			for _, kv := range v.Items() {
-				if !yield(kv[0]) || !yield(kv[1]) {
+			// Keys and values one at a time: Items would copy the
+			// dict's every pair first.
+			it := v.Iterate()
+			defer it.Done()
+			var k starlark.Value
+			for it.Next(&k) {
+				e, _, _ := v.Get(k)
+				if !yield(k) || !yield(e) {
 					return
 				}
 			}
@@ -578,10 +596,14 @@ func (s *sizer) size(v starlark.Value, depth int) (uint64, error) {
 	// Mark the container as in progress: a cycle prints as [...].
 	s.memo[key] = 5
 	var err error
+	nested := false
 	elems(func(e starlark.Value) bool {
 		var k uint64
 		if k, err = s.size(e, depth+1); err != nil {
 			return false
+		}
+		if !nested {
+			nested = isContainer(e)
 		}
 		n = satAdd(n, k+2)
 		if n > s.m.lim.MaxMemory {
@@ -593,6 +615,28 @@ func (s *sizer) size(v starlark.Value, depth int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if !nested {
+		// Scalars only: no cycle runs through it, and sizing it again
+		// costs no more than its text (the map reuses the slot).
+		delete(s.memo, key)
+		return n, nil
+	}
 	s.memo[key] = n
+	if s.kept++; s.kept%4096 == 0 {
+		if err := s.m.reserve(s.kept*memoEntryBytes, "sizing the text of the value (its shared parts)"); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
+}
+
+// isContainer reports whether v is one of the values strSize walks into.
+func isContainer(v starlark.Value) bool {
+	switch v := v.(type) {
+	case *starlark.List, *starlark.Dict, *starlark.Set, *starlarkstruct.Struct:
+		return true
+	case starlark.Tuple:
+		return len(v) > 0
+	}
+	return false
 }

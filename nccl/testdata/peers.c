@@ -389,10 +389,16 @@ static void *steady_main(void *p) {
   return NULL;
 }
 
-/* spawn runs f(arg) on a new thread; a thread the system refuses (a
+/* spawn runs f(arg) on a new thread with a 1 MiB stack (the default
+ * stack, RLIMIT_STACK's 8 MiB, is address space a ulimit -v case needs
+ * for the library's allocations); a thread the system refuses (a
  * resource limit) ends the program: the case could not be set up. */
 static void spawn(pthread_t *t, void *(*f)(void *), void *arg) {
-  int e = pthread_create(t, NULL, f, arg);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  int e = pthread_create(t, &attr, f, arg);
+  pthread_attr_destroy(&attr);
   if (e != 0) {
     fprintf(stderr, "peers: pthread_create: %s\n", strerror(e));
     exit(2);
