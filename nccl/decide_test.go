@@ -178,10 +178,22 @@ func TestDecideHostMemory(t *testing.T) {
 		}
 	}
 	rsag := filepath.Join(dir, "rsag.json")
-	if _, _, err := c.plansRun.instantiate(rsag, 64<<10, executor.Float32, true, false); err == nil || !strings.Contains(err.Error(), "below min_message_size") {
+	if _, _, err := c.plansRun.instantiate(rsag, collAllReduce, 2, 64<<10, executor.Float32, true, false); err == nil || !strings.Contains(err.Error(), "below min_message_size") {
 		t.Errorf("instantiate on a device at 64 KiB: %v, want the plan's range refused", err)
 	}
-	if _, _, err := c.plansRun.instantiate(rsag, 64<<10, executor.Float32, true, true); err != nil {
+	if _, _, err := c.plansRun.instantiate(rsag, collAllReduce, 2, 64<<10, executor.Float32, true, true); err != nil {
 		t.Errorf("instantiate on host memory at 64 KiB: %v", err)
+	}
+	// A file of the set that holds another collective's plan, or another
+	// rank count's, is a corrupt install, named with the file (issue 44:
+	// it was ncclInternalError).
+	for _, want := range []struct {
+		coll  collective
+		ranks int
+	}{{collAllGather, 2}, {collAllReduce, 4}} {
+		_, _, err := c.plansRun.instantiate(rsag, want.coll, want.ranks, 64<<10, executor.Float32, true, true)
+		if err == nil || !strings.Contains(err.Error(), "corrupt plan set: "+rsag+" holds a plan of allreduce on 2 ranks") {
+			t.Errorf("instantiate of %s as %s on %d ranks: %v, want a corrupt install named", rsag, want.coll.planName(), want.ranks, err)
+		}
 	}
 }

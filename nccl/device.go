@@ -79,12 +79,16 @@ func portNet(c *comm) (rankwire.Net, error) {
 		name = "auto"
 	}
 	switch name {
-	case "tcp":
-		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
-		return c.boot, nil
-	case "fabric", "auto":
+	case "tcp", "fabric", "auto":
 	default:
 		return nil, errorf(resultInvalidArgument, "rank %d of %d: MSCCLGO_TRANSPORT=%q: want tcp, fabric or auto", c.rank, c.size, name)
+	}
+	if err := c.sameTransport(name); err != nil {
+		return nil, err
+	}
+	if name == "tcp" {
+		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
+		return c.boot, nil
 	}
 	o := fabric.Options{Timeout: c.timeout, TimeoutBound: "MSCCLGO_NCCL_TIMEOUT"}
 	if name == "auto" {
@@ -107,12 +111,31 @@ func portNet(c *comm) (rankwire.Net, error) {
 	return wire, nil
 }
 
+// sameTransport checks, on every rank of c at once, that every rank was
+// given the same MSCCLGO_TRANSPORT (name): a rank on tcp and a peer on
+// fabric would each wait for the other's set-up on a wire the other
+// never opens. The exchange waits at most MSCCLGO_NCCL_TIMEOUT.
+func (c *comm) sameTransport(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	all, err := c.boot.AllGather(ctx, []byte(name))
+	if err != nil {
+		return errorf(resultSystem, "rank %d of %d: comparing MSCCLGO_TRANSPORT with the other ranks (within MSCCLGO_NCCL_TIMEOUT, %v): %v", c.rank, c.size, c.timeout, err)
+	}
+	for r, theirs := range all {
+		if string(theirs) != name {
+			return errorf(resultInvalidUsage, "rank %d of %d: MSCCLGO_TRANSPORT differs between ranks: rank %d runs %q, rank %d %q (unset: auto): set it alike on every rank", c.rank, c.size, c.rank, name, r, theirs)
+		}
+	}
+	return nil
+}
+
 // opener opens the plan instance of decision d for call k: made once
 // per cached decision, it captures what it needs, not the whole decision.
 func (c *comm) opener(k call, d decision) func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-	path, planInPlace, size, dt := d.path, d.planInPlace, c.planSize(k, d), planDType(k.dtype)
+	path, planInPlace, size, dt, coll := d.path, d.planInPlace, c.planSize(k, d), planDType(k.dtype), k.coll
 	return func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
-		inst, layout, err := c.plansRun.instantiate(path, size, dt, planInPlace, false)
+		inst, layout, err := c.plansRun.instantiate(path, coll, c.size, size, dt, planInPlace, false)
 		return inst, layout, executor.Options{DType: dt}, err
 	}
 }

@@ -461,7 +461,7 @@ func (h *hostHub) runParts(ctx context.Context, size uint64, dt executor.ElemTyp
 		}
 	}
 	op := all[0].red.op
-	if err := h.execute(ctx, instanceKey(d.path, size, dt, d.planInPlace, op), d.path, size, dt, d.planInPlace, op, bufs); err != nil {
+	if err := h.execute(ctx, instanceKey(d.path, size, dt, d.planInPlace, op), d.path, all[0].coll, size, dt, d.planInPlace, op, bufs); err != nil {
 		return err
 	}
 	for _, f := range after {
@@ -628,7 +628,7 @@ func (h *hostHub) meet(rank int, sig string, mine hostPart, timeout time.Duratio
 // execute runs the plan instance key (the plan in file) on every rank's
 // buffers with the CPU backend, in the instance's session, opened on
 // first use.
-func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt executor.ElemType, inPlace bool, op executor.ReduceOp, bufs []executor.RankBuffers) error {
+func (h *hostHub) execute(ctx context.Context, key, file string, coll collective, size uint64, dt executor.ElemType, inPlace bool, op executor.ReduceOp, bufs []executor.RankBuffers) error {
 	h.run.Lock()
 	defer h.run.Unlock()
 	sess := h.sessions[key]
@@ -640,7 +640,7 @@ func (h *hostHub) execute(ctx context.Context, key, file string, size uint64, dt
 			h.lru.forget(old)
 			h.lru.evicted++
 		}
-		inst, layout, err := h.plans.instantiate(file, size, dt, inPlace, true)
+		inst, layout, err := h.plans.instantiate(file, coll, len(bufs), size, dt, inPlace, true)
 		if err != nil {
 			return err
 		}
@@ -721,7 +721,7 @@ func (p *hostProcs) open(c *comm, k call, d decision, key, sig string, size uint
 		p.lru.evicted++
 	}
 	dt := planDType(k.dtype)
-	inst, layout, err := c.plansRun.instantiate(d.path, size, dt, d.planInPlace, true)
+	inst, layout, err := c.plansRun.instantiate(d.path, k.coll, c.size, size, dt, d.planInPlace, true)
 	if err != nil {
 		return nil, err
 	}

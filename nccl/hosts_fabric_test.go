@@ -42,6 +42,32 @@ func TestHostsLibraryFabric(t *testing.T) {
 			}
 		})
 	}
+	// Refusals name what to change: the provider FI_PROVIDER narrowed
+	// libfabric to, and the ranks whose MSCCLGO_TRANSPORT differs (issue
+	// 44: "no provider offers RDM endpoints", and `rank 0 runs provider ""`).
+	for _, c := range []struct {
+		name string
+		side func(s int) ([]string, []string)
+		want string
+	}{
+		{"no-such-provider", func(s int) ([]string, []string) {
+			return nil, []string{fmt.Sprintf("MSCCLGO_HOST=hostK%d", s), "MSCCLGO_TRANSPORT=fabric", "FI_PROVIDER=mscclgo-no-such-provider"}
+		}, `FI_PROVIDER="mscclgo-no-such-provider" narrows libfabric to that provider`},
+		{"transports-differ", func(s int) ([]string, []string) {
+			return nil, []string{fmt.Sprintf("MSCCLGO_HOST=hostK%d", s), "FI_PROVIDER=tcp", "MSCCLGO_TRANSPORT=" + []string{"tcp", "fabric"}[s]}
+		}, "MSCCLGO_TRANSPORT differs between ranks: rank "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for rank, r := range runHostsWith(t, base, "steady", 1, c.side) {
+				if got := r.results()[fmt.Sprintf("rank %d: ncclCommInitRank", rank)]; got == "0" || got == "" {
+					t.Errorf("rank %d: ncclCommInitRank -> %q, want an error\n%s\n%s", rank, got, r.stdout, r.stderr)
+				}
+				if !strings.Contains(r.stdout, c.want) {
+					t.Errorf("rank %d: the refusal lacks %q:\n%s\n%s", rank, c.want, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
 	t.Run("bad-hello-timeout", func(t *testing.T) {
 		env := append(append([]string{}, base...), "FI_PROVIDER=tcp", "MSCCLGO_FABRIC_HELLO_TIMEOUT=soon")
 		for rank, r := range runHostsWith(t, env, "steady", 1, hostSide("MSCCLGO_HOST")) {

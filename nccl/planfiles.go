@@ -42,10 +42,16 @@ func (f *planFiles) load(file string) (*plan.Plan, error) {
 // range does not bound the size: the plan was chosen by its cost on the
 // CPU backend (planset.Request.Host), and its chunking, checked by
 // Instantiate, is what makes it correct at a size.
-func (f *planFiles) instantiate(file string, size uint64, dt executor.ElemType, inPlace, host bool) (*executor.Instance, *executor.BufferLayout, error) {
+//
+// coll and ranks are what the plan set's index lists file for: a plan of
+// another collective or rank count is a corrupt install, named as such.
+func (f *planFiles) instantiate(file string, coll collective, ranks int, size uint64, dt executor.ElemType, inPlace, host bool) (*executor.Instance, *executor.BufferLayout, error) {
 	plan, err := f.load(file)
 	if err != nil {
 		return nil, nil, err
+	}
+	if plan.Collective != coll.planName() || len(plan.GPUs) != ranks {
+		return nil, nil, errorf(resultInvalidUsage, "corrupt plan set: %s holds a plan of %s on %d ranks (%s), where the set's index lists it for %s on %d: the file was changed after mscclgo install wrote it; install the set again, or remove the file", file, plan.Collective, len(plan.GPUs), plan.Name, coll.planName(), ranks)
 	}
 	if host && (plan.MinMessageSize > 0 || plan.MaxMessageSize < math.MaxUint64) {
 		wide := *plan

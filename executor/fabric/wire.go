@@ -1983,7 +1983,12 @@ func openFabric(provider string, contexts C.int) (*C.mgf, error) {
 	var ebuf [512]C.char
 	f := C.mgf_open(lib, cprov, nil, contexts, &ebuf[0], C.size_t(len(ebuf)))
 	if f == nil {
-		return nil, errors.New(C.GoString(&ebuf[0]))
+		msg := C.GoString(&ebuf[0])
+		if env := os.Getenv("FI_PROVIDER"); provider == "" && env != "" {
+			// libfabric narrowed its choice to what the variable names.
+			msg += fmt.Sprintf(" (FI_PROVIDER=%q narrows libfabric to that provider: is it one this libfabric has? fi_info -l lists them)", env)
+		}
+		return nil, errors.New(msg)
 	}
 	return f, nil
 }
