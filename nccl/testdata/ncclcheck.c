@@ -95,6 +95,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define JOB_PROG "ncclcheck"
+#include "jobid.h"
+
 #define COUNT 1024
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -221,37 +224,6 @@ static void hosts_main(ncclComm_t comm, int rank, int n);
 static void *bench_main(void *p);
 static void *mixed_main(void *p);
 static void *sessions_main(void *p);
-
-/* put_id writes id to file, atomically. */
-static int put_id(const char *file, const ncclUniqueId *id) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", file);
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
-    perror("ncclcheck: writing the unique id");
-    return 2;
-  }
-  return 0;
-}
-
-/* get_id waits up to 30 s for file and reads the id in it. */
-static int get_id(const char *file, int rank, ncclUniqueId *id) {
-  for (int waited = 0;; waited++) {
-    FILE *f = fopen(file, "rb");
-    if (f != NULL) {
-      size_t got = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (got == 1) {
-        return 0;
-      }
-    }
-    if (waited >= 3000) {
-      fprintf(stderr, "ncclcheck: rank %d: no unique id in %s after 30 s\n", rank, file);
-      return 2;
-    }
-    usleep(10000);
-  }
-}
 
 /* root_of is the rank that makes unique id i of k for n ranks, where NCCL
  * puts its roots: the first rank of the i-th of k slices of the ranks,

@@ -32,6 +32,9 @@
 #include "mscclgo.h"
 #include "nccl.h"
 
+#define JOB_PROG "shmjob"
+#include "jobid.h"
+
 static ncclResult_t report(int rank, const char *what, ncclResult_t r) {
   printf("rank %d: %s -> %d\n", rank, what, (int)r);
   if (r != ncclSuccess) {
@@ -49,35 +52,6 @@ static int env_int(const char *name) {
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static int put_id(const char *file, const ncclUniqueId *id) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", file);
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
-    perror("shmjob: writing the unique id");
-    return 2;
-  }
-  return 0;
-}
-
-static int get_id(const char *file, int rank, ncclUniqueId *id) {
-  for (int waited = 0;; waited++) {
-    FILE *f = fopen(file, "rb");
-    if (f != NULL) {
-      size_t got = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (got == 1) {
-        return 0;
-      }
-    }
-    if (waited >= 3000) {
-      fprintf(stderr, "shmjob: rank %d: no unique id in %s after 30 s\n", rank, file);
-      return 2;
-    }
-    usleep(10000);
   }
 }
 
