@@ -311,6 +311,11 @@ func TestRendezvousDirRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "has mode 0777: writable by other users"},
+		{"group-writable", func(t *testing.T, dir string) {
+			if err := os.Chmod(dir, 0o770); err != nil {
+				t.Fatal(err)
+			}
+		}, "has mode 0770: writable by other users"},
 		{"owned by another user", func(t *testing.T, dir string) {
 			if os.Geteuid() != 0 {
 				t.Skip("changing a directory's owner needs root")
@@ -338,6 +343,9 @@ func TestRendezvousDirRefused(t *testing.T) {
 				_, err = Connect(context.Background(), w, Options{Timeout: 20 * time.Second})
 				if want := "rendezvous directory " + dir + " " + tc.want; err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("rank %s: %v, want %q", rank, err, want)
+				}
+				if err != nil && !strings.Contains(err.Error(), "use a directory of your own, mode 0700 (or set "+EnvRendezvousDir) {
+					t.Errorf("rank %s: %v names no remedy", rank, err)
 				}
 				if time.Since(start) > 10*time.Second {
 					t.Errorf("rank %s: refused after %v, want at once", rank, time.Since(start))
