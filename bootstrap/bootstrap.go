@@ -126,7 +126,10 @@ type Bootstrap struct {
 	session    uint64
 	ln         net.Listener // nil in a world of one
 	rdzvFile   string       // rank 0: the rendezvous file to remove
-	token      string       // the job token every hello must carry
+	key        []byte       // the job's secret (rank 0, or from World.Token)
+	keyFile    string       // where the secret is shared, if not World.Token
+	keyFrom    string       // World.TokenFrom
+	ownKeyFile bool         // rank 0: it wrote keyFile, to remove
 	deadline   time.Time    // end of the set-up
 
 	// set-up of rank 0: the accept loop hands hellos over joinCh until
@@ -203,7 +206,7 @@ func Connect(ctx context.Context, w World, opts Options) (*Bootstrap, error) {
 		return nil, &Error{Rank: w.Rank, Step: "set-up", Err: fmt.Errorf("host name of %d bytes, limit %d", len(host), maxString)}
 	}
 	b := &Bootstrap{
-		rank: w.Rank, size: w.Size, opts: opts, token: w.Token,
+		rank: w.Rank, size: w.Size, opts: opts,
 		coll:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		changed:    make(chan struct{}),
@@ -222,6 +225,18 @@ func Connect(ctx context.Context, w World, opts Options) (*Bootstrap, error) {
 	}
 	for i := range b.out {
 		b.out[i] = &outLink{sem: make(chan struct{}, 1)}
+	}
+	if w.Size > 1 {
+		switch {
+		case w.Token != "":
+			b.key, b.keyFrom = []byte(w.Token), w.TokenFrom
+		case w.SecretFile != "":
+			b.keyFile = w.SecretFile
+		case w.RendezvousFile != "":
+			b.keyFile = w.RendezvousFile + ".key"
+		default:
+			return nil, &Error{Rank: w.Rank, Step: "set-up", Err: fmt.Errorf("no job secret: World.Token, World.SecretFile and World.RendezvousFile are all empty (set %s to a secret every rank shares)", EnvJobToken)}
+		}
 	}
 	b.ctx, b.cancel = context.WithCancelCause(context.Background())
 	b.deadline = time.Now().Add(opts.Timeout)
@@ -358,10 +373,14 @@ func (b *Bootstrap) shut() []*link {
 	return links
 }
 
-// removeRendezvous removes rank 0's rendezvous file if it is still there.
+// removeRendezvous removes rank 0's rendezvous file and secret file if
+// they are still there.
 func (b *Bootstrap) removeRendezvous() {
 	if b.rdzvFile != "" {
 		os.Remove(b.rdzvFile)
+	}
+	if b.ownKeyFile {
+		os.Remove(b.keyFile)
 	}
 }
 

@@ -30,8 +30,8 @@ type World struct {
 	// Options.Hostname, else os.Hostname().
 	Host string
 
-	// Master is rank 0's host:port. Rank 0 listens there (on every
-	// interface unless the host is a loopback address); the others
+	// Master is rank 0's host:port. Rank 0 listens there, on the
+	// address the host resolves to (not on every interface); the others
 	// connect to it.
 	Master string
 
@@ -42,16 +42,32 @@ type World struct {
 	RendezvousFile string
 
 	// RendezvousHost is the address rank 0 listens on and advertises in
-	// RendezvousFile: "127.0.0.1" when every rank is on this host, empty
-	// for every interface (rank 0 then advertises its first non-loopback
-	// IPv4 address, or 127.0.0.1 if it has none).
+	// RendezvousFile: "127.0.0.1" when every rank is on this host; empty:
+	// this host's first non-loopback IPv4 address (or 127.0.0.1 if it has
+	// none).
 	RendezvousHost string
 
-	// Token, when not empty, is a secret every rank of the job shares
-	// (MSCCLGO_JOB_TOKEN): rank 0 refuses a hello without it, so that
-	// another process can neither join nor abort the set-up, nor learn
-	// the rank table.
+	// Token is the job's secret when every rank is given it
+	// (MSCCLGO_JOB_TOKEN, or the ncclUniqueId's): every connection to
+	// rank 0 proves it, and rank 0 proves it back, by HMAC-SHA256 over
+	// random challenges; the secret itself is never sent. A process
+	// without it can neither join, nor abort the set-up, nor learn or
+	// hand out the rank table.
 	Token string
+
+	// TokenFrom names where Token comes from, in messages (default
+	// "World.Token").
+	TokenFrom string
+
+	// SecretFile, used when Token is empty, is where rank 0 publishes a
+	// secret it makes for the job (created exclusively, mode 0600, then
+	// renamed into place) and the other ranks read it. Its directory must
+	// belong to this process's user and be writable by no one else; rank
+	// 0 makes it (mode 0700) if missing and removes the file once every
+	// rank has joined. Empty: RendezvousFile with ".key" appended. With
+	// neither Token, SecretFile nor RendezvousFile, Connect refuses a
+	// world of several ranks.
+	SecretFile string
 
 	// Launcher names the source of Rank and Size: "mscclgo", "Open MPI",
 	// "MPICH/PMI" or "torchrun"; empty for a World built by hand.
@@ -70,7 +86,7 @@ const (
 	EnvRendezvousDir = "MSCCLGO_RENDEZVOUS_DIR" // directory of the rendezvous file
 	EnvJobID         = "MSCCLGO_JOB_ID"         // names the rendezvous file
 	EnvHost          = "MSCCLGO_HOST"           // this rank's host in the rank table
-	EnvJobToken      = "MSCCLGO_JOB_TOKEN"      // a secret every rank's hello must carry
+	EnvJobToken      = "MSCCLGO_JOB_TOKEN"      // a secret every rank shares (else a secret file is)
 )
 
 // maxToken bounds the job token's length.
@@ -123,18 +139,27 @@ func jobIDVars() []string {
 //
 // Rendezvous: MSCCLGO_MASTER (host:port) if set, else MASTER_ADDR and
 // MASTER_PORT (torchrun's, honoured under any launcher). Without either,
-// the ranks meet through a file (World.RendezvousFile): in
-// MSCCLGO_RENDEZVOUS_DIR if set (a directory every host sees), else in the
-// temporary directory ($TMPDIR or os.TempDir()), which works only when
-// every rank runs on this host, so FromEnv refuses it when the launcher's
-// local size is smaller than the world size. The file's name is
-// mscclgo-rdzv-HASH.addr, HASH a hash of the world size and of the first
-// job identifier set among MSCCLGO_JOB_ID, PMIX_NAMESPACE,
-// OMPI_MCA_orte_hnp_uri, OMPI_MCA_ess_base_jobid, OMPI_MCA_orte_ess_jobid
-// and SLURM_JOB_ID.SLURM_STEP_ID; without any, of the parent process id
-// (the launcher's daemon, shared by the ranks it started on this host),
-// or, in MSCCLGO_RENDEZVOUS_DIR, of nothing (one job at a time per
+// the ranks meet through a file (World.RendezvousFile) in the rendezvous
+// directory: MSCCLGO_RENDEZVOUS_DIR if set (a directory every host sees),
+// else $TMPDIR/mscclgo-UID ($TMPDIR or os.TempDir(), UID this process's
+// user id), which works only when every rank runs on this host, so
+// FromEnv refuses it when the launcher's local size is smaller than the
+// world size. The file's name is mscclgo-rdzv-HASH.addr, HASH a hash of
+// the world size and of the first job identifier set among
+// MSCCLGO_JOB_ID, PMIX_NAMESPACE, OMPI_MCA_orte_hnp_uri,
+// OMPI_MCA_ess_base_jobid, OMPI_MCA_orte_ess_jobid and
+// SLURM_JOB_ID.SLURM_STEP_ID; without any, of the parent process id (the
+// launcher's daemon, shared by the ranks it started on this host), or,
+// in MSCCLGO_RENDEZVOUS_DIR, of nothing (one job at a time per
 // directory).
+//
+// Secret: MSCCLGO_JOB_TOKEN if set (World.Token). Else the job's secret
+// is shared through World.SecretFile in the rendezvous directory:
+// mscclgo-rdzv-HASH.key beside the address file, or, with a master
+// address, mscclgo-key-HASH, HASH a hash of the master address (not of
+// the world size, so that a rank told another size still meets rank 0
+// and hears of the mismatch). A job with a master address whose ranks
+// span several hosts needs MSCCLGO_JOB_TOKEN or MSCCLGO_RENDEZVOUS_DIR.
 //
 // Errors (*EnvError) name the variable and its value: not an integer,
 // negative, a rank not below the size, a size without a rank or the
@@ -231,6 +256,10 @@ func FromEnv(getenv func(string) string) (World, bool, error) {
 		return World{}, false, &EnvError{EnvJobToken, "(hidden)", fmt.Sprintf("%d bytes: a token has at most %d", len(w.Token), maxToken)}
 	}
 
+	if w.Token != "" {
+		w.TokenFrom = EnvJobToken
+	}
+
 	if m := get(EnvMaster); m != "" {
 		if err := checkHostPort(EnvMaster, m); err != nil {
 			return World{}, false, err
@@ -248,22 +277,45 @@ func FromEnv(getenv func(string) string) (World, bool, error) {
 		}
 		w.Master = net.JoinHostPort(addr, port)
 	}
-	if w.Master != "" || w.Size == 1 {
+	if w.Size == 1 {
 		return w, true, nil
 	}
 
+	// The rendezvous directory: the one given (every host sees it), else
+	// this user's private directory in the temporary directory.
 	dir := get(EnvRendezvousDir)
 	shared := dir != ""
 	if !shared {
-		if w.LocalSize > 0 && w.LocalSize < w.Size {
-			lsVar, lsVal := pick(EnvLocalSize, l.localSize)
+		tmp := get("TMPDIR")
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		dir = filepath.Join(tmp, fmt.Sprintf("mscclgo-%d", os.Geteuid()))
+	}
+	spansHosts := w.LocalSize > 0 && w.LocalSize < w.Size
+	lsVar, lsVal := pick(EnvLocalSize, l.localSize)
+	if w.Master != "" {
+		if w.Token != "" {
+			return w, true, nil
+		}
+		if spansHosts && !shared {
 			return World{}, false, &EnvError{lsVar, lsVal, fmt.Sprintf(
-				"the ranks span several hosts (world size %d) and no rendezvous is given: set %s=host:port (or MASTER_ADDR and MASTER_PORT) to rank 0's address, or %s to a directory every host shares",
-				w.Size, EnvMaster, EnvRendezvousDir)}
+				"the ranks span several hosts (world size %d) and share no job secret: set %s to one secret on every rank (say, the output of `openssl rand -hex 16`), or %s to a private directory every host shares",
+				w.Size, EnvJobToken, EnvRendezvousDir)}
 		}
-		if dir = get("TMPDIR"); dir == "" {
-			dir = os.TempDir()
-		}
+		// Named after rank 0's address, which one job holds at a time,
+		// and not after the world size: a rank told another size gets
+		// the secret, joins and is told of the mismatch.
+		h := fnv.New64a()
+		fmt.Fprintf(h, "master=%s", w.Master)
+		w.SecretFile = filepath.Join(dir, fmt.Sprintf("mscclgo-key-%016x", h.Sum64()))
+		return w, true, nil
+	}
+
+	if !shared && spansHosts {
+		return World{}, false, &EnvError{lsVar, lsVal, fmt.Sprintf(
+			"the ranks span several hosts (world size %d) and no rendezvous is given: set %s=host:port (or MASTER_ADDR and MASTER_PORT) to rank 0's address, or %s to a directory every host shares",
+			w.Size, EnvMaster, EnvRendezvousDir)}
 	}
 	key := ""
 	for _, v := range jobIDVars() {
@@ -283,6 +335,11 @@ func FromEnv(getenv func(string) string) (World, bool, error) {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/size=%d", key, w.Size)
 	w.RendezvousFile = filepath.Join(dir, fmt.Sprintf("mscclgo-rdzv-%016x.addr", h.Sum64()))
+	if w.Token == "" {
+		// A rank told another size waits for another address file:
+		// the secret's name may carry the size too.
+		w.SecretFile = filepath.Join(dir, fmt.Sprintf("mscclgo-rdzv-%016x.key", h.Sum64()))
+	}
 	if !shared || w.LocalSize == w.Size {
 		w.RendezvousHost = "127.0.0.1"
 	}

@@ -5,6 +5,8 @@ package bootstrap
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 func TestFromEnv(t *testing.T) {
 	tmp := "/scratch/tmp"
+	priv := filepath.Join(tmp, fmt.Sprintf("mscclgo-%d", os.Geteuid()))            // this user's rendezvous directory
+	osPriv := filepath.Join(os.TempDir(), fmt.Sprintf("mscclgo-%d", os.Geteuid())) // likewise, without TMPDIR
 	ompi := map[string]string{
 		"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8",
 		"OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "8",
@@ -41,56 +45,70 @@ func TestFromEnv(t *testing.T) {
 		{
 			name: "open mpi, single host, rendezvous file",
 			env:  ompi, ok: true,
-			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, RendezvousFile: tmp, RendezvousHost: "127.0.0.1", Launcher: "Open MPI"},
+			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, RendezvousFile: priv, SecretFile: priv, RendezvousHost: "127.0.0.1", Launcher: "Open MPI"},
 		},
 		{
 			name: "open mpi with MASTER_ADDR/MASTER_PORT",
 			env:  with(ompi, "MASTER_ADDR", "10.0.0.1", "MASTER_PORT", "29500"), ok: true,
-			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, Master: "10.0.0.1:29500", Launcher: "Open MPI"},
+			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, Master: "10.0.0.1:29500", SecretFile: priv, Launcher: "Open MPI"},
 		},
 		{
 			name: "MSCCLGO overrides",
 			env: with(ompi, "MSCCLGO_RANK", "5", "MSCCLGO_WORLD_SIZE", "16", "MSCCLGO_LOCAL_RANK", "1",
-				"MSCCLGO_MASTER", "node1:7000", "MASTER_ADDR", "ignored", "MASTER_PORT", "1", "MSCCLGO_HOST", "box"),
+				"MSCCLGO_MASTER", "node1:7000", "MASTER_ADDR", "ignored", "MASTER_PORT", "1", "MSCCLGO_HOST", "box", "MSCCLGO_JOB_TOKEN", "s3cret"),
 			ok:   true,
-			want: World{Rank: 5, Size: 16, LocalRank: 1, LocalSize: 8, Host: "box", Master: "node1:7000", Launcher: "Open MPI"},
+			want: World{Rank: 5, Size: 16, LocalRank: 1, LocalSize: 8, Host: "box", Master: "node1:7000", Token: "s3cret", TokenFrom: "MSCCLGO_JOB_TOKEN", Launcher: "Open MPI"},
 		},
 		{
 			name: "mscclgo variables alone",
 			env:  map[string]string{"MSCCLGO_RANK": "1", "MSCCLGO_WORLD_SIZE": "2", "MSCCLGO_MASTER": "[::1]:29500"},
 			ok:   true,
-			want: World{Rank: 1, Size: 2, Master: "[::1]:29500", Launcher: "mscclgo"},
+			want: World{Rank: 1, Size: 2, Master: "[::1]:29500", SecretFile: osPriv, Launcher: "mscclgo"},
 		},
 		{
 			name: "mpich/pmi",
 			env:  map[string]string{"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "4", "TMPDIR": tmp},
 			ok:   true,
-			want: World{Rank: 0, Size: 4, LocalRank: 0, LocalSize: 4, RendezvousFile: tmp, RendezvousHost: "127.0.0.1", Launcher: "MPICH/PMI"},
+			want: World{Rank: 0, Size: 4, LocalRank: 0, LocalSize: 4, RendezvousFile: priv, SecretFile: priv, RendezvousHost: "127.0.0.1", Launcher: "MPICH/PMI"},
 		},
 		{
 			name: "pmi without local variables",
 			env:  map[string]string{"PMI_RANK": "2", "PMI_SIZE": "4", "TMPDIR": tmp},
 			ok:   true,
-			want: World{Rank: 2, Size: 4, RendezvousFile: tmp, RendezvousHost: "127.0.0.1", Launcher: "MPICH/PMI"},
+			want: World{Rank: 2, Size: 4, RendezvousFile: priv, SecretFile: priv, RendezvousHost: "127.0.0.1", Launcher: "MPICH/PMI"},
 		},
 		{
 			name: "torchrun",
 			env: map[string]string{"RANK": "7", "WORLD_SIZE": "16", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4",
-				"MASTER_ADDR": "master.example", "MASTER_PORT": "29500"},
+				"MASTER_ADDR": "master.example", "MASTER_PORT": "29500", "MSCCLGO_JOB_TOKEN": "t"},
 			ok:   true,
-			want: World{Rank: 7, Size: 16, LocalRank: 3, LocalSize: 4, Master: "master.example:29500", Launcher: "torchrun"},
+			want: World{Rank: 7, Size: 16, LocalRank: 3, LocalSize: 4, Master: "master.example:29500", Token: "t", TokenFrom: "MSCCLGO_JOB_TOKEN", Launcher: "torchrun"},
+		},
+		{
+			name: "torchrun on one host: the secret in a file",
+			env: map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+				"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TMPDIR": tmp},
+			ok:   true,
+			want: World{Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, Master: "127.0.0.1:29500", SecretFile: priv, Launcher: "torchrun"},
+		},
+		{
+			name: "torchrun across hosts in a shared directory",
+			env: map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+				"MASTER_ADDR": "node0", "MASTER_PORT": "29500", "MSCCLGO_RENDEZVOUS_DIR": "/shared/rdzv"},
+			ok:   true,
+			want: World{Rank: 1, Size: 4, LocalRank: 1, LocalSize: 2, Master: "node0:29500", SecretFile: "/shared/rdzv", Launcher: "torchrun"},
 		},
 		{
 			name: "open mpi wins over torchrun variables",
 			env:  with(ompi, "RANK", "0", "WORLD_SIZE", "2"),
 			ok:   true,
-			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, RendezvousFile: tmp, RendezvousHost: "127.0.0.1", Launcher: "Open MPI"},
+			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 8, RendezvousFile: priv, SecretFile: priv, RendezvousHost: "127.0.0.1", Launcher: "Open MPI"},
 		},
 		{
 			name: "shared rendezvous directory across hosts",
 			env:  with(ompi, "OMPI_COMM_WORLD_LOCAL_SIZE", "4", "MSCCLGO_RENDEZVOUS_DIR", "/shared/rdzv"),
 			ok:   true,
-			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 4, RendezvousFile: "/shared/rdzv", Launcher: "Open MPI"},
+			want: World{Rank: 3, Size: 8, LocalRank: 3, LocalSize: 4, RendezvousFile: "/shared/rdzv", SecretFile: "/shared/rdzv", Launcher: "Open MPI"},
 		},
 		{
 			name: "world of one needs no rendezvous",
@@ -112,6 +130,8 @@ func TestFromEnv(t *testing.T) {
 		{name: "MASTER_ADDR without port", env: with(ompi, "MASTER_ADDR", "10.0.0.1"), wantErr: `MASTER_ADDR="10.0.0.1": is set but MASTER_PORT is not`},
 		{name: "MASTER_PORT out of range", env: with(ompi, "MASTER_ADDR", "h", "MASTER_PORT", "70000"), wantErr: `MASTER_PORT="70000": not a port number`},
 		{name: "several hosts without rendezvous", env: with(ompi, "OMPI_COMM_WORLD_LOCAL_SIZE", "4"), wantErr: `OMPI_COMM_WORLD_LOCAL_SIZE="4": the ranks span several hosts (world size 8)`},
+		{name: "torchrun across hosts without a secret", env: map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"},
+			wantErr: `LOCAL_WORLD_SIZE="2": the ranks span several hosts (world size 4) and share no job secret: set MSCCLGO_JOB_TOKEN`},
 		{name: "mscclgo variable without rank", env: map[string]string{"MSCCLGO_MASTER": "h:1"}, wantErr: `MSCCLGO_MASTER="h:1": is set but no rank is`},
 	}
 	for _, tc := range tests {
@@ -136,6 +156,12 @@ func TestFromEnv(t *testing.T) {
 					t.Errorf("RendezvousFile %q, want mscclgo-rdzv-*.addr in %s", got.RendezvousFile, tc.want.RendezvousFile)
 				}
 				got.RendezvousFile = tc.want.RendezvousFile
+			}
+			if tc.want.SecretFile != "" {
+				if !strings.HasPrefix(got.SecretFile, tc.want.SecretFile+string(filepath.Separator)+"mscclgo-") {
+					t.Errorf("SecretFile %q, want mscclgo-* in %s", got.SecretFile, tc.want.SecretFile)
+				}
+				got.SecretFile = tc.want.SecretFile
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("FromEnv (-want +got):\n%s", diff)

@@ -169,14 +169,17 @@ func TestSilentRank(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		writeFrame(c, header{kind: kindHello}, hello{rank: 2, size: n, host: "fake", addr: "127.0.0.1:1"}.encode(), 0)
+		if err := joinAs(c, []byte(testToken), hello{rank: 2, size: n, host: "fake", addr: "127.0.0.1:1"}); err != nil {
+			t.Error(err)
+			return
+		}
 		for {
 			if _, _, err := readFrame(c, 1<<20); err != nil {
 				return
 			}
 		}
 	}()
-	bs, errs := connectAll(t, 2, opts, func(r int) World { return World{Rank: r, Size: n, Master: master} }, nil)
+	bs, errs := connectAll(t, 2, opts, func(r int) World { return World{Rank: r, Size: n, Master: master, Token: testToken} }, nil)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)

@@ -1,6 +1,6 @@
 // This file holds the wire format: the 24-byte frame header, reading and
 // writing frames, and the payload encodings of the handshake messages
-// (hello, rank table, peer hello).
+// (challenge, hello, rank table, peer hello).
 
 package bootstrap
 
@@ -15,7 +15,7 @@ import (
 
 const (
 	frameMagic   = "MSGO"    // the first four bytes of every frame
-	frameVersion = 1         // the protocol version this build speaks
+	frameVersion = 2         // the protocol version this build speaks
 	headerSize   = 24        // bytes of a frame header
 	handshakeMax = 64 << 10  // limit of a handshake frame (hello, peer hello)
 	maxString    = 1024      // longest host name or address in a handshake
@@ -42,12 +42,13 @@ const (
 	kindPing       kind = 10 // heartbeat on a control link
 	kindLost       kind = 11 // rank 0 -> rank: arg: lost rank; payload: reason
 	kindBye        kind = 12 // clean close of one direction of a link
+	kindAuth       kind = 13 // rank -> rank 0: its challenge; rank 0 -> rank: its challenge and proof
 )
 
 // String names a kind in error messages.
 func (k kind) String() string {
 	names := [...]string{"", "hello", "table", "peer hello", "fail", "gather", "gather part",
-		"barrier", "release", "data", "ping", "lost", "bye"}
+		"barrier", "release", "data", "ping", "lost", "bye", "challenge"}
 	if int(k) < len(names) && k != 0 {
 		return names[k]
 	}
@@ -83,7 +84,7 @@ func decodeHeader(b []byte) (header, error) {
 		return header{}, fmt.Errorf("%w: protocol version %d, this build speaks %d", ErrBadFrame, b[4], frameVersion)
 	}
 	k := kind(b[5])
-	if k < kindHello || k > kindBye {
+	if k < kindHello || k > kindAuth {
 		return header{}, fmt.Errorf("%w: unknown frame kind %d", ErrBadFrame, b[5])
 	}
 	if b[6] != 0 || b[7] != 0 {
@@ -185,7 +186,7 @@ type hello struct {
 	rank, size           uint32
 	localRank, localSize int32
 	host, addr           string // host name, and the address this rank listens on
-	token                string // the job token (MSCCLGO_JOB_TOKEN), "" if none
+	proof                []byte // HMAC of the fields (see join proofs in setup.go)
 }
 
 // peerHello is the first frame of a data link.
@@ -258,7 +259,8 @@ func (d *dec) done() error {
 	return d.err
 }
 
-func (h hello) encode() []byte {
+// fields lays out the hello without its proof: what the proof covers.
+func (h hello) fields() []byte {
 	var e enc
 	e.u32(h.rank)
 	e.u32(h.size)
@@ -266,13 +268,23 @@ func (h hello) encode() []byte {
 	e.u32(uint32(h.localSize))
 	e.str(h.host)
 	e.str(h.addr)
-	e.str(h.token)
 	return e
 }
 
+// encode lays out the fields, then the proof (proofSize bytes).
+func (h hello) encode() []byte {
+	proof := make([]byte, proofSize)
+	copy(proof, h.proof)
+	return append(h.fields(), proof...)
+}
+
 func decodeHello(p []byte) (hello, error) {
-	d := dec{b: p}
-	h := hello{rank: d.u32(), size: d.u32(), localRank: int32(d.u32()), localSize: int32(d.u32()), host: d.str(), addr: d.str(), token: d.str()}
+	if len(p) < proofSize {
+		return hello{}, fmt.Errorf("%w: payload truncated", ErrBadFrame)
+	}
+	d := dec{b: p[:len(p)-proofSize]}
+	h := hello{rank: d.u32(), size: d.u32(), localRank: int32(d.u32()), localSize: int32(d.u32()), host: d.str(), addr: d.str(),
+		proof: slices.Clone(p[len(p)-proofSize:])}
 	return h, d.done()
 }
 

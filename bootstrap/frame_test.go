@@ -65,7 +65,8 @@ func TestReadFrameRefusals(t *testing.T) {
 		want string
 	}{
 		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 100, ErrBadFrame, `magic "GET ", want "MSGO"`},
-		{"version", patch(4, 2), 100, ErrBadFrame, "protocol version 2, this build speaks 1"},
+		{"old version", patch(4, 1), 100, ErrBadFrame, "protocol version 1, this build speaks 2"},
+		{"new version", patch(4, 3), 100, ErrBadFrame, "protocol version 3, this build speaks 2"},
 		{"kind 0", patch(5, 0), 100, ErrBadFrame, "unknown frame kind 0"},
 		{"kind 200", patch(5, 200), 100, ErrBadFrame, "unknown frame kind 200"},
 		{"reserved", patch(7, 1), 100, ErrBadFrame, "reserved bytes"},
@@ -85,9 +86,9 @@ func TestReadFrameRefusals(t *testing.T) {
 }
 
 func TestHandshakePayloads(t *testing.T) {
-	h := hello{rank: 5, size: 8, localRank: -1, localSize: 0, host: "node7", addr: "10.0.0.7:4000"}
+	h := hello{rank: 5, size: 8, localRank: -1, localSize: 0, host: "node7", addr: "10.0.0.7:4000", proof: bytes.Repeat([]byte{7}, proofSize)}
 	got, err := decodeHello(h.encode())
-	if err != nil || got != h {
+	if err != nil || !cmp.Equal(got, h, cmp.AllowUnexported(hello{})) {
 		t.Errorf("hello: got %+v, %v, want %+v", got, err, h)
 	}
 	ph := peerHello{rank: 1, size: 2, session: 0xdeadbeefcafe}
@@ -107,7 +108,8 @@ func TestHandshakePayloads(t *testing.T) {
 		"truncated hello":   h.encode()[:9],
 		"trailing bytes":    append(h.encode(), 0),
 		"huge table count":  {0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff},
-		"string over limit": append(bytes.Repeat([]byte{0}, 16), 0xff, 0xff),
+		"string over limit": append(bytes.Repeat([]byte{0}, 16), append([]byte{0xff, 0xff}, make([]byte, proofSize)...)...),
+		"no proof":          h.fields(),
 	} {
 		var err error
 		if strings.Contains(name, "table") {

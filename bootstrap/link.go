@@ -109,9 +109,13 @@ func (l *link) refuse(msg string) {
 
 // refuseConn writes a fail frame carrying msg, shuts the write side,
 // drains the connection for a short while and closes it.
-func refuseConn(c net.Conn, msg string) {
+func refuseConn(c net.Conn, msg string) { refuseConnArg(c, msg, 0) }
+
+// refuseConnArg is refuseConn with arg in the fail frame's header
+// (failAuth: the peer did not prove the job's secret).
+func refuseConnArg(c net.Conn, msg string, arg uint32) {
 	c.SetWriteDeadline(time.Now().Add(byeTimeout))
-	writeFrame(c, header{kind: kindFail}, []byte(msg), 0)
+	writeFrame(c, header{kind: kindFail, arg: arg}, []byte(msg), 0)
 	if tc, ok := c.(interface{ CloseWrite() error }); ok {
 		tc.CloseWrite()
 	}

@@ -6,17 +6,20 @@
 package bootstrap
 
 import (
+	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"crypto/subtle"
 	"github.com/mscclgo/mscclgo/internal/infile"
 )
 
@@ -26,6 +29,7 @@ type joined struct {
 	conn   net.Conn
 	hello  hello
 	remote string
+	nonces []byte // the rank's challenge, then rank 0's: what the table's proof covers
 	err    error
 }
 
@@ -38,32 +42,43 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // setupRoot is rank 0's set-up.
 func (b *Bootstrap) setupRoot(ctx context.Context, w World, self Peer) error {
 	start := time.Now()
+	if b.keyFile != "" {
+		key := make([]byte, secretSize)
+		if _, err := rand.Read(key); err != nil {
+			return b.errorf("making the job secret", err)
+		}
+		if err := writeSecret(b.keyFile, key); err != nil {
+			return b.errorf("publishing the job secret in "+b.keyFile, err)
+		}
+		b.key, b.ownKeyFile = key, true
+	}
 	ln := b.opts.Listener
 	advertise := w.Master
 	if ln == nil {
-		addr := net.JoinHostPort(w.RendezvousHost, "0")
-		if w.Master != "" {
-			addr = w.Master
-			if host, port, err := net.SplitHostPort(w.Master); err == nil && !isLoopback(host) {
-				addr = net.JoinHostPort("", port)
-			}
-		}
 		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return b.errorf("listening for ranks at "+addr, shortNetErr(err))
+		if w.Master != "" {
+			// The address the ranks are told, resolved: rank 0 listens
+			// on that interface only.
+			host, port, _ := net.SplitHostPort(w.Master)
+			ln, err = listenAt(ctx, host, port)
+			if err != nil {
+				return b.errorf("listening for ranks at "+w.Master, err)
+			}
+		} else {
+			host := w.RendezvousHost
+			if host == "" {
+				host = firstIPv4()
+			}
+			advertise = net.JoinHostPort(host, "0")
+			if ln, err = net.Listen("tcp", advertise); err != nil {
+				return b.errorf("listening for ranks at "+advertise, shortNetErr(err))
+			}
+			advertise = ln.Addr().String()
 		}
 	}
 	b.ln = ln
 	if advertise == "" {
 		advertise = ln.Addr().String()
-		if b.opts.Listener == nil {
-			_, port, _ := net.SplitHostPort(advertise)
-			host := w.RendezvousHost
-			if host == "" {
-				host = firstIPv4()
-			}
-			advertise = net.JoinHostPort(host, port)
-		}
 	}
 	if w.Master == "" && w.RendezvousFile != "" {
 		if err := writeRendezvous(w.RendezvousFile, advertise); err != nil {
@@ -91,6 +106,7 @@ func (b *Bootstrap) setupRoot(ctx context.Context, w World, self Peer) error {
 func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time) error {
 	hellos := make([]hello, b.size)
 	conns := make([]net.Conn, b.size)
+	nonces := make([][]byte, b.size)
 	from := make([]string, b.size)
 	missing := b.size - 1
 	var rejected []string
@@ -131,7 +147,7 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 				b.refuseLatecomers(ctx, conns, r, "rank 0 failed the set-up: handshake: "+remote)
 				return err
 			}
-			conns[r], hellos[r], from[r] = j.conn, h, j.remote
+			conns[r], hellos[r], from[r], nonces[r] = j.conn, h, j.remote, j.nonces
 			missing--
 		case <-ctx.Done():
 			var miss []int
@@ -142,7 +158,7 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 			}
 			note := ""
 			if len(rejected) > 0 {
-				note = fmt.Sprintf(" (refused %d connection(s) that did not speak this protocol, first: %s)", len(rejected), rejected[0])
+				note = fmt.Sprintf(" (refused %d connection(s) that did not speak this protocol or prove the job's secret, first: %s)", len(rejected), rejected[0])
 			}
 			err := fmt.Errorf("%w after %s%s", context.Cause(ctx), since(start), note)
 			return fail(fmt.Sprintf("waiting for %s to join at %s", rankList(miss), self.Addr), err, err.Error())
@@ -155,9 +171,13 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 		h := hellos[r]
 		peers[r] = Peer{Rank: r, Host: h.host, Addr: h.addr, LocalRank: int(h.localRank), LocalSize: int(h.localSize)}
 	}
-	session := rand.Uint64()
+	var session uint64
 	for session == 0 {
-		session = rand.Uint64()
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return fail("making the session", err, "rank 0 could not make the session")
+		}
+		session = binary.BigEndian.Uint64(r[:])
 	}
 	b.mu.Lock()
 	b.session = session
@@ -169,12 +189,15 @@ func (b *Bootstrap) gatherRanks(ctx context.Context, self Peer, start time.Time)
 		b.ctrl[r] = l
 		// A failed write is a rank that died meanwhile: its control
 		// reader reports it lost once started.
-		if err := l.send(header{kind: kindTable}, table); err != nil {
+		// The proof binds the table to this rank's challenge: only the
+		// holder of the job's secret can send it.
+		proof := prove(b.key, labelTable, nonces[r], table)
+		if err := l.send(header{kind: kindTable}, append(slices.Clip(table), proof...)); err != nil {
 			b.logf("sending the rank table to rank %d: %v", r, err)
 		}
 	}
 	b.removeRendezvous()
-	b.rdzvFile = ""
+	b.rdzvFile, b.ownKeyFile = "", false
 	return nil
 }
 
@@ -237,8 +260,22 @@ func (b *Bootstrap) setupJoin(ctx context.Context, w World, self Peer) error {
 				addr, where = a, "rank 0 at "+a
 			}
 		}
+		key := b.key
+		if addr != "" && b.keyFile != "" {
+			// Read at every attempt: rank 0 may have replaced a
+			// stale secret of an earlier job since.
+			k, err := readSecret(b.keyFile)
+			var pe *permError
+			if errors.As(err, &pe) {
+				return b.errorf("reading the job secret", err)
+			}
+			if err != nil {
+				lastErr, addr = err, ""
+			}
+			key = k
+		}
 		if addr != "" {
-			err := b.tryJoin(ctx, addr, self, start)
+			err := b.tryJoin(ctx, addr, key, self, start)
 			if err == nil {
 				return nil
 			}
@@ -259,9 +296,11 @@ func (b *Bootstrap) setupJoin(ctx context.Context, w World, self Peer) error {
 	}
 }
 
-// tryJoin connects to rank 0 at addr once, sends the hello and reads the
-// table. Errors that retrying cannot fix come back as *fatalError.
-func (b *Bootstrap) tryJoin(ctx context.Context, addr string, self Peer, start time.Time) error {
+// tryJoin connects to rank 0 at addr once, proves the job's secret key
+// and has rank 0 prove it, sends the hello and reads the table. Errors
+// that retrying cannot fix come back as *fatalError; so does a failed
+// proof, unless the secret came from a file (which rank 0 may rewrite).
+func (b *Bootstrap) tryJoin(ctx context.Context, addr string, key []byte, self Peer, start time.Time) error {
 	d := net.Dialer{KeepAlive: 15 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -270,6 +309,13 @@ func (b *Bootstrap) tryJoin(ctx context.Context, addr string, self Peer, start t
 	fatal := func(step string, err error) error {
 		c.Close()
 		return &fatalError{b.errorf(step, err)}
+	}
+	unproven := func(err error) error {
+		if b.keyFile == "" {
+			return fatal("handshake with rank 0 at "+addr, err)
+		}
+		c.Close()
+		return err
 	}
 	if b.ln == nil && b.opts.Listener != nil {
 		b.ln = b.opts.Listener
@@ -289,33 +335,68 @@ func (b *Bootstrap) tryJoin(ctx context.Context, addr string, self Peer, start t
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	c.SetDeadline(b.deadline)
-	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr, token: b.token}
+	// read reads rank 0's next frame, naming what it waited for.
+	read := func(what string, max uint64) (header, []byte, error) {
+		h, p, err := readFrame(c, max)
+		switch {
+		case err == nil:
+			if h.kind == kindFail {
+				if h.arg == failAuth {
+					return h, p, unproven(fmt.Errorf("rank 0 at %s refused this rank: %s", addr, p))
+				}
+				return h, p, fatal("handshake", fmt.Errorf("rank 0 refused this rank: %s", p))
+			}
+			return h, p, nil
+		case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
+			cause := context.Cause(ctx)
+			if cause == nil {
+				cause = context.DeadlineExceeded
+			}
+			return h, p, fatal("waiting for "+what+" from rank 0 at "+addr,
+				fmt.Errorf("%w after %s (rank 0 had not heard from every rank)", cause, since(start)))
+		case errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge):
+			return h, p, fatal("handshake with rank 0 at "+addr, err)
+		default:
+			return h, p, fatal("handshake with rank 0 at "+addr, fmt.Errorf("rank 0 closed the connection: %w", shortNetErr(err)))
+		}
+	}
+	mine, err := nonce()
+	if err != nil {
+		return fatal("handshake", err)
+	}
+	if _, err := writeFrame(c, header{kind: kindAuth}, mine, 0); err != nil {
+		c.Close()
+		return err
+	}
+	h, p, err := read("the answer to this rank's challenge", handshakeMax)
+	if err != nil {
+		return err
+	}
+	if h.kind != kindAuth || len(p) != nonceSize+proofSize {
+		return fatal("handshake with rank 0 at "+addr, fmt.Errorf("%w: rank 0 answered the challenge with a %s frame of %d bytes", ErrBadFrame, h.kind, len(p)))
+	}
+	nonces := append(slices.Clone(mine), p[:nonceSize]...)
+	if !hmac.Equal(p[nonceSize:], prove(key, labelRoot, nonces)) {
+		// Not this job's rank 0: nothing more is sent to it.
+		return unproven(fmt.Errorf("the process at %s %w (%s): it is not this job's rank 0", addr, errAuth, b.secretSource()))
+	}
+	hl := hello{rank: uint32(b.rank), size: uint32(b.size), localRank: int32(self.LocalRank), localSize: int32(self.LocalSize), host: self.Host, addr: self.Addr}
+	hl.proof = prove(key, labelJoin, nonces, hl.fields())
 	if _, err := writeFrame(c, header{kind: kindHello}, hl.encode(), 0); err != nil {
 		c.Close()
 		return err
 	}
-	h, p, err := readFrame(c, handshakeMax+uint64(b.size)*tableEntry)
-	switch {
-	case err == nil:
-	case ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
-		cause := context.Cause(ctx)
-		if cause == nil {
-			cause = context.DeadlineExceeded
-		}
-		return fatal("waiting for the rank table from rank 0 at "+addr,
-			fmt.Errorf("%w after %s (rank 0 had not heard from every rank)", cause, since(start)))
-	case errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge):
-		return fatal("handshake with rank 0 at "+addr, err)
-	default:
-		return fatal("handshake with rank 0 at "+addr, fmt.Errorf("rank 0 closed the connection: %w", shortNetErr(err)))
+	h, p, err = read("the rank table", handshakeMax+uint64(b.size)*tableEntry+proofSize)
+	if err != nil {
+		return err
 	}
-	switch h.kind {
-	case kindFail:
-		return fatal("handshake", fmt.Errorf("rank 0 refused this rank: %s", p))
-	case kindTable:
-	default:
+	if h.kind != kindTable {
 		return fatal("handshake with rank 0 at "+addr, fmt.Errorf("%w: rank 0 answered with a %s frame", ErrBadFrame, h.kind))
 	}
+	if len(p) < proofSize || !hmac.Equal(p[len(p)-proofSize:], prove(key, labelTable, nonces, p[:len(p)-proofSize])) {
+		return fatal("handshake with rank 0 at "+addr, fmt.Errorf("a rank table that %w", errAuth))
+	}
+	p = p[:len(p)-proofSize]
 	session, peers, err := decodeTable(p)
 	if err == nil && (len(peers) != b.size || session == 0) {
 		err = fmt.Errorf("%w: rank table of %d ranks (session %#x), want %d", ErrBadFrame, len(peers), session, b.size)
@@ -400,24 +481,24 @@ func (b *Bootstrap) serveConn(c net.Conn) {
 	}
 	c.SetReadDeadline(deadline)
 	h, p, err := readFrame(c, handshakeMax)
+	var j joined
+	if err == nil && h.kind == kindAuth && b.rank == 0 {
+		// Still pending: Close ends the exchange.
+		j, err = b.challenge(c, remote, p)
+	}
 	b.mu.Lock()
 	delete(b.pending, c)
 	if b.closed && err == nil {
 		err = ErrClosed
 	}
 	b.mu.Unlock()
+	if err == nil && h.kind == kindAuth && b.rank == 0 {
+		c.SetReadDeadline(time.Time{})
+		b.join(j)
+		return
+	}
 	if err == nil && h.kind == kindHello && b.rank == 0 {
-		var hl hello
-		if hl, err = decodeHello(p); err == nil && subtle.ConstantTimeCompare([]byte(hl.token), []byte(b.token)) != 1 {
-			// Not one of this job's ranks: refused without
-			// failing the set-up, and never sent the rank table.
-			err = fmt.Errorf("%w: a hello without this job's token (%s)", ErrBadFrame, EnvJobToken)
-		}
-		if err == nil {
-			c.SetReadDeadline(time.Time{})
-			b.join(joined{conn: c, hello: hl, remote: remote})
-			return
-		}
+		err = fmt.Errorf("a hello that did not answer a challenge: it %w", errAuth)
 	}
 	if err == nil && h.kind == kindPeerHello {
 		c.SetReadDeadline(time.Time{})
@@ -429,9 +510,14 @@ func (b *Bootstrap) serveConn(c net.Conn) {
 	}
 	err = fmt.Errorf("connection from %s: %w", remote, err)
 	b.logf("refused a %v", err)
-	if errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge) {
+	switch {
+	case errors.Is(err, errAuth):
+		// Not one of this job's ranks: refused without failing the
+		// set-up, and never sent the rank table.
+		refuseConnArg(c, fmt.Sprintf("rank 0 refused the connection from %s: it %s (%s)", remote, errAuth, b.secretSource()), failAuth)
+	case errors.Is(err, ErrBadFrame) || errors.Is(err, ErrFrameTooLarge):
 		refuseConn(c, err.Error())
-	} else {
+	default:
 		c.Close()
 	}
 	if b.setupOver != nil {
@@ -440,6 +526,42 @@ func (b *Bootstrap) serveConn(c net.Conn) {
 		case <-b.setupOver:
 		}
 	}
+}
+
+// challenge is rank 0's side of the proofs, after a rank's challenge p:
+// rank 0 answers with its own challenge and its proof of the secret
+// over both, then reads the rank's hello, whose proof covers both
+// challenges and the hello's fields. A wrong proof is errAuth.
+func (b *Bootstrap) challenge(c net.Conn, remote string, p []byte) (joined, error) {
+	if len(p) != nonceSize {
+		return joined{}, fmt.Errorf("%w: challenge of %d bytes, want %d", ErrBadFrame, len(p), nonceSize)
+	}
+	mine, err := nonce()
+	if err != nil {
+		return joined{}, err
+	}
+	nonces := append(slices.Clone(p), mine...)
+	answer := append(slices.Clone(mine), prove(b.key, labelRoot, nonces)...)
+	c.SetWriteDeadline(time.Now().Add(byeTimeout))
+	if _, err := writeFrame(c, header{kind: kindAuth}, answer, 0); err != nil {
+		return joined{}, err
+	}
+	c.SetWriteDeadline(time.Time{})
+	h, q, err := readFrame(c, handshakeMax)
+	switch {
+	case err != nil:
+		return joined{}, err
+	case h.kind != kindHello:
+		return joined{}, fmt.Errorf("%w: a %s frame after the challenge, want a hello", ErrBadFrame, h.kind)
+	}
+	hl, err := decodeHello(q)
+	if err != nil {
+		return joined{}, err
+	}
+	if !hmac.Equal(hl.proof, prove(b.key, labelJoin, nonces, hl.fields())) {
+		return joined{}, fmt.Errorf("a hello for rank %d whose proof is wrong: it %w", hl.rank, errAuth)
+	}
+	return joined{conn: c, hello: hl, remote: remote, nonces: nonces}, nil
 }
 
 // join hands a hello to rank 0's set-up, or refuses it once the set-up is
@@ -494,7 +616,7 @@ func (b *Bootstrap) acceptPeer(c net.Conn, remote string, p []byte) {
 // then rename).
 func writeRendezvous(file, addr string) error {
 	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(dir, ".mscclgo-rdzv-*")
@@ -530,13 +652,44 @@ func readRendezvous(file string) (string, error) {
 	return addr, nil
 }
 
-// isLoopback reports whether host names this machine's loopback.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
+// listenAt listens on host's addresses at port: host resolved (IPv4
+// addresses first), the first address this machine can bind. Rank 0 thus
+// listens on the interface it advertises, not on every one.
+func listenAt(ctx context.Context, host, port string) (net.Listener, error) {
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil {
+		ips = []net.IP{ip}
+	} else {
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			return nil, fmt.Errorf("resolving %s: %w", host, shortNetErr(err))
+		}
+		for _, a := range addrs {
+			ips = append(ips, a.IP)
+		}
+		slices.SortStableFunc(ips, func(a, b net.IP) int {
+			return cmp.Compare(boolInt(a.To4() == nil), boolInt(b.To4() == nil))
+		})
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	var errs []string
+	for _, ip := range ips {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), port))
+		if err == nil {
+			return ln, nil
+		}
+		errs = append(errs, shortNetErr(err).Error())
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("%s resolves to no address", host)
+	}
+	return nil, fmt.Errorf("%s (rank 0 listens on the address the ranks are given: it must be one of this host's)", strings.Join(errs, "; "))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // firstIPv4 returns this host's first non-loopback IPv4 address, or

@@ -229,7 +229,7 @@ func initRankOf(abort context.Context, u uniqueID, nranks, rank, dev int, timeou
 	ctx, cancel := context.WithCancelCause(idCtx)
 	defer cancel(nil)
 	defer context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })()
-	c, err := connect(ctx, bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString()}, ln, dev, timeout)
+	c, err := connect(ctx, bootstrap.World{Rank: rank, Size: nranks, Master: u.addr, Token: u.tokenString(), TokenFrom: "the ncclUniqueId"}, ln, dev, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func initAll(devs []int) ([]*comm, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comms[r], errs[r] = connect(context.Background(), bootstrap.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString()}, l, devs[r], timeout)
+			comms[r], errs[r] = connect(context.Background(), bootstrap.World{Rank: r, Size: len(devs), Master: u.addr, Token: u.tokenString(), TokenFrom: "the ncclUniqueId"}, l, devs[r], timeout)
 		}()
 	}
 	wg.Wait()
@@ -445,7 +445,7 @@ func (c *comm) split(color, key int) (*comm, error) {
 	if _, err := fmt.Sscan(string(offers[group[0].rank]), &token, &addr); err != nil {
 		return nil, errorf(resultInternal, "split: rank %d offered %q: %v", group[0].rank, offers[group[0].rank], err)
 	}
-	nc, err := connect(context.Background(), bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token}, ln, c.dev, c.timeout)
+	nc, err := connect(context.Background(), bootstrap.World{Rank: newRank, Size: len(group), Master: addr, Token: token, TokenFrom: "the parent communicator's split"}, ln, c.dev, c.timeout)
 	if err != nil {
 		return nc, err
 	}

@@ -131,7 +131,7 @@ func TestAllToAllVKilledRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	extra := func(r int) []string {
-		return []string{fmt.Sprintf("MSCCLGO_HOST=fabG%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2", "FI_PROVIDER=tcp"}
+		return []string{fmt.Sprintf("MSCCLGO_HOST=fabG%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2", "FI_PROVIDER=tcp", "MSCCLGO_JOB_TOKEN=alltoallv-test-job"}
 	}
 	rs := startRanks(t, ctx, 4, extra, nil, "run", p, "--counts", "moe", "-n", "1000000", "--transport", "fabric", "--timeout", "5s")
 	// Rank 0 prints its header just before the rank sessions open.

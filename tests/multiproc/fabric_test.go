@@ -92,7 +92,7 @@ func runHosts(t *testing.T, n, perHost int, env []string, args ...string) []proc
 	defer cancel()
 	extra := func(r int) []string {
 		return append([]string{fmt.Sprintf("MSCCLGO_HOST=fabF%d", r/perHost), fmt.Sprintf("LOCAL_RANK=%d", r%perHost),
-			fmt.Sprintf("LOCAL_WORLD_SIZE=%d", perHost)}, env...)
+			fmt.Sprintf("LOCAL_WORLD_SIZE=%d", perHost), "MSCCLGO_JOB_TOKEN=fabric-test-job"}, env...) // a job across hosts shares a secret
 	}
 	return startRanks(t, ctx, n, extra, nil, args...).wait(t)
 }
@@ -187,7 +187,7 @@ func TestFabricKilledRank(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	extra := func(r int) []string {
-		return []string{fmt.Sprintf("MSCCLGO_HOST=fabF%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2"}
+		return []string{fmt.Sprintf("MSCCLGO_HOST=fabF%d", r/2), fmt.Sprintf("LOCAL_RANK=%d", r%2), "LOCAL_WORLD_SIZE=2", "MSCCLGO_JOB_TOKEN=fabric-test-job"}
 	}
 	rs := startRanks(t, ctx, 4, extra, nil, "run", p, "-d", "float", "--size", "4M", "-n", "1000000", "--transport", "fabric", "--timeout", "5s")
 	rs.waitLaunching(t)

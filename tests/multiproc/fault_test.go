@@ -44,7 +44,10 @@ func TestWrongWorldSize(t *testing.T) {
 
 	odd := func(r int) []string {
 		if r == 3 {
-			return []string{"WORLD_SIZE=5"}
+			// Told consistently: a launcher saying 5 ranks on this
+			// host says a local size of 5 (a local size of 4 would
+			// make this rank a multi-host one without a secret).
+			return []string{"WORLD_SIZE=5", "LOCAL_WORLD_SIZE=5"}
 		}
 		return nil
 	}

@@ -90,7 +90,7 @@ func (h *twoHosts) start(t *testing.T, ctx context.Context, n int, args ...strin
 		}
 		env := []string{fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", n), fmt.Sprintf("LOCAL_RANK=%d", r%(n/2)),
 			fmt.Sprintf("LOCAL_WORLD_SIZE=%d", n/2), "MASTER_ADDR=" + h.addr[0], "MASTER_PORT=29517",
-			fmt.Sprintf("MSCCLGO_HOST=host%d", side)}
+			fmt.Sprintf("MSCCLGO_HOST=host%d", side), "MSCCLGO_JOB_TOKEN=netns-test-job"} // hosts share a secret as a job across hosts must
 		cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.ns[side], os.Args[0]}, args...)...)
 		cmd.Dir = t.TempDir()
 		cmd.Env = append(baseEnv(), env...)
