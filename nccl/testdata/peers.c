@@ -53,6 +53,9 @@
 #include "mscclgo.h"
 #include "nccl.h"
 
+#define JOB_PROG "peers"
+#include "jobid.h"
+
 enum { COUNT = 1024 };
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -138,35 +141,6 @@ static void sleep_ms(int ms) {
 
 /* ------------------------------------------------------------------ */
 /* A job of processes. */
-
-static int put_id(const char *file, const ncclUniqueId *id) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", file);
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
-    perror("peers: writing the unique id");
-    return 2;
-  }
-  return 0;
-}
-
-static int get_id(const char *file, int rank, ncclUniqueId *id) {
-  for (int waited = 0;; waited++) {
-    FILE *f = fopen(file, "rb");
-    if (f != NULL) {
-      size_t got = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (got == 1) {
-        return 0;
-      }
-    }
-    if (waited >= 3000) {
-      fprintf(stderr, "peers: rank %d: no unique id in %s after 30 s\n", rank, file);
-      return 2;
-    }
-    usleep(10000);
-  }
-}
 
 /* join makes this process's rank of the job; delay_ms is slept first
  * (after rank 0 published the id). */
