@@ -27,7 +27,8 @@
 #              (switch channels get multicast objects where the driver and
 #              devices have them, and fall back where not)
 # It writes OUTDIR/report.md (device, driver, date, each step's result,
-# time and figures) and one log per step: at most 8 files. OUTDIR is $OUT
+# time and figures) and one log per step: at most 8 files. Exit status: 0,
+# 1 if a step failed, timed out or found no time left, 2 where no GPU was found (not DRY). OUTDIR is $OUT
 # when set, else the argument, else build/device-report.
 #
 # DRY=1 (make device-check DRY=1) is the same run on the fake driver of
@@ -67,7 +68,11 @@ prep=$(cd "$prep" && pwd)
 # line per step; figures of a step are set by the step in fig.
 rows=()
 fig=
-row() { rows+=("| $1 | $2 | $3 | ${4:--} |"); }
+row() {
+	local f=${4:--}
+	case $2 in "skipped: no time"*) f=- ;; esac
+	rows+=("| $1 | $2 | $3 | $f |")
+}
 
 # step NAME SECONDS CMD...: CMD under timeout (at most what is left of the
 # budget), output appended to $out/NAME.log; sets res to ok, "failed
@@ -191,8 +196,11 @@ if ! skip gpu-check; then
 	(cd gpu/cuda && MSCCLGO_GPU_CHECK=$gpu_check step gpu-check 240 "$work/cuda.test" -test.run '^TestGPUCheck$' -test.v -test.timeout 10m
 		echo "$res" > "$work/res")
 	res=$(cat "$work/res")
-	sum=$(grep -E '^gpu-check' "$out/gpu-check.log" | tail -1)
-	row gpu-check "$res" $((SECONDS - t0)) "${sum:-no summary line} (GPU_CHECK=$gpu_check)"
+	sum=$(grep -E '^gpu-check:' "$out/gpu-check.log" | tail -1)
+	if [ -z "$sum" ]; then
+		sum="no summary line; $(grep -c '^gpu-check ok' "$out/gpu-check.log") plans identical before it stopped, $(grep -c '^gpu-check FAIL' "$out/gpu-check.log") failed"
+	fi
+	row gpu-check "$res" $((SECONDS - t0)) "$sum (GPU_CHECK=$gpu_check)"
 fi
 
 # --- nccl: the nccl-tests-shaped client through the library's CUDA build.
@@ -260,6 +268,10 @@ fi
 } > "$out/report.md"
 cat "$out/report.md"
 for r in "${rows[@]}"; do
-	case $r in *"| failed"* | *"| timed out"*) exit 1 ;; esac
+	case $r in *"| failed"* | *"| timed out"* | *"| skipped: no time"*) exit 1 ;; esac
 done
+if [ "$nogpu" = 1 ]; then
+	say "no NVIDIA GPU found: nothing measured (report: $out/report.md)"
+	exit 2
+fi
 exit 0
