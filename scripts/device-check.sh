@@ -193,7 +193,9 @@ fi
 # --- gpu-check: the differential against the CPU backend.
 if ! skip gpu-check; then
 	t0=$SECONDS
-	(cd gpu/cuda && MSCCLGO_GPU_CHECK=$gpu_check step gpu-check 240 "$work/cuda.test" -test.run '^TestGPUCheck$' -test.v -test.timeout 10m
+	# From the prepared gpu/cuda folder: the plans it finds relative to it
+	# are in the prepared folder (device-prep.sh).
+	(cd "$plans/gpu-check/repo/gpu/cuda" && MSCCLGO_GPU_CHECK=$gpu_check step gpu-check 240 "$work/cuda.test" -test.run '^TestGPUCheck$' -test.v -test.timeout 10m
 		echo "$res" > "$work/res")
 	res=$(cat "$work/res")
 	sum=$(grep -E '^gpu-check:' "$out/gpu-check.log" | tail -1)

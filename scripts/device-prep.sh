@@ -44,6 +44,20 @@ cp tests/ports/single_node/allreduce_nvls_zero_copy.plan.json "$stage/plans/allr
 # cache makes a second prep fast).
 $w install --dir "$stage/plans/default" > "$stage/install.log" 2>&1 || { cat "$stage/install.log" >&2; exit 1; }
 
+# gpu-check's plans, where cuda.test looks for them from its folder
+# gpu/cuda: the project's golden plans (../../tests) and the reference
+# plans beside the checkout (../../../shared/golden), so that the device
+# needs neither.
+gc=$stage/plans/gpu-check
+mkdir -p "$gc/repo/gpu/cuda" "$gc/shared"
+find tests -name '*.plan.json' -exec cp --parents {} "$gc/repo/" \;
+golden=${SHARED_GOLDEN:-../shared/golden}
+if [ -d "$golden" ]; then
+	cp -r "$golden" "$gc/shared/golden"
+else
+	say "$golden not found: gpu-check on the device will run without the reference plans"
+fi
+
 cp nccl/testdata/torch_check.py scripts/device-check.sh "$dir/"
 say "compressing"
 for f in mscclgo-cuda cuda.test libnccl.so.2; do
