@@ -82,8 +82,10 @@ step() {
 	shift 2
 	left=$((budget - (SECONDS - start)))
 	[ "$secs" -gt "$left" ] && secs=$left
+	left=$((cap_end - SECONDS))
+	[ "$secs" -gt "$left" ] && secs=$left
 	if [ "$secs" -lt 5 ]; then
-		res="skipped: no time left of the ${budget}s budget"
+		res="skipped: no time left of the ${budget}s budget (or of bench's share)"
 		echo "$* : $res" >> "$out/$name.log"
 		return 1
 	fi
@@ -98,6 +100,10 @@ step() {
 	[ "$rc" = 0 ] || say "$name: $* : $res (log: $out/$name.log)"
 	return "$rc"
 }
+
+# cap_end: the end of the time the current step may take in all (bench
+# has 55% of the budget, so that a hang there leaves time for the rest).
+cap_end=$((start + budget))
 
 # --- device: what machine, and the binaries.
 t0=$SECONDS
@@ -164,6 +170,7 @@ kernel_us() { awk '/^#/ { next } NF >= 9 { t = $6 } END { print t }' "$1" 2> /de
 # --- bench: LL allreduce at 1 KiB, then the large sizes against the copy.
 if ! skip bench; then
 	t0=$SECONDS
+	cap_end=$((SECONDS + budget * 55 / 100))
 	st=ok
 	figs=()
 	for t in $threads_list; do
@@ -187,6 +194,7 @@ if ! skip bench; then
 		[ -n "$k" ] && [ -n "$c" ] && r=$(awk -v a="$k" -v b="$c" 'BEGIN { printf "%.2f", a / b }')
 		figs+=("rsag $s B: ${k:--} us, copy ${c:--} us, ratio $r")
 	done
+	cap_end=$((start + budget))
 	row bench "$st" $((SECONDS - t0)) "$(IFS=';'; echo "${figs[*]}" | sed 's/;/; /g')"
 fi
 
@@ -221,20 +229,22 @@ if ! skip nccl; then
 fi
 
 # --- torch: PyTorch with the library in LD_PRELOAD, where torch sees CUDA.
-if [ ! -x "$worker" ]; then
-	row torch "skipped: the binaries were not unpacked (device.log)" 0
-elif ! why=$("$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' 2>&1); then
-	case $? in
-	3) why="python3's torch sees no CUDA device (torch.cuda.is_available() is False)" ;;
-	*) why="$python -c 'import torch' failed: $(echo "$why" | tail -1)" ;;
-	esac
+why=$("$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' 2>&1)
+trc=$?
+case $trc in
+0) why= ;;
+3) why="$python's torch sees no CUDA device (torch.cuda.is_available() is False)" ;;
+*) why="$python -c 'import torch' failed: $(echo "$why" | tail -1)" ;;
+esac
+[ -x "$worker" ] || why="the binaries were not unpacked (device.log)"
+if [ -n "$why" ]; then
 	echo "skipped: $why" >> "$out/torch.log"
 	row torch "skipped: $why" 0
 else
 	t0=$SECONDS
 	LD_PRELOAD=$work/libnccl.so.2 MSCCLGO_PLAN_PATH=$plans/default MSCCLGO_CACHE_DIR=$work/cache \
 		step torch 150 "$python" -m torch.distributed.run --nproc-per-node 1 "$prep/torch_check.py"
-	row torch "$res" $((SECONDS - t0)) "$(grep -E '^(all_reduce|all_gather|reduce_scatter|broadcast|graph)' "$out/torch.log" | head -4 | tr '\n' ';')"
+	row torch "$res" $((SECONDS - t0)) "$(grep -c ' ok ' "$out/torch.log") ok, $(grep -c WRONG "$out/torch.log") wrong; $(grep -E 'us/(call|replay)' "$out/torch.log" | grep all_reduce | tail -n 2 | tr -s ' ' | tr '\n' ';')"
 fi
 
 # --- nvls: the multicast/NVLS probe.
