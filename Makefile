@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build install test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench nccl nccl-bench
+.PHONY: build install test golden bench bench-synth bench-fabric test-fabric test-fabric-cuda fuzz check validate-modules gpu fakecuda gpu-test gpu-check gpu-hostaccess gpu-tsan gpu-bench device-prep device-check nccl nccl-bench
 
 # -v: the first build compiles some 240 packages for a minute or more; it
 # names each as it compiles it (a warm build names none).
@@ -402,3 +402,29 @@ gpu-tsan:
 # go test -c -tags cuda -o bin/cuda.test ./gpu/cuda) and carry it.
 gpu-bench:
 	bash gpu/bench/run.sh
+
+# One command for a lent GPU (docs/gpu.md §15). device-prep fills
+# build/device/ with what scripts/device-check.sh runs there, built here
+# (binaries xz-compressed, plans, the script): carry that folder with the
+# device tool and run bash scripts/device-check.sh; the report and the logs
+# go to $$OUT (else build/device-report). make device-check runs both here,
+# for a machine with a GPU; DRY=1 runs the same script on the fake driver
+# with small sizes and checks that report.md lists every step (CI).
+DEVICE_STEPS := device bench gpu-check nccl torch nvls
+DRY ?=
+
+device-prep: build gpu fakecuda
+	bash scripts/device-prep.sh build/device
+
+device-check: device-prep
+ifeq ($(DRY),1)
+	@rm -rf build/device-report-dry
+	DRY=1 OUT= LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) MSCCLGO_FAKE_KERNEL_LIB=$(CURDIR)/$(FAKECUDA)/libmscclgo_host.so \
+		bash scripts/device-check.sh build/device-report-dry
+	@for s in $(DEVICE_STEPS); do grep -q "^| $$s | " build/device-report-dry/report.md || \
+		{ echo "make device-check DRY=1: report.md lists no step $$s" >&2; exit 1; }; done
+	@n=$$(ls build/device-report-dry | wc -l); [ $$n -le 8 ] || { echo "make device-check DRY=1: $$n files written, want at most 8" >&2; exit 1; }
+	@echo "make device-check DRY=1: report.md lists every step ($(DEVICE_STEPS))"
+else
+	bash scripts/device-check.sh
+endif
