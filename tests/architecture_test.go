@@ -41,8 +41,8 @@ var allowedImports = map[string][]string{
 	"executor":             {"internal/infile", "internal/memlimit", "plan"},
 	"executor/rankwire":    {"executor", "plan"},
 	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
-	"executor/cpu":         {"executor", "executor/rankwire", "plan", "timeline"},
-	"gpu":                  {"executor", "executor/rankwire", "plan"},
+	"executor/cpu":         {"executor", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
+	"gpu":                  {"executor", "executor/rankwire", "internal/shmfile", "plan"},
 	"gpu/emu":              {"gpu"},
 	"gpu/cuda":             {"gpu"},
 	"gpu/internal/clayout": nil,
@@ -71,6 +71,7 @@ var allowedImports = map[string][]string{
 	// The base: utilities any layer may import, importing nothing of ours.
 	"internal/infile":   nil,
 	"internal/memlimit": nil,
+	"internal/shmfile":  nil, // shared-memory files: the cpu backend's sessions and the gpu mailbox
 	"internal/testnote": nil,
 	"topo":              {"internal/infile"}, // machine topologies: read by synth and the CLI
 }
