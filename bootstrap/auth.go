@@ -124,21 +124,7 @@ func writeSecret(file string, key []byte) error {
 	if err := checkPrivateDir(dir); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".mscclgo-key-*") // O_EXCL, mode 0600
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(hex.EncodeToString(key) + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), file)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return publish(file, ".mscclgo-key-*", hex.EncodeToString(key))
 }
 
 // readSecret reads the secret rank 0 published in file. A *permError is

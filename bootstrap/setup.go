@@ -619,11 +619,19 @@ func writeRendezvous(file, addr string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".mscclgo-rdzv-*")
+	return publish(file, ".mscclgo-rdzv-*", addr)
+}
+
+// publish writes line to file whole or not at all: a temporary file in
+// file's directory, named by pattern and created exclusively with mode
+// 0600, then renamed over file (which replaces a stale one of an earlier
+// job).
+func publish(file, pattern, line string) error {
+	f, err := os.CreateTemp(filepath.Dir(file), pattern)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(addr + "\n")
+	_, err = f.WriteString(line + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -28,6 +28,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#define JOB_PROG "shapes"
+#include "jobid.h"
+
 enum { SUM, PROD, MAX, MIN, AVG, PREMUL, NOPS };
 static const char *op_names[NOPS] = {"sum", "prod", "max", "min", "avg", "premul"};
 static const char *dt_names[10] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16"};
@@ -507,35 +510,17 @@ static int parse_list(const char *s, const char *const *names, int nnames, int *
   return k;
 }
 
-static int get_id(int rank, ncclUniqueId *id) {
+/* job_id is this rank's unique id of a job of processes, through the
+ * file SHAPES_ID_FILE: rank 0 makes and publishes it, the others read it. */
+static int job_id(int rank, ncclUniqueId *id) {
   const char *file = getenv("SHAPES_ID_FILE");
   if (file == NULL) {
     return -1;
   }
   if (rank == 0) {
-    if (ncclGetUniqueId(id) != ncclSuccess) {
-      return -1;
-    }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", file);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0) {
-      return -1;
-    }
-    return 0;
+    return ncclGetUniqueId(id) != ncclSuccess ? -1 : put_id(file, id);
   }
-  for (int i = 0; i < 3000; i++) {
-    FILE *f = fopen(file, "rb");
-    if (f != NULL) {
-      size_t got = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (got == 1) {
-        return 0;
-      }
-    }
-    usleep(10000);
-  }
-  return -1;
+  return get_id(file, rank, id);
 }
 
 struct init_arg {
@@ -585,7 +570,7 @@ int main(int argc, char **argv) {
   }
   if (mode_custom) {
     ncclUniqueId id;
-    if (procs ? get_id(me, &id) != 0 : ncclGetUniqueId(&id) != ncclSuccess) {
+    if (procs ? job_id(me, &id) != 0 : ncclGetUniqueId(&id) != ncclSuccess) {
       fprintf(stderr, "shapes: no unique id\n");
       return 1;
     }
@@ -616,7 +601,7 @@ int main(int argc, char **argv) {
     free(th);
   } else if (procs) {
     ncclUniqueId id;
-    if (get_id(me, &id) != 0 || ncclCommInitRank(&rr[0].nc, n, id, me) != ncclSuccess) {
+    if (job_id(me, &id) != 0 || ncclCommInitRank(&rr[0].nc, n, id, me) != ncclSuccess) {
       fprintf(stderr, "shapes: rank %d: init failed: %s\n", me, ncclGetLastError(NULL));
       return 1;
     }
