@@ -40,6 +40,7 @@ var allowedImports = map[string][]string{
 	// shares, and the backends side by side (neither imports the other).
 	"executor":             {"internal/infile", "internal/memlimit", "plan"},
 	"executor/rankwire":    {"executor", "plan"},
+	"executor/diagnose":    {"executor", "plan"},
 	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
 	"executor/cpu":         {"executor", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
 	"gpu":                  {"executor", "executor/rankwire", "internal/shmfile", "plan"},
@@ -64,7 +65,7 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 

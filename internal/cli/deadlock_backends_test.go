@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -9,8 +10,12 @@ import (
 // TestDeadlockCauseAcrossBackends runs the planted LL-slot mistakes that
 // wait forever (a read of a scratch slot no op writes) on the cpu backend
 // and on gpu-emu: both give the same typed packet wait
-// (executor.PacketWait), so the report opens with the same most likely
-// cause (the same buffer, slot and .star lines), within maxReportLines.
+// (executor.PacketWait) and go through the same diagnosis
+// (executor/diagnose), so the report opens with the same most likely
+// cause (the same buffer, slot and .star lines), within maxReportLines,
+// and with --explain every line of the two reports is the same (a packet
+// wait names its slot's packets by their offset within the scratch, not
+// the packet a GPU thread happened to check).
 func TestDeadlockCauseAcrossBackends(t *testing.T) {
 	if !builtIn("gpu-emu") {
 		t.Skip("gpu-emu is not built (cgo and g++)")
@@ -35,6 +40,16 @@ func TestDeadlockCauseAcrossBackends(t *testing.T) {
 			}
 			if causes[0] != causes[1] {
 				t.Errorf("the causes differ:\ncpu:     %s\ngpu-emu: %s", causes[0], causes[1])
+			}
+			var all []string
+			for _, backend := range []string{"cpu", "gpu-emu"} {
+				_, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "1", "--timeout", "500ms", "--backend", backend, "--explain")
+				lines := strings.Split(stderr, "\n")
+				slices.Sort(lines)
+				all = append(all, strings.Join(lines, "\n"))
+			}
+			if all[0] != all[1] {
+				t.Errorf("the reports differ:\ncpu:\n%s\ngpu-emu:\n%s", all[0], all[1])
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
+	"github.com/mscclgo/mscclgo/executor/diagnose"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
 )
@@ -414,12 +415,10 @@ func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Plac
 		}
 		s := x.HoleReaders[i]
 		late := ""
-		for _, p := range remoteWriters(inst, s.Rank, h.Buffer, h.Offset) {
-			// A read before its guarding wait (the wait moved after
-			// the op it guards): name the wait.
-			if w := nextWait(inst, s.Rank, s.TB, s.Op, p); w != nil && !s.Proxy && late == "" {
-				late = fmt.Sprintf(", before its guarding wait: the wait at %s, which comes after it, orders it after rank %d's write there", waitLine(w), p)
-			}
+		// A read before its guarding wait (the wait moved after the op
+		// it guards): name the wait.
+		if g, ok := diagnose.GuardingWait(inst, s.Rank, s.TB, s.Op, executor.Region{Rank: s.Rank, Buffer: h.Buffer, Offset: h.Offset, Size: 1}); ok && !s.Proxy {
+			late = fmt.Sprintf(", before its guarding wait: %s, which comes after it, orders it after rank %d's write there", g.Other.Name(), g.Peer)
 		}
 		cs = append(cs, cause{key: "read " + stepKey(s) + " " + h.Buffer.Name(), rank: 0,
 			text: fmt.Sprintf("%s reads %s, which no op wrote before it (%s)%s", opAt(s), chunkText(inst, h), where(s), late)})

@@ -1,0 +1,186 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+// Kind is what a cause says went wrong.
+type Kind uint8
+
+// The kinds of cause.
+const (
+	// NoPacketWriter: no op writes LL packets into the scratch that a
+	// blocked op reads packets from.
+	NoPacketWriter Kind = iota + 1
+	// WrongSlotWrite: a packet writer (Op) wrote another slot of the
+	// waiting rank's scratch than the one the blocked op (Other) reads,
+	// and no op writes the slot read: the write most likely went astray.
+	WrongSlotWrite
+	// WrongSlotRead: the blocked op (Op) reads a slot that no op writes,
+	// beside the slot a packet writer (Other) wrote: the read is the
+	// likelier mistake when another op reads the written slot as planned.
+	WrongSlotRead
+	// MissingSignal: a wait (Op) waits on a channel whose peer signals
+	// it fewer times per launch (Signals) than the rank waits on it
+	// (Waits); Other is the peer's last signal on it, if any.
+	MissingSignal
+	// UnpairedChannel: a wait (Op) waits on a channel whose peer declares
+	// no channel paired with it, so no signal ever arrives.
+	UnpairedChannel
+	// ReadBeforeWait: an op (Op) reads a place that a peer writes before
+	// the wait (Other) that orders it after that write: the wait was
+	// placed after the op it guards.
+	ReadBeforeWait
+)
+
+var kindNames = [...]string{
+	NoPacketWriter:  "no packet writer",
+	WrongSlotWrite:  "wrong slot written",
+	WrongSlotRead:   "wrong slot read",
+	MissingSignal:   "missing signal",
+	UnpairedChannel: "unpaired channel",
+	ReadBeforeWait:  "read before its wait",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// OpRef is one op of the instance: the rank and thread block that run it
+// and the op itself (nil when unknown).
+type OpRef struct {
+	Rank, TB int
+	Op       *executor.OpInstance
+}
+
+// Name is "the put at x.star:9:28", or "the put of rank R tb T op K"
+// for an op without .star lines. A fused op has the lines of the calls it
+// was fused from, the reading part first.
+func (r OpRef) Name() string { return r.name(false) }
+
+// SendingName is Name with the sending part of a fused op (its last
+// line) first: for an op blamed for what it wrote.
+func (r OpRef) SendingName() string { return r.name(true) }
+
+func (r OpRef) name(sending bool) string {
+	if r.Op == nil {
+		return fmt.Sprintf("an op of rank %d tb %d", r.Rank, r.TB)
+	}
+	if len(r.Op.Source) == 0 {
+		return fmt.Sprintf("the %s of rank %d tb %d %s", r.Op.Type, r.Rank, r.TB, r.Op.Path)
+	}
+	src := r.Op.Source
+	if sending && len(src) > 1 {
+		src = slices.Clone(src)
+		slices.Reverse(src)
+	}
+	return fmt.Sprintf("the %s at %s", r.Op.Type, strings.Join(src, ", "))
+}
+
+// Where is "rank 1 tb 0 op 3", the op's place in the plan.
+func (r OpRef) Where() string {
+	if r.Op == nil {
+		return fmt.Sprintf("rank %d tb %d", r.Rank, r.TB)
+	}
+	return fmt.Sprintf("rank %d tb %d %s", r.Rank, r.TB, r.Op.Path)
+}
+
+// Line is the op's first .star position ("x.star:9:28"), or "".
+func (r OpRef) Line() string {
+	if r.Op == nil || len(r.Op.Source) == 0 {
+		return ""
+	}
+	return r.Op.Source[0]
+}
+
+// Cause is one candidate cause of a failed launch.
+type Cause struct {
+	Kind Kind
+	// Op is the op the cause blames; Other the op on the other side (see
+	// each Kind).
+	Op, Other OpRef
+	// Place is the region waited for or read, in the waiting rank's
+	// buffer (offsets in bytes within the buffer, data bytes for LL
+	// scratch slots); Wrote, for the slot kinds, what the writer wrote.
+	Place, Wrote executor.Region
+	// Peer is the other rank of a channel cause (the rank that signals
+	// too rarely or declares no pair) or of ReadBeforeWait (the rank
+	// whose write the wait orders), else -1.
+	Peer int
+	// Waits and Signals, for MissingSignal: how often per launch the
+	// rank waits on the channel and its peer signals it.
+	Waits, Signals int
+	// Text is the cause as a report prints it.
+	Text string
+	// Evidence orders the kinds of evidence, 0 the strongest; each step
+	// halves a cause's weight.
+	Evidence int
+	// Count is how many blocked thread blocks (or wrong elements) the
+	// cause explains.
+	Count uint64
+
+	key string
+}
+
+// Weight is how strongly c is the cause: what it explains, halved for
+// each step of weaker evidence.
+func (c *Cause) Weight() float64 {
+	return float64(c.Count) / float64(uint64(1)<<c.Evidence)
+}
+
+// rank merges causes with the same key (adding their counts, keeping the
+// strongest evidence) and orders them by weight, then by evidence,
+// keeping the first-found order among equals.
+func rank(cs []Cause) []Cause {
+	var out []Cause
+	at := map[string]int{}
+	for _, c := range cs {
+		if i, ok := at[c.key]; ok {
+			out[i].Count += c.Count
+			out[i].Evidence = min(out[i].Evidence, c.Evidence)
+			continue
+		}
+		at[c.key] = len(out)
+		out = append(out, c)
+	}
+	slices.SortStableFunc(out, func(a, b Cause) int {
+		switch wa, wb := a.Weight(), b.Weight(); {
+		case wa > wb:
+			return -1
+		case wa < wb:
+			return 1
+		}
+		return a.Evidence - b.Evidence
+	})
+	return out
+}
+
+// eachOp calls f on every op of ops, pipeline bodies included, with the
+// number of times it runs per launch.
+func eachOp(ops []executor.OpInstance, times int, f func(op *executor.OpInstance, times int)) {
+	for i := range ops {
+		f(&ops[i], times)
+		if len(ops[i].Body) > 0 {
+			eachOp(ops[i].Body, times*max(ops[i].Iterations, 1), f)
+		}
+	}
+}
+
+// channels is rank ri's channel ends of type ct (nil for switches).
+func channels(ri *executor.RankInstance, ct plan.ChannelType) []executor.ChannelEnd {
+	switch ct {
+	case plan.Memory:
+		return ri.MemoryChannels
+	case plan.Port:
+		return ri.PortChannels
+	}
+	return nil
+}

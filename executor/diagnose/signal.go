@@ -1,0 +1,87 @@
+package diagnose
+
+import (
+	"fmt"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+// signals reports whether op signals its channels (each signal adds one
+// to the paired end's count).
+func signals(t plan.OpType) bool {
+	switch t {
+	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		return true
+	}
+	return false
+}
+
+// waits reports whether op waits on its channels.
+func waits(t plan.OpType) bool { return t == plan.OpWait || t == plan.OpRelaxedWait }
+
+// channelUse counts, over every thread block of rank ri, the ops that
+// use channel ci of type ct for which is holds, each as often as it runs
+// per launch, and returns the last of them.
+func channelUse(ri *executor.RankInstance, ct plan.ChannelType, ci int, is func(plan.OpType) bool) (n int, last OpRef) {
+	for _, tb := range ri.TBs {
+		eachOp(tb.Ops, 1, func(o *executor.OpInstance, times int) {
+			if o.ChannelType != ct || !is(o.Type) {
+				return
+			}
+			for _, c := range o.Channels {
+				if c == ci {
+					n += times
+					last = OpRef{Rank: ri.Rank, TB: tb.ID, Op: o}
+				}
+			}
+		})
+	}
+	return n, last
+}
+
+// signalCauses names, for a thread block blocked in a wait, each channel
+// of the wait whose peer cannot ever signal it often enough: a channel
+// the peer declares no pair for, or one that the peer signals fewer times
+// per launch than the rank waits on it. It returns nil when the counts
+// match (the peer is itself held up before its signal: another blocked
+// thread block names why).
+func signalCauses(inst *executor.Instance, b Blocked) []Cause {
+	op := b.Op.Op
+	if !waits(op.Type) || b.Rank < 0 || b.Rank >= len(inst.Ranks) {
+		return nil
+	}
+	ri := &inst.Ranks[b.Rank]
+	ends := channels(ri, op.ChannelType)
+	var cs []Cause
+	for _, ci := range op.Channels {
+		if ci < 0 || ci >= len(ends) {
+			continue
+		}
+		end := ends[ci]
+		if end.PeerIndex < 0 {
+			cs = append(cs, Cause{Kind: UnpairedChannel, Op: b.Op, Peer: end.Peer, Count: 1,
+				key: fmt.Sprintf("unpaired %d %s %d", b.Rank, op.ChannelType, ci),
+				Text: fmt.Sprintf("%s waits on %s channel %d from rank %d, which declares no channel paired with it, so no signal arrives (%s)",
+					b.Op.Name(), op.ChannelType, ci, end.Peer, b.Op.Where())})
+			continue
+		}
+		if end.Peer < 0 || end.Peer >= len(inst.Ranks) {
+			continue
+		}
+		nWait, _ := channelUse(ri, op.ChannelType, ci, waits)
+		nSig, last := channelUse(&inst.Ranks[end.Peer], op.ChannelType, end.PeerIndex, signals)
+		if nSig >= nWait {
+			continue
+		}
+		text := fmt.Sprintf("%s waits on %s channel %d from rank %d (%s), which rank %d waits on %d time(s) per launch and rank %d signals %d time(s)",
+			b.Op.Name(), op.ChannelType, ci, end.Peer, b.Op.Where(), b.Rank, nWait, end.Peer, nSig)
+		if last.Op != nil {
+			text += fmt.Sprintf(", last by %s (%s)", last.Name(), last.Where())
+		}
+		cs = append(cs, Cause{Kind: MissingSignal, Op: b.Op, Other: last, Peer: end.Peer, Waits: nWait, Signals: nSig, Count: 1,
+			key:  fmt.Sprintf("signals %d %s %d", b.Rank, op.ChannelType, ci),
+			Text: text})
+	}
+	return cs
+}
