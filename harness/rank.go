@@ -54,6 +54,9 @@ type RankFailure struct {
 	Deadlock bool
 	// Err is the rank's error text (a deadlock's is the job-wide report).
 	Err string
+	// Blocked is a deadlock's job-wide blocked state, as the rank's
+	// session reported it (for executor/diagnose).
+	Blocked []executor.BlockedTB
 }
 
 // outcome is what each rank tells the others after a launch.
@@ -63,6 +66,8 @@ type outcome struct {
 	Wrong    uint64     `json:"wrong,omitempty"`
 	Report   *wireWrong `json:"report,omitempty"` // where the wrong data is
 	Nanos    int64      `json:"ns"`
+	// Blocked is a deadlock's blocked state, typed.
+	Blocked []executor.BlockedTB `json:"blocked,omitempty"`
 }
 
 // wireWrong is a RankWrong as it travels: values as text, since JSON has
@@ -153,7 +158,7 @@ func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layou
 		var dl *executor.DeadlockError
 		switch {
 		case errors.As(lerr, &dl):
-			mine.Deadlock, mine.Err = true, lerr.Error()
+			mine.Deadlock, mine.Err, mine.Blocked = true, lerr.Error(), dl.Blocked
 		case lerr != nil:
 			mine.Err = lerr.Error()
 		case it >= 0 && res.Checked:
@@ -254,7 +259,7 @@ func settle(ctx context.Context, g Group, mine outcome, rank, it, warmup int, le
 	}
 	for r, a := range all {
 		if a.Err != "" {
-			failures = append(failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err})
+			failures = append(failures, RankFailure{Rank: r, Launch: launch, Warmup: warm, Deadlock: a.Deadlock, Err: a.Err, Blocked: a.Blocked})
 		}
 	}
 	return all, warm, failures, nil

@@ -164,7 +164,7 @@ func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
 		var first error
 		switch {
 		case errors.As(lerr, &dl):
-			mine.Deadlock, mine.Err = true, lerr.Error()
+			mine.Deadlock, mine.Err, mine.Blocked = true, lerr.Error(), dl.Blocked
 		case lerr != nil:
 			mine.Err = lerr.Error()
 		case it >= 0:

@@ -169,7 +169,7 @@ func eachOp(ops []executor.OpInstance, times int, f func(op *executor.OpInstance
 	for i := range ops {
 		f(&ops[i], times)
 		if len(ops[i].Body) > 0 {
-			eachOp(ops[i].Body, times*max(ops[i].Iterations, 1), f)
+			eachOp(ops[i].Body, times*ops[i].Iterations, f)
 		}
 	}
 }

@@ -93,13 +93,13 @@ func TestDeadlockCauses(t *testing.T) {
 			name: "missing signal",
 			inst: pair(0, []executor.OpInstance{op(0, plan.OpWait, 4, []int{0}, nil, nil), wait}, []executor.OpInstance{signal}),
 			kind: MissingSignal, line: "t.star:5:5", other: "t.star:9:5",
-			text: []string{"rank 0 waits on 2 time(s) per launch and rank 1 signals 1 time(s)", "last by the signal at t.star:9:5"},
+			text: []string{"the wait at t.star:5:5 waits on memory channel 0 from rank 1 (rank 0 tb 0 op 1), which rank 1 signals 1 time(s) per launch, last by the signal at t.star:9:5 (rank 1 tb 0 op 0), where rank 0 waits on it 2 time(s)"},
 		},
 		{
 			name: "unpaired channel",
 			inst: pair(-1, []executor.OpInstance{op(0, plan.OpNop, 0, nil, nil, nil), wait}, []executor.OpInstance{signal}),
 			kind: UnpairedChannel, line: "t.star:5:5",
-			text: []string{"the wait at t.star:5:5 waits on memory channel 0 from rank 1, which declares no channel paired with it"},
+			text: []string{"the wait at t.star:5:5 waits on memory channel 0 from rank 1 (rank 0 tb 0 op 1), which declares no channel paired with it, so no signal arrives"},
 		},
 		{
 			name: "counts match",
@@ -144,11 +144,13 @@ func TestMissingSignalInPipeline(t *testing.T) {
 	wait := op(0, plan.OpWait, 5, []int{0}, nil, nil)
 	wait.Path = "op 0.0"
 	signal := op(0, plan.OpSignal, 9, []int{0}, nil, nil)
+	signal.Path = "op 0.0"
 	for _, tt := range []struct {
 		iters, peerIters int
 		cause            string // in the text, "" none
 	}{
-		{3, 2, "rank 0 waits on 3 time(s) per launch and rank 1 signals 2 time(s), last by the signal at t.star:9:5"},
+		{3, 2, "which rank 1 signals 2 time(s) per launch, last by the signal at t.star:9:5 (rank 1 tb 0 op 0.0), where rank 0 waits on it 3 time(s)"},
+		{2, 0, "which rank 1 never signals (rank 0 waits on it 2 time(s) per launch)"},
 		{3, 3, ""},
 		{2, 3, ""},
 	} {

@@ -62,8 +62,8 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		if end.PeerIndex < 0 {
 			cs = append(cs, Cause{Kind: UnpairedChannel, Op: b.Op, Peer: end.Peer, Count: 1,
 				key: fmt.Sprintf("unpaired %d %s %d", b.Rank, op.ChannelType, ci),
-				Text: fmt.Sprintf("%s waits on %s channel %d from rank %d, which declares no channel paired with it, so no signal arrives (%s)",
-					b.Op.Name(), op.ChannelType, ci, end.Peer, b.Op.Where())})
+				Text: fmt.Sprintf("%s waits on %s channel %d from rank %d%s, which declares no channel paired with it, so no signal arrives",
+					b.Op.Name(), op.ChannelType, ci, end.Peer, where(b.Op))})
 			continue
 		}
 		if end.Peer < 0 || end.Peer >= len(inst.Ranks) {
@@ -74,14 +74,24 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		if nSig >= nWait {
 			continue
 		}
-		text := fmt.Sprintf("%s waits on %s channel %d from rank %d (%s), which rank %d waits on %d time(s) per launch and rank %d signals %d time(s)",
-			b.Op.Name(), op.ChannelType, ci, end.Peer, b.Op.Where(), b.Rank, nWait, end.Peer, nSig)
-		if last.Op != nil {
-			text += fmt.Sprintf(", last by %s (%s)", last.Name(), last.Where())
+		text := fmt.Sprintf("%s waits on %s channel %d from rank %d%s, which rank %d ", b.Op.Name(), op.ChannelType, ci, end.Peer, where(b.Op), end.Peer)
+		if nSig == 0 {
+			text += fmt.Sprintf("never signals (rank %d waits on it %d time(s) per launch)", b.Rank, nWait)
+		} else {
+			text += fmt.Sprintf("signals %d time(s) per launch, last by %s%s, where rank %d waits on it %d time(s)", nSig, last.Name(), where(last), b.Rank, nWait)
 		}
 		cs = append(cs, Cause{Kind: MissingSignal, Op: b.Op, Other: last, Peer: end.Peer, Waits: nWait, Signals: nSig, Count: 1,
 			key:  fmt.Sprintf("signals %d %s %d", b.Rank, op.ChannelType, ci),
 			Text: text})
 	}
 	return cs
+}
+
+// where is " (rank 1 tb 0 op 3)" for an op named by its .star lines, and
+// "" for one that Name already places.
+func where(r OpRef) string {
+	if r.Line() == "" {
+		return ""
+	}
+	return " (" + r.Where() + ")"
 }

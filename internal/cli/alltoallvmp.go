@@ -102,7 +102,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if len(res.Failures) > 0 {
-		return &reportedError{code: reportFailures(res.Failures, rank, path, total, d.stderr)}
+		return &reportedError{code: reportFailures(res.Failures, rank, path, total, d.stderr, inst, c.Bool("explain"))}
 	}
 	us := float64(res.Elapsed.Nanoseconds()) / 1e3 / float64(o.iters)
 	algbw := 0.0

@@ -156,7 +156,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil, false)
 		}
 		if len(res.Failures) > 0 {
-			code = reportFailures(res.Failures, rank, path, res.Size, stderr)
+			code = reportFailures(res.Failures, rank, path, res.Size, stderr, res.Instance, c.Bool("explain"))
 			return
 		}
 		ran++
@@ -182,9 +182,9 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 }
 
 // reportFailures prints (on rank 0) the failed launches of a size and
-// returns the exit status every rank takes: a deadlock's, or an
-// error's.
-func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64, stderr io.Writer) int {
+// returns the exit status every rank takes: a deadlock's (diagnosed as
+// in a run of one process, reportDeadlock), or an error's.
+func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64, stderr io.Writer, inst *executor.Instance, all bool) int {
 	code := ExitOK
 	for _, f := range fs {
 		what := fmt.Sprintf("launch %d", f.Launch)
@@ -194,7 +194,12 @@ func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64
 		if f.Deadlock {
 			if code != ExitDeadlock && rank == 0 {
 				// Every deadlocked rank holds the same job-wide report.
-				fmt.Fprintf(stderr, "mscclgo: %s: size %d, %s: %s\n", path, size, what, f.Err)
+				prefix := fmt.Sprintf("mscclgo: %s: size %d, %s: ", path, size, what)
+				if len(f.Blocked) > 0 {
+					reportDeadlock(stderr, prefix, inst, &executor.DeadlockError{Blocked: f.Blocked}, all)
+				} else {
+					fmt.Fprintf(stderr, "%s%s\n", prefix, f.Err)
+				}
 			}
 			code = ExitDeadlock
 			continue

@@ -85,4 +85,8 @@ func TestGPUEmuDeadlockAcrossProcesses(t *testing.T) {
 	if e := procs[0].stderr; !strings.Contains(e, "deadlock") || !strings.Contains(e, "rank 0 tb 0") || !strings.Contains(e, "expects signal") {
 		t.Errorf("rank 0 does not report the blocked thread block:\n%s", e)
 	}
+	// The same diagnosis as a run of one process: the cause first.
+	if e := procs[0].stderr; !strings.Contains(e, "blocked\n  most likely cause: ") || !strings.Contains(e, "which rank 1 never signals") {
+		t.Errorf("rank 0's report does not open with the cause (rank 1 never signals):\n%s", e)
+	}
 }
