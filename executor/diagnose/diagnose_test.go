@@ -96,6 +96,18 @@ func TestDeadlockCauses(t *testing.T) {
 			text: []string{"the wait at t.star:5:5 waits on memory channel 0 from rank 1 (rank 0 tb 0 op 1), which rank 1 signals 1 time(s) per launch, last by the signal at t.star:9:5 (rank 1 tb 0 op 0), where rank 0 waits on it 2 time(s)"},
 		},
 		{
+			name: "signals on another channel",
+			inst: func() *executor.Instance {
+				inst := pair(0, []executor.OpInstance{op(0, plan.OpNop, 0, nil, nil, nil), wait}, []executor.OpInstance{op(0, plan.OpSignal, 9, []int{1}, nil, nil)})
+				for r := range inst.Ranks {
+					inst.Ranks[r].MemoryChannels = append(inst.Ranks[r].MemoryChannels, executor.ChannelEnd{Peer: 1 - r, PeerIndex: 1})
+				}
+				return inst
+			}(),
+			kind: MissingSignal, line: "t.star:5:5",
+			text: []string{"which rank 1 never signals", "; rank 1's signals arrive on rank 0's memory channel(s) 1, which it waits on less often (a wait on the wrong channel)"},
+		},
+		{
 			name: "unpaired channel",
 			inst: pair(-1, []executor.OpInstance{op(0, plan.OpNop, 0, nil, nil, nil), wait}, []executor.OpInstance{signal}),
 			kind: UnpairedChannel, line: "t.star:5:5",

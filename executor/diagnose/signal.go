@@ -2,6 +2,8 @@ package diagnose
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/plan"
@@ -80,6 +82,7 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		} else {
 			text += fmt.Sprintf("signals %d time(s) per launch, last by %s%s, where rank %d waits on it %d time(s)", nSig, last.Name(), where(last), b.Rank, nWait)
 		}
+		text += surplus(inst, b.Rank, end.Peer, op.ChannelType)
 		cs = append(cs, Cause{Kind: MissingSignal, Op: b.Op, Other: last, Peer: end.Peer, Waits: nWait, Signals: nSig, Count: 1,
 			key:  fmt.Sprintf("signals %d %s %d", b.Rank, op.ChannelType, ci),
 			Text: text})
@@ -94,4 +97,28 @@ func where(r OpRef) string {
 		return ""
 	}
 	return " (" + r.Where() + ")"
+}
+
+// surplus is "; rank 1's signals arrive on rank 0's memory channel(s) 0,
+// 1, which it waits on less often (a wait on the wrong channel)" when
+// peer signals some channels of type ct to rank more often per launch
+// than rank waits on them (the counts per direction match, the channels
+// do not), else "".
+func surplus(inst *executor.Instance, rank, peer int, ct plan.ChannelType) string {
+	ri, pi := &inst.Ranks[rank], &inst.Ranks[peer]
+	var extra []string
+	for c, end := range channels(ri, ct) {
+		if end.Peer != peer || end.PeerIndex < 0 {
+			continue
+		}
+		nWait, _ := channelUse(ri, ct, c, waits)
+		if nSig, _ := channelUse(pi, ct, end.PeerIndex, signals); nSig > nWait {
+			extra = append(extra, strconv.Itoa(c))
+		}
+	}
+	if len(extra) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; rank %d's signals arrive on rank %d's %s channel(s) %s, which it waits on less often (a wait on the wrong channel)",
+		peer, rank, ct, strings.Join(extra, ", "))
 }
