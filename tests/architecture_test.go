@@ -42,7 +42,7 @@ var allowedImports = map[string][]string{
 	"executor/rankwire":    {"executor", "plan"},
 	"executor/diagnose":    {"executor", "plan"},
 	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
-	"executor/cpu":         {"executor", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
+	"executor/cpu":         {"executor", "executor/diagnose", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
 	"gpu":                  {"executor", "executor/rankwire", "internal/shmfile", "plan"},
 	"gpu/emu":              {"gpu"},
 	"gpu/cuda":             {"gpu"},

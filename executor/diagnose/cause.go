@@ -36,15 +36,46 @@ const (
 	// the wait (Other) that orders it after that write: the wait was
 	// placed after the op it guards.
 	ReadBeforeWait
+
+	// The kinds of wrong data (executor/cpu's Prov.Causes, from the
+	// movement log of a re-run; WrongSlotWrite and WrongSlotRead serve
+	// there too, for a scratch slot written and never read beside one
+	// read).
+
+	// ReadUnwritten: an op (Op) reads a place (Place) that no op wrote
+	// before it, with no guarding wait after it either.
+	ReadUnwritten
+	// WrongInput: an op (Op) reads an input element (Place) that the
+	// result should not contain, or where another one is needed.
+	WrongInput
+	// WroteElsewhere: an op (Op) wrote a place (Wrote) beside the one
+	// the result reads (Place), which no op wrote.
+	WroteElsewhere
+	// ReadButWroteElsewhere: an op (Op) read the place the result is
+	// built from (Place) but wrote another (Wrote).
+	ReadButWroteElsewhere
+	// Overwritten: an op (Op) wrote over an input element (Place)
+	// before any op read it.
+	Overwritten
+	// LastMover: an op (Op) moved a missing input element (Place) last,
+	// to Wrote, and no op brought it further (weak evidence: it is
+	// often a correct op the data never got past).
+	LastMover
 )
 
 var kindNames = [...]string{
-	NoPacketWriter:  "no packet writer",
-	WrongSlotWrite:  "wrong slot written",
-	WrongSlotRead:   "wrong slot read",
-	MissingSignal:   "missing signal",
-	UnpairedChannel: "unpaired channel",
-	ReadBeforeWait:  "read before its wait",
+	NoPacketWriter:        "no packet writer",
+	WrongSlotWrite:        "wrong slot written",
+	WrongSlotRead:         "wrong slot read",
+	MissingSignal:         "missing signal",
+	UnpairedChannel:       "unpaired channel",
+	ReadBeforeWait:        "read before its wait",
+	ReadUnwritten:         "read of what no op wrote",
+	WrongInput:            "wrong input read",
+	WroteElsewhere:        "write beside the place read",
+	ReadButWroteElsewhere: "read the result's place, wrote another",
+	Overwritten:           "input overwritten before it was read",
+	LastMover:             "last move of a missing input",
 }
 
 func (k Kind) String() string {
@@ -126,8 +157,9 @@ type Cause struct {
 	// Count is how many blocked thread blocks (or wrong elements) the
 	// cause explains.
 	Count uint64
-
-	key string
+	// Key identifies the cause for Rank: causes with the same Key are
+	// one (the same op, the same mistake).
+	Key string
 }
 
 // Weight is how strongly c is the cause: what it explains, halved for
@@ -136,19 +168,19 @@ func (c *Cause) Weight() float64 {
 	return float64(c.Count) / float64(uint64(1)<<c.Evidence)
 }
 
-// rank merges causes with the same key (adding their counts, keeping the
+// Rank merges causes with the same Key (adding their counts, keeping the
 // strongest evidence) and orders them by weight, then by evidence,
 // keeping the first-found order among equals.
-func rank(cs []Cause) []Cause {
+func Rank(cs []Cause) []Cause {
 	var out []Cause
 	at := map[string]int{}
 	for _, c := range cs {
-		if i, ok := at[c.key]; ok {
+		if i, ok := at[c.Key]; ok {
 			out[i].Count += c.Count
 			out[i].Evidence = min(out[i].Evidence, c.Evidence)
 			continue
 		}
-		at[c.key] = len(out)
+		at[c.Key] = len(out)
 		out = append(out, c)
 	}
 	slices.SortStableFunc(out, func(a, b Cause) int {

@@ -49,7 +49,7 @@ func Deadlock(inst *executor.Instance, blocked []executor.BlockedTB) *Report {
 		cs = append(cs, packetCauses(inst, b)...)
 		cs = append(cs, signalCauses(inst, b)...)
 	}
-	r.Causes = rank(cs)
+	r.Causes = Rank(cs)
 	return r
 }
 

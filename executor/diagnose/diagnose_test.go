@@ -211,11 +211,11 @@ func TestBlockedLineSameOnEveryBackend(t *testing.T) {
 // TestRankMergesCauses: two blocked thread blocks naming the same cause
 // count it twice, and it comes before a cause of one.
 func TestRankMergesCauses(t *testing.T) {
-	cs := rank([]Cause{
-		{key: "a", Count: 1, Text: "a"},
-		{key: "b", Count: 1, Text: "b"},
-		{key: "b", Count: 1, Evidence: 1, Text: "b"},
-		{key: "c", Count: 2, Evidence: 1, Text: "c"},
+	cs := Rank([]Cause{
+		{Key: "a", Count: 1, Text: "a"},
+		{Key: "b", Count: 1, Text: "b"},
+		{Key: "b", Count: 1, Evidence: 1, Text: "b"},
+		{Key: "c", Count: 2, Evidence: 1, Text: "c"},
 	})
 	var got []string
 	for _, c := range cs {

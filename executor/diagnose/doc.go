@@ -13,7 +13,9 @@
 // within the buffer (scratch[8192:12288]), never by a device address.
 // Report.Write prints it cause first, cut to a number of lines.
 //
-// GuardingWait finds the wait that a read before it should have come
-// after (a wait moved after the reduce it guards), for the wrong-data and
-// race reports, which name its line.
+// The wrong-data causes are Causes of the same type, built beside the CPU
+// oracle from its movement log (executor/cpu's Prov.Causes) and ordered
+// by Rank. GuardingWait finds the wait that a read before it should have
+// come after (a wait moved after the reduce it guards), for the
+// wrong-data and race reports, which name its line.
 package diagnose

@@ -56,7 +56,7 @@ func packetCauses(inst *executor.Instance, b Blocked) []Cause {
 	}
 	if len(writers) == 0 {
 		return []Cause{{Kind: NoPacketWriter, Op: reader, Peer: -1, Place: want, Count: 1,
-			key: "none " + strconv.Itoa(b.Rank) + " " + reader.Name(),
+			Key: "none " + strconv.Itoa(b.Rank) + " " + reader.Name(),
 			Text: fmt.Sprintf("no op writes packets into rank %d's scratch, where %s reads %s (%s)",
 				b.Rank, reader.Name(), slotText(inst, want), reader.Where())}}
 	}
@@ -110,11 +110,11 @@ func packetCauses(inst *executor.Instance, b Blocked) []Cause {
 	}
 	writer := best.ref
 	wrote := Cause{Kind: WrongSlotWrite, Op: writer, Peer: -1, Other: reader, Place: want, Wrote: best.dst, Count: 1,
-		key: "slot " + writer.SendingName(),
+		Key: "slot " + writer.SendingName(),
 		Text: fmt.Sprintf("%s wrote %s of rank %d's scratch (%s), where %s reads %s (%s); no op writes %s",
 			writer.SendingName(), slotText(inst, best.dst), b.Rank, writer.Where(), reader.Name(), slotText(inst, want), reader.Where(), slotText(inst, want))}
 	misread := Cause{Kind: WrongSlotRead, Op: reader, Peer: -1, Other: writer, Place: want, Wrote: best.dst, Count: 1,
-		key: "misread " + reader.Name(),
+		Key: "misread " + reader.Name(),
 		Text: fmt.Sprintf("%s reads %s of rank %d's scratch (%s), which no op writes; %s writes %s",
 			reader.Name(), slotText(inst, want), b.Rank, reader.Where(), writer.SendingName(), slotText(inst, best.dst))}
 	// A slot written and read as planned: the blocked op reads the wrong

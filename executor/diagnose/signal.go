@@ -63,7 +63,7 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		end := ends[ci]
 		if end.PeerIndex < 0 {
 			cs = append(cs, Cause{Kind: UnpairedChannel, Op: b.Op, Peer: end.Peer, Count: 1,
-				key: fmt.Sprintf("unpaired %d %s %d", b.Rank, op.ChannelType, ci),
+				Key: fmt.Sprintf("unpaired %d %s %d", b.Rank, op.ChannelType, ci),
 				Text: fmt.Sprintf("%s waits on %s channel %d from rank %d%s, which declares no channel paired with it, so no signal arrives",
 					b.Op.Name(), op.ChannelType, ci, end.Peer, where(b.Op))})
 			continue
@@ -84,7 +84,7 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		}
 		text += surplus(inst, b.Rank, end.Peer, op.ChannelType)
 		cs = append(cs, Cause{Kind: MissingSignal, Op: b.Op, Other: last, Peer: end.Peer, Waits: nWait, Signals: nSig, Count: 1,
-			key:  fmt.Sprintf("signals %d %s %d", b.Rank, op.ChannelType, ci),
+			Key:  fmt.Sprintf("signals %d %s %d", b.Rank, op.ChannelType, ci),
 			Text: text})
 	}
 	return cs

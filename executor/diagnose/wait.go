@@ -24,7 +24,7 @@ func GuardingWait(inst *executor.Instance, rank, tb int, op *executor.OpInstance
 		if w, ok := nextWait(inst, rank, tb, op, peer); ok {
 			ref := OpRef{Rank: rank, TB: tb, Op: op}
 			return Cause{Kind: ReadBeforeWait, Op: ref, Other: w, Peer: peer, Place: read, Count: 1,
-				key: "late " + ref.Name() + " " + w.Name(),
+				Key: "late " + ref.Name() + " " + w.Name(),
 				Text: fmt.Sprintf("%s reads %s[%d:%d] of rank %d before its guarding wait: %s, which comes after it, orders it after rank %d's write there (%s)",
 					ref.Name(), read.Buffer.Name(), read.Offset, read.Offset+read.Size, rank, w.Name(), peer, ref.Where())}, true
 		}

@@ -35,11 +35,7 @@ func reportDeadlock(w io.Writer, prefix string, inst *executor.Instance, err err
 func deadlockText(prefix string, r *diagnose.Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%sdeadlock: %d thread block(s) blocked\n", prefix, len(r.Blocked))
-	cs := make([]*cause, len(r.Causes))
-	for i, c := range r.Causes {
-		cs[i] = &cause{text: c.Text, n: c.Count}
-	}
-	printCauses(&b, cs, uint64(len(r.Blocked)), "blocked thread blocks")
+	printCauses(&b, causeLines(r.Causes), uint64(len(r.Blocked)), "blocked thread blocks")
 	for _, t := range r.Blocked {
 		fmt.Fprintf(&b, "  %s\n", t.Line)
 	}

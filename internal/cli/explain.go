@@ -108,7 +108,11 @@ func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *
 		pats[j].n += g.n
 		pats[j].groups = append(pats[j].groups, g)
 	}
-	printCauses(w, rankCauses(inst, pats, prov.Readers), total, "wrong elements")
+	var cs []diagnose.Cause
+	for _, p := range pats {
+		cs = append(cs, prov.Causes(inst, p.x, p.n)...)
+	}
+	printCauses(w, causeLines(diagnose.Rank(cs)), total, "wrong elements")
 	fmt.Fprintf(w, "  %d wrong element(s) in %d pattern(s) (a re-run of this size on the CPU backend, tracking which inputs reach each element):\n", total, len(pats))
 	for i, p := range pats {
 		if i == maxPatterns {
@@ -138,14 +142,14 @@ func explanationKey(x *cpu.Explanation) string {
 	for _, m := range x.Missing {
 		k := "miss " + m.How
 		if m.Step != nil {
-			k += " " + stepKey(*m.Step)
+			k += " " + m.Step.Key()
 		}
 		parts = append(parts, k)
 	}
 	for _, a := range x.Extra {
 		k := "extra"
 		if len(a.Path) > 0 {
-			k += " " + stepKey(a.Path[0])
+			k += " " + a.Path[0].Key()
 		}
 		parts = append(parts, k)
 	}
@@ -154,19 +158,6 @@ func explanationKey(x *cpu.Explanation) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, "; ")
-}
-
-// stepKey is the op of a step as the author wrote it: its type and .star
-// lines when the plan has them (the same line on every rank is one
-// mistake), else its rank, thread block and place in the plan.
-func stepKey(s cpu.Step) string {
-	switch {
-	case s.Op == nil:
-		return fmt.Sprintf("%d/%d", s.Rank, s.TB)
-	case len(s.Op.Source) > 0:
-		return s.Op.Type.String() + " " + strings.Join(s.Op.Source, ",")
-	}
-	return fmt.Sprintf("%d/%d/%s", s.Rank, s.TB, s.Op.Describe())
 }
 
 // groupList is "rank 0 chunks 1, 3; rank 2 chunk 1", at most 8 ranks.
@@ -303,8 +294,11 @@ const maxReportLines = 25
 // maxOtherCauses bounds the candidates printed after the most likely one.
 const maxOtherCauses = 2
 
-// cause is one candidate cause of wrong data: an op (by its type and
-// .star lines) and the reason, with how many wrong elements it explains.
+// cause is one candidate cause as printCauses prints it: the reason,
+// with how many wrong elements (blocked thread blocks, racing pairs) it
+// explains. Deadlock and wrong-data causes are built as typed values
+// (executor/diagnose, executor/cpu's Prov.Causes) and only printed here
+// (causeLines); race.go still builds its own.
 type cause struct {
 	key  string
 	text string
@@ -313,194 +307,6 @@ type cause struct {
 	// result did not read, 2 the last op that moved a missing input.
 	rank int
 	n    uint64
-	seen int // the pattern that last counted it
-}
-
-// opAt is "the put at x.star:9:28" for an op with .star lines, else
-// "the put of rank R tb T op K".
-func opAt(s cpu.Step) string {
-	if s.Op == nil {
-		return fmt.Sprintf("an op of rank %d tb %d", s.Rank, s.TB)
-	}
-	return opName(s.Op, s.Rank, s.TB, false)
-}
-
-// opName is "the put at x.star:9:28", or "the put of rank R tb T op K"
-// without .star lines. A fused op has the lines of the calls it was
-// fused from, the reading part (a reduce) first and the sending part (a
-// put) last; sending names the sending part first.
-func opName(op *executor.OpInstance, rank, tb int, sending bool) string {
-	if len(op.Source) == 0 {
-		return fmt.Sprintf("the %s of rank %d tb %d %s", op.Type, rank, tb, op.Path)
-	}
-	src := op.Source
-	if sending && len(src) > 1 {
-		src = slices.Clone(src)
-		slices.Reverse(src)
-	}
-	return fmt.Sprintf("the %s at %s", op.Type, strings.Join(src, ", "))
-}
-
-// where is "rank 1 tb 0 op 3" of a step, for the cause line.
-func where(s cpu.Step) string {
-	if s.Op == nil {
-		return fmt.Sprintf("rank %d tb %d", s.Rank, s.TB)
-	}
-	t := fmt.Sprintf("rank %d tb %d %s", s.Rank, s.TB, s.Op.Path)
-	if s.Iter >= 0 {
-		t += fmt.Sprintf(" iteration %d", s.Iter)
-	}
-	return t
-}
-
-// chunkText is "output chunk 2 of rank 1" (or "rank 1 output[4096]"
-// when the plan's chunks have no size or the place is an LL plan's
-// scratch, where packets take twice their data).
-func chunkText(inst *executor.Instance, p cpu.Place) string {
-	if inst.ChunkBytes == 0 || p.Buffer == plan.Scratch && (inst.Plan == nil || inst.Plan.Protocol == "LL") {
-		return p.String()
-	}
-	return fmt.Sprintf("%s chunk %d of rank %d", p.Buffer.Name(), p.Offset/inst.ChunkBytes, p.Rank)
-}
-
-// causesOf lists the candidate causes one explanation names; readers
-// counts the ops that read a place in the re-run.
-func causesOf(inst *executor.Instance, x *cpu.Explanation, readers func(cpu.Place) int) []cause {
-	var cs []cause
-	// A missing input left in scratch, which no op read after, and an op
-	// on the result's way that read another place of the same scratch:
-	// that op read the wrong slot, or the write went to the wrong one.
-	for _, m := range x.Missing {
-		if m.How != "last" || m.Step == nil || m.Step.Wrote.Buffer != plan.Scratch {
-			continue
-		}
-		w := m.Step.Wrote
-		var near *cpu.Step
-		var nearDist uint64
-		for _, a := range x.Arrivals {
-			for i := range a.Path {
-				st := &a.Path[i]
-				if st.Op == nil || st.Read.Rank != w.Rank || st.Read.Buffer != w.Buffer || st.Read.Offset == w.Offset {
-					continue
-				}
-				d := max(st.Read.Offset, w.Offset) - min(st.Read.Offset, w.Offset)
-				if near == nil || d < nearDist {
-					near, nearDist = st, d
-				}
-			}
-		}
-		if near == nil {
-			continue
-		}
-		misread := cause{key: "misread " + stepKey(*near), rank: 0,
-			text: fmt.Sprintf("%s reads %s, where %s wrote %s, which no op reads (%s)",
-				opAt(*near), chunkText(inst, near.Read), opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), where(*near))}
-		astray := cause{key: "astray " + stepKey(*m.Step), rank: 0,
-			text: fmt.Sprintf("%s wrote %s, which no op reads, where %s reads %s (%s)",
-				opName(m.Step.Op, m.Step.Rank, m.Step.TB, true), chunkText(inst, w), opAt(*near), chunkText(inst, near.Read), where(*m.Step))}
-		// A place another op reads too was not this read's to take: the
-		// read is wrong. Else the write went astray (or, as likely from
-		// the places alone, the read did).
-		if readers(near.Read) > 1 {
-			astray.rank = 1
-			cs = append(cs, misread, astray)
-		} else {
-			misread.rank = 1
-			cs = append(cs, astray, misread)
-		}
-	}
-	for i, h := range x.Holes {
-		if i >= len(x.HoleReaders) || x.HoleReaders[i].Op == nil {
-			continue
-		}
-		s := x.HoleReaders[i]
-		late := ""
-		// A read before its guarding wait (the wait moved after the op
-		// it guards): name the wait.
-		if g, ok := diagnose.GuardingWait(inst, s.Rank, s.TB, s.Op, executor.Region{Rank: s.Rank, Buffer: h.Buffer, Offset: h.Offset, Size: 1}); ok && !s.Proxy {
-			late = fmt.Sprintf(", before its guarding wait: %s, which comes after it, orders it after rank %d's write there", g.Other.Name(), g.Peer)
-		}
-		cs = append(cs, cause{key: "read " + stepKey(s) + " " + h.Buffer.Name(), rank: 0,
-			text: fmt.Sprintf("%s reads %s, which no op wrote before it (%s)%s", opAt(s), chunkText(inst, h), where(s), late)})
-	}
-	for _, a := range x.Extra {
-		if len(a.Path) == 0 {
-			continue
-		}
-		s := a.Path[0]
-		from := cpu.Place{Rank: a.From.Rank, Buffer: plan.Input, Offset: a.From.Offset}
-		text := fmt.Sprintf("%s reads %s, which %s should not contain (%s)", opAt(s), chunkText(inst, from), chunkText(inst, x.Element), where(s))
-		for _, m := range x.Missing {
-			if m.Want.Rank == a.From.Rank && m.Want != a.From {
-				want := cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}
-				text = fmt.Sprintf("%s reads %s where %s is needed (%s)", opAt(s), chunkText(inst, from), chunkText(inst, want), where(s))
-				break
-			}
-		}
-		// An op that accumulates into the element it read (a local
-		// reduce in place) did not choose that element: the data it
-		// summed in did; weaker evidence than an op that fetched it.
-		r := 0
-		if s.Read == s.Wrote {
-			r = 1
-		}
-		cs = append(cs, cause{key: "extra " + stepKey(s), rank: r, text: text})
-	}
-	for _, m := range x.Missing {
-		if m.Step == nil {
-			continue
-		}
-		s := *m.Step
-		switch m.How {
-		case "hole":
-			cs = append(cs, cause{key: "hole " + stepKey(s), rank: 1,
-				text: fmt.Sprintf("%s wrote %s, where the result reads %s, which no op wrote (%s)", opAt(s), chunkText(inst, s.Wrote), chunkText(inst, m.Near), where(s))})
-		case "elsewhere":
-			cs = append(cs, cause{key: "elsewhere " + stepKey(s), rank: 1,
-				text: fmt.Sprintf("%s read %s, which the result is built from, but wrote %s (%s)", opAt(s), chunkText(inst, m.Near), chunkText(inst, s.Wrote), where(s))})
-		case "overwritten":
-			cs = append(cs, cause{key: "over " + stepKey(s), rank: 2,
-				text: fmt.Sprintf("%s wrote over %s before any op read it (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}), where(s))})
-		default:
-			cs = append(cs, cause{key: "last " + stepKey(s), rank: 2,
-				text: fmt.Sprintf("%s moved %s last, to %s, and no op brought it further (%s)", opAt(s), chunkText(inst, cpu.Place{Rank: m.Want.Rank, Buffer: plan.Input, Offset: m.Want.Offset}), chunkText(inst, s.Wrote), where(s))})
-		}
-	}
-	return cs
-}
-
-// rankCauses orders the candidate causes of the patterns by how many
-// wrong elements they explain (each pattern counts once per cause), then
-// by the kind of evidence.
-func rankCauses(inst *executor.Instance, pats []*pattern, readers func(cpu.Place) int) []*cause {
-	byKey := map[string]*cause{}
-	var out []*cause
-	for i, p := range pats {
-		for _, c := range causesOf(inst, p.x, readers) {
-			k := byKey[c.key]
-			if k == nil {
-				c := c
-				c.seen = -1
-				k = &c
-				byKey[c.key] = k
-				out = append(out, k)
-			}
-			if k.seen != i {
-				k.n += p.n
-				k.seen = i
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b *cause) int {
-		switch wa, wb := a.weight(), b.weight(); {
-		case wa > wb:
-			return -1
-		case wa < wb:
-			return 1
-		}
-		return a.rank - b.rank
-	})
-	return out
 }
 
 // weight is how strongly c is the cause: the wrong elements it explains,
@@ -509,6 +315,16 @@ func rankCauses(inst *executor.Instance, pats []*pattern, readers func(cpu.Place
 // a correct op the data never reached).
 func (c *cause) weight() float64 {
 	return float64(c.n) / float64(uint64(1)<<c.rank)
+}
+
+// causeLines are the typed causes of a diagnosis (executor/diagnose,
+// likelier first) as printCauses prints them.
+func causeLines(cs []diagnose.Cause) []*cause {
+	out := make([]*cause, len(cs))
+	for i, c := range cs {
+		out[i] = &cause{key: c.Key, text: c.Text, rank: c.Evidence, n: c.Count}
+	}
+	return out
 }
 
 // printCauses prints the most likely cause and up to maxOtherCauses
