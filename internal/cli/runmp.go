@@ -153,7 +153,12 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 			return
 		}
 		if rep := res.FirstWrong; rep != nil && rank == 0 {
-			reportWrong(stderr, path, res.Instance, res.Layout, rep, nil, false)
+			// Rank 0 explains the wrong data as a run of one process
+			// does: a re-run of the size on the cpu backend, cause first.
+			explain := func(w io.Writer) bool {
+				return explainWrong(ctx, w, res.Instance, res.Layout, harness.NewChecker(), o.opts)
+			}
+			reportWrong(stderr, path, res.Instance, res.Layout, rep, explain, c.Bool("explain"))
 		}
 		if len(res.Failures) > 0 {
 			code = reportFailures(res.Failures, rank, path, res.Size, stderr, res.Instance, c.Bool("explain"))

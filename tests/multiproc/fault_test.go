@@ -137,3 +137,26 @@ func deadlockPlan(t *testing.T, dir string) string {
 	}
 	return p
 }
+
+// TestWrongDataAcrossProcesses: a 4-rank ring reduce-scatter whose put
+// sends the wrong chunk (a planted mistake of internal/cli/testdata) run
+// one process per rank: rank 0 explains the wrong data as a run of one
+// process does, opening with the put's line as the most likely cause.
+func TestWrongDataAcrossProcesses(t *testing.T) {
+	p, err := filepath.Abs(filepath.Join("..", "..", "internal", "cli", "testdata", "causes", "ring_reducescatter4_wrong_source.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	procs := startRanks(t, ctx, 4, nil, nil, "run", p, "--size", "16K", "-n", "1").wait(t)
+	for r, pr := range procs {
+		if pr.code != 1 {
+			t.Errorf("rank %d: exit %d, want 1 (wrong data):\n%s", r, pr.code, pr.stderr)
+		}
+	}
+	lines := strings.Split(procs[0].stderr, "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], "  most likely cause: the put at "+p+":11:") {
+		t.Errorf("rank 0's report does not open with the put of line 11:\n%s", procs[0].stderr)
+	}
+}
