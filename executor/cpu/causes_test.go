@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -55,6 +56,48 @@ func TestCauses(t *testing.T) {
 			c := cs[0]
 			if c.Kind != tc.kind || c.Op.Rank != tc.rank || c.Count != 3 || !strings.Contains(c.Text, tc.text) {
 				t.Errorf("cause %v of rank %d, count %d: %s\nwant %v of rank %d, count 3, saying %q", c.Kind, c.Op.Rank, c.Count, c.Text, tc.kind, tc.rank, tc.text)
+			}
+		})
+	}
+}
+
+// TestDeadlockDiagnosed runs every deadlock of deadlockCases on the CPU
+// backend and diagnoses its blocked state (executor/diagnose): every
+// blocked thread block's op is found in the instance by the backend's
+// description of it, and the likeliest cause is of the kind the mistake
+// is (none where the blocked state names none: a barrier or a semaphore,
+// or a packet operand part of which some op writes).
+func TestDeadlockDiagnosed(t *testing.T) {
+	t.Parallel()
+	want := map[string]diagnose.Kind{
+		"wait without signal":      diagnose.MissingSignal,
+		"unpaired channel":         diagnose.UnpairedChannel,
+		"port wait without signal": diagnose.MissingSignal,
+		"circular wait":            diagnose.CircularWait,
+		"inside a pipeline":        diagnose.MissingSignal,
+	}
+	for _, c := range deadlockCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			inst := c.build()
+			s := openT(t, inst, opts(), schedule{})
+			err := s.Launch(context.Background(), bufs(len(s.ranks), 64, 64))
+			var de *executor.DeadlockError
+			if !errors.As(err, &de) {
+				t.Fatalf("got %v, want a DeadlockError", err)
+			}
+			r := diagnose.Deadlock(inst, de.Blocked)
+			for _, b := range r.Blocked {
+				if b.Op.Op == nil {
+					t.Errorf("%s: the op %q is not found in the instance", b.Line, b.BlockedTB.Op)
+				}
+			}
+			var got diagnose.Kind
+			if len(r.Causes) > 0 {
+				got = r.Causes[0].Kind
+			}
+			if got != want[c.name] {
+				t.Errorf("likeliest cause %v, want %v: %+v", got, want[c.name], r.Causes)
 			}
 		})
 	}

@@ -32,6 +32,10 @@ const (
 	// UnpairedChannel: a wait (Op) waits on a channel whose peer declares
 	// no channel paired with it, so no signal ever arrives.
 	UnpairedChannel
+	// CircularWait: blocked waits (Op the first, Other the signal it
+	// needs) each need a signal that its peer's thread block sends only
+	// after its own blocked wait: each waits before it signals.
+	CircularWait
 	// ReadBeforeWait: an op (Op) reads a place that a peer writes before
 	// the wait (Other) that orders it after that write: the wait was
 	// placed after the op it guards.
@@ -69,6 +73,7 @@ var kindNames = [...]string{
 	WrongSlotRead:         "wrong slot read",
 	MissingSignal:         "missing signal",
 	UnpairedChannel:       "unpaired channel",
+	CircularWait:          "circular wait",
 	ReadBeforeWait:        "read before its wait",
 	ReadUnwritten:         "read of what no op wrote",
 	WrongInput:            "wrong input read",

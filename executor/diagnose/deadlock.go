@@ -49,6 +49,7 @@ func Deadlock(inst *executor.Instance, blocked []executor.BlockedTB) *Report {
 		cs = append(cs, packetCauses(inst, b)...)
 		cs = append(cs, signalCauses(inst, b)...)
 	}
+	cs = append(cs, cycleCauses(inst, r.Blocked)...)
 	r.Causes = Rank(cs)
 	return r
 }

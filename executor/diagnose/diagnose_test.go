@@ -257,3 +257,31 @@ func TestGuardingWait(t *testing.T) {
 		})
 	}
 }
+
+// TestCircularWait: two ranks that each wait before they signal name one
+// circular wait, with both waits and the signals they need; with one
+// rank signalling first there is no cycle (and no deadlock to name).
+func TestCircularWait(t *testing.T) {
+	w0, s0 := op(0, plan.OpWait, 5, []int{0}, nil, nil), op(1, plan.OpSignal, 6, []int{0}, nil, nil)
+	w1, s1 := op(0, plan.OpWait, 8, []int{0}, nil, nil), op(1, plan.OpSignal, 9, []int{0}, nil, nil)
+	inst := pair(0, []executor.OpInstance{w0, s0}, []executor.OpInstance{w1, s1})
+	blocked := []executor.BlockedTB{
+		{Rank: 0, TB: 0, Op: w0.Describe(), Waiting: "memory channel 0 from rank 1 expects signal 1, has 0"},
+		{Rank: 1, TB: 0, Op: w1.Describe(), Waiting: "memory channel 0 from rank 0 expects signal 1, has 0"},
+	}
+	r := Deadlock(inst, blocked)
+	if len(r.Causes) != 1 {
+		t.Fatalf("causes %+v, want one circular wait", r.Causes)
+	}
+	c := r.Causes[0]
+	want := "a circular wait: the wait at t.star:5:5 (rank 0 tb 0 op 0), which needs the signal at t.star:9:5 (rank 1 tb 0 op 1), which comes after the wait at t.star:8:5 (rank 1 tb 0 op 0), which needs the signal at t.star:6:5 (rank 0 tb 0 op 1), which comes after the first wait (each thread block waits before it signals)"
+	if c.Kind != CircularWait || c.Count != 2 || c.Text != want {
+		t.Errorf("cause %v count %d:\n%s\nwant:\n%s", c.Kind, c.Count, c.Text, want)
+	}
+	// Rank 1 signals before it waits: rank 0's wait is held up by
+	// nothing the blocked state names.
+	inst = pair(0, []executor.OpInstance{w0, s0}, []executor.OpInstance{s1, w1})
+	if r := Deadlock(inst, blocked[:1]); len(r.Causes) != 0 {
+		t.Errorf("no cycle: causes %+v", r.Causes)
+	}
+}

@@ -8,8 +8,8 @@ import (
 )
 
 // TestDeadlockCauseAcrossBackends runs the planted LL-slot mistakes that
-// wait forever (a read of a scratch slot no op writes) on the cpu backend
-// and on gpu-emu: both give the same typed packet wait
+// wait forever (a read of a scratch slot no op writes) and the ring whose
+// ranks wait before they signal on the cpu backend and on gpu-emu: both give the same typed packet wait
 // (executor.PacketWait) and go through the same diagnosis
 // (executor/diagnose), so the report opens with the same most likely
 // cause (the same buffer, slot and .star lines), within maxReportLines,
@@ -20,7 +20,7 @@ func TestDeadlockCauseAcrossBackends(t *testing.T) {
 	if !builtIn("gpu-emu") {
 		t.Skip("gpu-emu is not built (cgo and g++)")
 	}
-	for _, name := range []string{"ll_allgather4_wrong_slot", "ll_allgather_wrong_slot", "ll_allgather_unpack_wrong_slot"} {
+	for _, name := range []string{"ll_allgather4_wrong_slot", "ll_allgather_wrong_slot", "ll_allgather_unpack_wrong_slot", "ring_reducescatter4_wait_before_signal"} {
 		t.Run(name, func(t *testing.T) {
 			f := filepath.Join("testdata", "causes", name+".star")
 			var causes []string
