@@ -65,8 +65,8 @@ func TestCauses(t *testing.T) {
 // backend and diagnoses its blocked state (executor/diagnose): every
 // blocked thread block's op is found in the instance by the backend's
 // description of it, and the likeliest cause is of the kind the mistake
-// is (none where the blocked state names none: a barrier or a semaphore,
-// or a packet operand part of which some op writes).
+// is (none where the blocked state names none: a barrier or a
+// semaphore).
 func TestDeadlockDiagnosed(t *testing.T) {
 	t.Parallel()
 	want := map[string]diagnose.Kind{
@@ -75,6 +75,7 @@ func TestDeadlockDiagnosed(t *testing.T) {
 		"port wait without signal": diagnose.MissingSignal,
 		"circular wait":            diagnose.CircularWait,
 		"inside a pipeline":        diagnose.MissingSignal,
+		"packet never written":     diagnose.PartialWrite,
 	}
 	for _, c := range deadlockCases {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,6 +21,10 @@ const (
 	// waiting rank's scratch than the one the blocked op (Other) reads,
 	// and no op writes the slot read: the write most likely went astray.
 	WrongSlotWrite
+	// PartialWrite: packet writers (Op the nearest) write only parts of
+	// the slot the blocked op (Other) reads; Place is the part no op
+	// writes (a size or an offset off by part of a chunk).
+	PartialWrite
 	// WrongSlotRead: the blocked op (Op) reads a slot that no op writes,
 	// beside the slot a packet writer (Other) wrote: the read is the
 	// likelier mistake when another op reads the written slot as planned.
@@ -71,6 +75,7 @@ var kindNames = [...]string{
 	NoPacketWriter:        "no packet writer",
 	WrongSlotWrite:        "wrong slot written",
 	WrongSlotRead:         "wrong slot read",
+	PartialWrite:          "slot written in part",
 	MissingSignal:         "missing signal",
 	UnpairedChannel:       "unpaired channel",
 	CircularWait:          "circular wait",

@@ -67,6 +67,7 @@ func TestDeadlockCauses(t *testing.T) {
 		name        string
 		inst        *executor.Instance
 		blocked     executor.BlockedTB
+		packet      uint64 // the stale packet's offset (0: the slot's start)
 		kind        Kind
 		line, other string // .star lines of Op and Other ("" none)
 		text        []string
@@ -82,6 +83,15 @@ func TestDeadlockCauses(t *testing.T) {
 			inst: pair(0, []executor.OpInstance{op(0, plan.OpUnpackPacket, 15, nil, []executor.Region{scratch(0, 0)}, []executor.Region{input(0, 3)}), unpack(1)}, []executor.OpInstance{putPkt(0)}),
 			kind: WrongSlotRead, line: "t.star:16:5", other: "t.star:10:5",
 			text: []string{"reads slot 1 of rank 0's scratch", "which no op writes", "which the upkt at t.star:15:5 reads"},
+		},
+		{
+			name: "slot written in part",
+			inst: pair(0, []executor.OpInstance{op(0, plan.OpNop, 0, nil, nil, nil), unpack(1)},
+				[]executor.OpInstance{op(0, plan.OpPutPacket, 10, []int{0}, []executor.Region{input(1, 1)},
+					[]executor.Region{{Rank: 0, Buffer: plan.Scratch, Offset: chunk, Size: chunk / 2, Switch: -1}})}),
+			packet: 2*chunk + chunk + 16,
+			kind:   PartialWrite, line: "t.star:10:5", other: "t.star:16:5",
+			text: []string{"the ppkt at t.star:10:5 wrote the packets at scratch[2048:3072] of rank 0 (rank 1 tb 0 op 0), part of scratch[2048:4096], which the upkt at t.star:16:5 reads (rank 0 tb 0 op 1); no op writes scratch[3072:4096]"},
 		},
 		{
 			name: "no packet writer",
@@ -126,6 +136,9 @@ func TestDeadlockCauses(t *testing.T) {
 			var p *executor.PacketWait
 			if tt.inst.Ranks[0].TBs[0].Ops[1].Type == plan.OpUnpackPacket {
 				p = pkt(1)
+				if tt.packet > 0 {
+					p.Offset = tt.packet
+				}
 			}
 			r := Deadlock(tt.inst, []executor.BlockedTB{blockedIn(tt.inst, 1, p)})
 			if tt.kind == 0 {

@@ -60,11 +60,20 @@ func packetCauses(inst *executor.Instance, b Blocked) []Cause {
 			Text: fmt.Sprintf("no op writes packets into rank %d's scratch, where %s reads %s (%s)",
 				b.Rank, reader.Name(), slotText(inst, want), reader.Where())}}
 	}
-	// Writers into the slot itself: the wait is held up elsewhere.
+	// A writer of the packet waited for: the wait is held up elsewhere.
+	// Writers of only other parts of the slot: the rest is never written.
+	elem := executor.Region{Offset: (b.Packet.Offset - half(inst, *b.Packet)) / 2, Size: 1}
+	var part []packetWriter
 	for _, w := range writers {
-		if overlaps(w.dst, want) {
+		switch {
+		case overlaps(w.dst, elem):
 			return nil
+		case overlaps(w.dst, want):
+			part = append(part, w)
 		}
+	}
+	if len(part) > 0 {
+		return []Cause{partialCause(inst, b, want, elem.Offset, part)}
 	}
 	// How often each destination is written: a slot written more often
 	// than once is the likelier wrong one.
@@ -127,4 +136,45 @@ func packetCauses(inst *executor.Instance, b Blocked) []Cause {
 	}
 	misread.Evidence = 1
 	return []Cause{wrote, misread}
+}
+
+// partialCause names the writer nearest the part of the slot want that
+// holds data byte d and that no op writes, among the writers part of
+// other parts of want.
+func partialCause(inst *executor.Instance, b Blocked, want executor.Region, d uint64, part []packetWriter) Cause {
+	lo, hi := want.Offset, want.Offset+want.Size
+	best := part[0]
+	for _, w := range part {
+		if end := w.dst.Offset + w.dst.Size; end <= d && end > lo {
+			lo = end
+		}
+		if w.dst.Offset > d && w.dst.Offset < hi {
+			hi = w.dst.Offset
+		}
+	}
+	dist := func(w packetWriter) uint64 {
+		if w.dst.Offset > d {
+			return w.dst.Offset - d
+		}
+		return d - (w.dst.Offset + w.dst.Size - 1)
+	}
+	for _, w := range part[1:] {
+		if dist(w) < dist(best) {
+			best = w
+		}
+	}
+	gap := executor.Region{Rank: b.Rank, Buffer: plan.Scratch, Offset: lo, Size: hi - lo, Switch: -1}
+	return Cause{Kind: PartialWrite, Op: best.ref, Other: b.Op, Peer: -1, Place: gap, Wrote: best.dst, Count: 1,
+		Key: "part " + best.ref.SendingName() + " " + b.Op.Name(),
+		Text: fmt.Sprintf("%s wrote the packets at %s of rank %d (%s), part of %s, which %s reads (%s); no op writes %s",
+			best.ref.SendingName(), packets(inst, *b.Packet, best.dst), b.Rank, best.ref.Where(),
+			packets(inst, *b.Packet, want), b.Op.Name(), b.Op.Where(), packets(inst, *b.Packet, gap))}
+}
+
+// packets is "scratch[A:B]", the packet bytes of data region r in the
+// scratch half that packet wait p waits in (as the blocked lines name
+// them).
+func packets(inst *executor.Instance, p executor.PacketWait, r executor.Region) string {
+	h := half(inst, p)
+	return fmt.Sprintf("scratch[%d:%d]", 2*r.Offset+h, 2*(r.Offset+r.Size)+h)
 }
