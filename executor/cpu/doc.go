@@ -30,7 +30,10 @@
 // memory of byte intervals find conflicting accesses that no happens-before
 // edge orders (*executor.RaceError). A deadlock, a cancellation or an op
 // error leaves the session unusable (as a hung GPU would be); a race report
-// does not.
+// does not. Provenance re-runs a launch with a movement log that explains
+// a wrong element (Prov.Explain) and names its likely causes as
+// executor/diagnose values (Prov.Causes); a deadlock's are named by
+// diagnose.Deadlock from the DeadlockError alone.
 //
 // Limits of the model: launches run in lock-step on all ranks, so hazards
 // between one rank's launch f+1 and a peer's launch f (what double
