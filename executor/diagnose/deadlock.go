@@ -54,7 +54,9 @@ func Deadlock(inst *executor.Instance, blocked []executor.BlockedTB) *Report {
 	return r
 }
 
-// opOf finds the op a blocked thread block reports (by its description).
+// opOf finds the op a blocked thread block reports, by its description
+// (executor.OpInstance.Describe, as the backends give it) or by its place
+// and type alone ("op 3.1 wait", as the cost model gives it).
 func opOf(inst *executor.Instance, t executor.BlockedTB) *executor.OpInstance {
 	if inst == nil || t.Rank < 0 || t.Rank >= len(inst.Ranks) {
 		return nil
@@ -66,7 +68,7 @@ func opOf(inst *executor.Instance, t executor.BlockedTB) *executor.OpInstance {
 		}
 		var found *executor.OpInstance
 		eachOp(tb.Ops, 1, func(op *executor.OpInstance, _ int) {
-			if found == nil && op.Describe() == t.Op {
+			if found == nil && (op.Describe() == t.Op || op.Path != "" && op.Path+" "+op.Type.String() == t.Op) {
 				found = op
 			}
 		})

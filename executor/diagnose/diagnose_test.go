@@ -221,6 +221,22 @@ func TestBlockedLineSameOnEveryBackend(t *testing.T) {
 	}
 }
 
+// TestOpFoundWithoutLines: a blocked thread block described without the
+// op's .star lines (the cost model's "op 1 wait") is found all the same.
+func TestOpFoundWithoutLines(t *testing.T) {
+	wait := op(1, plan.OpWait, 5, []int{0}, nil, nil)
+	inst := pair(0, []executor.OpInstance{op(0, plan.OpNop, 0, nil, nil, nil), wait}, nil)
+	for _, desc := range []string{wait.Describe(), "op 1 wait"} {
+		r := Deadlock(inst, []executor.BlockedTB{{Rank: 0, TB: 0, Op: desc, Waiting: "memory channel 0 from rank 1 expects signal 1, has 0"}})
+		if r.Blocked[0].Op.Op != &inst.Ranks[0].TBs[0].Ops[1] || len(r.Causes) != 1 || r.Causes[0].Kind != MissingSignal {
+			t.Errorf("%q: op %v, causes %+v", desc, r.Blocked[0].Op.Op, r.Causes)
+		}
+	}
+	if r := Deadlock(inst, []executor.BlockedTB{{Rank: 0, TB: 0, Op: "op 1 signal"}}); r.Blocked[0].Op.Op != nil {
+		t.Errorf("op 1 signal found %v", r.Blocked[0].Op.Op)
+	}
+}
+
 // TestRankMergesCauses: two blocked thread blocks naming the same cause
 // count it twice, and it comes before a cause of one.
 func TestRankMergesCauses(t *testing.T) {

@@ -160,3 +160,27 @@ func TestWrongDataAcrossProcesses(t *testing.T) {
 		t.Errorf("rank 0's report does not open with the put of line 11:\n%s", procs[0].stderr)
 	}
 }
+
+// TestPacketDeadlockAcrossProcesses: the 4-rank LL allgather whose put
+// writes the wrong scratch slot (a planted mistake of internal/cli/testdata)
+// run one process per rank: the packet waits travel typed between the
+// ranks, and rank 0 names the put's line as a run of one process does.
+func TestPacketDeadlockAcrossProcesses(t *testing.T) {
+	p, err := filepath.Abs(filepath.Join("..", "..", "internal", "cli", "testdata", "causes", "ll_allgather4_wrong_slot.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	procs := startRanks(t, ctx, 4, nil, nil, "run", p, "--size", "16K", "-n", "1", "--timeout", "500ms").wait(t)
+	for r, pr := range procs {
+		if pr.code != 3 {
+			t.Errorf("rank %d: exit %d, want 3 (deadlock):\n%s", r, pr.code, pr.stderr)
+		}
+	}
+	lines := strings.Split(procs[0].stderr, "\n")
+	want := "  most likely cause: the ppkt at " + p + ":10:44 wrote slot 0 of rank 0's scratch (rank 3 tb 0 op 0), where the upkt at " + p + ":16:35 reads slot 1"
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], want) || !strings.Contains(procs[0].stderr, "packets at scratch[8192:16384] (slot 1) have flag 0, want 1") {
+		t.Errorf("rank 0's report does not open with the put of line 10:\n%s", procs[0].stderr)
+	}
+}
