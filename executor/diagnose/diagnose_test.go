@@ -219,6 +219,16 @@ func TestBlockedLineSameOnEveryBackend(t *testing.T) {
 			t.Errorf("packet at %d:\n got %s\nwant %s", tt.off, got, tt.want)
 		}
 	}
+	// A double-buffered scratch: an even launch's flag waits in the
+	// second half.
+	inst.Plan.UseDoubleScratch = true
+	p := executor.PacketWait{Buffer: plan.Scratch, Offset: 4096 + 2048 + 96, Got: 0, Want: 2}
+	b := blockedIn(inst, 1, &p)
+	b.Waiting = p.String()
+	want = "rank 0 tb 0 op 1 upkt (t.star:16:5): packets at scratch[6144:8192] (slot 1) have flag 0, want 2"
+	if got := Deadlock(inst, []executor.BlockedTB{b}).Blocked[0].Line; got != want {
+		t.Errorf("double scratch:\n got %s\nwant %s", got, want)
+	}
 }
 
 // TestOpFoundWithoutLines: a blocked thread block described without the
