@@ -20,9 +20,9 @@ type link struct {
 }
 
 // cycleCauses names the circular waits among the blocked thread blocks:
-// a wait whose channel the peer signals often enough per launch, but
-// only from a thread block that is blocked before that signal, in a wait
-// of its own that leads back to the first.
+// a wait that needs a signal which the peer sends only from a thread
+// block blocked before that signal, in a wait of its own, and so on back
+// to the first.
 func cycleCauses(inst *executor.Instance, blocked []Blocked) []Cause {
 	links := make([]*link, len(blocked))
 	for i, b := range blocked {
