@@ -7,32 +7,51 @@ import (
 )
 
 // reuse.go is the static check of the launch-boundary rule
-// (docs/executor.md §5.3): a buffer a peer writes must not be written
-// again in the next launch before every other rank's access to it in
-// this launch is ordered before that write. CheckReuse finds the writes
+// (docs/executor.md §5.3): a buffer must not be accessed in the next
+// launch before every other rank's conflicting access to it in this
+// launch is ordered before that access (a peer's put into a slot the
+// rank has not read yet, a rank's write into its own buffer that a peer
+// is still reading). CheckReuse finds the accesses
 // that nothing orders so, from the plan alone; the CPU backend's race
 // detector finds the same races when it runs them.
 
-// Reuse is a remote write that the next launch may make before another
-// rank's access of this launch to the same bytes.
+// Reuse is an access of a later launch that may come before another
+// rank's conflicting access of an earlier launch to the same bytes
+// (one of the two writes).
 type Reuse struct {
-	// Write is the remote write (by rank WriteRank, thread block
-	// WriteTB), Access the other rank's access to the bytes it writes.
-	Write, Access        *OpInstance
-	WriteRank, WriteTB   int
-	AccessRank, AccessTB int
-	AccessWrites         bool
-	Region               Region // the bytes both touch
+	// Later is the op of the later launch (by rank LaterRank, thread
+	// block LaterTB), Earlier the other rank's op of the earlier launch.
+	Later, Earlier             *OpInstance
+	LaterRank, LaterTB         int
+	EarlierRank, EarlierTB     int
+	LaterWrites, EarlierWrites bool
+	// Apart is how many launches apart the two are: 1, or 2 for the
+	// shifted accesses of a double-buffered scratch, whose next launch
+	// uses the other half.
+	Apart int
+	// Region is the memory both touch, in bytes of the buffer (an LL
+	// packet operand of n data bytes at offset o takes [2o, 2o+2n)).
+	Region Region
 }
 
 func (r Reuse) String() string {
-	kind := "reads"
-	if r.AccessWrites {
-		kind = "writes"
+	verb := func(w bool) string {
+		if w {
+			return "writes"
+		}
+		return "reads"
 	}
-	return fmt.Sprintf("%s writes rank %d %s[%d:%d] in every launch, which %s %s: no signal and wait orders rank %d's access before rank %d's write in the next launch (a race across the launch boundary; add a handshake, docs/executor.md §5.3)",
-		opAtText(r.Write, r.WriteRank, r.WriteTB, true), r.Region.Rank, r.Region.Buffer.Name(), r.Region.Offset, r.Region.Offset+r.Region.Size,
-		opAtText(r.Access, r.AccessRank, r.AccessTB, r.AccessRank != r.Region.Rank), kind, r.AccessRank, r.WriteRank)
+	noun := "read"
+	if r.LaterWrites {
+		noun = "write"
+	}
+	when := "in the next launch"
+	if r.Apart == 2 {
+		when = "two launches later (scratch is double-buffered: the next launch uses the other half)"
+	}
+	return fmt.Sprintf("%s %s rank %d %s[%d:%d] in every launch, which %s %s: no signal and wait orders rank %d's access before rank %d's %s %s (a race across the launch boundary; add a handshake, docs/executor.md §5.3)",
+		opAtText(r.Later, r.LaterRank, r.LaterTB, r.LaterRank != r.Region.Rank), verb(r.LaterWrites), r.Region.Rank, r.Region.Buffer.Name(), r.Region.Offset, r.Region.Offset+r.Region.Size,
+		opAtText(r.Earlier, r.EarlierRank, r.EarlierTB, r.EarlierRank != r.Region.Rank), verb(r.EarlierWrites), r.EarlierRank, r.LaterRank, noun, when)
 }
 
 // opAtText is "the put at x.star:12:20 (rank 0 tb 0)" or "the put of
@@ -57,22 +76,25 @@ type reuseNode struct {
 	prev     []int
 }
 
-// CheckReuse returns the remote writes of inst that the next launch may
-// make before another rank's access of this launch to the same bytes is
-// done: the access reaches, through the plan's synchronisation, no op of
-// a rank that reaches the write (either in this launch, before its end,
-// or in the next one, before the write). Edges: program order, signals
-// (and puts with signal) to the waits of the paired channel end, LL
-// packet writes to the packet reads of the same bytes, semaphore
-// releases to acquires, barriers; a rank's next launch follows all of
-// its own. The k-th wait of a channel end takes its k-th signal when
-// each side is on one thread block; otherwise every edge a channel could
-// give is taken (a signal reaches every wait of its channel end), so the
-// check may miss races there but warns of none the plan's
-// synchronisation excludes, but for
-// synchronisation it does not know: switch (NVLS) ops, and packet writes
-// into a double-buffered scratch, whose next launch writes the other
-// half, are not checked. One Reuse per pair of ops.
+// CheckReuse returns the accesses of inst that a later launch may make
+// before another rank's conflicting access (one of the two writes) of
+// an earlier launch to the same bytes is done: the earlier access
+// reaches, through the plan's synchronisation, no op of a rank that
+// reaches the later one (either in the earlier launch, or in a launch
+// of its own before the later access). Both launches are the next one
+// apart, or two for the accesses that see one half of a double-buffered
+// scratch (packet accesses and local ones), which alternate halves.
+// Edges: program order, signals (and puts with signal) to the waits of
+// the paired channel end, LL packet writes to the packet reads of the
+// same bytes, semaphore releases to acquires, barriers; a rank's next
+// launch follows all of its own. The k-th wait of a channel end takes
+// its k-th signal when each side is on one thread block; otherwise every
+// edge a channel could give is taken (a signal reaches every wait of its
+// channel end), so the check may miss races there but warns of none the
+// plan's synchronisation excludes, but for synchronisation it does not
+// know: switch (NVLS) ops are not checked, nor pairs of a double-buffered
+// scratch where one access sees a half and the other the whole (a port
+// put's source, a remote non-packet access). One Reuse per pair of ops.
 func CheckReuse(inst *Instance) []Reuse {
 	var nodes []reuseNode
 	add := func(n reuseNode) int {
@@ -93,12 +115,15 @@ func CheckReuse(inst *Instance) []Reuse {
 	releases, acquires := map[semKey][]int{}, map[semKey][]int{}
 	barriers := map[semKey]int{}
 	type access struct {
-		node   int
-		r      Region
-		write  bool
-		packet bool
+		node    int
+		r       Region
+		write   bool
+		packet  bool
+		shifted bool // sees the launch's half of a double-buffered scratch
 	}
 	var accesses []access
+	var starts [][]int // per rank, the first node of each thread block
+	starts = make([][]int, len(inst.Ranks))
 	for ri := range inst.Ranks {
 		rk := &inst.Ranks[ri]
 		chans := func(ct plan.ChannelType) []ChannelEnd {
@@ -150,20 +175,30 @@ func CheckReuse(inst *Instance) []Reuse {
 						edge(n, b)
 						edge(b, n)
 					}
+					// Port transfers read their source through its
+					// registration at the buffer's base, unshifted
+					// (as Operands does).
+					portSrc := op.Type.Family() == plan.FamPut && op.ChannelType == plan.Port
 					for i, r := range op.Src {
 						if r.Switch < 0 && r.Size > 0 {
-							accesses = append(accesses, access{n, r, false, op.Type.SrcPacket(i)})
+							pk := op.Type.SrcPacket(i)
+							accesses = append(accesses, access{n, r, false, pk, pk || r.Rank == rk.Rank && !portSrc})
 						}
 					}
 					for i, r := range op.Dst {
 						if r.Switch < 0 && r.Size > 0 {
-							accesses = append(accesses, access{n, r, true, op.Type.DstPacket(i)})
+							pk := op.Type.DstPacket(i)
+							accesses = append(accesses, access{n, r, true, pk, pk || r.Rank == rk.Rank})
 						}
 					}
 					walk(op.Body)
 				}
 			}
+			first := len(nodes)
 			walk(tb.Ops)
+			if first < len(nodes) {
+				starts[ri] = append(starts[ri], first)
+			}
 		}
 	}
 	oneTB := func(ns []int) bool {
@@ -245,35 +280,88 @@ func CheckReuse(inst *Instance) []Reuse {
 		memo[dir][n] = ranks
 		return ranks
 	}
+	// whole[r] is the ranks that rank r's launch reaches: a launch of a
+	// rank that one of them starts after this launch of rank r began
+	// follows all of it.
+	whole := make([][]bool, len(inst.Ranks))
+	for r := range whole {
+		whole[r] = make([]bool, len(inst.Ranks))
+		whole[r][r] = true
+		for _, n := range starts[r] {
+			for s, ok := range reach(n, false) {
+				whole[r][s] = whole[r][s] || ok
+			}
+		}
+	}
+	// ordered says whether the access at node e is ordered before the
+	// one at node l, apart launches later: a chain leads from e to a
+	// rank (in e's launch), from that rank's next launch on to further
+	// ranks (one launch each), and from the last to l in l's launch.
+	ordered := func(e, l, apart int) bool {
+		from, to := reach(e, false), reach(l, true)
+		for r, ok := range from {
+			if !ok {
+				continue
+			}
+			if to[r] {
+				return true
+			}
+			if apart == 2 {
+				for s, ok := range whole[r] {
+					if ok && to[s] {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	// bytes is the part of its buffer an access touches: LL packets take
+	// twice their data's bytes, at twice its offset (packetOffset).
+	bytes := func(a access) (lo, hi uint64) {
+		if a.packet {
+			return packetOffset(a.r.Offset), packetOffset(a.r.Offset + a.r.Size)
+		}
+		return a.r.Offset, a.r.Offset + a.r.Size
+	}
 	double := inst.Plan != nil && inst.Plan.UseDoubleScratch
 	var out []Reuse
 	seen := map[[2]string]bool{}
-	for _, w := range accesses {
-		wn := &nodes[w.node]
-		if !w.write || w.r.Rank == wn.rank || double && w.packet && w.r.Buffer == plan.Scratch {
-			continue
-		}
-		for _, a := range accesses {
-			an := &nodes[a.node]
-			if an.rank == wn.rank || !overlap(w.r, a.r) {
+	for _, l := range accesses {
+		ln := &nodes[l.node]
+		for _, e := range accesses {
+			en := &nodes[e.node]
+			if en.rank == ln.rank || !l.write && !e.write || l.r.Rank != e.r.Rank || l.r.Buffer != e.r.Buffer {
 				continue
 			}
-			from, to := reach(a.node, false), reach(w.node, true)
-			ordered := false
-			for r := range from {
-				ordered = ordered || from[r] && to[r]
-			}
-			if ordered {
+			llo, lhi := bytes(l)
+			elo, ehi := bytes(e)
+			if llo >= ehi || elo >= lhi {
 				continue
 			}
-			key := [2]string{opKey(wn, true), opKey(an, an.rank != a.r.Rank)}
+			apart := 1
+			if double && l.r.Buffer == plan.Scratch {
+				if l.shifted != e.shifted {
+					// One sees a half, the other the whole scratch:
+					// not modelled.
+					continue
+				}
+				if l.shifted {
+					apart = 2
+				}
+			}
+			if ordered(e.node, l.node, apart) {
+				continue
+			}
+			key := [2]string{opKey(ln, ln.rank != l.r.Rank), opKey(en, en.rank != e.r.Rank)}
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			lo, hi := max(w.r.Offset, a.r.Offset), min(w.r.Offset+w.r.Size, a.r.Offset+a.r.Size)
-			out = append(out, Reuse{Write: wn.op, WriteRank: wn.rank, WriteTB: wn.tb, Access: an.op, AccessRank: an.rank, AccessTB: an.tb,
-				AccessWrites: a.write, Region: Region{Rank: w.r.Rank, Buffer: w.r.Buffer, Offset: lo, Size: hi - lo, Switch: -1}})
+			lo, hi := max(llo, elo), min(lhi, ehi)
+			out = append(out, Reuse{Later: ln.op, LaterRank: ln.rank, LaterTB: ln.tb, Earlier: en.op, EarlierRank: en.rank, EarlierTB: en.tb,
+				LaterWrites: l.write, EarlierWrites: e.write, Apart: apart,
+				Region: Region{Rank: l.r.Rank, Buffer: l.r.Buffer, Offset: lo, Size: hi - lo, Switch: -1}})
 		}
 	}
 	return out
