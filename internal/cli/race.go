@@ -17,6 +17,17 @@ import (
 	"github.com/mscclgo/mscclgo/plan"
 )
 
+// raceLaunches is the number of checked launches per size of run: iters,
+// but with race detection at least two launches in all (warm-up ones
+// included), the fewest that show a race across the launch boundary
+// (docs/executor.md §5.3).
+func raceLaunches(race bool, warmup, iters int) int {
+	if race && warmup+iters < 2 {
+		return 2 - warmup
+	}
+	return iters
+}
+
 // reportRace prints err (a launch's race report) after prefix, with the
 // most likely cause first.
 func reportRace(w io.Writer, prefix string, inst *executor.Instance, err error, all bool) {

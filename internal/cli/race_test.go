@@ -94,3 +94,19 @@ func TestCheckWarnsOfReuse(t *testing.T) {
 		t.Errorf("with the handshake: exit %d, want 0 and no warning:\n%s", code, stdout)
 	}
 }
+
+// TestRaceRunsTwoLaunches: run --race runs at least two launches, so
+// that -n 1 still finds the newcomer's race across the launch boundary;
+// without --race, -n 1 is one launch.
+func TestRaceRunsTwoLaunches(t *testing.T) {
+	t.Parallel()
+	f := "testdata/races/ring_reducescatter4_reuse.star"
+	code, stdout, stderr := run(t, "", "run", f, "-s", "16K", "-n", "1", "--race")
+	if code != ExitRace || !strings.Contains(stdout, "iters 2,") || !strings.Contains(stderr, "in launch 1") {
+		t.Errorf("-n 1 --race: exit %d, want %d, iters 2 and a race in launch 1:\n%s%s", code, ExitRace, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, "", "run", f, "-s", "16K", "-n", "1")
+	if code != 0 || !strings.Contains(stdout, "iters 1,") {
+		t.Errorf("-n 1: exit %d, want 0 and iters 1:\n%s%s", code, stdout, stderr)
+	}
+}
