@@ -110,3 +110,30 @@ func TestRaceRunsTwoLaunches(t *testing.T) {
 		t.Errorf("-n 1: exit %d, want 0 and iters 1:\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestRaceOnGPUEmu: run --race on gpu-emu, which has no detector of its
+// own, flags the newcomer's ring reuse through the cpu backend's
+// detector over the same plan and launches, with both lines and launch
+// numbers, and passes the version with the handshake.
+func TestRaceOnGPUEmu(t *testing.T) {
+	t.Parallel()
+	if !builtIn("gpu-emu") {
+		t.Skip("gpu-emu is not built (cgo and g++)")
+	}
+	f := "testdata/races/ring_reducescatter4_reuse.star"
+	code, stdout, stderr := run(t, "", "run", f, "-s", "16K", "-n", "2", "--race", "--backend", "gpu-emu")
+	if code != ExitRace {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, ExitRace, stdout, stderr)
+	}
+	for _, want := range []string{"launch 1 (cpu detector): race:", "the put at " + f + ":12:", "in launch 1 while", f + ":17:", "in launch 0"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the report does not say %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "race detection by the cpu backend's detector") {
+		t.Errorf("the header does not say who detects races:\n%s", stdout)
+	}
+	if code, stdout, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "--backend", "gpu-emu", "-D", "handshake=true"); code != 0 {
+		t.Errorf("with the handshake: exit %d, want 0:\n%s%s", code, stdout, stderr)
+	}
+}
