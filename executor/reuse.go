@@ -25,6 +25,10 @@ type Reuse struct {
 	LaterRank, LaterTB         int
 	EarlierRank, EarlierTB     int
 	LaterWrites, EarlierWrites bool
+	// EarlierProxy says that the earlier access is the rank's proxy's,
+	// a port channel's transfer, which the thread block does not wait
+	// for unless it flushes.
+	EarlierProxy bool
 	// Apart is how many launches apart the two are: 1, or 2 for the
 	// shifted accesses of a double-buffered scratch, whose next launch
 	// uses the other half.
@@ -49,9 +53,13 @@ func (r Reuse) String() string {
 	if r.Apart == 2 {
 		when = "two launches later (scratch is double-buffered: the next launch uses the other half)"
 	}
-	return fmt.Sprintf("%s %s rank %d %s[%d:%d] in every launch, which %s %s: no signal and wait orders rank %d's access before rank %d's %s %s (a race across the launch boundary; add a handshake, docs/executor.md §5.3)",
+	who, fix := fmt.Sprintf("rank %d's", r.EarlierRank), "add a handshake"
+	if r.EarlierProxy {
+		who, fix = fmt.Sprintf("rank %d's proxy's", r.EarlierRank), "flush the transfer, or add a handshake"
+	}
+	return fmt.Sprintf("%s %s rank %d %s[%d:%d] in every launch, which %s %s: no signal and wait orders %s access before rank %d's %s %s (a race across the launch boundary; %s, docs/executor.md §5.3)",
 		opAtText(r.Later, r.LaterRank, r.LaterTB, r.LaterRank != r.Region.Rank), verb(r.LaterWrites), r.Region.Rank, r.Region.Buffer.Name(), r.Region.Offset, r.Region.Offset+r.Region.Size,
-		opAtText(r.Earlier, r.EarlierRank, r.EarlierTB, r.EarlierRank != r.Region.Rank), verb(r.EarlierWrites), r.EarlierRank, r.LaterRank, noun, when)
+		opAtText(r.Earlier, r.EarlierRank, r.EarlierTB, r.EarlierRank != r.Region.Rank), verb(r.EarlierWrites), who, r.LaterRank, noun, when, fix)
 }
 
 // opAtText is "the put at x.star:12:20 (rank 0 tb 0)" or "the put of
@@ -68,10 +76,12 @@ func opAtText(op *OpInstance, rank, tb int, remote bool) string {
 	return fmt.Sprintf("the %s of rank %d tb %d %s", op.Type, rank, tb, op.Path)
 }
 
-// reuseNode is an op of the graph of one launch.
+// reuseNode is an op of the graph of one launch, or the work of a port
+// channel's op that the rank's proxy does for it (proxy).
 type reuseNode struct {
 	rank, tb int
 	op       *OpInstance
+	proxy    bool
 	next     []int
 	prev     []int
 }
@@ -84,6 +94,10 @@ type reuseNode struct {
 // of its own before the later access). Both launches are the next one
 // apart, or two for the accesses that see one half of a double-buffered
 // scratch (packet accesses and local ones), which alternate halves.
+// A port channel's put, signal and transfer are the proxy's work, in
+// push order after the thread block's push; the thread block waits for
+// it at a flush (pwsf's included), and the proxy's accesses may still be
+// under way when the rank's next launch starts.
 // Edges: program order, signals (and puts with signal) to the waits of
 // the paired channel end, LL packet writes to the packet reads of the
 // same bytes, semaphore releases to acquires, barriers; a rank's next
@@ -135,6 +149,9 @@ func CheckReuse(inst *Instance) []Reuse {
 		for ti := range rk.TBs {
 			tb := &rk.TBs[ti]
 			last := -1
+			// lastProxy is the proxy's work for the thread block's
+			// latest port op: the proxy does it in push order.
+			lastProxy := -1
 			var walk func(ops []OpInstance)
 			walk = func(ops []OpInstance) {
 				for i := range ops {
@@ -144,12 +161,36 @@ func CheckReuse(inst *Instance) []Reuse {
 						edge(last, n)
 					}
 					last = n
+					// at is the node of the op's data accesses and of
+					// its signal: on a port channel, the proxy's work,
+					// after the push and after the proxy's earlier
+					// work; a flush (pwsf's too) waits for that work.
+					at := n
+					if op.ChannelType == plan.Port {
+						switch op.Type {
+						case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpSignal, plan.OpRelaxedSignal:
+							at = add(reuseNode{rank: rk.Rank, tb: tb.ID, op: op, proxy: true})
+							edge(n, at)
+							if lastProxy >= 0 {
+								edge(lastProxy, at)
+							}
+							lastProxy = at
+							if op.Type == plan.OpPutWithSignalAndFlush {
+								last = add(reuseNode{rank: rk.Rank, tb: tb.ID, op: op})
+								edge(at, last)
+							}
+						case plan.OpFlush:
+							if lastProxy >= 0 {
+								edge(lastProxy, n)
+							}
+						}
+					}
 					switch op.Type {
 					case plan.OpSignal, plan.OpRelaxedSignal, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 						for _, c := range op.Channels {
 							if ends := chans(op.ChannelType); c >= 0 && c < len(ends) && ends[c].PeerIndex >= 0 {
 								k := chanKey{ends[c].Peer, op.ChannelType, ends[c].PeerIndex}
-								signals[k] = append(signals[k], n)
+								signals[k] = append(signals[k], at)
 							}
 						}
 					case plan.OpWait, plan.OpRelaxedWait:
@@ -182,13 +223,13 @@ func CheckReuse(inst *Instance) []Reuse {
 					for i, r := range op.Src {
 						if r.Switch < 0 && r.Size > 0 {
 							pk := op.Type.SrcPacket(i)
-							accesses = append(accesses, access{n, r, false, pk, pk || r.Rank == rk.Rank && !portSrc})
+							accesses = append(accesses, access{at, r, false, pk, pk || r.Rank == rk.Rank && !portSrc})
 						}
 					}
 					for i, r := range op.Dst {
 						if r.Switch < 0 && r.Size > 0 {
 							pk := op.Type.DstPacket(i)
-							accesses = append(accesses, access{n, r, true, pk, pk || r.Rank == rk.Rank})
+							accesses = append(accesses, access{at, r, true, pk, pk || r.Rank == rk.Rank})
 						}
 					}
 					walk(op.Body)
@@ -263,7 +304,7 @@ func CheckReuse(inst *Instance) []Reuse {
 		for len(stack) > 0 {
 			x := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			if r := nodes[x].rank; r >= 0 && r < len(ranks) {
+			if r := nodes[x].rank; r >= 0 && r < len(ranks) && !nodes[x].proxy {
 				ranks[r] = true
 			}
 			succ := nodes[x].next
@@ -331,7 +372,10 @@ func CheckReuse(inst *Instance) []Reuse {
 		ln := &nodes[l.node]
 		for _, e := range accesses {
 			en := &nodes[e.node]
-			if en.rank == ln.rank || !l.write && !e.write || l.r.Rank != e.r.Rank || l.r.Buffer != e.r.Buffer {
+			// A rank's launches follow each other, and so does its
+			// proxy's work; the proxy may still be at a launch's
+			// transfers when the rank's next launch starts.
+			if en.rank == ln.rank && en.proxy == ln.proxy || !l.write && !e.write || l.r.Rank != e.r.Rank || l.r.Buffer != e.r.Buffer {
 				continue
 			}
 			llo, lhi := bytes(l)
@@ -360,7 +404,7 @@ func CheckReuse(inst *Instance) []Reuse {
 			seen[key] = true
 			lo, hi := max(llo, elo), min(lhi, ehi)
 			out = append(out, Reuse{Later: ln.op, LaterRank: ln.rank, LaterTB: ln.tb, Earlier: en.op, EarlierRank: en.rank, EarlierTB: en.tb,
-				LaterWrites: l.write, EarlierWrites: e.write, Apart: apart,
+				LaterWrites: l.write, EarlierWrites: e.write, EarlierProxy: en.proxy, Apart: apart,
 				Region: Region{Rank: l.r.Rank, Buffer: l.r.Buffer, Offset: lo, Size: hi - lo, Switch: -1}})
 		}
 	}

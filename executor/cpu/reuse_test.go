@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -24,6 +25,7 @@ var reuseCases = []struct {
 	build func() *executor.Instance
 	race  [2]string
 	apart int
+	text  string // in the static check's warning
 }{
 	{
 		name: "a put into a slot the peer reads, no handshake",
@@ -36,6 +38,7 @@ var reuseCases = []struct {
 		},
 		race:  [2]string{"0 0 op 0 put true", "1 0 op 1 copy false"},
 		apart: 1,
+		text:  "the put of rank 0 tb 0 op 0 writes rank 1 scratch[0:64] in every launch, which the copy of rank 1 tb 0 op 1 reads: no signal and wait orders rank 1's access before rank 0's write in the next launch (a race across the launch boundary; add a handshake,",
 	},
 	{
 		name: "a put into a slot the peer reads, handshake at the end",
@@ -68,6 +71,7 @@ var reuseCases = []struct {
 		},
 		race:  [2]string{"0 0 op 0 copy true", "1 0 op 1 get false"},
 		apart: 1,
+		text:  "the copy of rank 0 tb 0 op 0 writes rank 0 scratch[0:64] in every launch, which the get of rank 1 tb 0 op 1 reads: no signal and wait orders rank 1's access before rank 0's write in the next launch",
 	},
 	{
 		name: "a rank rewrites its own scratch once the peer has got it",
@@ -76,6 +80,40 @@ var reuseCases = []struct {
 			b.connect(mem, 0, 1)
 			b.tb(0, cp(L(in, 0, reuseN), L(scr, 0, reuseN)), nop(), sig(mem, 0), wt(mem, 0))
 			b.tb(1, wt(mem, 0), op(plan.OpGet, mem, nil, rs(R(0, scr, 0, reuseN)), rs(L(out, 0, reuseN))), nop(), sig(mem, 0))
+			return b.inst
+		},
+	},
+	{
+		name: "a port put's source rewritten in the next launch, no flush",
+		build: func() *executor.Instance {
+			b := newBuilder(2, reuseN)
+			b.connect(prt, 0, 1)
+			b.tb(0, cp(L(in, 0, reuseN), L(scr, 0, reuseN)), nop(), op(plan.OpPutWithSignal, prt, ch(0), rs(L(scr, 0, reuseN)), rs(R(1, out, 0, reuseN))))
+			b.tb(1, wt(prt, 0))
+			return b.inst
+		},
+		race:  [2]string{"0 0 op 0 copy true", "0 0 op 2 pws false"},
+		apart: 1,
+		text:  "which the pws of rank 0 tb 0 op 2 reads: no signal and wait orders rank 0's proxy's access before rank 0's write in the next launch (a race across the launch boundary; flush the transfer, or add a handshake,",
+	},
+	{
+		name: "a port put's source rewritten in the next launch, after a flush",
+		build: func() *executor.Instance {
+			b := newBuilder(2, reuseN)
+			b.connect(prt, 0, 1)
+			b.tb(0, cp(L(in, 0, reuseN), L(scr, 0, reuseN)), nop(), op(plan.OpPutWithSignal, prt, ch(0), rs(L(scr, 0, reuseN)), rs(R(1, out, 0, reuseN))),
+				op(plan.OpFlush, prt, ch(0), nil, nil))
+			b.tb(1, wt(prt, 0))
+			return b.inst
+		},
+	},
+	{
+		name: "a port put's source rewritten in the next launch, put with signal and flush",
+		build: func() *executor.Instance {
+			b := newBuilder(2, reuseN)
+			b.connect(prt, 0, 1)
+			b.tb(0, cp(L(in, 0, reuseN), L(scr, 0, reuseN)), nop(), op(plan.OpPutWithSignalAndFlush, prt, ch(0), rs(L(scr, 0, reuseN)), rs(R(1, out, 0, reuseN))))
+			b.tb(1, wt(prt, 0))
 			return b.inst
 		},
 	},
@@ -89,6 +127,7 @@ var reuseCases = []struct {
 		},
 		race:  [2]string{"0 0 op 0 ppkt true", "1 0 op 0 upkt false"},
 		apart: 1,
+		text:  "writes rank 1 scratch[0:128] in every launch, which the upkt of rank 1 tb 0 op 0 reads: no signal and wait orders rank 1's access before rank 0's write in the next launch",
 	},
 	{
 		name: "LL packets into a double-buffered scratch, one way",
@@ -101,6 +140,7 @@ var reuseCases = []struct {
 		},
 		race:  [2]string{"0 0 op 0 ppkt true", "1 0 op 0 upkt false"},
 		apart: 2,
+		text:  "before rank 0's write two launches later (scratch is double-buffered: the next launch uses the other half)",
 	},
 	{
 		name: "LL packets into a double-buffered scratch, both ways",
@@ -135,6 +175,9 @@ func TestReuseAcrossLaunches(t *testing.T) {
 				if got != c.race || r.Apart != c.apart {
 					t.Errorf("CheckReuse: %v, %d launch(es) apart (%v); want %v, %d apart", got, r.Apart, r, c.race, c.apart)
 				}
+				if !strings.Contains(r.String(), c.text) {
+					t.Errorf("CheckReuse's warning\n%v\ndoes not say\n%s", r, c.text)
+				}
 			}
 			if c.race != [2]string{} && len(static) == 0 {
 				t.Errorf("CheckReuse: nothing; want %v", c.race)
@@ -163,7 +206,9 @@ func TestReuseAcrossLaunches(t *testing.T) {
 			if re == nil {
 				t.Fatalf("no race in 3 launches; want %v, %d launch(es) apart", c.race, c.apart)
 			}
-			dyn := func(a executor.Access) string { return fmt.Sprintf("%d %d %s %v", a.Rank, a.TB, a.Op, a.Write) }
+			dyn := func(a executor.Access) string {
+				return fmt.Sprintf("%d %d %s %v", a.Rank, a.TB, strings.TrimSuffix(a.Op, " (proxy)"), a.Write)
+			}
 			for _, r := range re.Races {
 				later, earlier := r.A, r.B
 				if later.Launch < earlier.Launch {
