@@ -97,7 +97,8 @@ type reuseNode struct {
 // A port channel's put, signal and transfer are the proxy's work, in
 // push order after the thread block's push; the thread block waits for
 // it at a flush (pwsf's included), and the proxy's accesses may still be
-// under way when the rank's next launch starts.
+// under way when the rank's next launch starts (the proxy's own work of
+// the next launch follows it: one FIFO).
 // Edges: program order, signals (and puts with signal) to the waits of
 // the paired channel end, LL packet writes to the packet reads of the
 // same bytes, semaphore releases to acquires, barriers; a rank's next
@@ -136,8 +137,18 @@ func CheckReuse(inst *Instance) []Reuse {
 		shifted bool // sees the launch's half of a double-buffered scratch
 	}
 	var accesses []access
-	var starts [][]int // per rank, the first node of each thread block
-	starts = make([][]int, len(inst.Ranks))
+	// The actors, whose launches follow each other: rank r's thread
+	// blocks are actor r, its proxy actor nr+r (it works through its
+	// FIFO in push order, across launches too). starts[a] is the first
+	// node of each thread block (of each one's proxy work).
+	nr := len(inst.Ranks)
+	actor := func(n *reuseNode) int {
+		if n.proxy {
+			return nr + n.rank
+		}
+		return n.rank
+	}
+	starts := make([][]int, 2*nr)
 	for ri := range inst.Ranks {
 		rk := &inst.Ranks[ri]
 		chans := func(ct plan.ChannelType) []ChannelEnd {
@@ -173,6 +184,9 @@ func CheckReuse(inst *Instance) []Reuse {
 							edge(n, at)
 							if lastProxy >= 0 {
 								edge(lastProxy, at)
+							}
+							if lastProxy < 0 {
+								starts[nr+ri] = append(starts[nr+ri], at)
 							}
 							lastProxy = at
 							if op.Type == plan.OpPutWithSignalAndFlush {
@@ -286,7 +300,7 @@ func CheckReuse(inst *Instance) []Reuse {
 			}
 		}
 	}
-	// reach returns the ranks of the nodes reachable from n along next
+	// reach returns the actors of the nodes reachable from n along next
 	// (or prev), memoised.
 	memo := [2]map[int][]bool{{}, {}}
 	reach := func(n int, back bool) []bool {
@@ -297,15 +311,15 @@ func CheckReuse(inst *Instance) []Reuse {
 		if got, ok := memo[dir][n]; ok {
 			return got
 		}
-		ranks := make([]bool, len(inst.Ranks))
+		actors := make([]bool, 2*nr)
 		seen := make([]bool, len(nodes))
 		stack := []int{n}
 		seen[n] = true
 		for len(stack) > 0 {
 			x := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			if r := nodes[x].rank; r >= 0 && r < len(ranks) && !nodes[x].proxy {
-				ranks[r] = true
+			if r := nodes[x].rank; r >= 0 && r < nr {
+				actors[actor(&nodes[x])] = true
 			}
 			succ := nodes[x].next
 			if back {
@@ -318,15 +332,15 @@ func CheckReuse(inst *Instance) []Reuse {
 				}
 			}
 		}
-		memo[dir][n] = ranks
-		return ranks
+		memo[dir][n] = actors
+		return actors
 	}
-	// whole[r] is the ranks that rank r's launch reaches: a launch of a
-	// rank that one of them starts after this launch of rank r began
+	// whole[a] is the actors that actor a's launch reaches: a launch of
+	// an actor that one of them starts after this launch of a began
 	// follows all of it.
-	whole := make([][]bool, len(inst.Ranks))
+	whole := make([][]bool, 2*nr)
 	for r := range whole {
-		whole[r] = make([]bool, len(inst.Ranks))
+		whole[r] = make([]bool, 2*nr)
 		whole[r][r] = true
 		for _, n := range starts[r] {
 			for s, ok := range reach(n, false) {
@@ -335,9 +349,9 @@ func CheckReuse(inst *Instance) []Reuse {
 		}
 	}
 	// ordered says whether the access at node e is ordered before the
-	// one at node l, apart launches later: a chain leads from e to a
-	// rank (in e's launch), from that rank's next launch on to further
-	// ranks (one launch each), and from the last to l in l's launch.
+	// one at node l, apart launches later: a chain leads from e to an
+	// actor (in e's launch), from that actor's next launch on to further
+	// actors (one launch each), and from the last to l in l's launch.
 	ordered := func(e, l, apart int) bool {
 		from, to := reach(e, false), reach(l, true)
 		for r, ok := range from {
@@ -375,7 +389,7 @@ func CheckReuse(inst *Instance) []Reuse {
 			// A rank's launches follow each other, and so does its
 			// proxy's work; the proxy may still be at a launch's
 			// transfers when the rank's next launch starts.
-			if en.rank == ln.rank && en.proxy == ln.proxy || !l.write && !e.write || l.r.Rank != e.r.Rank || l.r.Buffer != e.r.Buffer {
+			if actor(en) == actor(ln) || !l.write && !e.write || l.r.Rank != e.r.Rank || l.r.Buffer != e.r.Buffer {
 				continue
 			}
 			llo, lhi := bytes(l)

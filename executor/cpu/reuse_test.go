@@ -118,6 +118,34 @@ var reuseCases = []struct {
 		},
 	},
 	{
+		name: "a port put forwards a slot, the handshake through the same proxy",
+		build: func() *executor.Instance {
+			// Rank 1's "ready" of the next launch goes through its
+			// proxy's FIFO, after this launch's forwarding put has read
+			// the slot.
+			b := newBuilder(2, reuseN)
+			b.connect(prt, 0, 1)
+			b.tb(0, wt(prt, 0), op(plan.OpPutWithSignal, prt, ch(0), rs(L(in, 0, reuseN)), rs(R(1, scr, 0, reuseN))))
+			b.tb(1, sig(prt, 0), wt(prt, 0), op(plan.OpPut, prt, ch(0), rs(L(scr, 0, reuseN)), rs(R(0, out, 0, reuseN))))
+			return b.inst
+		},
+	},
+	{
+		name: "a port put forwards a slot, the handshake on a memory channel",
+		build: func() *executor.Instance {
+			// The thread block's "ready" does not wait for the proxy.
+			b := newBuilder(2, reuseN)
+			b.connect(prt, 0, 1)
+			b.connect(mem, 0, 1)
+			b.tb(0, wt(mem, 0), op(plan.OpPutWithSignal, prt, ch(0), rs(L(in, 0, reuseN)), rs(R(1, scr, 0, reuseN))))
+			b.tb(1, sig(mem, 0), wt(prt, 0), op(plan.OpPut, prt, ch(0), rs(L(scr, 0, reuseN)), rs(R(0, out, 0, reuseN))))
+			return b.inst
+		},
+		race:  [2]string{"0 0 op 1 pws true", "1 0 op 2 put false"},
+		apart: 1,
+		text:  "no signal and wait orders rank 1's proxy's access before rank 0's write in the next launch",
+	},
+	{
 		name: "LL packets into one scratch, one way",
 		build: func() *executor.Instance {
 			b := newBuilder(2, 2*reuseN)
