@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ func TestRaceReports(t *testing.T) {
 		pairs string   // in the pairs
 	}{
 		{"ring_reducescatter4_reuse.star", []string{"the put at testdata/races/ring_reducescatter4_reuse.star:12:", "in launch 1 while", "reducescatter4_reuse.star:17:", "in launch 0", "handshake"}, "in launch 1"},
+		{"allgather4_get_reuse.star", []string{"the copy at testdata/races/allgather4_get_reuse.star:9:", "in launch 1 while", "allgather4_get_reuse.star:18:", "in launch 0", "handshake"}, "in launch 1"},
 		{"ring_reducescatter4_late_wait.star", []string{"the re at testdata/races/ring_reducescatter4_late_wait.star:15:", "before its guarding wait, the wait at testdata/races/ring_reducescatter4_late_wait.star:16:", "the put at testdata/races/ring_reducescatter4_late_wait.star:11:"}, "scratch["},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
@@ -70,31 +72,44 @@ func TestRaceReports(t *testing.T) {
 			}
 		})
 	}
-	f := "testdata/races/ring_reducescatter4_reuse.star"
-	if code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "-D", "handshake=true"); code != 0 {
-		t.Errorf("with the handshake: exit %d, want 0:\n%s", code, stderr)
+	for _, f := range []string{"testdata/races/ring_reducescatter4_reuse.star", "testdata/races/allgather4_get_reuse.star"} {
+		if code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "-D", "handshake=true"); code != 0 {
+			t.Errorf("%s with the handshake: exit %d, want 0:\n%s", f, code, stderr)
+		}
 	}
 }
 
 // TestCheckWarnsOfReuse: mscclgo check warns, from the plan alone, where
 // the newcomer's ring reduce-scatter writes a peer's scratch slot again in
 // the next launch with no handshake after the peer's read (the put of
-// line 12 against the reduce of line 17), and not once the plan has its
-// handshake.
+// line 12 against the reduce of line 17), and where an allgather rewrites
+// its own scratch that its peers get from (the copy of line 9 against the
+// get of line 18); and not once the plans have their handshakes.
 func TestCheckWarnsOfReuse(t *testing.T) {
 	t.Parallel()
-	f := "testdata/races/ring_reducescatter4_reuse.star"
-	code, stdout, stderr := run(t, "", "check", f)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0 (a warning):\n%s%s", code, stdout, stderr)
-	}
-	want := "warning: the put at " + f + ":12:20 (rank 0 tb 0) writes rank 1 scratch"
-	if !strings.Contains(stdout, want) || !strings.Contains(stdout, f+":17:23 (rank 1 tb 0) reads") || !strings.Contains(stdout, "launch boundary") {
-		t.Errorf("check does not warn %q ... %s:17:23 ... reads:\n%s", want, f, stdout)
-	}
-	code, stdout, _ = run(t, "", "check", f, "-D", "handshake=true")
-	if code != 0 || strings.Contains(stdout, "launch boundary") {
-		t.Errorf("with the handshake: exit %d, want 0 and no warning:\n%s", code, stdout)
+	for _, tt := range []struct {
+		file           string
+		later, earlier string // file:line:col (rank R tb 0)
+	}{
+		{"ring_reducescatter4_reuse.star", "the put at %s:12:20 (rank 0 tb 0) writes rank 1 scratch", "%s:17:23 (rank 1 tb 0) reads"},
+		{"allgather4_get_reuse.star", "the copy at %s:9:17 (rank 0 tb 0) writes rank 0 scratch", "%s:18:27 (rank 1 tb 0) reads"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			f := "testdata/races/" + tt.file
+			code, stdout, stderr := run(t, "", "check", f)
+			if code != 0 {
+				t.Fatalf("exit %d, want 0 (a warning):\n%s%s", code, stdout, stderr)
+			}
+			later, earlier := "warning: "+fmt.Sprintf(tt.later, f), fmt.Sprintf(tt.earlier, f)
+			if !strings.Contains(stdout, later) || !strings.Contains(stdout, earlier) || !strings.Contains(stdout, "launch boundary") {
+				t.Errorf("check does not warn %q ... %q:\n%s", later, earlier, stdout)
+			}
+			code, stdout, _ = run(t, "", "check", f, "-D", "handshake=true")
+			if code != 0 || strings.Contains(stdout, "launch boundary") {
+				t.Errorf("with the handshake: exit %d, want 0 and no warning:\n%s", code, stdout)
+			}
+		})
 	}
 }
 
