@@ -149,6 +149,19 @@ func CheckReuse(inst *Instance) []Reuse {
 		return n.rank
 	}
 	starts := make([][]int, 2*nr)
+	// earlierProxy(r) stands for rank r's proxy's work of the launch
+	// before: a flush waits for it too (the FIFO spans launches). It has
+	// no accesses and nothing leads to it.
+	earlier := make([]int, nr)
+	for r := range earlier {
+		earlier[r] = -1
+	}
+	earlierProxy := func(r int) int {
+		if earlier[r] < 0 {
+			earlier[r] = add(reuseNode{rank: inst.Ranks[r].Rank, tb: -1, proxy: true})
+		}
+		return earlier[r]
+	}
 	for ri := range inst.Ranks {
 		rk := &inst.Ranks[ri]
 		chans := func(ct plan.ChannelType) []ChannelEnd {
@@ -192,11 +205,13 @@ func CheckReuse(inst *Instance) []Reuse {
 							if op.Type == plan.OpPutWithSignalAndFlush {
 								last = add(reuseNode{rank: rk.Rank, tb: tb.ID, op: op})
 								edge(at, last)
+								edge(earlierProxy(ri), last)
 							}
 						case plan.OpFlush:
 							if lastProxy >= 0 {
 								edge(lastProxy, n)
 							}
+							edge(earlierProxy(ri), n)
 						}
 					}
 					switch op.Type {

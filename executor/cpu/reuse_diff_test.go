@@ -1,0 +1,192 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/plan"
+)
+
+// randomReusePlan is a plan of 2 or 3 ranks with one thread block each,
+// of copies, puts, gets, signals, waits and port transfers and flushes
+// over two 16-byte slots of
+// input, scratch and output, its signals and waits balanced per channel (a
+// rank's missing signals or waits come at its end), and a text that says
+// what it is.
+func randomReusePlan(rng *rand.Rand) (*executor.Instance, string) {
+	const slot = 16
+	n := 2 + rng.Intn(2)
+	b := newBuilder(n, 2*slot)
+	// chans[t][r][p] is rank r's channel of type types[t] to p.
+	types := []plan.ChannelType{mem, prt}
+	chans := make([][]map[int]int, 2)
+	for t := range chans {
+		chans[t] = make([]map[int]int, n)
+		for r := range n {
+			chans[t][r] = map[int]int{}
+		}
+		for x := range n {
+			for y := x + 1; y < n; y++ {
+				cx, cy := b.connect(types[t], x, y)
+				chans[t][x][y], chans[t][y][x] = cx, cy
+			}
+		}
+	}
+	peer := func(r int) int { return (r + 1 + rng.Intn(n-1)) % n }
+	at := func() uint64 { return uint64(rng.Intn(2)) * slot }
+	ops := make([][]executor.OpInstance, n)
+	var text strings.Builder
+	// sent[t][a][b] counts a's signals to b on channels of type
+	// types[t], got[t][b][a] b's waits on a.
+	var sent, got [2][][]int
+	for t := range 2 {
+		sent[t], got[t] = make([][]int, n), make([][]int, n)
+		for r := range n {
+			sent[t][r], got[t][r] = make([]int, n), make([]int, n)
+		}
+	}
+	for r := range n {
+		for range 2 + rng.Intn(5) {
+			var o executor.OpInstance
+			t := rng.Intn(2) // the channel type of a signal or wait
+			switch k := rng.Intn(9); k {
+			case 0:
+				src, dst := L(in, at(), slot), L(scr, at(), slot)
+				if rng.Intn(2) == 0 {
+					src, dst = L(scr, at(), slot), L(out, at(), slot)
+				}
+				o = cp(src, dst)
+			case 1:
+				bt := []plan.BufferType{scr, out}[rng.Intn(2)]
+				o = op(plan.OpPut, mem, nil, rs(L(in, 0, slot)), rs(R(peer(r), bt, at(), slot)))
+			case 2:
+				o = op(plan.OpGet, mem, nil, rs(R(peer(r), scr, at(), slot)), rs(L(out, at(), slot)))
+			case 3, 4:
+				p := peer(r)
+				sent[t][r][p]++
+				o = sig(types[t], chans[t][r][p])
+			case 5, 6:
+				p := peer(r)
+				got[t][r][p]++
+				o = wt(types[t], chans[t][r][p])
+			case 7:
+				// A port transfer: the proxy reads the source (input or
+				// scratch) after the thread block has moved on.
+				p := peer(r)
+				src := []executor.Region{L(in, 0, slot), L(scr, at(), slot)}[rng.Intn(2)]
+				bt := []plan.BufferType{scr, out}[rng.Intn(2)]
+				typ := []plan.OpType{plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush}[rng.Intn(3)]
+				if typ != plan.OpPut {
+					sent[1][r][p]++
+				}
+				o = op(typ, prt, ch(chans[1][r][p]), rs(src), rs(R(p, bt, at(), slot)))
+			default:
+				o = op(plan.OpFlush, prt, ch(chans[1][r][peer(r)]), nil, nil)
+			}
+			ops[r] = append(ops[r], o, nop())
+		}
+	}
+	for t := range 2 {
+		for x := range n {
+			for y := range n {
+				for ; sent[t][x][y] < got[t][y][x]; sent[t][x][y]++ {
+					ops[x] = append(ops[x], sig(types[t], chans[t][x][y]))
+				}
+			}
+		}
+		for y := range n {
+			for x := range n {
+				for ; got[t][y][x] < sent[t][x][y]; got[t][y][x]++ {
+					ops[y] = append(ops[y], wt(types[t], chans[t][y][x]))
+				}
+			}
+		}
+	}
+	for r := range n {
+		b.tb(r, ops[r]...)
+		fmt.Fprintf(&text, "rank %d:", r)
+		for _, o := range b.inst.Ranks[r].TBs[0].Ops {
+			if o.Type == plan.OpNop {
+				continue
+			}
+			fmt.Fprintf(&text, " %s", o.Type)
+			for _, g := range append(append([]executor.Region{}, o.Src...), o.Dst...) {
+				fmt.Fprintf(&text, " r%d.%s[%d]", g.Rank, g.Buffer.Name(), g.Offset)
+			}
+			if len(o.Channels) > 0 {
+				fmt.Fprintf(&text, " %s%d", o.ChannelType, o.Channels[0])
+			}
+			text.WriteString(";")
+		}
+		text.WriteString("\n")
+	}
+	return b.inst, text.String()
+}
+
+// TestReuseDifferential: on random plans of one thread block per rank
+// (where the static check's signal matching is exact) with no race
+// within a launch, the static launch-boundary check warns exactly when
+// the race detector, over three launches, reports a race across the
+// launch boundary. Plans that deadlock or race within a launch are
+// skipped; the test fails if too few are left to compare.
+func TestReuseDifferential(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewSource(49))
+	compared, racy := 0, 0
+	for i := range 1200 {
+		inst, text := randomReusePlan(rng)
+		static := len(executor.CheckReuse(inst)) > 0
+		o := opts()
+		o.Race = true
+		s, err := open(inst, o, schedule{})
+		if err != nil {
+			t.Fatalf("plan %d: open: %v\n%s", i, err, text)
+		}
+		// The same buffers in every launch, as a caller's: the detector's
+		// shadow is over memory.
+		bb := bufs(len(inst.Ranks), 32, 32)
+		within, across, stuck := false, false, false
+		for launch := range 3 {
+			err := s.Launch(context.Background(), bb)
+			var re *executor.RaceError
+			var de *executor.DeadlockError
+			switch {
+			case errors.As(err, &re):
+				for _, r := range re.Races {
+					if r.A.Launch == r.B.Launch {
+						within = true
+					} else {
+						across = true
+					}
+				}
+			case errors.As(err, &de):
+				stuck = true
+			case err != nil:
+				t.Fatalf("plan %d launch %d: %v\n%s", i, launch, err, text)
+			}
+			if stuck || within {
+				break
+			}
+		}
+		s.Close()
+		if stuck || within {
+			continue
+		}
+		compared++
+		if across {
+			racy++
+		}
+		if static != across {
+			t.Errorf("plan %d: the static check warns %v, the race detector finds a race across launches %v:\n%s%v", i, static, across, text, executor.CheckReuse(inst))
+		}
+	}
+	t.Logf("%d plans compared, %d of them racy across launches", compared, racy)
+	if compared < 300 || racy < 40 || compared-racy < 40 {
+		t.Errorf("%d plans compared, %d racy: too few of one kind to compare", compared, racy)
+	}
+}
