@@ -10,17 +10,19 @@ import (
 // (docs/executor.md §5.3): a buffer must not be accessed in the next
 // launch before every other rank's conflicting access to it in this
 // launch is ordered before that access (a peer's put into a slot the
-// rank has not read yet, a rank's write into its own buffer that a peer
-// is still reading). CheckReuse finds the accesses
+// rank has not read yet, a rank's write into its own buffer that a peer,
+// or its own proxy, is still reading). CheckReuse finds the accesses
 // that nothing orders so, from the plan alone; the CPU backend's race
-// detector finds the same races when it runs them.
+// detector finds the same races when it runs them
+// (executor/cpu's TestReuseDifferential compares the two).
 
 // Reuse is an access of a later launch that may come before another
 // rank's conflicting access of an earlier launch to the same bytes
 // (one of the two writes).
 type Reuse struct {
 	// Later is the op of the later launch (by rank LaterRank, thread
-	// block LaterTB), Earlier the other rank's op of the earlier launch.
+	// block LaterTB), Earlier the op of the earlier launch, by another
+	// rank or by the proxy of the same one (EarlierProxy).
 	Later, Earlier             *OpInstance
 	LaterRank, LaterTB         int
 	EarlierRank, EarlierTB     int
