@@ -13,7 +13,9 @@ import (
 // testdata/races (issue 49) with --race: the one that reuses its scratch
 // slots in the next launch with no handshake is flagged across the launch
 // boundary, the put of line 12 in launch 1 against the reduce of line 17
-// in launch 0, and passes with its handshake; the one whose wait comes
+// in launch 0, and passes with its handshake; so are the allgathers that
+// rewrite a scratch their peers get from, or their proxy sends from
+// (passing with a handshake, a flush); the one whose wait comes
 // after the reduce it guards is named as such, with the wait's line. Each
 // report is at most maxReportLines lines, the cause in its first 5, and
 // --explain prints every pair.
@@ -23,10 +25,12 @@ func TestRaceReports(t *testing.T) {
 		file  string
 		cause []string // in the cause line
 		pairs string   // in the pairs
+		n     int      // pairs that --explain lists
 	}{
-		{"ring_reducescatter4_reuse.star", []string{"the put at testdata/races/ring_reducescatter4_reuse.star:12:", "in launch 1 while", "reducescatter4_reuse.star:17:", "in launch 0", "handshake"}, "in launch 1"},
-		{"allgather4_get_reuse.star", []string{"the copy at testdata/races/allgather4_get_reuse.star:9:", "in launch 1 while", "allgather4_get_reuse.star:18:", "in launch 0", "handshake"}, "in launch 1"},
-		{"ring_reducescatter4_late_wait.star", []string{"the re at testdata/races/ring_reducescatter4_late_wait.star:15:", "before its guarding wait, the wait at testdata/races/ring_reducescatter4_late_wait.star:16:", "the put at testdata/races/ring_reducescatter4_late_wait.star:11:"}, "scratch["},
+		{"ring_reducescatter4_reuse.star", []string{"the put at testdata/races/ring_reducescatter4_reuse.star:12:", "in launch 1 while", "reducescatter4_reuse.star:17:", "in launch 0", "handshake"}, "in launch 1", 12},
+		{"allgather4_get_reuse.star", []string{"the copy at testdata/races/allgather4_get_reuse.star:9:", "in launch 1 while", "allgather4_get_reuse.star:18:", "in launch 0", "handshake"}, "in launch 1", 12},
+		{"allgather4_port_reuse.star", []string{"the copy at testdata/races/allgather4_port_reuse.star:9:", "in launch 1 while the pws at testdata/races/allgather4_port_reuse.star:13:", "in launch 0", "rank 0's proxy", "flush"}, "(proxy) read", 4},
+		{"ring_reducescatter4_late_wait.star", []string{"the re at testdata/races/ring_reducescatter4_late_wait.star:15:", "before its guarding wait, the wait at testdata/races/ring_reducescatter4_late_wait.star:16:", "the put at testdata/races/ring_reducescatter4_late_wait.star:11:"}, "scratch[", 12},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
@@ -67,14 +71,19 @@ func TestRaceReports(t *testing.T) {
 				t.Errorf("the pairs do not say %q:\n%s", tt.pairs, stderr)
 			}
 			_, _, all := run(t, "", "run", f, "-s", "16K", "-n", "2", "--race", "--explain")
-			if n := strings.Count(all, " vs rank "); n != 12 {
-				t.Errorf("--explain lists %d pairs, want the 12:\n%s", n, all)
+			if n := strings.Count(all, " vs rank "); n != tt.n {
+				t.Errorf("--explain lists %d pairs, want the %d:\n%s", n, tt.n, all)
 			}
 		})
 	}
-	for _, f := range []string{"testdata/races/ring_reducescatter4_reuse.star", "testdata/races/allgather4_get_reuse.star"} {
-		if code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "-D", "handshake=true"); code != 0 {
-			t.Errorf("%s with the handshake: exit %d, want 0:\n%s", f, code, stderr)
+	for _, fix := range [][2]string{
+		{"ring_reducescatter4_reuse.star", "handshake=true"},
+		{"allgather4_get_reuse.star", "handshake=true"},
+		{"allgather4_port_reuse.star", "flush=true"},
+	} {
+		f := "testdata/races/" + fix[0]
+		if code, _, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "-D", fix[1]); code != 0 {
+			t.Errorf("%s -D %s: exit %d, want 0:\n%s", f, fix[1], code, stderr)
 		}
 	}
 }
@@ -84,15 +93,19 @@ func TestRaceReports(t *testing.T) {
 // the next launch with no handshake after the peer's read (the put of
 // line 12 against the reduce of line 17), and where an allgather rewrites
 // its own scratch that its peers get from (the copy of line 9 against the
-// get of line 18); and not once the plans have their handshakes.
+// get of line 18), or rewrites the scratch its proxy may still be sending
+// from (the copy of line 9 against the pws of line 13); and not once the
+// plans have their handshakes or flushes.
 func TestCheckWarnsOfReuse(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		file           string
 		later, earlier string // file:line:col (rank R tb 0)
+		fix            string // the define that fixes it
 	}{
-		{"ring_reducescatter4_reuse.star", "the put at %s:12:20 (rank 0 tb 0) writes rank 1 scratch", "%s:17:23 (rank 1 tb 0) reads"},
-		{"allgather4_get_reuse.star", "the copy at %s:9:17 (rank 0 tb 0) writes rank 0 scratch", "%s:18:27 (rank 1 tb 0) reads"},
+		{"ring_reducescatter4_reuse.star", "the put at %s:12:20 (rank 0 tb 0) writes rank 1 scratch", "%s:17:23 (rank 1 tb 0) reads", "handshake=true"},
+		{"allgather4_get_reuse.star", "the copy at %s:9:17 (rank 0 tb 0) writes rank 0 scratch", "%s:18:27 (rank 1 tb 0) reads", "handshake=true"},
+		{"allgather4_port_reuse.star", "the copy at %s:9:17 (rank 0 tb 0) writes rank 0 scratch", "%s:13:39 (rank 0 tb 0) reads: no signal and wait orders rank 0's proxy's access", "flush=true"},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
@@ -105,9 +118,9 @@ func TestCheckWarnsOfReuse(t *testing.T) {
 			if !strings.Contains(stdout, later) || !strings.Contains(stdout, earlier) || !strings.Contains(stdout, "launch boundary") {
 				t.Errorf("check does not warn %q ... %q:\n%s", later, earlier, stdout)
 			}
-			code, stdout, _ = run(t, "", "check", f, "-D", "handshake=true")
+			code, stdout, _ = run(t, "", "check", f, "-D", tt.fix)
 			if code != 0 || strings.Contains(stdout, "launch boundary") {
-				t.Errorf("with the handshake: exit %d, want 0 and no warning:\n%s", code, stdout)
+				t.Errorf("-D %s: exit %d, want 0 and no warning:\n%s", tt.fix, code, stdout)
 			}
 		})
 	}
