@@ -35,9 +35,11 @@
 // executor/diagnose values (Prov.Causes); a deadlock's are named by
 // diagnose.Deadlock from the DeadlockError alone.
 //
-// Limits of the model: launches run in lock-step on all ranks, so hazards
-// between one rank's launch f+1 and a peer's launch f (what double
-// buffering guards against) are not modelled; the thread-level schedule
+// Limits of the model: launches run in lock-step on all ranks, so a
+// hazard between one rank's launch f+1 and a peer's launch f (what double
+// buffering guards against) gives no wrong data here; with Options.Race
+// the detector, whose history spans launches, reports it (a race across
+// the launch boundary, docs/executor.md §5.3); the thread-level schedule
 // inside a block (missing nops) is not checked, as a block executes each op
 // as one unit; and a racy plan that writes raw data over packets that
 // another block polls still races at the Go level (polling takes no locks).

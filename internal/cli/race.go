@@ -17,6 +17,17 @@ import (
 	"github.com/mscclgo/mscclgo/plan"
 )
 
+// raceLaunches is the number of checked launches per size of run: iters,
+// but with race detection at least two launches in all (warm-up ones
+// included), the fewest that show a race across the launch boundary
+// (docs/executor.md §5.3).
+func raceLaunches(race bool, warmup, iters int) int {
+	if race && warmup+iters < 2 {
+		return 2 - warmup
+	}
+	return iters
+}
+
 // reportRace prints err (a launch's race report) after prefix, with the
 // most likely cause first.
 func reportRace(w io.Writer, prefix string, inst *executor.Instance, err error, all bool) {
@@ -141,10 +152,21 @@ func raceCause(inst *executor.Instance, r executor.Race) *cause {
 	if early.Launch > late.Launch {
 		early, late = late, early
 	}
+	verb := strings.TrimSuffix(accessVerb(late), "s")
+	who, fix := fmt.Sprintf("rank %d", early.Rank), fmt.Sprintf("a handshake: a signal after the last use, a wait before the next launch's %s", verb)
+	if early.Proxy {
+		// A port transfer that the thread block never waited for.
+		who = fmt.Sprintf("rank %d's proxy", early.Rank)
+		fix = fmt.Sprintf("flush the transfer (put_with_signal_and_flush, or a flush after it), or a handshake after the peer's wait, a wait before the next launch's %s", verb)
+	}
+	told := fmt.Sprintf("nothing tells rank %d that %s is done with it", late.Rank, who)
+	if early.Proxy && early.Rank == late.Rank {
+		told = fmt.Sprintf("nothing waits for rank %d's proxy to be done with it", early.Rank)
+	}
 	return &cause{key: key, rank: 1, text: fmt.Sprintf(
-		"%s %s %s in launch %d while %s may still %s it in launch %d: nothing tells rank %d that rank %d is done with it (a handshake: a signal after the last use, a wait before the next launch's %s; docs/executor.md §5.3)",
+		"%s %s %s in launch %d while %s may still %s it in launch %d: %s (%s; docs/executor.md §5.3)",
 		raceOp(late), accessVerb(late), regionText(late.Region), late.Launch, raceOp(early), strings.TrimSuffix(accessVerb(early), "s"), early.Launch,
-		late.Rank, early.Rank, strings.TrimSuffix(accessVerb(late), "s"))}
+		told, fix)}
 }
 
 // srcKey identifies an access's op for grouping: the .star line of the

@@ -121,6 +121,7 @@ func parseRunFlags(c *cli.Context, path string, plan *planfmt.Plan) (*runOptions
 	if o.warmup = c.Int("warmup_iters"); o.warmup < 0 {
 		return nil, usageErr("-w %d: want 0 or more warm-up launches", o.warmup)
 	}
+	o.iters = raceLaunches(c.Bool("race"), o.warmup, o.iters)
 	if o.splitMask = c.Int("split-mask"); o.splitMask < 0 {
 		return nil, usageErr("--split-mask %d: want 0 or more", o.splitMask)
 	}
