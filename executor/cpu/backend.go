@@ -51,6 +51,9 @@ type session struct {
 	// (executor.Combiner): dt.Add for ReduceSum.
 	red     executor.ReduceOp
 	combine func(dst, a, b []byte)
+	// split bounds and counts the parts of large reduce ops
+	// (sum_split.go).
+	split   splitter
 	sched   schedule
 	timeout time.Duration
 
@@ -145,6 +148,10 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 	}
 	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
 	s.red, s.combine = opts.Reduce, executor.Combiner(opts.DType, opts.Reduce)
+	s.split.threads = opts.Threads
+	if s.split.threads == 0 {
+		s.split.threads = runtime.GOMAXPROCS(0)
+	}
 	s.guard.Name = "cpu"
 	if s.timeout <= 0 {
 		s.timeout = defaultDeadlockTimeout

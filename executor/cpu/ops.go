@@ -99,11 +99,10 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 
 // reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (docs/semantics.md §2.6) in blocks and stores
 // the result to every destination; ⊕ is the session's reduction (sum.go's
-// fast loops for ReduceSum).
+// fast loops for ReduceSum). A large op is split over several goroutines
+// where the session's reduce ops leave cores idle (sum_split.go).
 func (t *tbRun) reduce(src, dst []span) error {
 	defer t.enter(src, dst)()
-	dt := t.l.s.dt
-	sum := t.l.s.red == executor.ReduceSum
 	n := len(src[0].b)
 	d0 := dst[0].b
 	// Accumulate straight into dst0 unless it partially overlaps src0 or
@@ -114,19 +113,56 @@ func (t *tbRun) reduce(src, dst []span) error {
 			direct = false
 		}
 	}
-	for off := 0; off < n; off += reduceBlock {
+	if n >= 2*splitPart && len(src) > 1 {
+		parts, done := t.l.s.split.enter(n)
+		defer done()
+		if parts > 1 && splitSafe(src, dst) {
+			return t.reduceSplit(src, dst, direct, parts)
+		}
+	}
+	return t.reduceRange(src, dst, direct, 0, n, t.bufs)
+}
+
+// splitSafe reports whether an op may be split: no destination overlaps
+// a source but where the first destination is the first or the second
+// source itself (were one to, a part would read what another part wrote
+// already, or the other way round, unlike one goroutine's order). A part
+// reads and writes only its own range of every operand.
+func splitSafe(src, dst []span) bool {
+	for i, d := range dst {
+		for _, e := range dst[i+1:] {
+			if overlap(d.b, e.b) && !same(d.b, e.b) {
+				return false
+			}
+		}
+		for k, s := range src {
+			if overlap(d.b, s.b) && (i > 0 || k > 1 || !same(d.b, s.b)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reduceRange is reduce over bytes [lo, hi) of every operand (lo, hi
+// multiples of the element size), with the block buffers of b.
+func (t *tbRun) reduceRange(src, dst []span, direct bool, lo, hi int, b *tbBufs) error {
+	dt := t.l.s.dt
+	sum := t.l.s.red == executor.ReduceSum
+	d0 := dst[0].b
+	for off := lo; off < hi; off += reduceBlock {
 		if err := t.stopped(); err != nil {
 			return err
 		}
-		e := min(off+reduceBlock, n)
+		e := min(off+reduceBlock, hi)
 		res := d0[off:e]
 		if !direct {
-			res = t.accBuf(e - off)
+			res = b.accBuf(e - off)
 		}
 		if len(src) == 1 {
 			copy(res, src[0].b[off:e])
 		} else if sum {
-			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
+			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, b.f32Buf) {
 				dt.Add(res, src[0].b[off:e], src[1].b[off:e])
 				for _, s := range src[2:] {
 					dt.Add(res, res, s.b[off:e])
@@ -159,21 +195,26 @@ func (t *tbRun) reduce(src, dst []span) error {
 type tbBufs struct {
 	acc, tmp []byte
 	f32      []float32 // a run of fp16/bf16 sums (sum.go)
+	// parts are the buffers of the other parts of a split reduce op
+	// (sum_split.go).
+	parts []*tbBufs
 }
 
-func (t *tbRun) f32Buf() []float32 {
-	if t.bufs.f32 == nil {
-		t.bufs.f32 = make([]float32, sumRun)
+func (b *tbBufs) f32Buf() []float32 {
+	if b.f32 == nil {
+		b.f32 = make([]float32, sumRun)
 	}
-	return t.bufs.f32
+	return b.f32
 }
 
-func (t *tbRun) accBuf(n int) []byte {
-	if t.bufs.acc == nil {
-		t.bufs.acc = make([]byte, bufBlock)
+func (b *tbBufs) accBuf(n int) []byte {
+	if b.acc == nil {
+		b.acc = make([]byte, bufBlock)
 	}
-	return t.bufs.acc[:n]
+	return b.acc[:n]
 }
+
+func (t *tbRun) accBuf(n int) []byte { return t.bufs.accBuf(n) }
 
 func (t *tbRun) tmpBuf(n int) []byte {
 	if t.bufs.tmp == nil {
