@@ -2,7 +2,11 @@
 
 package executor
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // vectorKernels is whether this CPU (and its OS) runs AVX2 and F16C: read
 // once, at start, from CPUID; never changed.
@@ -49,11 +53,45 @@ func mulBF16AVX2(d, x, y *uint16, n int) int
 //go:noescape
 func minMax16AVX2(d, x, y *uint16, n int, flip, nan uint16)
 
+// The streaming kernels (kernels_amd64.s): addF32AVX2, addF16AVX2 and
+// addBF16AVX2 with non-temporal stores, d 32-byte aligned.
+
+//go:noescape
+func addF32NT(d, x, y *uint32, n int)
+
+//go:noescape
+func addF16NT(d, x, y *uint16, n int)
+
+//go:noescape
+func addBF16NT(d, x, y *uint16, n int)
+
+// streamHead is the elements of size bytes before p's next 32-byte
+// boundary: where a streaming kernel may start.
+func streamHead(p unsafe.Pointer, size int) int {
+	return int(-uintptr(p)&31) / size
+}
+
 // vec16 runs the vector kernel of t and op over the longest prefix it
-// takes and returns its length.
-func vec16(t ElemType, op ReduceOp, d, x, y []uint16) int {
+// takes and returns its length. With stream, a sum stores through the
+// streaming kernels (the elements before d's first 32-byte boundary by
+// the loops).
+func vec16(t ElemType, op ReduceOp, d, x, y []uint16, stream bool) int {
 	if !vectorKernels || len(d) < 16 {
 		return 0
+	}
+	if stream && op == ReduceSum {
+		h := streamHead(unsafe.Pointer(&d[0]), 2)
+		n := (len(d) - h) &^ 15
+		if n == 0 {
+			return 0
+		}
+		bulk16Go(t, op, d[:h], x[:h], y[:h])
+		if t == Float16 {
+			addF16NT(&d[h], &x[h], &y[h], n)
+		} else {
+			addBF16NT(&d[h], &x[h], &y[h], n)
+		}
+		return h + n
 	}
 	n := len(d) &^ 15
 	d0, x0, y0 := &d[0], &x[0], &y[0]
@@ -92,9 +130,19 @@ func vec16(t ElemType, op ReduceOp, d, x, y []uint16) int {
 
 // vec32 is vec16 for fp32; int32 (which the compiler's loops take at
 // memory speed) takes none.
-func vec32(t ElemType, op ReduceOp, d, x, y []uint32) int {
+func vec32(t ElemType, op ReduceOp, d, x, y []uint32, stream bool) int {
 	if !vectorKernels || t != Float32 || len(d) < 8 {
 		return 0
+	}
+	if stream && op == ReduceSum {
+		h := streamHead(unsafe.Pointer(&d[0]), 4)
+		n := (len(d) - h) &^ 15
+		if n == 0 {
+			return 0
+		}
+		bulk32Go(t, op, d[:h], x[:h], y[:h])
+		addF32NT(&d[h], &x[h], &y[h], n)
+		return h + n
 	}
 	n := len(d) &^ 7
 	d0, x0, y0 := &d[0], &x[0], &y[0]

@@ -286,3 +286,108 @@ mm16loop:
 mm16done:
 	VZEROUPPER
 	RET
+
+// The streaming kernels below are addF32AVX2, addF16AVX2 and addBF16AVX2
+// with non-temporal stores (VMOVNTPS, VMOVNTDQ): the destination goes
+// to memory without being read for ownership first, so that a
+// reduction of operands larger than the caches moves three words per
+// element instead of four. d must be 32-byte aligned. They end with
+// SFENCE, which orders the stores before whatever the caller does next
+// (a signal to a peer).
+
+// func addF32NT(d, x, y *uint32, n int)
+TEXT ·addF32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+addf32ntloop:
+	CMPQ BX, CX
+	JAE  addf32ntdone
+	VMOVUPS   (SI)(BX*4), Y0
+	VMOVUPS   32(SI)(BX*4), Y1
+	VADDPS    (DX)(BX*4), Y0, Y0
+	VADDPS    32(DX)(BX*4), Y1, Y1
+	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
+	VMOVNTPS  Y0, (DI)(BX*4)
+	VMOVNTPS  Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       addf32ntloop
+addf32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func addF16NT(d, x, y *uint16, n int)
+TEXT ·addF16NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+addf16ntloop:
+	CMPQ BX, CX
+	JAE  addf16ntdone
+	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS 16(SI)(BX*2), Y1
+	VCVTPH2PS (DX)(BX*2), Y4
+	VCVTPH2PS 16(DX)(BX*2), Y5
+	VADDPS    Y4, Y0, Y0
+	VADDPS    Y5, Y1, Y1
+	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
+	VCVTPS2PH $0, Y0, X0
+	VCVTPS2PH $0, Y1, X1
+	VINSERTI128 $1, X1, Y0, Y0
+	VMOVNTDQ  Y0, (DI)(BX*2)
+	ADDQ      $16, BX
+	JMP       addf16ntloop
+addf16ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// NARROWBFNT is NARROWBF with a non-temporal store (m 16-byte aligned).
+#define NARROWBFNT(m) \
+	VCMPPS    $3, Y0, Y0, Y2; \
+	VBLENDVPS Y2, Y10, Y0, Y0; \
+	VPSRLD    $16, Y0, Y3; \
+	VPAND     Y11, Y3, Y3; \
+	VPADDD    Y3, Y0, Y0; \
+	VPADDD    Y12, Y0, Y0; \
+	VPSRLD    $16, Y0, Y0; \
+	VEXTRACTI128 $1, Y0, X3; \
+	VPACKUSDW X3, X0, X0; \
+	VMOVNTDQ  X0, m
+
+// func addBF16NT(d, x, y *uint16, n int)
+TEXT ·addBF16NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fff0000, Y10)
+	BCASTD(1, Y11)
+	BCASTD(0x7fff, Y12)
+	XORQ BX, BX
+addbf16ntloop:
+	CMPQ BX, CX
+	JAE  addbf16ntdone
+	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF((DX)(BX*2), Y1)
+	VADDPS Y1, Y0, Y0
+	NARROWBFNT((DI)(BX*2))
+	ADDQ   $8, BX
+	JMP    addbf16ntloop
+addbf16ntdone:
+	SFENCE
+	VZEROUPPER
+	RET

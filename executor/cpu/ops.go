@@ -113,14 +113,18 @@ func (t *tbRun) reduce(src, dst []span) error {
 			direct = false
 		}
 	}
+	// A large op that writes one destination straight ends with streaming
+	// stores (executor.ElemType.ReduceStream): its result would only
+	// evict the operands still to be read.
+	stream := n >= executor.StreamBytes && direct && len(dst) == 1 && len(src) > 1 && t.l.s.combineStream != nil
 	if n >= 2*splitPart && len(src) > 1 {
 		parts, done := t.l.s.split.enter(n)
 		defer done()
 		if parts > 1 && splitSafe(src, dst) {
-			return t.reduceSplit(src, dst, direct, parts)
+			return t.reduceSplit(src, dst, direct, stream, parts)
 		}
 	}
-	return t.reduceRange(src, dst, direct, 0, n, t.bufs)
+	return t.reduceRange(src, dst, direct, stream, 0, n, t.bufs)
 }
 
 // splitSafe reports whether an op may be split: no destination overlaps
@@ -145,10 +149,16 @@ func splitSafe(src, dst []span) bool {
 }
 
 // reduceRange is reduce over bytes [lo, hi) of every operand (lo, hi
-// multiples of the element size), with the block buffers of b.
-func (t *tbRun) reduceRange(src, dst []span, direct bool, lo, hi int, b *tbBufs) error {
+// multiples of the element size), with the block buffers of b; with
+// stream, the last pass over each block stores through
+// session.combineStream.
+func (t *tbRun) reduceRange(src, dst []span, direct, stream bool, lo, hi int, b *tbBufs) error {
 	dt := t.l.s.dt
 	sum := t.l.s.red == executor.ReduceSum
+	last := t.l.s.combine
+	if stream {
+		last = t.l.s.combineStream
+	}
 	d0 := dst[0].b
 	for off := lo; off < hi; off += reduceBlock {
 		if err := t.stopped(); err != nil {
@@ -163,19 +173,12 @@ func (t *tbRun) reduceRange(src, dst []span, direct bool, lo, hi int, b *tbBufs)
 			copy(res, src[0].b[off:e])
 		} else if sum {
 			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, b.f32Buf) {
-				dt.Add(res, src[0].b[off:e], src[1].b[off:e])
-				for _, s := range src[2:] {
-					dt.Add(res, res, s.b[off:e])
-				}
+				pairwise(res, src, off, e, dt.Add, last)
 			}
 		} else {
 			// PROD, MAX, MIN: pairwise in operand order, one pass per
 			// source over an L1-sized block.
-			comb := t.l.s.combine
-			comb(res, src[0].b[off:e], src[1].b[off:e])
-			for _, s := range src[2:] {
-				comb(res, res, s.b[off:e])
-			}
+			pairwise(res, src, off, e, t.l.s.combine, last)
 		}
 		if !direct {
 			copy(d0[off:e], res)
@@ -186,6 +189,23 @@ func (t *tbRun) reduceRange(src, dst []span, direct bool, lo, hi int, b *tbBufs)
 		t.l.progress.Add(1)
 	}
 	return nil
+}
+
+// pairwise stores ((src0 ⊕ src1) ⊕ src2) ⊕ … of bytes [off, e) into res
+// (at least two sources), each pass through comb but the last, which
+// goes through last.
+func pairwise(res []byte, src []span, off, e int, comb, last func(dst, a, b []byte)) {
+	f := comb
+	if len(src) == 2 {
+		f = last
+	}
+	f(res, src[0].b[off:e], src[1].b[off:e])
+	for k, s := range src[2:] {
+		if k == len(src)-3 {
+			f = last
+		}
+		f(res, res, s.b[off:e])
+	}
 }
 
 // tbBufs are the block buffers of one thread block's reductions and

@@ -78,7 +78,7 @@ func hostShare(procs int, host []int, rank int) int {
 // the first on the calling goroutine, each other on a goroutine of its
 // own with its own block buffers (t.bufs.parts, kept with the thread
 // block's). It returns the first error of a part.
-func (t *tbRun) reduceSplit(src, dst []span, direct bool, parts int) error {
+func (t *tbRun) reduceSplit(src, dst []span, direct, stream bool, parts int) error {
 	rs := splitRanges(len(src[0].b), parts)
 	t.l.s.split.splits.Add(1)
 	for len(t.bufs.parts) < len(rs)-1 {
@@ -87,9 +87,9 @@ func (t *tbRun) reduceSplit(src, dst []span, direct bool, parts int) error {
 	errs := make([]error, len(rs))
 	var wg sync.WaitGroup
 	for i := 1; i < len(rs); i++ {
-		wg.Go(func() { errs[i] = t.reduceRange(src, dst, direct, rs[i][0], rs[i][1], t.bufs.parts[i-1]) })
+		wg.Go(func() { errs[i] = t.reduceRange(src, dst, direct, stream, rs[i][0], rs[i][1], t.bufs.parts[i-1]) })
 	}
-	errs[0] = t.reduceRange(src, dst, direct, rs[0][0], rs[0][1], t.bufs)
+	errs[0] = t.reduceRange(src, dst, direct, stream, rs[0][0], rs[0][1], t.bufs)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

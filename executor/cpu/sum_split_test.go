@@ -126,3 +126,48 @@ func TestSplitReduceMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReduceMatches: a reduce op from executor.StreamBytes on,
+// which ends each block with streaming stores, split or not, apart or in
+// place, gives the bytes of the chain of ElemType.Reduce over blocks
+// below the streaming size.
+func TestStreamReduceMatches(t *testing.T) {
+	const m = executor.StreamBytes + 68
+	rng := rand.New(rand.NewPCG(46, 2))
+	input := make([]byte, 3*m)
+	for i := range input {
+		input[i] = byte(rng.Uint32())
+	}
+	for _, dt := range []executor.ElemType{executor.Float16, executor.BFloat16, executor.Float32} {
+		for _, red := range []executor.ReduceOp{executor.ReduceSum, executor.ReduceMax} {
+			want := make([]byte, m)
+			for off := 0; off < m; off += reduceBlock {
+				e := min(off+reduceBlock, m)
+				dt.Reduce(red, want[off:e], input[off:e], input[m+off:m+e])
+				dt.Reduce(red, want[off:e], want[off:e], input[2*m+off:2*m+e])
+			}
+			for _, inPlace := range []bool{false, true} {
+				for _, threads := range []int{1, 2} {
+					t.Run(fmt.Sprintf("%s/%v/inplace=%v/threads=%d", dt, red, inPlace, threads), func(t *testing.T) {
+						dst := L(out, 0, m)
+						if inPlace {
+							dst = L(in, 0, m)
+						}
+						b := newBuilder(1, 0)
+						b.tb(0, op(plan.OpReduce, 0, nil, rs(L(in, 0, m), L(in, m, m), L(in, 2*m, m)), rs(dst)))
+						s := openT(t, b.inst, executor.Options{DType: dt, Reduce: red, DeadlockTimeout: 5 * time.Second, Threads: threads}, schedule{})
+						bb := []executor.RankBuffers{{Input: append([]byte(nil), input...), Output: make([]byte, m)}}
+						if err := s.Launch(context.Background(), bb); err != nil {
+							t.Fatal(err)
+						}
+						got := bb[0].Output
+						if inPlace {
+							got = bb[0].Input[:m]
+						}
+						eq(t, "result", got, want)
+					})
+				}
+			}
+		}
+	}
+}
