@@ -22,8 +22,8 @@ func bulk16(t ElemType, op ReduceOp, d, x, y []uint16) {
 	bulk16Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])
 }
 
-// bulk16Stream is bulk16 storing d with the streaming kernels where it
-// has them (the sums): the same bits, d not kept in the caches.
+// bulk16Stream is bulk16 storing d with the streaming kernels where the
+// CPU has them: the same bits, d not kept in the caches.
 func bulk16Stream(t ElemType, op ReduceOp, d, x, y []uint16) {
 	i := vec16(t, op, d, x, y, true)
 	bulk16Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])

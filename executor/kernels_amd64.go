@@ -53,17 +53,32 @@ func mulBF16AVX2(d, x, y *uint16, n int) int
 //go:noescape
 func minMax16AVX2(d, x, y *uint16, n int, flip, nan uint16)
 
-// The streaming kernels (kernels_amd64.s): addF32AVX2, addF16AVX2 and
-// addBF16AVX2 with non-temporal stores, d 32-byte aligned.
+// The streaming kernels (kernels_amd64.s): the kernels above with
+// non-temporal stores, d 32-byte aligned (mulBF16NT: 16-byte).
 
 //go:noescape
 func addF32NT(d, x, y *uint32, n int)
 
 //go:noescape
+func mulF32NT(d, x, y *uint32, n int)
+
+//go:noescape
+func minMaxF32NT(d, x, y *uint32, n int, flip uint32)
+
+//go:noescape
 func addF16NT(d, x, y *uint16, n int)
 
 //go:noescape
+func mulF16NT(d, x, y *uint16, n int)
+
+//go:noescape
 func addBF16NT(d, x, y *uint16, n int)
+
+//go:noescape
+func mulBF16NT(d, x, y *uint16, n int) int
+
+//go:noescape
+func minMax16NT(d, x, y *uint16, n int, flip, nan uint16)
 
 // streamHead is the elements of size bytes before p's next 32-byte
 // boundary: where a streaming kernel may start.
@@ -72,40 +87,51 @@ func streamHead(p unsafe.Pointer, size int) int {
 }
 
 // vec16 runs the vector kernel of t and op over the longest prefix it
-// takes and returns its length. With stream, a sum stores through the
-// streaming kernels (the elements before d's first 32-byte boundary by
-// the loops).
+// takes and returns its length. With stream, it stores through the
+// streaming kernels, the elements before d's first 32-byte boundary
+// through the loops.
 func vec16(t ElemType, op ReduceOp, d, x, y []uint16, stream bool) int {
 	if !vectorKernels || len(d) < 16 {
 		return 0
 	}
-	if stream && op == ReduceSum {
-		h := streamHead(unsafe.Pointer(&d[0]), 2)
-		n := (len(d) - h) &^ 15
-		if n == 0 {
+	h := 0
+	if stream {
+		h = streamHead(unsafe.Pointer(&d[0]), 2)
+		if len(d)-h < 16 {
 			return 0
 		}
 		bulk16Go(t, op, d[:h], x[:h], y[:h])
-		if t == Float16 {
-			addF16NT(&d[h], &x[h], &y[h], n)
-		} else {
-			addBF16NT(&d[h], &x[h], &y[h], n)
-		}
-		return h + n
 	}
-	n := len(d) &^ 15
+	n := (len(d) - h) &^ 15
+	d, x, y = d[h:h+n], x[h:h+n], y[h:h+n]
 	d0, x0, y0 := &d[0], &x[0], &y[0]
 	switch {
 	case op == ReduceSum && t == Float16:
-		addF16AVX2(d0, x0, y0, n)
+		if stream {
+			addF16NT(d0, x0, y0, n)
+		} else {
+			addF16AVX2(d0, x0, y0, n)
+		}
 	case op == ReduceSum:
-		addBF16AVX2(d0, x0, y0, n)
+		if stream {
+			addBF16NT(d0, x0, y0, n)
+		} else {
+			addBF16AVX2(d0, x0, y0, n)
+		}
 	case op == ReduceProd && t == Float16:
-		mulF16AVX2(d0, x0, y0, n)
+		if stream {
+			mulF16NT(d0, x0, y0, n)
+		} else {
+			mulF16AVX2(d0, x0, y0, n)
+		}
 	case op == ReduceProd:
+		mul := mulBF16AVX2
+		if stream {
+			mul = mulBF16NT
+		}
 		done := 0
 		for done < n {
-			done += mulBF16AVX2(&d[done], &x[done], &y[done], n-done)
+			done += mul(&d[done], &x[done], &y[done], n-done)
 			if done == n {
 				break
 			}
@@ -123,42 +149,54 @@ func vec16(t ElemType, op ReduceOp, d, x, y []uint16, stream bool) int {
 		if t == BFloat16 {
 			nan = 0x7f80
 		}
-		minMax16AVX2(d0, x0, y0, n, flip, nan)
+		if stream {
+			minMax16NT(d0, x0, y0, n, flip, nan)
+		} else {
+			minMax16AVX2(d0, x0, y0, n, flip, nan)
+		}
 	}
-	return n
+	return h + n
 }
 
 // vec32 is vec16 for fp32; int32 (which the compiler's loops take at
 // memory speed) takes none.
 func vec32(t ElemType, op ReduceOp, d, x, y []uint32, stream bool) int {
-	if !vectorKernels || t != Float32 || len(d) < 8 {
+	if !vectorKernels || t != Float32 || len(d) < 16 {
 		return 0
 	}
-	if stream && op == ReduceSum {
-		h := streamHead(unsafe.Pointer(&d[0]), 4)
-		n := (len(d) - h) &^ 15
-		if n == 0 {
+	h := 0
+	if stream {
+		h = streamHead(unsafe.Pointer(&d[0]), 4)
+		if len(d)-h < 16 {
 			return 0
 		}
 		bulk32Go(t, op, d[:h], x[:h], y[:h])
-		addF32NT(&d[h], &x[h], &y[h], n)
-		return h + n
 	}
-	n := len(d) &^ 7
-	d0, x0, y0 := &d[0], &x[0], &y[0]
+	n := (len(d) - h) &^ 15 // a multiple of every kernel's vector
+	d0, x0, y0 := &d[h], &x[h], &y[h]
 	switch op {
 	case ReduceSum:
-		n = len(d) &^ 15
-		if n == 0 {
-			return 0
+		if stream {
+			addF32NT(d0, x0, y0, n)
+		} else {
+			addF32AVX2(d0, x0, y0, n)
 		}
-		addF32AVX2(d0, x0, y0, n)
 	case ReduceProd:
-		mulF32AVX2(d0, x0, y0, n)
-	case ReduceMax:
-		minMaxF32AVX2(d0, x0, y0, n, 0)
-	case ReduceMin:
-		minMaxF32AVX2(d0, x0, y0, n, 0xffffffff)
+		if stream {
+			mulF32NT(d0, x0, y0, n)
+		} else {
+			mulF32AVX2(d0, x0, y0, n)
+		}
+	case ReduceMax, ReduceMin:
+		flip := uint32(0)
+		if op == ReduceMin {
+			flip = 0xffffffff
+		}
+		if stream {
+			minMaxF32NT(d0, x0, y0, n, flip)
+		} else {
+			minMaxF32AVX2(d0, x0, y0, n, flip)
+		}
 	}
-	return n
+	return h + n
 }

@@ -391,3 +391,173 @@ addbf16ntdone:
 	SFENCE
 	VZEROUPPER
 	RET
+
+// The streaming forms of mulF32AVX2, minMaxF32AVX2, mulF16AVX2 and
+// minMax16AVX2 (d 32-byte aligned), as the sums' above.
+
+// mulF32NT is mulF32AVX2 with non-temporal stores.
+TEXT ·mulF32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+mulf32ntloop:
+	CMPQ BX, CX
+	JAE  mulf32ntdone
+	VMOVUPS   (SI)(BX*4), Y0
+	VMULPS    (DX)(BX*4), Y0, Y0
+	VCMPPS    $3, Y0, Y0, Y2
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VMOVNTPS  Y0, (DI)(BX*4)
+	ADDQ      $8, BX
+	JMP       mulf32ntloop
+mulf32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// minMaxF32NT is minMaxF32AVX2 with non-temporal stores.
+TEXT ·minMaxF32NT(SB), NOSPLIT, $0-36
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	MOVL flip+32(FP), AX
+	MOVQ AX, X14
+	VPBROADCASTD X14, Y9
+	BCASTD(0x7fffffff, Y10)
+	BCASTD(0x7f800000, Y11)
+	XORQ BX, BX
+mmf32ntloop:
+	CMPQ BX, CX
+	JAE  mmf32ntdone
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   (DX)(BX*4), Y1
+	VPSRAD    $31, Y0, Y2
+	VPSRLD    $1, Y2, Y2
+	VPXOR     Y0, Y2, Y2
+	VPSRAD    $31, Y1, Y3
+	VPSRLD    $1, Y3, Y3
+	VPXOR     Y1, Y3, Y3
+	VPCMPGTD  Y2, Y3, Y4
+	VPXOR     Y9, Y4, Y4
+	VPAND     Y10, Y0, Y5
+	VPCMPGTD  Y11, Y5, Y5
+	VPAND     Y10, Y1, Y6
+	VPCMPGTD  Y11, Y6, Y6
+	VPANDN    Y4, Y6, Y4
+	VPOR      Y5, Y4, Y4
+	VPBLENDVB Y4, Y1, Y0, Y7
+	VPAND     Y5, Y6, Y5
+	VPBLENDVB Y5, Y10, Y7, Y7
+	VMOVNTDQ  Y7, (DI)(BX*4)
+	ADDQ      $8, BX
+	JMP       mmf32ntloop
+mmf32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// mulF16NT is mulF16AVX2 with non-temporal stores.
+TEXT ·mulF16NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fffffff, Y10)
+	XORQ BX, BX
+mulf16ntloop:
+	CMPQ BX, CX
+	JAE  mulf16ntdone
+	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS (DX)(BX*2), Y4
+	VMULPS    Y4, Y0, Y0
+	VCMPPS    $3, Y0, Y0, Y2
+	VBLENDVPS Y2, Y10, Y0, Y0
+	VCVTPS2PH $0, Y0, X0
+	VMOVNTDQ  X0, (DI)(BX*2)
+	ADDQ      $8, BX
+	JMP       mulf16ntloop
+mulf16ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// minMax16NT is minMax16AVX2 with non-temporal stores.
+TEXT ·minMax16NT(SB), NOSPLIT, $0-36
+	MOVQ  d+0(FP), DI
+	MOVQ  x+8(FP), SI
+	MOVQ  y+16(FP), DX
+	MOVQ  n+24(FP), CX
+	MOVWLZX flip+32(FP), AX
+	MOVQ  AX, X14
+	VPBROADCASTW X14, Y9
+	MOVWLZX nan+34(FP), AX
+	MOVQ  AX, X14
+	VPBROADCASTW X14, Y11
+	BCASTW(0x7fff, Y10)
+	XORQ BX, BX
+mm16ntloop:
+	CMPQ BX, CX
+	JAE  mm16ntdone
+	VMOVDQU   (SI)(BX*2), Y0
+	VMOVDQU   (DX)(BX*2), Y1
+	VPSRAW    $15, Y0, Y2
+	VPSRLW    $1, Y2, Y2
+	VPXOR     Y0, Y2, Y2
+	VPSRAW    $15, Y1, Y3
+	VPSRLW    $1, Y3, Y3
+	VPXOR     Y1, Y3, Y3
+	VPCMPGTW  Y2, Y3, Y4
+	VPXOR     Y9, Y4, Y4
+	VPAND     Y10, Y0, Y5
+	VPCMPGTW  Y11, Y5, Y5
+	VPAND     Y10, Y1, Y6
+	VPCMPGTW  Y11, Y6, Y6
+	VPANDN    Y4, Y6, Y4
+	VPOR      Y5, Y4, Y4
+	VPBLENDVB Y4, Y1, Y0, Y7
+	VPAND     Y5, Y6, Y5
+	VPBLENDVB Y5, Y10, Y7, Y7
+	VMOVNTDQ  Y7, (DI)(BX*2)
+	ADDQ      $16, BX
+	JMP       mm16ntloop
+mm16ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// mulBF16NT is mulBF16AVX2 with non-temporal stores (d 16-byte aligned).
+TEXT ·mulBF16NT(SB), NOSPLIT, $0-40
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCASTD(0x7fff0000, Y10)
+	BCASTD(1, Y11)
+	BCASTD(0x7fff, Y12)
+	BCASTD(0x7fffffff, Y13)
+	BCASTD(0x00800000, Y9)
+	VPXOR Y8, Y8, Y8
+	XORQ BX, BX
+mulbf16ntloop:
+	CMPQ BX, CX
+	JAE  mulbf16ntdone
+	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF((DX)(BX*2), Y1)
+	VMULPS   Y1, Y0, Y0
+	VPAND    Y13, Y0, Y4
+	VPCMPGTD Y4, Y9, Y5
+	VPCMPGTD Y8, Y4, Y6
+	VPTEST   Y6, Y5
+	JNZ      mulbf16ntdone
+	NARROWBFNT((DI)(BX*2))
+	ADDQ     $8, BX
+	JMP      mulbf16ntloop
+mulbf16ntdone:
+	MOVQ BX, ret+32(FP)
+	SFENCE
+	VZEROUPPER
+	RET
