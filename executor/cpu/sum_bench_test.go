@@ -85,7 +85,7 @@ func BenchmarkReduceSplit(b *testing.B) {
 // op (issue 46): one thread block's re of two sources of 64 MiB in each
 // element type, on one goroutine and split over every core, each as a
 // fraction of Go's copy of 64 MiB on one core and on every core, the best
-// of 5 alternations of the copy and the op (the machine is shared). A
+// of 11 alternations of the copy and the op (the machine is shared). A
 // reduction reads twice what it writes, so memory bounds it near 67% of
 // memcpy. It prints and asserts nothing; it runs only with
 // MSCCLGO_SPEED_TABLE=1.
@@ -107,7 +107,7 @@ func TestReduceSpeedTable(t *testing.T) {
 		for k, threads := range []int{1, 0} {
 			s := r.open(t, dt, threads)
 			bc, bo := time.Duration(1<<62), time.Duration(1<<62)
-			for range 5 {
+			for range 11 {
 				bc = min(bc, best(func() { r.copy(threads) }))
 				bo = min(bo, best(func() { r.launch(t, s) }))
 			}
