@@ -17,7 +17,7 @@ var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 func HasVectorKernels() bool { return vectorKernels }
 
 // The kernels (kernels_amd64.s) each take n elements, a multiple of their
-// vector (16 for addF32AVX2, addF16AVX2 and minMax16AVX2, 8 for the others), at d, x and y.
+// vector (16 for addF32AVX2, addF16AVX2, addBF16AVX2 and minMax16AVX2, 8 for the others), at d, x and y.
 
 //go:noescape
 func addF32AVX2(d, x, y *uint32, n int)

@@ -183,7 +183,23 @@ mulf16done:
 	VPACKUSDW X3, X0, X0; \
 	VMOVDQU   X0, m
 
+// ROUNDBF rounds the float32 lanes of r to bf16 bits in the low half of
+// each lane (nearest even, a NaN made 0x7fff through 0x7fff0000); Y10,
+// Y11, Y12 as for NARROWBF; it uses t and u.
+#define ROUNDBF(r, t, u) \
+	VCMPPS    $3, r, r, t; \
+	VBLENDVPS t, Y10, r, r; \
+	VPSRLD    $16, r, u; \
+	VPAND     Y11, u, u; \
+	VPADDD    u, r, r; \
+	VPADDD    Y12, r, r; \
+	VPSRLD    $16, r, r
+
 // func addBF16AVX2(d, x, y *uint16, n int)
+//
+// 16 elements a step, in two independent halves: the sums rounded in
+// the lanes of Y0 and Y4, packed to words (VPACKUSDW interleaves the
+// 128-bit lanes; VPERMQ puts them back in order).
 TEXT ·addBF16AVX2(SB), NOSPLIT, $0-32
 	MOVQ d+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -197,10 +213,17 @@ addbf16loop:
 	CMPQ BX, CX
 	JAE  addbf16done
 	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF(16(SI)(BX*2), Y4)
 	WIDENBF((DX)(BX*2), Y1)
+	WIDENBF(16(DX)(BX*2), Y5)
 	VADDPS Y1, Y0, Y0
-	NARROWBF((DI)(BX*2))
-	ADDQ   $8, BX
+	VADDPS Y5, Y4, Y4
+	ROUNDBF(Y0, Y2, Y3)
+	ROUNDBF(Y4, Y6, Y7)
+	VPACKUSDW Y4, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVDQU   Y0, (DI)(BX*2)
+	ADDQ   $16, BX
 	JMP    addbf16loop
 addbf16done:
 	VZEROUPPER
@@ -382,10 +405,17 @@ addbf16ntloop:
 	CMPQ BX, CX
 	JAE  addbf16ntdone
 	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF(16(SI)(BX*2), Y4)
 	WIDENBF((DX)(BX*2), Y1)
+	WIDENBF(16(DX)(BX*2), Y5)
 	VADDPS Y1, Y0, Y0
-	NARROWBFNT((DI)(BX*2))
-	ADDQ   $8, BX
+	VADDPS Y5, Y4, Y4
+	ROUNDBF(Y0, Y2, Y3)
+	ROUNDBF(Y4, Y6, Y7)
+	VPACKUSDW Y4, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVNTDQ  Y0, (DI)(BX*2)
+	ADDQ   $16, BX
 	JMP    addbf16ntloop
 addbf16ntdone:
 	SFENCE
