@@ -76,7 +76,9 @@ func (t *tbRun) stopped() error {
 	return nil
 }
 
-// copyPairs copies src[i] to dst[i] (equal lengths) as one step.
+// copyPairs copies src[i] to dst[i] (equal lengths) as one step, pair
+// after pair; a large pair is split over idle cores as a reduce op is
+// (sum_split.go).
 func (t *tbRun) copyPairs(src, dst []span) error {
 	defer t.enter(src, dst)()
 	for i := range dst {
@@ -85,14 +87,35 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 			copy(d, s) // memmove; small or pathological
 			continue
 		}
-		for off := 0; off < len(d); off += copyBlock {
-			if err := t.stopped(); err != nil {
-				return err
-			}
-			e := min(off+copyBlock, len(d))
-			copy(d[off:e], s[off:e])
-			t.l.progress.Add(1)
+		if err := t.copyPair(d, s); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// copyPair copies s to d (apart, equal lengths): split in parts where
+// the session's large data ops leave cores idle.
+func (t *tbRun) copyPair(d, s []byte) error {
+	if n := len(d); n >= 2*splitPart {
+		parts, done := t.l.s.split.enter(n)
+		defer done()
+		if parts > 1 {
+			return t.copySplit(d, s, parts)
+		}
+	}
+	return t.copyRange(d, s, 0, len(d))
+}
+
+// copyRange copies bytes [lo, hi) of s to d in blocks.
+func (t *tbRun) copyRange(d, s []byte, lo, hi int) error {
+	for off := lo; off < hi; off += copyBlock {
+		if err := t.stopped(); err != nil {
+			return err
+		}
+		e := min(off+copyBlock, hi)
+		copy(d[off:e], s[off:e])
+		t.l.progress.Add(1)
 	}
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 // sum.go, so that a reduction that has the cores runs at memory speed
 // rather than at one core's. The order of the operands and the rounding
 // of every element are those of one goroutine (the ranges share no
-// element), so the results are byte-identical.
+// element), so the results are byte-identical. A large copy (one pair of
+// a copy op, source and destination apart) splits the same way.
 //
 // A launch already runs every thread block as a goroutine: where the
 // thread blocks reducing at once fill the cores (8 ranks in one process),
@@ -23,24 +24,24 @@ import (
 // the part), a multiple of reduceBlock.
 const splitPart = 4 * reduceBlock
 
-// splitter is a session's bound on the goroutines of one reduce op
+// splitter is a session's bound on the goroutines of one large data op
 // (executor.Options.Threads, or GOMAXPROCS shared among the ranks of the
-// host) and the count of reduce ops running now.
+// host) and the count of large reduce ops and copies running now.
 type splitter struct {
 	threads int
 	running atomic.Int32
 	splits  atomic.Int64 // ops split so far (the tests read it)
 }
 
-// enter counts a reduce op of n bytes as running and returns the parts
+// enter counts a data op of n bytes as running and returns the parts
 // it splits into (1: none) and the function that ends it.
 func (s *splitter) enter(n int) (int, func()) {
 	active := int(s.running.Add(1))
 	return splitParts(s.threads, active, n), func() { s.running.Add(-1) }
 }
 
-// splitParts is the parts of an op of n bytes when active reduce ops
-// (this one included) share threads goroutines.
+// splitParts is the parts of an op of n bytes when active large data
+// ops (this one included) share threads goroutines.
 func splitParts(threads, active, n int) int {
 	parts := threads / max(active, 1)
 	return max(1, min(parts, n/splitPart))
@@ -90,6 +91,26 @@ func (t *tbRun) reduceSplit(src, dst []span, direct, stream bool, parts int) err
 		wg.Go(func() { errs[i] = t.reduceRange(src, dst, direct, stream, rs[i][0], rs[i][1], t.bufs.parts[i-1]) })
 	}
 	errs[0] = t.reduceRange(src, dst, direct, stream, rs[0][0], rs[0][1], t.bufs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copySplit is copyRange over the ranges of parts parts at once, the
+// first on the calling goroutine.
+func (t *tbRun) copySplit(d, s []byte, parts int) error {
+	rs := splitRanges(len(d), parts)
+	t.l.s.split.splits.Add(1)
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i := 1; i < len(rs); i++ {
+		wg.Go(func() { errs[i] = t.copyRange(d, s, rs[i][0], rs[i][1]) })
+	}
+	errs[0] = t.copyRange(d, s, rs[0][0], rs[0][1])
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

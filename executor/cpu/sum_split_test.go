@@ -171,3 +171,43 @@ func TestStreamReduceMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitCopy: a copy of a little over 1 MiB splits on
+// Threads 4, not on Threads 1, and copies the same bytes; a pair whose
+// source and destination overlap (a memmove) is never split.
+func TestSplitCopy(t *testing.T) {
+	const m = 1<<20 + 6
+	rng := rand.New(rand.NewPCG(46, 7))
+	input := make([]byte, 3*m)
+	for i := range input {
+		input[i] = byte(rng.Uint32())
+	}
+	for _, c := range []struct {
+		name  string
+		op    executor.OpInstance
+		split bool
+	}{
+		{"apart", cp(L(in, m, m), L(out, 0, m)), true},
+		{"overlapping", cp(L(in, 0, m), L(in, 3, m)), false},
+	} {
+		var got [2]executor.RankBuffers
+		for k, threads := range []int{1, 4} {
+			b := newBuilder(1, 0)
+			b.tb(0, c.op)
+			s := openT(t, b.inst, executor.Options{DType: executor.Float16, DeadlockTimeout: 5 * time.Second, Threads: threads}, schedule{})
+			bb := []executor.RankBuffers{{Input: append([]byte(nil), input...), Output: make([]byte, 2*m)}}
+			if err := s.Launch(context.Background(), bb); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if splits := s.split.splits.Load(); (splits > 0) != (threads > 1 && c.split) {
+				t.Fatalf("%s, Threads %d: %d split ops", c.name, threads, splits)
+			}
+			got[k] = bb[0]
+		}
+		eq(t, c.name+" input", got[1].Input, got[0].Input)
+		eq(t, c.name+" output", got[1].Output, got[0].Output)
+		if c.split {
+			eq(t, "copied", got[1].Output[:m], input[m:2*m])
+		}
+	}
+}
