@@ -80,6 +80,33 @@ func mulBF16NT(d, x, y *uint16, n int) int
 //go:noescape
 func minMax16NT(d, x, y *uint16, n int, flip, nan uint16)
 
+// The int32 kernels (kernels_amd64.s): sum and product wrapping, max
+// and min signed; 16 elements a step; the NT forms stream.
+
+//go:noescape
+func addI32AVX2(d, x, y *uint32, n int)
+
+//go:noescape
+func addI32NT(d, x, y *uint32, n int)
+
+//go:noescape
+func mulI32AVX2(d, x, y *uint32, n int)
+
+//go:noescape
+func mulI32NT(d, x, y *uint32, n int)
+
+//go:noescape
+func maxI32AVX2(d, x, y *uint32, n int)
+
+//go:noescape
+func maxI32NT(d, x, y *uint32, n int)
+
+//go:noescape
+func minI32AVX2(d, x, y *uint32, n int)
+
+//go:noescape
+func minI32NT(d, x, y *uint32, n int)
+
 // streamHead is the elements of size bytes before p's next 32-byte
 // boundary: where a streaming kernel may start.
 func streamHead(p unsafe.Pointer, size int) int {
@@ -158,10 +185,9 @@ func vec16(t ElemType, op ReduceOp, d, x, y []uint16, stream bool) int {
 	return h + n
 }
 
-// vec32 is vec16 for fp32; int32 (which the compiler's loops take at
-// memory speed) takes none.
+// vec32 is vec16 for fp32 and int32.
 func vec32(t ElemType, op ReduceOp, d, x, y []uint32, stream bool) int {
-	if !vectorKernels || t != Float32 || len(d) < 16 {
+	if !vectorKernels || (t != Float32 && t != Int32) || len(d) < 16 {
 		return 0
 	}
 	h := 0
@@ -174,6 +200,18 @@ func vec32(t ElemType, op ReduceOp, d, x, y []uint32, stream bool) int {
 	}
 	n := (len(d) - h) &^ 15 // a multiple of every kernel's vector
 	d0, x0, y0 := &d[h], &x[h], &y[h]
+	if t == Int32 {
+		k := [2][NumReduceOps]func(d, x, y *uint32, n int){
+			{addI32AVX2, mulI32AVX2, maxI32AVX2, minI32AVX2},
+			{addI32NT, mulI32NT, maxI32NT, minI32NT},
+		}
+		s := 0
+		if stream {
+			s = 1
+		}
+		k[s][op](d0, x0, y0, n)
+		return h + n
+	}
 	switch op {
 	case ReduceSum:
 		if stream {

@@ -591,3 +591,187 @@ mulbf16ntdone:
 	SFENCE
 	VZEROUPPER
 	RET
+
+// The int32 kernels: two's complement sum and product (the low 32 bits,
+// wrapping), signed max and min; 16 elements a step. The NT forms store
+// non-temporally (d 32-byte aligned) and end with SFENCE.
+
+// func addI32AVX2(d, x, y *uint32, n int)
+TEXT ·addI32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+addi32loop:
+	CMPQ BX, CX
+	JAE  addi32done
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPADDD     (DX)(BX*4), Y0, Y0
+	VPADDD     32(DX)(BX*4), Y1, Y1
+	VMOVDQU    Y0, (DI)(BX*4)
+	VMOVDQU    Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       addi32loop
+addi32done:
+	VZEROUPPER
+	RET
+
+// func addI32NT(d, x, y *uint32, n int)
+TEXT ·addI32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+addi32ntloop:
+	CMPQ BX, CX
+	JAE  addi32ntdone
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPADDD     (DX)(BX*4), Y0, Y0
+	VPADDD     32(DX)(BX*4), Y1, Y1
+	VMOVNTDQ   Y0, (DI)(BX*4)
+	VMOVNTDQ   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       addi32ntloop
+addi32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func mulI32AVX2(d, x, y *uint32, n int)
+TEXT ·mulI32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+muli32loop:
+	CMPQ BX, CX
+	JAE  muli32done
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMULLD    (DX)(BX*4), Y0, Y0
+	VPMULLD    32(DX)(BX*4), Y1, Y1
+	VMOVDQU    Y0, (DI)(BX*4)
+	VMOVDQU    Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       muli32loop
+muli32done:
+	VZEROUPPER
+	RET
+
+// func mulI32NT(d, x, y *uint32, n int)
+TEXT ·mulI32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+muli32ntloop:
+	CMPQ BX, CX
+	JAE  muli32ntdone
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMULLD    (DX)(BX*4), Y0, Y0
+	VPMULLD    32(DX)(BX*4), Y1, Y1
+	VMOVNTDQ   Y0, (DI)(BX*4)
+	VMOVNTDQ   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       muli32ntloop
+muli32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func maxI32AVX2(d, x, y *uint32, n int)
+TEXT ·maxI32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+maxi32loop:
+	CMPQ BX, CX
+	JAE  maxi32done
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMAXSD    (DX)(BX*4), Y0, Y0
+	VPMAXSD    32(DX)(BX*4), Y1, Y1
+	VMOVDQU    Y0, (DI)(BX*4)
+	VMOVDQU    Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       maxi32loop
+maxi32done:
+	VZEROUPPER
+	RET
+
+// func maxI32NT(d, x, y *uint32, n int)
+TEXT ·maxI32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+maxi32ntloop:
+	CMPQ BX, CX
+	JAE  maxi32ntdone
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMAXSD    (DX)(BX*4), Y0, Y0
+	VPMAXSD    32(DX)(BX*4), Y1, Y1
+	VMOVNTDQ   Y0, (DI)(BX*4)
+	VMOVNTDQ   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       maxi32ntloop
+maxi32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET
+
+// func minI32AVX2(d, x, y *uint32, n int)
+TEXT ·minI32AVX2(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+mini32loop:
+	CMPQ BX, CX
+	JAE  mini32done
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMINSD    (DX)(BX*4), Y0, Y0
+	VPMINSD    32(DX)(BX*4), Y1, Y1
+	VMOVDQU    Y0, (DI)(BX*4)
+	VMOVDQU    Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       mini32loop
+mini32done:
+	VZEROUPPER
+	RET
+
+// func minI32NT(d, x, y *uint32, n int)
+TEXT ·minI32NT(SB), NOSPLIT, $0-32
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DX
+	MOVQ n+24(FP), CX
+	XORQ BX, BX
+mini32ntloop:
+	CMPQ BX, CX
+	JAE  mini32ntdone
+	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y1
+	VPMINSD    (DX)(BX*4), Y0, Y0
+	VPMINSD    32(DX)(BX*4), Y1, Y1
+	VMOVNTDQ   Y0, (DI)(BX*4)
+	VMOVNTDQ   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
+	JMP       mini32ntloop
+mini32ntdone:
+	SFENCE
+	VZEROUPPER
+	RET

@@ -160,7 +160,7 @@ func (t ElemType) Reduce(op ReduceOp, dst, a, b []byte) {
 
 // StreamBytes is the destination size from which Add and Reduce store
 // it with non-temporal stores, where this CPU has the streaming kernels
-// (fp32, fp16 and bf16 under the vector kernels, every op): a
+// (every type and op under the vector kernels): a
 // destination larger than the caches would only evict the operands
 // still to be read, and a non-temporal store writes memory without
 // reading it first (three words of memory traffic per element instead
