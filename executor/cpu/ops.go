@@ -98,8 +98,8 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 // the session's large data ops leave cores idle.
 func (t *tbRun) copyPair(d, s []byte) error {
 	if n := len(d); n >= 2*splitPart {
-		parts, done := t.l.s.split.enter(n)
-		defer done()
+		parts := t.l.s.split.enter(n)
+		defer t.l.s.split.leave()
 		if parts > 1 {
 			return t.copySplit(d, s, parts)
 		}
@@ -141,8 +141,8 @@ func (t *tbRun) reduce(src, dst []span) error {
 	// evict the operands still to be read.
 	stream := n >= executor.StreamBytes && direct && len(dst) == 1 && len(src) > 1 && t.l.s.combineStream != nil
 	if n >= 2*splitPart && len(src) > 1 {
-		parts, done := t.l.s.split.enter(n)
-		defer done()
+		parts := t.l.s.split.enter(n)
+		defer t.l.s.split.leave()
 		if parts > 1 && splitSafe(src, dst) {
 			return t.reduceSplit(src, dst, direct, stream, parts)
 		}

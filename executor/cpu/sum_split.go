@@ -34,11 +34,13 @@ type splitter struct {
 }
 
 // enter counts a data op of n bytes as running and returns the parts
-// it splits into (1: none) and the function that ends it.
-func (s *splitter) enter(n int) (int, func()) {
-	active := int(s.running.Add(1))
-	return splitParts(s.threads, active, n), func() { s.running.Add(-1) }
+// it splits into (1: none); leave ends it.
+func (s *splitter) enter(n int) int {
+	return splitParts(s.threads, int(s.running.Add(1)), n)
 }
+
+// leave ends an op that enter counted.
+func (s *splitter) leave() { s.running.Add(-1) }
 
 // splitParts is the parts of an op of n bytes when active large data
 // ops (this one included) share threads goroutines.
