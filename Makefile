@@ -30,9 +30,12 @@ golden:
 # on every core, the busbw ceiling (docs/executor.md §10), the CPU
 # backend's busbw at 64 MiB (float, half, bf16; as fractions of memcpy
 # and of the ceiling) and time per launch, gpu-emu beside the CPU
-# backend per launch (wall and CPU time); then the compiler's benchmarks.
+# backend per launch (wall and CPU time); the CPU backend's reduce op of
+# 64 MiB per type on one goroutine and split over every core, against
+# memcpy the same two ways (issue 46); then the compiler's benchmarks.
 bench:
 	MSCCLGO_SPEED_TABLE=1 $(GO) test -count=1 -timeout 30m ./gpu/emu -run '^TestSpeedTable$$' -v
+	MSCCLGO_SPEED_TABLE=1 $(GO) test -count=1 -timeout 10m ./executor/cpu -run '^TestReduceSpeedTable$$' -v
 	$(GO) test ./tests/ -run XXX -bench . -benchmem
 
 # The synthesis ratio table (issue 45, docs/synthesis.md): for every

@@ -35,6 +35,9 @@ func Validate(inst *Instance, opts Options) error {
 	if err := CheckReduce(opts.DType, opts.Reduce); err != nil {
 		return err
 	}
+	if opts.Threads < 0 {
+		return fmt.Errorf("Options.Threads is %d (want 0 for every core, or at least 1)", opts.Threads)
+	}
 	n := len(inst.Ranks)
 	for r := range inst.Ranks {
 		ri := &inst.Ranks[r]

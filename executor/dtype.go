@@ -118,14 +118,7 @@ func (t ElemType) Add(dst, a, b []byte) {
 		return
 	}
 	if nativeLE && aligned(dst, a, b, t.Size()) {
-		switch t {
-		case Float16, BFloat16:
-			d, x, y := view16(dst), view16(a), view16(b)
-			bulk16(t, ReduceSum, d, x[:len(d)], y[:len(d)])
-		case Float32, Int32:
-			d, x, y := view32(dst), view32(a), view32(b)
-			bulk32(t, ReduceSum, d, x[:len(d)], y[:len(d)])
-		}
+		t.bulk(ReduceSum, dst, a, b, len(dst) >= StreamBytes)
 		return
 	}
 	// Unaligned operands, or a big-endian host.

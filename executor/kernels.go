@@ -18,7 +18,14 @@ import "math"
 // bulk16 stores x op y into d (fp16 or bf16 bits; len(x), len(y) ==
 // len(d)).
 func bulk16(t ElemType, op ReduceOp, d, x, y []uint16) {
-	i := vec16(t, op, d, x, y)
+	i := vec16(t, op, d, x, y, false)
+	bulk16Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])
+}
+
+// bulk16Stream is bulk16 storing d with the streaming kernels where the
+// CPU has them: the same bits, d not kept in the caches.
+func bulk16Stream(t ElemType, op ReduceOp, d, x, y []uint16) {
+	i := vec16(t, op, d, x, y, true)
 	bulk16Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])
 }
 
@@ -41,7 +48,13 @@ func bulk16Go(t ElemType, op ReduceOp, d, x, y []uint16) {
 
 // bulk32 stores x op y into d (fp32 or int32 bits).
 func bulk32(t ElemType, op ReduceOp, d, x, y []uint32) {
-	i := vec32(t, op, d, x, y)
+	i := vec32(t, op, d, x, y, false)
+	bulk32Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])
+}
+
+// bulk32Stream is bulk16Stream for fp32 and int32.
+func bulk32Stream(t ElemType, op ReduceOp, d, x, y []uint32) {
+	i := vec32(t, op, d, x, y, true)
 	bulk32Go(t, op, d[i:], x[i:len(d)], y[i:len(d)])
 }
 

@@ -9,5 +9,5 @@ package executor
 // of kernels_amd64.s on this machine: never in this build.
 func HasVectorKernels() bool { return false }
 
-func vec16(ElemType, ReduceOp, []uint16, []uint16, []uint16) int { return 0 }
-func vec32(ElemType, ReduceOp, []uint32, []uint32, []uint32) int { return 0 }
+func vec16(ElemType, ReduceOp, []uint16, []uint16, []uint16, bool) int { return 0 }
+func vec32(ElemType, ReduceOp, []uint32, []uint32, []uint32, bool) int { return 0 }

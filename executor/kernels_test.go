@@ -215,7 +215,7 @@ func TestBulk16(t *testing.T) {
 				for _, pass := range []struct {
 					name string
 					f    func(ElemType, ReduceOp, []uint16, []uint16, []uint16)
-				}{{"bulk16", bulk16}, {"bulk16Go", bulk16Go}} {
+				}{{"bulk16", bulk16}, {"bulk16Go", bulk16Go}, {"bulk16Stream", bulk16Stream}} {
 					for _, swap := range []bool{false, true} {
 						a, b := x, y
 						if swap {
@@ -257,7 +257,7 @@ func TestBulk32(t *testing.T) {
 	d := make([]uint32, len(x))
 	for _, et := range []ElemType{Float32, Int32} {
 		for _, op := range allOps {
-			for _, f := range []func(ElemType, ReduceOp, []uint32, []uint32, []uint32){bulk32, bulk32Go} {
+			for _, f := range []func(ElemType, ReduceOp, []uint32, []uint32, []uint32){bulk32, bulk32Go, bulk32Stream} {
 				f(et, op, d, x, y)
 				for i := range d {
 					if want := refReduce32(et, op, x[i], y[i]); d[i] != want {
@@ -325,6 +325,114 @@ func TestBF16ProdTiny(t *testing.T) {
 	for i := range d {
 		if want := refReduce16(BFloat16, ReduceProd, x[i], y[i]); d[i] != want {
 			t.Fatalf("element %d: %#04x * %#04x = %#04x, want %#04x", i, x[i], y[i], d[i], want)
+		}
+	}
+}
+
+// TestStreamTails runs the streaming kernels on every length up to 70
+// and some longer, with the destination at every element offset up to
+// 17 in a buffer (so at every distance from a 32-byte boundary: the
+// loops' heads), apart from the operands and in place of the first,
+// against the references.
+func TestStreamTails(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 5))
+	const room = 4200
+	src16, src32 := make([]uint16, room), make([]uint32, room)
+	for i := range src16 {
+		src16[i], src32[i] = uint16(rng.Uint32()), rng.Uint32()
+	}
+	lengths := []int{1000, 4099, 4150}
+	for n := range 71 {
+		lengths = append(lengths, n)
+	}
+	buf16, buf32 := make([]uint16, room+32), make([]uint32, room+32)
+	for _, op := range allOps {
+		for _, n := range lengths {
+			for off := range 18 {
+				for _, inPlace := range []bool{false, true} {
+					for _, et := range []ElemType{Float16, BFloat16} {
+						d := buf16[off : off+n]
+						a, b := src16[:n], src16[room-n:]
+						if inPlace {
+							copy(d, a)
+							a = d
+						}
+						want := make([]uint16, n)
+						for i := range want {
+							want[i] = refReduce16(et, op, a[i], b[i])
+						}
+						bulk16Stream(et, op, d, a, b)
+						if fmt.Sprint(d) != fmt.Sprint(want) {
+							t.Fatalf("%v %v of %d at %d (in place %v): %x, want %x", et, op, n, off, inPlace, d, want)
+						}
+					}
+					for _, et := range []ElemType{Float32, Int32} {
+						d := buf32[off : off+n]
+						a, b := src32[:n], src32[room-n:]
+						if inPlace {
+							copy(d, a)
+							a = d
+						}
+						want := make([]uint32, n)
+						for i := range want {
+							want[i] = refReduce32(et, op, a[i], b[i])
+						}
+						bulk32Stream(et, op, d, a, b)
+						if fmt.Sprint(d) != fmt.Sprint(want) {
+							t.Fatalf("%v %v of %d at %d (in place %v): %x, want %x", et, op, n, off, inPlace, d, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestReduceStream: ElemType.ReduceStream gives Reduce's bytes, aligned
+// and at odd byte offsets (the element loop), and Add and Reduce from
+// StreamBytes on (where they stream) the same bytes as their loops.
+func TestReduceStream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 6))
+	const n = StreamBytes + 100
+	x, y := make([]byte, n+1), make([]byte, n+1)
+	for i := range x {
+		x[i], y[i] = byte(rng.Uint32()), byte(rng.Uint32())
+	}
+	got, want := make([]byte, n+1), make([]byte, n+1)
+	for _, et := range []ElemType{Float16, BFloat16, Float32, Int32} {
+		for _, op := range allOps {
+			for _, c := range []struct {
+				name string
+				off  int
+				size int
+			}{{"aligned", 0, 4096 + 8}, {"odd offset", 1, 4096 + 8}, {"from StreamBytes", 0, n / 4 * 4}} {
+				m := c.size
+				d, a, b := got[c.off:c.off+m], x[c.off:c.off+m], y[c.off:c.off+m]
+				w := want[c.off : c.off+m]
+				// The reference: the element loops, one element at a time
+				// (unaligned operands take them).
+				s := et.Size()
+				ref := make([]byte, 3*s+1)
+				rd, ra, rb := ref[1:1+s], ref[1+s:1+2*s], ref[1+2*s:1+3*s]
+				for i := 0; i < m; i += s {
+					copy(ra, a[i:i+s])
+					copy(rb, b[i:i+s])
+					et.Reduce(op, rd, ra, rb)
+					copy(w[i:i+s], rd)
+				}
+				if c.name == "from StreamBytes" {
+					et.Reduce(op, d, a, b)
+				} else {
+					et.ReduceStream(op, d, a, b)
+				}
+				if string(d) != string(w) {
+					i := 0
+					for d[i] == w[i] {
+						i++
+					}
+					t.Fatalf("%v %v %s: byte %d is %#x, want %#x", et, op, c.name, i, d[i], w[i])
+				}
+			}
 		}
 	}
 }

@@ -136,14 +136,7 @@ func (t ElemType) Reduce(op ReduceOp, dst, a, b []byte) {
 		panic(fmt.Sprintf("executor: %s reduction with %v", t.Name(), op))
 	}
 	if nativeLE && aligned(dst, a, b, t.Size()) {
-		switch t.Size() {
-		case 2:
-			d, x, y := view16(dst), view16(a), view16(b)
-			bulk16(t, op, d, x[:len(d)], y[:len(d)])
-		case 4:
-			d, x, y := view32(dst), view32(a), view32(b)
-			bulk32(t, op, d, x[:len(d)], y[:len(d)])
-		}
+		t.bulk(op, dst, a, b, len(dst) >= StreamBytes)
 		return
 	}
 	// Unaligned operands, or a big-endian host: one element at a time.
@@ -161,6 +154,50 @@ func (t ElemType) Reduce(op ReduceOp, dst, a, b []byte) {
 			x[0], y[0] = binary.LittleEndian.Uint32(a[i:]), binary.LittleEndian.Uint32(b[i:])
 			reduce32(t, op, d[:], x[:], y[:])
 			binary.LittleEndian.PutUint32(dst[i:], d[0])
+		}
+	}
+}
+
+// StreamBytes is the destination size from which Add and Reduce store
+// it with non-temporal stores, where this CPU has the streaming kernels
+// (every type and op under the vector kernels): a
+// destination larger than the caches would only evict the operands
+// still to be read, and a non-temporal store writes memory without
+// reading it first (three words of memory traffic per element instead
+// of four). ReduceStream streams at any size.
+const StreamBytes = 16 << 20
+
+// ReduceStream is Reduce (op ReduceSum: Add) storing dst with
+// non-temporal stores where this CPU has the streaming kernels, for a
+// destination that will not be read again soon (the last pass of a
+// large reduction): the same bits as Reduce, dst left out of the
+// caches. The streamed stores are ordered (SFENCE) before
+// ReduceStream returns.
+func (t ElemType) ReduceStream(op ReduceOp, dst, a, b []byte) {
+	if len(a) != len(dst) || len(b) != len(dst) || len(dst)%t.Size() != 0 || !op.Valid() || len(dst) == 0 || !nativeLE || !aligned(dst, a, b, t.Size()) {
+		t.Reduce(op, dst, a, b) // its checks, its panics, or its element loop
+		return
+	}
+	t.bulk(op, dst, a, b, true)
+}
+
+// bulk is Reduce over aligned operands on a little-endian host, through
+// the streaming kernels with stream.
+func (t ElemType) bulk(op ReduceOp, dst, a, b []byte, stream bool) {
+	switch t.Size() {
+	case 2:
+		d, x, y := view16(dst), view16(a), view16(b)
+		if stream {
+			bulk16Stream(t, op, d, x[:len(d)], y[:len(d)])
+		} else {
+			bulk16(t, op, d, x[:len(d)], y[:len(d)])
+		}
+	case 4:
+		d, x, y := view32(dst), view32(a), view32(b)
+		if stream {
+			bulk32Stream(t, op, d, x[:len(d)], y[:len(d)])
+		} else {
+			bulk32(t, op, d, x[:len(d)], y[:len(d)])
 		}
 	}
 }

@@ -139,6 +139,11 @@ type Options struct {
 	// DeadlockTimeout bounds how long a run may make no progress before it
 	// is reported as a deadlock; zero means one second.
 	DeadlockTimeout time.Duration
+	// Threads bounds the goroutines the CPU backend runs one large
+	// reduce op on (its element range split in parts, docs/executor.md
+	// §5.4); zero means GOMAXPROCS shared among the ranks of the host,
+	// one keeps every op on its thread block's goroutine.
+	Threads int
 }
 
 // Backend runs instances. The CPU backend is the reference; every other

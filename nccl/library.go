@@ -38,6 +38,9 @@ type library struct {
 	// lastHandle is the last handle given.
 	comms      map[uintptr]*comm
 	lastHandle uintptr
+	// profile is the CPU profile of MSCCLGO_CPUPROFILE (profile.go),
+	// running while comms is not empty.
+	profile cpuProfiler
 }
 
 // hasDevices reports whether the build runs plans on a device backend.
@@ -49,6 +52,9 @@ func (l *library) addComm(c *comm) uintptr {
 	defer l.mu.Unlock()
 	l.lastHandle++
 	l.comms[l.lastHandle] = c
+	if len(l.comms) == 1 {
+		profileStarted(&l.profile, l.profile.start(os.Getenv(cpuProfileEnv), c.rank))
+	}
 	return l.lastHandle
 }
 
@@ -64,6 +70,9 @@ func (l *library) dropComm(h uintptr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.comms, h)
+	if len(l.comms) == 0 {
+		profileStopped(l.profile.stop())
+	}
 }
 
 // theLibrary is the library's one instance (see library).

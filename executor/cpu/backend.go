@@ -51,6 +51,13 @@ type session struct {
 	// (executor.Combiner): dt.Add for ReduceSum.
 	red     executor.ReduceOp
 	combine func(dst, a, b []byte)
+	// combineStream is combine with streaming stores
+	// (executor.ElemType.ReduceStream), for the last pass of a large
+	// reduce op; nil for a DType other than an ElemType.
+	combineStream func(dst, a, b []byte)
+	// split bounds and counts the parts of large reduce ops
+	// (sum_split.go).
+	split   splitter
 	sched   schedule
 	timeout time.Duration
 
@@ -145,6 +152,14 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 	}
 	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
 	s.red, s.combine = opts.Reduce, executor.Combiner(opts.DType, opts.Reduce)
+	if et, ok := opts.DType.(executor.ElemType); ok {
+		red := opts.Reduce
+		s.combineStream = func(dst, a, b []byte) { et.ReduceStream(red, dst, a, b) }
+	}
+	s.split.threads = opts.Threads
+	if s.split.threads == 0 {
+		s.split.threads = runtime.GOMAXPROCS(0)
+	}
 	s.guard.Name = "cpu"
 	if s.timeout <= 0 {
 		s.timeout = defaultDeadlockTimeout

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -100,6 +101,9 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	mctx, cancel := context.WithCancel(w.Net.Context())
 	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, send: rankwire.NewSender(w.Net, w.Tag)}
 	s.mp = m
+	if opts.Threads == 0 {
+		s.split.threads = hostShare(runtime.GOMAXPROCS(0), w.Host, rank)
+	}
 	fail := func(err error) (*RankSession, error) {
 		cancel()
 		if m.unplace != nil {

@@ -76,7 +76,9 @@ func (t *tbRun) stopped() error {
 	return nil
 }
 
-// copyPairs copies src[i] to dst[i] (equal lengths) as one step.
+// copyPairs copies src[i] to dst[i] (equal lengths) as one step, pair
+// after pair; a large pair is split over idle cores as a reduce op is
+// (sum_split.go).
 func (t *tbRun) copyPairs(src, dst []span) error {
 	defer t.enter(src, dst)()
 	for i := range dst {
@@ -85,25 +87,45 @@ func (t *tbRun) copyPairs(src, dst []span) error {
 			copy(d, s) // memmove; small or pathological
 			continue
 		}
-		for off := 0; off < len(d); off += copyBlock {
-			if err := t.stopped(); err != nil {
-				return err
-			}
-			e := min(off+copyBlock, len(d))
-			copy(d[off:e], s[off:e])
-			t.l.progress.Add(1)
+		if err := t.copyPair(d, s); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// copyPair copies s to d (apart, equal lengths): split in parts where
+// the session's large data ops leave cores idle.
+func (t *tbRun) copyPair(d, s []byte) error {
+	if n := len(d); n >= 2*splitPart {
+		parts := t.l.s.split.enter(n)
+		defer t.l.s.split.leave()
+		if parts > 1 {
+			return t.copySplit(d, s, parts)
+		}
+	}
+	return t.copyRange(d, s, 0, len(d))
+}
+
+// copyRange copies bytes [lo, hi) of s to d in blocks.
+func (t *tbRun) copyRange(d, s []byte, lo, hi int) error {
+	for off := lo; off < hi; off += copyBlock {
+		if err := t.stopped(); err != nil {
+			return err
+		}
+		e := min(off+copyBlock, hi)
+		copy(d[off:e], s[off:e])
+		t.l.progress.Add(1)
 	}
 	return nil
 }
 
 // reduce computes ((src0 ⊕ src1) ⊕ src2) ⊕ … (docs/semantics.md §2.6) in blocks and stores
 // the result to every destination; ⊕ is the session's reduction (sum.go's
-// fast loops for ReduceSum).
+// fast loops for ReduceSum). A large op is split over several goroutines
+// where the session's reduce ops leave cores idle (sum_split.go).
 func (t *tbRun) reduce(src, dst []span) error {
 	defer t.enter(src, dst)()
-	dt := t.l.s.dt
-	sum := t.l.s.red == executor.ReduceSum
 	n := len(src[0].b)
 	d0 := dst[0].b
 	// Accumulate straight into dst0 unless it partially overlaps src0 or
@@ -114,32 +136,72 @@ func (t *tbRun) reduce(src, dst []span) error {
 			direct = false
 		}
 	}
-	for off := 0; off < n; off += reduceBlock {
+	// A large op that writes one destination straight ends with streaming
+	// stores (executor.ElemType.ReduceStream): its result would only
+	// evict the operands still to be read.
+	stream := n >= executor.StreamBytes && direct && len(dst) == 1 && len(src) > 1 && t.l.s.combineStream != nil
+	if n >= 2*splitPart && len(src) > 1 {
+		parts := t.l.s.split.enter(n)
+		defer t.l.s.split.leave()
+		if parts > 1 && splitSafe(src, dst) {
+			return t.reduceSplit(src, dst, direct, stream, parts)
+		}
+	}
+	return t.reduceRange(src, dst, direct, stream, 0, n, t.bufs)
+}
+
+// splitSafe reports whether an op may be split: no destination overlaps
+// a source but where the first destination is the first or the second
+// source itself (were one to, a part would read what another part wrote
+// already, or the other way round, unlike one goroutine's order). A part
+// reads and writes only its own range of every operand.
+func splitSafe(src, dst []span) bool {
+	for i, d := range dst {
+		for _, e := range dst[i+1:] {
+			if overlap(d.b, e.b) && !same(d.b, e.b) {
+				return false
+			}
+		}
+		for k, s := range src {
+			if overlap(d.b, s.b) && (i > 0 || k > 1 || !same(d.b, s.b)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reduceRange is reduce over bytes [lo, hi) of every operand (lo, hi
+// multiples of the element size), with the block buffers of b; with
+// stream, the last pass over each block stores through
+// session.combineStream.
+func (t *tbRun) reduceRange(src, dst []span, direct, stream bool, lo, hi int, b *tbBufs) error {
+	dt := t.l.s.dt
+	sum := t.l.s.red == executor.ReduceSum
+	last := t.l.s.combine
+	if stream {
+		last = t.l.s.combineStream
+	}
+	d0 := dst[0].b
+	for off := lo; off < hi; off += reduceBlock {
 		if err := t.stopped(); err != nil {
 			return err
 		}
-		e := min(off+reduceBlock, n)
+		e := min(off+reduceBlock, hi)
 		res := d0[off:e]
 		if !direct {
-			res = t.accBuf(e - off)
+			res = b.accBuf(e - off)
 		}
 		if len(src) == 1 {
 			copy(res, src[0].b[off:e])
 		} else if sum {
-			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, t.f32Buf) {
-				dt.Add(res, src[0].b[off:e], src[1].b[off:e])
-				for _, s := range src[2:] {
-					dt.Add(res, res, s.b[off:e])
-				}
+			if et, ok := dt.(executor.ElemType); !ok || !sumElems(et, res, src, off, e, b.f32Buf) {
+				pairwise(res, src, off, e, dt.Add, last)
 			}
 		} else {
 			// PROD, MAX, MIN: pairwise in operand order, one pass per
 			// source over an L1-sized block.
-			comb := t.l.s.combine
-			comb(res, src[0].b[off:e], src[1].b[off:e])
-			for _, s := range src[2:] {
-				comb(res, res, s.b[off:e])
-			}
+			pairwise(res, src, off, e, t.l.s.combine, last)
 		}
 		if !direct {
 			copy(d0[off:e], res)
@@ -152,6 +214,23 @@ func (t *tbRun) reduce(src, dst []span) error {
 	return nil
 }
 
+// pairwise stores ((src0 ⊕ src1) ⊕ src2) ⊕ … of bytes [off, e) into res
+// (at least two sources), each pass through comb but the last, which
+// goes through last.
+func pairwise(res []byte, src []span, off, e int, comb, last func(dst, a, b []byte)) {
+	f := comb
+	if len(src) == 2 {
+		f = last
+	}
+	f(res, src[0].b[off:e], src[1].b[off:e])
+	for k, s := range src[2:] {
+		if k == len(src)-3 {
+			f = last
+		}
+		f(res, res, s.b[off:e])
+	}
+}
+
 // tbBufs are the block buffers of one thread block's reductions and
 // packets. They belong to the session (session.bufs, by vector-clock
 // thread) and are made on first use, so that a launch allocates none
@@ -159,21 +238,26 @@ func (t *tbRun) reduce(src, dst []span) error {
 type tbBufs struct {
 	acc, tmp []byte
 	f32      []float32 // a run of fp16/bf16 sums (sum.go)
+	// parts are the buffers of the other parts of a split reduce op
+	// (sum_split.go).
+	parts []*tbBufs
 }
 
-func (t *tbRun) f32Buf() []float32 {
-	if t.bufs.f32 == nil {
-		t.bufs.f32 = make([]float32, sumRun)
+func (b *tbBufs) f32Buf() []float32 {
+	if b.f32 == nil {
+		b.f32 = make([]float32, sumRun)
 	}
-	return t.bufs.f32
+	return b.f32
 }
 
-func (t *tbRun) accBuf(n int) []byte {
-	if t.bufs.acc == nil {
-		t.bufs.acc = make([]byte, bufBlock)
+func (b *tbBufs) accBuf(n int) []byte {
+	if b.acc == nil {
+		b.acc = make([]byte, bufBlock)
 	}
-	return t.bufs.acc[:n]
+	return b.acc[:n]
 }
+
+func (t *tbRun) accBuf(n int) []byte { return t.bufs.accBuf(n) }
 
 func (t *tbRun) tmpBuf(n int) []byte {
 	if t.bufs.tmp == nil {

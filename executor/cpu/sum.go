@@ -20,9 +20,10 @@ import (
 // widening is a shift, and runs measured slower (BenchmarkSum).
 //
 // Where the executor has its vector kernels (executor.HasVectorKernels:
-// AVX2 and F16C) the floating types take none of this: Add pair after
-// pair over the block, which stays in L1, measured 5 (fp32) to 20 (fp16)
-// times faster than these runs (BenchmarkSum, 8 sources of 64 KiB).
+// AVX2 and F16C) no type takes any of this: Add pair after pair over the
+// block, which stays in L1, measured 5 (fp32) to 20 (fp16) times faster
+// than these runs (BenchmarkSum, 8 sources of 64 KiB); int32 has its
+// vector kernels too.
 
 // sumRun is the elements of one run: its float32 accumulator stays in L1.
 const sumRun = 1024
@@ -30,11 +31,11 @@ const sumRun = 1024
 // sumElems stores the sum of srcs[k][off:e] (k in order) into res, which
 // may be srcs[0] or srcs[1] but no later source; acc returns a run of
 // sumRun float32s for fp16 sums (the caller's, so that no goroutine grows
-// its stack for it). It returns false when it does not (bf16, a floating
-// type under the vector kernels, or operands not aligned to their
-// element): the caller then adds with dt.Add.
+// its stack for it). It returns false when it does not (bf16, any type
+// under the vector kernels, or operands not aligned to their element):
+// the caller then adds with dt.Add.
 func sumElems(dt executor.ElemType, res []byte, srcs []span, off, e int, acc func() []float32) bool {
-	if dt != executor.Int32 && executor.HasVectorKernels() {
+	if executor.HasVectorKernels() {
 		return false
 	}
 	return sumRuns(dt, res, srcs, off, e, acc)

@@ -177,12 +177,12 @@ func reduceSpeed(size int) {
 		return time.Since(start)
 	}
 	cp := func(lo, hi int) { copy(d[lo:hi], x[lo:hi]) }
-	// pair is the best of 5 alternations of a copy and f on parts cores:
+	// pair is the best of 11 alternations of a copy and f on parts cores:
 	// their bandwidths, measured side by side (the machine is shared).
 	pair := func(parts int, f func(lo, hi int)) (float64, float64) {
 		f(0, size)
 		bc, bf := time.Duration(1<<62), time.Duration(1<<62)
-		for range 5 {
+		for range 11 {
 			bc = min(bc, run(parts, cp))
 			bf = min(bf, run(parts, f))
 		}
