@@ -1,4 +1,4 @@
-package gpu
+package devcomm
 
 // remote.go tells a communicator's ranks on other hosts of each call,
 // without meeting them. The ranks of one host read each other's call
