@@ -6,10 +6,11 @@ package gpu
 //	session.go  session: one driver session running an instance's ranks
 //	rank.go     RankSession: one rank of a job of one process per rank
 //	local.go    localSession: one process, a rank session per device
-//	comm.go     Comm and commSession: the NCCL library's communicator
+//	streamsession.go  StreamSession: a rank session on the caller's buffers
+//	                  and stream, what gpu/devcomm's communicator opens
 //
-// Open picks session or localSession; OpenRank (rank.go) and OpenComm
-// (comm.go) are the other entries.
+// Open picks session or localSession; OpenRank (rank.go) and
+// OpenStreamSession (streamsession.go) are the other entries.
 
 import (
 	"errors"

@@ -143,7 +143,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 // multicast-bindable memory where the device has multicast.
 type rankOpts struct {
 	inProcess, multicast bool
-	// user: the buffers are the caller's, set per launch (comm.go): no
+	// user: the buffers are the caller's, set per launch (StreamSession): no
 	// buffer allocation is made or exported.
 	user bool
 }

@@ -19,96 +19,29 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call Call,
 	// Abort (another thread) ends a call waiting for its peers.
 	ctx, stop := rankwire.Merge(ctx, c.ctx)
 	defer stop()
-	var pre *opened
-	if capturing {
-		// Every rank refuses the same plan here, before meeting.
-		var inst *executor.Instance
-		if cs != nil {
-			inst = cs.ss.Instance()
-		} else {
-			pre = &opened{}
-			pre.inst, pre.l, pre.opts, pre.err = call.openCall()
-			inst = pre.inst
-		}
-		if inst != nil {
-			if err := capturable(inst); err != nil {
-				err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
-				c.refuse(seq, call, err)
-				return err
-			}
-		}
+	pre, err := c.beforeMeeting(cs, call, capturing)
+	if err != nil {
+		err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		c.refuse(seq, call, err)
+		return err
 	}
-	if cs != nil {
-		if err := cs.makeRoom(c.waitBound(cs)); err != nil {
-			err = fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
-			c.refuse(seq, call, err)
-			return err
-		}
-	}
-	mine := callRec{Key: call.Key, Desc: call.Desc}
-	if cs != nil {
-		if err := checkUser(cs.l, c.rank, call.In, call.Out); err != nil {
-			mine.Err = err.Error()
-		}
-	}
-	newExports := map[gpu.DevPtr]uint64{}
-	c.regMu.Lock()
-	for i, p := range []gpu.DevPtr{call.In, call.Out} {
-		if mine.Err != "" {
-			break
-		}
-		rec, err := c.describe(p, newExports)
-		if err != nil {
-			mine.Err = err.Error()
-			break
-		}
-		mine.Bufs[i] = rec
-	}
-	c.regMu.Unlock()
+	mine, newExports := c.myRecord(cs, call)
 	if c.mb != nil {
-		rec := callRecord{sig: signature(call.Key, call.Desc), desc: call.Desc, refused: mine.Err != ""}
-		if mine.Err != "" {
-			rec.desc += ": " + mine.Err
-		}
-		for i := range rec.bufs {
-			rec.bufs[i].alloc = -1 // never read: this call's peers meet it here
-		}
-		c.tellRemote(seq, rec)
-		if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout); err != nil {
-			return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+		if err := c.publishMeeting(seq, call, mine); err != nil {
+			return err
 		}
 		defer c.mb.markConsumed(c.rank, seq)
 	}
-	gctx, cancel := context.WithTimeoutCause(ctx, c.cfg.SetupTimeout,
-		fmt.Errorf("rank %d: %s: not every rank made the call within %v", c.rank, call.Desc, c.cfg.SetupTimeout))
-	defer cancel()
-	all, err := rankwire.GatherSetup(gctx, c.w.Net, mine, func(r *callRec) string { return r.Err }, call.Desc)
+	all, err := c.gatherCall(ctx, call, mine)
 	if err != nil {
-		if cerr := context.Cause(gctx); cerr != nil && !errors.Is(cerr, context.Canceled) {
-			err = cerr
-		}
-		return fmt.Errorf("%s: %w", c.cfg.Name, err)
+		return err
 	}
-	if err := mismatch(all); err != nil {
-		return fmt.Errorf("%s: %w", c.cfg.Name, err)
-	}
-	c.regMu.Lock()
-	for p, id := range newExports {
-		c.exported[p] = id
-		c.regs++
-	}
-	bases, stale, regErr := c.peerBuffers(all)
-	c.regMu.Unlock()
-	if err := c.unmap(stale); err != nil {
-		regErr = errors.Join(regErr, fmt.Errorf("rank %d: %w", c.rank, err))
-	}
+	bases, regErr := c.registerMet(all, newExports)
 	if cs == nil {
 		// Every rank opens the instance's session at this call: its
 		// set-up's all-gathers also tell every rank of a registration
 		// that failed on one.
-		var err error
-		cs, err = c.open(ctx, call, regErr, pre)
-		if err != nil {
+		if cs, err = c.open(ctx, call, regErr, pre); err != nil {
 			return err
 		}
 	} else if anyHandle(all) {
@@ -123,6 +56,114 @@ func (c *Comm) meet(ctx context.Context, cs *commSession, seq uint64, call Call,
 		return c.capture(cs, call, bases)
 	}
 	return c.launch(cs, call, bases, peerCall{})
+}
+
+// beforeMeeting refuses, before the ranks meet, a capture of a plan that
+// cannot be captured (every rank refuses the same plan: pre is the
+// instance made for it, when its session is not open), and waits for
+// what the session's next launch needs (makeRoom).
+func (c *Comm) beforeMeeting(cs *commSession, call Call, capturing bool) (pre *opened, err error) {
+	if capturing {
+		var inst *executor.Instance
+		if cs != nil {
+			inst = cs.ss.Instance()
+		} else {
+			pre = &opened{}
+			pre.inst, pre.l, pre.opts, pre.err = call.openCall()
+			inst = pre.inst
+		}
+		if inst != nil {
+			if err := capturable(inst); err != nil {
+				return pre, err
+			}
+		}
+	}
+	if cs != nil {
+		if err := cs.makeRoom(c.waitBound(cs)); err != nil {
+			return pre, err
+		}
+	}
+	return pre, nil
+}
+
+// myRecord is this rank's record of a call that meets: its buffers, with
+// the handles of allocations new to the peers in other processes
+// (newExports, counted once the peers have them), or why the call is
+// refused here.
+func (c *Comm) myRecord(cs *commSession, call Call) (callRec, map[gpu.DevPtr]uint64) {
+	mine := callRec{Key: call.Key, Desc: call.Desc}
+	newExports := map[gpu.DevPtr]uint64{}
+	if cs != nil {
+		if err := checkUser(cs.l, c.rank, call.In, call.Out); err != nil {
+			mine.Err = err.Error()
+			return mine, newExports
+		}
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	for i, p := range []gpu.DevPtr{call.In, call.Out} {
+		rec, err := c.describe(p, newExports)
+		if err != nil {
+			mine.Err = err.Error()
+			break
+		}
+		mine.Bufs[i] = rec
+	}
+	return mine, newExports
+}
+
+// publishMeeting puts the record of a call that meets in the mailbox
+// and queues it for the ranks on other hosts, for the peers whose same
+// call is in the steady state.
+func (c *Comm) publishMeeting(seq uint64, call Call, mine callRec) error {
+	rec := callRecord{sig: signature(call.Key, call.Desc), desc: call.Desc, refused: mine.Err != ""}
+	if mine.Err != "" {
+		rec.desc += ": " + mine.Err
+	}
+	for i := range rec.bufs {
+		rec.bufs[i].alloc = -1 // never read: this call's peers meet it here
+	}
+	c.tellRemote(seq, rec)
+	if err := c.mb.publish(c.rank, seq, rec, c.peers(), c.aliveFn, c.cfg.SetupTimeout); err != nil {
+		return fmt.Errorf("%s: rank %d: %s: %w", c.cfg.Name, c.rank, call.Desc, err)
+	}
+	return nil
+}
+
+// gatherCall all-gathers every rank's record of the call, within the
+// set-up timeout, and checks that every rank made the same call.
+func (c *Comm) gatherCall(ctx context.Context, call Call, mine callRec) ([]callRec, error) {
+	gctx, cancel := context.WithTimeoutCause(ctx, c.cfg.SetupTimeout,
+		fmt.Errorf("rank %d: %s: not every rank made the call within %v", c.rank, call.Desc, c.cfg.SetupTimeout))
+	defer cancel()
+	all, err := rankwire.GatherSetup(gctx, c.w.Net, mine, func(r *callRec) string { return r.Err }, call.Desc)
+	if err != nil {
+		if cerr := context.Cause(gctx); cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = cerr
+		}
+		return nil, fmt.Errorf("%s: %w", c.cfg.Name, err)
+	}
+	if err := mismatch(all); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.cfg.Name, err)
+	}
+	return all, nil
+}
+
+// registerMet counts the exports the peers now have, and returns every
+// rank's buffers as this rank addresses them (peerBuffers), unmapping the
+// peers' freed allocations; regErr is this rank's registration failure.
+func (c *Comm) registerMet(all []callRec, newExports map[gpu.DevPtr]uint64) (bases [][2]gpu.DevPtr, regErr error) {
+	c.regMu.Lock()
+	for p, id := range newExports {
+		c.exported[p] = id
+		c.regs++
+	}
+	bases, stale, regErr := c.peerBuffers(all)
+	c.regMu.Unlock()
+	if err := c.unmap(stale); err != nil {
+		regErr = errors.Join(regErr, fmt.Errorf("rank %d: %w", c.rank, err))
+	}
+	return bases, regErr
 }
 
 // mismatch names the first rank whose call differs from rank 0's.
@@ -222,41 +263,45 @@ func (c *Comm) peerBuffers(all []callRec) ([][2]gpu.DevPtr, []gpu.DevPtr, error)
 			continue
 		}
 		for i, b := range rec.Bufs {
-			if r == c.rank || c.procs[r] == c.self {
-				out[r][i] = b.Ptr
-				if r == c.rank && c.inProcess() {
-					c.seen(b.Base, b.Size)
-				}
+			p, gone, err := c.peerBuffer(r, b)
+			stale = append(stale, gone...)
+			if err != nil {
+				errs = append(errs, err.Error())
 				continue
 			}
-			k := peerAlloc{r, b.Base, b.Size, b.ID}
-			p, ok := c.mapped[k]
-			if !ok && b.Handle == nil {
-				errs = append(errs, fmt.Sprintf("rank %d's buffer %#x is in an allocation (%#x, %d bytes) it did not register", r, uint64(b.Ptr), uint64(b.Base), b.Size))
-				continue
-			}
-			if !ok {
-				for old, q := range c.mapped {
-					if old.rank == r && old.base < k.base+gpu.DevPtr(k.size) && k.base < old.base+gpu.DevPtr(old.size) {
-						stale = append(stale, q)
-						delete(c.mapped, old)
-					}
-				}
-				var err error
-				if p, err = c.io.IpcOpen(*b.Handle); err != nil {
-					errs = append(errs, fmt.Sprintf("mapping rank %d's allocation at %#x: %v", r, uint64(b.Base), err))
-					continue
-				}
-				c.mapped[k] = p
-				c.regs++
-			}
-			out[r][i] = p + (b.Ptr - b.Base)
+			out[r][i] = p
 		}
 	}
 	if len(errs) > 0 {
 		return nil, stale, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
 	}
 	return out, stale, nil
+}
+
+// peerBuffer is rank r's buffer b as this rank addresses it (peerBuffers),
+// and the mappings it replaced. The caller holds regMu.
+func (c *Comm) peerBuffer(r int, b bufRec) (gpu.DevPtr, []gpu.DevPtr, error) {
+	if r == c.rank || c.procs[r] == c.self {
+		if r == c.rank && c.inProcess() {
+			c.seen(b.Base, b.Size)
+		}
+		return b.Ptr, nil, nil
+	}
+	k := peerAlloc{r, b.Base, b.Size, b.ID}
+	if p, ok := c.mapped[k]; ok {
+		return p + (b.Ptr - b.Base), nil, nil
+	}
+	if b.Handle == nil {
+		return 0, nil, fmt.Errorf("rank %d's buffer %#x is in an allocation (%#x, %d bytes) it did not register", r, uint64(b.Ptr), uint64(b.Base), b.Size)
+	}
+	gone := c.dropOverlapped(k)
+	p, err := c.io.IpcOpen(*b.Handle)
+	if err != nil {
+		return 0, gone, fmt.Errorf("mapping rank %d's allocation at %#x: %v", r, uint64(b.Base), err)
+	}
+	c.mapped[k] = p
+	c.regs++
+	return p + (b.Ptr - b.Base), gone, nil
 }
 
 // unmap unmaps peers' freed allocations once the launches that may still

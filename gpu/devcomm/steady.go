@@ -135,38 +135,13 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]gpu.DevPtr, error) {
 		if r == c.rank {
 			continue
 		}
-		var rerr error
-		err := c.mb.waitFor(func() bool {
-			rec, ok, err := c.mb.read(r, seq)
-			if err != nil {
-				rerr = err
-				return true
-			}
-			if ok {
-				all[r] = rec
-			} else if err := c.mb.gone(r, seq); err != nil {
-				rerr = err
-				return true
-			}
-			return ok
-		}, c.aliveFn, c.cfg.SetupTimeout)
-		if rerr != nil {
-			return nil, rerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rank %d has not made the call: %w", r, err)
+		if err := c.waitRecord(r, seq, all); err != nil {
+			return nil, err
 		}
 	}
 	c.mb.markConsumed(c.rank, seq)
-	for r, rec := range all {
-		if rec.refused {
-			return nil, fmt.Errorf("rank %d refused it: %s", r, rec.desc)
-		}
-	}
-	for r := 1; r < c.n; r++ {
-		if all[r].sig != all[0].sig {
-			return nil, fmt.Errorf("mismatched calls: rank 0 called %s, rank %d called %s", all[0].desc, r, all[r].desc)
-		}
+	if err := sameCall(all); err != nil {
+		return nil, err
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
@@ -176,33 +151,96 @@ func (c *Comm) resolve(seq uint64, mine callRecord) ([][2]gpu.DevPtr, error) {
 			continue // the kernel does not address its buffers
 		}
 		for i, b := range rec.bufs {
-			k := peerAlloc{r, gpu.DevPtr(b.base), b.size, b.id}
-			if r == c.rank || c.procs[r] == c.self {
-				out[r][i] = gpu.DevPtr(b.ptr)
-				continue
+			p, err := c.address(r, b)
+			if err != nil {
+				return nil, err
 			}
-			p, ok := c.mapped[k]
-			if !ok {
-				h, err := c.mb.handle(r, b.alloc)
-				if err != nil {
-					return nil, fmt.Errorf("rank %d's buffer %#x: %w", r, b.ptr, err)
-				}
-				for old, q := range c.mapped {
-					if old.rank == r && old.base < k.base+gpu.DevPtr(k.size) && k.base < old.base+gpu.DevPtr(old.size) {
-						// Freed by the peer: unmapped at Close, since a
-						// launch may still read it.
-						c.stale = append(c.stale, q)
-						delete(c.mapped, old)
-					}
-				}
-				if p, err = c.io.IpcOpen(h); err != nil {
-					return nil, fmt.Errorf("mapping rank %d's allocation at %#x: %w", r, b.base, err)
-				}
-				c.mapped[k] = p
-				c.regs++
-			}
-			out[r][i] = p + gpu.DevPtr(b.ptr-b.base)
+			out[r][i] = p
 		}
 	}
 	return out, nil
+}
+
+// waitRecord waits (at most the set-up timeout; Abort ends it) for rank
+// r's record of call seq in the mailbox, and puts it in all[r].
+func (c *Comm) waitRecord(r int, seq uint64, all []callRecord) error {
+	var rerr error
+	err := c.mb.waitFor(func() bool {
+		rec, ok, err := c.mb.read(r, seq)
+		if err != nil {
+			rerr = err
+			return true
+		}
+		if ok {
+			all[r] = rec
+		} else if err := c.mb.gone(r, seq); err != nil {
+			rerr = err
+			return true
+		}
+		return ok
+	}, c.aliveFn, c.cfg.SetupTimeout)
+	if rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return fmt.Errorf("rank %d has not made the call: %w", r, err)
+	}
+	return nil
+}
+
+// sameCall checks that no rank refused the call and every rank made the
+// same one (by signature).
+func sameCall(all []callRecord) error {
+	for r, rec := range all {
+		if rec.refused {
+			return fmt.Errorf("rank %d refused it: %s", r, rec.desc)
+		}
+	}
+	for r := 1; r < len(all); r++ {
+		if all[r].sig != all[0].sig {
+			return fmt.Errorf("mismatched calls: rank 0 called %s, rank %d called %s", all[0].desc, r, all[r].desc)
+		}
+	}
+	return nil
+}
+
+// address is the buffer of rank r's slot b as this rank addresses it:
+// its own and same-process peers' as they are, other processes' through
+// their allocation's mapping here, made (from the handle in the
+// mailbox's table) at its first use. A mapping that the new allocation
+// overlaps was freed by the peer: it is unmapped at Close, since a
+// launch may still read it. The caller holds regMu.
+func (c *Comm) address(r int, b slot) (gpu.DevPtr, error) {
+	if r == c.rank || c.procs[r] == c.self {
+		return gpu.DevPtr(b.ptr), nil
+	}
+	k := peerAlloc{r, gpu.DevPtr(b.base), b.size, b.id}
+	p, ok := c.mapped[k]
+	if !ok {
+		h, err := c.mb.handle(r, b.alloc)
+		if err != nil {
+			return 0, fmt.Errorf("rank %d's buffer %#x: %w", r, b.ptr, err)
+		}
+		c.stale = append(c.stale, c.dropOverlapped(k)...)
+		if p, err = c.io.IpcOpen(h); err != nil {
+			return 0, fmt.Errorf("mapping rank %d's allocation at %#x: %w", r, b.base, err)
+		}
+		c.mapped[k] = p
+		c.regs++
+	}
+	return p + gpu.DevPtr(b.ptr-b.base), nil
+}
+
+// dropOverlapped forgets the mappings of k's rank that k overlaps (freed
+// allocations whose addresses the peer used again) and returns them, for
+// unmapping. The caller holds regMu.
+func (c *Comm) dropOverlapped(k peerAlloc) []gpu.DevPtr {
+	var gone []gpu.DevPtr
+	for old, q := range c.mapped {
+		if old.rank == k.rank && old.base < k.base+gpu.DevPtr(k.size) && k.base < old.base+gpu.DevPtr(old.size) {
+			gone = append(gone, q)
+			delete(c.mapped, old)
+		}
+	}
+	return gone
 }
