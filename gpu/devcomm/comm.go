@@ -54,7 +54,7 @@ type Comm struct {
 	noMailbox error
 
 	// regMu guards the registrations, which a call's resolution (on its
-	// stream, comm.go's gate) also makes.
+	// stream, steady.go's resolve) also makes.
 	regMu    sync.Mutex
 	exported map[gpu.DevPtr]uint64      // own allocations whose handles the peers have: their ids
 	shared   map[gpu.DevPtr]sharedAlloc // own allocations in the mailbox's table

@@ -4,7 +4,7 @@ package devcomm
 // serves the steady-state launches held on a gpu.Holder's stream (the CUDA
 // driver, whose stream waits on a word in mapped host memory). For each
 // held launch, in call order, it reads the peers' records of the call
-// (comm.go's resolve: compare, map new peer allocations), then releases
+// (steady.go's resolve: compare, map new peer allocations), then releases
 // the hold with the launch's rank table, or, on a mismatch, a peer's
 // refusal, a timeout or the communicator's end, with the abort word
 // raised, so that the kernel writes nothing; the error becomes the

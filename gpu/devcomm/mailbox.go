@@ -2,7 +2,7 @@ package devcomm
 
 // mailbox.go holds a communicator's mailbox: the memory through which
 // the ranks of one host tell each other of their calls without meeting
-// (comm.go). For each rank it holds a ring of call records, one per call
+// (steady.go). For each rank it holds a ring of call records, one per call
 // sequence number (the call's signature, its input and output, and its
 // description, for the report of a mismatch), and a table of the
 // allocations the rank has registered (their IPC handles, which peers in
