@@ -36,14 +36,14 @@ func (c *Comm) Close() error {
 		// (A launch that did not end may still copy to or from the
 		// peers' buffers, or read the staging buffer: they stay then,
 		// as its own memory stays, rather than go under a running copy.)
-		c.unmapPeers()
+		c.reg.unmapPeers()
 		if c.io != nil {
 			if err := c.freeStaging(); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	c.mapped, c.stale = nil, nil
+	c.reg.mapped, c.reg.stale = nil, nil
 	errs = append(errs, c.release(len(errs) > 0)...)
 	return errors.Join(errs...)
 }
@@ -86,18 +86,6 @@ func (c *Comm) stopGates() []error {
 	return errs
 }
 
-// unmapPeers unmaps the peers' allocations mapped here.
-func (c *Comm) unmapPeers() {
-	for k, p := range c.mapped {
-		if k.rank != c.rank && c.procs[k.rank] != c.self {
-			_ = c.io.IpcClose(p)
-		}
-	}
-	for _, p := range c.stale {
-		_ = c.io.IpcClose(p)
-	}
-}
-
 // release ends the communicator's context and exchange with the remote
 // peers, unmaps the mailbox unless keep (a launch that did not end, or a
 // receiver of the remote peers' records that did not, may still use it)
@@ -113,7 +101,7 @@ func (c *Comm) release(keep bool) []error {
 	}
 	if c.mb != nil && !keep {
 		_ = c.mb.unmap()
-		c.mb = nil
+		c.mb, c.reg.mb = nil, nil
 	}
 	if c.io != nil {
 		_ = c.io.Close()

@@ -13,16 +13,16 @@ import (
 
 // Comm is one rank of a communicator on a GPU backend.
 type Comm struct {
-	cfg   gpu.Config
-	w     rankwire.World
-	rank  int
-	n     int
-	io    gpu.StreamDriver // the driver that exports and maps user buffers
-	ider  gpu.AllocIDer    // io, when it names allocations; else nil
-	self  string           // this process (gpu.ProcessName)
-	procs []string         // every rank's process
-	// inProc: every rank runs in this process.
-	inProc bool
+	cfg  gpu.Config
+	w    rankwire.World
+	rank int
+	n    int
+	io   gpu.StreamDriver // the driver: sessions, buffers, the staging buffer
+	self string           // this process (gpu.ProcessName)
+	// reg holds the registrations of buffers with the peers
+	// (register.go), which a call's resolution (on its stream,
+	// steady.go's resolve) also makes.
+	reg *registry
 	// hostPeers are the other ranks of this host (peers); aliveFn is
 	// alive as a value, made once (a method value made at every steady
 	// call is an allocation).
@@ -53,15 +53,6 @@ type Comm struct {
 	// (NoMailbox).
 	noMailbox error
 
-	// regMu guards the registrations, which a call's resolution (on its
-	// stream, steady.go's resolve) also makes.
-	regMu    sync.Mutex
-	exported map[gpu.DevPtr]uint64      // own allocations whose handles the peers have: their ids
-	shared   map[gpu.DevPtr]sharedAlloc // own allocations in the mailbox's table
-	mapped   map[peerAlloc]gpu.DevPtr   // peers' allocations mapped here
-	stale    []gpu.DevPtr               // peers' freed allocations, unmapped at Close
-	regs     int                        // registrations made (exports and mappings)
-
 	errMu sync.Mutex
 	async error // the first failed launch's, for AsyncError
 
@@ -83,14 +74,6 @@ type Comm struct {
 	stage staging // the staging buffer (staging.go), guarded by mu
 }
 
-// peerAlloc names a peer's allocation.
-type peerAlloc struct {
-	rank int
-	base gpu.DevPtr
-	size uint64
-	id   uint64 // the driver's (gpu.AllocIDer), 0 without
-}
-
 // commProc is what each rank reports when the communicator opens.
 type commProc struct {
 	Err  string `json:"err,omitempty"`
@@ -98,13 +81,6 @@ type commProc struct {
 	// Mailbox is the path of the mailbox that rank 0 made (all ranks on
 	// its host), empty if none.
 	Mailbox string `json:"mailbox,omitempty"`
-}
-
-// sharedAlloc is an own allocation in the mailbox's table: its id and
-// index there.
-type sharedAlloc struct {
-	id  uint64
-	idx int
 }
 
 // Open opens rank w.Net.Rank() of a communicator of w.Net.Size() ranks
@@ -201,13 +177,15 @@ func openDriver(cfg gpu.Config) (gpu.StreamDriver, string) {
 
 // newComm returns the communicator of every rank's report all.
 func newComm(cfg gpu.Config, w rankwire.World, io gpu.StreamDriver, all []commProc, self string) *Comm {
-	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: w.Net.Size(), io: io, self: self, sessions: map[string]*commSession{},
+	c := &Comm{cfg: cfg, w: w, rank: w.Net.Rank(), n: w.Net.Size(), io: io, self: self, sessions: map[string]*commSession{}}
+	g := &registry{rank: c.rank, n: c.n, host: w.Host, io: io, self: self,
 		exported: map[gpu.DevPtr]uint64{}, shared: map[gpu.DevPtr]sharedAlloc{}, mapped: map[peerAlloc]gpu.DevPtr{}}
 	for _, p := range all {
-		c.procs = append(c.procs, p.Proc)
+		g.procs = append(g.procs, p.Proc)
 	}
-	c.inProc = !slices.ContainsFunc(c.procs, func(p string) bool { return p != self })
-	c.ider, _ = io.(gpu.AllocIDer)
+	g.inProc = !slices.ContainsFunc(g.procs, func(p string) bool { return p != self })
+	g.ider, _ = io.(gpu.AllocIDer)
+	c.reg = g
 	c.ctx, c.cancel = context.WithCancel(w.Net.Context())
 	for r := range c.n {
 		if r != c.rank && c.local(r) {
@@ -252,12 +230,12 @@ func (c *Comm) shareMailbox(ctx context.Context, all []commProc, leader int, mb 
 		}
 		mb = nil
 	}
-	c.mb = mb
+	c.mb, c.reg.mb = mb, mb
 	return nil
 }
 
 // inProcess reports whether every rank runs in this process.
-func (c *Comm) inProcess() bool { return c.inProc }
+func (c *Comm) inProcess() bool { return c.reg.inProc }
 
 // Registered returns how many buffer registrations the communicator has
 // made: own allocations exported to peers in other processes, peers'
@@ -265,9 +243,7 @@ func (c *Comm) inProcess() bool { return c.inProc }
 // launch is gated, after the call returned), and own allocations first
 // shown to same-process peers.
 func (c *Comm) Registered() int {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	return c.regs
+	return c.reg.count()
 }
 
 // NoMailbox returns why this rank, its host's first, could make no

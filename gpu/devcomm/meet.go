@@ -99,10 +99,10 @@ func (c *Comm) myRecord(cs *commSession, call Call) (callRec, map[gpu.DevPtr]uin
 			return mine, newExports
 		}
 	}
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
+	c.reg.mu.Lock()
+	defer c.reg.mu.Unlock()
 	for i, p := range []gpu.DevPtr{call.In, call.Out} {
-		rec, err := c.describe(p, newExports)
+		rec, err := c.reg.describe(p, newExports)
 		if err != nil {
 			mine.Err = err.Error()
 			break
@@ -153,13 +153,13 @@ func (c *Comm) gatherCall(ctx context.Context, call Call, mine callRec) ([]callR
 // rank's buffers as this rank addresses them (peerBuffers), unmapping the
 // peers' freed allocations; regErr is this rank's registration failure.
 func (c *Comm) registerMet(all []callRec, newExports map[gpu.DevPtr]uint64) (bases [][2]gpu.DevPtr, regErr error) {
-	c.regMu.Lock()
+	c.reg.mu.Lock()
 	for p, id := range newExports {
-		c.exported[p] = id
-		c.regs++
+		c.reg.exported[p] = id
+		c.reg.regs++
 	}
-	bases, stale, regErr := c.peerBuffers(all)
-	c.regMu.Unlock()
+	bases, stale, regErr := c.reg.peerBuffers(all)
+	c.reg.mu.Unlock()
 	if err := c.unmap(stale); err != nil {
 		regErr = errors.Join(regErr, fmt.Errorf("rank %d: %w", c.rank, err))
 	}
@@ -207,101 +207,6 @@ func (c *Comm) gather(ctx context.Context, err error, step string) ([]commProc, 
 		return nil, fmt.Errorf("%s: %w", c.cfg.Name, gerr)
 	}
 	return all, nil
-}
-
-// describe returns the record of the buffer at p: its allocation, and the
-// allocation's IPC handle when peers in other processes have not had it.
-func (c *Comm) describe(p gpu.DevPtr, newExports map[gpu.DevPtr]uint64) (bufRec, error) {
-	rec := bufRec{Ptr: p, Base: p}
-	base, size, ok, err := c.io.AddressRange(p)
-	if err != nil {
-		return rec, fmt.Errorf("the allocation of %#x: %w", uint64(p), err)
-	}
-	if ok {
-		rec.Base, rec.Size = base, size
-	}
-	if c.inProcess() {
-		return rec, nil
-	}
-	if !ok {
-		return rec, fmt.Errorf("%#x is not in device memory this driver can share with other processes", uint64(p))
-	}
-	if c.ider != nil {
-		if rec.ID, err = c.ider.AllocID(base); err != nil {
-			return rec, fmt.Errorf("the id of the allocation at %#x: %w", uint64(base), err)
-		}
-	}
-	// An allocation at a registered one's address with another id
-	// replaced a freed one: the peers get its handle.
-	if id, have := c.exported[base]; have && id == rec.ID {
-		return rec, nil
-	}
-	if id, have := newExports[base]; have && id == rec.ID {
-		return rec, nil
-	}
-	h, err := c.io.IpcGet(base)
-	if err != nil {
-		return rec, fmt.Errorf("exporting the allocation at %#x: %w", uint64(base), err)
-	}
-	rec.Handle = &h
-	newExports[base] = rec.ID
-	return rec, nil
-}
-
-// peerBuffers returns every rank's input and output as this rank
-// addresses them (0 for ranks on other hosts), mapping the allocations
-// of same-host peers in other processes on first use. A peer's new
-// allocation that overlaps one mapped here (freed, and its address used
-// again) replaces the old one, which is returned for unmapping. The
-// caller holds regMu.
-func (c *Comm) peerBuffers(all []callRec) ([][2]gpu.DevPtr, []gpu.DevPtr, error) {
-	out := make([][2]gpu.DevPtr, c.n)
-	var errs []string
-	var stale []gpu.DevPtr
-	for r, rec := range all {
-		if c.w.Host[r] != c.w.Host[c.rank] {
-			continue
-		}
-		for i, b := range rec.Bufs {
-			p, gone, err := c.peerBuffer(r, b)
-			stale = append(stale, gone...)
-			if err != nil {
-				errs = append(errs, err.Error())
-				continue
-			}
-			out[r][i] = p
-		}
-	}
-	if len(errs) > 0 {
-		return nil, stale, fmt.Errorf("rank %d: %s", c.rank, strings.Join(errs, "; "))
-	}
-	return out, stale, nil
-}
-
-// peerBuffer is rank r's buffer b as this rank addresses it (peerBuffers),
-// and the mappings it replaced. The caller holds regMu.
-func (c *Comm) peerBuffer(r int, b bufRec) (gpu.DevPtr, []gpu.DevPtr, error) {
-	if r == c.rank || c.procs[r] == c.self {
-		if r == c.rank && c.inProcess() {
-			c.seen(b.Base, b.Size)
-		}
-		return b.Ptr, nil, nil
-	}
-	k := peerAlloc{r, b.Base, b.Size, b.ID}
-	if p, ok := c.mapped[k]; ok {
-		return p + (b.Ptr - b.Base), nil, nil
-	}
-	if b.Handle == nil {
-		return 0, nil, fmt.Errorf("rank %d's buffer %#x is in an allocation (%#x, %d bytes) it did not register", r, uint64(b.Ptr), uint64(b.Base), b.Size)
-	}
-	gone := c.dropOverlapped(k)
-	p, err := c.io.IpcOpen(*b.Handle)
-	if err != nil {
-		return 0, gone, fmt.Errorf("mapping rank %d's allocation at %#x: %v", r, uint64(b.Base), err)
-	}
-	c.mapped[k] = p
-	c.regs++
-	return p + (b.Ptr - b.Base), gone, nil
 }
 
 // unmap unmaps peers' freed allocations once the launches that may still
