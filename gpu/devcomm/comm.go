@@ -60,16 +60,9 @@ type Comm struct {
 	// stream (gates.go), started at the first.
 	gates *gateServer
 
-	// capMu guards captured, the sessions with a launch captured into a
-	// graph, which watchReplays watches (started at the first capture),
-	// and the watch's stop (closed by Close) and end (closed by the
-	// watch): Close frees the sessions' memory only once the watch, which
-	// reads their progress records and may raise their abort words, has
-	// ended.
-	capMu    sync.Mutex
-	captured []*commSession
-	capStop  chan struct{}
-	capDone  chan struct{}
+	// captured are the sessions with a launch captured into a graph,
+	// which the replay watch watches (replay.go).
+	captured capturedSet
 
 	stage staging // the staging buffer (staging.go), guarded by mu
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -68,25 +69,39 @@ func (c *Comm) stopReplaysLocked(at string) error {
 	return errors.Join(errs...)
 }
 
+// capturedSet is a communicator's sessions with a launch captured into
+// a graph, which watchReplays watches (started at the first capture),
+// and the watch's stop (closed by Close) and end (closed by the watch):
+// Close frees the sessions' memory only once the watch, which reads
+// their progress records and may raise their abort words, has ended.
+type capturedSet struct {
+	mu       sync.Mutex
+	sessions []*commSession
+	stop     chan struct{}
+	done     chan struct{}
+}
+
 // watchCaptured adds a captured session to those the replay watch
 // watches, starting the watch with the first.
 func (c *Comm) watchCaptured(cs *commSession) {
-	c.capMu.Lock()
-	defer c.capMu.Unlock()
-	c.captured = append(c.captured, cs)
-	if len(c.captured) == 1 {
-		c.capStop, c.capDone = make(chan struct{}), make(chan struct{})
-		go c.watchReplays(c.capStop, c.capDone)
+	k := &c.captured
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sessions = append(k.sessions, cs)
+	if len(k.sessions) == 1 {
+		k.stop, k.done = make(chan struct{}), make(chan struct{})
+		go c.watchReplays(k.stop, k.done)
 	}
 }
 
 // stopWatchingReplays ends the replay watch, if one was started, and
 // waits for it (Close, with mu held, before it frees the sessions).
 func (c *Comm) stopWatchingReplays() {
-	c.capMu.Lock()
-	stop, done := c.capStop, c.capDone
-	c.capStop = nil
-	c.capMu.Unlock()
+	k := &c.captured
+	k.mu.Lock()
+	stop, done := k.stop, k.done
+	k.stop = nil
+	k.mu.Unlock()
 	if stop == nil {
 		return
 	}
@@ -131,9 +146,9 @@ func (c *Comm) watchReplays(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case now := <-tk.C:
-			c.capMu.Lock()
-			sessions := slices.Clone(c.captured)
-			c.capMu.Unlock()
+			c.captured.mu.Lock()
+			sessions := slices.Clone(c.captured.sessions)
+			c.captured.mu.Unlock()
 			for _, cs := range sessions {
 				w.check(cs, now)
 			}
