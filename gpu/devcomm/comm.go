@@ -93,15 +93,10 @@ func Open(ctx context.Context, cfg gpu.Config, w rankwire.World) (*Comm, error) 
 	}
 	// The first rank of each host makes the host's mailbox.
 	leader := slices.Index(w.Host, w.Host[w.Net.Rank()])
-	var mb *mailbox
-	var noMailbox error
-	if !cfg.MeetEveryCall && w.Net.Rank() == leader && mine.Err == "" {
-		// Without one, the calls meet over the bootstrap.
-		var path string
-		if path, mb, noMailbox = createMailbox(w.Net.Size()); noMailbox == nil {
-			mine.Mailbox = path
-			defer func() { _ = removeMailbox(path) }()
-		}
+	mb, path, noMailbox := leaderMailbox(cfg, w, leader, mine.Err == "")
+	if mb != nil {
+		mine.Mailbox = path
+		defer func() { _ = removeMailbox(path) }()
 	}
 	gctx, cancel := context.WithTimeout(ctx, cfg.SetupTimeout)
 	defer cancel()
@@ -128,6 +123,21 @@ func Open(ctx context.Context, cfg gpu.Config, w rankwire.World) (*Comm, error) 
 		}
 	}
 	return c, nil
+}
+
+// leaderMailbox makes the host's mailbox on its first rank (leader),
+// when this rank is that one, its driver opened (ok) and calls may use a
+// mailbox: the mailbox and its file's path, for the host's other ranks,
+// or why none was made (without one, the calls meet over the bootstrap).
+func leaderMailbox(cfg gpu.Config, w rankwire.World, leader int, ok bool) (*mailbox, string, error) {
+	if cfg.MeetEveryCall || w.Net.Rank() != leader || !ok {
+		return nil, "", nil
+	}
+	path, mb, err := createMailbox(w.Net.Size())
+	if err != nil {
+		return nil, "", err
+	}
+	return mb, path, nil
 }
 
 // checkOpen checks Open's arguments and returns cfg with its defaults.

@@ -55,23 +55,8 @@ func (c *Comm) open(ctx context.Context, call Call, regErr error, pre *opened) (
 		_, gerr := c.gather(ctx, err, "opening "+call.Desc)
 		return nil, gerr
 	}
-	// At most cfg.MaxSessions sessions: the least recently called one
-	// goes first, the same on every rank (the ranks make the same calls
-	// in the same order). Its launches end on this rank before the
-	// gather, so after it they have ended on every rank, and none reads
-	// or writes what closing it releases.
-	key, victim := c.victim()
-	var werr error
-	if victim != nil {
-		if err := victim.wait(c.waitBound(victim)); err != nil {
-			werr = fmt.Errorf("rank %d: closing the least recently called plan instance (%s) to open this one: %w", c.rank, key, err)
-		}
-	}
-	if _, err := c.gather(ctx, werr, "opening "+call.Desc); err != nil {
+	if err := c.makeRoomFor(ctx, call); err != nil {
 		return nil, err
-	}
-	if victim != nil {
-		c.evict(key, victim)
 	}
 	w := c.w
 	w.Tag = c.w.Tag + c.nextTag
@@ -83,6 +68,29 @@ func (c *Comm) open(ctx context.Context, call Call, regErr error, pre *opened) (
 	cs := &commSession{ss: ss, l: l, queued: capturable(inst) == nil, used: c.calls - 1}
 	c.sessions[call.Key] = cs
 	return cs, nil
+}
+
+// makeRoomFor closes, on every rank, the session that must go for
+// call's to open: at most cfg.MaxSessions sessions, the least recently
+// called one going first, the same on every rank (the ranks make the same
+// calls in the same order). Its launches end on this rank before the
+// gather, so after it they have ended on every rank, and none reads or
+// writes what closing it releases.
+func (c *Comm) makeRoomFor(ctx context.Context, call Call) error {
+	key, victim := c.victim()
+	var werr error
+	if victim != nil {
+		if err := victim.wait(c.waitBound(victim)); err != nil {
+			werr = fmt.Errorf("rank %d: closing the least recently called plan instance (%s) to open this one: %w", c.rank, key, err)
+		}
+	}
+	if _, err := c.gather(ctx, werr, "opening "+call.Desc); err != nil {
+		return err
+	}
+	if victim != nil {
+		c.evict(key, victim)
+	}
+	return nil
 }
 
 // victim returns the session to close before one more opens, when
