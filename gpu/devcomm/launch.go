@@ -26,7 +26,8 @@ import (
 // writes nothing.
 func (c *Comm) launch(cs *commSession, call Call, bufs [][2]gpu.DevPtr, peer peerCall) error {
 	sl := gpu.StreamLaunch{Stream: call.Stream, Desc: call.Desc, In: call.In, Out: call.Out, Bufs: bufs, AtGate: peer.ok, Busy: cs.busy()}
-	if sl.Busy {
+	if sl.Busy && !sl.AtGate {
+		// (Only a rank table written here needs an image of its own.)
 		sl.Served, sl.Next = cs.server.servedCount(), cs.server.next()
 	}
 	args, err := cs.ss.Prepare(c.ctx, sl)
