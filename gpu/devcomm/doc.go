@@ -5,10 +5,14 @@
 // returns a rank's Comm; each Call runs a plan instance on the caller's
 // device buffers and stream, and returns once its launch is enqueued.
 //
-// For example, with the emulated driver and an in-process bootstrap b:
+// For example, on every rank, with the emulated device's streams
+// (emu.NewStreams, whose drivers launch on a caller's stream) and a
+// bootstrap b (package bootstrap):
 //
-//	cfg := gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{})
+//	ss := emu.NewStreams()
+//	cfg := gpu.NewConfig("gpu-emu", ss.Open, gpu.Settings{})
 //	comm, err := devcomm.Open(ctx, cfg, rankwire.World{Net: b, Host: hosts, Tag: 1000})
+//	st, err := ss.New() // the caller's stream
 //	err = comm.Enqueue(ctx, devcomm.Call{Key: key, Desc: desc, Open: open, In: in, Out: out, Stream: st})
 //	err = comm.Quiet(time.Minute) // then comm.AsyncError, comm.Close
 //
