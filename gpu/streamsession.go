@@ -25,7 +25,9 @@ import (
 // and stream. Its methods are called with the communicator's lock held,
 // but for those of a launch's gate, hold and serving (WriteRankTable,
 // AbortLaunch, LaunchImages, AbortImages, Complete, Fail), which run one
-// launch at a time, in order.
+// launch at a time, in order, and those of the replay watch (Probe,
+// StopReplay), which only read the progress records and raise the abort
+// word.
 type StreamSession struct {
 	rs *RankSession
 	s  *session
