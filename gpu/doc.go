@@ -10,9 +10,10 @@
 //     device connected in-process (hub.go);
 //   - OpenRank (rank.go) runs one rank of a job started as one process per
 //     rank (mpirun, torchrun), connected through a rankwire.World;
-//   - OpenComm (comm.go) returns a Comm, the communicator the NCCL library
-//     (package nccl) drives: each collective call, on the caller's device
-//     buffers and stream, opens or reuses a session of its plan.
+//   - OpenStreamSession (streamsession.go) returns a StreamSession, a rank
+//     session on the caller's device buffers and stream: the seam of the
+//     communicator the NCCL library (package nccl) drives, package
+//     gpu/devcomm, which opens or reuses one per plan instance.
 //
 // For example, with the emulated driver:
 //

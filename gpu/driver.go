@@ -197,17 +197,17 @@ type Config struct {
 	Graph bool
 	// ReplayTimeout bounds how long a communicator's launch replayed from
 	// the caller's CUDA graph may wait with no progress before it is
-	// stopped and its report becomes the asynchronous error (Comm); 0
+	// stopped and its report becomes the asynchronous error (devcomm.Comm); 0
 	// means ten minutes. Longer than the deadlock timeout of launches
 	// made by calls, since no job-wide view tells a hung replay from a
 	// peer that has not replayed its graph yet.
 	ReplayTimeout time.Duration
 	// MeetEveryCall makes a communicator's every call meet its peers
-	// over the bootstrap, as before the mailbox (comm.go): the baseline
+	// over the bootstrap, as before the mailbox (gpu/devcomm): the baseline
 	// of make nccl-bench.
 	MeetEveryCall bool
 	// MaxSessions bounds the plan-instance sessions a communicator keeps
-	// open (comm.go): opening one more first closes the least recently
+	// open (gpu/devcomm): opening one more first closes the least recently
 	// called. 0 means DefaultMaxSessions; at most MaxSessionsLimit.
 	MaxSessions int
 }

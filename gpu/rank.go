@@ -143,7 +143,7 @@ func OpenRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 // multicast-bindable memory where the device has multicast.
 type rankOpts struct {
 	inProcess, multicast bool
-	// user: the buffers are the caller's, set per launch (comm.go): no
+	// user: the buffers are the caller's, set per launch (StreamSession): no
 	// buffer allocation is made or exported.
 	user bool
 }
@@ -169,18 +169,8 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	if isVar && (ro.inProcess || ro.user) {
 		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: one process over several devices does not run variable-size plans yet; run it on one device, or one process per rank", cfg.Name, inst.Plan.Name)
 	}
-	dt, err := dtypeCode(opts.DType)
+	dt, err := checkOpen(cfg.Name, inst, opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := executor.Validate(inst, opts); err != nil {
-		return nil, fmt.Errorf("%s: open: %w", cfg.Name, err)
-	}
-	packet := uint64(16)
-	if opts.LL8 {
-		packet = 8
-	}
-	if err := checkAlignment(inst, packet, uint64(opts.DType.Size())); err != nil {
 		return nil, err
 	}
 	// The operand checks a Launch makes in one process, against the

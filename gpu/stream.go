@@ -1,6 +1,6 @@
 package gpu
 
-// stream.go holds what a communicator's launches (comm.go) need of a
+// stream.go holds what a communicator's launches (gpu/devcomm) need of a
 // driver beyond Driver: work on a stream the caller owns, and the
 // allocation a device pointer belongs to.
 
@@ -48,7 +48,7 @@ type AllocIDer interface {
 // use the driver (write device memory, map a peer's allocation), so it
 // runs on a thread of the driver's own, not in a stream callback where
 // CUDA forbids driver calls. A communicator gates a steady-state launch
-// on its peers' records of the call (comm.go), so that the call returns
+// on its peers' records of the call (gpu/devcomm), so that the call returns
 // at once. f must return within a bound of its own. (The CUDA driver is a
 // Holder instead.)
 type Gater interface {
@@ -62,7 +62,7 @@ type Gater interface {
 // then one copy per HoldCopy, from the images given to Release into
 // device memory; the stream's later work (the kernel) starts after them.
 // It returns at once. A communicator releases each hold from its gate
-// server (gates.go) once it has read the peers' records of the call.
+// server (gpu/devcomm/gates.go) once it has read the peers' records of the call.
 //
 // Every hold must be released: the stream waits for it without a bound
 // of its own. Closing the driver releases the holds left with their

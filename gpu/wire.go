@@ -19,7 +19,7 @@ import (
 // locate returns the rank, buffer type and offset of the n bytes at
 // device address p as this process addresses them.
 func (m *multi) locate(p, n uint64) (rank int, bt plan.BufferType, off uint64, ok bool) {
-	m.mu.Lock() // a communicator's session sets the bases per call (comm.go)
+	m.mu.Lock() // a communicator's session sets the bases per call (streamsession.go)
 	defer m.mu.Unlock()
 	for r, b := range m.base {
 		for t := 2; t >= 0; t-- {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
-	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/devcomm"
 )
 
 // result is an ncclResult_t value, as this package names the kinds of
@@ -80,7 +80,7 @@ type comm struct {
 
 	// gpu is the communicator's rank on the build's device backend
 	// (device.go); nil without one. plansRun are the plans it has run.
-	gpu      *gpu.Comm
+	gpu      *devcomm.Comm
 	plansRun planFiles
 	// wire carries gpu's port channels between processes where it is a
 	// fabric (device.go portNet), closed after gpu; nil over tcp.

@@ -1,6 +1,6 @@
 package main
 
-// device.go runs a call's plan on the library's GPU backend (gpu.Comm):
+// device.go runs a call's plan on the library's GPU backend (devcomm.Comm):
 // on the caller's device buffers and stream, asynchronously, the ranks
 // meeting per call over the communicator's bootstrap. Which backend a
 // build has is chosen at build time (device_emu.go, device_none.go).
@@ -17,13 +17,14 @@ import (
 	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/devcomm"
 )
 
 // deviceTag is the first bootstrap message tag of a communicator's plan
 // sessions (the bootstrap's other users take none).
 const deviceTag = 1 << 20
 
-// openDevice opens c's rank of a gpu.Comm when the build has a device
+// openDevice opens c's rank of a devcomm.Comm when the build has a device
 // backend; every rank of c calls it at once.
 func (c *comm) openDevice() error {
 	cfg, ok := theLibrary.deviceConfig(c.dev)
@@ -52,7 +53,7 @@ func (c *comm) openDevice() error {
 	if err != nil {
 		return err
 	}
-	gc, err := gpu.OpenComm(context.Background(), cfg, rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
+	gc, err := devcomm.Open(context.Background(), cfg, rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
 	if err != nil {
 		if c.wire != nil {
 			_ = c.wire.Close() // (its own error is beside the point)
@@ -148,7 +149,7 @@ func (c *comm) opener(k call, d decision) func() (*executor.Instance, *executor.
 //   - an in-place plan for an out-of-place allreduce or allgather runs on
 //     the receive buffer, the input copied to where the plan reads it;
 //   - an in-place plan for an out-of-place reducescatter runs on the
-//     communicator's staging buffer (gpu.Comm.Staging), the whole input
+//     communicator's staging buffer (devcomm.Comm.Staging), the whole input
 //     copied there, and the rank's slice is copied to the output after
 //     the launch;
 //   - an out-of-place plan for an in-place call reads the input from the
@@ -229,11 +230,11 @@ func (c *comm) runOnDevice(k call, d decision) (ran bool, err error, reason stri
 	if open == nil {
 		open = c.opener(k, d)
 	}
-	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{
+	err = c.gpu.Enqueue(context.Background(), devcomm.Call{
 		Key: key, Desc: desc, Open: open,
 		In: in, Out: out, Stream: st, Reduce: red.op,
 	})
-	if errors.Is(err, gpu.ErrNotCapturable) {
+	if errors.Is(err, devcomm.ErrNotCapturable) {
 		// Refused on every rank before they met: the call goes on as if
 		// no plan fitted.
 		return false, nil, fmt.Sprintf("the stream is being captured into a CUDA graph and %v", err)
@@ -293,8 +294,8 @@ func (c *comm) runPaddedOnDevice(k call, d decision, red reduction) (ran bool, e
 	if open == nil {
 		open = c.opener(k, d)
 	}
-	err = c.gpu.Enqueue(context.Background(), gpu.CommCall{Key: key, Desc: desc, Open: open, In: in, Out: out, Stream: st, Reduce: red.op})
-	if errors.Is(err, gpu.ErrNotCapturable) {
+	err = c.gpu.Enqueue(context.Background(), devcomm.Call{Key: key, Desc: desc, Open: open, In: in, Out: out, Stream: st, Reduce: red.op})
+	if errors.Is(err, devcomm.ErrNotCapturable) {
 		return false, nil, fmt.Sprintf("the stream is being captured into a CUDA graph and %v", err)
 	}
 	if err != nil {
@@ -315,7 +316,7 @@ func (c *comm) runPaddedOnDevice(k call, d decision, red reduction) (ran bool, e
 }
 
 // deviceStrings are the plan-instance key and the description of call k
-// with the plan of d, as gpu.Comm compares them across ranks: neither
+// with the plan of d, as devcomm.Comm compares them across ranks: neither
 // holds the call's placement, which is each rank's own (NCCL's rule;
 // decide chooses the plan without it).
 func (c *comm) deviceStrings(k call, d decision) (key, desc string) {

@@ -514,7 +514,7 @@ func TestHostMemoryRuns(t *testing.T) {
 // TestDeviceRuns runs the data checks of TestHostMemoryRuns through the
 // emulated-device build of the library (go build -tags mscclgo_emu): each
 // call whose plan fits is enqueued on the caller's stream through
-// gpu.Comm (the interpreter kernel on host threads, device pointers being
+// devcomm.Comm (the interpreter kernel on host threads, device pointers being
 // host memory), the driver waits for the stream and checks the result; a
 // mismatched call is named on both ranks, not hung.
 func TestDeviceRuns(t *testing.T) {

@@ -43,7 +43,8 @@ var allowedImports = map[string][]string{
 	"executor/diagnose":    {"executor", "plan"},
 	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
 	"executor/cpu":         {"executor", "executor/diagnose", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
-	"gpu":                  {"executor", "executor/rankwire", "internal/shmfile", "plan"},
+	"gpu":                  {"executor", "executor/rankwire", "plan"},
+	"gpu/devcomm":          {"executor", "executor/rankwire", "gpu", "internal/shmfile"}, // the communicator over gpu.StreamSession
 	"gpu/emu":              {"gpu"},
 	"gpu/cuda":             {"gpu"},
 	"gpu/internal/clayout": nil,
@@ -66,13 +67,13 @@ var allowedImports = map[string][]string{
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
 	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
-	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/devcomm", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
 	// The base: utilities any layer may import, importing nothing of ours.
 	"internal/infile":   nil,
 	"internal/memlimit": nil,
-	"internal/shmfile":  nil, // shared-memory files: the cpu backend's sessions and the gpu mailbox
+	"internal/shmfile":  nil, // shared-memory files: the cpu backend's sessions and the communicator's mailbox
 	"internal/testnote": nil,
 	"topo":              {"internal/infile"}, // machine topologies: read by synth and the CLI
 }

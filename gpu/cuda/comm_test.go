@@ -2,7 +2,7 @@
 
 package cuda
 
-// comm_test.go runs collectives through gpu.Comm on this driver: each
+// comm_test.go runs collectives through devcomm.Comm on this driver: each
 // rank's call launched on a CUstream of its own (the caller's stream),
 // its buffers from cuMemAlloc (registered by cuMemGetAddressRange), Wait
 // on the event recorded after the kernel; outputs against the CPU
@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/devcomm"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
 )
@@ -60,7 +61,7 @@ func TestComm(t *testing.T) {
 					return err
 				}
 				defer b.Close()
-				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
+				comm, err := devcomm.Open(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
 				if err != nil {
 					return err
 				}
@@ -83,7 +84,7 @@ func TestComm(t *testing.T) {
 					return err
 				}
 				defer d.Free(p)
-				call := gpu.CommCall{
+				call := devcomm.Call{
 					Key: "allreduce", Desc: "allreduce of 4096 bytes",
 					Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
 						inst, err := executor.Instantiate(plan, lay.Sizes)

@@ -26,6 +26,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/devcomm"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
@@ -35,12 +36,12 @@ import (
 // its buffer, its stream and its buffer (in place).
 type gateRank struct {
 	rank int
-	comm *gpu.Comm
+	comm *devcomm.Comm
 	d    *driver
 	st   cu.Stream
 	p    gpu.DevPtr
 	size uint64
-	call gpu.CommCall
+	call devcomm.Call
 }
 
 func (gr *gateRank) sync() error {
@@ -99,7 +100,7 @@ func withGateRanks(t *testing.T, pl *plan.Plan, lay *harness.Layout, setup time.
 					return err
 				}
 				defer b.Close()
-				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
+				comm, err := devcomm.Open(ctx, cfg, rankwire.World{Net: b, Host: make([]int, n), Tag: 1000})
 				if err != nil {
 					return err
 				}
@@ -124,7 +125,7 @@ func withGateRanks(t *testing.T, pl *plan.Plan, lay *harness.Layout, setup time.
 					_ = gr.d.Free(gr.p)
 					_ = drv.Close()
 				}()
-				gr.call = gpu.CommCall{
+				gr.call = devcomm.Call{
 					Key: "allreduce", Desc: "allreduce of 4096 bytes",
 					Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
 						inst, err := executor.Instantiate(pl, lay.Sizes)

@@ -88,7 +88,7 @@ func TestIpcOwnProcess(t *testing.T) {
 
 // TestAllocID checks that an allocation's id is the same from any address
 // in it and that a new allocation gets a new one, even at a freed one's
-// address (gpu.Comm registers it anew by it).
+// address (devcomm.Comm registers it anew by it).
 func TestAllocID(t *testing.T) {
 	t.Parallel()
 	d := openDriver(t)

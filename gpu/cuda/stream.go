@@ -3,7 +3,7 @@
 package cuda
 
 // stream.go makes the driver a gpu.StreamDriver: a communicator's launch
-// (gpu/comm.go) goes on its caller's CUstream, and Wait waits for an
+// (gpu/devcomm) goes on its caller's CUstream, and Wait waits for an
 // event recorded after the kernel instead of for the stream.
 
 import (

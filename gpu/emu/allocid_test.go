@@ -12,7 +12,7 @@ import (
 
 // TestAllocID: a shareable allocation has one id from any address in it,
 // and a new one gets another even where a freed one was, so that a
-// communicator of processes registers it anew (gpu.Comm.slot) instead of
+// communicator of processes registers it anew (devcomm.Comm.slot) instead of
 // letting its peers write the freed one's memory. Heap memory, which no
 // other process can map, has none.
 func TestAllocID(t *testing.T) {
@@ -68,7 +68,7 @@ func TestAllocID(t *testing.T) {
 }
 
 // TestSteadyLookupsAllocateNothing: the look-ups a communicator makes for
-// each buffer of every steady call (gpu.Comm.slot: AddressRange, then
+// each buffer of every steady call (devcomm.Comm.slot: AddressRange, then
 // AllocID) allocate nothing. AddressRange once passed a Go pointer to C,
 // which put it on the heap at every call.
 func TestSteadyLookupsAllocateNothing(t *testing.T) {

@@ -345,7 +345,7 @@ func smallLLCase(tb testing.TB) (commCase, *harness.Layout) {
 	return c, c.layout(tb)
 }
 
-// BenchmarkCommCall: the host time of a steady-state gpu.Comm call until
+// BenchmarkCommCall: the host time of a steady-state devcomm.Comm call until
 // it returns (an in-place 128-byte LL allreduce, 2 ranks as goroutines),
 // the stream synchronised after each call outside the timing, so that
 // the kernel's time is excluded; "meet" is the baseline where every call

@@ -2,7 +2,7 @@
 
 package emu
 
-// comm_test.go runs collectives through gpu.Comm, a communicator's rank
+// comm_test.go runs collectives through devcomm.Comm, a communicator's rank
 // on the caller's device buffers and stream: ranks as goroutines of this
 // process, each with its own bootstrap over loopback TCP, its buffers in
 // emulated device memory and its stream of an emu.Streams; every output
@@ -24,6 +24,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/gpu/devcomm"
 	"github.com/mscclgo/mscclgo/gpu/gputest"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
@@ -34,7 +35,7 @@ import (
 type commRank struct {
 	rank   int
 	boot   *bootstrap.Bootstrap
-	comm   *gpu.Comm
+	comm   *devcomm.Comm
 	st     gpu.Stream
 	dev    gpu.Driver // allocates the user buffers
 	mem    gpu.DevPtr
@@ -110,7 +111,7 @@ func withHosts(t testing.TB, ss *Streams, hosts []int, set func(cfg *gpu.Config)
 				defer b.Close()
 				cfg := gpu.Config{Name: "gpu-emu", Open: ss.Open, Threads: 2, SetupTimeout: 20 * time.Second}
 				set(&cfg)
-				comm, err := gpu.OpenComm(ctx, cfg, rankwire.World{Net: b, Host: hosts, Tag: 1000})
+				comm, err := devcomm.Open(ctx, cfg, rankwire.World{Net: b, Host: hosts, Tag: 1000})
 				if err != nil {
 					return err
 				}
@@ -198,8 +199,8 @@ func noErrors(t testing.TB, errs []error) {
 	}
 }
 
-func (c commCase) call(l *harness.Layout, cr *commRank, opts executor.Options) gpu.CommCall {
-	return gpu.CommCall{
+func (c commCase) call(l *harness.Layout, cr *commRank, opts executor.Options) devcomm.Call {
+	return devcomm.Call{
 		Key:  fmt.Sprintf("%s/%d/%s/%v", c.name, c.size, c.dt.Name(), c.inPlace),
 		Desc: fmt.Sprintf("%s of %d bytes %s", c.name, c.size, c.dt.Name()),
 		Open: func() (*executor.Instance, *executor.BufferLayout, executor.Options, error) {
@@ -447,7 +448,7 @@ func TestCommSteadyAbort(t *testing.T) {
 
 // captureCall makes call on cr's stream while the stream captures, and
 // returns what was recorded; the error is the call's or the capture's.
-func (cr *commRank) captureCall(ss *Streams, call gpu.CommCall) (*StreamGraph, error) {
+func (cr *commRank) captureCall(ss *Streams, call devcomm.Call) (*StreamGraph, error) {
 	if err := ss.BeginCapture(cr.st); err != nil {
 		return nil, err
 	}
@@ -520,7 +521,7 @@ func TestCommDeadlock(t *testing.T) {
 
 // abortWithin aborts comm and fails if Abort has not returned within
 // bound (the tests' deadlock timeout is much longer).
-func abortWithin(comm *gpu.Comm, bound time.Duration) error {
+func abortWithin(comm *devcomm.Comm, bound time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- comm.Abort() }()
 	select {
@@ -685,7 +686,7 @@ func TestCommCaptureRefused(t *testing.T) {
 		return err
 	})
 	for r, err := range errs {
-		if !errors.Is(err, gpu.ErrNotCapturable) || !strings.Contains(err.Error(), "port channels") {
+		if !errors.Is(err, devcomm.ErrNotCapturable) || !strings.Contains(err.Error(), "port channels") {
 			t.Errorf("rank %d: %v, want ErrNotCapturable naming the port channels", r, err)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gpu
+package devcomm
 
 // mailbox_other.go: without shared mappings a communicator has no
 // mailbox, and every call meets its peers over the bootstrap.

@@ -1,14 +1,18 @@
-package gpu
+package devcomm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mscclgo/mscclgo/gpu"
+)
 
 // staging is a communicator's device staging buffer (Comm.Staging): the
 // current allocation and the ones it outgrew, which launches enqueued
 // before it grew may still read, so they are freed at Close only.
 type staging struct {
-	p       DevPtr
+	p       gpu.DevPtr
 	size    uint64
-	retired []DevPtr
+	retired []gpu.DevPtr
 }
 
 // minStaging is the smallest staging allocation.
@@ -25,7 +29,7 @@ const minStaging = 1 << 16
 // ended on the stream, so calls on one stream may share it; calls of one
 // communicator on several streams at once would share it too, as they
 // share their plans' scratch.
-func (c *Comm) Staging(n uint64) (DevPtr, error) {
+func (c *Comm) Staging(n uint64) (gpu.DevPtr, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

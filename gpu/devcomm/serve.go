@@ -1,10 +1,12 @@
-package gpu
+package devcomm
 
 import (
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // callLaunch is one launch made by a call: what its gate, its hold and
@@ -15,17 +17,16 @@ import (
 type callLaunch struct {
 	c     *Comm
 	cs    *commSession
-	call  CommCall
+	call  Call
 	args  []byte
-	grid  int
 	seq   uint64 // the call's number (its messages)
 	start time.Time
 	// peer is set for a steady call: the peers' buffers are read when
 	// the launch's turn comes (resolve).
 	peer   peerCall
-	gater  Gater
-	holder Holder
-	hold   Hold
+	gater  gpu.Gater
+	holder gpu.Holder
+	hold   gpu.Hold
 	// released is set by the gate server once it has released the
 	// hold (fn.released): a held launch's record is reused only then.
 	// (The kernel cannot end before, but the device orders that, which
@@ -39,8 +40,8 @@ type launchFns struct {
 	gate     func() error // gate
 	body     func()       // gateBody
 	hold     func() error // holdStream
-	resolve  func() ([][2]DevPtr, error)
-	images   func(bufs [][2]DevPtr) ([][]byte, error)
+	resolve  func() ([][2]gpu.DevPtr, error)
+	images   func(bufs [][2]gpu.DevPtr) ([][]byte, error)
 	released func() // markReleased
 }
 
@@ -61,14 +62,14 @@ func newCallLaunch() *callLaunch {
 func (l *callLaunch) markReleased() { l.released.Store(true) }
 
 // resolve returns every rank's buffers of the steady call.
-func (l *callLaunch) resolve() ([][2]DevPtr, error) {
+func (l *callLaunch) resolve() ([][2]gpu.DevPtr, error) {
 	return l.c.resolveCall(l.peer.seq, l.peer.rec, l.call.Desc)
 }
 
 // gate holds a Gater's stream for the call: the body runs there once
 // the launches before it on the stream have ended.
 func (l *callLaunch) gate() error {
-	if err := l.c.makeNoOps(l.cs, l.grid); err != nil {
+	if err := l.cs.ss.NoOps(); err != nil {
 		return err
 	}
 	return l.gater.Gate(l.fn.body)
@@ -76,26 +77,19 @@ func (l *callLaunch) gate() error {
 
 // gateBody resolves the call on the stream and writes the rank table;
 // when resolve fails the launch gets arguments whose blocks have no op,
-// as a held launch gets (abortImages), and the abort word.
+// as a held launch gets (AbortImages), and the abort word.
 func (l *callLaunch) gateBody() {
-	c, cs, s := l.c, l.cs, l.cs.rs.s
+	ss := l.cs.ss
 	bufs, err := l.resolve()
 	if err == nil {
-		err = s.d.HtoD(s.ranksT, c.setBuffers(cs, l.call, bufs))
+		err = ss.WriteRankTable(l.call.In, l.call.Out, bufs)
 	}
 	if err == nil {
 		return
 	}
-	c.fail(err)
-	img, ierr := c.abortImages(cs, l.args, l.grid)
-	if ierr == nil {
-		ierr = s.d.HtoD(s.args, img[1])
-	}
-	if ierr != nil {
-		c.fail(ierr)
-	}
-	if aerr := s.abort(); aerr != nil {
-		c.fail(aerr)
+	l.c.fail(err)
+	if aerr := ss.AbortLaunch(l.args); aerr != nil {
+		l.c.fail(aerr)
 	}
 }
 
@@ -103,38 +97,30 @@ func (l *callLaunch) gateBody() {
 // (gates.go) resolves the call and releases the hold, after which the
 // stream copies the abort word, the arguments and the rank table.
 func (l *callLaunch) holdStream() error {
-	if err := l.c.makeNoOps(l.cs, l.grid); err != nil {
+	if err := l.cs.ss.NoOps(); err != nil {
 		return err
 	}
-	s := l.cs.rs.s
 	var err error
-	l.hold, err = l.holder.Hold([]HoldCopy{{Dst: s.ctl, N: 4}, {Dst: s.args, N: sizeArgs},
-		{Dst: s.ranksT, N: sizeRank * uint64(len(s.ranks))}})
+	l.hold, err = l.holder.Hold(l.cs.ss.HoldCopies())
 	return err
 }
 
 // images are the held launch's copies for every rank's buffers, or with
 // bufs nil those of an aborted launch.
-func (l *callLaunch) images(bufs [][2]DevPtr) ([][]byte, error) {
+func (l *callLaunch) images(bufs [][2]gpu.DevPtr) ([][]byte, error) {
 	if bufs == nil {
-		return l.c.abortImages(l.cs, l.args, l.grid)
+		return l.cs.ss.AbortImages(l.args)
 	}
-	return [][]byte{make([]byte, 4), l.args, l.c.setBuffers(l.cs, l.call, bufs)}, nil
+	return l.cs.ss.LaunchImages(l.args, l.call.In, l.call.Out, bufs), nil
 }
 
 // serve waits for the launch's kernel, serving its proxies and watch,
 // and makes its failure the communicator's.
 func (l *callLaunch) serve() {
-	c, s := l.c, l.cs.rs.s
-	m := s.mp
-	m.mu.Lock()
-	m.launches++
-	m.mu.Unlock()
-	if err := s.complete(c.ctx, l.grid, l.start, func() {}); err != nil {
+	c, ss := l.c, l.cs.ss
+	if err := ss.Complete(c.ctx, l.start); err != nil {
 		err = fmt.Errorf("rank %d: call %d (%s): %w", c.rank, l.seq, l.call.Desc, err)
-		s.mu.Lock()
-		s.guard.Fail(err)
-		s.mu.Unlock()
+		ss.Fail(err)
 		c.fail(err)
 	}
 }

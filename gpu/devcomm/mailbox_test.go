@@ -1,6 +1,6 @@
 //go:build unix
 
-package gpu
+package devcomm
 
 import (
 	"strings"

@@ -1,11 +1,11 @@
-package gpu
+package devcomm
 
 // remote.go tells a communicator's ranks on other hosts of each call,
 // without meeting them. The ranks of one host read each other's call
 // records from their host's mailbox (mailbox.go); a peer on another host
 // cannot, and the kernel does not need its buffers (port channels reach
 // the peer's own process, which applies the traffic to its own buffers).
-// What the gate (comm.go's resolve) needs from it is only whether it made
+// What the gate (steady.go's resolve) needs from it is only whether it made
 // the same call: its record's signature, refusal flag and description.
 //
 // Every call of the communicator (steady, meeting or refused) queues its

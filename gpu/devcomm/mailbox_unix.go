@@ -1,6 +1,6 @@
 //go:build unix
 
-package gpu
+package devcomm
 
 // mailbox_unix.go maps a communicator's mailbox (mailbox.go): a file
 // (internal/shmfile: in /dev/shm where there is one, its room reserved at

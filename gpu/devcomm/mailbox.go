@@ -1,8 +1,8 @@
-package gpu
+package devcomm
 
 // mailbox.go holds a communicator's mailbox: the memory through which
 // the ranks of one host tell each other of their calls without meeting
-// (comm.go). For each rank it holds a ring of call records, one per call
+// (steady.go). For each rank it holds a ring of call records, one per call
 // sequence number (the call's signature, its input and output, and its
 // description, for the report of a mismatch), and a table of the
 // allocations the rank has registered (their IPC handles, which peers in
@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 const (
@@ -207,7 +209,7 @@ func (mb *mailbox) markConsumed(r int, seq uint64) {
 
 // register adds an allocation with its IPC handle to rank r's table and
 // returns its index.
-func (mb *mailbox) register(r int, base, size, id uint64, h IpcHandle) (int, error) {
+func (mb *mailbox) register(r int, base, size, id uint64, h gpu.IpcHandle) (int, error) {
 	i := int(atomic.LoadUint64(mb.allocCount(r)))
 	if i >= mbAllocs {
 		return 0, fmt.Errorf("rank %d has registered %d allocations, the most a communicator holds", r, mbAllocs)
@@ -223,8 +225,8 @@ func (mb *mailbox) register(r int, base, size, id uint64, h IpcHandle) (int, err
 }
 
 // handle returns the IPC handle of rank r's registered allocation i.
-func (mb *mailbox) handle(r, i int) (IpcHandle, error) {
-	var h IpcHandle
+func (mb *mailbox) handle(r, i int) (gpu.IpcHandle, error) {
+	var h gpu.IpcHandle
 	if i < 0 || i >= int(atomic.LoadUint64(mb.allocCount(r))) {
 		return h, fmt.Errorf("rank %d has no registered allocation %d", r, i)
 	}

@@ -1,10 +1,10 @@
-package gpu
+package devcomm
 
 // gates.go holds a communicator's gate server: the one goroutine that
-// serves the steady-state launches held on a Holder's stream (the CUDA
+// serves the steady-state launches held on a gpu.Holder's stream (the CUDA
 // driver, whose stream waits on a word in mapped host memory). For each
 // held launch, in call order, it reads the peers' records of the call
-// (comm.go's resolve: compare, map new peer allocations), then releases
+// (steady.go's resolve: compare, map new peer allocations), then releases
 // the hold with the launch's rank table, or, on a mismatch, a peer's
 // refusal, a timeout or the communicator's end, with the abort word
 // raised, so that the kernel writes nothing; the error becomes the
@@ -15,15 +15,17 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // gateJob is one held launch.
 type gateJob struct {
-	hold    Hold
-	resolve func() ([][2]DevPtr, error)
+	hold    gpu.Hold
+	resolve func() ([][2]gpu.DevPtr, error)
 	// images returns the images of the hold's copies for every rank's
 	// buffers, or with bufs nil those of an aborted launch.
-	images func(bufs [][2]DevPtr) ([][]byte, error)
+	images func(bufs [][2]gpu.DevPtr) ([][]byte, error)
 	// done, if set, is called once the hold was released.
 	done func()
 }
