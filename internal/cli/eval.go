@@ -16,6 +16,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
@@ -160,7 +161,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	return reportScriptError(d.stderr, writeAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
+	return reportScriptError(d.stderr, atomicfile.WriteAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
 }
 
 // pickPrograms returns the programs of res that eval, check and run work
@@ -273,7 +274,7 @@ func writeWithSourceMaps(ctx context.Context, d *deps, src starlib.Source, out s
 		texts = append(texts, m)
 		all = append(all, plan.SourceMapPath(paths[i]))
 	}
-	return writeAll(ctx, all, func(i int, w io.Writer) error {
+	return atomicfile.WriteAll(ctx, all, func(i int, w io.Writer) error {
 		_, err := w.Write(texts[i])
 		return err
 	})

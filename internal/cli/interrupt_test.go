@@ -7,12 +7,7 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,59 +37,5 @@ func TestNotifyInterrupt(t *testing.T) {
 	}
 	if (&interruptedError{sig: os.Interrupt}).code() != ExitInterrupted {
 		t.Error("SIGINT's status")
-	}
-}
-
-// TestWriteAllInterrupted: a cancellation while writing removes every
-// temporary file, leaves the existing outputs alone, and says what it
-// removed.
-func TestWriteAllInterrupted(t *testing.T) {
-	t.Parallel()
-	for _, stopAt := range []int{0, 1, 2, 3} {
-		t.Run(fmt.Sprint(stopAt), func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "a.json"), "old")
-			ctx, cancel := context.WithCancelCause(context.Background())
-			paths := []string{filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json"), filepath.Join(dir, "c.json")}
-			err := writeAll(ctx, paths, func(i int, w io.Writer) error {
-				if _, err := io.WriteString(w, "new "); err != nil {
-					return err
-				}
-				if i == stopAt {
-					cancel(&interruptedError{sig: os.Interrupt})
-				}
-				_, err := io.WriteString(w, "plan")
-				return err
-			})
-			if stopAt == 3 {
-				// Never cancelled: everything written.
-				if err != nil {
-					t.Fatal(err)
-				}
-				if b, _ := os.ReadFile(paths[0]); string(b) != "new plan" {
-					t.Errorf("a.json = %q", b)
-				}
-				return
-			}
-			var sig *interruptedError
-			if !errors.As(err, &sig) || !strings.HasPrefix(err.Error(), "interrupted by SIGINT: removed the partial output "+filepath.Join(dir, ".a.json.tmp")) {
-				t.Errorf("got %v", err)
-			}
-			if stopAt > 0 && !strings.Contains(err.Error(), fmt.Sprintf("(and %d more)", stopAt)) {
-				t.Errorf("got %v", err)
-			}
-			des, _ := os.ReadDir(dir)
-			var names []string
-			for _, de := range des {
-				names = append(names, de.Name())
-			}
-			if !slices.Equal(names, []string{"a.json"}) {
-				t.Errorf("left %v", names)
-			}
-			if b, _ := os.ReadFile(paths[0]); string(b) != "old" {
-				t.Errorf("a.json = %q", b)
-			}
-		})
 	}
 }

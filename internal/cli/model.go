@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
@@ -266,7 +267,7 @@ func runFit(c *cli.Context, d *deps, path string, pl *plan.Plan, o *modelOptions
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return writeAll(ctx, []string{out}, func(_ int, w io.Writer) error {
+	return atomicfile.WriteAll(ctx, []string{out}, func(_ int, w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})

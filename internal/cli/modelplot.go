@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/view"
 )
@@ -77,7 +78,7 @@ func runModelPlot(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	return writeAll(c.Context, []string{c.String("plot")}, func(_ int, w io.Writer) error {
+	return atomicfile.WriteAll(c.Context, []string{c.String("plot")}, func(_ int, w io.Writer) error {
 		_, err := io.WriteString(w, svg)
 		return err
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
@@ -62,7 +63,7 @@ func runTrace(c *cli.Context, d *deps) error {
 		return err
 	}
 	if out := c.String("output"); out != "" {
-		return writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return trace.Write(w, tl) })
+		return atomicfile.WriteAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return trace.Write(w, tl) })
 	}
 	return trace.Write(d.stdout, tl)
 }

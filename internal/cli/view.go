@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/view"
 )
@@ -114,7 +115,7 @@ func runView(c *cli.Context, d *deps) error {
 		out = besidePlan(arg)
 	}
 	if out != "" {
-		err = writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
+		err = atomicfile.WriteAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
 		if err == nil && c.String("output") == "" {
 			fmt.Fprintln(d.stdout, out)
 		}
