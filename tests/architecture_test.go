@@ -64,16 +64,18 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/complete", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/memlimit", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
 	// The base: utilities any layer may import, importing nothing of ours.
 	"internal/atomicfile": nil, // output files written atomically (temporary, then rename)
+	"internal/bytesize":   nil, // byte counts read and written in one style
 	"internal/complete":   nil, // shell completion scripts from a command tree
 	"internal/infile":     nil,
 	"internal/memlimit":   nil,
 	"internal/shmfile":    nil, // shared-memory files: the cpu backend's sessions and the gpu mailbox
+	"internal/termtext":   nil, // terminal width, cutting and wrapping of text
 	"internal/testnote":   nil,
 	"topo":                {"internal/infile"}, // machine topologies: read by synth and the CLI
 }

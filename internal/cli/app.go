@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/internal/termtext"
 )
 
 // Version is the mscclgo version printed by --version.
@@ -84,8 +86,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(d)
 	// urfave/cli prints help (and --version) through app.Writer: wrapped
 	// to the terminal's width. Commands write to d.stdout.
-	help := &wrapWriter{w: stdout, width: termWidth(stdout)}
-	defer help.flush()
+	help := termtext.NewWriter(stdout, termtext.Width(stdout), helpWrapped)
+	defer help.Flush()
 	app.Writer = help
 	args, err := interspersed(app, args)
 	if err != nil {
@@ -117,6 +119,14 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	printError(stderr, err.Error())
 	return ExitError
+}
+
+// helpWrapped reports whether the help section under heading is wrapped:
+// the flag and command lists, whose lines urfave/cli builds from the
+// flags' and commands' usage strings (the descriptions are broken by
+// hand).
+func helpWrapped(heading string) bool {
+	return strings.HasSuffix(heading, "OPTIONS:") || heading == "COMMANDS:"
 }
 
 // Bounds of a printed error: a line longer than maxErrorLine bytes, or a

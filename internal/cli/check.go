@@ -9,6 +9,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
@@ -41,7 +42,7 @@ func runCheck(c *cli.Context, d *deps) error {
 	}
 	var sizes []uint64
 	for _, s := range c.StringSlice("size") {
-		n, err := parseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return usageErr("--size: %v", err)
 		}

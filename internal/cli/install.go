@@ -17,6 +17,8 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
+	"github.com/mscclgo/mscclgo/internal/termtext"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/planset/install"
@@ -68,7 +70,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	if err != nil {
 		return usageErr("--dtype: %v", err)
 	}
-	maxCheck, err := parseSize(c.String("max-check-size"))
+	maxCheck, err := bytesize.Parse(c.String("max-check-size"))
 	if err != nil {
 		return usageErr("--max-check-size: %v", err)
 	}
@@ -149,10 +151,10 @@ func runInstall(c *cli.Context, d *deps) error {
 		)
 		// The description is what varies in width (long shape names):
 		// the bar, the count and the rate take about 50 columns.
-		descWidth := max(termWidth(d.stderr)-50, 10)
+		descWidth := max(termtext.Width(d.stderr)-50, 10)
 		opts.Progress = func(ev install.Event) {
 			if !ev.Finished {
-				bar.Describe(fit(ev.Job, descWidth))
+				bar.Describe(termtext.Fit(ev.Job, descWidth))
 			}
 			bar.Set(ev.Done)
 		}
@@ -190,7 +192,7 @@ func validationCacheDir() string {
 }
 
 // installProgressLine is the line printed for a finished job when standard error
-// is not a terminal: "install: [12/34] JOB: validated at 1K, 32K, 1024K"
+// is not a terminal: "install: [12/34] JOB: validated at 1, 32, 1024 KiB"
 // (or "cached"); a job with several plans names each.
 func installProgressLine(ev install.Event) string {
 	var b strings.Builder
@@ -211,41 +213,7 @@ func installProgressLine(ev install.Event) string {
 			continue
 		}
 		b.WriteString(" validated at ")
-		b.WriteString(installSizes(p.Sizes))
-	}
-	return b.String()
-}
-
-// installSizes writes byte counts in one unit: the largest binary unit
-// that divides every one exactly ("1K, 32K, 1024K"), else bytes ("128,
-// 16384, 1048576 bytes"), so that a line never mixes styles.
-func installSizes(sizes []uint64) string {
-	shift, suffix := uint(0), " bytes"
-	for _, u := range []struct {
-		shift  uint
-		suffix string
-	}{{30, "G"}, {20, "M"}, {10, "K"}} {
-		all := len(sizes) > 0
-		for _, n := range sizes {
-			all = all && n != 0 && n%(1<<u.shift) == 0
-		}
-		if all {
-			shift, suffix = u.shift, u.suffix
-			break
-		}
-	}
-	var b strings.Builder
-	for i, n := range sizes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%d", n>>shift)
-		if shift > 0 {
-			b.WriteString(suffix)
-		}
-	}
-	if shift == 0 {
-		b.WriteString(suffix)
+		b.WriteString(bytesize.List(p.Sizes))
 	}
 	return b.String()
 }

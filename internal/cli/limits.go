@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -45,7 +46,7 @@ func evalLimits(c *cli.Context) (starlib.Limits, error) {
 		return lim, usageErr("--max-ops %d: want a positive number", c.Int("max-ops"))
 	}
 	if s := c.String("max-memory"); s != "" {
-		n, err := parseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return lim, usageErr("--max-memory %s: %v", s, err)
 		}

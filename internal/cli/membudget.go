@@ -10,6 +10,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/internal/memlimit"
 )
 
@@ -25,7 +26,7 @@ type memoryBudget struct {
 // runBudget returns the budget --max-memory gives, or the default.
 func runBudget(flag string, set bool) (memoryBudget, error) {
 	if set {
-		n, err := parseSize(flag)
+		n, err := bytesize.Parse(flag)
 		if err != nil {
 			return memoryBudget{}, usageErr("--max-memory: %v", err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
@@ -172,7 +173,7 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 		if sweep {
 			return nil, false, usageErr("give --size or a sweep (-b/-e), not both")
 		}
-		s, err := parseSize(c.String("size"))
+		s, err := bytesize.Parse(c.String("size"))
 		if err != nil {
 			return nil, false, usageErr("--size: %v", err)
 		}
@@ -188,11 +189,11 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	if hi == "" {
 		hi = lo
 	}
-	first, err := parseSize(lo)
+	first, err := bytesize.Parse(lo)
 	if err != nil {
 		return nil, false, usageErr("-b: %v", err)
 	}
-	last, err := parseSize(hi)
+	last, err := bytesize.Parse(hi)
 	if err != nil {
 		return nil, false, usageErr("-e: %v", err)
 	}
@@ -204,7 +205,7 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 		if c.IsSet("stepfactor") {
 			return nil, false, usageErr("give -f or -i, not both")
 		}
-		step, err := parseSize(c.String("stepbytes"))
+		step, err := bytesize.Parse(c.String("stepbytes"))
 		if err != nil || step == 0 {
 			return nil, false, usageErr("-i %s: want a positive size", c.String("stepbytes"))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
@@ -121,7 +122,7 @@ func runSelect(c *cli.Context, d *deps) error {
 		return usageErr("select: give the message size: --size SIZE")
 	}
 	if coll != plan.AllToAllVCollective || c.IsSet("size") {
-		if size, err = parseSize(c.String("size")); err != nil {
+		if size, err = bytesize.Parse(c.String("size")); err != nil {
 			return usageErr("--size: %v", err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/atomicfile"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
@@ -71,7 +72,7 @@ func runTrace(c *cli.Context, d *deps) error {
 // planTimeline loads the plan argument and returns its timeline at
 // --size (from --from) and its instance.
 func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *executor.Instance, error) {
-	size, err := parseSize(c.String("size"))
+	size, err := bytesize.Parse(c.String("size"))
 	if err != nil {
 		return nil, nil, usageErr("--size: %v", err)
 	}

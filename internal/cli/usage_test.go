@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/mscclgo/mscclgo/internal/termtext"
 )
 
 // TestUsageWording checks the wording of command-line mistakes: the flag
@@ -96,5 +98,46 @@ func TestLongErrorCapped(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "bytes more)") {
 		t.Errorf("the cut is not said: %.300s", stderr.String())
+	}
+}
+
+// TestHelpWrapped checks every command's help when standard output is not
+// a terminal: the OPTIONS and COMMANDS lines fit in 80 columns, and the
+// wrapping keeps every word of urfave/cli's unwrapped help, in order.
+func TestHelpWrapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	names := []string{""}
+	for _, c := range newApp(&deps{}).Commands {
+		names = append(names, c.Name)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--help"}
+			if name != "" {
+				args = []string{name, "--help"}
+			}
+			code, got, _ := run(t, dir, args...)
+			if code != ExitOK {
+				t.Fatalf("exit %d", code)
+			}
+			var raw bytes.Buffer
+			d := &deps{stdin: strings.NewReader(""), stdout: &raw, stderr: &raw}
+			if err := newApp(d).Run(append([]string{"mscclgo"}, args...)); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(raw.String()), " ") {
+				t.Errorf("the wrapped help lost or moved words:\n%s\nunwrapped:\n%s", got, raw.String())
+			}
+			section := ""
+			for _, line := range strings.Split(got, "\n") {
+				if line != "" && line[0] != ' ' {
+					section = line
+				}
+				if (strings.HasSuffix(section, "OPTIONS:") || section == "COMMANDS:") && len(line) > termtext.DefaultWidth && strings.Contains(strings.TrimSpace(line), " ") {
+					t.Errorf("%d columns in %s: %q", len(line), section, line)
+				}
+			}
+		})
 	}
 }

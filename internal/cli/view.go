@@ -17,6 +17,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/internal/atomicfile"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/view"
 )
@@ -47,7 +48,7 @@ func runView(c *cli.Context, d *deps) error {
 	if c.NArg() != 1 {
 		return usageErr("view: want one PLAN.json argument")
 	}
-	maxSize, err := parseSize(c.String("curve-max"))
+	maxSize, err := bytesize.Parse(c.String("curve-max"))
 	if err != nil {
 		return usageErr("--curve-max: %v", err)
 	}

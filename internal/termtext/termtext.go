@@ -1,4 +1,16 @@
-package cli
+// Package termtext fits text to a terminal: the width of an output
+// (Width), a string cut to n characters (Fit), and a line broken at
+// spaces to a width with its continuation lines hanging under its text
+// or a flag line's explanation (WrapLine). Writer wraps the sections of
+// a help text as they are written through it.
+//
+// To start:
+//
+//	w := termtext.NewWriter(os.Stdout, termtext.Width(os.Stdout), func(heading string) bool {
+//		return heading == "OPTIONS:"
+//	})
+//	defer w.Flush()
+package termtext
 
 import (
 	"bytes"
@@ -10,22 +22,21 @@ import (
 	"golang.org/x/term"
 )
 
-// defaultWidth is the width of output that is not a terminal.
-const defaultWidth = 80
+// DefaultWidth is the width of output that is not a terminal.
+const DefaultWidth = 80
 
-// termWidth returns the width of w when it is a terminal, else
-// defaultWidth.
-func termWidth(w io.Writer) int {
+// Width returns the width of w when it is a terminal, else DefaultWidth.
+func Width(w io.Writer) int {
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		if width, _, err := term.GetSize(int(f.Fd())); err == nil && width > 20 {
 			return width
 		}
 	}
-	return defaultWidth
+	return DefaultWidth
 }
 
-// fit shortens s to at most n characters, ending it with "..." when cut.
-func fit(s string, n int) string {
+// Fit shortens s to at most n characters, ending it with "..." when cut.
+func Fit(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -35,17 +46,26 @@ func fit(s string, n int) string {
 	return string([]rune(s)[:n-3]) + "..."
 }
 
-// wrapWriter wraps the flag and command lists of the help text urfave/cli
-// prints through it to width: their explanation column has no width limit. A line is
-// written once complete; flush writes the rest.
-type wrapWriter struct {
+// Writer wraps to a width the lines of the sections of a text written
+// through it that its predicate chooses, by the heading above them (a
+// line that starts in column 0 and ends in ":"). A line is written once
+// complete; Flush writes the rest.
+type Writer struct {
 	w       io.Writer
 	width   int
+	wrapped func(heading string) bool
 	buf     []byte
 	section string // the heading above the current line ("OPTIONS:")
 }
 
-func (ww *wrapWriter) Write(p []byte) (int, error) {
+// NewWriter returns a Writer to w that wraps to width the sections whose
+// headings wrapped accepts.
+func NewWriter(w io.Writer, width int, wrapped func(heading string) bool) *Writer {
+	return &Writer{w: w, width: width, wrapped: wrapped}
+}
+
+// Write writes p, wrapping its complete lines.
+func (ww *Writer) Write(p []byte) (int, error) {
 	ww.buf = append(ww.buf, p...)
 	for {
 		i := bytes.IndexByte(ww.buf, '\n')
@@ -57,8 +77,8 @@ func (ww *wrapWriter) Write(p []byte) (int, error) {
 		if line != "" && line[0] != ' ' && strings.HasSuffix(line, ":") {
 			ww.section = line
 		}
-		if ww.wraps() {
-			line = wrapLine(line, ww.width)
+		if ww.wrapped(ww.section) {
+			line = WrapLine(line, ww.width)
 		}
 		if _, err := io.WriteString(ww.w, line+"\n"); err != nil {
 			return len(p), err
@@ -66,26 +86,19 @@ func (ww *wrapWriter) Write(p []byte) (int, error) {
 	}
 }
 
-// wraps reports whether the current section is wrapped: the flag and
-// command lists, whose lines urfave/cli builds from the flags' and
-// commands' usage strings. The descriptions are broken by hand.
-func (ww *wrapWriter) wraps() bool {
-	return strings.HasSuffix(ww.section, "OPTIONS:") || ww.section == "COMMANDS:"
-}
-
-// flush writes what is left of an unfinished line.
-func (ww *wrapWriter) flush() {
+// Flush writes what is left of an unfinished line.
+func (ww *Writer) Flush() {
 	if len(ww.buf) > 0 {
-		_, _ = io.WriteString(ww.w, wrapLine(string(ww.buf), ww.width))
+		_, _ = io.WriteString(ww.w, WrapLine(string(ww.buf), ww.width))
 		ww.buf = nil
 	}
 }
 
-// wrapLine breaks line at spaces into lines of at most width characters
+// WrapLine breaks line at spaces into lines of at most width characters
 // (a word longer than a line stays whole). Continuation lines are
 // indented as the line's text is, or, for a flag line ("   --size value, -s
 // value   message SIZE ..."), to the column of its explanation.
-func wrapLine(line string, width int) string {
+func WrapLine(line string, width int) string {
 	if utf8.RuneCountInString(line) <= width {
 		return line
 	}
@@ -99,7 +112,7 @@ func wrapLine(line string, width int) string {
 				// A wide names column: the explanation goes below the
 				// names, indented by 6.
 				below := strings.Repeat(" ", indent+6) + text[j:]
-				return line[:indent] + text[:i] + "\n" + wrapLine(below, width)
+				return line[:indent] + text[:i] + "\n" + WrapLine(below, width)
 			}
 			hang = indent + j
 		}

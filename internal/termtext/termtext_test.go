@@ -1,0 +1,61 @@
+package termtext
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestWrapLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, line string
+		width      int
+		want       string
+	}{
+		{"short", "   --x   a b", 20, "   --x   a b"},
+		{"hanging", "   --x   aaa bbb ccc ddd", 20, "   --x   aaa bbb ccc\n         ddd"},
+		{"wide names", "   --long-flag-name VALUE   aaa bbb", 20, "   --long-flag-name VALUE\n         aaa bbb"},
+		{"text", "  aaa bbb ccc", 9, "  aaa bbb\n  ccc"},
+		{"long word", "  aaaaaaaaaaaa b", 6, "  aaaaaaaaaaaa\n  b"},
+	}
+	for _, tt := range tests {
+		if got := WrapLine(tt.line, tt.width); got != tt.want {
+			t.Errorf("%s: WrapLine(%q, %d) =\n%q\nwant\n%q", tt.name, tt.line, tt.width, got, tt.want)
+		}
+	}
+}
+
+func TestFit(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"allreduce_packet", 20, "allreduce_packet"}, {"allreduce_packet", 10, "allredu..."}, {"abcdef", 3, "abc"}, {"αβγδεζ", 5, "αβ..."}} {
+		if got := Fit(tt.s, tt.n); got != tt.want {
+			t.Errorf("Fit(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestWriter: only the chosen sections are wrapped, a line is written
+// once complete, and Flush writes an unfinished one.
+func TestWriter(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	w := NewWriter(&out, 12, func(h string) bool { return h == "WRAPPED:" })
+	for _, piece := range []string{"KEPT:\n  aaa bbb ccc ddd\nWRAP", "PED:\n  aaa bbb ccc ddd\n", "  eee fff ggg hhh"} {
+		if _, err := w.Write([]byte(piece)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "KEPT:\n  aaa bbb ccc ddd\nWRAPPED:\n  aaa bbb\n  ccc ddd\n"
+	if out.String() != want {
+		t.Errorf("before Flush:\n%q\nwant\n%q", out.String(), want)
+	}
+	w.Flush()
+	want += "  eee fff\n  ggg hhh"
+	if out.String() != want {
+		t.Errorf("after Flush:\n%q\nwant\n%q", out.String(), want)
+	}
+}
