@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -208,8 +209,8 @@ func launchOption(s string) (model.Options, error) {
 
 // isDeadlock reports whether err is a deadlock of the simulation.
 func isDeadlock(err error) bool {
-	_, ok := err.(*executor.DeadlockError)
-	return ok || strings.Contains(err.Error(), "deadlock:")
+	var dl *executor.DeadlockError
+	return errors.As(err, &dl)
 }
 
 // maxResultsBytes bounds the size of a --fit results file.

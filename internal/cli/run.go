@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -445,10 +443,12 @@ func (o *runOptions) runError(path string, err error, locate func(error) error) 
 }
 
 // atSize names the plan and the message size of err, the size once: not
-// again when the message names it already ("message size 1024 (the input
-// size): below min_message_size 2048").
+// again when the error says that its message names it already
+// (plan.PlanError.NamesSize: "message size 1024 (the input size): below
+// min_message_size 2048").
 func atSize(path string, size uint64, err error) error {
-	if regexp.MustCompile(`\bsize ` + strconv.FormatUint(size, 10) + `\b`).MatchString(err.Error()) {
+	var named interface{ NamesSize(uint64) bool }
+	if errors.As(err, &named) && named.NamesSize(size) {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return fmt.Errorf("%s: size %d: %w", path, size, err)
