@@ -8,12 +8,9 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -34,11 +31,11 @@ func scriptFlags() []cli.Flag {
 
 // planInput is one plan given on the command line.
 type planInput struct {
-	name string // as given
-	data []byte // the plan text
-	smap *plan.SourceMap
-	byOp map[opKey]*plan.SourceOps // smap's ops, indexed on first use
-	note string                    // why a source map beside the file was not used
+	name  string // as given
+	data  []byte // the plan text
+	smap  *plan.SourceMap
+	index *plan.SourceIndex // smap's ops, indexed on first use
+	note  string            // why a source map beside the file was not used
 }
 
 // isScriptArg reports whether arg names a Starlark script (or a bundled
@@ -151,47 +148,16 @@ func (in *planInput) load() (*plan.Plan, error) {
 	return p, nil
 }
 
-// opPath matches the op of a plan problem's path.
-var opPath = regexp.MustCompile(`^gpus\[(\d+)\]\.threadblocks\[(\d+)\]\.ops\[(\d+)\](?:\.ops\[(\d+)\])?`)
-
 // where returns the .star positions of the op a plan problem is in, "" if
 // it has none.
 func (in *planInput) where(err error) string {
 	if in.smap == nil {
 		return ""
 	}
-	var pe *plan.PlanError
-	if !errors.As(err, &pe) {
-		return ""
+	if in.index == nil {
+		in.index = in.smap.Index()
 	}
-	m := opPath.FindStringSubmatch(pe.Path)
-	if m == nil {
-		return ""
-	}
-	rank, _ := strconv.Atoi(m[1])
-	tb, _ := strconv.Atoi(m[2])
-	op := m[3]
-	if m[4] != "" {
-		op += "." + m[4]
-	}
-	if in.byOp == nil {
-		in.byOp = map[opKey]*plan.SourceOps{}
-		for i := range in.smap.Ops {
-			o := &in.smap.Ops[i]
-			in.byOp[opKey{o.Rank, o.TB, o.Op}] = o
-		}
-	}
-	o := in.byOp[opKey{rank, tb, op}]
-	if o == nil {
-		return ""
-	}
-	return strings.Join(in.smap.Positions(o), ", ")
-}
-
-// opKey names an op of a source map.
-type opKey struct {
-	rank, tb int
-	op       string
+	return strings.Join(in.index.Where(err), ", ")
 }
 
 // locate adds the op's .star position to a plan problem.
