@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -107,15 +106,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.code == ExitUsage {
-			err = errors.New(reword(err.Error(), args))
-		}
 		printError(stderr, err.Error())
 		return ee.code
-	}
-	if isUsage(err) {
-		printError(stderr, reword(err.Error(), args))
-		return ExitUsage
 	}
 	printError(stderr, err.Error())
 	return ExitError
@@ -167,38 +159,6 @@ func capMessage(msg string, maxLine, maxLines int) string {
 		lines = append(lines, fmt.Sprintf("... (%d lines more)", more))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// Parser wordings of urfave/cli and Go's flag package, reworded by reword.
-var (
-	undefinedFlag = regexp.MustCompile(`flag provided but not defined: -+([^\s=]+)`)
-	twoForms      = regexp.MustCompile(`Cannot use two forms of the same flag: (\S+) (\S+)`)
-	invalidValue  = regexp.MustCompile(`invalid value "([^"]*)" for flag -+(\S+?): (?:parse error|.*)`)
-)
-
-// reword rewrites the parser's wording of a usage error msg: the flag as
-// the user typed it in args (one dash or two), and plain words.
-func reword(msg string, args []string) string {
-	typed := func(name string) string {
-		for _, a := range args {
-			if n, _, _ := strings.Cut(a, "="); n == "-"+name || n == "--"+name {
-				return n
-			}
-		}
-		return dashed(name)
-	}
-	msg = undefinedFlag.ReplaceAllStringFunc(msg, func(m string) string {
-		return "unknown flag " + typed(undefinedFlag.FindStringSubmatch(m)[1])
-	})
-	msg = twoForms.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := twoForms.FindStringSubmatch(m)
-		return fmt.Sprintf("flag %s given twice (as %s and %s): give it once", dashed(sub[2]), dashed(sub[1]), dashed(sub[2]))
-	})
-	msg = invalidValue.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := invalidValue.FindStringSubmatch(m)
-		return fmt.Sprintf("flag %s: invalid value %q", typed(sub[2]), sub[1])
-	})
-	return msg
 }
 
 // dashed is a flag name as typed: -s, --size.
@@ -268,17 +228,6 @@ type reportedError struct{ code int }
 
 func (e *reportedError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// isUsage reports whether err comes from flag parsing.
-func isUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"flag provided but not defined", "Required flag", "invalid value", "flag needs an argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // interspersed rewrites args so that flags given after a command's
@@ -287,6 +236,8 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 // `eval -o plan.json algo.star`. A flag that takes a value but ends the
 // line (or is followed by --) is an error naming the flag: the rewritten
 // line would hand it the -- that separates the positional arguments.
+// The flags are checked here, as they were typed (checkFlags), before
+// urfave/cli parses them.
 func interspersed(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
 		return args, nil
@@ -298,7 +249,7 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	if cmd == nil {
-		return args, nil
+		return args, checkAppFlags(args[1:])
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -308,6 +259,7 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	flags := []string{}
+	var given []givenFlag
 	var positional []string
 	rest := args[2:]
 	for i := 0; i < len(rest); i++ {
@@ -319,21 +271,31 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		if len(a) > 2 && a[0] == '-' && a[1] != '-' && !strings.Contains(a[:2], "=") && takesValue[a[1:2]] && !takesValue[strings.SplitN(a[1:], "=", 2)[0]] {
 			// -Dn=4: a one-letter flag glued to its value.
 			flags = append(flags, a[:2], a[2:])
+			given = append(given, givenFlag{typed: a[:2], name: a[1:2], value: a[2:], hasValue: true})
 			continue
 		}
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] {
+			g := givenFlag{typed: a}
+			g.typed, g.value, g.hasValue = strings.Cut(a, "=")
+			g.name = strings.TrimLeft(g.typed, "-")
+			if !g.hasValue && takesValue[g.name] {
 				if i+1 == len(rest) || rest[i+1] == "--" {
 					return nil, fmt.Errorf("%s: flag %s needs a value (%s %s VALUE; see mscclgo %s --help)", cmd.Name, a, cmd.Name, a, cmd.Name)
 				}
 				i++
 				flags = append(flags, rest[i])
+				g.value, g.hasValue = rest[i], true
 			}
+			given = append(given, g)
 			continue
 		}
 		positional = append(positional, a)
+	}
+	if !cmd.SkipFlagParsing {
+		if err := checkFlags(cmd, given); err != nil {
+			return nil, err
+		}
 	}
 	out := append([]string{args[0], args[1]}, flags...)
 	if len(positional) > 0 {
@@ -382,7 +344,7 @@ func helpCommand() *cli.Command {
 // onUsageError turns a flag parsing error into a usage error, without
 // printing help on standard output (where a plan may be going).
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	if c != nil && c.Command != nil && c.Command.Name != "" {
+	if c != nil && c.Command != nil && c.Command.Name != "" && (c.App == nil || c.Command.Name != c.App.Name) {
 		return usageErr("%v (see mscclgo %s --help)", err, c.Command.Name)
 	}
 	return usageErr("%v (see mscclgo --help)", err)
