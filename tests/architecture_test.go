@@ -64,7 +64,7 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/memlimit", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/memlimit", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
@@ -75,6 +75,7 @@ var allowedImports = map[string][]string{
 	"internal/infile":     nil,
 	"internal/memlimit":   nil,
 	"internal/shmfile":    nil, // shared-memory files: the cpu backend's sessions and the gpu mailbox
+	"internal/sigctx":     nil, // SIGINT and SIGTERM as a cancelled context
 	"internal/termtext":   nil, // terminal width, cutting and wrapping of text
 	"internal/testnote":   nil,
 	"topo":                {"internal/infile"}, // machine topologies: read by synth and the CLI

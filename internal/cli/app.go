@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -132,33 +131,7 @@ const (
 
 // printError prints msg as mscclgo's error, within the bounds above.
 func printError(w io.Writer, msg string) {
-	fmt.Fprintf(w, "mscclgo: %s\n", capMessage(msg, maxErrorLine, maxErrorLines))
-}
-
-// capMessage cuts every line of msg to maxLine bytes (at a rune
-// boundary) and keeps its first maxLines lines, saying how much it left
-// out.
-func capMessage(msg string, maxLine, maxLines int) string {
-	lines := strings.Split(msg, "\n")
-	more := 0
-	if len(lines) > maxLines {
-		more = len(lines) - maxLines
-		lines = lines[:maxLines]
-	}
-	for i, l := range lines {
-		if len(l) <= maxLine {
-			continue
-		}
-		cut := maxLine
-		for cut > 0 && !utf8.RuneStart(l[cut]) {
-			cut--
-		}
-		lines[i] = fmt.Sprintf("%s... (%d bytes more)", l[:cut], len(l)-cut)
-	}
-	if more > 0 {
-		lines = append(lines, fmt.Sprintf("... (%d lines more)", more))
-	}
-	return strings.Join(lines, "\n")
+	fmt.Fprintf(w, "mscclgo: %s\n", termtext.Cap(msg, maxErrorLine, maxErrorLines))
 }
 
 // dashed is a flag name as typed: -s, --size.
@@ -169,42 +142,21 @@ func dashed(name string) string {
 	return "--" + name
 }
 
-// nearestCommand returns the command whose name (or alias) is closest to
-// name, within two edits, or "".
+// nearestCommand returns the visible command whose name (or alias) is
+// closest to name, within two edits, or "".
 func nearestCommand(app *cli.App, name string) string {
-	best, bestD := "", 3
+	var names, cmds []string
 	for _, c := range app.Commands {
-		if c.Hidden {
-			continue
-		}
-		for _, n := range c.Names() {
-			if dist := editDistance(name, n); dist < bestD {
-				best, bestD = c.Name, dist
+		if !c.Hidden {
+			for _, n := range c.Names() {
+				names, cmds = append(names, n), append(cmds, c.Name)
 			}
 		}
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	if i := termtext.Nearest(name, names, 2); i >= 0 {
+		return cmds[i]
 	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // versionCommand is `mscclgo version`, which prints what --version prints.

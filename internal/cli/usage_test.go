@@ -72,37 +72,6 @@ func TestUsageWording(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"evl", "eval", 1}, {"slect", "select", 1}, {"rnu", "run", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
-		if d := editDistance(tt.a, tt.b); d != tt.d || editDistance(tt.b, tt.a) != tt.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
-		}
-	}
-}
-
-func TestCapMessage(t *testing.T) {
-	long := strings.Repeat("x", 50)
-	tests := []struct {
-		name, msg, want string
-	}{
-		{"short", "a\nb", "a\nb"},
-		{"long line", long, strings.Repeat("x", 10) + "... (40 bytes more)"},
-		{"rune boundary", "aéééééé", "aéééé... (4 bytes more)"},
-		{"many lines", "1\n2\n3\n4\n5", "1\n2\n3\n... (2 lines more)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := capMessage(tt.msg, 10, 3); got != tt.want {
-				t.Errorf("capMessage(%q) = %q, want %q", tt.msg, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestLongErrorCapped runs a command whose error would repeat a huge
 // value: the printed line is bounded.
 func TestLongErrorCapped(t *testing.T) {

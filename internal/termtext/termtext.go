@@ -14,6 +14,7 @@ package termtext
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -156,4 +157,63 @@ func WrapLine(line string, width int) string {
 		lines[i] = strings.TrimRight(lines[i], " ")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Cap cuts every line of msg to maxLine bytes (at a rune
+// boundary) and keeps its first maxLines lines, saying how much it left
+// out.
+func Cap(msg string, maxLine, maxLines int) string {
+	lines := strings.Split(msg, "\n")
+	more := 0
+	if len(lines) > maxLines {
+		more = len(lines) - maxLines
+		lines = lines[:maxLines]
+	}
+	for i, l := range lines {
+		if len(l) <= maxLine {
+			continue
+		}
+		cut := maxLine
+		for cut > 0 && !utf8.RuneStart(l[cut]) {
+			cut--
+		}
+		lines[i] = fmt.Sprintf("%s... (%d bytes more)", l[:cut], len(l)-cut)
+	}
+	if more > 0 {
+		lines = append(lines, fmt.Sprintf("... (%d lines more)", more))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Nearest returns the index of the word of words closest to w (the
+// first of the closest), within maxEdits edits (EditDistance), or -1.
+func Nearest(w string, words []string, maxEdits int) int {
+	best, bestD := -1, maxEdits+1
+	for i, c := range words {
+		if d := EditDistance(w, c); d < bestD {
+			best, bestD = i, d
+		}
+	}
+	return best
+}
+
+// EditDistance is the Levenshtein distance of a and b.
+func EditDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

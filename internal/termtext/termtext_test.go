@@ -59,3 +59,47 @@ func TestWriter(t *testing.T) {
 		t.Errorf("after Flush:\n%q\nwant\n%q", out.String(), want)
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"evl", "eval", 1}, {"slect", "select", 1}, {"rnu", "run", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
+		if d := EditDistance(tt.a, tt.b); d != tt.d || EditDistance(tt.b, tt.a) != tt.d {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
+		}
+	}
+}
+
+func TestCapMessage(t *testing.T) {
+	long := strings.Repeat("x", 50)
+	tests := []struct {
+		name, msg, want string
+	}{
+		{"short", "a\nb", "a\nb"},
+		{"long line", long, strings.Repeat("x", 10) + "... (40 bytes more)"},
+		{"rune boundary", "aéééééé", "aéééé... (4 bytes more)"},
+		{"many lines", "1\n2\n3\n4\n5", "1\n2\n3\n... (2 lines more)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Cap(tt.msg, 10, 3); got != tt.want {
+				t.Errorf("Cap(%q) = %q, want %q", tt.msg, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNearest(t *testing.T) {
+	t.Parallel()
+	words := []string{"eval", "check", "run", "select", "install"}
+	for _, tt := range []struct {
+		w    string
+		want int
+	}{{"evl", 0}, {"slect", 3}, {"rnu", 2}, {"frobnicate", -1}, {"chk", 1}, {"xyzzy", -1}, {"", -1}} {
+		if got := Nearest(tt.w, words, 2); got != tt.want {
+			t.Errorf("Nearest(%q) = %d, want %d", tt.w, got, tt.want)
+		}
+	}
+}

@@ -1,8 +1,4 @@
-package cli
-
-// interrupt_test.go tests the signal context and the interrupted writes of
-// eval -o in process; tests/hostile sends real signals to real mscclgo
-// processes.
+package sigctx
 
 import (
 	"context"
@@ -14,11 +10,11 @@ import (
 )
 
 // TestNotifyInterrupt sends SIGTERM to the test process itself while
-// notifyInterrupt listens: the context is cancelled with the signal as its
+// Notify listens: the context is cancelled with the signal as its
 // cause, and the process lives. Not parallel: no other test may be
 // listening to the signal meanwhile.
 func TestNotifyInterrupt(t *testing.T) {
-	ctx, stop := notifyInterrupt(context.Background())
+	ctx, stop := Notify(context.Background())
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -28,14 +24,14 @@ func TestNotifyInterrupt(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no cancellation a minute after SIGTERM")
 	}
-	var sig *interruptedError
-	if !errors.As(context.Cause(ctx), &sig) || sig.code() != ExitTerminated || sig.Error() != "interrupted by SIGTERM" {
+	var sig *Signal
+	if !errors.As(context.Cause(ctx), &sig) || sig.Code() != ExitTerminated || sig.Error() != "interrupted by SIGTERM" {
 		t.Errorf("cause %v", context.Cause(ctx))
 	}
 	if !errors.Is(context.Cause(ctx), context.Canceled) {
 		t.Error("the cause is not a context.Canceled")
 	}
-	if (&interruptedError{sig: os.Interrupt}).code() != ExitInterrupted {
+	if (&Signal{Sig: os.Interrupt}).Code() != ExitInterrupted {
 		t.Error("SIGINT's status")
 	}
 }
