@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
-	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
@@ -44,31 +42,6 @@ func evalCommand(d *deps) *cli.Command {
 	}
 }
 
-// resolveScript finds FILE on disk or among the bundled algorithms.
-func resolveScript(arg string) (starlib.Source, string, error) {
-	st, err := os.Stat(arg)
-	if err == nil {
-		if st.IsDir() {
-			return nil, "", fmt.Errorf("%s is a directory, want a .star file", arg)
-		}
-		return starlib.DirSource(filepath.Dir(arg)), filepath.Base(arg), nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		// A symbolic link loop, a directory without permission: the
-		// opener names it.
-		if err := infile.Check(arg, "a .star script", starlib.MaxScriptBytes); err != nil {
-			return nil, "", err
-		}
-	}
-	if !strings.ContainsAny(arg, `/\`) {
-		name := strings.TrimSuffix(arg, ".star") + ".star"
-		if _, err := algorithms.FS.Open(name); err == nil {
-			return starlib.FSSource(algorithms.FS, "algorithms"), name, nil
-		}
-	}
-	return nil, "", fmt.Errorf("%s: no such file, and no bundled algorithm of that name (see docs/algorithms.md)", arg)
-}
-
 // parseDefines turns -D name=value flags into a map.
 func parseDefines(defs []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -94,7 +67,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	src, name, err := resolveScript(c.Args().First())
+	src, name, err := algorithms.Resolve(c.Args().First())
 	if err != nil {
 		return err
 	}
@@ -115,7 +88,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if c.Bool("params") {
 		return listParams(d.stdout, res.Params)
 	}
-	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
+	progs, err := res.Pick(c.String("program"), src.Display(name))
 	if err != nil {
 		return err
 	}
@@ -162,32 +135,6 @@ func runEval(c *cli.Context, d *deps) error {
 		return err
 	}
 	return reportScriptError(d.stderr, atomicfile.WriteAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
-}
-
-// pickPrograms returns the programs of res that eval, check and run work
-// on: the one named sel, or all of them; script names the script in
-// errors.
-func pickPrograms(res *starlib.Result, sel, script string) ([]*starlib.Program, error) {
-	var names []string
-	for _, p := range res.Programs {
-		names = append(names, p.Name())
-	}
-	progs := res.Programs
-	if sel != "" {
-		progs = nil
-		for _, p := range res.Programs {
-			if p.Name() == sel {
-				progs = append(progs, p)
-			}
-		}
-		if len(progs) == 0 {
-			return nil, fmt.Errorf("--program %s: %s creates no program of that name (it creates: %s)", sel, script, strings.Join(names, ", "))
-		}
-	}
-	if len(progs) == 0 {
-		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", script)
-	}
-	return progs, nil
 }
 
 // reportScriptError prints evaluation and pass errors in the contract's
@@ -280,33 +227,12 @@ func writeWithSourceMaps(ctx context.Context, d *deps, src starlib.Source, out s
 	})
 }
 
-// printWarnings prints the warnings of a compiled program (emit.Warnings)
-// as FILE:LINE:COL: LEVEL: MESSAGE (the op), one line per source position
-// and message however many ops share them, and reports whether there
-// were any. A program whose passes failed has none.
+// printWarnings prints the warnings of a compiled program
+// (starlib.Program.WarningLines) and reports whether there were any.
 func printWarnings(w io.Writer, p *starlib.Program, level string) bool {
-	if _, err := p.Plan(); err != nil {
-		return false
+	lines := p.WarningLines(level)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
-	type key struct {
-		pos syntax.Position
-		msg string
-	}
-	var order []key
-	where := map[key][]string{}
-	for _, x := range emit.Warnings(p.IR) {
-		k := key{x.Pos, x.Msg}
-		if _, ok := where[k]; !ok {
-			order = append(order, k)
-		}
-		where[k] = append(where[k], x.Where)
-	}
-	for _, k := range order {
-		ops := where[k][0]
-		if n := len(where[k]) - 1; n > 0 {
-			ops += fmt.Sprintf(", and %d more", n)
-		}
-		fmt.Fprintf(w, "%s: %s: %s (%s)\n", k.pos, level, k.msg, ops)
-	}
-	return len(order) > 0
+	return len(lines) > 0
 }

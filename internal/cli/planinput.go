@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/plan"
@@ -47,7 +48,7 @@ func isScriptArg(arg string) bool {
 	if _, err := os.Stat(arg); err == nil || strings.HasSuffix(arg, ".json") {
 		return false
 	}
-	_, _, err := resolveScript(arg)
+	_, _, err := algorithms.Resolve(arg)
 	return err == nil
 }
 
@@ -102,7 +103,7 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, name, err := resolveScript(arg)
+	src, name, err := algorithms.Resolve(arg)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}
-	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
+	progs, err := res.Pick(c.String("program"), src.Display(name))
 	if err != nil {
 		return nil, err
 	}
