@@ -52,7 +52,7 @@ var allowedImports = map[string][]string{
 	// model and the pictures.
 	"harness":         {"executor", "plan"},
 	"planset":         {"executor", "internal/infile", "plan"},
-	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
+	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "internal/bytesize", "model", "plan", "planset", "starlib"},
 	"model":           {"executor", "internal/infile", "plan", "timeline"},
 	// Synthesis: trees packed on a topology, written as .star, verified
 	// on the CPU backend and modelled on the topology's links.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/schollz/progressbar/v3"
@@ -103,7 +102,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	}
 	opts := install.Options{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
-		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
+		CacheDir: install.DefaultCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
 		Note:       func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
 		Algorithms: algos,
 	}
@@ -162,7 +161,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	} else {
 		opts.Progress = func(ev install.Event) {
 			if ev.Finished {
-				fmt.Fprintln(d.stderr, installProgressLine(ev))
+				fmt.Fprintln(d.stderr, ev.Line())
 			}
 		}
 	}
@@ -175,45 +174,4 @@ func runInstall(c *cli.Context, d *deps) error {
 		fmt.Fprintf(d.stdout, "size ranges set where each plan is predicted fastest on %s (%s launch, %s)\n", opts.Tune.Hardware.Name, c.String("launch"), dt.Name())
 	}
 	return nil
-}
-
-// validationCacheDir is the directory of the validation cache:
-// $MSCCLGO_CACHE_DIR/validated, or ~/.cache/mscclgo/validated; "" (no
-// cache) when neither can be found.
-func validationCacheDir() string {
-	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		return filepath.Join(d, install.ValidationCacheDir)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "mscclgo", install.ValidationCacheDir)
-}
-
-// installProgressLine is the line printed for a finished job when standard error
-// is not a terminal: "install: [12/34] JOB: validated at 1, 32, 1024 KiB"
-// (or "cached"); a job with several plans names each.
-func installProgressLine(ev install.Event) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "install: [%d/%d] %s:", ev.Done, ev.Total, ev.Job)
-	for i, p := range ev.Plans {
-		if i > 0 {
-			b.WriteByte(';')
-		}
-		if len(ev.Plans) > 1 {
-			fmt.Fprintf(&b, " %s", p.Name)
-		}
-		if p.Cached {
-			b.WriteString(" cached")
-			continue
-		}
-		if len(p.Sizes) == 0 {
-			b.WriteString(" validated with the counts matrices of harness.VarValidationCases")
-			continue
-		}
-		b.WriteString(" validated at ")
-		b.WriteString(bytesize.List(p.Sizes))
-	}
-	return b.String()
 }
