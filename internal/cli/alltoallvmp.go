@@ -110,7 +110,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		algbw = float64(total) / 1e3 / us
 	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), formatTime(us), algbw, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), harness.FormatTime(us), algbw, res.Wrong)
 	if res.FirstWrong != "" {
 		if rank == 0 {
 			fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %s\n", path, res.Wrong, res.FirstWrong)

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
@@ -165,7 +166,7 @@ func runModel(c *cli.Context, d *deps) error {
 	fmt.Fprintf(w, "#\n")
 	// run's table; #wrong is "-", as for a run whose results are not
 	// checked.
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	opts := o.opts
 	opts.NoTimeline = true
 	ran := 0
@@ -183,13 +184,9 @@ func runModel(c *cli.Context, d *deps) error {
 			return atSize(path, size, in.locate(err))
 		}
 		ran++
-		table.row(layout, runResult{timeUS: pt.Time})
+		table.Row(layout, harness.Row{TimeUS: pt.Time})
 	}
-	avg := 0.0
-	if table.rows > 0 {
-		avg = table.busSum / float64(table.rows)
-	}
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	table.EndBandwidth()
 	if ran == 0 {
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
 	}

@@ -228,14 +228,6 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	return sizes, true, nil
 }
 
-// runResult is a row of the table: the mean time per launch, and the
-// wrong elements when checked.
-type runResult struct {
-	timeUS  float64
-	wrong   uint64
-	checked bool
-}
-
 func runRun(c *cli.Context, d *deps) error {
 	if c.NArg() != 1 {
 		return usageErr("run: want exactly one PLAN.json argument, got %d", c.NArg())
@@ -304,7 +296,7 @@ func runRun(c *cli.Context, d *deps) error {
 		raceText = "by the cpu backend's detector over the same plan, sizes and launches, before this backend runs"
 	}
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %s\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, raceText)
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	cfg := o.config(plan)
 	cfg.Backend = backend
 	cfg.KeepGoing = c.Bool("keep-going")
@@ -350,7 +342,7 @@ func runRun(c *cli.Context, d *deps) error {
 		}
 		ran++
 		races = races || res.Race != nil
-		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		table.Row(res.Layout.BufferLayout, res.Row(o.iters))
 		if traffic != nil {
 			counts, err := traffic()
 			if err == nil {
@@ -386,12 +378,12 @@ func runRun(c *cli.Context, d *deps) error {
 	if deadlock {
 		return &reportedError{code: ExitDeadlock}
 	}
-	table.end()
+	table.End()
 	switch {
 	case races:
 		return &reportedError{code: ExitRace}
-	case table.wrong > 0:
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
+	case table.Wrong > 0:
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.Wrong)
 		return &reportedError{code: ExitError}
 	case ran == 0:
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
@@ -416,12 +408,6 @@ func (o *runOptions) config(plan *planfmt.Plan) harness.Config {
 		Budget:    o.budget.bytes,
 		Checker:   harness.NewChecker(),
 	}
-}
-
-// rowOf is the table row of res.
-func (o *runOptions) rowOf(res harness.SizeResult) runResult {
-	us := max(float64(res.Elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
-	return runResult{timeUS: us, wrong: res.Wrong, checked: res.Checked}
 }
 
 // runError names the plan and the size of err, an error of harness.Run
@@ -465,18 +451,6 @@ func namePlan(path string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", path, err)
-}
-
-// formatTime prints a time in µs as nccl-tests does: fewer decimals for
-// longer times.
-func formatTime(us float64) string {
-	switch {
-	case us >= 10000:
-		return fmt.Sprintf("%7.0f", us)
-	case us >= 100:
-		return fmt.Sprintf("%7.1f", us)
-	}
-	return fmt.Sprintf("%7.2f", us)
 }
 
 // reportWrong reports the wrong data of a launch: explained by explain

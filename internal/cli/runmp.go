@@ -139,7 +139,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	ran, code := 0, ExitOK
 	cfg := harness.RankConfig{Config: o.config(p), Rank: rank, Group: b}
 	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
@@ -160,7 +160,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 			return
 		}
 		ran++
-		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		table.Row(res.Layout.BufferLayout, res.Row(o.iters))
 	}
 	if _, err := harness.RunRank(ctx, cfg); err != nil {
 		return o.runError(path, err, nil)
@@ -168,11 +168,11 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	if code != ExitOK {
 		return &reportedError{code: code}
 	}
-	table.end()
+	table.End()
 	switch {
-	case table.wrong > 0:
+	case table.Wrong > 0:
 		if rank == 0 {
-			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
+			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.Wrong)
 		}
 		return &reportedError{code: ExitError}
 	case ran == 0:
