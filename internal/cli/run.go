@@ -198,7 +198,6 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	if first > last {
 		return nil, false, usageErr("-b %d is above -e %d", first, last)
 	}
-	var sizes []uint64
 	if c.IsSet("stepbytes") {
 		if c.IsSet("stepfactor") {
 			return nil, false, usageErr("give -f or -i, not both")
@@ -207,25 +206,13 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 		if err != nil || step == 0 {
 			return nil, false, usageErr("-i %s: want a positive size", c.String("stepbytes"))
 		}
-		for s := first; s <= last; s += step {
-			sizes = append(sizes, s)
-			if s > last-step {
-				break
-			}
-		}
-		return sizes, true, nil
+		return harness.StepSweep(first, last, step), true, nil
 	}
 	f := c.Uint64("stepfactor")
 	if f < 2 {
 		return nil, false, usageErr("-f %d: want a factor of at least 2", f)
 	}
-	for s := first; s <= last; s *= f {
-		sizes = append(sizes, s)
-		if s == 0 || s > last/f {
-			break
-		}
-	}
-	return sizes, true, nil
+	return harness.Sweep(first, last, f), true, nil
 }
 
 func runRun(c *cli.Context, d *deps) error {
@@ -454,9 +441,8 @@ func namePlan(path string, err error) error {
 }
 
 // reportWrong reports the wrong data of a launch: explained by explain
-// (explainWrong) when it can, or else, for each rank with wrong data, its
-// first wrong elements: byte offset, chunk, expected and actual values,
-// and the ops that write that byte (with their .star positions).
+// (explainWrong) when it can, or else by its first wrong elements
+// (harness.WrongReport.WriteElements).
 func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool, all bool) {
 	var w strings.Builder
 	limit := maxReportLines
@@ -468,20 +454,5 @@ func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness
 	if explain != nil && explain(&w) {
 		return
 	}
-	for _, rw := range rep.Ranks {
-		fmt.Fprintf(&w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
-		for _, e := range rw.Elements {
-			chunk := ""
-			if inst.ChunkBytes > 0 {
-				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
-			}
-			fmt.Fprintf(&w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
-			if len(e.Writers) == 0 {
-				fmt.Fprintf(&w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
-			}
-			for _, s := range e.Writers {
-				fmt.Fprintf(&w, "      written by %s\n", s)
-			}
-		}
-	}
+	rep.WriteElements(&w, inst.ChunkBytes)
 }
