@@ -58,7 +58,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	}
 	n := len(p.GPUs)
 	if n != b.Size() {
-		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
+		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), world.LauncherName(), n)
 	}
 	vp, err := executor.NewVarPlan(p)
 	if err != nil {
@@ -81,14 +81,14 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		defer wire.Close()
 	}
 	hosts := b.Hosts()
-	hostOf, local := placeRanks(hosts, b.Size(), rank)
+	hostOf, local := bootstrap.PlaceRanks(hosts, b.Size(), rank)
 	w := io.Discard
 	if rank == 0 {
 		w = d.stdout
 	}
 	total := uint64(counts.Total()) * uint64(elem)
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
-	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, counts %s\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, spec)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, counts %s\n", b.Size(), world.LauncherName(), len(hosts), o.backend.name, o.dtype.Name(), o.iters, spec)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")

@@ -94,7 +94,7 @@ func connectLaunched(ctx context.Context, c *cli.Context, path string, o *runOpt
 	peer := c.Duration("peer-timeout")
 	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: c.Duration("join-timeout"), HeartbeatTimeout: peer, HeartbeatInterval: peer / 4})
 	if err != nil {
-		return nil, fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+		return nil, fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, world.LauncherName(), err)
 	}
 	return b, nil
 }
@@ -119,7 +119,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
 	}
 	if n := len(p.GPUs); n != b.Size() {
-		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
+		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), world.LauncherName(), n)
 	}
 	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
 	if err != nil {
@@ -129,14 +129,14 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 		defer wire.Close()
 	}
 	hosts := b.Hosts()
-	hostOf, local := placeRanks(hosts, b.Size(), rank)
+	hostOf, local := bootstrap.PlaceRanks(hosts, b.Size(), rank)
 	w := io.Discard
 	if rank == 0 {
 		w = d.stdout
 	}
 	stderr := d.stderr
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, p.Name, p.Collective, len(p.GPUs), p.Protocol)
-	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), world.LauncherName(), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	table := harness.NewTable(w, o.dtype)
@@ -207,30 +207,6 @@ func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64
 		}
 	}
 	return code
-}
-
-// launcherName says where the job's shape came from.
-func launcherName(w bootstrap.World) string {
-	if w.Launcher == "" {
-		return "MSCCLGO_* variables"
-	}
-	return w.Launcher
-}
-
-// placeRanks returns each of the job's n ranks' host (its index in
-// hosts) and rank's local rank: its index on its host, the device it
-// takes on a GPU host.
-func placeRanks(hosts []bootstrap.Host, n, rank int) (hostOf []int, local int) {
-	hostOf = make([]int, n)
-	for h, host := range hosts {
-		for i, r := range host.Ranks {
-			hostOf[r] = h
-			if r == rank {
-				local = i
-			}
-		}
-	}
-	return hostOf, local
 }
 
 // openTransport opens what carries the job's port channels between
