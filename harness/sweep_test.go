@@ -49,3 +49,13 @@ func TestWriteElements(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestDefaultBudget: a budget, never 0 (0 means no budget), that says
+// where it comes from.
+func TestDefaultBudget(t *testing.T) {
+	t.Parallel()
+	b, why := DefaultBudget()
+	if b == 0 || why == "" {
+		t.Errorf("DefaultBudget() = %d, %q", b, why)
+	}
+}

@@ -50,7 +50,7 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":         {"executor", "plan"},
+	"harness":         {"executor", "internal/memlimit", "plan"},
 	"planset":         {"executor", "internal/infile", "plan"},
 	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "internal/bytesize", "model", "plan", "planset", "starlib"},
 	"model":           {"executor", "internal/infile", "plan", "timeline"},
@@ -64,7 +64,7 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/memlimit", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 

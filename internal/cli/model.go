@@ -237,22 +237,8 @@ func runFit(c *cli.Context, d *deps, path string, pl *plan.Plan, o *modelOptions
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	w := d.stdout
-	fmt.Fprintf(w, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, pl.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
-	fmt.Fprintf(w, "#%11s  %9s  %9s  %7s  %9s  %7s\n", "size", "measured", "before", "error", "after", "error")
-	var meass, before, after []float64
-	for _, p := range res.Points {
-		fmt.Fprintf(w, "%12d  %9.2f  %9.2f  %+6.1f%%  %9.2f  %+6.1f%%\n", p.Size, p.Time, p.Before, 100*model.RelErr(p.Before, p.Time), p.After, 100*model.RelErr(p.After, p.Time))
-		meass, before, after = append(meass, p.Time), append(before, p.Before), append(after, p.After)
-	}
-	mb, wb := model.ErrorSummary(before, meass)
-	ma, wa := model.ErrorSummary(after, meass)
-	fmt.Fprintf(w, "# error before: median %.1f%%, worst %.1f%%; after: median %.1f%%, worst %.1f%%\n", 100*mb, 100*wb, 100*ma, 100*wa)
-	for _, n := range res.Params {
-		old, _ := o.hw.Params.Get(n)
-		nv, _ := res.Profile.Params.Get(n)
-		fmt.Fprintf(w, "# %-20s %10.4g -> %.4g\n", n, old.Value, nv.Value)
-	}
+	fmt.Fprintf(d.stdout, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, pl.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
+	res.WriteReport(d.stdout, o.hw)
 	out := c.String("output")
 	if out == "" {
 		return nil
