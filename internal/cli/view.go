@@ -61,7 +61,7 @@ func runView(c *cli.Context, d *deps) error {
 	}
 	p := view.Page{
 		Title:    fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(arg), tl.Collective, tl.Ranks),
-		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock),
+		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", bytesize.Format(tl.Size), tl.Source, tl.Total, tl.Clock),
 		Timeline: tl,
 		Channels: view.ChannelsOf(inst),
 		Instance: inst,
@@ -93,7 +93,7 @@ func runView(c *cli.Context, d *deps) error {
 			// One line: the sizes a plan cannot run are usually a range
 			// (above its max_message_size), with one reason.
 			fmt.Fprintf(d.stderr, "mscclgo: note: busbw curve: %d sizes skipped, %s to %s; the first because %v\n",
-				len(skips), executor.FormatBytes(skips[0]), executor.FormatBytes(skips[len(skips)-1]), skipped[skips[0]])
+				len(skips), bytesize.Format(skips[0]), bytesize.Format(skips[len(skips)-1]), skipped[skips[0]])
 		}
 		if len(pts) > 0 {
 			s := view.Series{Name: fmt.Sprintf("%s on %s", filepath.Base(arg), hw.Name)}
@@ -108,7 +108,7 @@ func runView(c *cli.Context, d *deps) error {
 		// The page leads with the diagnosis the terminal gets.
 		reportDeadlock(&report, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
 		p.Diagnosis = report.String()
-		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
+		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", bytesize.Format(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
 	}
 	out := c.String("output")
 	if out == "" && isCharDevice(d.stdout) {
