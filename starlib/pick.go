@@ -4,6 +4,7 @@ package starlib
 // works on, and the warnings of each compiled program as lines.
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,6 +12,10 @@ import (
 
 	"github.com/mscclgo/mscclgo/emit"
 )
+
+// ErrNoPrograms is the error of Pick for a script that creates no
+// program.
+var ErrNoPrograms = errors.New("creates no program")
 
 // Pick returns the programs of res that a command works on: the one
 // named sel (--program), or all of them when sel is ""; script names the
@@ -33,7 +38,7 @@ func (res *Result) Pick(sel, script string) ([]*Program, error) {
 		}
 	}
 	if len(progs) == 0 {
-		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", script)
+		return nil, fmt.Errorf("%s %w: call CollectiveProgram(...) in the script", script, ErrNoPrograms)
 	}
 	return progs, nil
 }

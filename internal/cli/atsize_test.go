@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
@@ -49,5 +50,30 @@ func TestIsDeadlock(t *testing.T) {
 		if got := isDeadlock(tc.err); got != tc.want {
 			t.Errorf("isDeadlock(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestNamePlan: the plan's name is added once, by type: not to an error
+// marked as naming the file (aboutFile, infile.Error of that path), nor
+// to a usage error; to anything else, whatever its words.
+func TestNamePlan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"about the file", aboutFile("p.json", errors.New("p.json is empty")), "p.json is empty"},
+		{"about another file", aboutFile("q.json", errors.New("q.json is empty")), "p.json: q.json is empty"},
+		{"infile", &infile.Error{Path: "p.json", What: "a plan", Err: infile.ErrLinkLoop}, "p.json: a loop of symbolic links (want a plan)"},
+		{"words only", errors.New("p.json: looks named"), "p.json: p.json: looks named"},
+		{"usage", usageErr("--size: bad"), "--size: bad"},
+	} {
+		if got := namePlan("p.json", tc.err).Error(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if aboutFile("p.json", nil) != nil {
+		t.Error("aboutFile(nil) is not nil")
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -73,11 +72,10 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 	in, err := readPlanInput(c, d, path)
 	if err != nil {
 		if _, reported := err.(*reportedError); !reported {
-			msg := err.Error()
-			if !strings.HasPrefix(msg, path) {
-				msg = path + ": " + msg
+			if !namesFile(err, path) {
+				err = fmt.Errorf("%s: %w", path, err)
 			}
-			fmt.Fprintln(w, msg)
+			fmt.Fprintln(w, err)
 		}
 		return false
 	}

@@ -8,6 +8,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,10 +60,10 @@ func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	}
 	data, err := executor.ReadPlan(arg, "a plan (.json) or a .star script")
 	if err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err) // every one names the file first
 	}
 	if err := looksLikePlan(arg, data); err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err)
 	}
 	in := &planInput{name: arg, data: data}
 	in.smap, in.note = executor.ReadSourceMap(arg, data)
@@ -105,7 +106,7 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	}
 	src, name, err := algorithms.Resolve(arg)
 	if err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err) // it names arg first
 	}
 	lim, err := evalLimits(c)
 	if err != nil {
@@ -118,7 +119,9 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 		return nil, reportScriptError(d.stderr, err)
 	}
 	progs, err := res.Pick(c.String("program"), src.Display(name))
-	if err != nil {
+	if errors.Is(err, starlib.ErrNoPrograms) {
+		return nil, aboutFile(src.Display(name), err)
+	} else if err != nil {
 		return nil, err
 	}
 	if len(progs) > 1 {

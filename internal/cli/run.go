@@ -19,6 +19,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/bytesize"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
@@ -428,16 +429,42 @@ func atSize(path string, size uint64, err error) error {
 }
 
 // namePlan makes err, a problem of the plan at path, start with path, as
-// check's lines do; errors already printed and command-line mistakes
-// (usage errors) are left alone.
+// check's lines do; errors already printed, command-line mistakes (usage
+// errors) and errors that name path already (namesFile) are left alone.
 func namePlan(path string, err error) error {
 	var reported *reportedError
 	var ee *exitError
-	if errors.As(err, &reported) || errors.As(err, &ee) ||
-		strings.HasPrefix(err.Error(), path+":") || strings.HasPrefix(err.Error(), path+" ") {
+	if errors.As(err, &reported) || errors.As(err, &ee) || namesFile(err, path) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", path, err)
+}
+
+// fileError is an error whose message starts with the name of the file
+// it is about, as given on the command line.
+type fileError struct {
+	path string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
+
+// aboutFile marks err (nil stays nil) as one whose message names path
+// first.
+func aboutFile(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fileError{path: path, err: err}
+}
+
+// namesFile reports whether err says that its message names path first:
+// a fileError or an infile.Error of path.
+func namesFile(err error, path string) bool {
+	var fe *fileError
+	var ie *infile.Error
+	return errors.As(err, &fe) && fe.path == path || errors.As(err, &ie) && ie.Path == path
 }
 
 // reportWrong reports the wrong data of a launch: explained by explain
