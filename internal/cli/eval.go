@@ -75,7 +75,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	defer evalGC()()
+	defer starlib.EvalGC()()
 	res, err := starlib.Eval(src, name, starlib.Options{
 		Defines: defines,
 		Limits:  lim,

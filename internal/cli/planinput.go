@@ -112,7 +112,7 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	restoreGC := evalGC()
+	restoreGC := starlib.EvalGC()
 	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Limits: lim, Stderr: d.stderr, Context: c.Context})
 	restoreGC()
 	if err != nil {
