@@ -334,7 +334,7 @@ func runRun(c *cli.Context, d *deps) error {
 		if traffic != nil {
 			counts, err := traffic()
 			if err == nil {
-				err = printTraffic(w, res.Size, res.Instance, counts)
+				err = gpu.WriteTraffic(w, res.Size, res.Instance, counts)
 			}
 			if err != nil {
 				fmt.Fprintf(w, "# counters, size %d: %v\n", res.Size, err)
