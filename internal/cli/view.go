@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
@@ -72,10 +73,7 @@ func runView(c *cli.Context, d *deps) error {
 			return usageErr("--hw: %v", err)
 		}
 		dt, _ := executor.ParseDType(c.String("dtype"))
-		var sizes []uint64
-		for s := uint64(1 << 10); s <= maxSize; s *= 4 {
-			sizes = append(sizes, s)
-		}
+		sizes := harness.Sweep(1<<10, maxSize, 4)
 		pts, skipped, err := model.Sweep(inst.Plan, sizes, dt, c.Bool("in-place"), hw, model.Options{NoTimeline: true})
 		if err != nil {
 			return namePlan(arg, err)
