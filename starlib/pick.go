@@ -1,11 +1,14 @@
 package starlib
 
 // pick.go: what a command takes of a script's result: the programs it
-// works on, and the warnings of each compiled program as lines.
+// works on, the warnings of each compiled program as lines, and where
+// their plans are written.
 
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"go.starlark.net/syntax"
@@ -73,4 +76,44 @@ func (p *Program) WarningLines(level string) []string {
 		lines = append(lines, fmt.Sprintf("%s: %s: %s (%s)", k.pos, level, k.msg, ops))
 	}
 	return lines
+}
+
+// checkFileName rejects program names that cannot be a plan's file name
+// inside the output directory.
+func checkFileName(name string) error {
+	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		return fmt.Errorf("program name %q cannot be used as a file name", name)
+	}
+	return nil
+}
+
+// ErrNotADirectory is the error of PlanPaths for several programs and an
+// out that is not an existing directory.
+var ErrNotADirectory = errors.New("must name an existing directory")
+
+// PlanPaths returns where each program's plan goes for an output out (the
+// -o of mscclgo eval): out itself for one program (or out/NAME.json when
+// out is a directory), out/NAME.json for several (out must be a
+// directory: ErrNotADirectory).
+func PlanPaths(out string, progs []*Program) ([]string, error) {
+	if len(progs) == 1 {
+		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+			return []string{out}, nil
+		}
+	} else if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("-o %s: the script creates %d programs, so -o %w", out, len(progs), ErrNotADirectory)
+	}
+	paths := make([]string, len(progs))
+	seen := map[string]bool{}
+	for i, p := range progs {
+		if seen[p.Name()] {
+			return nil, fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
+		}
+		if err := checkFileName(p.Name()); err != nil {
+			return nil, err
+		}
+		seen[p.Name()] = true
+		paths[i] = filepath.Join(out, p.Name()+".json")
+	}
+	return paths, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -162,39 +161,14 @@ func listParams(w io.Writer, params []starlib.Param) error {
 	return tw.Flush()
 }
 
-// checkFileName rejects program names that cannot be a plan's file name
-// inside the output directory.
-func checkFileName(name string) error {
-	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return fmt.Errorf("program name %q cannot be used as a file name", name)
-	}
-	return nil
-}
-
-// planPaths returns where each program's plan goes for -o out: out itself
-// for one program (or out/NAME.json when out is a directory), out/NAME.json
-// for several (out must be a directory).
+// planPaths is starlib.PlanPaths, an -o that must be a directory being
+// a usage error.
 func planPaths(out string, progs []*starlib.Program) ([]string, error) {
-	if len(progs) == 1 {
-		if st, err := os.Stat(out); err != nil || !st.IsDir() {
-			return []string{out}, nil
-		}
-	} else if st, err := os.Stat(out); err != nil || !st.IsDir() {
-		return nil, usageErr("-o %s: the script creates %d programs, so -o must name an existing directory", out, len(progs))
+	paths, err := starlib.PlanPaths(out, progs)
+	if errors.Is(err, starlib.ErrNotADirectory) {
+		return nil, usageErr("%v", err)
 	}
-	paths := make([]string, len(progs))
-	seen := map[string]bool{}
-	for i, p := range progs {
-		if seen[p.Name()] {
-			return nil, fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
-		}
-		if err := checkFileName(p.Name()); err != nil {
-			return nil, err
-		}
-		seen[p.Name()] = true
-		paths[i] = filepath.Join(out, p.Name()+".json")
-	}
-	return paths, nil
+	return paths, err
 }
 
 // writeWithSourceMaps writes every program's plan and, beside it,
