@@ -76,3 +76,28 @@ func groupHosts(peers []Peer) []Host {
 	slices.SortStableFunc(hosts, func(a, b Host) int { return slices.Min(a.Ranks) - slices.Min(b.Ranks) })
 	return hosts
 }
+
+// PlaceRanks returns each of the job's n ranks' host (its index in
+// hosts) and rank's local rank: its index on its host, the device it
+// takes on a GPU host.
+func PlaceRanks(hosts []Host, n, rank int) (hostOf []int, local int) {
+	hostOf = make([]int, n)
+	for h, host := range hosts {
+		for i, r := range host.Ranks {
+			hostOf[r] = h
+			if r == rank {
+				local = i
+			}
+		}
+	}
+	return hostOf, local
+}
+
+// LauncherName says where the job's shape came from: the launcher, or
+// "MSCCLGO_* variables".
+func (w World) LauncherName() string {
+	if w.Launcher == "" {
+		return "MSCCLGO_* variables"
+	}
+	return w.Launcher
+}

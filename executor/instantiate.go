@@ -39,6 +39,12 @@ func sizeErr(path, format string, args ...any) error {
 	return &plan.PlanError{Path: path, Err: plan.ErrSize, Msg: fmt.Sprintf(format, args...)}
 }
 
+// sizeErrNaming is sizeErr for a message that names the sizes named
+// (plan.PlanError.Sizes).
+func sizeErrNaming(named []uint64, path, format string, args ...any) error {
+	return &plan.PlanError{Path: path, Err: plan.ErrSize, Msg: fmt.Sprintf(format, args...), Sizes: named}
+}
+
 func limitErr(path, format string, args ...any) error {
 	return &plan.PlanError{Path: path, Err: plan.ErrLimit, Msg: fmt.Sprintf(format, args...)}
 }
@@ -89,16 +95,16 @@ func layoutOf(p *plan.Plan, r int, sizes Sizes) (rankLayout, error) {
 	inC, outC, scC := uint64(g.InputChunks), uint64(g.OutputChunks), uint64(g.ScratchChunks)
 	// Q11: a zero chunk count skips its divisibility check.
 	if inC > 0 && (sizes.Input/a)%inC != 0 {
-		return rankLayout{}, sizeErr(path, "input size %d: not a multiple of buffer_alignment %d × input_chunks %d", sizes.Input, a, inC)
+		return rankLayout{}, sizeErrNaming([]uint64{sizes.Input}, path, "input size %d: not a multiple of buffer_alignment %d × input_chunks %d", sizes.Input, a, inC)
 	}
 	if outC > 0 && (sizes.Output/a)%outC != 0 {
-		return rankLayout{}, sizeErr(path, "output size %d: not a multiple of buffer_alignment %d × output_chunks %d", sizes.Output, a, outC)
+		return rankLayout{}, sizeErrNaming([]uint64{sizes.Output}, path, "output size %d: not a multiple of buffer_alignment %d × output_chunks %d", sizes.Output, a, outC)
 	}
 	var lay rankLayout
 	switch {
 	case inC > 0 && outC > 0:
 		if sizes.Input/inC != sizes.Output/outC {
-			return rankLayout{}, sizeErr(path, "input size %d / input_chunks %d = %d but output size %d / output_chunks %d = %d: all chunks have one size",
+			return rankLayout{}, sizeErrNaming([]uint64{sizes.Input, sizes.Output}, path, "input size %d / input_chunks %d = %d but output size %d / output_chunks %d = %d: all chunks have one size",
 				sizes.Input, inC, sizes.Input/inC, sizes.Output, outC, sizes.Output/outC)
 		}
 		lay.S, lay.C = sizes.Input, inC
@@ -141,7 +147,7 @@ func layoutOf(p *plan.Plan, r int, sizes Sizes) (rankLayout, error) {
 		size, ok = alignUp(size, a)
 	}
 	if !ok {
-		return rankLayout{}, sizeErr(path, "message size %d: scratch of %d chunks of %d bytes overflows 64 bits", lay.S, scC, lay.chunk)
+		return rankLayout{}, sizeErrNaming([]uint64{lay.S}, path, "message size %d: scratch of %d chunks of %d bytes overflows 64 bits", lay.S, scC, lay.chunk)
 	}
 	lay.scratch = size
 	return lay, nil
@@ -181,20 +187,20 @@ func Instantiate(p *plan.Plan, sizes Sizes) (*Instance, error) {
 		return nil, sizeErr("", "the plan has no ranks")
 	}
 	if sizes.Input%a != 0 {
-		return nil, sizeErr("", "input size %d: not a multiple of buffer_alignment %d", sizes.Input, a)
+		return nil, sizeErrNaming([]uint64{sizes.Input}, "", "input size %d: not a multiple of buffer_alignment %d", sizes.Input, a)
 	}
 	if sizes.Output%a != 0 {
-		return nil, sizeErr("", "output size %d: not a multiple of buffer_alignment %d", sizes.Output, a)
+		return nil, sizeErrNaming([]uint64{sizes.Output}, "", "output size %d: not a multiple of buffer_alignment %d", sizes.Output, a)
 	}
 	sz, which := sizes.Input, "input"
 	if p.Collective == plan.AllGatherCollective {
 		sz, which = sizes.Output, "output"
 	}
 	if sz < p.MinMessageSize {
-		return nil, sizeErr("", "message size %d (the %s size): below min_message_size %d", sz, which, p.MinMessageSize)
+		return nil, sizeErrNaming([]uint64{sz}, "", "message size %d (the %s size): below min_message_size %d", sz, which, p.MinMessageSize)
 	}
 	if sz > p.MaxMessageSize {
-		return nil, sizeErr("", "message size %d (the %s size): above max_message_size %d", sz, which, p.MaxMessageSize)
+		return nil, sizeErrNaming([]uint64{sz}, "", "message size %d (the %s size): above max_message_size %d", sz, which, p.MaxMessageSize)
 	}
 	lays := make([]rankLayout, len(p.GPUs))
 	inst := &Instance{Plan: p, Sizes: sizes, Ranks: make([]RankInstance, len(p.GPUs))}

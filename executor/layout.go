@@ -84,14 +84,14 @@ func Layout(collective string, nranks int, size uint64, dt Numeric, inPlace bool
 	}
 	es := uint64(dt.Size())
 	if size%es != 0 {
-		return nil, fmt.Errorf("size %d is not a whole number of %d-byte %s elements", size, es, dt.Name())
+		return nil, &plan.PlanError{Err: plan.ErrSize, Sizes: []uint64{size}, Msg: fmt.Sprintf("size %d is not a whole number of %d-byte %s elements", size, es, dt.Name())}
 	}
 	l := &BufferLayout{Collective: collective, NRanks: nranks, Size: size, DType: dt, InPlace: inPlace, c: collectiveOf(collective)}
 	l.Sizes = Sizes{Input: size, Output: size}
 	switch l.c {
 	case AllGather, ReduceScatter, AllToAll:
 		if (size/es)%uint64(nranks) != 0 {
-			return nil, fmt.Errorf("size %d: %d elements do not divide among %d ranks", size, size/es, nranks)
+			return nil, &plan.PlanError{Err: plan.ErrSize, Sizes: []uint64{size}, Msg: fmt.Sprintf("size %d: %d elements do not divide among %d ranks", size, size/es, nranks)}
 		}
 		switch l.c {
 		case AllGather:

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/memlimit"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
@@ -253,4 +254,25 @@ func Footprint(p *plan.Plan, size uint64, dt executor.ElemType, o MemoryOptions)
 		return MemoryUse{}, err
 	}
 	return EstimateMemory(inst, l, o), nil
+}
+
+// fallbackBudget is the budget when the machine's memory cannot be read.
+const fallbackBudget = 8 << 30
+
+// DefaultBudget is the memory budget of a run when none is given (mscclgo
+// run without --max-memory), and where it comes from: half the machine's
+// memory ("half of this machine's 23.5 GiB"), or less when what the
+// process may really still use (an address-space limit, the cgroup's
+// usage, the free memory) is less (a quarter of it is left to the Go
+// runtime and what the estimate does not count).
+func DefaultBudget() (bytes uint64, why string) {
+	total, src := memlimit.Machine()
+	bytes, why = total/2, "half of "+src
+	if total == 0 {
+		bytes, why = fallbackBudget, "the default when the machine's memory cannot be read"
+	}
+	if h := memlimit.Now(); h.What != "" && h.Bytes-h.Bytes/4 < bytes {
+		bytes, why = h.Bytes-h.Bytes/4, "three quarters of what this process may still use, bounded by "+h.What
+	}
+	return bytes, why
 }

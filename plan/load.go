@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The classes of plan problems. Every error returned by Load, Check and
@@ -78,7 +79,16 @@ type PlanError struct {
 	Err error
 	// Msg says what is wrong, naming the key and the value.
 	Msg string
+	// Sizes are the byte sizes Msg names as the message, input or output
+	// size it is about ("message size 1024 (the input size): below
+	// min_message_size 2048"), so that a caller that names the size does
+	// not name it twice (NamesSize).
+	Sizes []uint64
 }
+
+// NamesSize reports whether the message names the byte size n as the
+// message, input or output size (Sizes).
+func (e *PlanError) NamesSize(n uint64) bool { return slices.Contains(e.Sizes, n) }
 
 // Error returns "PATH: MSG", or MSG alone for the top-level object.
 func (e *PlanError) Error() string {

@@ -34,7 +34,7 @@ var allowedImports = map[string][]string{
 	"passes":     {"ir", "plan"},
 	"emit":       {"ir", "plan"},
 	"starlib":    {"emit", "internal/infile", "internal/memlimit", "ir", "passes", "plan"},
-	"algorithms": {"starlib"},
+	"algorithms": {"internal/infile", "starlib"},
 
 	// Plans at run time: loading and instantiation, what every backend
 	// shares, and the backends side by side (neither imports the other).
@@ -52,9 +52,9 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":         {"executor", "plan"},
+	"harness":         {"executor", "internal/memlimit", "plan"},
 	"planset":         {"executor", "internal/infile", "plan"},
-	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "model", "plan", "planset", "starlib"},
+	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "internal/bytesize", "model", "plan", "planset", "starlib"},
 	"model":           {"executor", "internal/infile", "plan", "timeline"},
 	// Synthesis: trees packed on a topology, written as .star, verified
 	// on the CPU backend and modelled on the topology's links.
@@ -66,16 +66,21 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/infile", "internal/memlimit", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
 	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/devcomm", "gpu/emu", "plan", "planset"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
 	// The base: utilities any layer may import, importing nothing of ours.
-	"internal/infile":   nil,
-	"internal/memlimit": nil,
-	"internal/shmfile":  nil, // shared-memory files: the cpu backend's sessions and the communicator's mailbox
-	"internal/testnote": nil,
-	"topo":              {"internal/infile"}, // machine topologies: read by synth and the CLI
+	"internal/atomicfile": nil, // output files written atomically (temporary, then rename)
+	"internal/bytesize":   nil, // byte counts read and written in one style
+	"internal/complete":   nil, // shell completion scripts from a command tree
+	"internal/infile":     nil,
+	"internal/memlimit":   nil,
+	"internal/shmfile":    nil, // shared-memory files: the cpu backend's sessions and the communicator's mailbox
+	"internal/sigctx":     nil, // SIGINT and SIGTERM as a cancelled context
+	"internal/termtext":   nil, // terminal width, cutting and wrapping of text
+	"internal/testnote":   nil,
+	"topo":                {"internal/infile"}, // machine topologies: read by synth and the CLI
 }
 
 // closedDeps are rules on a package's whole dependency closure (its
@@ -253,7 +258,7 @@ func TestEdgeProblems(t *testing.T) {
 // through another, a banned module, and any import of a package that may
 // import nothing of ours.
 func TestClosureProblems(t *testing.T) {
-	ours := map[string][]string{"nccl": {"planset"}, "planset": {"algorithms"}, "algorithms": {"starlib"}, "starlib": nil, "plan": {"internal/infile"}}
+	ours := map[string][]string{"nccl": {"planset"}, "planset": {"algorithms"}, "algorithms": {"internal/infile", "starlib"}, "starlib": nil, "plan": {"internal/infile"}}
 	others := map[string][]string{"starlib": {"go.starlark.net/starlark"}}
 	rules := map[string][]string{"nccl": {"algorithms", "go.starlark.net"}, "plan": {"*"}}
 	want := []string{

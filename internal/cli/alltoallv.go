@@ -120,7 +120,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan, digest str
 		return &reportedError{code: ExitDeadlock}
 	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Total, dt.Name(), formatTime(res.TimeUS), res.AlgBW, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Total, dt.Name(), harness.FormatTime(res.TimeUS), res.AlgBW, res.Wrong)
 	switch {
 	case res.Race != nil:
 		return &reportedError{code: ExitRace}

@@ -11,15 +11,12 @@ package cli
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/bootstrap"
 	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
@@ -32,12 +29,6 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		return usageErr("--backend %s: this backend has no rank sessions: an alltoallv run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
 	timeout := c.Duration("join-timeout")
-	b, err := connectLaunched(ctx, c, path, o, world)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	rank := b.Rank()
 	params := harness.Params{
 		{"the plan (SHA-256)", o.digest},
 		{"--counts", spec},
@@ -49,46 +40,32 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		{"--backend", o.backend.name},
 		{"--timeout", o.opts.DeadlockTimeout.String()},
 	}
-	if err := harness.Agree(ctx, b, params); err != nil {
-		var pe *harness.ParamsError
-		if errors.As(err, &pe) {
-			err = usageErr("%v", pe)
-		}
-		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
-	}
 	n := len(p.GPUs)
-	if n != b.Size() {
-		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
-	}
-	vp, err := executor.NewVarPlan(p)
-	if err != nil {
-		return namePlan(path, err)
-	}
 	elem := o.dtype.Size()
-	inst, err := vp.Bind(counts, elem)
+	var inst *executor.Instance
+	var layout *executor.BufferLayout
+	bind := func() error {
+		vp, err := executor.NewVarPlan(p)
+		if err != nil {
+			return namePlan(path, err)
+		}
+		if inst, err = vp.Bind(counts, elem); err != nil {
+			return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+		}
+		if layout, err = harness.VarRankLayout(inst, n, o.dtype); err != nil {
+			return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+		}
+		return nil
+	}
+	j, err := joinJob(ctx, c, d, path, n, o, world, params, bind)
 	if err != nil {
-		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
+		return err
 	}
-	layout, err := harness.VarRankLayout(inst, n, o.dtype)
-	if err != nil {
-		return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
-	}
-	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
-	if err != nil {
-		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
-	}
-	if wire, ok := port.(*fabric.Wire); ok {
-		defer wire.Close()
-	}
-	hosts := b.Hosts()
-	hostOf, local := placeRanks(hosts, b.Size(), rank)
-	w := io.Discard
-	if rank == 0 {
-		w = d.stdout
-	}
+	defer j.close()
+	b, rank, port, transport, hosts, hostOf, local, w := j.b, j.b.Rank(), j.port, j.transport, j.hosts, j.hostOf, j.local, j.w
 	total := uint64(counts.Total()) * uint64(elem)
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
-	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, counts %s\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, spec)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, counts %s\n", b.Size(), world.LauncherName(), len(hosts), o.backend.name, o.dtype.Name(), o.iters, spec)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
@@ -110,7 +87,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		algbw = float64(total) / 1e3 / us
 	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), formatTime(us), algbw, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), harness.FormatTime(us), algbw, res.Wrong)
 	if res.FirstWrong != "" {
 		if rank == 0 {
 			fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %s\n", path, res.Wrong, res.FirstWrong)

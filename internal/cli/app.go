@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/internal/termtext"
 )
 
 // Version is the mscclgo version printed by --version.
@@ -84,8 +84,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(d)
 	// urfave/cli prints help (and --version) through app.Writer: wrapped
 	// to the terminal's width. Commands write to d.stdout.
-	help := &wrapWriter{w: stdout, width: termWidth(stdout)}
-	defer help.flush()
+	help := termtext.NewWriter(stdout, termtext.Width(stdout), helpWrapped)
+	defer help.Flush()
 	app.Writer = help
 	args, err := interspersed(app, args)
 	if err != nil {
@@ -105,18 +105,19 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.code == ExitUsage {
-			err = errors.New(reword(err.Error(), args))
-		}
 		printError(stderr, err.Error())
 		return ee.code
 	}
-	if isUsage(err) {
-		printError(stderr, reword(err.Error(), args))
-		return ExitUsage
-	}
 	printError(stderr, err.Error())
 	return ExitError
+}
+
+// helpWrapped reports whether the help section under heading is wrapped:
+// the flag and command lists, whose lines urfave/cli builds from the
+// flags' and commands' usage strings (the descriptions are broken by
+// hand).
+func helpWrapped(heading string) bool {
+	return strings.HasSuffix(heading, "OPTIONS:") || heading == "COMMANDS:"
 }
 
 // Bounds of a printed error: a line longer than maxErrorLine bytes, or a
@@ -130,65 +131,7 @@ const (
 
 // printError prints msg as mscclgo's error, within the bounds above.
 func printError(w io.Writer, msg string) {
-	fmt.Fprintf(w, "mscclgo: %s\n", capMessage(msg, maxErrorLine, maxErrorLines))
-}
-
-// capMessage cuts every line of msg to maxLine bytes (at a rune
-// boundary) and keeps its first maxLines lines, saying how much it left
-// out.
-func capMessage(msg string, maxLine, maxLines int) string {
-	lines := strings.Split(msg, "\n")
-	more := 0
-	if len(lines) > maxLines {
-		more = len(lines) - maxLines
-		lines = lines[:maxLines]
-	}
-	for i, l := range lines {
-		if len(l) <= maxLine {
-			continue
-		}
-		cut := maxLine
-		for cut > 0 && !utf8.RuneStart(l[cut]) {
-			cut--
-		}
-		lines[i] = fmt.Sprintf("%s... (%d bytes more)", l[:cut], len(l)-cut)
-	}
-	if more > 0 {
-		lines = append(lines, fmt.Sprintf("... (%d lines more)", more))
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Parser wordings of urfave/cli and Go's flag package, reworded by reword.
-var (
-	undefinedFlag = regexp.MustCompile(`flag provided but not defined: -+([^\s=]+)`)
-	twoForms      = regexp.MustCompile(`Cannot use two forms of the same flag: (\S+) (\S+)`)
-	invalidValue  = regexp.MustCompile(`invalid value "([^"]*)" for flag -+(\S+?): (?:parse error|.*)`)
-)
-
-// reword rewrites the parser's wording of a usage error msg: the flag as
-// the user typed it in args (one dash or two), and plain words.
-func reword(msg string, args []string) string {
-	typed := func(name string) string {
-		for _, a := range args {
-			if n, _, _ := strings.Cut(a, "="); n == "-"+name || n == "--"+name {
-				return n
-			}
-		}
-		return dashed(name)
-	}
-	msg = undefinedFlag.ReplaceAllStringFunc(msg, func(m string) string {
-		return "unknown flag " + typed(undefinedFlag.FindStringSubmatch(m)[1])
-	})
-	msg = twoForms.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := twoForms.FindStringSubmatch(m)
-		return fmt.Sprintf("flag %s given twice (as %s and %s): give it once", dashed(sub[2]), dashed(sub[1]), dashed(sub[2]))
-	})
-	msg = invalidValue.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := invalidValue.FindStringSubmatch(m)
-		return fmt.Sprintf("flag %s: invalid value %q", typed(sub[2]), sub[1])
-	})
-	return msg
+	fmt.Fprintf(w, "mscclgo: %s\n", termtext.Cap(msg, maxErrorLine, maxErrorLines))
 }
 
 // dashed is a flag name as typed: -s, --size.
@@ -199,42 +142,21 @@ func dashed(name string) string {
 	return "--" + name
 }
 
-// nearestCommand returns the command whose name (or alias) is closest to
-// name, within two edits, or "".
+// nearestCommand returns the visible command whose name (or alias) is
+// closest to name, within two edits, or "".
 func nearestCommand(app *cli.App, name string) string {
-	best, bestD := "", 3
+	var names, cmds []string
 	for _, c := range app.Commands {
-		if c.Hidden {
-			continue
-		}
-		for _, n := range c.Names() {
-			if dist := editDistance(name, n); dist < bestD {
-				best, bestD = c.Name, dist
+		if !c.Hidden {
+			for _, n := range c.Names() {
+				names, cmds = append(names, n), append(cmds, c.Name)
 			}
 		}
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	if i := termtext.Nearest(name, names, 2); i >= 0 {
+		return cmds[i]
 	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // versionCommand is `mscclgo version`, which prints what --version prints.
@@ -258,17 +180,6 @@ type reportedError struct{ code int }
 
 func (e *reportedError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// isUsage reports whether err comes from flag parsing.
-func isUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"flag provided but not defined", "Required flag", "invalid value", "flag needs an argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // interspersed rewrites args so that flags given after a command's
@@ -277,6 +188,8 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 // `eval -o plan.json algo.star`. A flag that takes a value but ends the
 // line (or is followed by --) is an error naming the flag: the rewritten
 // line would hand it the -- that separates the positional arguments.
+// The flags are checked here, as they were typed (checkFlags), before
+// urfave/cli parses them.
 func interspersed(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
 		return args, nil
@@ -288,7 +201,7 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	if cmd == nil {
-		return args, nil
+		return args, checkAppFlags(args[1:])
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -298,6 +211,7 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	flags := []string{}
+	var given []givenFlag
 	var positional []string
 	rest := args[2:]
 	for i := 0; i < len(rest); i++ {
@@ -309,21 +223,31 @@ func interspersed(app *cli.App, args []string) ([]string, error) {
 		if len(a) > 2 && a[0] == '-' && a[1] != '-' && !strings.Contains(a[:2], "=") && takesValue[a[1:2]] && !takesValue[strings.SplitN(a[1:], "=", 2)[0]] {
 			// -Dn=4: a one-letter flag glued to its value.
 			flags = append(flags, a[:2], a[2:])
+			given = append(given, givenFlag{typed: a[:2], name: a[1:2], value: a[2:], hasValue: true})
 			continue
 		}
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] {
+			g := givenFlag{typed: a}
+			g.typed, g.value, g.hasValue = strings.Cut(a, "=")
+			g.name = strings.TrimLeft(g.typed, "-")
+			if !g.hasValue && takesValue[g.name] {
 				if i+1 == len(rest) || rest[i+1] == "--" {
 					return nil, fmt.Errorf("%s: flag %s needs a value (%s %s VALUE; see mscclgo %s --help)", cmd.Name, a, cmd.Name, a, cmd.Name)
 				}
 				i++
 				flags = append(flags, rest[i])
+				g.value, g.hasValue = rest[i], true
 			}
+			given = append(given, g)
 			continue
 		}
 		positional = append(positional, a)
+	}
+	if !cmd.SkipFlagParsing {
+		if err := checkFlags(cmd, given); err != nil {
+			return nil, err
+		}
 	}
 	out := append([]string{args[0], args[1]}, flags...)
 	if len(positional) > 0 {
@@ -372,7 +296,7 @@ func helpCommand() *cli.Command {
 // onUsageError turns a flag parsing error into a usage error, without
 // printing help on standard output (where a plan may be going).
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	if c != nil && c.Command != nil && c.Command.Name != "" {
+	if c != nil && c.Command != nil && c.Command.Name != "" && (c.App == nil || c.Command.Name != c.App.Name) {
 		return usageErr("%v (see mscclgo %s --help)", err, c.Command.Name)
 	}
 	return usageErr("%v (see mscclgo --help)", err)

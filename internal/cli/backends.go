@@ -87,19 +87,63 @@ func runnable() string {
 	return strings.Join(names, ", ")
 }
 
-// findWorker returns the path of the CUDA worker: $MSCCLGO_CUDA_WORKER,
-// or mscclgo-cuda beside this executable, or on PATH.
+// moduleLine is the go.mod line of this repository: a checkout's root
+// has it.
+const moduleLine = "module github.com/mscclgo/mscclgo"
+
+// workerPlaces are where findWorker looks for the CUDA worker:
+// $MSCCLGO_CUDA_WORKER alone when it is set; else beside this
+// executable, in the bin/ of the checkout the working directory is in
+// (where `make gpu` builds it, so that a `go install`ed mscclgo finds it
+// too), and then on PATH. Each is a
+// description and the path ("" when there is none to look at).
+func workerPlaces(getenv func(string) string, exe, wd string) [][2]string {
+	if p := getenv("MSCCLGO_CUDA_WORKER"); p != "" {
+		return [][2]string{{"$MSCCLGO_CUDA_WORKER", p}} // the user's choice, alone
+	}
+	var places [][2]string
+	if exe != "" {
+		places = append(places, [2]string{"beside this executable", filepath.Join(filepath.Dir(exe), workerName)})
+	}
+	for dir := wd; dir != ""; {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), moduleLine+"\n") {
+			places = append(places, [2]string{"in the checkout's bin/", filepath.Join(dir, "bin", workerName)})
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return places
+}
+
+// findWorker returns the path of the CUDA worker (workerPlaces, then
+// PATH), or an error naming every place it looked.
 func findWorker() (string, error) {
-	if p := os.Getenv("MSCCLGO_CUDA_WORKER"); p != "" {
+	exe, _ := os.Executable()
+	wd, _ := os.Getwd()
+	return findWorkerIn(workerPlaces(os.Getenv, exe, wd))
+}
+
+// findWorkerIn is findWorker over places.
+func findWorkerIn(places [][2]string) (string, error) {
+	var looked []string
+	for _, pl := range places {
+		if st, err := os.Stat(pl[1]); err == nil && !st.IsDir() {
+			return pl[1], nil
+		}
+		looked = append(looked, fmt.Sprintf("%s (%s)", pl[1], pl[0]))
+	}
+	if len(places) == 1 && places[0][0] == "$MSCCLGO_CUDA_WORKER" {
+		return "", fmt.Errorf("not found at %s", looked[0])
+	}
+	if p, err := exec.LookPath(workerName); err == nil {
 		return p, nil
 	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), workerName)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	return exec.LookPath(workerName)
+	looked = append(looked, "PATH")
+	return "", fmt.Errorf("not found in %s", strings.Join(looked, ", "))
 }
 
 // handOver runs this command line in the CUDA worker, with the same
@@ -112,7 +156,7 @@ func handOver(d *deps) error {
 	}
 	path, err := findWorker()
 	if err != nil {
-		return fmt.Errorf("%s; not found beside this executable nor on PATH (`make install` after `make gpu` puts it beside the installed mscclgo; or set MSCCLGO_CUDA_WORKER); the backends that run here: %s", notHere, runnable())
+		return fmt.Errorf("%s; %s: %v (`make gpu` builds it in the checkout's bin/, `make install` puts it beside the installed mscclgo; or set MSCCLGO_CUDA_WORKER); the backends that run here: %s", notHere, workerName, err, runnable())
 	}
 	// The worker's CUDA library initialises the driver as the process
 	// starts and exits with its own words when there is no device: ask it

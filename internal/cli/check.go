@@ -3,12 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/plan"
 )
 
@@ -41,7 +41,7 @@ func runCheck(c *cli.Context, d *deps) error {
 	}
 	var sizes []uint64
 	for _, s := range c.StringSlice("size") {
-		n, err := parseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return usageErr("--size: %v", err)
 		}
@@ -72,11 +72,10 @@ func checkFile(c *cli.Context, d *deps, path string, sizes []uint64, dt executor
 	in, err := readPlanInput(c, d, path)
 	if err != nil {
 		if _, reported := err.(*reportedError); !reported {
-			msg := err.Error()
-			if !strings.HasPrefix(msg, path) {
-				msg = path + ": " + msg
+			if !namesFile(err, path) {
+				err = fmt.Errorf("%s: %w", path, err)
 			}
-			fmt.Fprintln(w, msg)
+			fmt.Fprintln(w, err)
 		}
 		return false
 	}

@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
-	"go.starlark.net/syntax"
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/starlib"
@@ -43,31 +41,6 @@ func evalCommand(d *deps) *cli.Command {
 	}
 }
 
-// resolveScript finds FILE on disk or among the bundled algorithms.
-func resolveScript(arg string) (starlib.Source, string, error) {
-	st, err := os.Stat(arg)
-	if err == nil {
-		if st.IsDir() {
-			return nil, "", fmt.Errorf("%s is a directory, want a .star file", arg)
-		}
-		return starlib.DirSource(filepath.Dir(arg)), filepath.Base(arg), nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		// A symbolic link loop, a directory without permission: the
-		// opener names it.
-		if err := infile.Check(arg, "a .star script", starlib.MaxScriptBytes); err != nil {
-			return nil, "", err
-		}
-	}
-	if !strings.ContainsAny(arg, `/\`) {
-		name := strings.TrimSuffix(arg, ".star") + ".star"
-		if _, err := algorithms.FS.Open(name); err == nil {
-			return starlib.FSSource(algorithms.FS, "algorithms"), name, nil
-		}
-	}
-	return nil, "", fmt.Errorf("%s: no such file, and no bundled algorithm of that name (see docs/algorithms.md)", arg)
-}
-
 // parseDefines turns -D name=value flags into a map.
 func parseDefines(defs []string) (map[string]string, error) {
 	out := map[string]string{}
@@ -93,7 +66,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	src, name, err := resolveScript(c.Args().First())
+	src, name, err := algorithms.Resolve(c.Args().First())
 	if err != nil {
 		return err
 	}
@@ -101,7 +74,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	defer evalGC()()
+	defer starlib.EvalGC()()
 	res, err := starlib.Eval(src, name, starlib.Options{
 		Defines: defines,
 		Limits:  lim,
@@ -114,7 +87,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if c.Bool("params") {
 		return listParams(d.stdout, res.Params)
 	}
-	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
+	progs, err := res.Pick(c.String("program"), src.Display(name))
 	if err != nil {
 		return err
 	}
@@ -160,33 +133,7 @@ func runEval(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	return reportScriptError(d.stderr, writeAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
-}
-
-// pickPrograms returns the programs of res that eval, check and run work
-// on: the one named sel, or all of them; script names the script in
-// errors.
-func pickPrograms(res *starlib.Result, sel, script string) ([]*starlib.Program, error) {
-	var names []string
-	for _, p := range res.Programs {
-		names = append(names, p.Name())
-	}
-	progs := res.Programs
-	if sel != "" {
-		progs = nil
-		for _, p := range res.Programs {
-			if p.Name() == sel {
-				progs = append(progs, p)
-			}
-		}
-		if len(progs) == 0 {
-			return nil, fmt.Errorf("--program %s: %s creates no program of that name (it creates: %s)", sel, script, strings.Join(names, ", "))
-		}
-	}
-	if len(progs) == 0 {
-		return nil, fmt.Errorf("%s creates no program: call CollectiveProgram(...) in the script", script)
-	}
-	return progs, nil
+	return reportScriptError(d.stderr, atomicfile.WriteAll(c.Context, paths, func(i int, w io.Writer) error { return progs[i].WritePlan(w) }))
 }
 
 // reportScriptError prints evaluation and pass errors in the contract's
@@ -214,39 +161,14 @@ func listParams(w io.Writer, params []starlib.Param) error {
 	return tw.Flush()
 }
 
-// checkFileName rejects program names that cannot be a plan's file name
-// inside the output directory.
-func checkFileName(name string) error {
-	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return fmt.Errorf("program name %q cannot be used as a file name", name)
-	}
-	return nil
-}
-
-// planPaths returns where each program's plan goes for -o out: out itself
-// for one program (or out/NAME.json when out is a directory), out/NAME.json
-// for several (out must be a directory).
+// planPaths is starlib.PlanPaths, an -o that must be a directory being
+// a usage error.
 func planPaths(out string, progs []*starlib.Program) ([]string, error) {
-	if len(progs) == 1 {
-		if st, err := os.Stat(out); err != nil || !st.IsDir() {
-			return []string{out}, nil
-		}
-	} else if st, err := os.Stat(out); err != nil || !st.IsDir() {
-		return nil, usageErr("-o %s: the script creates %d programs, so -o must name an existing directory", out, len(progs))
+	paths, err := starlib.PlanPaths(out, progs)
+	if errors.Is(err, starlib.ErrNotADirectory) {
+		return nil, usageErr("%v", err)
 	}
-	paths := make([]string, len(progs))
-	seen := map[string]bool{}
-	for i, p := range progs {
-		if seen[p.Name()] {
-			return nil, fmt.Errorf("two programs are named %q: their plans would both be %s.json", p.Name(), p.Name())
-		}
-		if err := checkFileName(p.Name()); err != nil {
-			return nil, err
-		}
-		seen[p.Name()] = true
-		paths[i] = filepath.Join(out, p.Name()+".json")
-	}
-	return paths, nil
+	return paths, err
 }
 
 // writeWithSourceMaps writes every program's plan and, beside it,
@@ -273,39 +195,18 @@ func writeWithSourceMaps(ctx context.Context, d *deps, src starlib.Source, out s
 		texts = append(texts, m)
 		all = append(all, plan.SourceMapPath(paths[i]))
 	}
-	return writeAll(ctx, all, func(i int, w io.Writer) error {
+	return atomicfile.WriteAll(ctx, all, func(i int, w io.Writer) error {
 		_, err := w.Write(texts[i])
 		return err
 	})
 }
 
-// printWarnings prints the warnings of a compiled program (emit.Warnings)
-// as FILE:LINE:COL: LEVEL: MESSAGE (the op), one line per source position
-// and message however many ops share them, and reports whether there
-// were any. A program whose passes failed has none.
+// printWarnings prints the warnings of a compiled program
+// (starlib.Program.WarningLines) and reports whether there were any.
 func printWarnings(w io.Writer, p *starlib.Program, level string) bool {
-	if _, err := p.Plan(); err != nil {
-		return false
+	lines := p.WarningLines(level)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
-	type key struct {
-		pos syntax.Position
-		msg string
-	}
-	var order []key
-	where := map[key][]string{}
-	for _, x := range emit.Warnings(p.IR) {
-		k := key{x.Pos, x.Msg}
-		if _, ok := where[k]; !ok {
-			order = append(order, k)
-		}
-		where[k] = append(where[k], x.Where)
-	}
-	for _, k := range order {
-		ops := where[k][0]
-		if n := len(where[k]) - 1; n > 0 {
-			ops += fmt.Sprintf(", and %d more", n)
-		}
-		fmt.Fprintf(w, "%s: %s: %s (%s)\n", k.pos, level, k.msg, ops)
-	}
-	return len(order) > 0
+	return len(lines) > 0
 }

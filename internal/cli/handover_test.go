@@ -30,7 +30,7 @@ func TestGPUWithoutDevice(t *testing.T) {
 	}{
 		{"no device", worker, "mscclgo: --backend gpu: no CUDA device found: mscclgo-cuda (" + worker + ") could not start the CUDA driver: " +
 			"Error in initialization, please refer to \"https://docs.nvidia.com/cuda\" for details NoDevice; the backends that run here: " + runnableHere + "\n"},
-		{"no worker", filepath.Join(dir, "absent"), "no such file or directory; the backends that run here: " + runnableHere + "\n"},
+		{"no worker", filepath.Join(dir, "absent"), "mscclgo-cuda: not found at " + filepath.Join(dir, "absent") + " ($MSCCLGO_CUDA_WORKER) (`make gpu` builds it in the checkout's bin/, `make install` puts it beside the installed mscclgo; or set MSCCLGO_CUDA_WORKER); the backends that run here: " + runnableHere + "\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("MSCCLGO_CUDA_WORKER", tt.worker)

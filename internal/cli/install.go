@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
+	"github.com/mscclgo/mscclgo/internal/termtext"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/planset"
 	"github.com/mscclgo/mscclgo/planset/install"
@@ -68,7 +69,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	if err != nil {
 		return usageErr("--dtype: %v", err)
 	}
-	maxCheck, err := parseSize(c.String("max-check-size"))
+	maxCheck, err := bytesize.Parse(c.String("max-check-size"))
 	if err != nil {
 		return usageErr("--max-check-size: %v", err)
 	}
@@ -101,7 +102,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	}
 	opts := install.Options{
 		Dir: dir, Context: c.Context, DType: dt, MaxCheckBytes: maxCheck,
-		CacheDir: validationCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
+		CacheDir: install.DefaultCacheDir(), NoCache: c.Bool("no-cache"), Workers: c.Int("jobs"),
 		Note:       func(msg string) { fmt.Fprintf(d.stderr, "mscclgo: note: %s\n", msg) },
 		Algorithms: algos,
 	}
@@ -149,10 +150,10 @@ func runInstall(c *cli.Context, d *deps) error {
 		)
 		// The description is what varies in width (long shape names):
 		// the bar, the count and the rate take about 50 columns.
-		descWidth := max(termWidth(d.stderr)-50, 10)
+		descWidth := max(termtext.Width(d.stderr)-50, 10)
 		opts.Progress = func(ev install.Event) {
 			if !ev.Finished {
-				bar.Describe(fit(ev.Job, descWidth))
+				bar.Describe(termtext.Fit(ev.Job, descWidth))
 			}
 			bar.Set(ev.Done)
 		}
@@ -160,7 +161,7 @@ func runInstall(c *cli.Context, d *deps) error {
 	} else {
 		opts.Progress = func(ev install.Event) {
 			if ev.Finished {
-				fmt.Fprintln(d.stderr, installProgressLine(ev))
+				fmt.Fprintln(d.stderr, ev.Line())
 			}
 		}
 	}
@@ -173,79 +174,4 @@ func runInstall(c *cli.Context, d *deps) error {
 		fmt.Fprintf(d.stdout, "size ranges set where each plan is predicted fastest on %s (%s launch, %s)\n", opts.Tune.Hardware.Name, c.String("launch"), dt.Name())
 	}
 	return nil
-}
-
-// validationCacheDir is the directory of the validation cache:
-// $MSCCLGO_CACHE_DIR/validated, or ~/.cache/mscclgo/validated; "" (no
-// cache) when neither can be found.
-func validationCacheDir() string {
-	if d := os.Getenv("MSCCLGO_CACHE_DIR"); d != "" {
-		return filepath.Join(d, install.ValidationCacheDir)
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "mscclgo", install.ValidationCacheDir)
-}
-
-// installProgressLine is the line printed for a finished job when standard error
-// is not a terminal: "install: [12/34] JOB: validated at 1K, 32K, 1024K"
-// (or "cached"); a job with several plans names each.
-func installProgressLine(ev install.Event) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "install: [%d/%d] %s:", ev.Done, ev.Total, ev.Job)
-	for i, p := range ev.Plans {
-		if i > 0 {
-			b.WriteByte(';')
-		}
-		if len(ev.Plans) > 1 {
-			fmt.Fprintf(&b, " %s", p.Name)
-		}
-		if p.Cached {
-			b.WriteString(" cached")
-			continue
-		}
-		if len(p.Sizes) == 0 {
-			b.WriteString(" validated with the counts matrices of harness.VarValidationCases")
-			continue
-		}
-		b.WriteString(" validated at ")
-		b.WriteString(installSizes(p.Sizes))
-	}
-	return b.String()
-}
-
-// installSizes writes byte counts in one unit: the largest binary unit
-// that divides every one exactly ("1K, 32K, 1024K"), else bytes ("128,
-// 16384, 1048576 bytes"), so that a line never mixes styles.
-func installSizes(sizes []uint64) string {
-	shift, suffix := uint(0), " bytes"
-	for _, u := range []struct {
-		shift  uint
-		suffix string
-	}{{30, "G"}, {20, "M"}, {10, "K"}} {
-		all := len(sizes) > 0
-		for _, n := range sizes {
-			all = all && n != 0 && n%(1<<u.shift) == 0
-		}
-		if all {
-			shift, suffix = u.shift, u.suffix
-			break
-		}
-	}
-	var b strings.Builder
-	for i, n := range sizes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%d", n>>shift)
-		if shift > 0 {
-			b.WriteString(suffix)
-		}
-	}
-	if shift == 0 {
-		b.WriteString(suffix)
-	}
-	return b.String()
 }

@@ -8,69 +8,20 @@ package cli
 import (
 	"context"
 	"errors"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mscclgo/mscclgo/internal/sigctx"
 )
 
 // Exit statuses after a signal: 128 + its number, as a shell reports a
 // process the signal killed.
 const (
 	// ExitInterrupted is the status after SIGINT (Ctrl-C).
-	ExitInterrupted = 128 + 2
+	ExitInterrupted = sigctx.ExitInterrupted
 	// ExitTerminated is the status after SIGTERM.
-	ExitTerminated = 128 + 15
+	ExitTerminated = sigctx.ExitTerminated
 )
-
-// interruptedError is the cause of a context that interruptible cancelled:
-// the signal that arrived. It is a context.Canceled.
-type interruptedError struct{ sig os.Signal }
-
-func (e *interruptedError) Error() string {
-	switch e.sig {
-	case os.Interrupt:
-		return "interrupted by SIGINT"
-	case syscall.SIGTERM:
-		return "interrupted by SIGTERM"
-	}
-	return "interrupted by " + e.sig.String()
-}
-
-// Is makes the error a context.Canceled.
-func (e *interruptedError) Is(target error) bool { return target == context.Canceled }
-
-// code is the exit status the signal gives.
-func (e *interruptedError) code() int {
-	if e.sig == syscall.SIGTERM {
-		return ExitTerminated
-	}
-	return ExitInterrupted
-}
-
-// notifyInterrupt returns a context that SIGINT or SIGTERM cancels with an
-// *interruptedError cause, and the function that stops listening. Until
-// then, the signals do not kill the process: the first cancels the
-// context, later ones are ignored while the command cleans up.
-func notifyInterrupt(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			cancel(&interruptedError{sig: sig})
-		case <-done:
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(ch)
-		close(done)
-		cancel(nil)
-	}
-}
 
 // interruptible runs action with c.Context cancelled by SIGINT or SIGTERM.
 // If a signal arrived and action failed (it stopped early and removed what
@@ -83,19 +34,19 @@ func interruptible(c *cli.Context, action func() error) error {
 	if parent == nil {
 		parent = context.Background()
 	}
-	ctx, stop := notifyInterrupt(parent)
+	ctx, stop := sigctx.Notify(parent)
 	defer stop()
 	c.Context = ctx
 	defer func() { c.Context = parent }()
 	err := action()
-	var sig *interruptedError
+	var sig *sigctx.Signal
 	if err == nil || !errors.As(context.Cause(ctx), &sig) {
 		return err
 	}
 	var reported *reportedError
 	switch {
 	case errors.As(err, &sig):
-		return &exitError{code: sig.code(), msg: err.Error()}
+		return &exitError{code: sig.Code(), msg: err.Error()}
 	case errors.As(err, &reported) && reported.code > 128:
 		// A worker process (--backend gpu) got the signal too and
 		// reported it.
@@ -103,7 +54,7 @@ func interruptible(c *cli.Context, action func() error) error {
 	}
 	// The action stopped on the cancellation without saying so (an
 	// evaluation cancelled mid-script has printed its traceback).
-	return &exitError{code: sig.code(), msg: sig.Error()}
+	return &exitError{code: sig.Code(), msg: sig.Error()}
 }
 
 // interruptibleOutput is interruptible for a command with an -o OUT to

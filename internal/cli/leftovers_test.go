@@ -6,7 +6,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestInstallDirNotADirectory: install --dir naming a device or a FIFO
@@ -61,45 +60,6 @@ func TestSourceMapBesideDevice(t *testing.T) {
 				t.Errorf("left behind: %v", got)
 			}
 		})
-	}
-}
-
-// TestStaleTemporaries: eval -o removes the temporary files of the same
-// output that no live writer holds (left by a SIGKILL), and keeps one a
-// live writer holds.
-func TestStaleTemporaries(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "one.star"), oneProgram)
-	old := time.Now().Add(-time.Minute)
-	mk := func(name string) string {
-		p := filepath.Join(dir, name)
-		writeFile(t, p, "partial")
-		if err := os.Chtimes(p, old, old); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	mk(".out.json.tmp123")                          // stale: no writer
-	live := mk(".out.json.tmp456")                  // held below
-	fresh := filepath.Join(dir, ".out.json.tmp789") // just created: its writer may not have locked it yet
-	writeFile(t, fresh, "partial")
-	mk(".other.json.tmp1") // another output's
-	mk(".out.json.tmpx")   // not a temporary's name
-	f, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := lockTemp(f); err != nil {
-		t.Skipf("no lock here: %v", err)
-	}
-	code, _, stderr := run(t, dir, "eval", filepath.Join(dir, "one.star"), "-o", filepath.Join(dir, "out.json"))
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	want := ".other.json.tmp1 .out.json.tmp456 .out.json.tmp789 .out.json.tmpx one.star out.json"
-	if got := strings.Join(dirNames(t, dir), " "); got != want {
-		t.Errorf("directory holds %s\nwant %s", got, want)
 	}
 }
 

@@ -5,12 +5,9 @@ package cli
 // starlib.Limits.
 
 import (
-	"math"
-	"os"
-	"runtime/debug"
-
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/starlib"
 )
 
@@ -28,10 +25,8 @@ func evalLimitFlags(withMemory bool) []cli.Flag {
 	return fs
 }
 
-// evalLimits reads the limit flags of c. It also sets the Go runtime's
-// soft memory limit a little above the budget, so that the collector
-// works harder as the budget nears instead of letting the process grow
-// to twice its live heap.
+// evalLimits reads the limit flags of c, and sets the soft memory limit
+// above the budget (starlib.Limits.SetSoftMemoryLimit).
 func evalLimits(c *cli.Context) (starlib.Limits, error) {
 	lim := starlib.Limits{
 		MaxSteps: c.Uint64("max-steps"),
@@ -45,7 +40,7 @@ func evalLimits(c *cli.Context) (starlib.Limits, error) {
 		return lim, usageErr("--max-ops %d: want a positive number", c.Int("max-ops"))
 	}
 	if s := c.String("max-memory"); s != "" {
-		n, err := parseSize(s)
+		n, err := bytesize.Parse(s)
 		if err != nil {
 			return lim, usageErr("--max-memory %s: %v", s, err)
 		}
@@ -55,27 +50,6 @@ func evalLimits(c *cli.Context) (starlib.Limits, error) {
 		// Computed here once, so that the soft limit below matches.
 		lim.MaxMemory, lim.MemorySource = starlib.DefaultMemory()
 	}
-	budget := lim.MaxMemory
-	if budget < math.MaxInt64/2 {
-		debug.SetMemoryLimit(int64(budget + budget/4 + 256<<20))
-	}
+	lim.SetSoftMemoryLimit()
 	return lim, nil
-}
-
-// evalGCPercent is the collector's GOGC during an evaluation. With the
-// default 100 the collector took about a third of an eval's time (the
-// evaluation allocates much short-lived garbage); 400 collects a quarter
-// as often, and the soft memory limit evalLimits sets above the budget
-// makes the collector work harder as the heap nears the budget, so the
-// budget still holds.
-const evalGCPercent = 400
-
-// evalGC sets the collector for an evaluation, unless GOGC is set, and
-// returns the function that restores it.
-func evalGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(evalGCPercent)
-	return func() { debug.SetGCPercent(prev) }
 }

@@ -10,11 +10,8 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/harness"
-	"github.com/mscclgo/mscclgo/internal/memlimit"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 )
-
-// fallbackBudget is the budget when the machine's memory cannot be read.
-const fallbackBudget = 8 << 30
 
 // memoryBudget is the budget of a run and where it comes from.
 type memoryBudget struct {
@@ -25,24 +22,14 @@ type memoryBudget struct {
 // runBudget returns the budget --max-memory gives, or the default.
 func runBudget(flag string, set bool) (memoryBudget, error) {
 	if set {
-		n, err := parseSize(flag)
+		n, err := bytesize.Parse(flag)
 		if err != nil {
 			return memoryBudget{}, usageErr("--max-memory: %v", err)
 		}
 		return memoryBudget{bytes: n, why: "--max-memory"}, nil
 	}
-	total, src := memlimit.Machine()
-	b := memoryBudget{bytes: total / 2, why: "half of " + src}
-	if total == 0 {
-		b = memoryBudget{bytes: fallbackBudget, why: "the default when the machine's memory cannot be read"}
-	}
-	// What the process may really still use (an address-space limit,
-	// the cgroup's usage, the free memory) may be less; a quarter of it
-	// is left to the Go runtime and what the estimate does not count.
-	if h := memlimit.Now(); h.What != "" && h.Bytes-h.Bytes/4 < b.bytes {
-		b = memoryBudget{bytes: h.Bytes - h.Bytes/4, why: "three quarters of what this process may still use, bounded by " + h.What}
-	}
-	return b, nil
+	bytes, why := harness.DefaultBudget()
+	return memoryBudget{bytes: bytes, why: why}, nil
 }
 
 // memoryError is a run refused for its memory: it ends a sweep.

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/internal/infile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
@@ -163,7 +166,7 @@ func runModel(c *cli.Context, d *deps) error {
 	fmt.Fprintf(w, "#\n")
 	// run's table; #wrong is "-", as for a run whose results are not
 	// checked.
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	opts := o.opts
 	opts.NoTimeline = true
 	ran := 0
@@ -181,13 +184,9 @@ func runModel(c *cli.Context, d *deps) error {
 			return atSize(path, size, in.locate(err))
 		}
 		ran++
-		table.row(layout, runResult{timeUS: pt.Time})
+		table.Row(layout, harness.Row{TimeUS: pt.Time})
 	}
-	avg := 0.0
-	if table.rows > 0 {
-		avg = table.busSum / float64(table.rows)
-	}
-	fmt.Fprintf(w, "# Avg bus bandwidth    : %.6g\n#\n", avg)
+	table.EndBandwidth()
 	if ran == 0 {
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
 	}
@@ -207,8 +206,8 @@ func launchOption(s string) (model.Options, error) {
 
 // isDeadlock reports whether err is a deadlock of the simulation.
 func isDeadlock(err error) bool {
-	_, ok := err.(*executor.DeadlockError)
-	return ok || strings.Contains(err.Error(), "deadlock:")
+	var dl *executor.DeadlockError
+	return errors.As(err, &dl)
 }
 
 // maxResultsBytes bounds the size of a --fit results file.
@@ -238,22 +237,8 @@ func runFit(c *cli.Context, d *deps, path string, pl *plan.Plan, o *modelOptions
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	w := d.stdout
-	fmt.Fprintf(w, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, pl.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
-	fmt.Fprintf(w, "#%11s  %9s  %9s  %7s  %9s  %7s\n", "size", "measured", "before", "error", "after", "error")
-	var meass, before, after []float64
-	for _, p := range res.Points {
-		fmt.Fprintf(w, "%12d  %9.2f  %9.2f  %+6.1f%%  %9.2f  %+6.1f%%\n", p.Size, p.Time, p.Before, 100*model.RelErr(p.Before, p.Time), p.After, 100*model.RelErr(p.After, p.Time))
-		meass, before, after = append(meass, p.Time), append(before, p.Before), append(after, p.After)
-	}
-	mb, wb := model.ErrorSummary(before, meass)
-	ma, wa := model.ErrorSummary(after, meass)
-	fmt.Fprintf(w, "# error before: median %.1f%%, worst %.1f%%; after: median %.1f%%, worst %.1f%%\n", 100*mb, 100*wb, 100*ma, 100*wa)
-	for _, n := range res.Params {
-		old, _ := o.hw.Params.Get(n)
-		nv, _ := res.Profile.Params.Get(n)
-		fmt.Fprintf(w, "# %-20s %10.4g -> %.4g\n", n, old.Value, nv.Value)
-	}
+	fmt.Fprintf(d.stdout, "# mscclgo model --fit %s: plan %q on %s, %d points; fitted %s\n", rpath, pl.Name, o.hw.Name, len(meas), strings.Join(res.Params, ", "))
+	res.WriteReport(d.stdout, o.hw)
 	out := c.String("output")
 	if out == "" {
 		return nil
@@ -266,7 +251,7 @@ func runFit(c *cli.Context, d *deps, path string, pl *plan.Plan, o *modelOptions
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return writeAll(ctx, []string{out}, func(_ int, w io.Writer) error {
+	return atomicfile.WriteAll(ctx, []string{out}, func(_ int, w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})

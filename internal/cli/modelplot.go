@@ -11,6 +11,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/view"
 )
@@ -37,9 +39,7 @@ func runModelPlot(c *cli.Context, d *deps) error {
 			return err
 		}
 	} else {
-		for s := uint64(1 << 10); s <= 1<<30; s *= 2 {
-			sizes = append(sizes, s)
-		}
+		sizes = harness.Sweep(1<<10, 1<<30, 2)
 	}
 	var series []view.Series
 	for _, arg := range c.Args().Slice() {
@@ -77,7 +77,7 @@ func runModelPlot(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	return writeAll(c.Context, []string{c.String("plot")}, func(_ int, w io.Writer) error {
+	return atomicfile.WriteAll(c.Context, []string{c.String("plot")}, func(_ int, w io.Writer) error {
 		_, err := io.WriteString(w, svg)
 		return err
 	})

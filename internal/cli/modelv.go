@@ -58,6 +58,6 @@ func runModelCounts(c *cli.Context, d *deps, path string, p *plan.Plan, o *model
 	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, counts %s\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), spec)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes\n#\n", pt.Bytes, harness.LargestBlock(counts)*int64(o.dtype.Size()))
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8s\n", pt.Bytes, o.dtype.Name(), formatTime(pt.Time), pt.AlgBW, "-")
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8s\n", pt.Bytes, o.dtype.Name(), harness.FormatTime(pt.Time), pt.AlgBW, "-")
 	return nil
 }

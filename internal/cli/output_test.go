@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -89,41 +87,5 @@ func TestWriteTargets(t *testing.T) {
 		if strings.Contains(e.Name(), ".tmp") {
 			t.Errorf("temporary file left: %s", e.Name())
 		}
-	}
-}
-
-// TestLargeOutputWrittenBack: an output several times writeBackEvery
-// long, whose write-back starts as it is written, commits byte for byte.
-func TestLargeOutputWrittenBack(t *testing.T) {
-	t.Parallel()
-	final := filepath.Join(t.TempDir(), "big.json")
-	p, err := createPending(context.Background(), final)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := make([]byte, 0, 3*writeBackEvery+12345)
-	chunk := make([]byte, 65536+7)
-	for i := 0; len(want) < cap(want); i++ {
-		for j := range chunk {
-			chunk[j] = byte(i + j)
-		}
-		n := min(len(chunk), cap(want)-len(want))
-		if _, err := p.Write(chunk[:n]); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, chunk[:n]...)
-	}
-	if p.flushed == 0 || p.flushed > p.written {
-		t.Errorf("write-back started for %d of %d bytes", p.flushed, p.written)
-	}
-	if err := p.commit(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(final)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("committed %d bytes, not the %d written", len(got), len(want))
 	}
 }

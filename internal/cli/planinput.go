@@ -12,12 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/algorithms"
 	"github.com/mscclgo/mscclgo/emit"
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/plan"
@@ -34,11 +33,11 @@ func scriptFlags() []cli.Flag {
 
 // planInput is one plan given on the command line.
 type planInput struct {
-	name string // as given
-	data []byte // the plan text
-	smap *plan.SourceMap
-	byOp map[opKey]*plan.SourceOps // smap's ops, indexed on first use
-	note string                    // why a source map beside the file was not used
+	name  string // as given
+	data  []byte // the plan text
+	smap  *plan.SourceMap
+	index *plan.SourceIndex // smap's ops, indexed on first use
+	note  string            // why a source map beside the file was not used
 }
 
 // isScriptArg reports whether arg names a Starlark script (or a bundled
@@ -50,7 +49,7 @@ func isScriptArg(arg string) bool {
 	if _, err := os.Stat(arg); err == nil || strings.HasSuffix(arg, ".json") {
 		return false
 	}
-	_, _, err := resolveScript(arg)
+	_, _, err := algorithms.Resolve(arg)
 	return err == nil
 }
 
@@ -61,10 +60,10 @@ func readPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	}
 	data, err := executor.ReadPlan(arg, "a plan (.json) or a .star script")
 	if err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err) // every one names the file first
 	}
 	if err := looksLikePlan(arg, data); err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err)
 	}
 	in := &planInput{name: arg, data: data}
 	in.smap, in.note = executor.ReadSourceMap(arg, data)
@@ -105,22 +104,24 @@ func evalPlanInput(c *cli.Context, d *deps, arg string) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, name, err := resolveScript(arg)
+	src, name, err := algorithms.Resolve(arg)
 	if err != nil {
-		return nil, err
+		return nil, aboutFile(arg, err) // it names arg first
 	}
 	lim, err := evalLimits(c)
 	if err != nil {
 		return nil, err
 	}
-	restoreGC := evalGC()
+	restoreGC := starlib.EvalGC()
 	res, err := starlib.Eval(src, name, starlib.Options{Defines: defines, Limits: lim, Stderr: d.stderr, Context: c.Context})
 	restoreGC()
 	if err != nil {
 		return nil, reportScriptError(d.stderr, err)
 	}
-	progs, err := pickPrograms(res, c.String("program"), src.Display(name))
-	if err != nil {
+	progs, err := res.Pick(c.String("program"), src.Display(name))
+	if errors.Is(err, starlib.ErrNoPrograms) {
+		return nil, aboutFile(src.Display(name), err)
+	} else if err != nil {
 		return nil, err
 	}
 	if len(progs) > 1 {
@@ -151,47 +152,16 @@ func (in *planInput) load() (*plan.Plan, error) {
 	return p, nil
 }
 
-// opPath matches the op of a plan problem's path.
-var opPath = regexp.MustCompile(`^gpus\[(\d+)\]\.threadblocks\[(\d+)\]\.ops\[(\d+)\](?:\.ops\[(\d+)\])?`)
-
 // where returns the .star positions of the op a plan problem is in, "" if
 // it has none.
 func (in *planInput) where(err error) string {
 	if in.smap == nil {
 		return ""
 	}
-	var pe *plan.PlanError
-	if !errors.As(err, &pe) {
-		return ""
+	if in.index == nil {
+		in.index = in.smap.Index()
 	}
-	m := opPath.FindStringSubmatch(pe.Path)
-	if m == nil {
-		return ""
-	}
-	rank, _ := strconv.Atoi(m[1])
-	tb, _ := strconv.Atoi(m[2])
-	op := m[3]
-	if m[4] != "" {
-		op += "." + m[4]
-	}
-	if in.byOp == nil {
-		in.byOp = map[opKey]*plan.SourceOps{}
-		for i := range in.smap.Ops {
-			o := &in.smap.Ops[i]
-			in.byOp[opKey{o.Rank, o.TB, o.Op}] = o
-		}
-	}
-	o := in.byOp[opKey{rank, tb, op}]
-	if o == nil {
-		return ""
-	}
-	return strings.Join(in.smap.Positions(o), ", ")
-}
-
-// opKey names an op of a source map.
-type opKey struct {
-	rank, tb int
-	op       string
+	return strings.Join(in.index.Where(err), ", ")
 }
 
 // locate adds the op's .star position to a plan problem.

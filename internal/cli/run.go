@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +18,8 @@ import (
 	"github.com/mscclgo/mscclgo/executor/fabric"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
+	"github.com/mscclgo/mscclgo/internal/infile"
 	planfmt "github.com/mscclgo/mscclgo/plan"
 )
 
@@ -173,7 +173,7 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 		if sweep {
 			return nil, false, usageErr("give --size or a sweep (-b/-e), not both")
 		}
-		s, err := parseSize(c.String("size"))
+		s, err := bytesize.Parse(c.String("size"))
 		if err != nil {
 			return nil, false, usageErr("--size: %v", err)
 		}
@@ -189,53 +189,32 @@ func runSizes(c *cli.Context) ([]uint64, bool, error) {
 	if hi == "" {
 		hi = lo
 	}
-	first, err := parseSize(lo)
+	first, err := bytesize.Parse(lo)
 	if err != nil {
 		return nil, false, usageErr("-b: %v", err)
 	}
-	last, err := parseSize(hi)
+	last, err := bytesize.Parse(hi)
 	if err != nil {
 		return nil, false, usageErr("-e: %v", err)
 	}
 	if first > last {
 		return nil, false, usageErr("-b %d is above -e %d", first, last)
 	}
-	var sizes []uint64
 	if c.IsSet("stepbytes") {
 		if c.IsSet("stepfactor") {
 			return nil, false, usageErr("give -f or -i, not both")
 		}
-		step, err := parseSize(c.String("stepbytes"))
+		step, err := bytesize.Parse(c.String("stepbytes"))
 		if err != nil || step == 0 {
 			return nil, false, usageErr("-i %s: want a positive size", c.String("stepbytes"))
 		}
-		for s := first; s <= last; s += step {
-			sizes = append(sizes, s)
-			if s > last-step {
-				break
-			}
-		}
-		return sizes, true, nil
+		return harness.StepSweep(first, last, step), true, nil
 	}
 	f := c.Uint64("stepfactor")
 	if f < 2 {
 		return nil, false, usageErr("-f %d: want a factor of at least 2", f)
 	}
-	for s := first; s <= last; s *= f {
-		sizes = append(sizes, s)
-		if s == 0 || s > last/f {
-			break
-		}
-	}
-	return sizes, true, nil
-}
-
-// runResult is a row of the table: the mean time per launch, and the
-// wrong elements when checked.
-type runResult struct {
-	timeUS  float64
-	wrong   uint64
-	checked bool
+	return harness.Sweep(first, last, f), true, nil
 }
 
 func runRun(c *cli.Context, d *deps) error {
@@ -306,7 +285,7 @@ func runRun(c *cli.Context, d *deps) error {
 		raceText = "by the cpu backend's detector over the same plan, sizes and launches, before this backend runs"
 	}
 	fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, in-place %v, race detection %s\n#\n", backend.Name(), o.dtype.Name(), o.iters, o.inPlace, raceText)
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	cfg := o.config(plan)
 	cfg.Backend = backend
 	cfg.KeepGoing = c.Bool("keep-going")
@@ -352,11 +331,11 @@ func runRun(c *cli.Context, d *deps) error {
 		}
 		ran++
 		races = races || res.Race != nil
-		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		table.Row(res.Layout.BufferLayout, res.Row(o.iters))
 		if traffic != nil {
 			counts, err := traffic()
 			if err == nil {
-				err = printTraffic(w, res.Size, res.Instance, counts)
+				err = gpu.WriteTraffic(w, res.Size, res.Instance, counts)
 			}
 			if err != nil {
 				fmt.Fprintf(w, "# counters, size %d: %v\n", res.Size, err)
@@ -388,12 +367,12 @@ func runRun(c *cli.Context, d *deps) error {
 	if deadlock {
 		return &reportedError{code: ExitDeadlock}
 	}
-	table.end()
+	table.End()
 	switch {
 	case races:
 		return &reportedError{code: ExitRace}
-	case table.wrong > 0:
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
+	case table.Wrong > 0:
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.Wrong)
 		return &reportedError{code: ExitError}
 	case ran == 0:
 		return fmt.Errorf("%s: no size of the sweep suits the plan", path)
@@ -420,12 +399,6 @@ func (o *runOptions) config(plan *planfmt.Plan) harness.Config {
 	}
 }
 
-// rowOf is the table row of res.
-func (o *runOptions) rowOf(res harness.SizeResult) runResult {
-	us := max(float64(res.Elapsed.Nanoseconds())/1e3/float64(o.iters), 1e-3)
-	return runResult{timeUS: us, wrong: res.Wrong, checked: res.Checked}
-}
-
 // runError names the plan and the size of err, an error of harness.Run
 // or harness.RunRank; locate, if set, points a size the plan rejects
 // at the source of a .star input.
@@ -445,44 +418,59 @@ func (o *runOptions) runError(path string, err error, locate func(error) error) 
 }
 
 // atSize names the plan and the message size of err, the size once: not
-// again when the message names it already ("message size 1024 (the input
-// size): below min_message_size 2048").
+// again when the error says that its message names it already
+// (plan.PlanError.NamesSize: "message size 1024 (the input size): below
+// min_message_size 2048").
 func atSize(path string, size uint64, err error) error {
-	if regexp.MustCompile(`\bsize ` + strconv.FormatUint(size, 10) + `\b`).MatchString(err.Error()) {
+	var named interface{ NamesSize(uint64) bool }
+	if errors.As(err, &named) && named.NamesSize(size) {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return fmt.Errorf("%s: size %d: %w", path, size, err)
 }
 
 // namePlan makes err, a problem of the plan at path, start with path, as
-// check's lines do; errors already printed and command-line mistakes
-// (usage errors) are left alone.
+// check's lines do; errors already printed, command-line mistakes (usage
+// errors) and errors that name path already (namesFile) are left alone.
 func namePlan(path string, err error) error {
 	var reported *reportedError
 	var ee *exitError
-	if errors.As(err, &reported) || errors.As(err, &ee) ||
-		strings.HasPrefix(err.Error(), path+":") || strings.HasPrefix(err.Error(), path+" ") {
+	if errors.As(err, &reported) || errors.As(err, &ee) || namesFile(err, path) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", path, err)
 }
 
-// formatTime prints a time in µs as nccl-tests does: fewer decimals for
-// longer times.
-func formatTime(us float64) string {
-	switch {
-	case us >= 10000:
-		return fmt.Sprintf("%7.0f", us)
-	case us >= 100:
-		return fmt.Sprintf("%7.1f", us)
+// fileError is an error whose message starts with the name of the file
+// it is about, as given on the command line.
+type fileError struct {
+	path string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
+
+// aboutFile marks err (nil stays nil) as one whose message names path
+// first.
+func aboutFile(path string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return fmt.Sprintf("%7.2f", us)
+	return &fileError{path: path, err: err}
+}
+
+// namesFile reports whether err says that its message names path first:
+// a fileError or an infile.Error of path.
+func namesFile(err error, path string) bool {
+	var fe *fileError
+	var ie *infile.Error
+	return errors.As(err, &fe) && fe.path == path || errors.As(err, &ie) && ie.Path == path
 }
 
 // reportWrong reports the wrong data of a launch: explained by explain
-// (explainWrong) when it can, or else, for each rank with wrong data, its
-// first wrong elements: byte offset, chunk, expected and actual values,
-// and the ops that write that byte (with their .star positions).
+// (explainWrong) when it can, or else by its first wrong elements
+// (harness.WrongReport.WriteElements).
 func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness.Layout, rep *harness.WrongReport, explain func(io.Writer) bool, all bool) {
 	var w strings.Builder
 	limit := maxReportLines
@@ -494,20 +482,5 @@ func reportWrong(out io.Writer, path string, inst *executor.Instance, l *harness
 	if explain != nil && explain(&w) {
 		return
 	}
-	for _, rw := range rep.Ranks {
-		fmt.Fprintf(&w, "  rank %d: %d wrong element(s)\n", rw.Rank, rw.Wrong)
-		for _, e := range rw.Elements {
-			chunk := ""
-			if inst.ChunkBytes > 0 {
-				chunk = fmt.Sprintf(", chunk %d", e.Offset/inst.ChunkBytes)
-			}
-			fmt.Fprintf(&w, "    output[%d]%s: want %g, got %g\n", e.Offset, chunk, e.Want, e.Got)
-			if len(e.Writers) == 0 {
-				fmt.Fprintf(&w, "      no op writes this byte (an op's chunk index or peer may be off)\n")
-			}
-			for _, s := range e.Writers {
-				fmt.Fprintf(&w, "      written by %s\n", s)
-			}
-		}
-	}
+	rep.WriteElements(&w, inst.ChunkBytes)
 }

@@ -181,18 +181,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func TestFormatTime(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		us   float64
-		want string
-	}{{1.234, "   1.23"}, {99.999, " 100.00"}, {123.45, "  123.5"}, {12345.6, "  12346"}} {
-		if got := formatTime(tt.us); got != tt.want {
-			t.Errorf("formatTime(%g) = %q, want %q", tt.us, got, tt.want)
-		}
-	}
-}
-
 // TestRunHandOver checks that --backend gpu in a binary without the CUDA
 // backend runs the same command line in the worker, with its exit status.
 func TestRunHandOver(t *testing.T) {

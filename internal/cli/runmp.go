@@ -94,9 +94,74 @@ func connectLaunched(ctx context.Context, c *cli.Context, path string, o *runOpt
 	peer := c.Duration("peer-timeout")
 	b, err := bootstrap.Connect(ctx, world, bootstrap.Options{Timeout: c.Duration("join-timeout"), HeartbeatTimeout: peer, HeartbeatInterval: peer / 4})
 	if err != nil {
-		return nil, fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, launcherName(world), err)
+		return nil, fmt.Errorf("%s: rank %d of %d (%s): %w", path, world.Rank, world.Size, world.LauncherName(), err)
 	}
 	return b, nil
+}
+
+// job is this process's place in a launched run: its bootstrap, what
+// carries the port channels between processes (and the header's words
+// for it), the hosts, each rank's host and this rank's local rank, and
+// where the table goes (rank 0's standard output, io.Discard elsewhere).
+type job struct {
+	b              *bootstrap.Bootstrap
+	port           rankwire.Net
+	transport      string
+	hosts          []bootstrap.Host
+	hostOf         []int
+	local          int
+	w              io.Writer
+	closeTransport func() error
+}
+
+// close closes the transport and leaves the job.
+func (j *job) close() {
+	if j.closeTransport != nil {
+		j.closeTransport()
+	}
+	j.b.Close()
+}
+
+// joinJob joins the job of a launched run of a plan of n ranks: it
+// connects, agrees params with every rank, checks the world size, runs
+// prepare (nil: nothing) and opens the transport.
+func joinJob(ctx context.Context, c *cli.Context, d *deps, path string, n int, o *runOptions, world bootstrap.World, params harness.Params, prepare func() error) (*job, error) {
+	b, err := connectLaunched(ctx, c, path, o, world)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{b: b, w: io.Discard}
+	fail := func(err error) (*job, error) {
+		j.close()
+		return nil, err
+	}
+	if err := harness.Agree(ctx, b, params); err != nil {
+		var pe *harness.ParamsError
+		if errors.As(err, &pe) {
+			err = usageErr("%v", pe)
+		}
+		return fail(fmt.Errorf("%s: rank %d of %d: %w", path, b.Rank(), b.Size(), err))
+	}
+	if n != b.Size() {
+		return fail(fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), world.LauncherName(), n))
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return fail(err)
+		}
+	}
+	if j.port, j.transport, err = openTransport(ctx, c, b, c.Duration("join-timeout"), d.stderr); err != nil {
+		return fail(fmt.Errorf("%s: rank %d of %d: %w", path, b.Rank(), b.Size(), err))
+	}
+	if wire, ok := j.port.(*fabric.Wire); ok {
+		j.closeTransport = wire.Close
+	}
+	j.hosts = b.Hosts()
+	j.hostOf, j.local = bootstrap.PlaceRanks(j.hosts, b.Size(), b.Rank())
+	if b.Rank() == 0 {
+		j.w = d.stdout
+	}
+	return j, nil
 }
 
 // runLaunched runs plan as rank world.Rank of a multi-process job.
@@ -105,41 +170,18 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
 	timeout := c.Duration("join-timeout")
-	b, err := connectLaunched(ctx, c, path, o, world)
+	j, err := joinJob(ctx, c, d, path, len(p.GPUs), o, world, paramsOf(o, c.Bool("ll8")), nil)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	rank := b.Rank()
-	if err := harness.Agree(ctx, b, paramsOf(o, c.Bool("ll8"))); err != nil {
-		var pe *harness.ParamsError
-		if errors.As(err, &pe) {
-			err = usageErr("%v", pe)
-		}
-		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
-	}
-	if n := len(p.GPUs); n != b.Size() {
-		return fmt.Errorf("%s: the plan has %d ranks, the job %d processes (world size %d from %s): start %d", path, n, b.Size(), b.Size(), launcherName(world), n)
-	}
-	port, transport, err := openTransport(ctx, c, b, timeout, d.stderr)
-	if err != nil {
-		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
-	}
-	if wire, ok := port.(*fabric.Wire); ok {
-		defer wire.Close()
-	}
-	hosts := b.Hosts()
-	hostOf, local := placeRanks(hosts, b.Size(), rank)
-	w := io.Discard
-	if rank == 0 {
-		w = d.stdout
-	}
+	defer j.close()
+	b, rank, port, transport, hosts, hostOf, local, w := j.b, j.b.Rank(), j.port, j.transport, j.hosts, j.hostOf, j.local, j.w
 	stderr := d.stderr
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, p.Name, p.Collective, len(p.GPUs), p.Protocol)
-	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), launcherName(world), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
+	fmt.Fprintf(w, "# %d processes (%s) on %d host(s), one rank each; backend %s, dtype %s, iters %d, in-place %v\n", b.Size(), world.LauncherName(), len(hosts), o.backend.name, o.dtype.Name(), o.iters, o.inPlace)
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
-	table := newRunTable(w, o.dtype)
+	table := harness.NewTable(w, o.dtype)
 	ran, code := 0, ExitOK
 	cfg := harness.RankConfig{Config: o.config(p), Rank: rank, Group: b}
 	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
@@ -165,7 +207,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 			return
 		}
 		ran++
-		table.row(res.Layout.BufferLayout, o.rowOf(res))
+		table.Row(res.Layout.BufferLayout, res.Row(o.iters))
 	}
 	if _, err := harness.RunRank(ctx, cfg); err != nil {
 		return o.runError(path, err, nil)
@@ -173,11 +215,11 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	if code != ExitOK {
 		return &reportedError{code: code}
 	}
-	table.end()
+	table.End()
 	switch {
-	case table.wrong > 0:
+	case table.Wrong > 0:
 		if rank == 0 {
-			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.wrong)
+			fmt.Fprintf(stderr, "mscclgo: %s: %d wrong element(s)\n", path, table.Wrong)
 		}
 		return &reportedError{code: ExitError}
 	case ran == 0:
@@ -217,30 +259,6 @@ func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64
 		}
 	}
 	return code
-}
-
-// launcherName says where the job's shape came from.
-func launcherName(w bootstrap.World) string {
-	if w.Launcher == "" {
-		return "MSCCLGO_* variables"
-	}
-	return w.Launcher
-}
-
-// placeRanks returns each of the job's n ranks' host (its index in
-// hosts) and rank's local rank: its index on its host, the device it
-// takes on a GPU host.
-func placeRanks(hosts []bootstrap.Host, n, rank int) (hostOf []int, local int) {
-	hostOf = make([]int, n)
-	for h, host := range hosts {
-		for i, r := range host.Ranks {
-			hostOf[r] = h
-			if r == rank {
-				local = i
-			}
-		}
-	}
-	return hostOf, local
 }
 
 // openTransport opens what carries the job's port channels between

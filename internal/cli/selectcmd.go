@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/planset"
@@ -121,7 +122,7 @@ func runSelect(c *cli.Context, d *deps) error {
 		return usageErr("select: give the message size: --size SIZE")
 	}
 	if coll != plan.AllToAllVCollective || c.IsSet("size") {
-		if size, err = parseSize(c.String("size")); err != nil {
+		if size, err = bytesize.Parse(c.String("size")); err != nil {
 			return usageErr("--size: %v", err)
 		}
 	}
@@ -167,7 +168,7 @@ func runSelect(c *cli.Context, d *deps) error {
 		fmt.Fprintf(d.stdout, "no plan: %v\n", err)
 	}
 	if c.Bool("verbose") || err != nil {
-		printRejected(d.stdout, choice.Rejected, req, c.Bool("verbose"))
+		planset.WriteRejected(d.stdout, choice.Rejected, req, c.Bool("verbose"))
 	}
 	if err != nil {
 		return &reportedError{code: ExitError}
@@ -201,40 +202,4 @@ func selectPredictor(c *cli.Context, req *planset.Request, dt executor.ElemType)
 		}
 		return pt.Time, nil
 	}, nil
-}
-
-// printRejected lists the rejected plans: those of the asked collective,
-// or all of them when all is set. The plans whose only mismatch is their
-// in-place mode come first, one line each saying so.
-func printRejected(w io.Writer, rejected []planset.Candidate, req planset.Request, all bool) {
-	for _, r := range rejected {
-		if r.PlaceOnly {
-			fmt.Fprintf(w, "  %s: %s plan, the call is %s (it fits otherwise: %s)\n",
-				r.Entry.Name, placeName(r.Entry.InPlace), placeName(req.InPlace), filepath.Join(r.Dir, r.Entry.File))
-		}
-	}
-	hidden := 0
-	for _, r := range rejected {
-		switch {
-		case r.PlaceOnly:
-		case !all && r.Entry.Collective != req.Collective:
-			hidden++
-		default:
-			fmt.Fprintf(w, "  rejected %s (%s): %s\n", r.Entry.Name, filepath.Join(r.Dir, r.Entry.File), r.Reason)
-		}
-	}
-	switch {
-	case hidden == 1:
-		fmt.Fprintln(w, "  (1 plan of another collective not shown; -v lists it)")
-	case hidden > 1:
-		fmt.Fprintf(w, "  (%d plans of other collectives not shown; -v lists them)\n", hidden)
-	}
-}
-
-// placeName names a plan's or a call's in-place mode.
-func placeName(inPlace bool) string {
-	if inPlace {
-		return "in-place"
-	}
-	return "out-of-place"
 }

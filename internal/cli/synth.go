@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
 	"github.com/mscclgo/mscclgo/synth"
 	"github.com/mscclgo/mscclgo/topo"
 )
@@ -89,7 +90,7 @@ func runSynth(c *cli.Context, d *deps) error {
 		if _, err := d.stdout.Write(res.Star); err != nil {
 			return err
 		}
-	} else if err := writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { _, err := w.Write(res.Star); return err }); err != nil {
+	} else if err := atomicfile.WriteAll(c.Context, []string{out}, func(_ int, w io.Writer) error { _, err := w.Write(res.Star); return err }); err != nil {
 		return err
 	}
 	last := res.Points[len(res.Points)-1]

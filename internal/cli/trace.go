@@ -15,6 +15,8 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/timeline"
@@ -62,7 +64,7 @@ func runTrace(c *cli.Context, d *deps) error {
 		return err
 	}
 	if out := c.String("output"); out != "" {
-		return writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return trace.Write(w, tl) })
+		return atomicfile.WriteAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return trace.Write(w, tl) })
 	}
 	return trace.Write(d.stdout, tl)
 }
@@ -70,7 +72,7 @@ func runTrace(c *cli.Context, d *deps) error {
 // planTimeline loads the plan argument and returns its timeline at
 // --size (from --from) and its instance.
 func planTimeline(c *cli.Context, d *deps, arg string) (*timeline.Timeline, *executor.Instance, error) {
-	size, err := parseSize(c.String("size"))
+	size, err := bytesize.Parse(c.String("size"))
 	if err != nil {
 		return nil, nil, usageErr("--size: %v", err)
 	}

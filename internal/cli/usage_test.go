@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/mscclgo/mscclgo/internal/termtext"
 )
 
 // TestUsageWording checks the wording of command-line mistakes: the flag
@@ -27,6 +29,24 @@ func TestUsageWording(t *testing.T) {
 			stderr: "mscclgo: unknown flag -bogus (see mscclgo eval --help)\n"},
 		{name: "invalid value", args: []string{"run", "x.star", "-s", "1K", "--iters", "x"}, code: ExitUsage,
 			stderr: "mscclgo: flag --iters: invalid value \"x\" (see mscclgo run --help)\n"},
+		{name: "invalid value with =", args: []string{"run", "x.star", "-s", "1K", "-n=1.5"}, code: ExitUsage,
+			stderr: "mscclgo: flag -n: invalid value \"1.5\" (see mscclgo run --help)\n"},
+		{name: "int out of range", args: []string{"run", "x.star", "--iters", "99999999999999999999"}, code: ExitUsage,
+			stderr: "mscclgo: flag --iters: invalid value \"99999999999999999999\" (see mscclgo run --help)\n"},
+		{name: "invalid factor", args: []string{"run", "x.star", "-b", "1K", "-e", "4K", "-f", "-2"}, code: ExitUsage,
+			stderr: "mscclgo: flag -f: invalid value \"-2\" (see mscclgo run --help)\n"},
+		{name: "invalid duration", args: []string{"run", "x.star", "--timeout", "soon"}, code: ExitUsage,
+			stderr: "mscclgo: flag --timeout: invalid value \"soon\" (see mscclgo run --help)\n"},
+		{name: "the first mistake", args: []string{"run", "x.star", "--iters", "x", "--bogus"}, code: ExitUsage,
+			stderr: "mscclgo: flag --iters: invalid value \"x\" (see mscclgo run --help)\n"},
+		{name: "two forms, alias first", args: []string{"eval", "x.star", "--output", "a", "-o", "b"}, code: ExitUsage,
+			stderr: "mscclgo: flag --output given twice (as -o and --output): give it once (see mscclgo eval --help)\n"},
+		{name: "one form twice", args: []string{"eval", "--bogus2", "x.star", "--bogus2"}, code: ExitUsage,
+			stderr: "mscclgo: unknown flag --bogus2 (see mscclgo eval --help)\n"},
+		{name: "unknown flag before the command", args: []string{"--bogus", "eval"}, code: ExitUsage,
+			stderr: "mscclgo: unknown flag --bogus (see mscclgo --help)\n"},
+		{name: "unknown flag with a value", args: []string{"list", "--format=yaml"}, code: ExitUsage,
+			stderr: "mscclgo: unknown flag --format (see mscclgo list --help)\n"},
 		{name: "select missing all", args: []string{"select"}, code: ExitUsage,
 			stderr: "mscclgo: select: missing --collective (-c) NAME, --world-size (-n) N, --size SIZE (see mscclgo select --help)\n"},
 		{name: "select missing two", args: []string{"select", "-c", "allreduce"}, code: ExitUsage,
@@ -52,37 +72,6 @@ func TestUsageWording(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"evl", "eval", 1}, {"slect", "select", 1}, {"rnu", "run", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
-		if d := editDistance(tt.a, tt.b); d != tt.d || editDistance(tt.b, tt.a) != tt.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
-		}
-	}
-}
-
-func TestCapMessage(t *testing.T) {
-	long := strings.Repeat("x", 50)
-	tests := []struct {
-		name, msg, want string
-	}{
-		{"short", "a\nb", "a\nb"},
-		{"long line", long, strings.Repeat("x", 10) + "... (40 bytes more)"},
-		{"rune boundary", "aéééééé", "aéééé... (4 bytes more)"},
-		{"many lines", "1\n2\n3\n4\n5", "1\n2\n3\n... (2 lines more)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := capMessage(tt.msg, 10, 3); got != tt.want {
-				t.Errorf("capMessage(%q) = %q, want %q", tt.msg, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestLongErrorCapped runs a command whose error would repeat a huge
 // value: the printed line is bounded.
 func TestLongErrorCapped(t *testing.T) {
@@ -96,5 +85,46 @@ func TestLongErrorCapped(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "bytes more)") {
 		t.Errorf("the cut is not said: %.300s", stderr.String())
+	}
+}
+
+// TestHelpWrapped checks every command's help when standard output is not
+// a terminal: the OPTIONS and COMMANDS lines fit in 80 columns, and the
+// wrapping keeps every word of urfave/cli's unwrapped help, in order.
+func TestHelpWrapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	names := []string{""}
+	for _, c := range newApp(&deps{}).Commands {
+		names = append(names, c.Name)
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"--help"}
+			if name != "" {
+				args = []string{name, "--help"}
+			}
+			code, got, _ := run(t, dir, args...)
+			if code != ExitOK {
+				t.Fatalf("exit %d", code)
+			}
+			var raw bytes.Buffer
+			d := &deps{stdin: strings.NewReader(""), stdout: &raw, stderr: &raw}
+			if err := newApp(d).Run(append([]string{"mscclgo"}, args...)); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(raw.String()), " ") {
+				t.Errorf("the wrapped help lost or moved words:\n%s\nunwrapped:\n%s", got, raw.String())
+			}
+			section := ""
+			for _, line := range strings.Split(got, "\n") {
+				if line != "" && line[0] != ' ' {
+					section = line
+				}
+				if (strings.HasSuffix(section, "OPTIONS:") || section == "COMMANDS:") && len(line) > termtext.DefaultWidth && strings.Contains(strings.TrimSpace(line), " ") {
+					t.Errorf("%d columns in %s: %q", len(line), section, line)
+				}
+			}
+		})
 	}
 }

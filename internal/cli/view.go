@@ -16,6 +16,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mscclgo/mscclgo/executor"
+	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/internal/atomicfile"
+	"github.com/mscclgo/mscclgo/internal/bytesize"
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/view"
 )
@@ -46,7 +49,7 @@ func runView(c *cli.Context, d *deps) error {
 	if c.NArg() != 1 {
 		return usageErr("view: want one PLAN.json argument")
 	}
-	maxSize, err := parseSize(c.String("curve-max"))
+	maxSize, err := bytesize.Parse(c.String("curve-max"))
 	if err != nil {
 		return usageErr("--curve-max: %v", err)
 	}
@@ -59,7 +62,7 @@ func runView(c *cli.Context, d *deps) error {
 	}
 	p := view.Page{
 		Title:    fmt.Sprintf("%s (%s, %d ranks)", filepath.Base(arg), tl.Collective, tl.Ranks),
-		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock),
+		Meta:     fmt.Sprintf("size %s, %s: %.4g %s from the first op's start to the last op's end", bytesize.Format(tl.Size), tl.Source, tl.Total, tl.Clock),
 		Timeline: tl,
 		Channels: view.ChannelsOf(inst),
 		Instance: inst,
@@ -70,10 +73,7 @@ func runView(c *cli.Context, d *deps) error {
 			return usageErr("--hw: %v", err)
 		}
 		dt, _ := executor.ParseDType(c.String("dtype"))
-		var sizes []uint64
-		for s := uint64(1 << 10); s <= maxSize; s *= 4 {
-			sizes = append(sizes, s)
-		}
+		sizes := harness.Sweep(1<<10, maxSize, 4)
 		pts, skipped, err := model.Sweep(inst.Plan, sizes, dt, c.Bool("in-place"), hw, model.Options{NoTimeline: true})
 		if err != nil {
 			return namePlan(arg, err)
@@ -91,7 +91,7 @@ func runView(c *cli.Context, d *deps) error {
 			// One line: the sizes a plan cannot run are usually a range
 			// (above its max_message_size), with one reason.
 			fmt.Fprintf(d.stderr, "mscclgo: note: busbw curve: %d sizes skipped, %s to %s; the first because %v\n",
-				len(skips), executor.FormatBytes(skips[0]), executor.FormatBytes(skips[len(skips)-1]), skipped[skips[0]])
+				len(skips), bytesize.Format(skips[0]), bytesize.Format(skips[len(skips)-1]), skipped[skips[0]])
 		}
 		if len(pts) > 0 {
 			s := view.Series{Name: fmt.Sprintf("%s on %s", filepath.Base(arg), hw.Name)}
@@ -106,7 +106,7 @@ func runView(c *cli.Context, d *deps) error {
 		// The page leads with the diagnosis the terminal gets.
 		reportDeadlock(&report, fmt.Sprintf("mscclgo: %s: size %d: ", arg, tl.Size), inst, dl, false)
 		p.Diagnosis = report.String()
-		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", executor.FormatBytes(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
+		p.Meta = fmt.Sprintf("size %s, %s: DEADLOCK after %.4g %s: %d thread block(s) blocked, marked in red", bytesize.Format(tl.Size), tl.Source, tl.Total, tl.Clock, len(tl.Blocked))
 	}
 	out := c.String("output")
 	if out == "" && isCharDevice(d.stdout) {
@@ -114,7 +114,7 @@ func runView(c *cli.Context, d *deps) error {
 		out = besidePlan(arg)
 	}
 	if out != "" {
-		err = writeAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
+		err = atomicfile.WriteAll(c.Context, []string{out}, func(_ int, w io.Writer) error { return view.Write(w, p) })
 		if err == nil && c.String("output") == "" {
 			fmt.Fprintln(d.stdout, out)
 		}

@@ -64,7 +64,7 @@ func TestViewCurveNoteOnce(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	if n := strings.Count(stderr, "busbw curve"); n != 1 || !strings.Contains(stderr, "5 sizes skipped, 4.0 MiB to 1.0 GiB; the first because message size 4194304") {
+	if n := strings.Count(stderr, "busbw curve"); n != 1 || !strings.Contains(stderr, "5 sizes skipped, 4 MiB to 1 GiB; the first because message size 4194304") {
 		t.Errorf("%d busbw curve notes, want one line naming the range:\n%s", n, stderr)
 	}
 }

@@ -1,8 +1,8 @@
 //go:build !unix
 
-package cli
+package atomicfile
 
-// output_lock_other.go: systems without flock(2) cannot tell a stale
+// lock_other.go: systems without flock(2) cannot tell a stale
 // temporary output from one being written, so none is removed.
 
 import "os"

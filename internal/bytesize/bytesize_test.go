@@ -1,4 +1,4 @@
-package cli
+package bytesize
 
 import (
 	"strings"
@@ -41,16 +41,49 @@ func TestParseSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseSize(tt.in)
+			got, err := Parse(tt.in)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("parseSize(%q) = %d, %v; want an error containing %q", tt.in, got, err, tt.err)
+					t.Fatalf("Parse(%q) = %d, %v; want an error containing %q", tt.in, got, err, tt.err)
 				}
 				return
 			}
 			if err != nil || got != tt.want {
-				t.Fatalf("parseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+				t.Fatalf("Parse(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestFormatList(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sizes []uint64
+		want  string
+	}{
+		{[]uint64{1049088, 1025 << 10}, "1049088, 1049600 bytes"},
+		{[]uint64{128, 16 << 10, 1 << 20}, "128, 16384, 1048576 bytes"},
+		{[]uint64{1 << 10, 32 << 10, 1 << 20}, "1, 32, 1024 KiB"},
+		{[]uint64{2 << 20, 4 << 20}, "2, 4 MiB"},
+		{[]uint64{1 << 30}, "1 GiB"},
+		{[]uint64{3 << 40}, "3 TiB"},
+		{[]uint64{0, 1 << 10}, "0, 1024 bytes"},
+		{[]uint64{0}, "0 bytes"},
+		{[]uint64{1025 << 10}, "1025 KiB"},
+		{nil, ""},
+	} {
+		if got := List(tc.sizes); got != tc.want {
+			t.Errorf("List(%v) = %q, want %q", tc.sizes, got, tc.want)
+		}
+		if len(tc.sizes) == 1 {
+			if got := Format(tc.sizes[0]); got != tc.want {
+				t.Errorf("Format(%d) = %q, want %q", tc.sizes[0], got, tc.want)
+			}
+			// What Format writes, Parse reads back.
+			text := strings.ReplaceAll(tc.want, " bytes", "")
+			if n, err := Parse(strings.ReplaceAll(text, " ", "")); err != nil || n != tc.sizes[0] {
+				t.Errorf("Parse(%q) = %d, %v; want %d", text, n, err, tc.sizes[0])
+			}
+		}
 	}
 }

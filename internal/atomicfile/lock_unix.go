@@ -1,8 +1,8 @@
 //go:build unix
 
-package cli
+package atomicfile
 
-// output_lock_unix.go: the temporary file of an output is locked with
+// lock_unix.go: the temporary file of an output is locked with
 // flock(2) while its writer lives (the kernel drops the lock when the
 // process ends, however it ends), so that a later write of the same
 // output can tell a stale temporary from one being written.

@@ -1,8 +1,18 @@
-package cli
-
-// output.go writes the files of eval -o atomically: each to a temporary
-// file beside it, renamed into place once every output is ready, and
-// removed instead when anything fails or a signal interrupts the command.
+// Package atomicfile writes a command's output files atomically: each to
+// a temporary file beside it (locked while its writer lives, so that a
+// later writer can remove the ones a killed process left), renamed into
+// place once every output is ready, and removed instead when anything
+// fails or the context is cancelled. A path that is a symlink is written
+// through to its target; a device or FIFO (/dev/stdout) is written to as
+// a stream.
+//
+// To start:
+//
+//	err := atomicfile.WriteAll(ctx, []string{"plan.json"}, func(i int, w io.Writer) error {
+//		_, err := w.Write(data)
+//		return err
+//	})
+package atomicfile
 
 import (
 	"bytes"
@@ -193,13 +203,12 @@ func (p *pendingFile) abort() {
 	os.Remove(p.tmp.Name())
 }
 
-// writeAll writes each (path, producer) atomically: either every file is
+// WriteAll writes each (path, producer) atomically: either every file is
 // in place afterwards, or none was created or changed. When ctx is
-// cancelled before the files are renamed into place (a signal: see
-// interruptible), the temporary files are removed and the error wraps
+// cancelled before the files are renamed into place (a signal), the temporary files are removed and the error wraps
 // context.Cause(ctx) and names them; once the renames have begun, they
 // all complete.
-func writeAll(ctx context.Context, paths []string, produce func(i int, w io.Writer) error) error {
+func WriteAll(ctx context.Context, paths []string, produce func(i int, w io.Writer) error) error {
 	pending := make([]*pendingFile, 0, len(paths))
 	abortAll := func() {
 		for _, p := range pending {
@@ -242,7 +251,7 @@ func writeAll(ctx context.Context, paths []string, produce func(i int, w io.Writ
 	return nil
 }
 
-// interruptedWrite is the error of a writeAll that cause interrupted
+// interruptedWrite is the error of a WriteAll that cause interrupted
 // after it removed the temporary files of pending: "interrupted by SIGINT:
 // removed the partial output DIR/.plan.json.tmp123 (and 4 more)".
 func interruptedWrite(cause error, pending []*pendingFile) error {
