@@ -48,9 +48,9 @@ func TestMain(m *testing.M) {
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
 	}
-	// The package takes minutes (two c-shared builds, then torchrun and
-	// multi-process jobs): say so while it runs.
-	stop := testnote.Heartbeat("nccl", "still testing (the package takes 1 to 4 minutes: it builds the library twice, then runs torchrun and multi-process jobs)", 25*time.Second)
+	// The package takes minutes (torchrun and multi-process jobs, and two
+	// c-shared builds where the checkout changed): say so while it runs.
+	stop := testnote.Heartbeat("nccl", "still testing (the package takes 1 to 4 minutes: torchrun and multi-process jobs, and two builds of the library when the checkout changed)", testnote.HeartbeatInterval)
 	code := m.Run()
 	stop()
 	if buildDir != "" {
