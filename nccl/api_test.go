@@ -483,6 +483,7 @@ func TestDriverAPIDevice(t *testing.T) {
 // as threads), and checks that MSCCLGO_NCCL_NO_CUDA_RUNTIME still keeps
 // the toolkit out.
 func TestHalfHeader(t *testing.T) {
+	t.Parallel() // slow (g++ and nvcc): runs beside the other slow tests, after the sequential ones
 	inc := cudaInclude()
 	if inc == "" {
 		t.Skip("cuda_fp16.h not found (no CUDA toolkit headers: /usr/include, /usr/local/cuda/include, $CUDA_HOME/include): " +

@@ -18,6 +18,7 @@ import (
 // the nine calls is checked, and the INFO log names the transport and
 // the provider that ran.
 func TestHostsLibraryFabric(t *testing.T) {
+	t.Parallel() // slow: runs beside the other slow tests, after the sequential ones
 	if _, err := fabric.Available("tcp"); err != nil {
 		t.Skipf("libfabric's tcp provider is not available (Debian's libfabric1; .ci/run installs it): %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,8 @@ import (
 // (testdata/stubnccl.c) and the ncclcheck driver (testdata/ncclcheck.c,
 // linked against the library as libnccl.so.2), all with -Wall -Wextra
 // -Werror, and run the driver with the stub as the fallback NCCL or with
-// none.
+// none. The two builds of the library come from a cache keyed by the
+// checkout's content when nothing changed (libcache_test.go).
 
 var (
 	buildOnce sync.Once
@@ -39,15 +41,29 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// The package takes one to three minutes (two c-shared builds, then
-	// torchrun and multi-process jobs): say so while it runs.
-	stop := testnote.Heartbeat("nccl", "still testing (the package takes 1 to 3 minutes: it builds the library twice, then runs torchrun and multi-process jobs)", 25*time.Second)
+	// The parallel tests mostly wait: for subprocesses that sleep out a
+	// timeout, a late peer, torchrun's agent. -parallel defaults to
+	// GOMAXPROCS (2 on a 2-core machine), which leaves the CPU idle
+	// meanwhile; twice that, unless -parallel was given, keeps it busy.
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
+	}
+	// The package takes minutes (torchrun and multi-process jobs, and two
+	// c-shared builds where the checkout changed): say so while it runs.
+	stop := testnote.Heartbeat("nccl", "still testing (the package takes 1 to 4 minutes: torchrun and multi-process jobs, and two builds of the library when the checkout changed)", testnote.HeartbeatInterval)
 	code := m.Run()
 	stop()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // artifacts is the directory of the built library, stub and driver:
@@ -102,6 +118,10 @@ func buildAll(dir string) error {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				defer cancel()
+				if s[0] == goTool {
+					errs[i] = cachedGoBuild(ctx, s)
+					return
+				}
 				out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput()
 				if err != nil || (s[0] == "gcc" && len(out) > 0) {
 					errs[i] = fmt.Errorf("%s: %v\n%s", strings.Join(s, " "), err, out)

@@ -47,6 +47,18 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
+// torchrunArgs is python3's argv for torchrun (torch.distributed.run) of
+// procs processes on this host, before the script and its arguments. The
+// elastic agent looks at its workers every --monitor_interval seconds
+// (default 5): at 0.5 a job ends about 8 s sooner after its workers
+// have, which is most of a small job's time. torch 1.13 on Python 3.11
+// needs both --redirects and --tee (a torch bug).
+func torchrunArgs(t *testing.T, procs int) []string {
+	return []string{"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", strconv.Itoa(procs),
+		"--master_addr", "127.0.0.1", "--master_port", freePort(t), "--monitor_interval", "0.5",
+		"--redirects", "1", "--tee", "1"}
+}
+
 // pythonPlans are the plans python/tests/torchrun_check.py runs on n
 // ranks: allreduce, allgather and reducescatter, in place and out of
 // place.
@@ -80,11 +92,9 @@ func TestPythonTorchrun(t *testing.T) {
 		gloo  bool
 	}{{"2 procs, torchrun's store", 2, false}, {"4 procs, torchrun's store", 4, false}, {"2 procs, gloo group", 2, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			args := []string{"-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", strconv.Itoa(c.procs),
-				"--master_addr", "127.0.0.1", "--master_port", freePort(t),
-				// torch 1.13 on Python 3.11 needs both (a torch bug).
-				"--redirects", "1", "--tee", "1",
-				filepath.Join("..", "python", "tests", "torchrun_check.py"), pythonPlans(t, c.procs)}
+			t.Parallel()
+			args := append(torchrunArgs(t, c.procs),
+				filepath.Join("..", "python", "tests", "torchrun_check.py"), pythonPlans(t, c.procs))
 			if c.gloo {
 				args = append(args, "--gloo")
 			}
@@ -135,9 +145,8 @@ func TestPythonExampleCPU(t *testing.T) {
 	plans := defaultSet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-		"--master_addr", "127.0.0.1", "--master_port", freePort(t), "--redirects", "1", "--tee", "1",
-		filepath.Join("..", "python", "examples", "customized_comm_cpu.py"), plans)
+	cmd := exec.CommandContext(ctx, python, append(torchrunArgs(t, 2),
+		filepath.Join("..", "python", "examples", "customized_comm_cpu.py"), plans)...)
 	cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
 		"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"), "MSCCLGO_NCCL_TIMEOUT=30s",
 		"MSCCLGO_CACHE_DIR="+t.TempDir(), "OMP_NUM_THREADS=1")
@@ -239,12 +248,11 @@ func TestTorchBackend(t *testing.T) {
 		parts []string
 	}{{2, "", all}, {4, "1,17,12345", all}, {3, "1,1000", []string{"collectives"}}} {
 		t.Run(fmt.Sprintf("%d procs", c.procs), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, python, "-m", "torch.distributed.run", "--nnodes", "1",
-				"--nproc_per_node", strconv.Itoa(c.procs), "--master_addr", "127.0.0.1", "--master_port", freePort(t),
-				"--redirects", "1", "--tee", "1", filepath.Join("..", "python", "tests", "torch_backend_check.py"))
-			cmd.Args = append(cmd.Args, c.parts...)
+			cmd := exec.CommandContext(ctx, python, append(append(torchrunArgs(t, c.procs),
+				filepath.Join("..", "python", "tests", "torch_backend_check.py")), c.parts...)...)
 			cmd.Env = append(cleanEnv(), "PYTHONPATH="+filepath.Join("..", "python"), "PYTHONDONTWRITEBYTECODE=1",
 				"MSCCLGO_LIBRARY="+filepath.Join(dir, "ours", "libnccl.so.2"),
 				// The mismatch after matching calls waits this long once

@@ -16,5 +16,5 @@ func TestMain(m *testing.M) {
 	if _, err := os.Stat(filepath.Join(sharedGolden, "MANIFEST.tsv")); err != nil {
 		testnote.Announce("tests: ../shared/golden not found: the byte-for-byte comparison with the MSCCL++ reference plans, and their runs on the CPU backend, are skipped")
 	}
-	os.Exit(m.Run())
+	os.Exit(testnote.Run(m, "tests")) // a minute or more: says every 25 s that it is still testing
 }

@@ -91,7 +91,9 @@ func TestReadmeCommandsExtracted(t *testing.T) {
 // be refused with the message of a missing GPU backend, and "needs
 // mpirun" run where mpirun is installed (the plain mpirun line only where
 // Open MPI would start it: not as root, enough cores). A comment "writes
-// FILE" must leave FILE behind. Every other command must succeed.
+// FILE" must leave FILE behind. Every other command must succeed, and
+// the copy (a git repository, every file staged) must show nothing
+// untracked or changed in git status at the end.
 func TestReadmeRunsAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: README's commands are not run")
@@ -129,6 +131,15 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 		}
 		if err := os.WriteFile(dst, data, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The copy is a git repository with every file staged, so that what
+	// the commands leave behind shows in git status.
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
+		g := exec.Command("git", args...)
+		g.Dir = clone
+		if out, err := g.CombinedOutput(); err != nil {
+			t.Fatalf("git %s in the copy: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	build := exec.Command("go", "build", "-o", filepath.Join(bin, "mscclgo"), ".")
@@ -222,5 +233,18 @@ func TestReadmeRunsAsWritten(t *testing.T) {
 	}
 	if !installed {
 		t.Error("README.md: no `make install`, `go install .` or `make build` command")
+	}
+	// Following the README leaves the checkout clean: every file its
+	// commands write is ignored (.gitignore), none tracked is changed.
+	st := exec.Command("git", "status", "--porcelain", "--untracked-files=all")
+	st.Dir = clone
+	out, err := st.Output()
+	if err != nil {
+		t.Fatalf("git status in the copy: %v", err)
+	}
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if l != "" && !strings.HasPrefix(l, "A  ") {
+			t.Errorf("README.md's commands leave the checkout unclean (git status: %q): add the file to .gitignore or write it elsewhere", l)
+		}
 	}
 }

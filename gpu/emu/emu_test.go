@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	if g, _ := filepath.Glob(filepath.Join(sharedGolden, "*.json")); len(g) == 0 {
 		testnote.Announce("gpu/emu: ../shared/golden not found: the MSCCL++ reference plans are not run through the emulated kernel (the project's golden plans are)")
 	}
-	os.Exit(m.Run())
+	os.Exit(testnote.Run(m, "gpu/emu"))
 }
 
 func backend(threads int) executor.Backend {

@@ -1,8 +1,10 @@
 // Package testnote lets a test binary say something that plain
 // `go test ./...` shows: a passing package's output is printed only with
 // -v, so a note that tests were skipped (the MSCCL++ reference plans are
-// missing beside the checkout) would otherwise go unseen. Only test
-// binaries import it.
+// missing beside the checkout) would otherwise go unseen, and a package
+// whose tests take minutes would leave the terminal silent. Only test
+// binaries import it: Announce for a note, Run (or Heartbeat) in TestMain
+// for a package that takes more than half a minute.
 package testnote
 
 import (
@@ -91,4 +93,21 @@ func goStderr() *os.File {
 		return nil
 	}
 	return f
+}
+
+// HeartbeatInterval is how often Run's heartbeat speaks: below the 30 s
+// a person waits before wondering whether go test hangs.
+const HeartbeatInterval = 25 * time.Second
+
+// Run runs m's tests with a Heartbeat ("PKG: 25 s: still testing") and
+// returns m.Run's exit code: the TestMain of a package whose tests take
+// more than half a minute is
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testnote.Run(m, "tests"))
+//	}
+func Run(m *testing.M, pkg string) int {
+	stop := Heartbeat(pkg, "still testing", HeartbeatInterval)
+	defer stop()
+	return m.Run()
 }

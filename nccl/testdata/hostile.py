@@ -5,17 +5,17 @@ of the NCCL API with wrong arguments. One case per run:
     hostile.py CASE
 
 prints "CASE -> CODE: MESSAGE" (CODE 0 for a call that succeeded) and
-lines "CASE data ..." where a case checks the data."""
+lines "CASE data ..." where a case checks the data. Only the package's
+cases import mscclgo and torch: importing torch costs a second or more of
+CPU, which the ctypes cases need not spend."""
 
 import ctypes
 import resource
 import sys
 
-import mscclgo
-import torch
-
 
 def refused(case, fn):
+    import mscclgo
     try:
         fn()
     except mscclgo.MscclgoError as e:
@@ -25,6 +25,8 @@ def refused(case, fn):
 
 
 def package(case):
+    import mscclgo
+    import torch
     comm = mscclgo.Communicator(0, 1, mscclgo.unique_id())
     x = torch.full((8,), 7.0)
     small = torch.zeros(4)

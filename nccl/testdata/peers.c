@@ -225,6 +225,20 @@ static int late(const char *where, int ms, int calls) {
   return 0;
 }
 
+/* matched_file is PEERS_ID_FILE's name with ".matched": rank 0 creates
+ * it once its matching calls of lost() returned, and rank 1 waits for it
+ * (at most 30 s) before it is lost. A call of rank 1 can return before
+ * rank 0's has (its part done), and a loss then would fail rank 0's
+ * matching call, not the queued ones the case is about. */
+static int matched_file(char *path, size_t size) {
+  const char *file = getenv("PEERS_ID_FILE");
+  if (file == NULL) {
+    return 0;
+  }
+  snprintf(path, size, "%s.matched", file);
+  return 1;
+}
+
 static int lost(const char *how, int at, int queued) {
   double start = now();
   int rank, n;
@@ -246,7 +260,22 @@ static int lost(const char *how, int at, int queued) {
     }
   }
   say("rank %d: %d calls done\n", rank, at);
+  char matched[4096];
+  int handshake = matched_file(matched, sizeof matched);
+  if (handshake && rank == 0) {
+    int fd = open(matched, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
   if (rank == 1) {
+    for (int waited = 0; handshake && access(matched, F_OK) != 0; waited += 10) {
+      if (waited >= 30000) {
+        say("rank 1: waited 30 s for rank 0's matching calls to return (%s)\n", matched);
+        return 1;
+      }
+      sleep_ms(10);
+    }
     if (strcmp(how, "kill") == 0) {
       raise(SIGKILL);
     } else if (strcmp(how, "abort") == 0) {

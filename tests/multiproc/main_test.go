@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mscclgo/mscclgo/internal/cli"
+	"github.com/mscclgo/mscclgo/internal/testnote"
 )
 
 const mainEnv = "MSCCLGO_MULTIPROC_MAIN"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		os.Exit(cli.Run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(testnote.Run(m, "tests/multiproc"))
 }
 
 // hangBound turns a hang into a failure; no case needs a fraction of it.
