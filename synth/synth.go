@@ -151,8 +151,9 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("%s: %d GPU: a collective needs at least 2", o.TopoName, n)
 	}
-	if n > o.MaxBlocks {
-		return nil, fmt.Errorf("%s: %d GPUs: one tree per shard is %d thread blocks per rank, over the budget of %d (synthesis has no hierarchy yet, docs/synthesis.md §7)", o.TopoName, n, n, o.MaxBlocks)
+	hierarchical := tp.Nodes > 1 && tp.Base != nil
+	if n > o.MaxBlocks && !hierarchical {
+		return nil, fmt.Errorf("%s: %d GPUs: one tree per shard is %d thread blocks per rank, over the budget of %d", o.TopoName, n, n, o.MaxBlocks)
 	}
 	hw, err := ModelProfile(tp.HW)
 	if err != nil {
@@ -186,6 +187,9 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	o.Sizes = sizes
+	if hierarchical {
+		return synthesizeHier(ctx, o, start, name, nodes)
+	}
 	_, boundBW := BoundTime(o.Collective, tp, 1<<30)
 
 	// Tree sets: the chunk count whose program (one instance, the second
