@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,10 @@ import (
 	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/topo"
 )
+
+// hierLarge is the world size above which fewer candidates are
+// modelled.
+const hierLarge = 64
 
 // hierGroup bounds the nodes' shards one thread block handles (the
 // executor's 64 ops per thread block): ops per shard and chunk of each
@@ -133,11 +138,33 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	}
 	blocks := trees * ((nn + group - 1) / group)
 	var jobs []key
-	for _, inst := range o.Instances {
+	insts, units := o.Instances, o.Units
+	if n > hierLarge {
+		// Large machine: every candidate is modelled at every size on
+		// all ranks, so only three: one instance (small sizes), and the
+		// most instances the thread blocks allow (one thread block copies
+		// a few tens of GB/s: the node trees need several) with whole
+		// chunks or the largest unit.
+		inst := 1
+		for inst*2 <= min(8, o.MaxBlocks/blocks) {
+			inst *= 2
+		}
+		jobs = append(jobs, key{0, 1, 0})
+		if inst > 1 {
+			jobs = append(jobs, key{0, inst, 0})
+		}
+		if u := slices.Max(o.Units); u > 0 {
+			jobs = append(jobs, key{0, inst, u})
+		}
+	}
+	for _, inst := range insts {
+		if n > hierLarge {
+			break
+		}
 		if inst > 1 && inst*blocks > o.MaxBlocks {
 			continue
 		}
-		for _, unit := range o.Units {
+		for _, unit := range units {
 			jobs = append(jobs, key{0, inst, unit})
 		}
 	}
@@ -214,13 +241,37 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	if len(progs) != len(variants) {
 		return nil, fmt.Errorf("%w: %d programs for %d variants", ErrSynth, len(progs), len(variants))
 	}
+	runs := progs
+	if n > hierLarge {
+		// The CPU backend's race detector keeps a vector clock of every
+		// thread block of the machine: on a large machine each variant
+		// runs with one instance (the instances are the compiler's
+		// replication of these thread blocks; the written program is
+		// checked and modelled with them).
+		one := *h
+		one.variants = slices.Clone(variants)
+		for i := range one.variants {
+			one.variants[i].Instances = 1
+		}
+		if runs, err = compile(ctx, name+".star", one.star(), nil); err != nil {
+			return nil, fmt.Errorf("%w: one instance: %v", ErrSynth, err)
+		}
+	}
 	for i, p := range progs {
-		sizes, err := runChecked(ctx, p.Plan, max(o.VerifyBytes, variants[i].Min), 3)
+		run := runs[i]
+		// Run at sizes up to VerifyBytes whatever the variant's range (a
+		// variant of 64 MiB and up on 256 ranks would take GiBs on the
+		// CPU backend): the program is the same at every size.
+		open := *run.Plan
+		open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
+		sizes, err := runChecked(ctx, &open, o.VerifyBytes, 3)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSynth, err)
 		}
 		res.Verified[p.Name] = sizes
-		if _, _, err := model.Sweep(p.Plan, sizes, executor.Float16, true, hw, mopts); err != nil {
+		modelled := *p.Plan
+		modelled.MinMessageSize, modelled.MaxMessageSize = 0, ^uint64(0)
+		if _, _, err := model.Sweep(&modelled, sizes, executor.Float16, true, hw, mopts); err != nil {
 			return nil, fmt.Errorf("%w: model %s: %v", ErrSynth, p.Name, err)
 		}
 	}
