@@ -81,15 +81,16 @@ func benchSingle(t *testing.T, row func(string, ...any)) {
 	}
 }
 
-// benchMulti is the synthesis time on several nodes.
+// benchMulti is the synthesis time on several nodes (hierarchical).
 func benchMulti(t *testing.T, row func(string, ...any)) {
 	row("")
 	row("| machine | collective | GPUs | synthesis (s) | target (s) | algbw at 256 MiB of the bound |")
 	row("|---|---|---|---|---|---|")
 	for _, tc := range []struct {
 		nodes  int
+		coll   Collective
 		target float64
-	}{{4, 10}, {32, 60}} {
+	}{{4, AllGather, 10}, {4, ReduceScatter, 10}, {4, AllReduce, 10}, {32, AllGather, 60}} {
 		hw, _ := topo.LoadHW("h100-sxm")
 		tp, err := topo.Load("dgx-h100", hw)
 		if err != nil {
@@ -100,7 +101,7 @@ func benchMulti(t *testing.T, row func(string, ...any)) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(12*tc.target)*time.Second)
 		start := time.Now()
-		res, err := Synthesize(ctx, Options{Collective: AllGather, Topology: tp, TopoName: "dgx-h100", HWName: "h100-sxm", Command: "make bench-synth"})
+		res, err := Synthesize(ctx, Options{Collective: tc.coll, Topology: tp, TopoName: "dgx-h100", HWName: "h100-sxm", Command: "make bench-synth"})
 		cancel()
 		took, ratio := fmt.Sprintf("%.1f", time.Since(start).Seconds()), "-"
 		if err != nil {
@@ -109,7 +110,7 @@ func benchMulti(t *testing.T, row func(string, ...any)) {
 			p := res.Points[len(res.Points)-1]
 			ratio = fmt.Sprintf("%.3f", p.BoundUS/p.TimeUS)
 		}
-		row("| %d x DGX H100 | allgather | %d | %s | %.0f | %s |", tc.nodes, tp.NumGPUs(), took, tc.target, ratio)
+		row("| %d x DGX H100 | %s | %d | %s | %.0f | %s |", tc.nodes, tc.coll, tp.NumGPUs(), took, tc.target, ratio)
 	}
 }
 
