@@ -34,8 +34,8 @@ func TestBenchSynth(t *testing.T) {
 
 // benchSingle is the table of the bundled single-node topologies.
 func benchSingle(t *testing.T, row func(string, ...any)) {
-	row("| topology | profile | collective | algbw at 256 MiB (GB/s) | cut bound (GB/s) | of bound | >= 0.9 | worst synth/bundled time (size, plan) | synthesis (s) |")
-	row("|---|---|---|---|---|---|---|---|---|")
+	row("| topology | profile | collective | algbw at 256 MiB (GB/s) | cut bound (GB/s) | of bound | >= 0.9 | worst synth/bundled time (size, plan) | sizes served | synthesis (s) |")
+	row("|---|---|---|---|---|---|---|---|---|---|")
 	for _, tc := range [][2]string{{"dgx1-v100", "v100-sxm2"}, {"pcie-2socket", "a100-pcie"}, {"dgx-h100", "h100-sxm"}, {"dgx-h100-nv12", "h100-sxm"}} {
 		for _, c := range []Collective{AllGather, ReduceScatter, AllReduce} {
 			tp := load(t, tc[0], tc[1], 1)
@@ -76,7 +76,8 @@ func benchSingle(t *testing.T, row func(string, ...any)) {
 			if worst > 0 {
 				ws = fmt.Sprintf("%.2f (%s)", worst, wat)
 			}
-			row("| %s | %s | %s | %.1f | %.1f | %.3f | %s | %s | %.1f |", tc[0], tc[1], c, at.AlgBW, float64(at.Size)/1e3/at.BoundUS, ratio, mark, ws, res.Elapsed.Seconds())
+			served := fmt.Sprintf("%s to %s", sizeName(res.Variants[0].Min), sizeName(res.Variants[len(res.Variants)-1].Max))
+			row("| %s | %s | %s | %.1f | %.1f | %.3f | %s | %s | %s | %.1f |", tc[0], tc[1], c, at.AlgBW, float64(at.Size)/1e3/at.BoundUS, ratio, mark, ws, served, res.Elapsed.Seconds())
 		}
 	}
 }
@@ -116,6 +117,10 @@ func benchMulti(t *testing.T, row func(string, ...any)) {
 
 func sizeName(s uint64) string {
 	switch {
+	case s == ^uint64(0):
+		return "any"
+	case s == 0:
+		return "0"
 	case s >= 1<<20 && s%(1<<20) == 0:
 		return fmt.Sprintf("%d MiB", s>>20)
 	case s >= 1<<10 && s%(1<<10) == 0:
