@@ -35,6 +35,7 @@ func TestHier(t *testing.T) {
 			if r < tc.minPack {
 				t.Errorf("packing at %.3f of the bound, want at least %.2f", r, tc.minPack)
 			}
+			emuRun(t, res.Programs[0].Plan)
 		})
 	}
 }
