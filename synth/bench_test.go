@@ -104,7 +104,7 @@ func benchMulti(t *testing.T, row func(string, ...any)) {
 		if tp, err = topo.Replicate(tp, tc.nodes); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(12*tc.target)*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(30*tc.target)*time.Second)
 		start, cpu0 := time.Now(), cpuTime()
 		res, err := Synthesize(ctx, Options{Collective: tc.coll, Topology: tp, TopoName: "dgx-h100", HWName: "h100-sxm", Command: "make bench-synth"})
 		cancel()

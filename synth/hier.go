@@ -21,8 +21,13 @@ import (
 )
 
 // hierLarge is the world size above which fewer candidates are
-// modelled.
-const hierLarge = 64
+// modelled (more than two nodes of 8).
+const hierLarge = 16
+
+// hierRunOne is the world size above which the CPU backend runs each
+// variant with one instance (its race detector's clocks grow with the
+// thread blocks of the machine).
+const hierRunOne = 64
 
 // hierGroup bounds the nodes' shards one thread block handles (the
 // executor's 64 ops per thread block): ops per shard and chunk of each
@@ -141,10 +146,10 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	insts, units := o.Instances, o.Units
 	if n > hierLarge {
 		// Large machine: every candidate is modelled at every size on
-		// all ranks, so only three: one instance (small sizes), and the
+		// all ranks, so only four: one instance (small sizes), and the
 		// most instances the thread blocks allow (one thread block copies
 		// a few tens of GB/s: the node trees need several) with whole
-		// chunks or the largest unit.
+		// chunks, the second unit (256 KiB) or the largest.
 		inst := 1
 		for inst*2 <= min(8, o.MaxBlocks/blocks) {
 			inst *= 2
@@ -153,8 +158,10 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		if inst > 1 {
 			jobs = append(jobs, key{0, inst, 0})
 		}
-		if u := slices.Max(o.Units); u > 0 {
-			jobs = append(jobs, key{0, inst, u})
+		for _, u := range []uint64{o.Units[min(1, len(o.Units)-1)], slices.Max(o.Units)} {
+			if u > 0 && !slices.Contains(jobs, key{0, inst, u}) {
+				jobs = append(jobs, key{0, inst, u})
+			}
 		}
 	}
 	for _, inst := range insts {
@@ -242,7 +249,7 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		return nil, fmt.Errorf("%w: %d programs for %d variants", ErrSynth, len(progs), len(variants))
 	}
 	runs := progs
-	if n > hierLarge {
+	if n > hierRunOne {
 		// The CPU backend's race detector keeps a vector clock of every
 		// thread block of the machine: on a large machine each variant
 		// runs with one instance (the instances are the compiler's
