@@ -151,8 +151,9 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("%s: %d GPU: a collective needs at least 2", o.TopoName, n)
 	}
-	if n > o.MaxBlocks {
-		return nil, fmt.Errorf("%s: %d GPUs: one tree per shard is %d thread blocks per rank, over the budget of %d (synthesis has no hierarchy yet, docs/synthesis.md §7)", o.TopoName, n, n, o.MaxBlocks)
+	hierarchical := tp.Nodes > 1 && tp.Base != nil
+	if n > o.MaxBlocks && !hierarchical {
+		return nil, fmt.Errorf("%s: %d GPUs: one tree per shard is %d thread blocks per rank, over the budget of %d", o.TopoName, n, n, o.MaxBlocks)
 	}
 	hw, err := ModelProfile(tp.HW)
 	if err != nil {
@@ -186,6 +187,9 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	o.Sizes = sizes
+	if hierarchical {
+		return synthesizeHier(ctx, o, start, name, nodes)
+	}
 	_, boundBW := BoundTime(o.Collective, tp, 1<<30)
 
 	// Tree sets: the chunk count whose program (one instance, the second
@@ -308,6 +312,14 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: no program within the executor's limits of a thread block", o.TopoName)
 	}
 	variants, packs := chooseVariants(pts, o.Sizes, packs)
+	// Where a bundled plan serving the same call is predicted faster,
+	// the variants' ranges leave those sizes out: select never takes
+	// the program where it loses.
+	best, err := BestBundled(ctx, o.Collective, tp, o.Sizes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the bundled plans: %w", o.TopoName, err)
+	}
+	variants = trimRanges(variants, pts, o.Sizes, best)
 	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: packs,
 		topoName: o.TopoName, variants: variants}
 	res := &Result{Name: name, Variants: variants, Packing: packs[variants[len(variants)-1].Set], Packings: packs, BoundAlgBW: boundBW, Verified: map[string][]uint64{}}
@@ -427,6 +439,64 @@ func chooseVariants(pts map[key][]model.Point, sizes []uint64, packs []*Packing)
 		}
 	}
 	return out, used
+}
+
+// trimRanges narrows the variants to the longest run of sizes at which
+// no bundled plan (best, at each of sizes) is predicted faster than the
+// variant serving the size: the run holding the largest size where there
+// is one. Where every size loses, the largest alone is kept. Variants
+// outside the run are dropped; the sizes are cut halfway (in log)
+// between a kept size and a dropped one.
+func trimRanges(variants []Variant, pts map[key][]model.Point, sizes []uint64, best []Bundled) []Variant {
+	lose := make([]bool, len(sizes))
+	for i, s := range sizes {
+		if best[i].Name == "" {
+			continue
+		}
+		for _, v := range variants {
+			if s < v.Min || s > v.Max {
+				continue
+			}
+			for _, p := range pts[key{v.orig, v.Instances, v.Unit}] {
+				if p.Size == s && best[i].TimeUS < p.Time*(1-1e-6) {
+					lose[i] = true
+				}
+			}
+		}
+	}
+	lo, hi := len(sizes)-1, len(sizes)-1 // the run kept
+	bestLen := 0
+	for i := 0; i < len(sizes); {
+		if lose[i] {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < len(sizes) && !lose[j+1] {
+			j++
+		}
+		if j == len(sizes)-1 || (lose[len(sizes)-1] && j-i+1 >= bestLen) {
+			lo, hi, bestLen = i, j, j-i+1
+		}
+		i = j + 1
+	}
+	cut := func(a, b uint64) uint64 { return uint64(math.Sqrt(float64(a) * float64(b))) }
+	minSize, maxSize := uint64(0), ^uint64(0)
+	if lo > 0 {
+		minSize = cut(sizes[lo-1], sizes[lo])
+	}
+	if hi < len(sizes)-1 {
+		maxSize = cut(sizes[hi], sizes[hi+1]) - 1
+	}
+	var out []Variant
+	for _, v := range variants {
+		if v.Max < minSize || v.Min > maxSize {
+			continue
+		}
+		v.Min, v.Max = max(v.Min, minSize), min(v.Max, maxSize)
+		out = append(out, v)
+	}
+	return out
 }
 
 // header is the comment at the top of the file.

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
@@ -120,10 +121,26 @@ func runChecked(ctx context.Context, p *plan.Plan, maxBytes uint64, n int) ([]ui
 		return nil, fmt.Errorf("%s: no message size of its range [%d, %d] is valid", p.Name, p.MinMessageSize, p.MaxMessageSize)
 	}
 	checker := harness.NewChecker()
+	// The watchdog's backstop (no thread block progressing for this
+	// long) grows with the machine: thousands of thread blocks on two
+	// loaded cores stall for seconds between their goroutines' turns.
+	be := patient{Backend: cpu.New(), timeout: time.Second * time.Duration(max(1, len(p.GPUs)/8))}
 	for _, s := range sizes {
-		if err := checker.Run(ctx, cpu.New(), p, s, dt, p.Inplace, 2); err != nil {
+		if err := checker.Run(ctx, be, p, s, dt, p.Inplace, 2); err != nil {
 			return sizes, fmt.Errorf("%s: run on the CPU backend at %d bytes: %w", p.Name, s, err)
 		}
 	}
 	return sizes, nil
+}
+
+// patient is a backend whose sessions wait timeout without progress
+// before they report a deadlock (cycles of waits are reported at once).
+type patient struct {
+	executor.Backend
+	timeout time.Duration
+}
+
+func (b patient) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
+	opts.DeadlockTimeout = b.timeout
+	return b.Backend.Open(inst, opts)
 }

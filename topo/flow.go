@@ -3,7 +3,10 @@
 
 package topo
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // flowNet is a residual network.
 type flowNet struct {
@@ -139,11 +142,32 @@ func (b Bound) TimeUS(size float64, n int) float64 {
 // receives a flow of N τ from s (a cut S ∌ v then has τ |GPUs \ S| +
 // B+(S) ≥ N τ). A violated cut lowers τ to B+(S)/|S ∩ GPUs|
 // (Dinkelbach's iteration), until none is.
-func (t *Topology) AllGatherBound() Bound { return t.bound(false) }
+func (t *Topology) AllGatherBound() Bound { return t.cachedBound(false) }
 
 // ReduceScatterBound is the same bound with every link reversed: partial
 // sums of S's GPUs' shards must all enter S.
-func (t *Topology) ReduceScatterBound() Bound { return t.bound(true) }
+func (t *Topology) ReduceScatterBound() Bound { return t.cachedBound(true) }
+
+// boundCache holds a topology's two bounds, each computed once (a bound
+// of 256 GPUs is hundreds of max-flows; synth asks for it at every size).
+type boundCache struct {
+	once  [2]sync.Once
+	bound [2]Bound
+}
+
+func (t *Topology) cachedBound(reverse bool) Bound {
+	if t.bounds == nil {
+		return t.bound(reverse)
+	}
+	i := 0
+	if reverse {
+		i = 1
+	}
+	t.bounds.once[i].Do(func() { t.bounds.bound[i] = t.bound(reverse) })
+	b := t.bounds.bound[i]
+	b.Cut = append([]string(nil), b.Cut...)
+	return b
+}
 
 func (t *Topology) bound(reverse bool) Bound {
 	n := len(t.GPUs)

@@ -119,6 +119,6 @@ func Replicate(t *Topology, n int) (*Topology, error) {
 		}
 		b.link(rail, spine, Net, nic*float64(n), true)
 	}
-	b.t.Nodes, b.t.GPUsPerNode = n, g
+	b.t.Nodes, b.t.GPUsPerNode, b.t.Base = n, g, t
 	return b.finish()
 }

@@ -83,8 +83,12 @@ type Topology struct {
 	Nodes, GPUsPerNode int
 	// HW is the profile the speeds come from.
 	HW *HW
+	// Base is the topology of one node of a Replicate'd machine (nil on
+	// a single node): synth packs its trees within a node on it.
+	Base *Topology
 
-	out    [][]int // links leaving each vertex
+	bounds *boundCache // computed once, on first use
+	out    [][]int     // links leaving each vertex
 	routes [][][]int
 	used   []bool // links some route crosses
 }
@@ -156,6 +160,7 @@ func (b *builder) finish() (*Topology, error) {
 		t.GPUsPerNode = len(t.GPUs) / t.Nodes
 	}
 	t.index()
+	t.bounds = &boundCache{}
 	if err := t.computeRoutes(); err != nil {
 		return nil, err
 	}
