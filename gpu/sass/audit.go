@@ -18,6 +18,7 @@ const (
 	FamWait    = "wait"    // a spin (NANOSLEEP): wait, flush, semaphore acquire, packet and FIFO waits
 	FamSync    = "sync"    // atomics: signal, semaphore release, the FIFO push, barriers
 	FamStage   = "stage"   // global to shared memory: the prologue's copy of the block's ops
+	FamSetup   = "setup"   // narrow loads, stores to the stack only: an op's operand pointers into its arrays
 	FamControl = "control" // no data access
 )
 
@@ -35,6 +36,7 @@ type LoopReport struct {
 	Loop       Loop
 	Family     string
 	Fallback   bool           // in a function the rules exempt (fallbackMark)
+	Leaf       bool           // no data loop (copy, reduce, fanout, packet) is nested in it
 	Kinds      map[string]int // data accesses (global, generic) by Access.Kind
 	Loads      int            // data loads
 	Stores     int            // data stores
@@ -88,11 +90,13 @@ type Report struct {
 // Classify names the family of a loop from its own instructions: a spin
 // is a wait, atomics make it sync, strong 64- or 128-bit accesses (the
 // LL packets' volatile ones) a packet loop, stores to shared memory only
-// the prologue's stage; weak data loops are copies, reductions or
-// fan-outs by their bytes loaded against stored.
+// the prologue's stage; loads without 128-bit ones whose stores all go
+// to the stack are an op's setup; weak data loops are copies,
+// reductions or fan-outs by their bytes loaded against stored, and a
+// loop with strong 32-bit accesses only (progress records) is control.
 func Classify(own []Inst) string {
-	var ld, st, shared int
-	strong := false
+	var ld, st, shared, local, weak int
+	strong, wide := false, false
 	for _, in := range own {
 		switch {
 		case in.Base() == "NANOSLEEP":
@@ -113,10 +117,19 @@ func Classify(own []Inst) string {
 			}
 			continue
 		case Local:
+			if a.Store {
+				local++
+			}
 			continue
 		}
 		if a.Scope != "weak" && a.Scope != "constant" && a.Width >= 64 {
 			strong = true
+		}
+		if a.Scope == "weak" || a.Scope == "constant" {
+			weak++
+		}
+		if a.Width == 128 {
+			wide = true
 		}
 		if a.Store {
 			st += a.Bytes()
@@ -129,7 +142,9 @@ func Classify(own []Inst) string {
 		return FamPacket
 	case st == 0 && shared > 0:
 		return FamStage
-	case ld == 0 && st == 0:
+	case st == 0 && local > 0 && !wide:
+		return FamSetup
+	case ld == 0 && st == 0, weak == 0:
 		return FamControl
 	case ld == st:
 		return FamCopy
@@ -140,9 +155,13 @@ func Classify(own []Inst) string {
 }
 
 // Audit counts every loop of funcs and checks the rules: no function
-// spills (res, from ptxas); in the Simple protocol's data loops every
-// access is 128 bits wide, global, and every store weak; packet loops
-// address global memory. Loops in called functions (syms) named with
+// spills (res, from ptxas); in the Simple protocol's innermost data
+// loops (Leaf: no data loop nested in them; a spin may be) every access
+// is 128 bits wide, global, and every store weak; innermost packet
+// loops address global memory. (An outer loop holds
+// what runs once per many rounds, such as the heartbeat between chunks
+// of rounds, and whatever of its inner loop's first round the compiler
+// placed ahead of it.) Loops in called functions (syms) named with
 // "fallback" (the unaligned paths) are counted but exempt.
 func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 	rep := Report{Resources: res}
@@ -162,9 +181,20 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 				spills(Key{f.Arch, s.Name})
 			}
 		}
-		for _, l := range Loops(f) {
+		loops := Loops(f)
+		fams := make([]string, len(loops))
+		leaf := make([]bool, len(loops))
+		for i, l := range loops {
+			fams[i], leaf[i] = Classify(l.Own), true
+		}
+		for i := len(loops) - 1; i >= 0; i-- { // children after parents
+			if p := loops[i].Parent; p >= 0 && (!leaf[i] || Simple(fams[i]) || fams[i] == FamPacket) {
+				leaf[p] = false
+			}
+		}
+		for i, l := range loops {
 			name, fallback := owner(syms, f.Arch, f.Name, l.Header)
-			lr := LoopReport{Arch: f.Arch, Func: name, Loop: l, Family: Classify(l.Own), Fallback: fallback,
+			lr := LoopReport{Arch: f.Arch, Func: name, Loop: l, Family: fams[i], Fallback: fallback, Leaf: leaf[i],
 				Kinds: map[string]int{}, Insts: len(l.Own)}
 			for _, in := range l.Own {
 				a, ok := Decode(in)
@@ -186,8 +216,8 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 					lr.Loads++
 					lr.LoadBytes += a.Bytes()
 				}
-				if fallback {
-					continue
+				if fallback || !lr.Leaf {
+					continue // the rules are for the innermost data loops
 				}
 				fail := func(rule string) {
 					rep.Findings = append(rep.Findings, Finding{Arch: f.Arch, Func: name, Loop: l.Header,
@@ -222,8 +252,8 @@ type Row struct {
 	Local              int
 }
 
-// Summary folds the loops that move data into one row per function and
-// family, in the order of the SASS.
+// Summary folds the innermost loops that move data into one row per
+// function and family, in the order of the SASS.
 func (rep Report) Summary() []Row {
 	order := map[Key]int{}
 	for i, k := range rep.Funcs {
@@ -237,7 +267,7 @@ func (rep Report) Summary() []Row {
 	kinds := map[rk]map[string]bool{}
 	var keys []rk
 	for _, l := range rep.Loops {
-		if l.Moved() == 0 {
+		if l.Moved() == 0 || !l.Leaf {
 			continue
 		}
 		key := rk{Key{l.Arch, l.Func}, l.Family}

@@ -230,3 +230,55 @@ func TestReplaceBlock(t *testing.T) {
 		t.Errorf("no block: error %v", err)
 	}
 }
+
+// TestLeaf: the rules are for the innermost data loops. The heartbeat
+// between chunks of rounds (a strong store in the outer loop, beside
+// what of the first round the compiler placed there) is no finding; a
+// narrow access in the inner loop is one.
+func TestLeaf(t *testing.T) {
+	const nest = `
+	code for sm_90
+		Function : nest
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   STG.E.STRONG.SYS [R2.64], R0 ;
+        /*0020*/                   LDG.E.128 R12, [R6.64] ;
+        /*0030*/                   LDG.E.128 R4, [R6.64] ;
+        /*0040*/                   STG.E.128 [R8.64], R4 ;
+        /*0050*/                   %s ;
+        /*0060*/               @P0 BRA 0x30 ;
+        /*0070*/               @P1 BRA 0x10 ;
+        /*0080*/                   EXIT ;
+        /*0090*/                   BRA 0x90;
+`
+	for _, c := range []struct {
+		inner    string
+		findings []string
+	}{
+		{"NOP", nil},
+		{"LDG.E.64 R10, [R2.64]", []string{"nest: loop at 0x0030 (reduce): /*0050*/ LDG.E.64 R10, [R2.64]: 64-bit access in a Simple-protocol data loop (want 128)"}},
+		{"ST.E.128 [R8.64], R4", []string{"nest: loop at 0x0030 (fanout): /*0050*/ ST.E.128 [R8.64], R4: generic access in a data loop (want LDG/STG)"}},
+	} {
+		text := strings.Replace(nest, "%s", c.inner, 1)
+		funcs, err := Parse("nest.sass", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := Audit(funcs, nil, nil)
+		var got []string
+		for _, f := range rep.Findings {
+			got = append(got, strings.TrimPrefix(f.String(), "sm_90 "))
+		}
+		if !reflect.DeepEqual(got, c.findings) {
+			t.Errorf("inner %q: findings %q, want %q", c.inner, got, c.findings)
+		}
+		var leaves []string
+		for _, l := range rep.Loops {
+			if l.Leaf && l.Moved() > 0 {
+				leaves = append(leaves, itoa(int(l.Loop.Header)))
+			}
+		}
+		if !reflect.DeepEqual(leaves, []string{"48"}) {
+			t.Errorf("inner %q: leaf data loops at %v, want the one at 0x30 (48)", c.inner, leaves)
+		}
+	}
+}
