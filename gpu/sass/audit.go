@@ -25,10 +25,14 @@ const (
 // Simple reports the families of the Simple protocol's data loops.
 func Simple(fam string) bool { return fam == FamCopy || fam == FamReduce || fam == FamFanout }
 
-// fallbackMark names the functions the rules exempt: the kernel's
-// element- and byte-wise loops for operands that are not 16-byte aligned
-// (__noinline__, so that they are functions of their own in SASS).
-const fallbackMark = "fallback"
+// The rules exempt the kernel's element-, word- and byte-wise loops for
+// operands that are not 16-byte aligned: loops that hold fallbackInst
+// (prim.h's fallback_mark, pmevent in PTX), the loops nested in them, and
+// the loops of called functions whose names hold fallbackMark.
+const (
+	fallbackInst = "PMTRIG"
+	fallbackMark = "fallback"
+)
 
 // LoopReport is one loop's counts.
 type LoopReport struct {
@@ -184,8 +188,17 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 		loops := Loops(f)
 		fams := make([]string, len(loops))
 		leaf := make([]bool, len(loops))
+		marked := make([]bool, len(loops)) // a fallback loop, or one nested in it
 		for i, l := range loops {
 			fams[i], leaf[i] = Classify(l.Own), true
+			for _, in := range l.Own {
+				if in.Base() == fallbackInst {
+					marked[i] = true
+				}
+			}
+			if p := l.Parent; p >= 0 && marked[p] {
+				marked[i] = true
+			}
 		}
 		for i := len(loops) - 1; i >= 0; i-- { // children after parents
 			if p := loops[i].Parent; p >= 0 && (!leaf[i] || Simple(fams[i]) || fams[i] == FamPacket) {
@@ -194,6 +207,7 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 		}
 		for i, l := range loops {
 			name, fallback := owner(syms, f.Arch, f.Name, l.Header)
+			fallback = fallback || marked[i]
 			lr := LoopReport{Arch: f.Arch, Func: name, Loop: l, Family: fams[i], Fallback: fallback, Leaf: leaf[i],
 				Kinds: map[string]int{}, Insts: len(l.Own)}
 			for _, in := range l.Own {
@@ -253,8 +267,10 @@ type Row struct {
 }
 
 // Summary folds the innermost loops that move data into one row per
-// function and family, in the order of the SASS.
-func (rep Report) Summary() []Row {
+// function and family, in the order of the SASS; with merge false, one
+// row per architecture and family over every function (Func then counts
+// the functions).
+func (rep Report) Summary(merge bool) []Row {
 	order := map[Key]int{}
 	for i, k := range rep.Funcs {
 		order[k] = i
@@ -265,12 +281,19 @@ func (rep Report) Summary() []Row {
 	}
 	rows := map[rk]*Row{}
 	kinds := map[rk]map[string]bool{}
+	funcsOf := map[rk]map[string]bool{}
 	var keys []rk
 	for _, l := range rep.Loops {
 		if l.Moved() == 0 || !l.Leaf {
 			continue
 		}
 		key := rk{Key{l.Arch, l.Func}, l.Family}
+		if merge {
+			key = rk{Key{l.Arch, ""}, l.Family}
+			if l.Fallback {
+				key.fam += " (fallback)"
+			}
+		}
 		r := rows[key]
 		if r == nil {
 			r = &Row{Arch: l.Arch, Func: l.Func, Family: l.Family, Fallback: l.Fallback,
@@ -278,7 +301,9 @@ func (rep Report) Summary() []Row {
 			rows[key] = r
 			kinds[key] = map[string]bool{}
 			keys = append(keys, key)
+			funcsOf[key] = map[string]bool{}
 		}
+		funcsOf[key][l.Func] = true
 		r.Loops++
 		ld, st, in := l.Per16(l.Loads), l.Per16(l.Stores), l.Per16(l.Insts)
 		r.LdMin, r.LdMax = minf(r.LdMin, ld), maxf(r.LdMax, ld)
@@ -289,12 +314,23 @@ func (rep Report) Summary() []Row {
 			kinds[key][k] = true
 		}
 	}
-	famOrder := map[string]int{FamCopy: 0, FamReduce: 1, FamFanout: 2, FamPacket: 3, FamStage: 4, FamWait: 5, FamSync: 6}
+	famOrder := map[string]int{FamSetup: 0, FamCopy: 1, FamReduce: 2, FamFanout: 3, FamPacket: 4, FamStage: 5, FamWait: 6, FamSync: 7}
+	rank := func(k rk) int {
+		f, fb := strings.CutSuffix(k.fam, " (fallback)")
+		if fb {
+			return 10 + famOrder[f]
+		}
+		return famOrder[f]
+	}
 	sort.SliceStable(keys, func(i, j int) bool {
-		if order[keys[i].k] != order[keys[j].k] {
+		if merge {
+			if keys[i].k.Arch != keys[j].k.Arch {
+				return keys[i].k.Arch < keys[j].k.Arch
+			}
+		} else if order[keys[i].k] != order[keys[j].k] {
 			return order[keys[i].k] < order[keys[j].k]
 		}
-		return famOrder[keys[i].fam] < famOrder[keys[j].fam]
+		return rank(keys[i]) < rank(keys[j])
 	})
 	out := make([]Row, 0, len(keys))
 	for _, k := range keys {
@@ -303,6 +339,9 @@ func (rep Report) Summary() []Row {
 			r.Kinds = append(r.Kinds, kind)
 		}
 		sort.Strings(r.Kinds)
+		if merge {
+			r.Func = itoa(len(funcsOf[k])) + " functions"
+		}
 		out = append(out, *r)
 	}
 	return out
@@ -329,13 +368,14 @@ func span(lo, hi float64) string {
 	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }
 
-// WriteTable writes the summary as a markdown table, then the
-// resources of every function and the count of findings by rule.
-func (rep Report) WriteTable(w io.Writer) error {
+// WriteTable writes the summary as a markdown table (merge: one row
+// per architecture and family, see Summary), then the resources of every
+// function and the count of findings by rule.
+func (rep Report) WriteTable(w io.Writer, merge bool) error {
 	var b strings.Builder
 	b.WriteString("| arch | function | family | loops | ld / 16 B | st / 16 B | instructions / 16 B | accesses | local |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rep.Summary() {
+	for _, r := range rep.Summary(merge) {
 		fam := r.Family
 		if r.Fallback {
 			fam += " (fallback, exempt)"

@@ -21,7 +21,7 @@ import (
 
 func main() {
 	report := flag.Bool("report", false, "report findings but exit 0")
-	doc := flag.String("doc", "", "markdown file whose '<!-- gpu-sass:begin -->' ... '<!-- gpu-sass:end -->' block gets the table")
+	doc := flag.String("doc", "", "markdown file whose '<!-- gpu-sass:begin -->' ... '<!-- gpu-sass:end -->' block gets the table, one row per architecture and family")
 	note := flag.String("note", "", "line written above the table in -doc (date, toolkit)")
 	cuobjdump := flag.String("cuobjdump", "cuobjdump", "the cuobjdump to run")
 	show := flag.Int("show", 40, "findings printed (all are counted)")
@@ -35,14 +35,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gpu-sass:", err)
 		os.Exit(2)
 	}
-	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil {
+	var table, merged bytes.Buffer
+	if err := rep.WriteTable(&table, false); err != nil {
 		fmt.Fprintln(os.Stderr, "gpu-sass:", err)
 		os.Exit(2)
 	}
 	os.Stdout.Write(table.Bytes())
 	if *doc != "" {
-		if err := sass.ReplaceBlock(*doc, *note, table.String()); err != nil {
+		if err := rep.WriteTable(&merged, true); err != nil {
+			fmt.Fprintln(os.Stderr, "gpu-sass:", err)
+			os.Exit(2)
+		}
+		if err := sass.ReplaceBlock(*doc, *note, merged.String()); err != nil {
 			fmt.Fprintln(os.Stderr, "gpu-sass:", err)
 			os.Exit(2)
 		}
