@@ -171,17 +171,22 @@ constexpr uint32_t kBeatRounds = 0x4000;
 // copy_fallback copies n bytes with every thread where the ends are not
 // both 16-byte aligned (words: 4-byte words when both are 4-byte
 // aligned, then bytes), or, words false, the tail of fewer than 16 bytes
-// after the vectors, in bytes. A function of its own on the device
-// (MG_COLD): the vector loop does not pay for it.
-MG_COLD void copy_fallback(uint32_t tid, uint32_t nt, unsigned char* d, const unsigned char* s, uint64_t n,
+// after the vectors, in bytes. Each iteration carries fallback_mark.
+MG_DEV void copy_fallback(uint32_t tid, uint32_t nt, unsigned char* d, const unsigned char* s, uint64_t n,
                            bool words) {
   uint64_t done = 0;
   if (words && ((reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s)) & 3) == 0) {
     uint64_t nw = n / 4;
-    for (uint64_t i = tid; i < nw; i += nt) store32(d + 4 * i, load32(s + 4 * i));
+    for (uint64_t i = tid; i < nw; i += nt) {
+      fallback_mark();
+      store32(d + 4 * i, load32(s + 4 * i));
+    }
     done = nw * 4;
   }
-  for (uint64_t i = done + tid; i < n; i += nt) store8(d + i, load8(s + i));
+  for (uint64_t i = done + tid; i < n; i += nt) {
+    fallback_mark();
+    store8(d + i, load8(s + i));
+  }
 }
 
 // copy_bytes copies n bytes with every thread of the block: 16-byte
@@ -221,13 +226,14 @@ MG_UNROLL
 constexpr int kMaxOperands = 10;
 
 // reduce_fallback is reduce_t's element-wise loop, for operands or a
-// size that are not 16-byte aligned: a function of its own on the
-// device (MG_COLD), so that the vector loops do not pay for it.
+// size that are not 16-byte aligned. Each iteration carries
+// fallback_mark.
 template <int DT, int OP>
-MG_COLD void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, int nd, const unsigned char* const* s,
+MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, int nd, const unsigned char* const* s,
                              int ns, uint64_t n) {
   constexpr uint64_t es = (DT == MG_F16 || DT == MG_BF16) ? 2 : 4;
   for (uint64_t i = tid; i < n / es; i += nt) {
+    fallback_mark();
     if (es == 2) {
       uint32_t acc = load16b(s[0] + 2 * i);
       for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
