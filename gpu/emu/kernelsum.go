@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "cf2036e754a223fd79f274f1e5bb52054614434c7aae74c893ebc5071c515210"
+const kernelSourceSum = "2dc35c86120c5dbd2a7517a90adb9285a6600ec695d2dddd3dcfecb47cde7cef"
