@@ -226,8 +226,8 @@ MG_UNROLL
 constexpr int kMaxOperands = 10;
 
 // reduce_fallback is reduce_t's element-wise loop, for operands or a
-// size that are not 16-byte aligned. Each iteration carries
-// fallback_mark.
+// size that are not 16-byte aligned. Each iteration of each of its
+// loops carries fallback_mark.
 template <int DT, int OP>
 MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, int nd, const unsigned char* const* s,
                              int ns, uint64_t n) {
@@ -236,12 +236,24 @@ MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, 
     fallback_mark();
     if (es == 2) {
       uint32_t acc = load16b(s[0] + 2 * i);
-      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
-      for (int k = 0; k < nd; k++) store16b(d[k] + 2 * i, acc);
+      for (int k = 1; k < ns; k++) {
+        fallback_mark();
+        acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
+      }
+      for (int k = 0; k < nd; k++) {
+        fallback_mark();
+        store16b(d[k] + 2 * i, acc);
+      }
     } else {
       uint32_t acc = load32(s[0] + 4 * i);
-      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load32(s[k] + 4 * i));
-      for (int k = 0; k < nd; k++) store32(d[k] + 4 * i, acc);
+      for (int k = 1; k < ns; k++) {
+        fallback_mark();
+        acc = red_elem<DT, OP>(acc, load32(s[k] + 4 * i));
+      }
+      for (int k = 0; k < nd; k++) {
+        fallback_mark();
+        store32(d[k] + 4 * i, acc);
+      }
     }
   }
 }

@@ -140,7 +140,9 @@ MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uin
 // not 16-byte aligned (copy_fallback, reduce_fallback): one PMTRIG in
 // SASS (pmevent 7, a performance-monitor trigger that does nothing
 // unless a profiler counts it), by which make gpu-sass tells those
-// loops from the vector loops it holds to 128 bits (docs/gpu.md §16).
+// loops from the vector loops it holds to 128 bits (docs/gpu.md §16):
+// every loop of those paths holds one, since the compiler may place
+// one of an inner loop's in the loop around it.
 // Making them __noinline__ functions instead cost spills (one entry:
 // 576 B of stack, 132/216 B of spill stores/loads against 560, 120/184
 // inline): a call keeps the whole interpreter's live state across it.

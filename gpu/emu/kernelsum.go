@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "2dc35c86120c5dbd2a7517a90adb9285a6600ec695d2dddd3dcfecb47cde7cef"
+const kernelSourceSum = "5670e7dc8abf6e56141bd8c554e3ec77dffb5b0b5917af8403c984ddb21bd2e4"

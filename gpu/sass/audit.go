@@ -26,9 +26,12 @@ const (
 func Simple(fam string) bool { return fam == FamCopy || fam == FamReduce || fam == FamFanout }
 
 // The rules exempt the kernel's element-, word- and byte-wise loops for
-// operands that are not 16-byte aligned: loops that hold fallbackInst
-// (prim.h's fallback_mark, pmevent in PTX), the loops nested in them, and
-// the loops of called functions whose names hold fallbackMark.
+// operands that are not 16-byte aligned: loops whose own instructions
+// hold fallbackInst (prim.h's fallback_mark, pmevent in PTX: every loop
+// of those paths has one; a mark is not inherited, since the compiler
+// may place one of an inner loop's in the loop around it, as far out as
+// the loop over the ops) and the loops of called functions whose names
+// hold fallbackMark.
 const (
 	fallbackInst = "PMTRIG"
 	fallbackMark = "fallback"
@@ -188,16 +191,13 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 		loops := Loops(f)
 		fams := make([]string, len(loops))
 		leaf := make([]bool, len(loops))
-		marked := make([]bool, len(loops)) // a fallback loop, or one nested in it
+		marked := make([]bool, len(loops)) // a fallback loop: it holds the mark itself
 		for i, l := range loops {
 			fams[i], leaf[i] = Classify(l.Own), true
 			for _, in := range l.Own {
 				if in.Base() == fallbackInst {
 					marked[i] = true
 				}
-			}
-			if p := l.Parent; p >= 0 && marked[p] {
-				marked[i] = true
 			}
 		}
 		for i := len(loops) - 1; i >= 0; i-- { // children after parents
@@ -289,10 +289,10 @@ func (rep Report) Summary(merge bool) []Row {
 		}
 		key := rk{Key{l.Arch, l.Func}, l.Family}
 		if merge {
-			key = rk{Key{l.Arch, ""}, l.Family}
-			if l.Fallback {
-				key.fam += " (fallback)"
-			}
+			key.k.Name = ""
+		}
+		if l.Fallback {
+			key.fam += " (fallback)"
 		}
 		r := rows[key]
 		if r == nil {
