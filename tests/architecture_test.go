@@ -38,17 +38,19 @@ var allowedImports = map[string][]string{
 
 	// Plans at run time: loading and instantiation, what every backend
 	// shares, and the backends side by side (neither imports the other).
-	"executor":             {"internal/infile", "internal/memlimit", "plan"},
-	"executor/rankwire":    {"executor", "plan"},
-	"executor/diagnose":    {"executor", "plan"},
-	"executor/fabric":      nil, // a rankwire.PortWire over libfabric, below both backends
-	"executor/cpu":         {"executor", "executor/diagnose", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
-	"gpu":                  {"executor", "executor/rankwire", "plan"},
-	"gpu/devcomm":          {"executor", "executor/rankwire", "gpu", "internal/shmfile"}, // the communicator over gpu.StreamSession
-	"gpu/emu":              {"gpu"},
-	"gpu/cuda":             {"gpu"},
-	"gpu/internal/clayout": nil,
-	"bootstrap":            {"internal/infile"},
+	"executor":              {"internal/infile", "internal/memlimit", "plan"},
+	"executor/rankwire":     {"executor", "plan"},
+	"executor/diagnose":     {"executor", "plan"},
+	"executor/fabric":       nil, // a rankwire.PortWire over libfabric, below both backends
+	"executor/cpu":          {"executor", "executor/diagnose", "executor/rankwire", "internal/shmfile", "plan", "timeline"},
+	"gpu":                   {"executor", "executor/rankwire", "plan"},
+	"gpu/devcomm":           {"executor", "executor/rankwire", "gpu", "internal/shmfile"}, // the communicator over gpu.StreamSession
+	"gpu/emu":               {"gpu"},
+	"gpu/cuda":              {"gpu"},
+	"gpu/internal/clayout":  nil,
+	"gpu/sass":              nil, // the audit of the kernel's SASS (make gpu-sass)
+	"gpu/sass/cmd/gpu-sass": {"gpu/sass"},
+	"bootstrap":             {"internal/infile"},
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.

@@ -162,64 +162,128 @@ MG_DEV unsigned char* raw(const Ctx& c, const mg_region& r) {
 // of the data loops: its loads are issued before its stores (or adds).
 constexpr int kUnroll = 4;
 
+// kBeatRounds is how many rounds of a vector loop run between two
+// heartbeats of thread 0. The beat sits between chunks of rounds, not in
+// the loop: the inner loop then holds data accesses only, weak and
+// global (make gpu-sass, docs/gpu.md §16).
+constexpr uint32_t kBeatRounds = 0x4000;
+
+// copy_fallback copies n bytes with every thread where the ends are not
+// both 16-byte aligned (words: 4-byte words when both are 4-byte
+// aligned, then bytes), or, words false, the tail of fewer than 16 bytes
+// after the vectors, in bytes. Each iteration carries fallback_mark.
+MG_DEV void copy_fallback(uint32_t tid, uint32_t nt, unsigned char* d, const unsigned char* s, uint64_t n,
+                           bool words) {
+  uint64_t done = 0;
+  if (words && ((reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s)) & 3) == 0) {
+    uint64_t nw = n / 4;
+    for (uint64_t i = tid; i < nw; i += nt) {
+      fallback_mark();
+      store32(d + 4 * i, load32(s + 4 * i));
+    }
+    done = nw * 4;
+  }
+  for (uint64_t i = done + tid; i < n; i += nt) {
+    fallback_mark();
+    store8(d + i, load8(s + i));
+  }
+}
+
 // copy_bytes copies n bytes with every thread of the block: 16-byte
 // vectors when both ends are 16-byte aligned (kUnroll per thread and
-// round, a warp's accesses adjacent), 4-byte words when both are 4-byte
-// aligned, bytes otherwise, and the tail in bytes; where copy_share takes
-// each thread's share at once (the host build), that instead.
+// round, a warp's accesses adjacent) and the tail in bytes, otherwise
+// copy_fallback; where copy_share takes each thread's share at once (the
+// host build), that instead.
 MG_DEV void copy_bytes(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
   if (copy_share(c.tid, c.nt, d, s, n)) {
     heartbeat(c);
     return;
   }
-  uint64_t done = 0;
   uintptr_t mis = reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(s);
-  if ((mis & 15) == 0) {
-    uint64_t nv = n / 16, nt = c.nt;
-    uint64_t stride = nt * kUnroll, full = nv / stride * stride;
-    uint32_t rounds = 0;
-    for (uint64_t i = c.tid; i < full; i += stride) {
+  if ((mis & 15) != 0) {
+    copy_fallback(c.tid, c.nt, d, s, n, true);
+    return;
+  }
+  uint64_t nv = n / 16, nt = c.nt;
+  uint64_t stride = nt * kUnroll, full = nv / stride * stride;
+  for (uint64_t i = c.tid; i < full;) {
+    heartbeat(c);
+    uint32_t r = kBeatRounds;
+    do {
       v16 v[kUnroll];
 MG_UNROLL
       for (int u = 0; u < kUnroll; u++) v[u] = load16(s + 16 * (i + u * nt));
 MG_UNROLL
       for (int u = 0; u < kUnroll; u++) store16(d + 16 * (i + u * nt), v[u]);
-      if (c.tid == 0 && (rounds++ & 0x3fff) == 0) heartbeat(c);
-    }
-    for (uint64_t i = full + c.tid; i < nv; i += nt) store16(d + 16 * i, load16(s + 16 * i));
-    done = nv * 16;
-  } else if ((mis & 3) == 0) {
-    uint64_t nw = n / 4;
-    for (uint64_t i = c.tid; i < nw; i += c.nt) store32(d + 4 * i, load32(s + 4 * i));
-    done = nw * 4;
+      i += stride;
+    } while (--r != 0 && i < full);
   }
-  for (uint64_t i = done + c.tid; i < n; i += c.nt) store8(d + i, load8(s + i));
+  for (uint64_t i = full + c.tid; i < nv; i += nt) store16(d + 16 * i, load16(s + 16 * i));
+  if (nv * 16 < n) copy_fallback(c.tid, c.nt, d + nv * 16, s + nv * 16, n - nv * 16, false);
 }
 
 // kMaxOperands bounds the operands of one side (plan.MaxOperandsPerSide).
 constexpr int kMaxOperands = 10;
 
+// reduce_fallback is reduce_t's element-wise loop, for operands or a
+// size that are not 16-byte aligned. Each iteration of each of its
+// loops carries fallback_mark.
+template <int DT, int OP>
+MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, int nd, const unsigned char* const* s,
+                             int ns, uint64_t n) {
+  constexpr uint64_t es = (DT == MG_F16 || DT == MG_BF16) ? 2 : 4;
+  for (uint64_t i = tid; i < n / es; i += nt) {
+    fallback_mark();
+    if (es == 2) {
+      uint32_t acc = load16b(s[0] + 2 * i);
+      for (int k = 1; k < ns; k++) {
+        fallback_mark();
+        acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
+      }
+      for (int k = 0; k < nd; k++) {
+        fallback_mark();
+        store16b(d[k] + 2 * i, acc);
+      }
+    } else {
+      uint32_t acc = load32(s[0] + 4 * i);
+      for (int k = 1; k < ns; k++) {
+        fallback_mark();
+        acc = red_elem<DT, OP>(acc, load32(s[k] + 4 * i));
+      }
+      for (int k = 0; k < nd; k++) {
+        fallback_mark();
+        store32(d[k] + 4 * i, acc);
+      }
+    }
+  }
+}
+
 // reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element
 // type DT with reduction OP and stores the result to every destination:
 // 16-byte vectors (kUnroll per thread and round, each source's loads
 // issued together) when every operand and n are 16-byte aligned,
-// elements otherwise. The order of the operations is the CPU backend's
+// elements otherwise (reduce_fallback). The order of the operations is the CPU backend's
 // for every element.
 template <int DT, int OP>
 MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned char* const* s, int ns, uint64_t n) {
   uintptr_t mis = n;
   for (int k = 0; k < ns; k++) mis |= reinterpret_cast<uintptr_t>(s[k]);
   for (int k = 0; k < nd; k++) mis |= reinterpret_cast<uintptr_t>(d[k]);
-  if ((mis & 15) == 0) {
-    uint64_t nv = n / 16, nt = c.nt;
-    // Only the sum runs the unrolled rounds: for prod, max and min they
-    // raised the kernels' spills (whole kernel, 64-register cap) to up
-    // to 432 B of loads, against 168 B with the plain loop for every
-    // other reduction (sm_90 f16_ll16, docs/gpu.md §6), and nearly
-    // doubled the cubin.
-    uint64_t stride = nt * kUnroll, full = OP == MG_SUM ? nv / stride * stride : 0;
-    uint32_t rounds = 0;
-    for (uint64_t i = c.tid; i < full; i += stride) {
+  if ((mis & 15) != 0) {
+    reduce_fallback<DT, OP>(c.tid, c.nt, d, nd, s, ns, n);
+    return;
+  }
+  uint64_t nv = n / 16, nt = c.nt;
+  // Only the sum runs the unrolled rounds: for prod, max and min they
+  // raised the kernels' spills (whole kernel, 64-register cap) to up
+  // to 432 B of loads, against 168 B with the plain loop for every
+  // other reduction (sm_90 f16_ll16, docs/gpu.md §6), and nearly
+  // doubled the cubin.
+  uint64_t stride = nt * kUnroll, full = OP == MG_SUM ? nv / stride * stride : 0;
+  for (uint64_t i = c.tid; i < full;) {
+    heartbeat(c);
+    uint32_t r = kBeatRounds;
+    do {
       v16 acc[kUnroll];
 MG_UNROLL
       for (int u = 0; u < kUnroll; u++) acc[u] = load16(s[0] + 16 * (i + u * nt));
@@ -234,26 +298,13 @@ MG_UNROLL
 MG_UNROLL
         for (int u = 0; u < kUnroll; u++) store16(d[k] + 16 * (i + u * nt), acc[u]);
       }
-      if (c.tid == 0 && (rounds++ & 0x3fff) == 0) heartbeat(c);
-    }
-    for (uint64_t i = full + c.tid; i < nv; i += nt) {
-      v16 acc = load16(s[0] + 16 * i);
-      for (int k = 1; k < ns; k++) acc = red_v16<DT, OP>(acc, load16(s[k] + 16 * i));
-      for (int k = 0; k < nd; k++) store16(d[k] + 16 * i, acc);
-    }
-    return;
+      i += stride;
+    } while (--r != 0 && i < full);
   }
-  constexpr uint64_t es = (DT == MG_F16 || DT == MG_BF16) ? 2 : 4;
-  for (uint64_t i = c.tid; i < n / es; i += c.nt) {
-    if (es == 2) {
-      uint32_t acc = load16b(s[0] + 2 * i);
-      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load16b(s[k] + 2 * i));
-      for (int k = 0; k < nd; k++) store16b(d[k] + 2 * i, acc);
-    } else {
-      uint32_t acc = load32(s[0] + 4 * i);
-      for (int k = 1; k < ns; k++) acc = red_elem<DT, OP>(acc, load32(s[k] + 4 * i));
-      for (int k = 0; k < nd; k++) store32(d[k] + 4 * i, acc);
-    }
+  for (uint64_t i = full + c.tid; i < nv; i += nt) {
+    v16 acc = load16(s[0] + 16 * i);
+    for (int k = 1; k < ns; k++) acc = red_v16<DT, OP>(acc, load16(s[k] + 16 * i));
+    for (int k = 0; k < nd; k++) store16(d[k] + 16 * i, acc);
   }
 }
 

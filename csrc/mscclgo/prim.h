@@ -110,15 +110,43 @@ MG_DEV uint32_t fetch_add_acq_rel_gpu32(uint32_t* p, uint32_t v) {
   return old;
 }
 
-// Host-mapped progress records and the abort word: volatile accesses.
-MG_DEV void put_u32(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uint32_t*>(p) = v; }
-MG_DEV void put_i32(int32_t* p, int32_t v) { *reinterpret_cast<volatile int32_t*>(p) = v; }
-MG_DEV void put_u64(uint64_t* p, uint64_t v) { *reinterpret_cast<volatile uint64_t*>(p) = v; }
-MG_DEV uint32_t get_u32(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
+// Host-mapped progress records and the abort word: volatile accesses,
+// as st.volatile/ld.volatile of the global state space (host memory
+// mapped into the device's address space is global memory, PTX ISA
+// "State Spaces"), so that they compile to STG/LDG, not to the generic
+// ST/LD that must resolve the space on every access. The volatile
+// qualifier is unchanged: the same strength as the C++ volatile access
+// these were before.
+MG_DEV void put_u32(uint32_t* p, uint32_t v) {
+  asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+MG_DEV void put_i32(int32_t* p, int32_t v) {
+  asm volatile("st.volatile.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+MG_DEV void put_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+MG_DEV uint32_t get_u32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 // The block's shared-memory abort flag: volatile, read by every thread.
 MG_DEV uint32_t get_shared(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uint32_t*>(p) = v; }
+
+// fallback_mark marks an iteration of the loops for operands that are
+// not 16-byte aligned (copy_fallback, reduce_fallback): one PMTRIG in
+// SASS (pmevent 7, a performance-monitor trigger that does nothing
+// unless a profiler counts it), by which make gpu-sass tells those
+// loops from the vector loops it holds to 128 bits (docs/gpu.md §16):
+// every loop of those paths holds one, since the compiler may place
+// one of an inner loop's in the loop around it.
+// Making them __noinline__ functions instead cost spills (one entry:
+// 576 B of stack, 132/216 B of spill stores/loads against 560, 120/184
+// inline): a call keeps the whole interpreter's live state across it.
+MG_DEV void fallback_mark() { asm volatile("pmevent 7;"); }
 
 // count_op counts an executed op for the host build's probe (no-op here).
 MG_DEV void count_op() {}
@@ -146,18 +174,50 @@ MG_DEV void load_pkt8(const void* p, uint32_t* v, uint32_t* f) {
   asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(*v), "=r"(*f) : "l"(p) : "memory");
 }
 
-// Weak data accesses.
+// Weak data accesses of the global state space: ld.global/st.global,
+// which compile to LDG/STG rather than to the generic LD/ST that resolve
+// the state space on every access (make gpu-sass, docs/gpu.md §16).
+// Every data operand of a plan is global memory: device memory, a peer's
+// device memory (peer access or an IPC mapping), or host memory mapped
+// into the device, all of which the PTX ISA puts in the global state
+// space ("State Spaces"); none is shared, local or constant memory. The
+// generic address of global memory is its global address (the other
+// primitives above rely on that too). The accesses stay weak (no .volatile,
+// .relaxed or scope): only the state space changes, not their place in
+// the memory model. The "memory" clobber keeps the compiler from moving
+// them across the fences, atomics and barriers around them, as it would
+// not move a plain access; the loads are not volatile, so an unused one
+// may still be dropped.
 MG_DEV v16 load16(const void* p) {
-  uint4 u = *reinterpret_cast<const uint4*>(p);
-  return v16{u.x, u.y, u.z, u.w};
+  v16 v;
+  asm("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
 }
-MG_DEV void store16(void* p, v16 v) { *reinterpret_cast<uint4*>(p) = make_uint4(v.x, v.y, v.z, v.w); }
-MG_DEV uint32_t load32(const void* p) { return *reinterpret_cast<const uint32_t*>(p); }
-MG_DEV void store32(void* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
-MG_DEV uint32_t load16b(const void* p) { return *reinterpret_cast<const uint16_t*>(p); }
-MG_DEV void store16b(void* p, uint32_t v) { *reinterpret_cast<uint16_t*>(p) = uint16_t(v); }
-MG_DEV unsigned char load8(const void* p) { return *reinterpret_cast<const unsigned char*>(p); }
-MG_DEV void store8(void* p, unsigned char v) { *reinterpret_cast<unsigned char*>(p) = v; }
+MG_DEV void store16(void* p, v16 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+MG_DEV uint32_t load32(const void* p) {
+  uint32_t v;
+  asm("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+MG_DEV void store32(void* p, uint32_t v) { asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory"); }
+MG_DEV uint32_t load16b(const void* p) {
+  uint16_t v;
+  asm("ld.global.u16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+  return v;
+}
+MG_DEV void store16b(void* p, uint32_t v) {
+  asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "h"(uint16_t(v)) : "memory");
+}
+MG_DEV unsigned char load8(const void* p) {
+  uint16_t v;
+  asm("ld.global.u8 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+  return static_cast<unsigned char>(v);
+}
+MG_DEV void store8(void* p, unsigned char v) {
+  asm volatile("st.global.u8 [%0], %1;" ::"l"(p), "h"(uint16_t(v)) : "memory");
+}
 
 // copy_share copies thread tid's share (of nt) of an n-byte copy in one
 // go and reports true where the build does that (the host build, see
@@ -245,6 +305,8 @@ __attribute__((always_inline)) MG_DEV void touch(const void* p) {
   mg_host_probe* pr = mg_host_self().probe;
   if (pr != nullptr) pr->touch(reinterpret_cast<uintptr_t>(p), mg_host_self().block_idx.x);
 }
+
+MG_DEV void fallback_mark() {}
 
 MG_DEV void count_op() {
   mg_host_probe* pr = mg_host_self().probe;
