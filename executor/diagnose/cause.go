@@ -69,6 +69,21 @@ const (
 	// to Wrote, and no op brought it further (weak evidence: it is
 	// often a correct op the data never got past).
 	LastMover
+
+	// The kinds of race (a pair of accesses that nothing orders, from the
+	// CPU backend's race detector: Races).
+
+	// AccessBeforeWait: an access (Op) to the rank's own buffer comes
+	// before the wait (Other) that would have ordered it after the peer's
+	// access: the wait was placed after the op it guards.
+	AccessBeforeWait
+	// ReuseAcrossLaunch: an access (Op) in the next launch touches a
+	// place (Place) that the other op (Other), or its proxy, may still
+	// use in the launch before: no handshake across the boundary.
+	ReuseAcrossLaunch
+	// Unordered: two ops of one launch (Op and Other) access a place and
+	// no signal and wait, semaphore or barrier orders them.
+	Unordered
 )
 
 var kindNames = [...]string{
@@ -86,6 +101,9 @@ var kindNames = [...]string{
 	ReadButWroteElsewhere: "read the result's place, wrote another",
 	Overwritten:           "input overwritten before it was read",
 	LastMover:             "last move of a missing input",
+	AccessBeforeWait:      "access before its wait",
+	ReuseAcrossLaunch:     "reuse across the launch boundary",
+	Unordered:             "unordered accesses",
 }
 
 func (k Kind) String() string {

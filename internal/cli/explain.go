@@ -298,7 +298,7 @@ const maxOtherCauses = 2
 // with how many wrong elements (blocked thread blocks, racing pairs) it
 // explains. Deadlock and wrong-data causes are built as typed values
 // (executor/diagnose, executor/cpu's Prov.Causes) and only printed here
-// (causeLines); race.go still builds its own.
+// (causeLines), race causes too (diagnose.Races).
 type cause struct {
 	key  string
 	text string

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/mscclgo/mscclgo/executor"
-	"github.com/mscclgo/mscclgo/plan"
 )
 
 // TestRaceReports runs the newcomer's ring reduce-scatters of
@@ -166,47 +163,5 @@ func TestRaceOnGPUEmu(t *testing.T) {
 	}
 	if code, stdout, stderr := run(t, "", "run", f, "-s", "16K", "-n", "3", "--race", "--backend", "gpu-emu", "-D", "handshake=true"); code != 0 {
 		t.Errorf("with the handshake: exit %d, want 0:\n%s%s", code, stdout, stderr)
-	}
-}
-
-// TestRaceCauseAcrossLaunches: the cause of a race across the launch
-// boundary says who may still be using the bytes, a peer or a proxy's
-// transfer that nothing waits for, and the fix that fits.
-func TestRaceCauseAcrossLaunches(t *testing.T) {
-	t.Parallel()
-	scratch := func(rank int) executor.Region {
-		return executor.Region{Rank: rank, Buffer: plan.Scratch, Offset: 0, Size: 64, Switch: -1}
-	}
-	acc := func(rank int, typ plan.OpType, line string, write bool, launch int, proxy bool, owner int) executor.Access {
-		return executor.Access{Rank: rank, TB: 0, Op: "op 0 " + typ.String(), Write: write, Region: scratch(owner), Launch: launch,
-			Instr: &executor.OpInstance{Type: typ, Source: []string{line}}, Proxy: proxy}
-	}
-	for _, tt := range []struct {
-		name string
-		race executor.Race
-		want string
-	}{
-		{"a peer's read", executor.Race{
-			A: acc(1, plan.OpReduce, "x.star:17:3", false, 0, false, 1),
-			B: acc(0, plan.OpPut, "x.star:12:3", true, 1, false, 1)},
-			"the put at x.star:12:3 (rank 0 tb 0) writes rank 1 scratch[0:64] in launch 1 while the re at x.star:17:3 (rank 1 tb 0) may still read it in launch 0: nothing tells rank 0 that rank 1 is done with it (a handshake: a signal after the last use, a wait before the next launch's write;"},
-		{"the rank's own proxy", executor.Race{
-			A: acc(0, plan.OpCopy, "x.star:3:1", true, 1, false, 0),
-			B: acc(0, plan.OpPutWithSignal, "x.star:5:1", false, 0, true, 0)},
-			"the copy at x.star:3:1 (rank 0 tb 0) writes rank 0 scratch[0:64] in launch 1 while the pws at x.star:5:1 (rank 0 tb 0) may still read it in launch 0: nothing waits for rank 0's proxy to be done with it (flush the transfer"},
-		{"a peer's proxy", executor.Race{
-			A: acc(1, plan.OpPut, "x.star:9:1", false, 0, true, 1),
-			B: acc(0, plan.OpPutWithSignal, "x.star:7:1", true, 1, true, 1)},
-			"may still read it in launch 0: nothing tells rank 0 that rank 1's proxy is done with it (flush the transfer"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := raceCause(nil, tt.race)
-			if !strings.Contains(c.text, tt.want) {
-				t.Errorf("cause\n%s\ndoes not say\n%s", c.text, tt.want)
-			}
-			if c.rank != 1 {
-				t.Errorf("rank %d, want 1 (a buffer reused in the next launch)", c.rank)
-			}
-		})
 	}
 }
