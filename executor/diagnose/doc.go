@@ -17,5 +17,11 @@
 // oracle from its movement log (executor/cpu's Prov.Causes) and ordered
 // by Rank. GuardingWait finds the wait that a read before it should have
 // come after (a wait moved after the reduce it guards), for the
-// wrong-data and race reports, which name its line.
+// wrong-data report, which names its line.
+//
+// A race report's causes (an *executor.RaceError's pairs) come from
+// Races: an access before the wait that would have ordered it, a buffer
+// reused in the next launch with no handshake, or two ops that nothing
+// orders, each naming both ops' .star lines and, across the launch
+// boundary, the launch of each.
 package diagnose
