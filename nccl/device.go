@@ -75,37 +75,32 @@ func (c *comm) openDevice() error {
 // alike). A wire closes with the communicator (endNow), before its
 // bootstrap.
 func portNet(c *comm) (rankwire.Net, error) {
-	name := os.Getenv("MSCCLGO_TRANSPORT")
-	if name == "" {
-		name = "auto"
-	}
-	switch name {
-	case "tcp", "fabric", "auto":
-	default:
-		return nil, errorf(resultInvalidArgument, "rank %d of %d: MSCCLGO_TRANSPORT=%q: want tcp, fabric or auto", c.rank, c.size, name)
+	name := fabric.TransportSetting(os.Getenv)
+	t, err := fabric.ParseTransport(name)
+	if err != nil {
+		return nil, errorf(resultInvalidArgument, "rank %d of %d: %s=%v", c.rank, c.size, fabric.TransportVar, err)
 	}
 	if err := c.sameTransport(name); err != nil {
 		return nil, err
 	}
-	if name == "tcp" {
-		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
-		return c.boot, nil
-	}
 	o := fabric.Options{Timeout: c.timeout, TimeoutBound: "MSCCLGO_NCCL_TIMEOUT"}
-	if name == "auto" {
+	if t == fabric.Auto {
 		hello, err := envDuration("MSCCLGO_FABRIC_HELLO_TIMEOUT", fabric.DefaultAutoHelloTimeout)
 		if err != nil {
 			return nil, errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
 		}
 		o.HelloTimeout, o.HelloBound = hello, "MSCCLGO_FABRIC_HELLO_TIMEOUT"
 	}
-	wire, err := fabric.Open(context.Background(), c.boot, o)
-	if err != nil {
-		if name == "auto" {
-			logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, err)
-			return c.boot, nil
-		}
-		return nil, errorf(resultSystem, "rank %d of %d: MSCCLGO_TRANSPORT=fabric: %v", c.rank, c.size, err)
+	wire, refused, err := fabric.Choose(context.Background(), c.boot, t, o)
+	switch {
+	case err != nil:
+		return nil, errorf(resultSystem, "rank %d of %d: %s=fabric: %v", c.rank, c.size, fabric.TransportVar, err)
+	case refused != nil:
+		logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, refused)
+		return c.boot, nil
+	case wire == nil:
+		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
+		return c.boot, nil
 	}
 	logInfo("rank %d of %d: port channels between processes over fabric, libfabric provider %s", c.rank, c.size, wire.Provider())
 	c.wire = wire

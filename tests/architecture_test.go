@@ -596,3 +596,19 @@ func TestKeyLiterals(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestTransportReadOnce: the transport policy has one owner. Only
+// executor/fabric spells the variable MSCCLGO_TRANSPORT as a literal of
+// its own (TransportVar, read by TransportSetting); the command line and
+// the library ask it, and name the variable only inside their messages.
+func TestTransportReadOnce(t *testing.T) {
+	keys := map[string]bool{"MSCCLGO_TRANSPORT": true}
+	eachSource(t, func(pkg, file string, fset *token.FileSet, af *ast.File) {
+		if pkg == "executor/fabric" {
+			return
+		}
+		for _, p := range keyLiterals(fset, file, af, keys) {
+			t.Errorf("%s (the transport is read by executor/fabric's TransportSetting alone)", p)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func runCommand(d *deps) *cli.Command {
 			&cli.BoolFlag{Name: "one-process", Usage: "run every rank in this process even when launcher variables (mpirun, torchrun) are set"},
 			&cli.DurationFlag{Name: "join-timeout", Value: bootstrap.DefaultTimeout, Usage: "one process per rank: wait `D` for every rank to join"},
 			&cli.DurationFlag{Name: "peer-timeout", Value: bootstrap.DefaultHeartbeatTimeout, Usage: "one process per rank: a rank silent for `D` is lost"},
-			&cli.StringFlag{Name: "transport", Value: "auto", EnvVars: []string{"MSCCLGO_TRANSPORT"}, Usage: "one process per rank: carry port channels between processes over `T`: auto (fabric where libfabric loads and offers RMA on every rank, else tcp), tcp (the bootstrap's connections) or fabric (libfabric; FI_PROVIDER picks the provider)"},
+			&cli.StringFlag{Name: "transport", Value: fabric.TransportSetting(os.Getenv), Usage: "one process per rank (default: $MSCCLGO_TRANSPORT, else auto): carry port channels between processes over `T`: auto (fabric where libfabric loads and offers RMA on every rank, else tcp), tcp (the bootstrap's connections) or fabric (libfabric; FI_PROVIDER picks the provider)"},
 			&cli.DurationFlag{Name: "fabric-hello-timeout", Value: fabric.DefaultAutoHelloTimeout, EnvVars: []string{"MSCCLGO_FABRIC_HELLO_TIMEOUT"}, Usage: "one process per rank, --transport auto: go on over tcp when a peer does not answer the fabric's hello within `D` (an unreachable address); --transport fabric waits --join-timeout and fails"},
 		}, scriptFlags()...),
 		Action:       func(c *cli.Context) error { return runRun(c, d) },

@@ -272,30 +272,29 @@ func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64
 // address), every rank says so on stderr, since that is not the quiet
 // fallback of a machine without libfabric.
 func openTransport(ctx context.Context, c *cli.Context, b *bootstrap.Bootstrap, timeout time.Duration, stderr io.Writer) (rankwire.Net, string, error) {
-	name := c.String("transport")
+	t, err := fabric.ParseTransport(c.String("transport"))
+	if err != nil {
+		return nil, "", usageErr("--transport %v", err)
+	}
 	o := fabric.Options{Timeout: timeout}
-	switch name {
-	case "tcp":
-		return b, "tcp (the bootstrap's connections)", nil
-	case "auto":
+	if t == fabric.Auto {
 		o.HelloTimeout, o.HelloBound = c.Duration("fabric-hello-timeout"), "--fabric-hello-timeout"
 		if o.HelloTimeout <= 0 {
 			return nil, "", usageErr("--fabric-hello-timeout %v: want a positive duration", o.HelloTimeout)
 		}
-	case "fabric":
-	default:
-		return nil, "", usageErr("--transport %q: want tcp, fabric or auto", name)
 	}
-	wire, err := fabric.Open(ctx, b, o)
-	if err != nil {
-		if name == "auto" {
-			transport := fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", err)
-			if errors.Is(err, fabric.ErrUnreachable) {
-				fmt.Fprintf(stderr, "mscclgo: rank %d of %d: warning: port channels between processes: %s\n", b.Rank(), b.Size(), transport)
-			}
-			return b, transport, nil
-		}
+	wire, refused, err := fabric.Choose(ctx, b, t, o)
+	switch {
+	case err != nil:
 		return nil, "", fmt.Errorf("--transport fabric: %w", err)
+	case refused != nil:
+		transport := fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", refused)
+		if errors.Is(refused, fabric.ErrUnreachable) {
+			fmt.Fprintf(stderr, "mscclgo: rank %d of %d: warning: port channels between processes: %s\n", b.Rank(), b.Size(), transport)
+		}
+		return b, transport, nil
+	case wire == nil:
+		return b, "tcp (the bootstrap's connections)", nil
 	}
 	return wire, "fabric, libfabric provider " + wire.Provider(), nil
 }
