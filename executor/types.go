@@ -140,9 +140,9 @@ type Options struct {
 	// is reported as a deadlock; zero means one second.
 	DeadlockTimeout time.Duration
 	// Threads bounds the goroutines the CPU backend runs one large
-	// reduce op on (its element range split in parts, docs/executor.md
-	// §5.4); zero means GOMAXPROCS shared among the ranks of the host,
-	// one keeps every op on its thread block's goroutine.
+	// reduce op on (its element range split in parts,
+	// docs/executor.md §5.4); zero means GOMAXPROCS shared among the
+	// ranks of the host, one keeps every op on its thread block's goroutine.
 	Threads int
 }
 

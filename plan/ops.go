@@ -165,6 +165,9 @@ type OpInfo struct {
 	// into one op with the operands (or channels) of both
 	// (docs/passes.md §4.2, F1-F3 and F10-F14).
 	merges bool
+	// signals: the op signals its channels (each signal adds one to the
+	// paired end's count); waits: it waits on them.
+	signals, waits bool
 }
 
 var (
@@ -189,10 +192,10 @@ func sideThen(r role, rest role) side { return side{fixed: []role{r}, rest: rest
 var Ops = [NumOpTypes + 1]OpInfo{
 	OpNop:           {Name: "nop", Family: FamSync},
 	OpBarrier:       {Name: "barrier", Family: FamSync},
-	OpSignal:        {Name: "signal", Family: FamDataSync, channel: memPort, needIDs: true, merges: true},
-	OpRelaxedSignal: {Name: "rlxsignal", Family: FamDataSync, channel: memPort, needIDs: true, merges: true},
-	OpWait:          {Name: "wait", Family: FamDataSync, channel: memPort, needIDs: true, merges: true},
-	OpRelaxedWait:   {Name: "rlxwait", Family: FamDataSync, channel: memPort, needIDs: true, merges: true},
+	OpSignal:        {Name: "signal", Family: FamDataSync, channel: memPort, needIDs: true, merges: true, signals: true},
+	OpRelaxedSignal: {Name: "rlxsignal", Family: FamDataSync, channel: memPort, needIDs: true, merges: true, signals: true},
+	OpWait:          {Name: "wait", Family: FamDataSync, channel: memPort, needIDs: true, merges: true, waits: true},
+	OpRelaxedWait:   {Name: "rlxwait", Family: FamDataSync, channel: memPort, needIDs: true, merges: true, waits: true},
 	OpFlush:         {Name: "flush", Family: FamDataSync, channel: []ChannelType{Port}, needIDs: true, merges: true},
 	OpSemAcquire:    {Name: "sem_acquire", Family: FamDataSync, semaphores: true, merges: true},
 	OpSemRelease:    {Name: "sem_release", Family: FamDataSync, semaphores: true, merges: true},
@@ -203,8 +206,8 @@ var Ops = [NumOpTypes + 1]OpInfo{
 
 	OpGet:                   {Name: "get", Family: FamGet, data: true, src: sideMany(roleR), dst: sideMany(roleL), remoteVia: memOnly, pairwise: true, merges: true},
 	OpPut:                   {Name: "put", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true},
-	OpPutWithSignal:         {Name: "pws", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true},
-	OpPutWithSignalAndFlush: {Name: "pwsf", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true},
+	OpPutWithSignal:         {Name: "pws", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true, signals: true},
+	OpPutWithSignalAndFlush: {Name: "pwsf", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleR), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true, signals: true},
 	OpPutPacket:             {Name: "ppkt", Family: FamPut, data: true, src: sideMany(roleL), dst: sideMany(roleRP), remoteVia: memPort, pairwise: true, portIDsPerDst: true, merges: true},
 	OpReadPutPacket:         {Name: "rppkt", Family: FamPut, data: true, src: sideOne(roleSP), dst: sideMany(roleRP), remoteVia: memPort, portIDsPerDst: true, merges: true},
 
@@ -339,6 +342,13 @@ func (o OpType) Pairwise() bool { return Ops[o].pairwise }
 func (o OpType) UsesPort(ct ChannelType) bool {
 	return ct == Port && slices.Contains(Ops[o].remoteVia, Port)
 }
+
+// Signals reports whether o signals its channels (signal, rlxsignal,
+// pws, pwsf): each signal adds one to the paired end's count.
+func (o OpType) Signals() bool { return Ops[o].signals }
+
+// Waits reports whether o waits on its channels (wait, rlxwait).
+func (o OpType) Waits() bool { return Ops[o].waits }
 
 // Merges reports whether two adjacent ops of type o on one channel type
 // may fuse into one op holding the operands or channels of both

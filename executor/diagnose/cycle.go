@@ -114,7 +114,7 @@ func cycleCause(blocked []Blocked, links []*link, cyc []int) Cause {
 // nil.
 func needs(inst *executor.Instance, blocked []Blocked, b Blocked) *link {
 	op := b.Op.Op
-	if op == nil || !waits(op.Type) || len(op.Channels) == 0 || b.Rank < 0 || b.Rank >= len(inst.Ranks) {
+	if op == nil || !op.Type.Waits() || len(op.Channels) == 0 || b.Rank < 0 || b.Rank >= len(inst.Ranks) {
 		return nil
 	}
 	ends := channels(&inst.Ranks[b.Rank], op.ChannelType)
@@ -149,7 +149,7 @@ func signalAfter(inst *executor.Instance, b Blocked, ct plan.ChannelType, ci int
 			case found != nil:
 			case o == b.Op.Op:
 				after = true
-			case after && o.ChannelType == ct && signals(o.Type) && slices.Contains(o.Channels, ci):
+			case after && o.ChannelType == ct && o.Type.Signals() && slices.Contains(o.Channels, ci):
 				found = o
 			}
 		})

@@ -112,8 +112,8 @@ func half(inst *executor.Instance, p executor.PacketWait) uint64 {
 }
 
 // dataSlot is the scratch source operand of op that holds the packet of
-// p (as data: a packet region is twice its payload, docs/semantics.md
-// §3.3); failing that, op's first scratch source.
+// p (as data: a packet region is twice its payload,
+// docs/semantics.md §3.3); failing that, op's first scratch source.
 func dataSlot(inst *executor.Instance, op *executor.OpInstance, p executor.PacketWait) (executor.Region, bool) {
 	if p.Buffer != plan.Scratch {
 		return executor.Region{}, false

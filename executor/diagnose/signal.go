@@ -9,19 +9,6 @@ import (
 	"github.com/mscclgo/mscclgo/plan"
 )
 
-// signals reports whether op signals its channels (each signal adds one
-// to the paired end's count).
-func signals(t plan.OpType) bool {
-	switch t {
-	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
-		return true
-	}
-	return false
-}
-
-// waits reports whether op waits on its channels.
-func waits(t plan.OpType) bool { return t == plan.OpWait || t == plan.OpRelaxedWait }
-
 // channelUse counts, over every thread block of rank ri, the ops that
 // use channel ci of type ct for which is holds, each as often as it runs
 // per launch, and returns the last of them.
@@ -50,7 +37,7 @@ func channelUse(ri *executor.RankInstance, ct plan.ChannelType, ci int, is func(
 // thread block names why).
 func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 	op := b.Op.Op
-	if !waits(op.Type) || b.Rank < 0 || b.Rank >= len(inst.Ranks) {
+	if !op.Type.Waits() || b.Rank < 0 || b.Rank >= len(inst.Ranks) {
 		return nil
 	}
 	ri := &inst.Ranks[b.Rank]
@@ -71,8 +58,8 @@ func signalCauses(inst *executor.Instance, b Blocked) []Cause {
 		if end.Peer < 0 || end.Peer >= len(inst.Ranks) {
 			continue
 		}
-		nWait, _ := channelUse(ri, op.ChannelType, ci, waits)
-		nSig, last := channelUse(&inst.Ranks[end.Peer], op.ChannelType, end.PeerIndex, signals)
+		nWait, _ := channelUse(ri, op.ChannelType, ci, plan.OpType.Waits)
+		nSig, last := channelUse(&inst.Ranks[end.Peer], op.ChannelType, end.PeerIndex, plan.OpType.Signals)
 		if nSig >= nWait {
 			continue
 		}
@@ -111,8 +98,8 @@ func surplus(inst *executor.Instance, rank, peer int, ct plan.ChannelType) strin
 		if end.Peer != peer || end.PeerIndex < 0 {
 			continue
 		}
-		nWait, _ := channelUse(ri, ct, c, waits)
-		if nSig, _ := channelUse(pi, ct, end.PeerIndex, signals); nSig > nWait {
+		nWait, _ := channelUse(ri, ct, c, plan.OpType.Waits)
+		if nSig, _ := channelUse(pi, ct, end.PeerIndex, plan.OpType.Signals); nSig > nWait {
 			extra = append(extra, strconv.Itoa(c))
 		}
 	}

@@ -58,11 +58,11 @@ func nextWait(inst *executor.Instance, rank, tb int, op0 *executor.OpInstance, p
 	}
 	for _, op := range ops[at+1:] {
 		switch {
-		case waits(op.Type):
+		case op.Type.Waits():
 			if fromPeer(op) {
 				return OpRef{Rank: rank, TB: tb, Op: op}, true
 			}
-		case signals(op.Type), op.Type == plan.OpBarrier, op.Type == plan.OpSemRelease:
+		case op.Type.Signals(), op.Type == plan.OpBarrier, op.Type == plan.OpSemRelease:
 			return OpRef{}, false
 		}
 	}

@@ -84,6 +84,9 @@ func withLimits(t *testing.T, from, to string, min, max uint64) {
 // flags while parsing, a data race between concurrent runs.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
+	// "gpu not built" is about a checkout without the CUDA worker: after
+	// `make gpu` the checkout's bin/ has one, which the CLI would find.
+	t.Setenv("MSCCLGO_CUDA_WORKER", filepath.Join(dir, "no-mscclgo-cuda"))
 	writeJSON(t, filepath.Join(dir, "wrong.json"), testPlan{name: "wrong", collective: "allreduce", ranks: 2, copyTBs: 1}.json())
 	writeJSON(t, filepath.Join(dir, "deadlock.json"), testPlan{name: "deadlock", collective: "test", ranks: 2, deadlock: true}.json())
 	withLimits(t, ports+"/single_node/allreduce_pipeline.plan.json", filepath.Join(dir, "limited.json"), 2048, 16384)
