@@ -9,10 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
@@ -178,46 +176,13 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	if blocks > o.MaxBlocks || len(jobs) == 0 {
 		return nil, fmt.Errorf("%s: %d thread blocks per rank, over the budget of %d", o.TopoName, blocks, o.MaxBlocks)
 	}
-	results := make([][]model.Point, len(jobs))
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				k := jobs[i]
-				hp := *h
-				hp.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: k.inst, Unit: k.unit}}
-				progs, err := compileChecked(ctx, name+".star", hp.star(), nil, false)
-				var ce *CheckError
-				if errors.As(err, &ce) && ce.opLimit() {
-					continue
-				}
-				if err != nil {
-					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, k.inst, k.unit, err)
-					continue
-				}
-				if results[i], _, err = model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts); err != nil {
-					errs[i] = fmt.Errorf("%w: model: %v", ErrSynth, err)
-				}
-			}
-		}()
-	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	pts := map[key][]model.Point{}
-	for i, k := range jobs {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if results[i] != nil {
-			pts[k] = results[i]
-		}
+	pts, err := modelCandidates(ctx, name, jobs, func(i int) []byte {
+		hp := *h
+		hp.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: jobs[i].inst, Unit: jobs[i].unit}}
+		return hp.star()
+	}, o.Sizes, hw, mopts)
+	if err != nil {
+		return nil, err
 	}
 	if len(pts) == 0 {
 		return nil, fmt.Errorf("%s: no program within the executor's limits of a thread block", o.TopoName)

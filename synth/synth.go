@@ -267,46 +267,17 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
-	results := make([][]model.Point, len(jobs))
-	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{j.pk}, topoName: o.TopoName,
-					variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: j.k.inst, Unit: j.k.unit}}}
-				progs, err := compileChecked(ctx, name+".star", g.star(), nil, false)
-				var ce *CheckError
-				if errors.As(err, &ce) && ce.opLimit() {
-					continue // over a thread block's limits: not a candidate
-				}
-				if err != nil {
-					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, j.k.inst, j.k.unit, err)
-					continue
-				}
-				if results[i], _, err = model.Sweep(progs[0].Plan, o.Sizes, executor.Float16, true, hw, mopts); err != nil {
-					errs[i] = fmt.Errorf("%w: model: %v", ErrSynth, err)
-				}
-			}
-		}()
-	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	pts := map[key][]model.Point{}
+	ks := make([]key, len(jobs))
 	for i, j := range jobs {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if results[i] != nil {
-			pts[j.k] = results[i]
-		}
+		ks[i] = j.k
+	}
+	pts, err := modelCandidates(ctx, name, ks, func(i int) []byte {
+		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{jobs[i].pk}, topoName: o.TopoName,
+			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: jobs[i].k.inst, Unit: jobs[i].k.unit}}}
+		return g.star()
+	}, o.Sizes, hw, mopts)
+	if err != nil {
+		return nil, err
 	}
 	if len(pts) == 0 {
 		return nil, fmt.Errorf("%s: no program within the executor's limits of a thread block", o.TopoName)
@@ -617,3 +588,50 @@ func ident(s string) string {
 }
 
 var _ = plan.MaxThreadsPerBlock
+
+// modelCandidates compiles, checks and models every candidate (the .star
+// source star(i) of ks[i]) on GOMAXPROCS workers, and returns the swept
+// points of each one within the executor's limits of a thread block (a
+// candidate over them is left out); any other failure is a bug of synth.
+func modelCandidates(ctx context.Context, name string, ks []key, star func(i int) []byte, sizes []uint64, hw *model.Profile, mopts model.Options) (map[key][]model.Point, error) {
+	results := make([][]model.Point, len(ks))
+	errs := make([]error, len(ks))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(ks)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				k := ks[i]
+				progs, err := compileChecked(ctx, name+".star", star(i), nil, false)
+				var ce *CheckError
+				if errors.As(err, &ce) && ce.opLimit() {
+					continue // over a thread block's limits: not a candidate
+				}
+				if err != nil {
+					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, k.inst, k.unit, err)
+					continue
+				}
+				if results[i], _, err = model.Sweep(progs[0].Plan, sizes, executor.Float16, true, hw, mopts); err != nil {
+					errs[i] = fmt.Errorf("%w: model: %v", ErrSynth, err)
+				}
+			}
+		}()
+	}
+	for i := range ks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	pts := map[key][]model.Point{}
+	for i, k := range ks {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if results[i] != nil {
+			pts[k] = results[i]
+		}
+	}
+	return pts, nil
+}
