@@ -275,8 +275,16 @@ func (d *driver) AllocHost(n uint64) (gpu.HostMem, error) {
 	return &hostMem{d: d, p: p, n: n}, nil
 }
 
+// Free gives p back once the caller's streams have run the work
+// enqueued on them so far (Streams.freeAfter), at once on a driver that
+// has none.
 func (d *driver) Free(p gpu.DevPtr) error {
-	C.mg_emu_free(C.uint64_t(p), d.mode())
+	mode := d.mode()
+	if d.streams == nil {
+		C.mg_emu_free(C.uint64_t(p), mode)
+		return nil
+	}
+	d.streams.freeAfter(func() { C.mg_emu_free(C.uint64_t(p), mode) })
 	return nil
 }
 

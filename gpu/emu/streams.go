@@ -261,7 +261,10 @@ type stream struct {
 	work   []streamOp
 	wake   chan struct{} // one token: work was added, or closed
 	closed bool
-	err    error // the first failed work's, until Synchronize
+	// running: the goroutine has taken a piece of work off the queue and
+	// runs it (the queue may then be empty).
+	running bool
+	err     error // the first failed work's, until Synchronize
 	// capture records the work pushed while the stream captures
 	// (BeginCapture), instead of running it; nil otherwise.
 	capture *StreamGraph
@@ -470,15 +473,53 @@ func (s *stream) run() {
 		n := copy(s.work, s.work[1:])
 		s.work[n] = streamOp{}
 		s.work = s.work[:n]
+		s.running = true
 		s.mu.Unlock()
-		if err := op.run(); err != nil {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
+		err := op.run()
+		s.mu.Lock()
+		s.running = false
+		if err != nil && s.err == nil {
+			s.err = err
 		}
+		s.mu.Unlock()
 	}
+}
+
+// freeAfter runs free once the work enqueued so far on every stream has
+// run, at once where none is pending. CUDA's cuMemFree waits for the
+// device's pending work, which may still copy to or from the memory (a
+// communicator aborted with calls queued on its caller's stream frees
+// its staging buffer under the copies of the calls not yet run); the
+// emulated device's memory is the process's own, so a free that did not
+// wait would leave those copies writing to unmapped pages. The wait is
+// not the caller's: a marker at the end of each busy stream, the last
+// one to run frees. A stream whose work never ends keeps the memory.
+func (ss *Streams) freeAfter(free func()) {
+	var left atomic.Int32
+	left.Store(1) // the caller's, given back below
+	last := func() error {
+		if left.Add(-1) == 0 {
+			free()
+		}
+		return nil
+	}
+	ss.mu.Lock()
+	for _, s := range ss.m {
+		s.mu.Lock()
+		if len(s.work) > 0 || s.running {
+			// Appended as is, not captured, and also on a closed
+			// stream, whose goroutine ends only once its queue is
+			// empty.
+			left.Add(1)
+			s.work = append(s.work, streamOp{kind: opFunc, f: last})
+			if !s.held {
+				s.post()
+			}
+		}
+		s.mu.Unlock()
+	}
+	ss.mu.Unlock()
+	_ = last()
 }
 
 // streamLaunch is a launch on a caller's stream: done gets a token when

@@ -5,6 +5,8 @@ package emu
 import (
 	"testing"
 	"time"
+
+	"github.com/mscclgo/mscclgo/gpu"
 )
 
 // TestStreamWakesOnlyParked: work added while a stream's goroutine runs
@@ -73,5 +75,82 @@ func TestStreamWakesOnlyParked(t *testing.T) {
 	}
 	if w, _ := wakes(); w != w1+1 || ran != 6 {
 		t.Errorf("work added to a parked stream: %d wakes, %d of 6 ran; want 1 wake and all run", w-w1, ran)
+	}
+}
+
+// TestFreeWaitsForQueuedWork: memory freed while copies to and from it
+// are still queued on a caller's stream (a communicator aborted with
+// calls queued frees its staging buffer) stays until the stream has run
+// them, as cuMemFree waits for the device's pending work; before, the
+// copies wrote to unmapped pages (a SIGSEGV in the stream's goroutine).
+// With nothing queued, Free gives the memory back at once.
+func TestFreeWaitsForQueuedWork(t *testing.T) {
+	ss := NewStreams()
+	defer ss.Close()
+	d, err := ss.OpenIPC() // memory files: a freed allocation is unmapped
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	sd := d.(*driver)
+	st, err := ss.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1 << 16
+	src, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func(p gpu.DevPtr) bool {
+		_, _, ok, err := sd.AddressRange(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	busy, started := make(chan struct{}), make(chan struct{})
+	if err := ss.Do(st, func() { close(started); <-busy }); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	for range 4 {
+		if err := sd.CopyOnStream(st, dst, src, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Free(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Free(src); err != nil {
+		t.Fatal(err)
+	}
+	if !live(dst) || !live(src) {
+		t.Fatal("freed with copies to and from it still queued")
+	}
+	close(busy)
+	if err := ss.Synchronize(st, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for live(dst) || live(src) {
+		if time.Now().After(deadline) {
+			t.Fatal("not given back within a minute of the stream running its queued copies")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	idle, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Free(idle); err != nil {
+		t.Fatal(err)
+	}
+	if live(idle) {
+		t.Error("freed with nothing queued, and still an allocation")
 	}
 }
