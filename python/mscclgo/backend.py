@@ -34,6 +34,7 @@ import queue
 import struct
 import sys
 import threading
+import time
 import weakref
 
 import torch
@@ -309,7 +310,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                                           name=f"mscclgo-rank{rank}-p2p")]
         for t in self._threads:
             t.start()
-        self._finalizer = weakref.finalize(self, _shutdown, self._queue, self._pending, self._held)
+        self._finalizer = weakref.finalize(self, _shutdown, self._queue, self._pending, self._held, self._threads,
+                                           _library_timeout() + 5)
         self._info(f"group of {size} ranks: {self._plans} plans registered; "
                    f"CPU tensors wrap gloo{', CUDA tensors NCCL' if self._nccl is not None else ''}")
 
@@ -944,9 +946,20 @@ def _plan_dirs():
     return out
 
 
-def _shutdown(q, pending, held):
+def _shutdown(q, pending, held, threads, timeout):
+    """Ends a group's threads and closes its communicator: when torch
+    frees the group (destroy_process_group) or, at the latest, at exit.
+    The threads are joined first (each bounded by the library's wait for
+    peers): a call still running at interpreter shutdown frees its tensors
+    on a thread that may no longer take the GIL, which ends the process
+    in std::terminate from torch's destructors."""
     q.put(None)
     pending.put(None)
+    me = threading.current_thread()
+    end = time.monotonic() + timeout
+    for t in threads:
+        if t is not me:
+            t.join(max(0.0, end - time.monotonic()))
     try:
         held[0].close()
     except Exception:  # noqa: BLE001: at exit, nothing is left to tell
