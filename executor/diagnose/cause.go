@@ -198,14 +198,21 @@ func (c *Cause) Weight() float64 {
 
 // Rank merges causes with the same Key (adding their counts, keeping the
 // strongest evidence) and orders them by weight, then by evidence,
-// keeping the first-found order among equals.
+// keeping the first-found order among equals. Of the causes merged, the
+// one whose ops come first in the plan (by rank and thread block) speaks
+// for them all: the order in which a run found them (a race detector's
+// pairs, the wrong elements of a re-run) varies with the schedule, and
+// the report must not.
 func Rank(cs []Cause) []Cause {
 	var out []Cause
 	at := map[string]int{}
 	for _, c := range cs {
 		if i, ok := at[c.Key]; ok {
-			out[i].Count += c.Count
-			out[i].Evidence = min(out[i].Evidence, c.Evidence)
+			n, ev := out[i].Count+c.Count, min(out[i].Evidence, c.Evidence)
+			if planOrder(c, out[i]) < 0 {
+				out[i] = c
+			}
+			out[i].Count, out[i].Evidence = n, ev
 			continue
 		}
 		at[c.Key] = len(out)
@@ -221,6 +228,17 @@ func Rank(cs []Cause) []Cause {
 		return a.Evidence - b.Evidence
 	})
 	return out
+}
+
+// planOrder compares two causes by their ops' places in the plan: Op's
+// rank and thread block, then Other's.
+func planOrder(a, b Cause) int {
+	for _, d := range [...]int{a.Op.Rank - b.Op.Rank, a.Op.TB - b.Op.TB, a.Other.Rank - b.Other.Rank, a.Other.TB - b.Other.TB} {
+		if d != 0 {
+			return d
+		}
+	}
+	return 0
 }
 
 // eachOp calls f on every op of ops, pipeline bodies included, with the

@@ -265,6 +265,25 @@ func TestRankMergesCauses(t *testing.T) {
 	}
 }
 
+// TestRankSpeaksByPlanOrder: of the causes merged under one Key, the one
+// whose ops come first in the plan speaks for them, whatever order a run
+// found them in (the counts still add up).
+func TestRankSpeaksByPlanOrder(t *testing.T) {
+	mk := func(r, tb, or int) Cause {
+		return Cause{Key: "line 10", Count: 1, Op: OpRef{Rank: r, TB: tb}, Other: OpRef{Rank: or}, Text: fmt.Sprintf("r%d tb%d o%d", r, tb, or)}
+	}
+	for _, order := range [][]Cause{
+		{mk(2, 0, 1), mk(1, 1, 0), mk(1, 0, 3), mk(1, 0, 2)},
+		{mk(1, 0, 2), mk(1, 0, 3), mk(1, 1, 0), mk(2, 0, 1)},
+		{mk(1, 1, 0), mk(2, 0, 1), mk(1, 0, 2), mk(1, 0, 3)},
+	} {
+		cs := Rank(order)
+		if len(cs) != 1 || cs[0].Text != "r1 tb0 o2" || cs[0].Count != 4 {
+			t.Errorf("Rank(%v) = %+v, want one cause r1 tb0 o2 of count 4", order, cs)
+		}
+	}
+}
+
 // TestGuardingWait: a reduce that reads a slot a peer puts into, with the
 // wait on that peer's channel after it, names the wait; not when the
 // thread block signals between the two (the wait guards the next step),
