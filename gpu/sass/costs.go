@@ -27,7 +27,10 @@ type CostRow struct {
 	Loops int
 	// Insts, LoadBytes, StoreBytes, Loads and Stores are one iteration's
 	// own instructions and data accesses, per thread, of the family's
-	// loop with the fewest instructions per 16 B moved; for the dispatch
+	// loop with the fewest instructions per 16 B moved among those that
+	// both load and store (a packet put, unpack or copy, not the inner
+	// loop of a fan-out to several destinations), or among all where
+	// none does (the reduce and fanout loops); for the dispatch
 	// row, Insts is the fewest instructions of a path from the op loop's
 	// header back to it.
 	Insts, LoadBytes, StoreBytes, Loads, Stores int
@@ -52,13 +55,18 @@ func (rep Report) Costs() []CostRow {
 		for _, fam := range costFamilies {
 			var best *LoopReport
 			n := 0
+			both := false // some loop of the family loads and stores
 			for i := range rep.Loops {
 				l := &rep.Loops[i]
 				if l.Arch != k.Arch || l.Entry != k.Name || l.Family != fam || !l.Leaf || l.Fallback || l.Moved() == 0 {
 					continue
 				}
 				n++
-				if best == nil || l.Per16(l.Insts) < best.Per16(best.Insts) {
+				lb := l.LoadBytes > 0 && l.StoreBytes > 0
+				switch {
+				case best == nil, lb && !both:
+					best, both = l, lb
+				case lb == both && l.Per16(l.Insts) < best.Per16(best.Insts):
 					best = l
 				}
 			}
