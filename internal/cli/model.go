@@ -34,6 +34,8 @@ func modelCommand(d *deps) *cli.Command {
 			"the signals, packets, semaphores and barriers they need, and concurrent transfers share each GPU's\n" +
 			"NVLink, HBM and NIC bandwidth (docs/model.md). Prints run's nccl-tests table: time per call,\n" +
 			"algbw = size/time (GB/s), busbw = algbw times the collective's bus factor.\n" +
+			"--kernel mscclpp (the default) charges MSCCL++'s kernel costs; --kernel mscclgo this project's\n" +
+			"interpreter, from the audit of its machine code (make gpu-sass) at the profile's SM clock.\n" +
 			"With --fit RESULTS (nccl-tests or mscclgo run output for this plan), fits the profile's parameters\n" +
 			"to the measured times and prints the error per point before and after; -o writes the fitted profile.",
 		Flags: append([]cli.Flag{
