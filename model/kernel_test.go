@@ -242,3 +242,34 @@ func TestKernelPredictions(t *testing.T) {
 	}
 	checkDocTableIn(t, "../docs/gpu.md", predictBegin, predictEnd, b.String())
 }
+
+// TestOneDevice: with every rank on one GPU a large allreduce is bound
+// by that GPU's HBM (h200-sxm's 4800 GB/s against h100-sxm's 3350),
+// while on 8 GPUs it is bound by NVLink, which the two share.
+func TestOneDevice(t *testing.T) {
+	rsag := bundled(t, "allreduce_rsag", map[string]string{"world_size": "8", "min_message_size": "0"})
+	at := func(name string, one bool, kernel string) float64 {
+		hw, err := model.LoadProfile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, err := model.PredictSize(rsag, 256<<20, executor.Float16, rsag.Inplace, hw, model.Options{NoTimeline: true, OneDevice: one, Kernel: kernel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pt.Time
+	}
+	for _, k := range []string{model.KernelMSCCLPP, model.KernelMSCCLGO} {
+		one := at("h100-sxm", true, k) / at("h200-sxm", true, k)
+		if want := 4800.0 / 3350; math.Abs(one/want-1) > 0.05 {
+			t.Errorf("kernel %s, one device: h100/h200 time %.3f, want about %.3f (the HBM ratio)", k, one, want)
+		}
+		if many := at("h100-sxm", false, k) / at("h200-sxm", false, k); math.Abs(many-1) > 0.05 {
+			t.Errorf("kernel %s, 8 GPUs: h100/h200 time %.3f, want about 1 (the same NVLink)", k, many)
+		}
+	}
+	hw := h100(t)
+	if _, err := model.PredictSize(rsag, 1<<20, executor.Float16, rsag.Inplace, hw, model.Options{OneDevice: true, Network: &model.Network{}}); err == nil || !strings.Contains(err.Error(), "one device and a topology") {
+		t.Errorf("one device with a topology: error %v", err)
+	}
+}
