@@ -273,3 +273,27 @@ func TestOneDevice(t *testing.T) {
 		t.Errorf("one device with a topology: error %v", err)
 	}
 }
+
+// TestKernelFit: a fit of the audited kernel leaves out MSCCL++'s
+// per-op costs, which it does not use, and refuses them by name.
+func TestKernelFit(t *testing.T) {
+	p := bundled(t, "allreduce_packet", nil)
+	hw := h100(t)
+	opts := model.Options{Kernel: model.KernelMSCCLGO}
+	for _, n := range model.DefaultFitParams(p, hw, opts) {
+		if n == "op_us" || n == "block_inflight_kib" {
+			t.Errorf("default fit parameters of kernel mscclgo hold %s", n)
+		}
+	}
+	meas := []model.Measurement{{Size: 1 << 10, Time: 9}, {Size: 1 << 20, Time: 40}}
+	if _, err := model.Fit(p, meas, hw, opts, model.FitOptions{Params: []string{"op_us"}}); err == nil || !strings.Contains(err.Error(), "parameter op_us does not change kernel mscclgo's predictions") {
+		t.Errorf("fit of op_us on kernel mscclgo: error %v", err)
+	}
+	res, err := model.Fit(p, meas, hw, opts, model.FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Params) == 0 {
+		t.Error("fit of kernel mscclgo fitted nothing")
+	}
+}
