@@ -9,6 +9,9 @@
 // traversals, the host proxy, both NICs and the waiter's poll. Predict
 // returns the predicted time and a timeline.Timeline of the call; Sweep
 // predicts a range of sizes; Fit fits a profile's parameters to measured
-// results. docs/model.md describes the model, its parameters and its known
+// results. Per-op costs are MSCCL++'s kernel's by default; with
+// Options.Kernel KernelMSCCLGO they are this project's interpreter's,
+// derived from the audit of its machine code (kernel.go, kernel_table.go).
+// docs/model.md describes the model, its parameters and its known
 // errors.
 package model

@@ -116,6 +116,11 @@ func DefaultFitParams(p *plan.Plan, hw *Profile, opts Options) []string {
 	if opts.PlainLaunch {
 		ps[0] = "launch_us"
 	}
+	if opts.Kernel == KernelMSCCLGO {
+		// This kernel's per-op costs come from its audit, not from
+		// op_us and block_inflight_kib.
+		ps = []string{ps[0], "nvlink_latency_us", "nvlink_efficiency", "local_latency_us"}
+	}
 	sw, port := false, false
 	for _, g := range p.GPUs {
 		for _, ch := range g.Channels {
@@ -176,6 +181,9 @@ func Fit(pl *plan.Plan, meas []Measurement, hw *Profile, opts Options, fo FitOpt
 		p, ok := prof.Params.Get(n)
 		if !ok {
 			return nil, fmt.Errorf("fit: unknown parameter %q (want one of %s)", n, strings.Join(ParamNames(), ", "))
+		}
+		if opts.Kernel == KernelMSCCLGO && unusedByAuditedKernel(n) {
+			return nil, fmt.Errorf("fit: parameter %s does not change kernel %s's predictions (its per-op costs come from the audit of its machine code)", n, KernelMSCCLGO)
 		}
 		if p.Value <= 0 {
 			return nil, fmt.Errorf("fit: parameter %s is %v: only positive parameters can be fitted", n, p.Value)
@@ -283,4 +291,14 @@ func ErrorSummary(pred, meas []float64) (median, worst float64) {
 		median = (errs[n/2-1] + errs[n/2]) / 2
 	}
 	return median, errs[n-1]
+}
+
+// unusedByAuditedKernel reports whether parameter name is MSCCL++'s
+// kernel cost that KernelMSCCLGO replaces with its audited costs.
+func unusedByAuditedKernel(name string) bool {
+	switch name {
+	case "op_us", "block_inflight_kib", "ll8_factor":
+		return true
+	}
+	return false
 }

@@ -51,9 +51,19 @@ func (d *demand) add(res int, b float64) {
 	d.w[res] += b
 }
 
+// dev is the GPU of rank r's resources: r's own, or with
+// Options.OneDevice rank 0's.
+func (s *sim) dev(r int) int {
+	if s.opts.OneDevice {
+		return 0
+	}
+	return r
+}
+
 // move adds b bytes from rank a to rank b's memory (a == b: local).
 func (d *demand) move(from, to int, b float64) {
 	s := d.s
+	from, to = s.dev(from), s.dev(to)
 	d.add(from*resPerRank+resHBM, b)
 	if from == to {
 		return
@@ -88,24 +98,31 @@ func (d *demand) uses() []use {
 func (s *sim) costOf(r int, st step) cost {
 	p := s.prof
 	op := st.op
+	// The dispatch of an op: MSCCL++'s op_us, or this kernel's dispatch
+	// path, which a no-op pays too.
+	opUS, nopUS := p.OpUS.Value, 0.0
+	if s.kc != nil {
+		opUS, nopUS = s.kc.dispatch, s.kc.dispatch
+	}
 	switch op.Type {
 	case plan.OpNop:
-		return cost{pre: p.NopUS.Value}
+		return cost{pre: nopUS + p.NopUS.Value}
 	case plan.OpBarrier:
-		return cost{pre: 2 * p.NopUS.Value}
+		return cost{pre: nopUS + 2*p.NopUS.Value}
 	case plan.OpSignal, plan.OpRelaxedSignal:
 		if op.ChannelType == plan.Port {
-			return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
+			return cost{pre: opUS + p.FIFOPushUS.Value}
 		}
-		return cost{pre: p.OpUS.Value}
+		return cost{pre: opUS}
 	case plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
-		return cost{pre: p.OpUS.Value}
+		return cost{pre: opUS}
 	}
 	if op.Type.UsesPort(op.ChannelType) {
-		return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
+		return cost{pre: opUS + p.FIFOPushUS.Value}
 	}
 	d := demand{s: s, w: map[int]float64{}}
 	remoteRead, sw := false, false
+	var srcBytes float64
 	for i, reg := range op.Src {
 		f := 1.0
 		if op.Type.SrcPacket(i) {
@@ -113,6 +130,7 @@ func (s *sim) costOf(r int, st step) cost {
 		}
 		b := float64(regionBytes(reg, st)) * f
 		d.units += b
+		srcBytes += b
 		if reg.Switch >= 0 {
 			sw = true
 			for _, m := range s.inst.Ranks[r].Switches[reg.Switch].Ranks {
@@ -122,7 +140,7 @@ func (s *sim) costOf(r int, st step) cost {
 			}
 			continue
 		}
-		remoteRead = remoteRead || reg.Rank != r
+		remoteRead = remoteRead || s.dev(reg.Rank) != s.dev(r)
 		d.move(reg.Rank, r, b)
 	}
 	for i, reg := range op.Dst {
@@ -156,6 +174,11 @@ func (s *sim) costOf(r int, st step) cost {
 	threads := float64(s.inst.Plan.NumThreadsPerBlock) / plan.MaxThreadsPerBlock
 	if threads <= 0 {
 		threads = 1
+	}
+	if s.kc != nil {
+		// The entry's loops set the block's rate; LL8 is its own entry.
+		cp := s.kc.rate(op.Type, srcBytes, d.units-srcBytes, lat)
+		return cost{pre: opUS + lat, units: d.units, cap: cp, uses: d.uses()}
 	}
 	cp := p.BlockInflightKiB.Value * 1024 * threads / lat
 	if s.opts.LL8 && op.Type.Packet() {
@@ -230,8 +253,12 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 	ri := &s.inst.Ranks[r]
 	rs := &s.ranks[r]
 	if len(writes) > 0 {
+		vis := p.NVLinkLatencyUS.Value
+		if s.opts.OneDevice {
+			vis = p.LocalLatencyUS.Value // another block of the same GPU
+		}
 		for _, w := range writes {
-			w.done, w.at = true, s.now+p.NVLinkLatencyUS.Value
+			w.done, w.at = true, s.now+vis
 		}
 		s.wakeWriters(writes)
 	}
@@ -293,6 +320,9 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 
 // latency is the one-way latency of a store from rank a to rank b.
 func (s *sim) latency(a, b int) float64 {
+	if s.opts.OneDevice {
+		return s.prof.LocalLatencyUS.Value
+	}
 	if s.node(a) != s.node(b) {
 		return s.prof.NICLatencyUS.Value
 	}

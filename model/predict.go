@@ -30,6 +30,18 @@ type Options struct {
 	// the GPUs' NVLink egress and ingress and NICs, and it places ranks on
 	// nodes instead of RanksPerNode.
 	Network *Network
+	// Kernel is the kernel whose per-op costs are charged: KernelMSCCLPP
+	// (also "") or KernelMSCCLGO (kernel.go).
+	Kernel string
+	// DType names the element type (executor.DType's Name), which picks
+	// KernelMSCCLGO's entry point; PredictSize and Sweep set it, "" is
+	// float32.
+	DType string
+	// OneDevice places every rank on one GPU, as make device-check runs
+	// 8 ranks on a machine of one: every access is to that GPU's HBM,
+	// every signal and packet a store seen by another block of it (the
+	// load latency), and no NVLink or NIC is used.
+	OneDevice bool
 }
 
 // Result is the prediction of one call.
@@ -96,6 +108,9 @@ func PredictSize(p *plan.Plan, size uint64, dt executor.Numeric, inPlace bool, h
 	if err != nil {
 		return nil, err
 	}
+	if opts.DType == "" {
+		opts.DType = dt.Name()
+	}
 	return predictInstance(inst, l, size, hw, opts)
 }
 
@@ -104,6 +119,9 @@ func PredictSize(p *plan.Plan, size uint64, dt executor.Numeric, inPlace bool, h
 func Sweep(p *plan.Plan, sizes []uint64, dt executor.Numeric, inPlace bool, hw *Profile, opts Options) (pts []Point, skipped map[uint64]error, err error) {
 	sorted := append([]uint64(nil), sizes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	if opts.DType == "" {
+		opts.DType = dt.Name()
+	}
 	for _, sz := range sorted {
 		inst, l, err := instantiate(p, sz, dt, inPlace)
 		if err != nil {

@@ -44,6 +44,21 @@ type Profile struct {
 	NVLS bool `json:"nvls"`
 	// Params are the model's parameters, see the fields of Params.
 	Params Params `json:"params"`
+	// SM describes the GPU's streaming multiprocessors, which the model
+	// of this project's kernel needs (Options.Kernel KernelMSCCLGO);
+	// nil where the profile has none.
+	SM *SM `json:"sm,omitempty"`
+}
+
+// SM is what the model of this project's kernel needs of a GPU's
+// streaming multiprocessors.
+type SM struct {
+	// Arch is the architecture whose audit applies ("sm_90").
+	Arch string `json:"arch"`
+	// ClockMHz is the SM clock; IssuePerCycle the warp instructions one
+	// SM issues per cycle (one per warp scheduler).
+	ClockMHz      Param `json:"clock_mhz"`
+	IssuePerCycle Param `json:"issue_per_cycle"`
 }
 
 // Params are the numeric parameters of a profile.
@@ -192,6 +207,20 @@ func (p *Profile) Validate(name string) error {
 			return fmt.Errorf("%s: field params.%s.source: missing; say where the value comes from", name, f.name)
 		}
 	}
+	if sm := p.SM; sm != nil {
+		if sm.Arch == "" {
+			return fmt.Errorf("%s: field sm.arch: missing (an architecture of the audit, such as sm_90)", name)
+		}
+		for _, f := range []namedParam{{"clock_mhz", &sm.ClockMHz}, {"issue_per_cycle", &sm.IssuePerCycle}} {
+			v := f.p.Value
+			switch {
+			case math.IsNaN(v) || math.IsInf(v, 0) || v <= 0:
+				return fmt.Errorf("%s: field sm.%s.value: %v, want a finite value above 0", name, f.name, v)
+			case strings.TrimSpace(f.p.Source) == "":
+				return fmt.Errorf("%s: field sm.%s.source: missing; say where the value comes from", name, f.name)
+			}
+		}
+	}
 	return nil
 }
 
@@ -292,5 +321,9 @@ func (p *Profile) Marshal() ([]byte, error) {
 // Clone returns a deep copy of p.
 func (p *Profile) Clone() *Profile {
 	q := *p
+	if p.SM != nil {
+		sm := *p.SM
+		q.SM = &sm
+	}
 	return &q
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestBundledProfiles(t *testing.T) {
-	if diff := cmp.Diff([]string{"a100-sxm", "h100-sxm"}, model.Profiles()); diff != "" {
+	if diff := cmp.Diff([]string{"a100-sxm", "h100-sxm", "h200-sxm"}, model.Profiles()); diff != "" {
 		t.Errorf("bundled profiles (-want +got):\n%s", diff)
 	}
 	for _, tt := range []struct {
@@ -23,6 +23,7 @@ func TestBundledProfiles(t *testing.T) {
 		nvlink, nicGB float64
 	}{
 		{"h100-sxm", true, 450, 50},
+		{"h200-sxm", true, 450, 50},
 		{"a100-sxm", false, 300, 25},
 	} {
 		hw, err := model.LoadProfile(tt.name)
@@ -85,6 +86,9 @@ func TestProfileErrors(t *testing.T) {
 		{"no source", edit(func(m map[string]any) { param(m, "hbm_gbps")["source"] = " " }), "f.json: field params.hbm_gbps.source: missing; say where the value comes from"},
 		{"no name", edit(func(m map[string]any) { m["name"] = "" }), "f.json: field name: missing"},
 		{"bad gpus_per_node", edit(func(m map[string]any) { m["gpus_per_node"] = 0 }), "f.json: field gpus_per_node: 0, want at least 1"},
+		{"sm without arch", edit(func(m map[string]any) { m["sm"].(map[string]any)["arch"] = "" }), "f.json: field sm.arch: missing"},
+		{"sm zero clock", edit(func(m map[string]any) { m["sm"].(map[string]any)["clock_mhz"].(map[string]any)["value"] = 0 }), "f.json: field sm.clock_mhz.value: 0, want a finite value above 0"},
+		{"sm no source", edit(func(m map[string]any) { m["sm"].(map[string]any)["issue_per_cycle"].(map[string]any)["source"] = "" }), "f.json: field sm.issue_per_cycle.source: missing"},
 		{"wrong type", "{\n\"name\": 3}", "f.json: line 2: field name: json: cannot unmarshal number"},
 		{"syntax", "{\n\n,", "f.json: line 3: invalid character ','"},
 	}

@@ -96,7 +96,12 @@ func TestPublished(t *testing.T) {
 // the lines tableBegin and tableEnd, or rewrites the block with -update.
 func checkDocTable(t *testing.T, tableBegin, tableEnd, table string) {
 	t.Helper()
-	const doc = "../docs/model.md"
+	checkDocTableIn(t, "../docs/model.md", tableBegin, tableEnd, table)
+}
+
+// checkDocTableIn is checkDocTable for the markdown file doc.
+func checkDocTableIn(t *testing.T, doc, tableBegin, tableEnd, table string) {
+	t.Helper()
 	data, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)

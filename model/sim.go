@@ -180,6 +180,8 @@ type sim struct {
 	net     *Network
 	netBase int
 	netErr  error
+	// kc are the costs of KernelMSCCLGO, nil for MSCCL++'s.
+	kc *kernelCosts
 }
 
 func (s *sim) at(t float64, fn func()) {
@@ -188,6 +190,9 @@ func (s *sim) at(t float64, fn func()) {
 }
 
 func (s *sim) node(r int) int {
+	if s.opts.OneDevice {
+		return 0
+	}
 	if s.net != nil {
 		return s.net.Node(r)
 	}
@@ -215,6 +220,18 @@ func newSim(inst *executor.Instance, p *Profile, opts Options) (*sim, error) {
 		s.res[b+resHBM].cap = gbps(pp.HBMGBps.Value)
 		s.res[b+resNICOut].cap = nic
 		s.res[b+resNICIn].cap = nic
+	}
+	kernel, err := ParseKernel(opts.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if kernel == KernelMSCCLGO {
+		if s.kc, err = newKernelCosts(p, opts.DType, opts.LL8, inst.Plan.NumThreadsPerBlock); err != nil {
+			return nil, err
+		}
+	}
+	if opts.OneDevice && opts.Network != nil {
+		return nil, fmt.Errorf("one device and a topology: the topology places the ranks on its GPUs")
 	}
 	if opts.Network != nil {
 		if err := opts.Network.validate(n); err != nil {

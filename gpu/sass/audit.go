@@ -40,6 +40,7 @@ const (
 // LoopReport is one loop's counts.
 type LoopReport struct {
 	Arch, Func string // Func: the entry, or the called function the loop lies in
+	Entry      string // the entry point whose code holds the loop
 	Loop       Loop
 	Family     string
 	Fallback   bool           // in a function the rules exempt (fallbackMark)
@@ -92,6 +93,9 @@ type Report struct {
 	Resources map[Key]Resources
 	Funcs     []Key // in the order of the SASS
 	Findings  []Finding
+	// Dispatch is, per entry with loops, the fewest instructions of a
+	// path around its op loop (DispatchPath of opLoop).
+	Dispatch map[Key]int
 }
 
 // Classify names the family of a loop from its own instructions: a spin
@@ -171,7 +175,7 @@ func Classify(own []Inst) string {
 // placed ahead of it.) Loops in called functions (syms) named with
 // "fallback" (the unaligned paths) are counted but exempt.
 func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
-	rep := Report{Resources: res}
+	rep := Report{Resources: res, Dispatch: map[Key]int{}}
 	spills := func(k Key) {
 		if r, ok := res[k]; ok && (r.SpillStores > 0 || r.SpillLoads > 0) {
 			rep.Findings = append(rep.Findings, Finding{Arch: k.Arch, Func: k.Name,
@@ -189,6 +193,9 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 			}
 		}
 		loops := Loops(f)
+		if i := opLoop(loops); i >= 0 {
+			rep.Dispatch[k] = DispatchPath(f, loops[i])
+		}
 		fams := make([]string, len(loops))
 		leaf := make([]bool, len(loops))
 		marked := make([]bool, len(loops)) // a fallback loop: it holds the mark itself
@@ -208,7 +215,7 @@ func Audit(funcs []Function, syms []Sym, res map[Key]Resources) Report {
 		for i, l := range loops {
 			name, fallback := owner(syms, f.Arch, f.Name, l.Header)
 			fallback = fallback || marked[i]
-			lr := LoopReport{Arch: f.Arch, Func: name, Loop: l, Family: fams[i], Fallback: fallback, Leaf: leaf[i],
+			lr := LoopReport{Arch: f.Arch, Func: name, Entry: f.Name, Loop: l, Family: fams[i], Fallback: fallback, Leaf: leaf[i],
 				Kinds: map[string]int{}, Insts: len(l.Own)}
 			for _, in := range l.Own {
 				a, ok := Decode(in)

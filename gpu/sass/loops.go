@@ -63,47 +63,7 @@ func Loops(f Function) []Loop {
 	if n == 0 {
 		return nil
 	}
-	index := make(map[uint64]int, n)
-	for i, in := range f.Insts {
-		index[in.Addr] = i
-	}
-	leader := make([]bool, n)
-	leader[0] = true
-	for i, in := range f.Insts {
-		t, br, _, ends := flow(in)
-		if br {
-			if j, ok := index[t]; ok {
-				leader[j] = true
-			}
-		}
-		if ends && i+1 < n {
-			leader[i+1] = true
-		}
-	}
-	var blocks []block
-	blockOf := make([]int, n)
-	for i := 0; i < n; i++ {
-		if leader[i] {
-			blocks = append(blocks, block{first: i})
-		}
-		blockOf[i] = len(blocks) - 1
-		blocks[len(blocks)-1].last = i
-	}
-	for b := range blocks {
-		in := f.Insts[blocks[b].last]
-		t, br, falls, _ := flow(in)
-		if br {
-			if j, ok := index[t]; ok {
-				blocks[b].succ = append(blocks[b].succ, blockOf[j])
-			}
-		}
-		if falls && b+1 < len(blocks) {
-			blocks[b].succ = append(blocks[b].succ, b+1)
-		}
-		for _, s := range blocks[b].succ {
-			blocks[s].pred = append(blocks[s].pred, b)
-		}
-	}
+	blocks := graph(f)
 	idom := dominators(blocks)
 	dominates := func(a, b int) bool {
 		for b >= 0 {
@@ -204,6 +164,56 @@ func Loops(f Function) []Loop {
 		sort.Slice(loops[i].Own, func(a, b int) bool { return loops[i].Own[a].Addr < loops[i].Own[b].Addr })
 	}
 	return loops
+}
+
+// graph splits f into basic blocks and links them: a block ends at a
+// branch, an exit or the instruction before a branch target; its
+// successors are its direct branch's target and, where control may fall
+// through, the next block.
+func graph(f Function) []block {
+	n := len(f.Insts)
+	index := make(map[uint64]int, n)
+	for i, in := range f.Insts {
+		index[in.Addr] = i
+	}
+	leader := make([]bool, n)
+	leader[0] = true
+	for i, in := range f.Insts {
+		t, br, _, ends := flow(in)
+		if br {
+			if j, ok := index[t]; ok {
+				leader[j] = true
+			}
+		}
+		if ends && i+1 < n {
+			leader[i+1] = true
+		}
+	}
+	var blocks []block
+	blockOf := make([]int, n)
+	for i := 0; i < n; i++ {
+		if leader[i] {
+			blocks = append(blocks, block{first: i})
+		}
+		blockOf[i] = len(blocks) - 1
+		blocks[len(blocks)-1].last = i
+	}
+	for b := range blocks {
+		in := f.Insts[blocks[b].last]
+		t, br, falls, _ := flow(in)
+		if br {
+			if j, ok := index[t]; ok {
+				blocks[b].succ = append(blocks[b].succ, blockOf[j])
+			}
+		}
+		if falls && b+1 < len(blocks) {
+			blocks[b].succ = append(blocks[b].succ, b+1)
+		}
+		for _, s := range blocks[b].succ {
+			blocks[s].pred = append(blocks[s].pred, b)
+		}
+	}
+	return blocks
 }
 
 // dominators returns each block's immediate dominator (its own index for

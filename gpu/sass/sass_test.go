@@ -292,3 +292,44 @@ func TestLeaf(t *testing.T) {
 		}
 	}
 }
+
+func TestCosts(t *testing.T) {
+	_, rep := load(t, "fam_sm90")
+	rows := rep.Costs()
+	var b strings.Builder
+	if err := WriteCosts(&b, "fam_sm90", rows); err != nil {
+		t.Fatal(err)
+	}
+	golden := "testdata/fam_sm90.costs.tsv"
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("costs:\n%s\nwant (%s):\n%s", b.String(), golden, want)
+	}
+	back, err := ParseCosts(golden, strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, rows) {
+		t.Errorf("ParseCosts(WriteCosts(rows)) = %+v, want %+v", back, rows)
+	}
+	for _, c := range []struct{ name, text, err string }{
+		{"no header", "sm_90\tk\tcopy\t1\t2\t3\t4\t5\t6\n", "header"},
+		{"fields", costsHeader + "\nsm_90\tk\tcopy\t1\n", "4 fields, want 9"},
+		{"row", costsHeader + "\nsm_90\tk\tspin\t1\t2\t3\t4\t5\t6\n", `row "spin"`},
+		{"count", costsHeader + "\nsm_90\tk\tcopy\t1\t-2\t3\t4\t5\t6\n", `field insts: "-2"`},
+		{"zero", costsHeader + "\nsm_90\tk\tcopy\t1\t0\t3\t4\t5\t6\n", "0 instructions"},
+		{"empty", "# nothing\n", "no header"},
+	} {
+		if _, err := ParseCosts("x.tsv", strings.NewReader(c.text)); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: ParseCosts error %v, want one containing %q", c.name, err, c.err)
+		}
+	}
+}

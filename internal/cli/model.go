@@ -34,6 +34,8 @@ func modelCommand(d *deps) *cli.Command {
 			"the signals, packets, semaphores and barriers they need, and concurrent transfers share each GPU's\n" +
 			"NVLink, HBM and NIC bandwidth (docs/model.md). Prints run's nccl-tests table: time per call,\n" +
 			"algbw = size/time (GB/s), busbw = algbw times the collective's bus factor.\n" +
+			"--kernel mscclpp (the default) charges MSCCL++'s kernel costs; --kernel mscclgo this project's\n" +
+			"interpreter, from the audit of its machine code (make gpu-sass) at the profile's SM clock.\n" +
 			"With --fit RESULTS (nccl-tests or mscclgo run output for this plan), fits the profile's parameters\n" +
 			"to the measured times and prints the error per point before and after; -o writes the fitted profile.",
 		Flags: append([]cli.Flag{
@@ -49,6 +51,8 @@ func modelCommand(d *deps) *cli.Command {
 			&cli.StringFlag{Name: "topo", Usage: "predict on the links of the machine in `FILE` (nvidia-smi topo -m text, JSON, or a bundled example; docs/synthesis.md): transfers share every link of their route; --hw then names a GPU profile (" + strings.Join(topo.HWNames(), ", ") + ")"},
 			&cli.IntFlag{Name: "nodes", Value: 1, Usage: "with --topo: `N` copies of the machine on a rail network"},
 			&cli.BoolFlag{Name: "ll8", Usage: "use 8-byte LL packets instead of 16-byte ones"},
+			&cli.StringFlag{Name: "kernel", Value: model.KernelMSCCLPP, Usage: "charge the per-op costs of `KERNEL`: mscclpp (MSCCL++'s kernel, from the profile) or mscclgo (this project's interpreter, from the audit of its machine code; docs/model.md)"},
+			&cli.BoolFlag{Name: "one-device", Usage: "place every rank on one GPU (as make device-check runs 8 ranks on a machine of one): all accesses to its HBM, no NVLink"},
 			&cli.StringFlag{Name: "launch", Value: "graph", Usage: "launch overhead charged per call: `graph` (replayed from a CUDA graph) or kernel (a plain launch)"},
 			&cli.StringFlag{Name: "fit", Usage: "fit the profile to the measured `RESULTS` file (nccl-tests or mscclgo run output of this plan)"},
 			&cli.StringFlag{Name: "params", Usage: "with --fit: the `LIST` of parameters to fit, comma-separated (default: launch, latency and efficiency terms; the cross-node terms for a multi-node plan)"},
@@ -87,6 +91,13 @@ func parseModelFlags(c *cli.Context, p *plan.Plan) (*modelOptions, error) {
 	}
 	o.opts.RanksPerNode = c.Int("ranks-per-node")
 	o.opts.LL8 = c.Bool("ll8")
+	if o.opts.Kernel, err = model.ParseKernel(c.String("kernel")); err != nil {
+		return nil, usageErr("--kernel: %v", err)
+	}
+	o.opts.OneDevice = c.Bool("one-device")
+	if o.opts.OneDevice && (c.IsSet("topo") || c.IsSet("ranks-per-node")) {
+		return nil, usageErr("--one-device places the ranks: no --topo or --ranks-per-node")
+	}
 	if c.IsSet("topo") {
 		if c.IsSet("ranks-per-node") {
 			return nil, usageErr("--ranks-per-node and --topo: the topology places the ranks")
@@ -135,6 +146,11 @@ func runModel(c *cli.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
+	if o.opts.Kernel != model.KernelMSCCLPP {
+		if _, err := model.DescribeKernel(o.hw, o.dtype.Name(), o.opts.LL8, plan.NumThreadsPerBlock); err != nil {
+			return err
+		}
+	}
 	if plan.AllToAllV != nil || c.IsSet("counts") {
 		return runModelCounts(c, d, path, plan, o) // modelv.go
 	}
@@ -162,6 +178,12 @@ func runModel(c *cli.Context, d *deps) error {
 	fmt.Fprintf(w, "# predicted on %s (%s), %s launch, dtype %s, in-place %v, LL%d\n", o.hw.Name, o.hw.Description, launch, o.dtype.Name(), o.inPlace, map[bool]int{false: 16, true: 8}[o.opts.LL8])
 	if o.topo != "" {
 		fmt.Fprintf(w, "# on the links of topology %s (transfers share every link of their route)\n", o.topo)
+	}
+	if o.opts.Kernel != model.KernelMSCCLPP {
+		fmt.Fprintf(w, "# kernel %s: per-op costs of entry %s from the audit of its machine code (docs/model.md)\n", o.opts.Kernel, model.EntryName(o.dtype.Name(), o.opts.LL8))
+	}
+	if o.opts.OneDevice {
+		fmt.Fprintf(w, "# every rank on one GPU: accesses to its HBM, no NVLink\n")
 	}
 	fmt.Fprintf(w, "#\n")
 	// run's table; #wrong is "-", as for a run whose results are not

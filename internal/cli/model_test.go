@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mscclgo/mscclgo/model"
 	"github.com/mscclgo/mscclgo/planset"
 )
 
@@ -24,6 +25,16 @@ func TestModel(t *testing.T) {
 		"  1048576 524288  half  sum  -1  14.00 74.90 131.0  0\n"+
 		" 67108864 33554432 half sum  -1  300.0 223.7 391.5  0\n")
 	writeFile(t, filepath.Join(dir, "bad.json"), `{"name": "x"}`)
+	h100, err := model.LoadProfile("h100-sxm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100.Name, h100.SM = "nosm", nil
+	nosm, err := h100.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "nosm.json"), string(nosm))
 	tests := []struct {
 		name   string
 		args   []string
@@ -61,6 +72,18 @@ func TestModel(t *testing.T) {
 		{name: "-o without --fit", args: []string{"model", nvlsPort, "--size", "1K", "-o", "x.json"}, code: ExitUsage, stderr: "-o and --params apply to --fit"},
 		{name: "fit with sizes", args: []string{"model", nvlsPort, "--fit", results, "--size", "1K"}, code: ExitUsage, stderr: "--fit takes its sizes from the results file"},
 		{name: "size the plan rejects", args: []string{"model", nvlsPort, "--size", "1000"}, code: ExitError, stderr: "not a multiple of buffer_alignment"},
+		{name: "our kernel on one device", args: []string{"model", "allreduce_packet", "--size", "1K", "--kernel", "mscclgo", "--one-device", "--hw", "h200-sxm", "-d", "float32"},
+			stdout: []*regexp.Regexp{
+				regexp.MustCompile(`# kernel mscclgo: per-op costs of entry mscclgo_interp_f32_ll16 from the audit`),
+				regexp.MustCompile(`# every rank on one GPU`),
+				regexp.MustCompile(`\n        1024 `),
+			}},
+		{name: "unknown kernel", args: []string{"model", nvlsPort, "--size", "1K", "--kernel", "nccl"}, code: ExitUsage,
+			stderr: `--kernel: kernel "nccl": unknown (want mscclpp or mscclgo)`},
+		{name: "one device and ranks per node", args: []string{"model", nvlsPort, "--size", "1K", "--one-device", "--ranks-per-node", "4"}, code: ExitUsage,
+			stderr: "--one-device places the ranks"},
+		{name: "kernel without sm", args: []string{"model", nvlsPort, "--size", "1K", "--kernel", "mscclgo", "--hw", "$DIR/nosm.json"}, code: ExitError,
+			stderr: "hardware profile nosm has no sm section"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,7 +4,10 @@
 // build/ptxas-sm90.log), and prints package sass's table. It exits 1 when
 // a rule fails, naming the entry, loop and instruction, unless -report.
 //
-//	go run ./gpu/sass/cmd/gpu-sass [-report] [-doc docs/gpu.md -note TEXT] build/interp_sm90.cubin ...
+// With -costs FILE it also writes the costs summary that the model of
+// this kernel is derived from (docs/model.md, "The mscclgo kernel").
+//
+//	go run ./gpu/sass/cmd/gpu-sass [-report] [-doc docs/gpu.md -note TEXT] [-costs FILE] build/interp_sm90.cubin ...
 package main
 
 import (
@@ -25,6 +28,7 @@ func main() {
 	note := flag.String("note", "", "line written above the table in -doc (date, toolkit)")
 	cuobjdump := flag.String("cuobjdump", "cuobjdump", "the cuobjdump to run")
 	show := flag.Int("show", 40, "findings printed (all are counted)")
+	costs := flag.String("costs", "", "write the costs summary (per entry: the dispatch path, each family's fastest loop) to `FILE`, what the model of this kernel reads (docs/model.md)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: gpu-sass [-report] [-doc FILE -note TEXT] CUBIN...")
@@ -47,6 +51,17 @@ func main() {
 			os.Exit(2)
 		}
 		if err := sass.ReplaceBlock(*doc, *note, merged.String()); err != nil {
+			fmt.Fprintln(os.Stderr, "gpu-sass:", err)
+			os.Exit(2)
+		}
+	}
+	if *costs != "" {
+		var b bytes.Buffer
+		if err := sass.WriteCosts(&b, *note, rep.Costs()); err != nil {
+			fmt.Fprintln(os.Stderr, "gpu-sass:", err)
+			os.Exit(2)
+		}
+		if err := os.WriteFile(*costs, b.Bytes(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "gpu-sass:", err)
 			os.Exit(2)
 		}
