@@ -455,7 +455,9 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         scalar = _premul_factor(op) if kind == _R.PREMUL_SUM else None
 
         def run():
-            flat = torch.cat([i.reshape(-1) for i in ins]) if ins else torch.empty(0, dtype=out.dtype)
+            flat = self._flat(sum(i.numel() for i in ins), out.dtype, out.device)
+            if ins:
+                torch.cat([i.reshape(-1) for i in ins], out=flat)
             self._reducescatter(out.view(-1), flat, kind, scalar)
             return output_tensors
         return self._submit("reduce_scatter", out, run, out, *ins)
@@ -831,7 +833,8 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
 
     def _flat(self, n, dtype, device):
         """A tensor of n elements of dtype on device for a call's staging
-        (all_gather into a list gathers into it, then copies out): the
+        (all_gather into a list gathers into it, then copies out;
+        reduce_scatter of a list concatenates into it): the
         group's last one where it is large enough, else a new one that
         replaces it. A fresh tensor of some MiB each call costs its pages'
         faults and zeroing on every call, more than the copy; the group's
