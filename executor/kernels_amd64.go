@@ -17,7 +17,8 @@ var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 func HasVectorKernels() bool { return vectorKernels }
 
 // The kernels (kernels_amd64.s) each take n elements, a multiple of their
-// vector (16 for addF32AVX2, addF16AVX2, addBF16AVX2 and minMax16AVX2, 8 for the others), at d, x and y.
+// vector (16 for addF32AVX2, addF16AVX2, addBF16AVX2, mulBF16AVX2 and
+// minMax16AVX2, 8 for the others), at d, x and y.
 
 //go:noescape
 func addF32AVX2(d, x, y *uint32, n int)
@@ -40,7 +41,7 @@ func mulF16AVX2(d, x, y *uint16, n int)
 func addBF16AVX2(d, x, y *uint16, n int)
 
 // mulBF16AVX2 returns the elements it stored: it stops before the first
-// 8 whose float32 products include one below float32's normal range but
+// 16 whose float32 products include one below float32's normal range but
 // not zero (mulBF16 rounds those from the exact product).
 //
 //go:noescape
@@ -54,7 +55,7 @@ func mulBF16AVX2(d, x, y *uint16, n int) int
 func minMax16AVX2(d, x, y *uint16, n int, flip, nan uint16)
 
 // The streaming kernels (kernels_amd64.s): the kernels above with
-// non-temporal stores, d 32-byte aligned (mulBF16NT: 16-byte).
+// non-temporal stores, d 32-byte aligned.
 
 //go:noescape
 func addF32NT(d, x, y *uint32, n int)
@@ -162,11 +163,13 @@ func vec16(t ElemType, op ReduceOp, d, x, y []uint16, stream bool) int {
 			if done == n {
 				break
 			}
-			// A block with a tiny product: 8 elements the scalar way.
-			for i := done; i < done+8; i++ {
+			// A block with a tiny product: 16 elements the scalar way
+			// (n is a multiple of 16; done stays 32-byte aligned for
+			// the streaming kernel).
+			for i := done; i < done+16; i++ {
 				d[i] = mulBF16(x[i], y[i])
 			}
-			done += 8
+			done += 16
 		}
 	default:
 		flip, nan := uint16(0), uint16(0x7c00)

@@ -168,24 +168,9 @@ mulf16done:
 // WIDENBF loads 8 bf16 at m into the float32 lanes of r.
 #define WIDENBF(m, r) VPMOVZXWD m, r; VPSLLD $16, r, r
 
-// NARROWBF rounds the float32 lanes of Y0 to bf16 (nearest even, a NaN
-// made 0x7fff through 0x7fff0000) and stores the 8 at m. Y10 holds
-// 0x7fff0000, Y11 1, Y12 0x7fff; it uses Y2 and Y3.
-#define NARROWBF(m) \
-	VCMPPS    $3, Y0, Y0, Y2; \
-	VBLENDVPS Y2, Y10, Y0, Y0; \
-	VPSRLD    $16, Y0, Y3; \
-	VPAND     Y11, Y3, Y3; \
-	VPADDD    Y3, Y0, Y0; \
-	VPADDD    Y12, Y0, Y0; \
-	VPSRLD    $16, Y0, Y0; \
-	VEXTRACTI128 $1, Y0, X3; \
-	VPACKUSDW X3, X0, X0; \
-	VMOVDQU   X0, m
-
 // ROUNDBF rounds the float32 lanes of r to bf16 bits in the low half of
-// each lane (nearest even, a NaN made 0x7fff through 0x7fff0000); Y10,
-// Y11, Y12 as for NARROWBF; it uses t and u.
+// each lane (nearest even, a NaN made 0x7fff through 0x7fff0000); Y10
+// holds 0x7fff0000, Y11 1, Y12 0x7fff; it uses t and u.
 #define ROUNDBF(r, t, u) \
 	VCMPPS    $3, r, r, t; \
 	VBLENDVPS t, Y10, r, r; \
@@ -229,9 +214,19 @@ addbf16done:
 	VZEROUPPER
 	RET
 
+// TINYBF sets the lanes of t whose float32 product in r has a magnitude
+// below 2^-126 but is not zero (Y13 holds 0x7fffffff, Y9 0x00800000, Y8
+// zero); it uses u.
+#define TINYBF(r, t, u) \
+	VPAND    Y13, r, t; \
+	VPCMPGTD t, Y9, u; \
+	VPCMPGTD Y8, t, t; \
+	VPAND    u, t, t
+
 // func mulBF16AVX2(d, x, y *uint16, n int) int
 //
-// It stops before 8 elements whose products include one of magnitude
+// 16 elements a step in two independent halves, as addBF16AVX2. It
+// stops before 16 elements whose products include one of magnitude
 // below 2^-126 but not zero, and returns the elements done.
 TEXT ·mulBF16AVX2(SB), NOSPLIT, $0-40
 	MOVQ d+0(FP), DI
@@ -249,15 +244,22 @@ mulbf16loop:
 	CMPQ BX, CX
 	JAE  mulbf16done
 	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF(16(SI)(BX*2), Y4)
 	WIDENBF((DX)(BX*2), Y1)
+	WIDENBF(16(DX)(BX*2), Y5)
 	VMULPS   Y1, Y0, Y0
-	VPAND    Y13, Y0, Y4
-	VPCMPGTD Y4, Y9, Y5
-	VPCMPGTD Y8, Y4, Y6
-	VPTEST   Y6, Y5
+	VMULPS   Y5, Y4, Y4
+	TINYBF(Y0, Y2, Y3)
+	TINYBF(Y4, Y6, Y7)
+	VPOR     Y6, Y2, Y2
+	VPTEST   Y2, Y2
 	JNZ      mulbf16done
-	NARROWBF((DI)(BX*2))
-	ADDQ     $8, BX
+	ROUNDBF(Y0, Y2, Y3)
+	ROUNDBF(Y4, Y6, Y7)
+	VPACKUSDW Y4, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVDQU  Y0, (DI)(BX*2)
+	ADDQ     $16, BX
 	JMP      mulbf16loop
 mulbf16done:
 	MOVQ BX, ret+32(FP)
@@ -377,19 +379,6 @@ addf16ntdone:
 	SFENCE
 	VZEROUPPER
 	RET
-
-// NARROWBFNT is NARROWBF with a non-temporal store (m 16-byte aligned).
-#define NARROWBFNT(m) \
-	VCMPPS    $3, Y0, Y0, Y2; \
-	VBLENDVPS Y2, Y10, Y0, Y0; \
-	VPSRLD    $16, Y0, Y3; \
-	VPAND     Y11, Y3, Y3; \
-	VPADDD    Y3, Y0, Y0; \
-	VPADDD    Y12, Y0, Y0; \
-	VPSRLD    $16, Y0, Y0; \
-	VEXTRACTI128 $1, Y0, X3; \
-	VPACKUSDW X3, X0, X0; \
-	VMOVNTDQ  X0, m
 
 // func addBF16NT(d, x, y *uint16, n int)
 TEXT ·addBF16NT(SB), NOSPLIT, $0-32
@@ -559,7 +548,7 @@ mm16ntdone:
 	VZEROUPPER
 	RET
 
-// mulBF16NT is mulBF16AVX2 with non-temporal stores (d 16-byte aligned).
+// mulBF16NT is mulBF16AVX2 with non-temporal stores (d 32-byte aligned).
 TEXT ·mulBF16NT(SB), NOSPLIT, $0-40
 	MOVQ d+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -576,15 +565,22 @@ mulbf16ntloop:
 	CMPQ BX, CX
 	JAE  mulbf16ntdone
 	WIDENBF((SI)(BX*2), Y0)
+	WIDENBF(16(SI)(BX*2), Y4)
 	WIDENBF((DX)(BX*2), Y1)
+	WIDENBF(16(DX)(BX*2), Y5)
 	VMULPS   Y1, Y0, Y0
-	VPAND    Y13, Y0, Y4
-	VPCMPGTD Y4, Y9, Y5
-	VPCMPGTD Y8, Y4, Y6
-	VPTEST   Y6, Y5
+	VMULPS   Y5, Y4, Y4
+	TINYBF(Y0, Y2, Y3)
+	TINYBF(Y4, Y6, Y7)
+	VPOR     Y6, Y2, Y2
+	VPTEST   Y2, Y2
 	JNZ      mulbf16ntdone
-	NARROWBFNT((DI)(BX*2))
-	ADDQ     $8, BX
+	ROUNDBF(Y0, Y2, Y3)
+	ROUNDBF(Y4, Y6, Y7)
+	VPACKUSDW Y4, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVNTDQ  Y0, (DI)(BX*2)
+	ADDQ     $16, BX
 	JMP      mulbf16ntloop
 mulbf16ntdone:
 	MOVQ BX, ret+32(FP)

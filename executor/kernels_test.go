@@ -310,7 +310,7 @@ func TestBulkTails(t *testing.T) {
 }
 
 // TestBF16ProdTiny makes the vector bf16 product meet tiny products
-// (below 2^-126) among ordinary ones, where it hands 8 elements to the
+// (below 2^-126) among ordinary ones, where it hands 16 elements to the
 // scalar rounding.
 func TestBF16ProdTiny(t *testing.T) {
 	n := 256
@@ -321,10 +321,16 @@ func TestBF16ProdTiny(t *testing.T) {
 			x[i], y[i] = 0x0d00+uint16(i), 0x3000+uint16(i) // product near 2^-130
 		}
 	}
-	bulk16(BFloat16, ReduceProd, d, x, y)
-	for i := range d {
-		if want := refReduce16(BFloat16, ReduceProd, x[i], y[i]); d[i] != want {
-			t.Fatalf("element %d: %#04x * %#04x = %#04x, want %#04x", i, x[i], y[i], d[i], want)
+	for _, tc := range []struct {
+		name string
+		bulk func(ElemType, ReduceOp, []uint16, []uint16, []uint16)
+	}{{"bulk16", bulk16}, {"bulk16Stream", bulk16Stream}} {
+		clear(d)
+		tc.bulk(BFloat16, ReduceProd, d, x, y)
+		for i := range d {
+			if want := refReduce16(BFloat16, ReduceProd, x[i], y[i]); d[i] != want {
+				t.Fatalf("%s: element %d: %#04x * %#04x = %#04x, want %#04x", tc.name, i, x[i], y[i], d[i], want)
+			}
 		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mscclgo/mscclgo/bootstrap"
+	"github.com/mscclgo/mscclgo/executor/cpu"
 )
 
 // arrive is the start of every call of a communicator whose ranks are
@@ -27,6 +30,10 @@ import (
 // call or after any number of matching ones, fail on every rank with an
 // error that names both calls.
 //
+// Where every rank is on this host the arrival goes through the ranks'
+// arrival board in shared memory (arriveBoard), without a message;
+// otherwise through the bootstrap, as follows.
+//
 // Each message is the sender's call number (8 bytes) and sig. A rank that
 // gave up on a call (its timeout) has counted it: a late peer's message of
 // that call is skipped by the ranks that moved on, and the late peer
@@ -36,6 +43,9 @@ func (p *hostProcs) arrive(c *comm, sig string) error {
 	p.calls++
 	if c.size == 1 {
 		return nil
+	}
+	if p.board != nil {
+		return p.arriveBoard(c, n, sig)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -50,7 +60,7 @@ func (p *hostProcs) arrive(c *comm, sig string) error {
 		case <-stopped:
 		}
 	}()
-	where := fmt.Sprintf("rank %d of %d: %s (the communicator's call %d)", c.rank, c.size, sig, n)
+	where := arrivalWhere(c, sig, n)
 	msg := binary.BigEndian.AppendUint64(nil, n)
 	msg = append(msg, sig...)
 	for q := range c.size {
@@ -120,6 +130,71 @@ func (p *hostProcs) arrive(c *comm, sig string) error {
 		}
 	}
 	return first
+}
+
+// arrivalWhere names call n of c with signature sig for arrive's errors.
+func arrivalWhere(c *comm, sig string, n uint64) string {
+	return fmt.Sprintf("rank %d of %d: %s (the communicator's call %d)", c.rank, c.size, sig, n)
+}
+
+// arriveBoard is arrive through the ranks' arrival board in shared
+// memory (p.board): this rank posts call n and sig in its slot, then
+// waits until every peer's slot says it has come to n (a short spin,
+// then sleeps on the board's bell), with arrive's bound and its errors:
+// the timeout, this rank's end, a peer's loss (the bootstrap's context)
+// or departure (its slot says it left), a peer that gave up on n, and
+// mismatched calls. A rank that stops waiting says so in its slot
+// (GiveUp), so that a late peer learns that it moved on.
+func (p *hostProcs) arriveBoard(c *comm, n uint64, sig string) error {
+	b, mine, start := p.board, []byte(sig), time.Now()
+	b.Post(n, mine)
+	pending := make([]int, 0, c.size-1)
+	for q := range c.size {
+		if q != c.rank {
+			pending = append(pending, q)
+		}
+	}
+	where := arrivalWhere(c, sig, n)
+	var first error
+	check := func() bool {
+		if c.stopped() {
+			return true
+		}
+		pending = slices.DeleteFunc(pending, func(q int) bool {
+			st, theirs, same, past := b.Peer(q, n, mine)
+			switch {
+			case st == cpu.PeerAbsent:
+				return false
+			case first != nil:
+			case st == cpu.PeerArrived && !same:
+				at := "the communicator's first call"
+				if n > 0 {
+					at = fmt.Sprintf("the communicator's call %d, after %d that matched", n, n)
+				}
+				first = errorf(resultInvalidUsage, "mismatched calls: rank %d called %s, rank %d called %s (%s)", c.rank, sig, q, theirs, at)
+			case st == cpu.PeerMovedOn:
+				first = c.arrivalError(where, []int{q}, time.Since(start), errorf(resultInvalidUsage, "rank %d has moved on to the communicator's call %d: it gave up on this one (its MSCCLGO_NCCL_TIMEOUT ended before this rank came)", q, max(past-1, n+1)))
+			case st == cpu.PeerLeft:
+				// It ended its communicator, which closes its
+				// bootstrap: the error of the sockets' arrival.
+				first = fmt.Errorf("%s: waiting for ranks %v to call: %w", where, []int{q}, &bootstrap.PeerClosedError{Rank: q})
+			}
+			return true
+		})
+		return len(pending) == 0 || first != nil
+	}
+	err := b.Wait(c.boot.Context(), c.timeout, check)
+	switch {
+	case err == nil && first != nil:
+		return first
+	case err == nil && !c.stopped():
+		return nil
+	}
+	b.GiveUp(n)
+	if err == nil {
+		err = context.Canceled // this rank's end: arrivalError names it
+	}
+	return c.arrivalError(where, pending, time.Since(start), err)
 }
 
 // arrivalError is the error of a wait for the ranks missing to arrive

@@ -30,7 +30,9 @@ import (
 // runs its own rank over the CPU backend's multi-process transport
 // (cpu.OpenRank, the one `mscclgo run` uses under mpirun): the peers on
 // this host share the session's buffers through shared memory, and the
-// call copies its input in and its output out. Either way each plan
+// call copies its input in and its output out, except a buffer that no
+// peer reaches, which the run takes where the caller has it
+// (directParts, RankSession.LaunchDirect). Either way each plan
 // instance (plan, size, element type, in place or not) keeps one CPU
 // session, at most MSCCLGO_NCCL_MAX_SESSIONS of them per communicator
 // (as on the device): opening one more first closes the least recently
@@ -73,8 +75,31 @@ func (c *comm) setUpHost(key string, hub func() *hostHub) error {
 		c.hub.join(max)
 	} else {
 		c.procs = &hostProcs{max: max}
+		c.procs.openBoard(c)
 	}
 	return nil
+}
+
+// openBoard gives p the arrival board of c's ranks in shared memory
+// (cpu.OpenBoard), on every rank of c at once, where every rank is on
+// this host and MSCCLGO_NCCL_ARRIVAL is not "sockets": each call's
+// arrival (arrive) is then a store in the rank's slot and loads of its
+// peers', no message. Where it cannot be made (on any rank) the ranks
+// arrive through the bootstrap, as across hosts.
+func (p *hostProcs) openBoard(c *comm) {
+	if c.size < 2 || len(c.boot.Hosts()) != 1 || os.Getenv("MSCCLGO_NCCL_ARRIVAL") == "sockets" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	b, err := cpu.OpenBoard(ctx, c.boot, "")
+	if err != nil {
+		if logging() {
+			logInfo("rank %d of %d: no arrival board in shared memory, the calls' arrivals go through the bootstrap: %v", c.rank, c.size, err)
+		}
+		return
+	}
+	p.board = b
 }
 
 // hostLRU is the bound on a communicator's host sessions: which plan
@@ -218,6 +243,9 @@ type hostProcs struct {
 	next     uint32 // the next session's tag offset from hostTag
 	max      int    // MSCCLGO_NCCL_MAX_SESSIONS
 	lru      hostLRU
+	// board is the ranks' arrival board in shared memory (openBoard),
+	// nil where they arrive through the bootstrap.
+	board *cpu.Board
 }
 
 // evictions is how many sessions p closed to make room, and how many
@@ -230,6 +258,11 @@ func (p *hostProcs) evictions() (open, evicted int) {
 func (p *hostProcs) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.board != nil {
+		p.board.Leave()
+		p.board.Close()
+		p.board = nil
+	}
 	var first error
 	for k, s := range p.sessions {
 		if err := s.Close(); err != nil && first == nil {
@@ -686,12 +719,64 @@ func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv
 	if uint64(len(b.Input)) != l.inBytes() || uint64(len(b.Output)) != l.outBytes() {
 		return errorf(resultInternal, "%s: a layout of %d and %d bytes, the plan's has %d and %d", d.path, l.inBytes(), l.outBytes(), len(b.Input), len(b.Output))
 	}
-	l.stageIn(k.dtype, red, b.Input, send)
-	if err := s.Launch(context.Background()); err != nil {
+	in, out := directParts(s, k, d, l, red, c.rank, send, recv)
+	if in == nil {
+		l.stageIn(k.dtype, red, b.Input, send)
+	}
+	if err := s.LaunchDirect(context.Background(), in, out); err != nil {
 		return fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
 	}
-	l.stageOut(k.dtype, red, recv, b.Output)
+	switch {
+	case out == nil:
+		l.stageOut(k.dtype, red, recv, b.Output)
+	case red.postDiv > 0:
+		divide(k.dtype, recv, red.postDiv)
+	}
 	return nil
+}
+
+// directParts are the caller's send and recv as the session's input and
+// output for LaunchDirect, each nil where it must be staged: where
+// another rank reaches it (RankSession.Direct), where the plan's layout
+// is not the call's (padded, pre-multiplied, or in place where the call
+// is not), and where the bytes lie at another offset from a 64-byte
+// boundary than the session's. An in-place plan takes both or neither;
+// an out-of-place plan takes both only where they do not overlap.
+func directParts(s *cpu.RankSession, k call, d decision, l layout, red reduction, rank int, send, recv []byte) (in, out []byte) {
+	din, dout := s.Direct()
+	b := s.Buffers()
+	if d.padded() || l.block() != l.padBlock() || k.inPlace(rank) != d.planInPlace {
+		return nil, nil
+	}
+	fits := func(mine, own []byte) bool {
+		return len(mine) == len(own) && (len(own) == 0 || (addrOf(mine)-addrOf(own))%64 == 0)
+	}
+	din = din && red.preMul == nil && fits(send, b.Input)
+	dout = dout && fits(recv, b.Output)
+	switch {
+	case d.planInPlace && !(din && dout):
+		return nil, nil
+	case !d.planInPlace && din && dout && overlap(send, recv):
+		dout = false
+	}
+	if din {
+		in = send
+	}
+	if dout {
+		out = recv
+	}
+	return in, out
+}
+
+// addrOf is the address of b's first byte.
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// overlap reports whether a and b share a byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	return addrOf(a) < addrOf(b)+uintptr(len(b)) && addrOf(b) < addrOf(a)+uintptr(len(a))
 }
 
 // open opens the session of plan instance key on every rank at once.

@@ -240,7 +240,8 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 	if s.mp == nil {
 		err = s.guard.Launch(ctx, bufs, len(s.ranks))
 	} else {
-		// A rank session's buffers are its own (RankSession.Launch).
+		// A rank session's buffers are its own (RankSession.Launch),
+		// or the caller's where LaunchDirect checked them.
 		err = s.guard.Ready(ctx)
 	}
 	if err != nil {

@@ -231,6 +231,16 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 			if r != s.mp.rank {
 				continue
 			}
+			if bufs != nil {
+				// RankSession.LaunchDirect: the caller's own input or
+				// output, which no other rank reaches.
+				if b := bufs[r].Input; b != nil {
+					l.bufs[r][plan.Input] = b
+				}
+				if b := bufs[r].Output; b != nil {
+					l.bufs[r][plan.Output] = b
+				}
+			}
 		} else {
 			l.bufs[r] = [3][]byte{bufs[r].Input, bufs[r].Output, rs.scratch}
 		}

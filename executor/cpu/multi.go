@@ -30,6 +30,9 @@ import (
 type RankSession struct {
 	s    *session
 	bufs executor.RankBuffers
+	// direct says whether LaunchDirect takes the input, the output from
+	// the caller (directBuffers).
+	direct [2]bool
 }
 
 // multi is the multi-process part of a session.
@@ -222,7 +225,9 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	s.finishRanks()
 	m.startReceivers(s)
 	rankwire.Watch(rankwire.WatchConfig{Net: w.Net, Ctx: mctx, Tag: w.Tag + rankwire.TagWatch, Timeout: s.timeout}, cpuWatch{s}, &m.wg)
-	return &RankSession{s: s, bufs: own}, nil
+	rs := &RankSession{s: s, bufs: own}
+	rs.direct[0], rs.direct[1] = directBuffers(inst.Plan, rank)
+	return rs, nil
 }
 
 // bell is a rank's doorbell, at the start of its shared mapping: a peer

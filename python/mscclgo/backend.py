@@ -301,6 +301,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         self._connect()
         self._decisions = {}
         self._logged = set()
+        self._flats = {}  # (dtype, device): the staging tensor of _flat
         self._queue = queue.SimpleQueue()
         self._gate = _Gate()
         self._pending = queue.SimpleQueue()
@@ -400,7 +401,13 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                                  f"{tuple(o.shape)} and dtype {str(o.dtype)[6:]} on {o.device}, want the input's")
 
         def run():
-            flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype, device=inp.device)
+            flat = self._adjacent(outs)
+            if flat is not None and _apart_or_own(inp, flat, outs[self._rank]):
+                # The list is one tensor's consecutive parts (a chunk()):
+                # gathered into it, nothing copied.
+                self._allgather(flat, inp.reshape(-1))
+                return output_lists
+            flat = self._flat(self._size * inp.numel(), inp.dtype, inp.device)
             self._allgather(flat, inp.reshape(-1))
             for i, o in enumerate(outs):
                 o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view(o.shape))
@@ -422,7 +429,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             return self._cuda("allgather_coalesced", output_lists, input_list, opts)
         def run():
             for outs, inp in zip(output_lists, input_list):
-                flat = torch.empty(self._size * inp.numel(), dtype=inp.dtype)
+                flat = self._flat(self._size * inp.numel(), inp.dtype, inp.device)
                 self._allgather(flat, inp.reshape(-1))
                 for i, o in enumerate(outs):
                     o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view(o.shape))
@@ -448,7 +455,9 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         scalar = _premul_factor(op) if kind == _R.PREMUL_SUM else None
 
         def run():
-            flat = torch.cat([i.reshape(-1) for i in ins]) if ins else torch.empty(0, dtype=out.dtype)
+            flat = self._flat(sum(i.numel() for i in ins), out.dtype, out.device)
+            if ins:
+                torch.cat([i.reshape(-1) for i in ins], out=flat)
             self._reducescatter(out.view(-1), flat, kind, scalar)
             return output_tensors
         return self._submit("reduce_scatter", out, run, out, *ins)
@@ -822,6 +831,42 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         return _op_kind(op), op
 
+    def _flat(self, n, dtype, device):
+        """A tensor of n elements of dtype on device for a call's staging
+        (all_gather into a list gathers into it, then copies out;
+        reduce_scatter of a list concatenates into it): the
+        group's last one where it is large enough, else a new one that
+        replaces it. A fresh tensor of some MiB each call costs its pages'
+        faults and zeroing on every call, more than the copy; the group's
+        calls run one at a time (_Gate), so one buffer serves them all."""
+        key = (dtype, device)
+        t = self._flats.get(key)
+        if t is None or t.numel() < n:
+            t = torch.empty(n, dtype=dtype, device=device)
+            self._flats[key] = t
+        return t[:n]
+
+    @staticmethod
+    def _adjacent(outs):
+        """The one flat tensor whose consecutive parts are outs (each
+        contiguous, of one dtype, size and device, each starting where the
+        last ends, in the first's storage), None where they are not."""
+        if not outs or outs[0].numel() == 0:
+            return None
+        first, n = outs[0], outs[0].numel()
+        step, base = n * first.element_size(), first.data_ptr()
+        for i, o in enumerate(outs):
+            if not o.is_contiguous() or o.numel() != n or o.dtype != first.dtype or o.device != first.device or \
+                    o.data_ptr() != base + i * step:
+                return None
+        try:
+            # The first's storage holds them all where it is large enough
+            # (no other allocation can lie inside it); as_strided refuses
+            # a view past its end.
+            return first.as_strided((len(outs) * n,), (1,))
+        except RuntimeError:
+            return None
+
     def _one(self, what, tensors):
         if len(tensors) != 1:
             raise ValueError(f"{what} on rank {self._rank}: mscclgo takes one tensor per rank, got {len(tensors)}")
@@ -897,6 +942,16 @@ _DTYPE_CODES = {d: i for i, d in enumerate((torch.float16, torch.bfloat16, torch
                                             torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool))}
 _DTYPE_NAMES = {i: str(d)[6:] for d, i in _DTYPE_CODES.items()}
 _CODE_OPS = {code: name for code, name in _OPS.values()}
+
+
+def _apart_or_own(inp, flat, own):
+    """Whether inp lies outside flat's bytes, or is own (this rank's part
+    of flat: an in-place all_gather), so that gathering into flat reads
+    it as it was."""
+    lo, hi = inp.data_ptr(), inp.data_ptr() + inp.numel() * inp.element_size()
+    flo = flat.data_ptr()
+    fhi = flo + flat.numel() * flat.element_size()
+    return hi <= flo or lo >= fhi or (lo == own.data_ptr() and inp.numel() == own.numel())
 
 
 def _wire(t):

@@ -176,6 +176,16 @@ def collectives(rank, world):
             outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
             dist.all_gather(outs, values(rank, n, dtype))
             c.equal(f"all_gather list {dn} {n}", torch.cat(outs), gathered)
+            outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+            dist.all_gather(outs, values(rank, n, dtype))  # the group's staging tensor again
+            c.equal(f"all_gather list again {dn} {n}", torch.cat(outs), gathered)
+            whole = torch.zeros(world * n, dtype=dtype)
+            dist.all_gather(list(whole.chunk(world)), values(rank, n, dtype))  # gathered in place of the list
+            c.equal(f"all_gather list of chunks {dn} {n}", whole, gathered)
+            whole = torch.zeros(world * n, dtype=dtype)
+            whole[rank * n:(rank + 1) * n] = values(rank, n, dtype)
+            dist.all_gather(list(whole.chunk(world)), whole[rank * n:(rank + 1) * n])  # in place
+            c.equal(f"all_gather list of chunks in place {dn} {n}", whole, gathered)
             b = values(rank, n, dtype)
             dist.broadcast(b, 1 % world)
             c.equal(f"broadcast {dn} {n}", b, values(1 % world, n, dtype))
