@@ -284,7 +284,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			local(RoleDst, 0, op.Dst[0], srcLen)
 		}
 
-	case t.Family() == plan.FamPut && !t.Packet(): // put, pws, pwsf
+	case t.Family() == plan.FamPut && !t.Packet(): // the put family, without packets
 		// Port transfers read the local source through its registration
 		// at the buffer's base: no double-buffer shift
 		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
@@ -299,7 +299,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			local(RoleDst, i, op.Dst[i], r.Size)
 		}
 
-	case t.Family() == plan.FamReduce && !t.Packet(): // re, res, rre, rres
+	case t.Family() == plan.FamReduce && !t.Packet(): // the reduce family, without packets
 		for i, r := range op.Src {
 			byKind(RoleSrc, i, r, plan.SrcKind(op.Type, i), srcLen)
 		}
@@ -354,7 +354,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			raw(RoleRawOut, op.Dst[0], srcLen)
 		}
 
-	case t.Family() == plan.FamReduce: // repkt, respkt, recpkt, recspkt
+	case t.Family() == plan.FamReduce: // the reduce family, with packets
 		if pairs == 0 {
 			break
 		}

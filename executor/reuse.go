@@ -194,7 +194,7 @@ func CheckReuse(inst *Instance) []Reuse {
 					at := n
 					if op.ChannelType == plan.Port {
 						switch t := op.Type; {
-						case t.Family() == plan.FamPut && !t.Packet(), t.Signals(): // put, pws, pwsf, signal, rlxsignal
+						case t.Family() == plan.FamPut && !t.Packet(), t.Signals(): // handed to the proxy
 							at = add(reuseNode{rank: rk.Rank, tb: tb.ID, op: op, proxy: true})
 							edge(n, at)
 							if lastProxy >= 0 {
@@ -217,14 +217,14 @@ func CheckReuse(inst *Instance) []Reuse {
 						}
 					}
 					switch t := op.Type; {
-					case t.Signals(): // signal, rlxsignal, pws, pwsf
+					case t.Signals():
 						for _, c := range op.Channels {
 							if ends := chans(op.ChannelType); c >= 0 && c < len(ends) && ends[c].PeerIndex >= 0 {
 								k := chanKey{ends[c].Peer, op.ChannelType, ends[c].PeerIndex}
 								signals[k] = append(signals[k], at)
 							}
 						}
-					case t.Waits(): // wait, rlxwait
+					case t.Waits():
 						for _, c := range op.Channels {
 							k := chanKey{rk.Rank, op.ChannelType, c}
 							waits[k] = append(waits[k], n)

@@ -176,7 +176,7 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 		for i := range op.Dst {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case t.Family() == plan.FamReduce && t.Packet(): // repkt, respkt, recpkt, recspkt
+	case t.Family() == plan.FamReduce && t.Packet(): // the reduce family, with packets
 		check(word("source", 0, op.Src[0], 4))
 		for i := 1; i < len(op.Src); i++ {
 			check(pkt("source", i, op.Src[i]))
@@ -185,7 +185,7 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 		for i := 1; i < len(op.Dst); i++ {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case t.ReducesElements(): // re, res, rre, rres, glres
+	case t.ReducesElements(): // reductions of elements
 		for i, r := range op.Src {
 			check(word("source", i, r, elem))
 		}

@@ -268,7 +268,7 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 	if !op.Type.UsesPort(op.ChannelType) {
 		return
 	}
-	flag := op.Type.Signals() // pws, pwsf
+	flag := op.Type.Signals()
 	sync := op.Type == plan.OpPutWithSignalAndFlush
 	for i, dst := range op.Dst {
 		if i >= len(op.Channels) {

@@ -71,10 +71,10 @@ func (t *tracker) recordOp(o, owner *ir.Op) bool {
 		c = t.refs(o.Src, owner, false)
 	case k == plan.OpUnpackPacket, k == plan.OpGet:
 		c = t.refs(o.Dst, owner, true)
-	case k.Family() == plan.FamReduce && !k.Packet(): // re, res, rre, rres
+	case k.Family() == plan.FamReduce && !k.Packet(): // the reduce family, without packets
 		c = t.refs(o.LocalSrc, owner, false)
 		c = t.refs(o.LocalDst, owner, true) || c
-	case k.Family() == plan.FamReduce: // repkt, respkt, recpkt, recspkt
+	case k.Family() == plan.FamReduce: // the reduce family, with packets
 		if len(o.LocalSrc) > 0 {
 			c = t.refs(o.LocalSrc[1:], owner, false) // Q8: the first source is not tracked
 		}

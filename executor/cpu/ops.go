@@ -34,13 +34,13 @@ func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
 	switch ty := op.Type; {
 	case ty == plan.OpCopy, ty == plan.OpGet:
 		return t.copyPairs(sp.src, sp.dst)
-	case ty.Family() == plan.FamPut && !ty.Packet(): // put, pws, pwsf
+	case ty.Family() == plan.FamPut && !ty.Packet(): // the put family, without packets
 		if op.ChannelType == plan.Port {
 			return t.portPut(op, sp.src, sp.dst, false)
 		}
 		// Memory channels: pws and pwsf are plain puts (docs/semantics.md §2.5).
 		return t.copyPairs(sp.src, sp.dst)
-	case ty.ReducesElements(): // re, res, rre, rres, glres
+	case ty.ReducesElements(): // reductions of elements
 		return t.reduce(sp.src, sp.dst)
 	case ty == plan.OpMultiStore:
 		srcs := make([]span, len(sp.dst))

@@ -124,14 +124,14 @@ func (pl *provLog) data(t *tbRun, op *executor.OpInstance, sp *opSpans) {
 		return f
 	}
 	switch ty := op.Type; {
-	case ty == plan.OpCopy, ty == plan.OpGet, ty.Family() == plan.FamPut && !ty.Packet(): // copy, get, put, pws, pwsf
+	case ty == plan.OpCopy, ty == plan.OpGet, ty.Family() == plan.FamPut && !ty.Packet(): // pairwise copies
 		if op.ChannelType == plan.Port && ty != plan.OpCopy && ty != plan.OpGet {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, nil, false)
 		}
-	case ty.ReducesElements(): // re, res, rre, rres, glres
+	case ty.ReducesElements(): // reductions of elements
 		pl.add(t, op, sp.src, sp.dst, nil, nil, true)
 	case ty == plan.OpMultiStore:
 		pl.add(t, op, sp.src[:1], sp.dst, nil, nil, false)

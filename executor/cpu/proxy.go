@@ -71,7 +71,7 @@ func (t *tbRun) awaitTrigger(tr *trigger) error {
 // its triggers' completion (docs/semantics.md §2.6).
 func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) error {
 	kind := uint8(trigData)
-	if op.Type.Signals() { // pws, pwsf
+	if op.Type.Signals() { // a put with a signal
 		kind |= trigFlag
 	}
 	if op.Type == plan.OpPutWithSignalAndFlush {

@@ -80,7 +80,7 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 	switch ty := op.Type; {
 	case ty == plan.OpReadPutPacket:
 		sp.pk.pktIn, sp.pk.pktOut = sp.src, sp.dst
-	case ty.Family() == plan.FamReduce && ty.Packet(): // repkt, respkt, recpkt, recspkt
+	case ty.Family() == plan.FamReduce && ty.Packet(): // the reduce family, with packets
 		sp.pk.reduce = true
 	}
 	return sp, nil
