@@ -88,17 +88,17 @@ func (d *demand) uses() []use {
 func (s *sim) costOf(r int, st step) cost {
 	p := s.prof
 	op := st.op
-	switch op.Type {
-	case plan.OpNop:
+	switch ty := op.Type; {
+	case ty == plan.OpNop:
 		return cost{pre: p.NopUS.Value}
-	case plan.OpBarrier:
+	case ty == plan.OpBarrier:
 		return cost{pre: 2 * p.NopUS.Value}
-	case plan.OpSignal, plan.OpRelaxedSignal:
+	case ty.IsDataSync() && ty.Signals():
 		if op.ChannelType == plan.Port {
 			return cost{pre: p.OpUS.Value + p.FIFOPushUS.Value}
 		}
 		return cost{pre: p.OpUS.Value}
-	case plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
+	case ty.IsDataSync(): // waits, flushes, semaphores
 		return cost{pre: p.OpUS.Value}
 	}
 	if op.Type.UsesPort(op.ChannelType) {
@@ -235,8 +235,8 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 		}
 		s.wakeWriters(writes)
 	}
-	switch op.Type {
-	case plan.OpSignal, plan.OpRelaxedSignal:
+	switch ty := op.Type; {
+	case ty.IsDataSync() && ty.Signals():
 		for _, c := range op.Channels {
 			switch op.ChannelType {
 			case plan.Memory:
@@ -246,7 +246,7 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 				s.push(&trigger{rank: r, ch: c, flag: true, src: r, dst: ri.PortChannels[c].Peer, slice: t.slice})
 			}
 		}
-	case plan.OpSemRelease:
+	case ty == plan.OpSemRelease:
 		for _, id := range op.Semaphores {
 			id := id
 			slice := t.slice

@@ -67,7 +67,7 @@ func (t *tracker) recordOp(o, owner *ir.Op) bool {
 	case k == plan.OpCopy:
 		c = t.refs(o.Src, owner, false)
 		c = t.refs(o.Dst, owner, true) || c
-	case k == plan.OpCopyPacket, k == plan.OpPut, k == plan.OpPutPacket, k == plan.OpPutWithSignal, k == plan.OpPutWithSignalAndFlush:
+	case k == plan.OpCopyPacket, k.Family() == plan.FamPut && k != plan.OpReadPutPacket: // the put family reads its local sources
 		c = t.refs(o.Src, owner, false)
 	case k == plan.OpUnpackPacket, k == plan.OpGet:
 		c = t.refs(o.Dst, owner, true)
