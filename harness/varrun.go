@@ -145,6 +145,8 @@ func (cfg *Config) runCountsOnce(ctx context.Context, res SizeResult) (SizeResul
 			if res.Race == nil {
 				res.Race = &launch
 			}
+		case lerr != nil && cfg.Strict: // as the check of a plan names it
+			return res, fmt.Errorf("launch %d: %w", seq, lerr)
 		case lerr != nil:
 			return res, lerr
 		}
