@@ -448,3 +448,53 @@ func TestRunStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCountsRank runs every rank's share of a run bound to counts on
+// a rank session of the CPU backend: every rank returns the same
+// result, with the typed mismatch of the one rank that has wrong bytes.
+func TestRunCountsRank(t *testing.T) {
+	t.Parallel()
+	p := alltoallvPlan(t, "alltoallv.star", map[string]string{"world_size": "2"})
+	counts := executor.MatrixCounts(executor.UniformMatrix(2, 100))
+	for _, bad := range []int{-1, 1} {
+		bs := connect(t, 2)
+		results := make([][]harness.SizeResult, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() {
+				open := func(ctx context.Context, _ int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, rankwire.World{Net: bs[r], Host: make([]int, 2), Tag: 1000})
+					if err != nil || r != bad {
+						return rs, err
+					}
+					return corruptRank{RankSession: rs, off: 40}, nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				results[r], errs[r] = harness.Run(ctx, harness.Config{
+					Plan: p, Counts: counts, DType: executor.Float32, Iters: 2, Warmup: 1,
+					Rank: &harness.RankRun{Rank: r, Group: bs[r], Open: open},
+				})
+			})
+		}
+		wg.Wait()
+		for r := range 2 {
+			if errs[r] != nil {
+				t.Fatalf("bad rank %d: rank %d: %v", bad, r, errs[r])
+			}
+			if len(results[r]) != 1 || results[r][0].Size != 1600 {
+				t.Fatalf("bad rank %d: rank %d: %+v, want one result of 1600 bytes", bad, r, results[r])
+			}
+			res := results[r][0]
+			rep := res.FirstWrong
+			switch {
+			case bad < 0 && (rep != nil || res.Wrong != 0):
+				t.Errorf("rank %d: %d wrong bytes, report %+v, of a clean run", r, res.Wrong, rep)
+			case bad >= 0 && (rep == nil || res.Wrong != 2 || rep.Launch != 0 || len(rep.Ranks) != 1 || rep.Ranks[0].Rank != bad ||
+				rep.Ranks[0].Mismatch == nil || rep.Ranks[0].Mismatch.Offset != 41):
+				t.Errorf("rank %d: %d wrong bytes, report %+v; want rank %d's byte 41 in both launches", r, res.Wrong, rep, bad)
+			}
+		}
+	}
+}
