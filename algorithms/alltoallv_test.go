@@ -139,16 +139,15 @@ func TestAllToAllVRuns(t *testing.T) {
 	plans, cases := varTestPlans(), varTestMatrices()
 	for _, pl := range plans {
 		plan := evalVarPlan(t, pl.file, pl.src, pl.defines)
-		vp, err := executor.NewVarPlan(plan)
-		if err != nil {
+		if _, err := executor.NewVarPlan(plan); err != nil {
 			t.Fatalf("%s: %v", pl.name, err)
 		}
 		for _, c := range cases {
 			for _, dt := range []executor.ElemType{executor.Float16, executor.Float32} {
 				t.Run(fmt.Sprintf("%s/%s/%s", pl.name, c.name, dt.Name()), func(t *testing.T) {
 					counts := executor.MatrixCounts(c.m(len(plan.GPUs)))
-					opts := executor.Options{DType: dt, Race: true}
-					if err := harness.RunVar(context.Background(), cpu.New(), vp, counts, opts, 2); err != nil {
+					cfg := harness.Config{Backend: cpu.New(), Plan: plan, Counts: counts, DType: dt, Options: executor.Options{Race: true}, Iters: 2, Strict: true}
+					if _, err := harness.Run(context.Background(), cfg); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -169,12 +168,8 @@ for r in range(2):
     Rank(r).copy(Rank(r).get_output_buffer()[1:2], Rank(r).get_input_buffer()[0:1], tb = 0)
 `
 	plan := evalVarPlan(t, "wrong.star", src, nil)
-	vp, err := executor.NewVarPlan(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counts := executor.MatrixCounts(executor.UniformMatrix(2, 8))
-	err = harness.RunVar(context.Background(), cpu.New(), vp, counts, executor.Options{DType: executor.Float16}, 1)
+	_, err := harness.Run(context.Background(), harness.Config{Backend: cpu.New(), Plan: plan, Counts: counts, DType: executor.Float16, Iters: 1, Strict: true})
 	var mm *harness.VarMismatch
 	if !errors.As(err, &mm) {
 		t.Fatalf("got %v, want a *harness.VarMismatch", err)

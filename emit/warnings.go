@@ -178,7 +178,7 @@ func usesUnpaired(unpaired map[unpairedKey]string, tb *ir.ThreadBlock, op *ir.Op
 	switch {
 	case op.Kind.Family() == plan.FamDataSync && op.IDSet != nil:
 		ids = op.IDSet.Keys()
-	case (op.Kind == plan.OpPutWithSignal || op.Kind == plan.OpPutWithSignalAndFlush) && op.ChannelType == ir.Port:
+	case op.Kind.IsData() && op.Kind.Signals() && op.ChannelType == ir.Port: // a put with a signal
 		ids = op.ChannelIDs
 	default:
 		return ""

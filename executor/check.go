@@ -130,10 +130,10 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 	if err := chans(); err != nil {
 		return err
 	}
-	switch op.Type {
-	case plan.OpNop:
+	switch ty := op.Type; {
+	case ty == plan.OpNop:
 		return nil
-	case plan.OpBarrier:
+	case ty == plan.OpBarrier:
 		if op.BarrierID < 0 || op.BarrierID > plan.MaxBarrierID {
 			return fmt.Errorf("barrier id %d out of range [0:%d]", op.BarrierID, plan.MaxBarrierID+1)
 		}
@@ -141,19 +141,19 @@ func validateOp(inst *Instance, ri *RankInstance, op *OpInstance, inPipeline boo
 			return fmt.Errorf("negative thread block count %d", op.NumThreadBlocks)
 		}
 		return nil
-	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush:
+	case ty.SignalsChannels(): // signals, waits or flushes channels
 		if op.ChannelType == plan.NoChannel {
 			return errors.New("no channel type")
 		}
 		return nil
-	case plan.OpSemAcquire, plan.OpSemRelease:
+	case ty == plan.OpSemAcquire, ty == plan.OpSemRelease:
 		for _, id := range op.Semaphores {
 			if id < 0 || id >= len(ri.Semaphores) {
 				return fmt.Errorf("semaphore %d out of range [0:%d]", id, len(ri.Semaphores))
 			}
 		}
 		return nil
-	case plan.OpPipeline:
+	case ty == plan.OpPipeline:
 		if inPipeline {
 			return errors.New("nested pipeline")
 		}

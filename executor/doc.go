@@ -22,8 +22,8 @@
 //	err = sess.Launch(ctx, l.Alloc())
 //
 // Package harness fills the inputs, checks the outputs and runs plans at
-// a sweep of sizes (harness.RunChecked is the shortest way to try a
-// plan). The semantics a backend implements are in docs/semantics.md;
+// a sweep of sizes (harness.Run with Strict set is the shortest way to
+// try a plan). The semantics a backend implements are in docs/semantics.md;
 // loading, instantiation and the backends are described in
 // docs/executor.md.
 package executor

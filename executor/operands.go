@@ -275,14 +275,16 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 		}
 	}
 	pairs := min(len(op.Src), len(op.Dst))
-	switch op.Type {
-	case plan.OpCopy:
+	// The put and reduce families dispatch by the op table: a new member
+	// whose operand roles the table gives needs no case of its own.
+	switch t := op.Type; {
+	case t == plan.OpCopy:
 		if pairs > 0 {
 			local(RoleSrc, 0, op.Src[0], srcLen)
 			local(RoleDst, 0, op.Dst[0], srcLen)
 		}
 
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+	case t.Family() == plan.FamPut && !t.Packet(): // the put family, without packets
 		// Port transfers read the local source through its registration
 		// at the buffer's base: no double-buffer shift
 		// (docs/semantics.md §2.4 localMemId, mirrored like Q8).
@@ -291,13 +293,13 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			remote(RoleDst, i, d, d.Size)
 		}
 
-	case plan.OpGet:
+	case t == plan.OpGet:
 		for i, r := range op.Src[:pairs] {
 			remote(RoleSrc, i, r, r.Size)
 			local(RoleDst, i, op.Dst[i], r.Size)
 		}
 
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
+	case t.Family() == plan.FamReduce && !t.Packet(): // the reduce family, without packets
 		for i, r := range op.Src {
 			byKind(RoleSrc, i, r, plan.SrcKind(op.Type, i), srcLen)
 		}
@@ -305,19 +307,19 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			byKind(RoleDst, i, r, plan.DstKind(op.Type, i), srcLen)
 		}
 
-	case plan.OpMultiLoadReduceStore:
+	case t == plan.OpMultiLoadReduceStore:
 		if pairs > 0 {
 			members(RoleSrc, op.Src[0], modeData, srcLen)
 			members(RoleDst, op.Dst[0], modeData, srcLen)
 		}
 
-	case plan.OpMultiStore:
+	case t == plan.OpMultiStore:
 		if pairs > 0 {
 			local(RoleSrc, 0, op.Src[0], srcLen)
 			members(RoleDst, op.Dst[0], modeData, srcLen)
 		}
 
-	case plan.OpPutPacket:
+	case t == plan.OpPutPacket:
 		for i, d := range op.Dst[:pairs] {
 			s := op.Src[i]
 			if op.ChannelType == plan.Port {
@@ -330,7 +332,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, s.Size)
 		}
 
-	case plan.OpReadPutPacket:
+	case t == plan.OpReadPutPacket:
 		if len(op.Src) > 0 {
 			pkts(RoleSrc, 0, me, plan.Scratch, op.Src[0].Offset, srcLen)
 		}
@@ -338,13 +340,13 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			pkts(RoleDst, i, d.Rank, d.Buffer, d.Offset, srcLen)
 		}
 
-	case plan.OpCopyPacket:
+	case t == plan.OpCopyPacket:
 		if pairs > 0 {
 			raw(RoleRawIn, op.Src[0], srcLen)
 			pkts(RolePktOut, 0, me, op.Dst[0].Buffer, op.Dst[0].Offset, srcLen)
 		}
 
-	case plan.OpUnpackPacket:
+	case t == plan.OpUnpackPacket:
 		if pairs > 0 {
 			// The source is always local scratch, whatever its type
 			// (docs/semantics.md §2.6).
@@ -352,7 +354,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			raw(RoleRawOut, op.Dst[0], srcLen)
 		}
 
-	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
+	case t.Family() == plan.FamReduce: // the reduce family, with packets
 		if pairs == 0 {
 			break
 		}
@@ -370,7 +372,7 @@ func (ro *RankOperands) operands(op *OpInstance, f func(operand)) bool {
 			pkts(RolePktOut, i, rank, d.Buffer, d.Offset, srcLen)
 		}
 
-	case plan.OpMultiStorePacket:
+	case t == plan.OpMultiStorePacket:
 		if pairs > 0 {
 			pkts(RolePktIn, 0, me, op.Src[0].Buffer, op.Src[0].Offset, srcLen)
 			members(RolePktOut, op.Dst[0], modePackets, srcLen)

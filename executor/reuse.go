@@ -193,8 +193,8 @@ func CheckReuse(inst *Instance) []Reuse {
 					// work; a flush (pwsf's too) waits for that work.
 					at := n
 					if op.ChannelType == plan.Port {
-						switch op.Type {
-						case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpSignal, plan.OpRelaxedSignal:
+						switch t := op.Type; {
+						case t.Family() == plan.FamPut && !t.Packet(), t.Signals(): // handed to the proxy
 							at = add(reuseNode{rank: rk.Rank, tb: tb.ID, op: op, proxy: true})
 							edge(n, at)
 							if lastProxy >= 0 {
@@ -209,35 +209,35 @@ func CheckReuse(inst *Instance) []Reuse {
 								edge(at, last)
 								edge(earlierProxy(ri), last)
 							}
-						case plan.OpFlush:
+						case t == plan.OpFlush:
 							if lastProxy >= 0 {
 								edge(lastProxy, n)
 							}
 							edge(earlierProxy(ri), n)
 						}
 					}
-					switch op.Type {
-					case plan.OpSignal, plan.OpRelaxedSignal, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+					switch t := op.Type; {
+					case t.Signals():
 						for _, c := range op.Channels {
 							if ends := chans(op.ChannelType); c >= 0 && c < len(ends) && ends[c].PeerIndex >= 0 {
 								k := chanKey{ends[c].Peer, op.ChannelType, ends[c].PeerIndex}
 								signals[k] = append(signals[k], at)
 							}
 						}
-					case plan.OpWait, plan.OpRelaxedWait:
+					case t.Waits():
 						for _, c := range op.Channels {
 							k := chanKey{rk.Rank, op.ChannelType, c}
 							waits[k] = append(waits[k], n)
 						}
-					case plan.OpSemRelease:
+					case t == plan.OpSemRelease:
 						for _, s := range op.Semaphores {
 							releases[semKey{rk.Rank, s}] = append(releases[semKey{rk.Rank, s}], n)
 						}
-					case plan.OpSemAcquire:
+					case t == plan.OpSemAcquire:
 						for _, s := range op.Semaphores {
 							acquires[semKey{rk.Rank, s}] = append(acquires[semKey{rk.Rank, s}], n)
 						}
-					case plan.OpBarrier:
+					case t == plan.OpBarrier:
 						k := semKey{rk.Rank, op.BarrierID}
 						b, ok := barriers[k]
 						if !ok {

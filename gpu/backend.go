@@ -155,14 +155,14 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 			err = e
 		}
 	}
-	switch op.Type {
-	case plan.OpCopyPacket:
+	switch t := op.Type; {
+	case t == plan.OpCopyPacket:
 		check(word("source", 0, op.Src[0], 4))
 		check(pkt("destination", 0, op.Dst[0]))
-	case plan.OpUnpackPacket:
+	case t == plan.OpUnpackPacket:
 		check(pkt("source", 0, op.Src[0]))
 		check(word("destination", 0, op.Dst[0], 4))
-	case plan.OpPutPacket:
+	case t == plan.OpPutPacket:
 		for i := range op.Dst {
 			if op.ChannelType == plan.Port {
 				check(pkt("source", i, op.Src[i]))
@@ -171,12 +171,12 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 			}
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case plan.OpReadPutPacket, plan.OpMultiStorePacket:
+	case t == plan.OpReadPutPacket, t == plan.OpMultiStorePacket:
 		check(pkt("source", 0, op.Src[0]))
 		for i := range op.Dst {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
+	case t.Family() == plan.FamReduce && t.Packet(): // the reduce family, with packets
 		check(word("source", 0, op.Src[0], 4))
 		for i := 1; i < len(op.Src); i++ {
 			check(pkt("source", i, op.Src[i]))
@@ -185,7 +185,7 @@ func alignedOperands(op *executor.OpInstance, packet, elem uint64) error {
 		for i := 1; i < len(op.Dst); i++ {
 			check(pkt("destination", i, op.Dst[i]))
 		}
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
+	case t.ReducesElements(): // reductions of elements
 		for i, r := range op.Src {
 			check(word("source", i, r, elem))
 		}

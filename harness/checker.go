@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -130,15 +129,8 @@ func gcd(a, b uint64) uint64 {
 
 func lcm(a, b uint64) uint64 { return a / gcd(a, b) * b }
 
-// RunChecked runs plan at one message size for iters launches on backend,
-// with race detection, checking the results of every launch (plans
-// without a defined result only run).
-func RunChecked(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
-	return NewChecker().Run(ctx, backend, p, size, dt, inPlace, iters)
-}
-
-// Checker runs plans as RunChecked does, drawing the inputs of every
-// launch and the expected results from data it generates once and keeps:
+// Checker is the data of Run (Config.Checker): it draws the inputs of
+// every launch and the expected results from data it generates once and keeps:
 // the fill of executor_test.py is deterministic, so the inputs of every
 // rank and iteration, at every message size, are windows of one generator
 // table per element type and fill mode, and the reference sums are
@@ -543,52 +535,3 @@ var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // view16 views b, 2-byte aligned, as 16-bit elements.
 func view16(b []byte) []uint16 { return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2) }
-
-// Run is RunChecked with the Checker's data.
-func (c *Checker) Run(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, inPlace bool, iters int) error {
-	return c.RunReduce(ctx, backend, p, size, dt, executor.ReduceSum, inPlace, iters)
-}
-
-// RunReduce is Run with the sessions' reduction op (executor.Options.Reduce),
-// the expected results of an allreduce or reducescatter combined with it.
-func (c *Checker) RunReduce(ctx context.Context, backend executor.Backend, p *plan.Plan, size uint64, dt executor.ElemType, op executor.ReduceOp, inPlace bool, iters int) error {
-	l, err := PlanLayout(p, size, dt, inPlace)
-	if err != nil {
-		return err
-	}
-	l.Reduce = op
-	inst, err := executor.Instantiate(p, l.Sizes)
-	if err != nil {
-		return err
-	}
-	if err := executor.CheckLaunch(inst, l.BufferLayout, false); err != nil {
-		return err
-	}
-	sess, err := backend.Open(inst, executor.Options{DType: dt, Reduce: op, Race: true})
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	bufs := l.Alloc()
-	for it := 0; it < iters; it++ {
-		if err := c.FillInputs(l, bufs, it); err != nil {
-			return err
-		}
-		if err := sess.Launch(ctx, bufs); err != nil {
-			return err
-		}
-		if !l.Checked() {
-			continue
-		}
-		wrong, err := c.Check(l, bufs, it)
-		if err != nil {
-			return err
-		}
-		for r, w := range wrong {
-			if w > 0 {
-				return fmt.Errorf("launch %d: rank %d has %d wrong elements", it, r, w)
-			}
-		}
-	}
-	return nil
-}

@@ -397,7 +397,7 @@ type WrongElement struct {
 	Offset    uint64
 	Want, Got float64
 	// Writers are the ops that write the element's byte (Writers), in
-	// the reports of Run and RunRank; Wrong leaves them empty.
+	// the reports of Run; Wrong leaves them empty.
 	Writers []string
 }
 

@@ -1,9 +1,10 @@
 package harness
 
-// rank.go is the run loop of one rank of a run of one process per rank:
-// the process runs only its own rank, checks its own output, and after
-// each launch exchanges the launch's outcome with every rank, so that
-// every rank stops at the same launch with the same results.
+// rank.go is Run's loop for one rank of a run of one process per rank
+// (Config.Rank): the process runs only its own rank, checks its own
+// output, and after each launch exchanges the launch's outcome with
+// every rank, so that every rank stops at the same launch with the same
+// results. A run bound to counts uses the same loop (varrank.go).
 
 import (
 	"context"
@@ -32,17 +33,16 @@ type RankSession interface {
 	Close() error
 }
 
-// RankConfig is one rank's share of a run of one process per rank.
-type RankConfig struct {
-	// Config is the run every rank makes alike; its Backend is not
-	// used: Open opens the rank's session, and the rank fills and checks
-	// its own buffers only, from the Checker's tables (a new one where
-	// nil), as a run of one process fills and checks every rank's.
-	Config
+// RankRun is this process's share of a run of one process per rank
+// (Config.Rank). The run is the one every rank makes alike; the rank
+// fills and checks its own buffers only, from the Checker's tables, as a
+// run of one process fills and checks every rank's.
+type RankRun struct {
 	// Rank is this process's rank in Group.
 	Rank  int
 	Group Group
-	// Open opens this rank's session for the size Sizes[index].
+	// Open opens this rank's session for the size Sizes[index] (index 0
+	// for a run bound to counts, l from VarRankLayout).
 	Open func(ctx context.Context, index int, inst *executor.Instance, l *executor.BufferLayout) (RankSession, error)
 }
 
@@ -75,6 +75,8 @@ type outcome struct {
 type wireWrong struct {
 	Wrong    uint64        `json:"wrong"`
 	Elements []wireElement `json:"elements,omitempty"`
+	// Mismatch is the first wrong byte of a run bound to counts.
+	Mismatch *VarMismatch `json:"mismatch,omitempty"`
 }
 
 type wireElement struct {
@@ -83,68 +85,72 @@ type wireElement struct {
 	Writers   []string `json:"writers,omitempty"`
 }
 
-// RunRank runs cfg.Rank's share of the run: for each size, the rank's
-// session (cfg.Open), its fill, launch and check, and after each launch
-// the exchange of every rank's outcome. Every rank returns the same
-// results: the time is the slowest rank's per launch, the wrong elements
-// every rank's, FirstWrong the report of the lowest rank with wrong data
-// at the first launch that had any. A launch that failed on any rank ends
-// the run on every rank (SizeResult.Failures). The error is a *SizeError
-// (a size the plan rejects outside a sweep, a session that would not
-// open, an exchange that failed), a *BudgetError, or a configuration
-// error; it is this rank's own.
-func RunRank(ctx context.Context, cfg RankConfig) ([]SizeResult, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Group == nil || cfg.Open == nil {
-		return nil, errors.New("harness: a rank run needs a group and a way to open the rank's session")
-	}
-	if cfg.Checker == nil {
-		cfg.Checker = NewChecker()
-	}
-	var out []SizeResult
-	for i, size := range cfg.Sizes {
-		l, inst, skipped, err := cfg.prepareOrSkip(size)
-		if err != nil {
-			return out, err
-		}
-		if skipped != nil {
-			out = cfg.done(out, *skipped)
-			continue
-		}
-		rs, err := cfg.Open(ctx, i, inst, l.BufferLayout)
-		if err != nil {
-			return out, &SizeError{Size: size, Err: err}
-		}
-		res, err := cfg.runRankSize(ctx, rs, l, inst)
-		rs.Close()
-		if err != nil {
-			return out, &SizeError{Size: size, Err: err}
-		}
-		out = cfg.done(out, res)
-		if len(res.Failures) > 0 {
-			break
-		}
-	}
-	return out, nil
+// rankData is what the loop of one rank fills and checks: the rank's
+// share of the reference data of a size, or of the bytes of a run bound
+// to counts.
+type rankData interface {
+	// fill fills the rank's input for launch seq.
+	fill(seq int) error
+	// check counts the wrong elements of the rank's output after launch
+	// seq and, where there are any, locates them for the other ranks.
+	check(seq int) (uint64, *wireWrong, error)
 }
 
-// runRankSize runs the warm-up and checked launches of one size on this
-// rank; after each, every rank learns every rank's outcome.
-func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layout, inst *executor.Instance) (SizeResult, error) {
-	res := SizeResult{Size: l.Size, Layout: l, Instance: inst, Checked: l.Checked()}
-	rank := cfg.Rank
-	bufs := rs.Buffers()
+// sizeData is a rank's share of a size of a fixed-size run.
+type sizeData struct {
+	cfg  *Config
+	l    *Layout
+	inst *executor.Instance
+	bufs executor.RankBuffers
+}
+
+func (d sizeData) fill(seq int) error {
+	l, rank := d.l, d.cfg.Rank.Rank
+	if l.Checked() {
+		return d.cfg.Checker.FillRank(l, d.bufs.Input, rank, seq)
+	}
+	l.FillRank(d.bufs.Input, rank, seq)
+	return nil
+}
+
+func (d sizeData) check(seq int) (uint64, *wireWrong, error) {
+	l, rank := d.l, d.cfg.Rank.Rank
+	n, err := d.cfg.Checker.CheckRank(l, d.bufs.Output, rank, seq)
+	if err != nil || n == 0 {
+		return n, nil, err
+	}
+	return n, rankReport(d.inst, l, d.bufs, rank, seq, n, d.cfg.ShowWrong), nil
+}
+
+// runRankSize opens this rank's session for size Sizes[index] and runs
+// it.
+func (cfg *Config) runRankSize(ctx context.Context, index int, res SizeResult) (SizeResult, error) {
+	rs, err := cfg.Rank.Open(ctx, index, res.Instance, res.Layout.BufferLayout)
+	if err != nil {
+		return res, err
+	}
+	defer rs.Close()
+	cfg.opened(res)
+	return cfg.runRank(ctx, rs, res, sizeData{cfg: cfg, l: res.Layout, inst: res.Instance, bufs: rs.Buffers()})
+}
+
+// runRank runs the warm-up and checked launches of res's size on this
+// rank; after each, every rank learns every rank's outcome. Every rank
+// returns the same results: the time is the slowest rank's per launch,
+// the wrong elements every rank's, FirstWrong the report of the lowest
+// rank with wrong data at the first launch that had any. A launch that
+// failed on any rank ends the run on every rank (SizeResult.Failures).
+func (cfg *Config) runRank(ctx context.Context, rs RankSession, res SizeResult, d rankData) (SizeResult, error) {
+	rank := cfg.Rank.Rank
 	// Each launch's input is filled before the exchange that ends the
 	// launch before it (the first: before an exchange of its own), so
 	// that every rank starts the launch as the exchange lets it go: a
 	// launch's time is then the collective's, not also a peer's late
 	// fill (about 1-2 ms of 10 for 4 processes on 2 cores).
-	if err := cfg.fillRank(l, bufs.Input, rank, 0); err != nil {
+	if err := d.fill(0); err != nil {
 		return res, err
 	}
-	if err := startTogether(ctx, cfg.Group, rank); err != nil {
+	if err := startTogether(ctx, cfg.Rank.Group, rank); err != nil {
 		return res, err
 	}
 	for it := -cfg.Warmup; it < cfg.Iters; it++ {
@@ -162,21 +168,17 @@ func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layou
 		case lerr != nil:
 			mine.Err = lerr.Error()
 		case it >= 0 && res.Checked:
-			n, err := cfg.Checker.CheckRank(l, bufs.Output, rank, seq)
-			if err != nil {
+			var err error
+			if mine.Wrong, mine.Report, err = d.check(seq); err != nil {
 				return res, err
-			}
-			mine.Wrong = n
-			if n > 0 {
-				mine.Report = rankReport(inst, l, bufs, rank, seq, n, cfg.ShowWrong)
 			}
 		}
 		if lerr == nil && it+1 < cfg.Iters {
-			if err := cfg.fillRank(l, bufs.Input, rank, max(it+1, 0)); err != nil {
+			if err := d.fill(max(it+1, 0)); err != nil {
 				return res, err
 			}
 		}
-		all, warm, failures, err := settle(ctx, cfg.Group, mine, rank, it, cfg.Warmup, lerr)
+		all, warm, failures, err := settle(ctx, cfg.Rank.Group, mine, rank, it, cfg.Warmup, lerr)
 		if err != nil {
 			return res, err
 		}
@@ -200,18 +202,6 @@ func (cfg *RankConfig) runRankSize(ctx context.Context, rs RankSession, l *Layou
 	return res, nil
 }
 
-// fillRank fills rank's input for launch seq: from the Checker's
-// generator table when the outputs are checked (the table serves the
-// checks too: a copy instead of running the generator), in place
-// otherwise.
-func (cfg *RankConfig) fillRank(l *Layout, in []byte, rank, seq int) error {
-	if l.Checked() {
-		return cfg.Checker.FillRank(l, in, rank, seq)
-	}
-	l.FillRank(in, rank, seq)
-	return nil
-}
-
 // rankReport locates this rank's wrong data for the others.
 func rankReport(inst *executor.Instance, l *Layout, mine executor.RankBuffers, rank, seq int, n uint64, show int) *wireWrong {
 	bufs := make([]executor.RankBuffers, l.NRanks)
@@ -230,7 +220,7 @@ func rankReport(inst *executor.Instance, l *Layout, mine executor.RankBuffers, r
 
 // rankWrong is w, rank's report, as a RankWrong.
 func (w *wireWrong) rankWrong(rank int) RankWrong {
-	rw := RankWrong{Rank: rank, Wrong: w.Wrong}
+	rw := RankWrong{Rank: rank, Wrong: w.Wrong, Mismatch: w.Mismatch}
 	for _, e := range w.Elements {
 		want, _ := strconv.ParseFloat(e.Want, 64)
 		got, _ := strconv.ParseFloat(e.Got, 64)
@@ -239,7 +229,6 @@ func (w *wireWrong) rankWrong(rank int) RankWrong {
 	return rw
 }
 
-// exchange all-gathers each rank's launch outcome.
 // settle swaps launch it's outcome (mine, and lerr, this rank's own
 // failure) with every rank: all the outcomes, whether it was a warm-up
 // launch, and every rank's failure. A failed exchange is the error, or
@@ -274,6 +263,7 @@ func startTogether(ctx context.Context, g Group, rank int) error {
 	return nil
 }
 
+// exchange all-gathers each rank's launch outcome.
 func exchange(ctx context.Context, g Group, mine outcome) ([]outcome, error) {
 	data, err := json.Marshal(mine)
 	if err != nil {

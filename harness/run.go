@@ -1,9 +1,13 @@
 package harness
 
-// run.go is the run loop of `mscclgo run` in one process: for each
-// message size, lay out, instantiate, check the launch and the memory
-// budget, then fill, launch and check every launch, and return what
-// happened as values for the caller to print.
+// run.go is the one runner of the package, Run, and its loop for one
+// process: for each message size, lay out, instantiate, check the launch
+// and the memory budget, then fill, launch and check every launch, and
+// return what happened as values for the caller to print. What a Config
+// says picks the rest: Counts binds an alltoallv plan to a counts matrix
+// instead of sizes (varrun.go), Rank runs one rank of a job of one
+// process per rank (rank.go, varrank.go), Strict makes the first problem
+// the error.
 
 import (
 	"context"
@@ -19,13 +23,31 @@ import (
 // rank unless Config.ShowWrong says otherwise.
 const DefaultShowWrong = 3
 
-// Config is a run of one plan at one or more message sizes.
+// Config is a run of one plan: at one or more message sizes, or bound to
+// one counts matrix; in one process, or as one rank of many; its
+// problems reported as results, or (Strict) as the error.
 type Config struct {
-	// Backend runs the plan (Run; RunRank opens rank sessions instead).
+	// Backend runs the plan in one process (unused with Rank).
 	Backend executor.Backend
 	Plan    *plan.Plan
 	// Sizes are the message sizes, in bytes, in the order they run.
 	Sizes []uint64
+	// Counts, instead of Sizes, binds Plan, an alltoallv plan, to this
+	// counts matrix (elements of DType): one result, whose Size is the
+	// bytes sent in all, its data the bytes of FillVar checked byte by
+	// byte (RankWrong.Mismatch). Sweep, InPlace, Fill, SplitMask,
+	// Memory, KeepGoing and ShowWrong do not apply.
+	Counts *executor.Counts
+	// Rank, if set, runs only this process's rank of a job of one
+	// process per rank (rank.go): Backend is not used.
+	Rank *RankRun
+	// Strict makes the first problem of a size the run's error, a
+	// *SizeError, instead of a result: a race (the launch's error), a
+	// deadlock, wrong data ("launch 1: rank 2 has 3 wrong elements"; with
+	// Counts, "launch 1: " and the *VarMismatch), a rank's failure. The
+	// launches of a size stop at the first race or wrong data. It is the
+	// check of a plan (mscclgo install, synth, tests).
+	Strict bool
 	// Sweep skips a size the plan rejects (SizeResult.Skipped) instead
 	// of ending the run with a *SizeError.
 	Sweep   bool
@@ -55,6 +77,9 @@ type Config struct {
 	// ShowWrong bounds the wrong elements a WrongReport lists per rank
 	// (0: DefaultShowWrong).
 	ShowWrong int
+	// Opened, if set, is called once a size's session is open, before
+	// its first launch, with the result so far (Size, Layout, Instance).
+	Opened func(SizeResult)
 	// Done, if set, is called with each size's result as soon as the
 	// size has run (or was skipped), before the next one starts.
 	Done func(SizeResult)
@@ -114,11 +139,13 @@ type WrongReport struct {
 }
 
 // RankWrong is one rank's wrong data in a launch: how many elements, and
-// the first ones (Config.ShowWrong) with the ops that write them.
+// the first ones (Config.ShowWrong) with the ops that write them; in a
+// run bound to counts, how many bytes, and the first (Mismatch).
 type RankWrong struct {
 	Rank     int
 	Wrong    uint64
 	Elements []WrongElement
+	Mismatch *VarMismatch
 }
 
 // SizeError is a message size a run could not run.
@@ -157,21 +184,20 @@ type nvlsReporter interface {
 	NVLS() string
 }
 
-// Run runs cfg.Plan on cfg.Backend at every size of cfg.Sizes and
-// returns the result of each size that ran or was skipped. It stops
-// after a deadlock and, without KeepGoing, after a size with wrong data.
-// The error is a *SizeError (a size the plan rejects outside a sweep, or
-// a launch that failed other than by a deadlock or a race), a
-// *BudgetError, or a configuration error.
+// Run runs cfg.Plan as cfg says and returns the result of each size that
+// ran or was skipped (one result for a run bound to Counts). It stops
+// after a deadlock, a rank's failure and, without KeepGoing, after a
+// size with wrong data (in one process). The error is a *SizeError (a
+// size the plan rejects outside a sweep, a launch that failed other than
+// by a deadlock or a race, a session that would not open, an exchange
+// between ranks that failed, a Strict run's first problem), a
+// *BudgetError, or an error of the configuration or of the plan.
 func Run(ctx context.Context, cfg Config) ([]SizeResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Backend == nil {
-		return nil, errors.New("harness: no backend")
-	}
-	if cfg.Checker == nil {
-		cfg.Checker = NewChecker()
+	if cfg.Counts != nil {
+		return cfg.runCounts(ctx)
 	}
 	var out []SizeResult
 	for i, size := range cfg.Sizes {
@@ -183,13 +209,21 @@ func Run(ctx context.Context, cfg Config) ([]SizeResult, error) {
 			out = cfg.done(out, *skipped)
 			continue
 		}
-		res, err := cfg.runSize(ctx, l, inst)
+		res := SizeResult{Size: size, Layout: l, Instance: inst, Checked: l.Checked()}
+		if cfg.Rank != nil {
+			res, err = cfg.runRankSize(ctx, i, res)
+		} else {
+			res, err = cfg.runSize(ctx, res)
+		}
 		if err != nil {
 			return out, &SizeError{Size: size, Err: err}
 		}
-		res.Stopped = res.Wrong > 0 && !cfg.KeepGoing && i < len(cfg.Sizes)-1
+		res.Stopped = cfg.Rank == nil && res.Wrong > 0 && !cfg.KeepGoing && i < len(cfg.Sizes)-1
 		out = cfg.done(out, res)
-		if res.Deadlock != nil || res.Stopped {
+		if err := cfg.strict(res); err != nil {
+			return out, err
+		}
+		if res.Deadlock != nil || res.Stopped || len(res.Failures) > 0 {
 			break
 		}
 	}
@@ -207,12 +241,59 @@ func (cfg *Config) validate() error {
 		return fmt.Errorf("harness: %d launches per size: want at least 1", cfg.Iters)
 	case cfg.Warmup < 0:
 		return fmt.Errorf("harness: %d warm-up launches: want 0 or more", cfg.Warmup)
+	case cfg.Counts != nil && len(cfg.Sizes) > 0:
+		return fmt.Errorf("harness: %d message sizes and a counts matrix: a run has one or the other", len(cfg.Sizes))
+	case cfg.Rank == nil && cfg.Backend == nil:
+		return errors.New("harness: no backend")
+	case cfg.Rank != nil && (cfg.Rank.Group == nil || cfg.Rank.Open == nil):
+		return errors.New("harness: a rank run needs a group and a way to open the rank's session")
 	}
 	cfg.Options.DType = cfg.DType
 	if cfg.ShowWrong <= 0 {
 		cfg.ShowWrong = DefaultShowWrong
 	}
+	if cfg.Checker == nil {
+		cfg.Checker = NewChecker()
+	}
 	return nil
+}
+
+// strict is, in a Strict run, res's first problem as the run's error.
+func (cfg *Config) strict(res SizeResult) error {
+	if !cfg.Strict {
+		return nil
+	}
+	// at names the launch in a run bound to counts, as its checks do.
+	at := func(le *LaunchError) error {
+		if cfg.Counts != nil {
+			return fmt.Errorf("launch %d: %w", le.Launch, le.Err)
+		}
+		return le.Err
+	}
+	var err error
+	switch w := res.FirstWrong; {
+	case res.Race != nil: // found before its launch's outputs are checked
+		err = at(res.Race)
+	case res.Deadlock != nil:
+		err = at(res.Deadlock)
+	case w != nil && w.Ranks[0].Mismatch != nil:
+		err = fmt.Errorf("launch %d: %w", w.Launch, w.Ranks[0].Mismatch)
+	case w != nil:
+		err = fmt.Errorf("launch %d: rank %d has %d wrong elements", w.Launch, w.Ranks[0].Rank, w.Ranks[0].Wrong)
+	case len(res.Failures) > 0:
+		f := res.Failures[0]
+		err = fmt.Errorf("rank %d, launch %d: %s", f.Rank, f.Launch, f.Err)
+	default:
+		return nil
+	}
+	return &SizeError{Size: res.Size, Err: err}
+}
+
+// opened hands res, a size whose session is open, to cfg.Opened.
+func (cfg *Config) opened(res SizeResult) {
+	if cfg.Opened != nil {
+		cfg.Opened(res)
+	}
 }
 
 // done records res and hands it to cfg.Done.
@@ -266,11 +347,11 @@ func (cfg *Config) prepare(size uint64) (*Layout, *executor.Instance, error) {
 	return l, inst, nil
 }
 
-// runSize runs the launches of one size: fill, launch, check. The inputs
-// and the expected results come from the Checker's tables, which are
-// built once for the largest size and reused.
-func (cfg *Config) runSize(ctx context.Context, l *Layout, inst *executor.Instance) (res SizeResult, err error) {
-	res = SizeResult{Size: l.Size, Layout: l, Instance: inst, Checked: l.Checked()}
+// runSize runs the launches of one size in one process: fill, launch,
+// check. The inputs and the expected results come from the Checker's
+// tables, which are built once for the largest size and reused.
+func (cfg *Config) runSize(ctx context.Context, res SizeResult) (_ SizeResult, err error) {
+	l, inst := res.Layout, res.Instance
 	sess, err := cfg.Backend.Open(inst, cfg.Options)
 	if err != nil {
 		return res, err
@@ -287,19 +368,18 @@ func (cfg *Config) runSize(ctx context.Context, l *Layout, inst *executor.Instan
 	for i := range slots {
 		slots[i] = l.Alloc()
 	}
+	cfg.opened(res)
 	for it := 0; it < cfg.Warmup; it++ {
 		bufs := slots[it%len(slots)]
 		if err := cfg.fillInputs(l, bufs, 0); err != nil {
 			return res, err
 		}
 		if lerr := sess.Launch(ctx, bufs); lerr != nil {
-			var dl *executor.DeadlockError
-			var race *executor.RaceError
-			switch {
-			case errors.As(lerr, &dl):
+			switch deadlock, race := classify(lerr); {
+			case deadlock:
 				res.Deadlock = &LaunchError{Launch: it, Warmup: true, Err: lerr}
 				return res, nil
-			case !errors.As(lerr, &race):
+			case !race:
 				return res, fmt.Errorf("warm-up launch %d: %w", it, lerr)
 			}
 		}
@@ -311,43 +391,64 @@ func (cfg *Config) runSize(ctx context.Context, l *Layout, inst *executor.Instan
 		}
 		start := time.Now()
 		lerr := sess.Launch(ctx, bufs)
-		if dt, ok := sess.(deviceTimer); ok {
-			res.Elapsed += dt.DeviceTime()
-		} else {
-			res.Elapsed += time.Since(start)
-		}
-		var dl *executor.DeadlockError
-		var race *executor.RaceError
-		switch {
-		case errors.As(lerr, &dl):
+		res.Elapsed += took(sess, start)
+		switch deadlock, race := classify(lerr); {
+		case deadlock:
 			res.Deadlock = &LaunchError{Launch: it, Err: lerr}
 			return res, nil
-		case errors.As(lerr, &race):
+		case race:
 			if res.Race == nil {
 				res.Race = &LaunchError{Launch: it, Err: lerr}
 			}
 		case lerr != nil:
 			return res, lerr
 		}
-		if !res.Checked {
-			continue
-		}
-		wrong, err := cfg.Checker.Check(l, bufs, it)
-		if err != nil {
-			return res, err
-		}
-		var n uint64
-		for _, w := range wrong {
-			n += w
-		}
-		if n > 0 && res.FirstWrong == nil {
-			if res.FirstWrong, err = cfg.report(l, inst, bufs, it, wrong); err != nil {
+		if res.Checked {
+			if err := cfg.check(&res, bufs, it); err != nil {
 				return res, err
 			}
 		}
-		res.Wrong += n
+		if cfg.Strict && (res.Race != nil || res.FirstWrong != nil) {
+			break
+		}
 	}
 	return res, nil
+}
+
+// classify says whether err, a launch's error, is a deadlock or a race.
+func classify(err error) (deadlock, race bool) {
+	var dl *executor.DeadlockError
+	var re *executor.RaceError
+	return errors.As(err, &dl), errors.As(err, &re)
+}
+
+// took is the time of sess's launch that started at start: the device's
+// own, where the session measures it, or else the wall-clock time.
+func took(sess any, start time.Time) time.Duration {
+	if dt, ok := sess.(deviceTimer); ok {
+		return dt.DeviceTime()
+	}
+	return time.Since(start)
+}
+
+// check compares the outputs of launch it with the expected results and
+// adds its wrong elements to res, locating the first launch's.
+func (cfg *Config) check(res *SizeResult, bufs []executor.RankBuffers, it int) error {
+	wrong, err := cfg.Checker.Check(res.Layout, bufs, it)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	for _, w := range wrong {
+		n += w
+	}
+	if n > 0 && res.FirstWrong == nil {
+		if res.FirstWrong, err = cfg.report(res.Layout, res.Instance, bufs, it, wrong); err != nil {
+			return err
+		}
+	}
+	res.Wrong += n
+	return nil
 }
 
 // fillInputs fills the inputs of launch seq: from the Checker's generator

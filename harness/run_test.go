@@ -1,8 +1,9 @@
 package harness_test
 
-// Tests of the run loops (Run, RunRank) on the CPU backend: a size sweep,
-// wrong data reported as values, the memory budget, deadlocks, and one
-// rank per session over a loopback bootstrap.
+// Tests of the runner, Run, on the CPU backend: a size sweep, wrong data
+// reported as values or (Strict) as the error, the memory budget,
+// deadlocks, one rank per session over a loopback bootstrap, and runs
+// bound to a counts matrix.
 
 import (
 	"context"
@@ -256,11 +257,9 @@ func TestRunRank(t *testing.T) {
 		var wg sync.WaitGroup
 		for r := range n {
 			wg.Go(func() {
-				cfg := harness.RankConfig{
-					Config: harness.Config{Plan: plan, Sizes: []uint64{1 << 12, 1000, 1 << 13}, Sweep: true, DType: executor.Float32, InPlace: plan.Inplace, Iters: 2, Warmup: 1},
-					Rank:   r, Group: bs[r],
-				}
-				cfg.Open = func(ctx context.Context, i int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+				cfg := harness.Config{Plan: plan, Sizes: []uint64{1 << 12, 1000, 1 << 13}, Sweep: true, DType: executor.Float32, InPlace: plan.Inplace, Iters: 2, Warmup: 1}
+				cfg.Rank = &harness.RankRun{Rank: r, Group: bs[r]}
+				cfg.Rank.Open = func(ctx context.Context, i int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
 					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, rankwire.World{Net: bs[r], Host: make([]int, n), Tag: 1000 + uint32(i)*rankwire.TagsPerSession})
 					if err != nil || r != bad {
 						return rs, err
@@ -269,7 +268,7 @@ func TestRunRank(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				results[r], errs[r] = harness.RunRank(ctx, cfg)
+				results[r], errs[r] = harness.Run(ctx, cfg)
 			})
 		}
 		wg.Wait()
@@ -322,12 +321,10 @@ func TestAgree(t *testing.T) {
 	}
 }
 
-// TestRunCounts runs the bundled alltoallv algorithm bound to a counts
-// matrix, then with a backend that corrupts an output byte from the
-// second launch on and one that deadlocks.
-func TestRunCounts(t *testing.T) {
-	t.Parallel()
-	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), "alltoallv.star", starlib.Options{Defines: map[string]string{"world_size": "2"}})
+// alltoallvPlan evaluates a bundled algorithm.
+func alltoallvPlan(t *testing.T, script string, defines map[string]string) *plan.Plan {
+	t.Helper()
+	res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), script, starlib.Options{Defines: defines})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,100 +336,165 @@ func TestRunCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vp, err := executor.NewVarPlan(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counts := executor.MatrixCounts(executor.UniformMatrix(2, 100))
-	inst, err := vp.Bind(counts, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return p
+}
+
+// TestRunCounts runs the bundled alltoallv algorithm bound to a counts
+// matrix: clean, with a backend that corrupts an output byte from the
+// second launch on, one that deadlocks, and the refusals of a plan that
+// is not variable-size, counts of another shape and a memory bound.
+func TestRunCounts(t *testing.T) {
+	t.Parallel()
+	v2 := alltoallvPlan(t, "alltoallv.star", map[string]string{"world_size": "2"})
+	fixed := alltoallvPlan(t, "allgather.star", nil)
+	counts := executor.MatrixCounts([][]int64{{100, 7}, {3, 0}})
+	three := executor.MatrixCounts(executor.UniformMatrix(3, 1))
 	for _, tt := range []struct {
-		name           string
-		backend        executor.Backend
-		wrong          uint64
-		race, deadlock bool
+		name     string
+		p        *plan.Plan
+		counts   *executor.Counts
+		backend  executor.Backend
+		budget   uint64
+		wrong    uint64
+		deadlock bool
+		wantErr  string // "plan", "prepare", "budget"
 	}{
-		{name: "clean", backend: cpu.New()},
-		{name: "wrong from launch 2", backend: corrupt{Backend: cpu.New(), rank: 1, off: 8, launch: 2}, wrong: 2},
-		{name: "deadlock", backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 2}, deadlock: true},
+		{name: "clean", p: v2, counts: counts, backend: cpu.New()},
+		{name: "wrong from launch 2", p: v2, counts: counts, backend: corrupt{Backend: cpu.New(), rank: 1, off: 8, launch: 2}, wrong: 2},
+		{name: "deadlock", p: v2, counts: counts, backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 2}, deadlock: true},
+		{name: "not alltoallv", p: fixed, counts: counts, backend: cpu.New(), wantErr: "plan"},
+		{name: "counts of 3 ranks", p: v2, counts: three, backend: cpu.New(), wantErr: "prepare"},
+		{name: "over the bound", p: v2, counts: counts, backend: cpu.New(), budget: 100, wantErr: "budget"},
 	} {
-		opened := false
-		got, err := harness.RunCounts(context.Background(), harness.CountsConfig{
-			Backend: tt.backend, Instance: inst, Counts: counts, Options: executor.Options{DType: executor.Float32, Race: true},
-			Iters: 3, Warmup: 1, Opened: func() { opened = true },
+		var opened harness.SizeResult
+		got, err := harness.Run(context.Background(), harness.Config{
+			Backend: tt.backend, Plan: tt.p, Counts: tt.counts, DType: executor.Float32, Options: executor.Options{Race: true},
+			Iters: 3, Warmup: 1, Budget: tt.budget, Opened: func(r harness.SizeResult) { opened = r },
 		})
-		if err != nil {
+		var se *harness.SizeError
+		var be *harness.BudgetError
+		switch {
+		case tt.wantErr == "plan":
+			if err == nil || errors.As(err, &se) || errors.As(err, &be) {
+				t.Errorf("%s: error %v, want the plan's", tt.name, err)
+			}
+			continue
+		case tt.wantErr == "prepare":
+			if !errors.As(err, &se) || !se.Prepare {
+				t.Errorf("%s: error %v, want a *SizeError of the preparation", tt.name, err)
+			}
+			continue
+		case tt.wantErr == "budget":
+			if !errors.As(err, &be) || be.Budget != tt.budget || be.Use.Total() <= tt.budget || be.Size != 440 {
+				t.Errorf("%s: error %v, want a *BudgetError over %d bytes for 440 bytes", tt.name, err, tt.budget)
+			}
+			continue
+		case err != nil:
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		var mm *harness.VarMismatch
-		if got.Wrong != tt.wrong || (tt.wrong > 0) != errors.As(got.FirstWrong, &mm) || (got.Deadlock != nil) != tt.deadlock || got.Race != nil || !opened {
-			t.Errorf("%s: %+v (opened %v), want %d wrong bytes, deadlock %v", tt.name, got, opened, tt.wrong, tt.deadlock)
+		// 110 elements of 4 bytes in all.
+		if len(got) != 1 || got[0].Size != 440 || opened.Size != 440 || opened.Instance == nil {
+			t.Fatalf("%s: %+v, opened with %+v; want one result of 440 bytes", tt.name, got, opened)
+		}
+		res := got[0]
+		mismatch := res.FirstWrong != nil && len(res.FirstWrong.Ranks) == 1 && res.FirstWrong.Ranks[0].Mismatch != nil
+		if res.Wrong != tt.wrong || (tt.wrong > 0) != mismatch || (res.Deadlock != nil) != tt.deadlock || res.Race != nil {
+			t.Errorf("%s: %+v, want %d wrong bytes, deadlock %v", tt.name, res, tt.wrong, tt.deadlock)
+		}
+	}
+	if got := harness.LargestBlock(counts); got != 100 {
+		t.Errorf("LargestBlock: %d, want 100", got)
+	}
+}
+
+// TestRunStrict checks that a Strict run makes its first problem the
+// error, with the launch and rank as the check of a plan names them.
+func TestRunStrict(t *testing.T) {
+	t.Parallel()
+	allreduce := portPlan(t, "single_node/allreduce.plan.json")
+	v2 := alltoallvPlan(t, "alltoallv.star", map[string]string{"world_size": "2"})
+	counts := executor.MatrixCounts([][]int64{{100, 7}, {3, 0}})
+	for _, tt := range []struct {
+		name     string
+		cfg      harness.Config
+		want     string // the error's text ("": none)
+		mismatch bool   // the cause is a *VarMismatch
+	}{
+		{name: "clean", cfg: harness.Config{Backend: cpu.New(), Plan: allreduce, Sizes: []uint64{1 << 12}}},
+		{name: "wrong data", cfg: harness.Config{Backend: corrupt{Backend: cpu.New(), rank: 3, off: 96, launch: 1}, Plan: allreduce, Sizes: []uint64{1 << 12}},
+			want: "size 4096: launch 1: rank 3 has 1 wrong elements"},
+		{name: "deadlock", cfg: harness.Config{Backend: corrupt{Backend: cpu.New(), rank: -1, deadlock: 2}, Plan: allreduce, Sizes: []uint64{1 << 12}},
+			want: "size 4096: " + (&executor.DeadlockError{}).Error()},
+		{name: "counts clean", cfg: harness.Config{Backend: cpu.New(), Plan: v2, Counts: counts}},
+		{name: "counts wrong", cfg: harness.Config{Backend: corrupt{Backend: cpu.New(), rank: 1, off: 8, launch: 1}, Plan: v2, Counts: counts},
+			want: "size 440: launch 1: rank 1 output byte 9 in the block from rank 0: got 0x", mismatch: true},
+	} {
+		cfg := tt.cfg
+		cfg.DType, cfg.InPlace, cfg.Iters, cfg.Strict = executor.Float16, true, 3, true
+		if cfg.Counts != nil {
+			cfg.DType = executor.Float32
+		}
+		_, err := harness.Run(context.Background(), cfg)
+		var se *harness.SizeError
+		var vm *harness.VarMismatch
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want == "":
+		case err == nil || !errors.As(err, &se) || len(err.Error()) < len(tt.want) || err.Error()[:len(tt.want)] != tt.want:
+			t.Errorf("%s: error %v, want a *SizeError starting %q", tt.name, err, tt.want)
+		case errors.As(err, &vm) != tt.mismatch:
+			t.Errorf("%s: error %v: *VarMismatch %v, want %v", tt.name, err, !tt.mismatch, tt.mismatch)
 		}
 	}
 }
 
-// TestRunAllToAllV runs the bundled alltoallv algorithm through
-// RunAllToAllV, and checks the step each refusal names: a plan that is
-// not variable-size, counts of another shape, a memory bound.
-func TestRunAllToAllV(t *testing.T) {
+// TestRunCountsRank runs every rank's share of a run bound to counts on
+// a rank session of the CPU backend: every rank returns the same
+// result, with the typed mismatch of the one rank that has wrong bytes.
+func TestRunCountsRank(t *testing.T) {
 	t.Parallel()
-	load := func(script string, defines map[string]string) *plan.Plan {
-		t.Helper()
-		res, err := starlib.Eval(starlib.FSSource(algorithms.FS, "algorithms"), script, starlib.Options{Defines: defines})
-		if err != nil {
-			t.Fatal(err)
+	p := alltoallvPlan(t, "alltoallv.star", map[string]string{"world_size": "2"})
+	counts := executor.MatrixCounts(executor.UniformMatrix(2, 100))
+	for _, bad := range []int{-1, 1} {
+		bs := connect(t, 2)
+		results := make([][]harness.SizeResult, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() {
+				open := func(ctx context.Context, _ int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+					rs, err := cpu.OpenRank(ctx, inst, l, executor.Options{DType: executor.Float32}, rankwire.World{Net: bs[r], Host: make([]int, 2), Tag: 1000})
+					if err != nil || r != bad {
+						return rs, err
+					}
+					return corruptRank{RankSession: rs, off: 40}, nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				results[r], errs[r] = harness.Run(ctx, harness.Config{
+					Plan: p, Counts: counts, DType: executor.Float32, Iters: 2, Warmup: 1,
+					Rank: &harness.RankRun{Rank: r, Group: bs[r], Open: open},
+				})
+			})
 		}
-		text, err := res.Programs[0].Plan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := plan.Load(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	v2 := load("alltoallv.star", map[string]string{"world_size": "2"})
-	fixed := load("allgather.star", nil)
-	counts := executor.MatrixCounts([][]int64{{100, 7}, {3, 0}})
-	three := executor.MatrixCounts(executor.UniformMatrix(3, 1))
-	opts := executor.Options{DType: executor.Float32}
-	for _, tt := range []struct {
-		name   string
-		p      *plan.Plan
-		counts *executor.Counts
-		max    uint64
-		stage  harness.AllToAllVStage // when err
-		err    bool
-	}{
-		{name: "clean", p: v2, counts: counts},
-		{name: "not alltoallv", p: fixed, counts: counts, err: true, stage: harness.StagePlan},
-		{name: "counts of 3 ranks", p: v2, counts: three, err: true, stage: harness.StageCounts},
-		{name: "over the bound", p: v2, counts: counts, max: 100, err: true, stage: harness.StageBudget},
-	} {
-		var opened harness.AllToAllVRun
-		res, err := harness.RunAllToAllV(context.Background(), harness.AllToAllVConfig{
-			Plan: tt.p, Counts: tt.counts, Backend: cpu.New(), Options: opts, Iters: 2, Warmup: 1, MaxBytes: tt.max,
-			Opened: func(run harness.AllToAllVRun) { opened = run },
-		})
-		if tt.err {
-			var ae *harness.AllToAllVError
-			if !errors.As(err, &ae) || ae.Stage != tt.stage {
-				t.Errorf("%s: error %v, want an *AllToAllVError of stage %d", tt.name, err, tt.stage)
+		wg.Wait()
+		for r := range 2 {
+			if errs[r] != nil {
+				t.Fatalf("bad rank %d: rank %d: %v", bad, r, errs[r])
 			}
-			if tt.stage == harness.StageBudget && (ae.Max != tt.max || ae.Need <= tt.max) {
-				t.Errorf("%s: need %d, max %d; want the bound %d and more than it", tt.name, ae.Need, ae.Max, tt.max)
+			if len(results[r]) != 1 || results[r][0].Size != 1600 {
+				t.Fatalf("bad rank %d: rank %d: %+v, want one result of 1600 bytes", bad, r, results[r])
 			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		// 110 elements of 4 bytes in all; the largest block is 100.
-		if res.Total != 440 || res.Largest != 400 || res.Wrong != 0 || res.Deadlock != nil || res.Race != nil || opened.Total != 440 || opened.Instance == nil {
-			t.Errorf("%s: %+v, opened with %+v; want 440 bytes in all, largest block 400, no wrong byte", tt.name, res, opened)
+			res := results[r][0]
+			rep := res.FirstWrong
+			switch {
+			case bad < 0 && (rep != nil || res.Wrong != 0):
+				t.Errorf("rank %d: %d wrong bytes, report %+v, of a clean run", r, res.Wrong, rep)
+			case bad >= 0 && (rep == nil || res.Wrong != 2 || rep.Launch != 0 || len(rep.Ranks) != 1 || rep.Ranks[0].Rank != bad ||
+				rep.Ranks[0].Mismatch == nil || rep.Ranks[0].Mismatch.Offset != 41):
+				t.Errorf("rank %d: %d wrong bytes, report %+v; want rank %d's byte 41 in both launches", r, res.Wrong, rep, bad)
+			}
 		}
 	}
 }

@@ -5,16 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mscclgo/mscclgo/executor"
 )
 
-// This file runs an alltoallv plan as one rank of a job of one process
-// per rank (`mscclgo run --counts` under a launcher): the rank fills its
-// own input as FillVar fills it in a run of one process, launches its
-// rank of the plan over the rank wire, checks its own output byte by
-// byte, and every rank learns every rank's outcome after each launch.
+// This file is Run bound to a counts matrix as one rank of a job of one
+// process per rank (`mscclgo run --counts` under a launcher): the rank
+// fills its own input as FillVar fills it in a run of one process,
+// launches its rank of the plan over the rank wire, checks its own
+// output byte by byte, and every rank learns every rank's outcome after
+// each launch (runRank, rank.go).
 
 // VarRankLayout is the buffer layout of a rank session of inst, an
 // alltoallv plan bound to counts: every rank's region holds the largest
@@ -109,93 +109,44 @@ func CheckVarRank(out []byte, c *executor.Counts, rank, elem, seq int) (uint64, 
 	return 0, nil
 }
 
-// VarRankConfig is one rank's share of an alltoallv run of one process
-// per rank.
-type VarRankConfig struct {
-	Session RankSession
-	Counts  *executor.Counts
-	Rank    int
-	Elem    int
-	Group   Group
-	// Iters launches are timed and checked after Warmup launches that
-	// are neither.
-	Iters, Warmup int
+// countsData is a rank's share of a run bound to counts.
+type countsData struct {
+	bufs       executor.RankBuffers
+	counts     *executor.Counts
+	rank, elem int
 }
 
-// VarRankResult is what every rank of the job learns of the run: the
-// slowest rank's time per launch summed over the timed launches, every
-// rank's wrong bytes, the first mismatch (of the lowest rank with any at
-// the first launch that had any) as text, and the launches that failed
-// (the run stops at the first).
-type VarRankResult struct {
-	Elapsed    time.Duration
-	Wrong      uint64
-	FirstWrong string
-	Failures   []RankFailure
+func (d countsData) fill(seq int) error {
+	FillVarRank(d.bufs, d.rank, seq)
+	return nil
 }
 
-// RunVarRank runs cfg's launches; after each, every rank learns every
-// rank's outcome, so every rank stops at the same launch. The error is
-// this rank's own (its buffers, or an exchange that failed).
-func RunVarRank(ctx context.Context, cfg VarRankConfig) (VarRankResult, error) {
-	var res VarRankResult
-	if cfg.Session == nil || cfg.Group == nil || cfg.Counts == nil {
-		return res, errors.New("harness: an alltoallv rank run needs a session, a group and counts")
+func (d countsData) check(seq int) (uint64, *wireWrong, error) {
+	n, err := CheckVarRank(d.bufs.Output, d.counts, d.rank, d.elem, seq)
+	var vm *VarMismatch
+	if !errors.As(err, &vm) {
+		return n, nil, err
 	}
-	bufs, err := VarRankBuffers(cfg.Session.Buffers(), cfg.Counts, cfg.Rank, cfg.Elem)
+	return n, &wireWrong{Wrong: n, Mismatch: vm}, nil
+}
+
+// runCountsRank opens this rank's session of a run bound to counts (on
+// the layout of VarRankLayout) and runs it as runRank runs a size.
+func (cfg *Config) runCountsRank(ctx context.Context, res SizeResult) (SizeResult, error) {
+	elem := cfg.DType.Size()
+	l, err := VarRankLayout(res.Instance, len(cfg.Plan.GPUs), cfg.DType)
 	if err != nil {
 		return res, err
 	}
-	// As RunRank does: each launch's input is filled before the
-	// exchange that lets every rank start it together.
-	FillVarRank(bufs, cfg.Rank, 0)
-	if err := startTogether(ctx, cfg.Group, cfg.Rank); err != nil {
+	rs, err := cfg.Rank.Open(ctx, 0, res.Instance, l)
+	if err != nil {
 		return res, err
 	}
-	for it := -cfg.Warmup; it < cfg.Iters; it++ {
-		seq := max(it, 0)
-		start := time.Now()
-		lerr := cfg.Session.Launch(ctx)
-		mine := outcome{Nanos: int64(time.Since(start))}
-		if dt, ok := cfg.Session.(deviceTimer); ok && lerr == nil {
-			mine.Nanos = int64(dt.DeviceTime())
-		}
-		var dl *executor.DeadlockError
-		var first error
-		switch {
-		case errors.As(lerr, &dl):
-			mine.Deadlock, mine.Err, mine.Blocked = true, lerr.Error(), dl.Blocked
-		case lerr != nil:
-			mine.Err = lerr.Error()
-		case it >= 0:
-			mine.Wrong, first = CheckVarRank(bufs.Output, cfg.Counts, cfg.Rank, cfg.Elem, seq)
-			if first != nil {
-				mine.Report = &wireWrong{Wrong: mine.Wrong, Elements: []wireElement{{Want: first.Error()}}}
-			}
-		}
-		if lerr == nil && it+1 < cfg.Iters {
-			FillVarRank(bufs, cfg.Rank, max(it+1, 0))
-		}
-		all, warm, failures, err := settle(ctx, cfg.Group, mine, cfg.Rank, it, cfg.Warmup, lerr)
-		if err != nil {
-			return res, err
-		}
-		res.Failures = append(res.Failures, failures...)
-		if len(res.Failures) > 0 {
-			return res, nil
-		}
-		if warm {
-			continue
-		}
-		var worst time.Duration
-		for _, a := range all {
-			worst = max(worst, time.Duration(a.Nanos))
-			if a.Report != nil && len(a.Report.Elements) > 0 && res.FirstWrong == "" {
-				res.FirstWrong = fmt.Sprintf("launch %d: %s", it, a.Report.Elements[0].Want)
-			}
-			res.Wrong += a.Wrong
-		}
-		res.Elapsed += worst
+	defer rs.Close()
+	bufs, err := VarRankBuffers(rs.Buffers(), cfg.Counts, cfg.Rank.Rank, elem)
+	if err != nil {
+		return res, err
 	}
-	return res, nil
+	cfg.opened(res)
+	return cfg.runRank(ctx, rs, res, countsData{bufs: bufs, counts: cfg.Counts, rank: cfg.Rank.Rank, elem: elem})
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/mscclgo/mscclgo/plan"
 )
 
-// This file runs alltoallv plans: bound to one counts matrix and timed
-// (RunCounts, `mscclgo run --counts`), or for validation, resolved once
-// and bound to each counts matrix of a list (ValidateVar); every launch
-// is checked byte by byte.
+// This file is Run bound to a counts matrix (Config.Counts) in one
+// process: an alltoallv plan bound to the counts and timed (`mscclgo run
+// --counts`), or for validation bound to each counts matrix of a list
+// (ValidateVar); every launch is checked byte by byte.
 
 // VarCase is a named counts matrix a variable-size plan is validated
 // with.
@@ -48,124 +48,132 @@ func VarValidationCases(n int) []VarCase {
 	}
 }
 
-// RunVar binds vp to c, runs launches launches of it on backend (one
-// session) with elements of opts.DType and checks every output byte
-// against the direct all-to-all-v.
-func RunVar(ctx context.Context, backend executor.Backend, vp *executor.VarPlan, c *executor.Counts, opts executor.Options, launches int) error {
-	elem := opts.DType.Size()
-	inst, err := vp.Bind(c, elem)
-	if err != nil {
-		return err
-	}
-	sess, err := backend.Open(inst, opts)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	bufs := VarBuffers(c, elem)
-	for seq := range launches {
-		FillVar(bufs, seq)
-		if err := sess.Launch(ctx, bufs); err != nil {
-			return fmt.Errorf("launch %d: %w", seq, err)
-		}
-		if _, err := CheckVar(bufs, c, elem, seq); err != nil {
-			return fmt.Errorf("launch %d: %w", seq, err)
-		}
-	}
-	return nil
-}
-
 // ValidateVar runs plan, an alltoallv plan, with every case of
-// VarValidationCases, launches launches each.
+// VarValidationCases, launches launches each (a Strict run on backend
+// with opts): the error names the case.
 func ValidateVar(ctx context.Context, backend executor.Backend, p *plan.Plan, opts executor.Options, launches int) error {
-	vp, err := executor.NewVarPlan(p)
-	if err != nil {
-		return err
+	dt, ok := opts.DType.(executor.ElemType)
+	if !ok {
+		return fmt.Errorf("harness: element type %v of an alltoallv validation", opts.DType)
 	}
 	for _, vc := range VarValidationCases(len(p.GPUs)) {
-		if err := RunVar(ctx, backend, vp, vc.Counts, opts, launches); err != nil {
-			return fmt.Errorf("counts %q: %w", vc.Name, err)
+		_, err := Run(ctx, Config{Backend: backend, Plan: p, Counts: vc.Counts, DType: dt, Options: opts, Iters: launches, Strict: true})
+		var se *SizeError
+		switch {
+		case errors.As(err, &se):
+			return fmt.Errorf("counts %q: %w", vc.Name, se.Err)
+		case err != nil: // the plan
+			return err
 		}
 	}
 	return nil
 }
 
-// CountsConfig is a run of an alltoallv plan bound to one counts matrix.
-type CountsConfig struct {
-	Backend executor.Backend
-	// Instance is the plan bound to Counts (executor.VarPlan.Bind) for
-	// elements of Options.DType.
-	Instance *executor.Instance
-	Counts   *executor.Counts
-	Options  executor.Options
-	// Iters launches are timed and checked after Warmup launches that
-	// are neither.
-	Iters, Warmup int
-	// Opened, if set, is called once the session is open, before the
-	// first launch.
-	Opened func()
+// bindCounts resolves cfg.Plan, an alltoallv plan, binds it to cfg.Counts
+// and refuses a run whose estimated memory (the buffers, twice, and each
+// rank's scratch) is above the budget: the plan's error, a *SizeError
+// (Prepare) for counts the plan cannot be bound to, or a *BudgetError.
+// The size of the run is the bytes sent in all.
+func (cfg *Config) bindCounts() (*executor.Instance, uint64, error) {
+	vp, err := executor.NewVarPlan(cfg.Plan)
+	if err != nil {
+		return nil, 0, err
+	}
+	elem := cfg.DType.Size()
+	total := uint64(cfg.Counts.Total()) * uint64(elem)
+	inst, err := vp.Bind(cfg.Counts, elem)
+	if err != nil {
+		return nil, total, &SizeError{Size: total, Prepare: true, Err: err}
+	}
+	use := MemoryUse{Ranks: len(cfg.Plan.GPUs)}
+	for r := range use.Ranks {
+		in, out := cfg.Counts.Extents(r)
+		use.Buffers += 2 * uint64(in+out) * uint64(elem)
+		use.Scratch += inst.ScratchBytes
+	}
+	if cfg.Budget > 0 && use.Total() > cfg.Budget {
+		return nil, total, &BudgetError{Size: total, Use: use, Budget: cfg.Budget}
+	}
+	return inst, total, nil
 }
 
-// CountsResult is what happened in a run of an alltoallv plan.
-type CountsResult struct {
-	// Elapsed is the time of the timed launches together (the device's
-	// own time where the session measures it).
-	Elapsed time.Duration
-	// Wrong counts the wrong bytes over every rank and timed launch;
-	// FirstWrong is the first mismatch (a *VarMismatch).
-	Wrong      uint64
-	FirstWrong error
-	// Race is the first launch's race error (the launches go on);
-	// Deadlock the launch's deadlock error (the run ends there).
-	Race, Deadlock error
+// runCounts is Run bound to cfg.Counts: one result.
+func (cfg *Config) runCounts(ctx context.Context) ([]SizeResult, error) {
+	inst, total, err := cfg.bindCounts()
+	if err != nil {
+		return nil, err
+	}
+	res := SizeResult{Size: total, Instance: inst, Checked: true}
+	if cfg.Rank != nil {
+		res, err = cfg.runCountsRank(ctx, res)
+	} else {
+		res, err = cfg.runCountsOnce(ctx, res)
+	}
+	if err != nil {
+		return nil, &SizeError{Size: total, Err: err}
+	}
+	out := cfg.done(nil, res)
+	return out, cfg.strict(res)
 }
 
-// RunCounts runs cfg's instance on cfg.Backend, each launch filled by
-// FillVar and, after the warm-up, checked byte by byte against the
-// direct all-to-all-v. The error is the session's, or a launch's other
-// than a race or a deadlock.
-func RunCounts(ctx context.Context, cfg CountsConfig) (CountsResult, error) {
-	var res CountsResult
-	elem := cfg.Options.DType.Size()
-	sess, err := cfg.Backend.Open(cfg.Instance, cfg.Options)
+// runCountsOnce runs the launches of a run bound to counts in one
+// process, each filled by FillVar and, after the warm-up, checked byte by
+// byte against the direct all-to-all-v.
+func (cfg *Config) runCountsOnce(ctx context.Context, res SizeResult) (SizeResult, error) {
+	elem := cfg.DType.Size()
+	sess, err := cfg.Backend.Open(res.Instance, cfg.Options)
 	if err != nil {
 		return res, err
 	}
 	defer sess.Close()
-	if cfg.Opened != nil {
-		cfg.Opened()
-	}
+	cfg.opened(res)
 	bufs := VarBuffers(cfg.Counts, elem)
 	for seq := range cfg.Warmup + cfg.Iters {
 		FillVar(bufs, seq)
 		start := time.Now()
-		err := sess.Launch(ctx, bufs)
-		took := time.Since(start)
-		if dt, ok := sess.(deviceTimer); ok {
-			took = dt.DeviceTime()
+		lerr := sess.Launch(ctx, bufs)
+		dur := took(sess, start)
+		launch := LaunchError{Launch: seq - cfg.Warmup, Err: lerr}
+		if seq < cfg.Warmup {
+			launch.Launch, launch.Warmup = seq, true
 		}
-		var re *executor.RaceError
-		var de *executor.DeadlockError
-		switch {
-		case errors.As(err, &de):
-			res.Deadlock = err
+		switch deadlock, race := classify(lerr); {
+		case deadlock:
+			res.Deadlock = &launch
 			return res, nil
-		case errors.As(err, &re):
+		case race:
 			if res.Race == nil {
-				res.Race = err
+				res.Race = &launch
 			}
-		case err != nil:
-			return res, err
+		case lerr != nil && cfg.Strict: // as the check of a plan names it
+			return res, fmt.Errorf("launch %d: %w", seq, lerr)
+		case lerr != nil:
+			return res, lerr
 		}
 		if seq < cfg.Warmup {
 			continue
 		}
-		res.Elapsed += took
+		res.Elapsed += dur
 		k, err := CheckVar(bufs, cfg.Counts, elem, seq)
 		res.Wrong += k
-		if err != nil && res.FirstWrong == nil {
-			res.FirstWrong = err
+		var vm *VarMismatch
+		if errors.As(err, &vm) && res.FirstWrong == nil {
+			res.FirstWrong = &WrongReport{Launch: launch.Launch, Ranks: []RankWrong{{Rank: vm.Rank, Wrong: vm.Wrong, Mismatch: vm}}}
+		}
+		if cfg.Strict && (res.Race != nil || res.FirstWrong != nil) {
+			break
 		}
 	}
 	return res, nil
+}
+
+// LargestBlock returns the largest count of c, in elements.
+func LargestBlock(c *executor.Counts) int64 {
+	var m int64
+	for _, row := range c.Send {
+		for _, x := range row {
+			m = max(m, x)
+		}
+	}
+	return m
 }

@@ -204,7 +204,7 @@ func TestStandInPlans(t *testing.T) {
 			plan := testdataPlan(name)(t)
 			for _, size := range []uint64{1 * kib, 64 * kib} {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				err := harness.RunChecked(ctx, cpu.New(), plan, size, executor.Float16, plan.Inplace, 2)
+				_, err := harness.Run(ctx, harness.Config{Backend: cpu.New(), Plan: plan, Sizes: []uint64{size}, DType: executor.Float16, InPlace: plan.Inplace, Iters: 2, Options: executor.Options{Race: true}, Strict: true})
 				cancel()
 				if err != nil {
 					t.Errorf("%d bytes: %v", size, err)

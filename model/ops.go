@@ -104,17 +104,17 @@ func (s *sim) costOf(r int, st step) cost {
 	if s.kc != nil {
 		opUS, nopUS = s.kc.dispatch, s.kc.dispatch
 	}
-	switch op.Type {
-	case plan.OpNop:
+	switch ty := op.Type; {
+	case ty == plan.OpNop:
 		return cost{pre: nopUS + p.NopUS.Value}
-	case plan.OpBarrier:
+	case ty == plan.OpBarrier:
 		return cost{pre: nopUS + 2*p.NopUS.Value}
-	case plan.OpSignal, plan.OpRelaxedSignal:
+	case ty.IsDataSync() && ty.Signals():
 		if op.ChannelType == plan.Port {
 			return cost{pre: opUS + p.FIFOPushUS.Value}
 		}
 		return cost{pre: opUS}
-	case plan.OpWait, plan.OpRelaxedWait, plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
+	case ty.IsDataSync(): // waits, flushes, semaphores
 		return cost{pre: opUS}
 	}
 	if op.Type.UsesPort(op.ChannelType) {
@@ -262,8 +262,8 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 		}
 		s.wakeWriters(writes)
 	}
-	switch op.Type {
-	case plan.OpSignal, plan.OpRelaxedSignal:
+	switch ty := op.Type; {
+	case ty.IsDataSync() && ty.Signals():
 		for _, c := range op.Channels {
 			switch op.ChannelType {
 			case plan.Memory:
@@ -273,7 +273,7 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 				s.push(&trigger{rank: r, ch: c, flag: true, src: r, dst: ri.PortChannels[c].Peer, slice: t.slice})
 			}
 		}
-	case plan.OpSemRelease:
+	case ty == plan.OpSemRelease:
 		for _, id := range op.Semaphores {
 			id := id
 			slice := t.slice
@@ -295,7 +295,7 @@ func (s *sim) effects(t *tbRun, st step, writes []*pktWrite) {
 	if !op.Type.UsesPort(op.ChannelType) {
 		return
 	}
-	flag := op.Type == plan.OpPutWithSignal || op.Type == plan.OpPutWithSignalAndFlush
+	flag := op.Type.Signals()
 	sync := op.Type == plan.OpPutWithSignalAndFlush
 	for i, dst := range op.Dst {
 		if i >= len(op.Channels) {

@@ -392,8 +392,8 @@ func (s *sim) next(t *tbRun) {
 		s.tl.Slices = append(s.tl.Slices, s.sliceOf(t, st))
 	}
 	rs := &s.ranks[t.rank]
-	switch op.Type {
-	case plan.OpWait, plan.OpRelaxedWait:
+	switch ty := op.Type; {
+	case ty.Waits():
 		chans := s.chans(t.rank, op.ChannelType)
 		for _, c := range op.Channels {
 			if chans == nil || c >= len(chans) {
@@ -402,7 +402,7 @@ func (s *sim) next(t *tbRun) {
 			chans[c].expected++
 			t.need = append(t.need, chans[c].expected)
 		}
-	case plan.OpSemAcquire:
+	case ty == plan.OpSemAcquire:
 		for _, id := range op.Semaphores {
 			sm := &rs.sems[id]
 			if sm.v > 0 {
@@ -413,7 +413,7 @@ func (s *sim) next(t *tbRun) {
 				t.semWant++
 			}
 		}
-	case plan.OpBarrier:
+	case ty == plan.OpBarrier:
 		if op.NumThreadBlocks <= 1 {
 			t.barDone = true
 			break
@@ -434,7 +434,7 @@ func (s *sim) next(t *tbRun) {
 				}
 			})
 		}
-	case plan.OpFlush:
+	case ty == plan.OpFlush:
 		if op.ChannelType == plan.Port {
 			for _, c := range op.Channels {
 				t.flush = append(t.flush, rs.port[c].pushed)
@@ -463,8 +463,8 @@ func (s *sim) check(t *tbRun) {
 	}
 	op := t.steps[t.pc].op
 	rs := &s.ranks[t.rank]
-	switch op.Type {
-	case plan.OpWait, plan.OpRelaxedWait:
+	switch ty := op.Type; {
+	case ty.Waits():
 		chans := s.chans(t.rank, op.ChannelType)
 		ok := true
 		for i, c := range op.Channels {
@@ -484,15 +484,15 @@ func (s *sim) check(t *tbRun) {
 				s.flowFromKind(t, chans[c].arrivals[t.need[i]-1].slice, "signal")
 			}
 		}
-	case plan.OpSemAcquire:
+	case ty == plan.OpSemAcquire:
 		if t.semWant > 0 {
 			return
 		}
-	case plan.OpBarrier:
+	case ty == plan.OpBarrier:
 		if !t.barDone {
 			return
 		}
-	case plan.OpFlush:
+	case ty == plan.OpFlush:
 		for i, c := range op.Channels {
 			if i < len(t.flush) && rs.port[c].done < t.flush[i] {
 				rs.port[c].waiters = append(rs.port[c].waiters, t)

@@ -63,23 +63,23 @@ func (s *state) resolve(ops []*ir.Op, t *tracker) []*ir.Op {
 // access is recorded, also after a conflict.
 func (t *tracker) recordOp(o, owner *ir.Op) bool {
 	c := false
-	switch o.Kind {
-	case plan.OpCopy:
+	switch k := o.Kind; {
+	case k == plan.OpCopy:
 		c = t.refs(o.Src, owner, false)
 		c = t.refs(o.Dst, owner, true) || c
-	case plan.OpCopyPacket, plan.OpPut, plan.OpPutPacket, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+	case k == plan.OpCopyPacket, k.Family() == plan.FamPut && k != plan.OpReadPutPacket: // the put family reads its local sources
 		c = t.refs(o.Src, owner, false)
-	case plan.OpUnpackPacket, plan.OpGet:
+	case k == plan.OpUnpackPacket, k == plan.OpGet:
 		c = t.refs(o.Dst, owner, true)
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
+	case k.Family() == plan.FamReduce && !k.Packet(): // the reduce family, without packets
 		c = t.refs(o.LocalSrc, owner, false)
 		c = t.refs(o.LocalDst, owner, true) || c
-	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
+	case k.Family() == plan.FamReduce: // the reduce family, with packets
 		if len(o.LocalSrc) > 0 {
 			c = t.refs(o.LocalSrc[1:], owner, false) // Q8: the first source is not tracked
 		}
 		c = t.refs(o.LocalDst, owner, true) || c
-	case plan.OpPipeline:
+	case k == plan.OpPipeline:
 		for _, in := range o.Body {
 			c = t.recordOp(in, owner) || c
 		}

@@ -182,7 +182,7 @@ func combineReduce(l, r *ir.Op, fresh bool) *ir.Op {
 		f.RemoteSrc = append(f.RemoteSrc, r.RemoteSrc...)
 		f.ChannelIDs = append(f.ChannelIDs, r.ChannelIDs...)
 		return f
-	case r.Kind == plan.OpPut && (l.Kind == plan.OpReduce || l.Kind == plan.OpReduceSend || l.Kind == plan.OpReadReduce || l.Kind == plan.OpReadReduceSend), // F5
+	case r.Kind == plan.OpPut && l.Kind.Family() == plan.FamReduce && !l.Kind.Packet(), // F5
 		r.Kind == plan.OpPutPacket && (l.Kind == plan.OpReducePacket || l.Kind == plan.OpReduceSendPacket): // F6
 		if !firstEqual(l.LocalDst, r.Src) || r.ChannelType != ir.Memory || !tbgEqual(l, r) {
 			return nil

@@ -333,7 +333,7 @@ func channelPut(kind plan.OpType) builtinFn {
 			return nil, err
 		}
 		pos := callerPos(thread)
-		if kind == plan.OpPutWithSignal || kind == plan.OpPutWithSignalAndFlush {
+		if kind.Signals() {
 			c.countSignal(pos)
 		}
 		for _, t := range targets {

@@ -6,6 +6,7 @@ package synth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -126,7 +127,15 @@ func runChecked(ctx context.Context, p *plan.Plan, maxBytes uint64, n int) ([]ui
 	// loaded cores stall for seconds between their goroutines' turns.
 	be := patient{Backend: cpu.New(), timeout: time.Second * time.Duration(max(1, len(p.GPUs)/8))}
 	for _, s := range sizes {
-		if err := checker.Run(ctx, be, p, s, dt, p.Inplace, 2); err != nil {
+		_, err := harness.Run(ctx, harness.Config{
+			Backend: be, Plan: p, Sizes: []uint64{s}, DType: dt, InPlace: p.Inplace, Iters: 2,
+			Options: executor.Options{Race: true}, Checker: checker, Strict: true,
+		})
+		var se *harness.SizeError
+		if errors.As(err, &se) {
+			err = se.Err // the message names the size
+		}
+		if err != nil {
 			return sizes, fmt.Errorf("%s: run on the CPU backend at %d bytes: %w", p.Name, s, err)
 		}
 	}

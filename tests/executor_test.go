@@ -42,7 +42,7 @@ func TestReferencePlansRun(t *testing.T) {
 				t.Fatalf("no valid message size in [%d, %d]", p.MinMessageSize, p.MaxMessageSize)
 			}
 			for _, size := range sizes {
-				err := harness.RunChecked(context.Background(), cpu.New(), p, size, executor.Float16, p.Inplace, 2)
+				_, err := harness.Run(context.Background(), harness.Config{Backend: cpu.New(), Plan: p, Sizes: []uint64{size}, DType: executor.Float16, InPlace: p.Inplace, Iters: 2, Options: executor.Options{Race: true}, Strict: true})
 				var race *executor.RaceError
 				var dead *executor.DeadlockError
 				switch {

@@ -441,19 +441,19 @@ func (t *tbRun) exec(op *executor.OpInstance, o, u uint64, iter int) error {
 		}
 	}
 	var err error
-	switch op.Type {
-	case plan.OpNop:
-	case plan.OpBarrier:
+	switch ty := op.Type; {
+	case ty == plan.OpNop:
+	case ty == plan.OpBarrier:
 		err = t.barrier(op)
-	case plan.OpSignal, plan.OpRelaxedSignal:
+	case ty.IsDataSync() && ty.Signals():
 		err = t.signal(op)
-	case plan.OpWait, plan.OpRelaxedWait:
+	case ty.Waits():
 		err = t.wait(op)
-	case plan.OpFlush:
+	case ty == plan.OpFlush:
 		err = t.flush(op)
-	case plan.OpSemAcquire:
+	case ty == plan.OpSemAcquire:
 		err = t.semAcquire(op)
-	case plan.OpSemRelease:
+	case ty == plan.OpSemRelease:
 		err = t.semRelease(op)
 	default:
 		err = t.data(op, o, u)

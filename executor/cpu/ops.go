@@ -31,24 +31,24 @@ func (t *tbRun) data(op *executor.OpInstance, o, u uint64) error {
 
 // move performs the data movement of op on its resolved operands.
 func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
-	switch op.Type {
-	case plan.OpCopy, plan.OpGet:
+	switch ty := op.Type; {
+	case ty == plan.OpCopy, ty == plan.OpGet:
 		return t.copyPairs(sp.src, sp.dst)
-	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+	case ty.Family() == plan.FamPut && !ty.Packet(): // the put family, without packets
 		if op.ChannelType == plan.Port {
 			return t.portPut(op, sp.src, sp.dst, false)
 		}
 		// Memory channels: pws and pwsf are plain puts (docs/semantics.md §2.5).
 		return t.copyPairs(sp.src, sp.dst)
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
+	case ty.ReducesElements(): // reductions of elements
 		return t.reduce(sp.src, sp.dst)
-	case plan.OpMultiStore:
+	case ty == plan.OpMultiStore:
 		srcs := make([]span, len(sp.dst))
 		for i := range srcs {
 			srcs[i] = sp.src[0]
 		}
 		return t.copyPairs(srcs, sp.dst)
-	case plan.OpPutPacket:
+	case ty == plan.OpPutPacket:
 		if op.ChannelType == plan.Port {
 			return t.portPut(op, sp.src, sp.dst, true)
 		}
@@ -59,7 +59,7 @@ func (t *tbRun) move(op *executor.OpInstance, sp *opSpans) error {
 			}
 		}
 		return nil
-	case plan.OpReadPutPacket:
+	case ty == plan.OpReadPutPacket:
 		if op.ChannelType == plan.Port {
 			return t.readPutPort(op, sp)
 		}

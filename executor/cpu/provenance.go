@@ -123,26 +123,26 @@ func (pl *provLog) data(t *tbRun, op *executor.OpInstance, sp *opSpans) {
 		}
 		return f
 	}
-	switch op.Type {
-	case plan.OpCopy, plan.OpGet, plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
-		if op.ChannelType == plan.Port && op.Type != plan.OpCopy && op.Type != plan.OpGet {
+	switch ty := op.Type; {
+	case ty == plan.OpCopy, ty == plan.OpGet, ty.Family() == plan.FamPut && !ty.Packet(): // pairwise copies
+		if op.ChannelType == plan.Port && ty != plan.OpCopy && ty != plan.OpGet {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, nil, false)
 		}
-	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend, plan.OpMultiLoadReduceStore:
+	case ty.ReducesElements(): // reductions of elements
 		pl.add(t, op, sp.src, sp.dst, nil, nil, true)
-	case plan.OpMultiStore:
+	case ty == plan.OpMultiStore:
 		pl.add(t, op, sp.src[:1], sp.dst, nil, nil, false)
-	case plan.OpPutPacket:
+	case ty == plan.OpPutPacket:
 		if op.ChannelType == plan.Port {
 			return
 		}
 		for i := range sp.dst {
 			pl.add(t, op, sp.src[i:i+1], sp.dst[i:i+1], nil, []bool{true}, false)
 		}
-	case plan.OpReadPutPacket:
+	case ty == plan.OpReadPutPacket:
 		if op.ChannelType == plan.Port {
 			return
 		}

@@ -71,11 +71,11 @@ func (t *tbRun) awaitTrigger(tr *trigger) error {
 // its triggers' completion (docs/semantics.md §2.6).
 func (t *tbRun) portPut(op *executor.OpInstance, src, dst []span, packets bool) error {
 	kind := uint8(trigData)
-	switch op.Type {
-	case plan.OpPutWithSignal:
+	if op.Type.Signals() { // a put with a signal
 		kind |= trigFlag
-	case plan.OpPutWithSignalAndFlush:
-		kind |= trigFlag | trigSync
+	}
+	if op.Type == plan.OpPutWithSignalAndFlush {
+		kind |= trigSync
 	}
 	s := t.l.s
 	snap := t.release()

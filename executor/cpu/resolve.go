@@ -77,10 +77,10 @@ func (t *tbRun) resolve(op *executor.OpInstance, o, u uint64) (*opSpans, error) 
 		return nil, err
 	}
 	sp.pk.np = np
-	switch op.Type {
-	case plan.OpReadPutPacket:
+	switch ty := op.Type; {
+	case ty == plan.OpReadPutPacket:
 		sp.pk.pktIn, sp.pk.pktOut = sp.src, sp.dst
-	case plan.OpReducePacket, plan.OpReduceSendPacket, plan.OpReduceCopyPacket, plan.OpReduceCopySendPacket:
+	case ty.Family() == plan.FamReduce && ty.Packet(): // the reduce family, with packets
 		sp.pk.reduce = true
 	}
 	return sp, nil

@@ -129,7 +129,7 @@ func matrix(p *plan.Plan) []gputest.Case {
 	// The other buffer mode, where the plan allows it: a collective whose
 	// results are right in that mode on the CPU backend, without races.
 	if sizes := harness.CheckSizes(p, executor.Float16, 1<<15, 1); len(sizes) > 0 && p.Collective != "test" && !tsan {
-		err := harness.RunChecked(context.Background(), cpu.New(), p, sizes[0], executor.Float16, !p.Inplace, 1)
+		_, err := harness.Run(context.Background(), harness.Config{Backend: cpu.New(), Plan: p, Sizes: []uint64{sizes[0]}, DType: executor.Float16, InPlace: !p.Inplace, Iters: 1, Options: executor.Options{Race: true}, Strict: true})
 		if err == nil {
 			add(sizes[0], executor.Float16, false, !p.Inplace)
 		}

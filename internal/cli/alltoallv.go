@@ -1,8 +1,8 @@
 package cli
 
 // alltoallv.go holds `mscclgo run` for alltoallv plans (--counts): the
-// counts come from a file or a generator; harness.RunAllToAllV binds the
-// plan to them and runs it on the CPU backend or a GPU backend (whose
+// counts come from a file or a generator; harness.Run (Config.Counts)
+// binds the plan to them and runs it on the CPU backend or a GPU backend (whose
 // kernel resolves the operands from a per-call table, docs/gpu.md §10),
 // comparing every byte of every output with a direct all-to-all-v
 // computed in Go; this file checks the flags and prints.
@@ -89,46 +89,57 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan, digest str
 	}
 	backend := rb.new(c.Int("threads"))
 	w := d.stdout
-	res, err := harness.RunAllToAllV(ctx, harness.AllToAllVConfig{
-		Plan: p, Counts: counts, Backend: backend, Options: opts, Iters: iters, Warmup: warmup, MaxBytes: budget.bytes,
-		Opened: func(run harness.AllToAllVRun) {
+	results, err := harness.Run(ctx, harness.Config{
+		Backend: backend, Plan: p, Counts: counts, DType: dt, Options: opts, Iters: iters, Warmup: warmup, Budget: budget.bytes,
+		Opened: func(run harness.SizeResult) {
 			fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective alltoallv, %d ranks, protocol %s\n", path, p.Name, n, p.Protocol)
 			fmt.Fprintf(w, "# backend %s, dtype %s, iters %d, counts %s, race detection %v\n", backend.Name(), dt.Name(), iters, spec, opts.Race)
-			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", run.Total, run.Largest, run.Instance.ScratchBytes)
+			fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n#\n", run.Size, harness.LargestBlock(counts)*int64(dt.Size()), run.Instance.ScratchBytes)
 		},
 	})
-	var ae *harness.AllToAllVError
-	if errors.As(err, &ae) {
-		switch ae.Stage {
-		case harness.StagePlan:
-			return namePlan(path, ae.Err)
-		case harness.StageCounts:
-			return fmt.Errorf("%s: --counts %s: %w", path, spec, ae.Err)
-		case harness.StageBudget:
-			return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, ae.Need, ae.Max)
-		}
-		return fmt.Errorf("%s: %w", path, ae.Err)
-	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return countsError(path, spec, err)
 	}
+	res := results[0]
 	if res.Race != nil {
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Race)
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Race.Err)
 	}
 	if res.Deadlock != nil {
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Deadlock)
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %v\n", path, res.Deadlock.Err)
 		return &reportedError{code: ExitDeadlock}
 	}
+	us := float64(res.Elapsed.Microseconds()) / float64(iters)
+	algbw := 0.0
+	if us > 0 {
+		algbw = float64(res.Size) / 1e3 / us
+	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
-	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Total, dt.Name(), harness.FormatTime(res.TimeUS), res.AlgBW, res.Wrong)
+	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", res.Size, dt.Name(), harness.FormatTime(us), algbw, res.Wrong)
 	switch {
 	case res.Race != nil:
 		return &reportedError{code: ExitRace}
 	case res.FirstWrong != nil:
-		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %v\n", path, res.Wrong, res.FirstWrong)
+		fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %v\n", path, res.Wrong, res.FirstWrong.Ranks[0].Mismatch)
 		return &reportedError{code: ExitError}
 	}
 	return nil
+}
+
+// countsError names the plan at path in err, an error of a run bound to
+// --counts spec, and the step that failed: the plan, its binding to the
+// counts, the memory bound, or the run.
+func countsError(path, spec string, err error) error {
+	var be *harness.BudgetError
+	var se *harness.SizeError
+	switch {
+	case errors.As(err, &be):
+		return fmt.Errorf("%s: --counts %s: the run needs about %d bytes, over --max-memory %d", path, spec, be.Use.Total(), be.Budget)
+	case errors.As(err, &se) && se.Prepare:
+		return fmt.Errorf("%s: --counts %s: %w", path, spec, se.Err)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s: %w", path, se.Err)
+	}
+	return namePlan(path, err)
 }
 
 // checkVarPlan is check for an alltoallv plan: it says why MSCCL++ will

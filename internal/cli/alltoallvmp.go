@@ -3,7 +3,7 @@ package cli
 // alltoallvmp.go is `mscclgo run --counts` started as one process per
 // rank: like runLaunched (runmp.go), the process connects to the others,
 // opens the transport of --transport, binds the plan to the counts and
-// runs only its own rank (a cpu rank session) with harness.RunVarRank,
+// runs only its own rank (a cpu rank session) with harness.Run (Config.Counts and Config.Rank),
 // which fills and checks the rank's own buffers as the run of one
 // process does and exchanges each launch's outcome with every rank;
 // rank 0 prints the header, the table and the reports.
@@ -43,7 +43,6 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	n := len(p.GPUs)
 	elem := o.dtype.Size()
 	var inst *executor.Instance
-	var layout *executor.BufferLayout
 	bind := func() error {
 		vp, err := executor.NewVarPlan(p)
 		if err != nil {
@@ -52,7 +51,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 		if inst, err = vp.Bind(counts, elem); err != nil {
 			return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
 		}
-		if layout, err = harness.VarRankLayout(inst, n, o.dtype); err != nil {
+		if _, err = harness.VarRankLayout(inst, n, o.dtype); err != nil {
 			return fmt.Errorf("%s: --counts %s: %w", path, spec, err)
 		}
 		return nil
@@ -69,15 +68,21 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	fmt.Fprintf(w, "# port channels between processes: %s\n", transport)
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
-	rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, layout, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
-	if err != nil {
-		return fmt.Errorf("%s: rank %d of %d: %w", path, rank, b.Size(), err)
+	open := func(ctx context.Context, _ int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+		rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
+		if err != nil {
+			return nil, fmt.Errorf("rank %d of %d: %w", rank, b.Size(), err)
+		}
+		return rs, nil
 	}
-	defer rs.Close()
-	res, err := harness.RunVarRank(ctx, harness.VarRankConfig{Session: rs, Counts: counts, Rank: rank, Elem: elem, Group: b, Iters: o.iters, Warmup: o.warmup})
+	results, err := harness.Run(ctx, harness.Config{
+		Plan: p, Counts: counts, DType: o.dtype, Options: o.opts, Iters: o.iters, Warmup: o.warmup,
+		Rank: &harness.RankRun{Rank: rank, Group: b, Open: open},
+	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return countsError(path, spec, err)
 	}
+	res := results[0]
 	if len(res.Failures) > 0 {
 		return &reportedError{code: reportFailures(res.Failures, rank, path, total, d.stderr, inst, c.Bool("explain"))}
 	}
@@ -88,9 +93,9 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	}
 	fmt.Fprintf(w, "#%11s  %8s  %9s  %9s  %8s\n", "total (B)", "type", "time (us)", "algbw GB/s", "#wrong")
 	fmt.Fprintf(w, "%12d  %8s  %9s  %9.2f  %8d\n", total, o.dtype.Name(), harness.FormatTime(us), algbw, res.Wrong)
-	if res.FirstWrong != "" {
+	if rep := res.FirstWrong; rep != nil {
 		if rank == 0 {
-			fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: %s\n", path, res.Wrong, res.FirstWrong)
+			fmt.Fprintf(d.stderr, "mscclgo: %s: %d wrong byte(s); first: launch %d: %v\n", path, res.Wrong, rep.Launch, rep.Ranks[0].Mismatch)
 		}
 		return &reportedError{code: ExitError}
 	}

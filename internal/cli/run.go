@@ -400,8 +400,8 @@ func (o *runOptions) config(plan *planfmt.Plan) harness.Config {
 	}
 }
 
-// runError names the plan and the size of err, an error of harness.Run
-// or harness.RunRank; locate, if set, points a size the plan rejects
+// runError names the plan and the size of err, an error of harness.Run;
+// locate, if set, points a size the plan rejects
 // at the source of a .star input.
 func (o *runOptions) runError(path string, err error, locate func(error) error) error {
 	var be *harness.BudgetError

@@ -4,7 +4,7 @@ package cli
 // torchrun, or by hand with MSCCLGO_* variables): the process finds its
 // rank in the environment, connects to the others (package bootstrap), and
 // runs only its own rank (a rank session of the cpu backend, or of
-// gpu-emu / gpu: gpu.OpenRank) with harness.RunRank, which checks the
+// gpu-emu / gpu: gpu.OpenRank) with harness.Run (Config.Rank), which checks the
 // rank's own output and exchanges each launch's outcome with every rank,
 // so that every rank stops at the same launch and exits with the worst
 // status; rank 0 prints the table and the reports.
@@ -183,8 +183,9 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	table := harness.NewTable(w, o.dtype)
 	ran, code := 0, ExitOK
-	cfg := harness.RankConfig{Config: o.config(p), Rank: rank, Group: b}
-	cfg.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
+	cfg := o.config(p)
+	cfg.Rank = &harness.RankRun{Rank: rank, Group: b}
+	cfg.Rank.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
 		cw := rankwire.World{Net: port, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
 		return openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, cw)
 	}
@@ -209,7 +210,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 		ran++
 		table.Row(res.Layout.BufferLayout, res.Row(o.iters))
 	}
-	if _, err := harness.RunRank(ctx, cfg); err != nil {
+	if _, err := harness.Run(ctx, cfg); err != nil {
 		return o.runError(path, err, nil)
 	}
 	if code != ExitOK {

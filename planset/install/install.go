@@ -527,8 +527,12 @@ func validateAt(ctx context.Context, backend executor.Backend, checker *harness.
 		backend = cpu.New()
 	}
 	for _, size := range sizes {
-		if err := checker.Run(ctx, backend, p, size, dt, p.Inplace, validationLaunches); err != nil {
-			return fmt.Errorf("message size %d: %w", size, err)
+		_, err := harness.Run(ctx, harness.Config{
+			Backend: backend, Plan: p, Sizes: []uint64{size}, DType: dt, InPlace: p.Inplace, Iters: validationLaunches,
+			Options: executor.Options{Race: true}, Checker: checker, Strict: true,
+		})
+		if err != nil {
+			return fmt.Errorf("message size %d: %w", size, sizeCause(err))
 		}
 		// A large run leaves its buffers and scratch as garbage: collect
 		// it now, while little is live (so the collection is cheap), rather
@@ -538,6 +542,16 @@ func validateAt(ctx context.Context, backend executor.Backend, checker *harness.
 		}
 	}
 	return nil
+}
+
+// sizeCause is err, an error of a run at one message size, without the
+// size a *harness.SizeError names (the caller names it).
+func sizeCause(err error) error {
+	var se *harness.SizeError
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return err
 }
 
 // gcAfterBytes is the footprint of a validation run after which

@@ -84,7 +84,7 @@ func TestInstallDefaultSet(t *testing.T) {
 			t.Fatalf("%s: %v", e.File, err)
 		}
 		for _, size := range harness.CheckSizes(plan, executor.Float32, 1<<20, 3) {
-			if err := harness.RunChecked(context.Background(), cpu.New(), plan, size, executor.Float32, plan.Inplace, 1); err != nil {
+			if _, err := harness.Run(context.Background(), harness.Config{Backend: cpu.New(), Plan: plan, Sizes: []uint64{size}, DType: executor.Float32, InPlace: plan.Inplace, Iters: 1, Options: executor.Options{Race: true}, Strict: true}); err != nil {
 				t.Errorf("%s at %d bytes (float32): %v", e.File, size, err)
 			}
 		}
