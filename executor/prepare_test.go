@@ -23,11 +23,11 @@ func TestPrepare(t *testing.T) {
 		wantErr string
 	}{
 		{name: "LL16", plan: rankPlanJSON(`"protocol": "LL",`, 1, 1, 1, cpkt), opts: Options{DType: Float16},
-			want: Geometry{Payload: 8, Packet: 16, }},
+			want: Geometry{Payload: 8, Packet: 16}},
 		{name: "LL8", plan: rankPlanJSON(`"protocol": "LL",`, 1, 1, 1, cpkt), opts: Options{DType: Float16, LL8: true},
-			want: Geometry{Payload: 4, Packet: 8, }},
+			want: Geometry{Payload: 4, Packet: 8}},
 		{name: "double scratch", plan: rankPlanJSON(`"use_double_scratch_buffer": true, "protocol": "LL",`, 1, 1, 1, cpkt), opts: Options{DType: Float16},
-			want: Geometry{Payload: 8, Packet: 16, Double: true, }},
+			want: Geometry{Payload: 8, Packet: 16, Double: true}},
 		{name: "reuse slot", plan: rankPlanJSON(`"reuse_resources": true,`, 1, 1, 64, pipeJSON(1024, reJSON)), opts: Options{DType: Float16},
 			want: Geometry{Payload: 8, Packet: 16}, slot: true},
 		{name: "no data type", plan: rankPlanJSON("", 1, 1, 0, reJSON), wantErr: "Options.DType is nil"},
