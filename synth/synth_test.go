@@ -93,7 +93,7 @@ func emuRun(t *testing.T, p *plan.Plan) {
 		return
 	}
 	sizes := harness.CheckSizes(p, executor.Float32, 64<<10, 1)
-	be := gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{Threads: 32}))
+	be := gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: 32})
 	for _, s := range sizes {
 		if err := harness.RunChecked(context.Background(), be, p, s, executor.Float32, p.Inplace, 2); err != nil {
 			t.Errorf("%s on gpu-emu at %d bytes: %v", p.Name, s, err)

@@ -87,7 +87,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan, digest str
 		o := &runOptions{backend: rb, opts: opts, dtype: dt, iters: iters, warmup: warmup, digest: digest}
 		return runAllToAllVLaunched(ctx, c, d, path, p, o, spec, counts, world) // alltoallvmp.go
 	}
-	backend := rb.new(c.Int("threads"))
+	backend := rb.new(oneProcess(c))
 	w := d.stdout
 	res, err := harness.RunAllToAllV(ctx, harness.AllToAllVConfig{
 		Plan: p, Counts: counts, Backend: backend, Options: opts, Iters: iters, Warmup: warmup, MaxBytes: budget.bytes,
