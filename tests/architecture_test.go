@@ -54,8 +54,8 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":         {"executor", "internal/memlimit", "plan"},
-	"planset":         {"executor", "internal/infile", "plan"},
+	"harness": {"executor", "internal/memlimit", "plan"},
+	"planset": {"executor", "internal/infile", "plan"},
 	// The run-time settings: gpu.Config, every field, and the transport.
 	"runconfig":       {"executor/fabric", "executor/rankwire", "gpu"},
 	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "internal/bytesize", "model", "plan", "planset", "starlib"},
