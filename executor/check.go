@@ -1,7 +1,8 @@
 package executor
 
 // check.go holds the checks every backend makes before it runs anything:
-// Validate, of an instance at Open (rank numbering, channel pairing,
+// Prepare, which every backend's Open starts with, and Validate, of an
+// instance at Open (rank numbering, channel pairing,
 // switch groups, every op's channels, semaphores, barrier, operand counts
 // and kinds), and CheckBuffers and CheckOperands, of a launch's buffers
 // (every operand of every op, every pipeline iteration included, resolved
@@ -13,7 +14,46 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mscclgo/mscclgo/plan"
+	"slices"
 )
+
+// Prepare validates inst with opts (Validate) and resolves what every
+// launch of it on any backend needs: the packet and scratch geometry,
+// each rank's scratch slot and sorted switch members. The error is
+// Validate's; backends prefix it with their name ("cpu: open: ...").
+func Prepare(inst *Instance, opts Options) (*Prepared, error) {
+	if err := Validate(inst, opts); err != nil {
+		return nil, err
+	}
+	p := &Prepared{Inst: inst, Opts: opts, Geometry: geometryOf(inst, opts.LL8)}
+	p.Ranks = make([]PreparedRank, len(inst.Ranks))
+	for r := range inst.Ranks {
+		p.Ranks[r] = resolveRank(inst, r)
+	}
+	return p, nil
+}
+
+func geometryOf(inst *Instance, ll8 bool) Geometry {
+	g := Geometry{Payload: 8, Packet: 16, Half: inst.ScratchBytes}
+	if ll8 {
+		g.Payload, g.Packet = 4, 8
+	}
+	if inst.Plan != nil && inst.Plan.UseDoubleScratch {
+		g.Double, g.Half = true, inst.ScratchBytes/2
+	}
+	return g
+}
+
+func resolveRank(inst *Instance, r int) PreparedRank {
+	var pr PreparedRank
+	if inst.Plan != nil && r < len(inst.Plan.GPUs) {
+		pr.Slot = inst.ScratchSlot(r)
+	}
+	for _, g := range inst.Ranks[r].Switches {
+		pr.Members = append(pr.Members, slices.Sorted(slices.Values(g.Ranks)))
+	}
+	return pr
+}
 
 // Validate checks everything about inst with opts that does not depend
 // on a launch's buffers: the data type, rank numbering, channel pairing,
@@ -262,7 +302,14 @@ func CheckOperands(inst *Instance, opts Options, v LaunchView) error {
 	if len(v.Bufs) != len(inst.Ranks) {
 		return fmt.Errorf("launch: got buffers for %d ranks, want %d", len(v.Bufs), len(inst.Ranks))
 	}
-	ops := NewOperands(inst, opts, v)
+	return checkOperands(inst, NewOperands(inst, opts, v), v)
+}
+
+// checkOperands is CheckOperands with the operand resolution ops of v.
+func checkOperands(inst *Instance, ops *Operands, v LaunchView) error {
+	if len(v.Bufs) != len(inst.Ranks) {
+		return fmt.Errorf("launch: got buffers for %d ranks, want %d", len(v.Bufs), len(inst.Ranks))
+	}
 	if v.Ranks == nil {
 		for r := range inst.Ranks {
 			if err := ops.Rank(r).check(); err != nil {

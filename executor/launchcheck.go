@@ -10,6 +10,7 @@ package executor
 // this file computes what the layout and the pipeline make of them.
 
 import (
+	"errors"
 	"fmt"
 	"github.com/mscclgo/mscclgo/plan"
 	"math/bits"
@@ -40,7 +41,38 @@ func CheckLaunch(inst *Instance, l *BufferLayout, ll8 bool) error {
 		return nil
 	}
 	// No buffers: only the operand lists are used, not Resolve.
-	ops := NewOperands(inst, Options{DType: l.DType, LL8: ll8}, LaunchView{})
+	return checkLaunch(inst, l, NewOperands(inst, Options{DType: l.DType, LL8: ll8}, LaunchView{}))
+}
+
+// ForLayout returns p for a rank session over the buffer layout l: the
+// operand checks a launch in one process makes (CheckLaunch), made
+// against l instead of buffers, with p's resolution; the result keeps l
+// as its Layout. p itself is not changed.
+func (p *Prepared) ForLayout(l *BufferLayout) (*Prepared, error) {
+	if l == nil {
+		return nil, errors.New("a rank session needs a buffer layout (nil)")
+	}
+	if err := p.checkLaunch(l); err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Layout = l
+	return &q, nil
+}
+
+// checkLaunch is Prepare's CheckLaunch against l: the operand lists with
+// the ranks as Prepare resolved them.
+func (p *Prepared) checkLaunch(l *BufferLayout) error {
+	if l.DType == nil {
+		return nil
+	}
+	ops := NewOperands(p.Inst, Options{DType: l.DType, LL8: p.Opts.LL8}, LaunchView{})
+	ops.prep = p
+	return checkLaunch(p.Inst, l, ops)
+}
+
+// checkLaunch is CheckLaunch with the operand resolution ops.
+func checkLaunch(inst *Instance, l *BufferLayout, ops *Operands) error {
 	c := &launchCheck{inst: inst, l: l, elem: ops.elem, payload: ops.payload}
 	if c.elem == 0 {
 		return nil

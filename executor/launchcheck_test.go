@@ -86,6 +86,14 @@ func TestCheckLaunchMessages(t *testing.T) {
 			if d := cmp.Diff(tt.want, got); d != "" {
 				t.Errorf("CheckLaunch (-want +got):\n%s", d)
 			}
+			// A rank session's preparation makes the same check.
+			got = planProblem{}
+			if _, err := PrepareRank(inst, l, Options{DType: tt.dt, LL8: tt.ll8}); err != nil {
+				got = problemOf(err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("PrepareRank (-want +got):\n%s", d)
+			}
 		})
 	}
 }

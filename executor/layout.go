@@ -268,3 +268,24 @@ func (l *BufferLayout) OutputInInput(rank int, off uint64) (uint64, bool) {
 	}
 	return off, in == out
 }
+
+// OwnLayout is the buffer layout of the instance's collective with the
+// instance's sizes, in place or not: the layout a session that places
+// its own buffers (one process over several devices) opens for.
+func (p *Prepared) OwnLayout(inPlace bool) (*BufferLayout, error) {
+	inst := p.Inst
+	num, ok := p.Opts.DType.(Numeric)
+	if !ok {
+		return nil, fmt.Errorf("data type %s has no buffer layout", p.Opts.DType.Name())
+	}
+	size := inst.Sizes.Input
+	if inst.Plan.Collective == "allgather" {
+		size = inst.Sizes.Output
+	}
+	l, err := PlanLayout(inst.Plan, size, num, inPlace)
+	if err != nil {
+		return nil, err
+	}
+	l.Sizes = inst.Sizes
+	return l, nil
+}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"github.com/mscclgo/mscclgo/plan"
 	"math"
-	"slices"
 	"unsafe"
 )
 
@@ -74,6 +73,9 @@ type Operands struct {
 	double          bool   // use_double_scratch_buffer
 	half            uint64 // bytes of one scratch half (the whole scratch without double buffering)
 	so              uint64 // offset of this launch's scratch half
+	// prep, when set, holds each rank's slot and sorted switch members
+	// (Prepared.Operands); nil: Rank resolves them.
+	prep *Prepared
 }
 
 // NewOperands returns the operand resolution of a launch of inst (which
@@ -107,14 +109,13 @@ type RankOperands struct {
 // Rank returns the resolution of rank r's ops.
 func (c *Operands) Rank(r int) *RankOperands {
 	ri := &c.inst.Ranks[r]
-	ro := &RankOperands{c: c, ri: ri}
-	if c.inst.Plan != nil && r < len(c.inst.Plan.GPUs) {
-		ro.slot = c.inst.ScratchSlot(r)
+	var pr PreparedRank
+	if c.prep != nil {
+		pr = c.prep.Ranks[r]
+	} else {
+		pr = resolveRank(c.inst, r)
 	}
-	for _, g := range ri.Switches {
-		ro.sorted = append(ro.sorted, slices.Sorted(slices.Values(g.Ranks)))
-	}
-	return ro
+	return &RankOperands{c: c, ri: ri, slot: pr.Slot, sorted: pr.Members}
 }
 
 // window returns where the part of a rank's buffer an access sees starts

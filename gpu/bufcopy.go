@@ -42,7 +42,7 @@ func (s *session) planCopies(bufs []executor.RankBuffers) *copyRanges {
 	for r, b := range bufs {
 		view.Bufs[r] = [3][]byte{b.Input, b.Output, nil}
 	}
-	ops := executor.NewOperands(s.inst, s.opts, view)
+	ops := s.prep.Operands(view)
 	cr := &copyRanges{in: make([][]byteRange, len(bufs)), out: make([][]byteRange, len(bufs))}
 	ok := true
 	var walk func(ro *executor.RankOperands, list []executor.OpInstance, inPipe bool)

@@ -1,7 +1,8 @@
 // Package gpu is the host runtime of mscclgo's GPU backend: it runs
 // instantiated plans on the plan interpreter kernel of csrc/ through a
-// Driver, the seam between the runtime and a device. A Config (NewConfig)
-// names the backend and the driver each session opens. There are three
+// Driver, the seam between the runtime and a device. A Config names the
+// backend and the driver each session opens; programs make it, every
+// field, with runconfig.Settings.GPUConfig. There are three
 // entries, each a session kind in a file of its own:
 //
 //   - New (backend.go) is an executor.Backend: Open returns a session
@@ -17,7 +18,7 @@
 //
 // For example, with the emulated driver:
 //
-//	b := gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{}))
+//	b := gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open})
 //	sess, err := b.Open(inst, opts) // then sess.Launch, as with any executor.Backend
 //
 // A session encodes the instance into the kernel's tables (layout.go, the

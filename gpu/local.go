@@ -22,33 +22,13 @@ import (
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
-// devicesFor returns the number of devices a session of inst spreads its
-// ranks over, or 0 when one session on cfg.Open's device runs it: one
-// device, one rank, no device count, or an alltoallv plan (whose
-// per-call counts rank sessions do not take).
-func devicesFor(cfg Config, inst *executor.Instance) (int, error) {
-	if cfg.Devices == nil || cfg.OpenDevice == nil || len(inst.Ranks) < 2 {
-		return 0, nil
-	}
-	if inst.Plan != nil && inst.Plan.AllToAllV != nil {
-		return 0, nil
-	}
-	n, err := cfg.Devices()
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", cfg.Name, err)
-	}
-	if n < 2 {
-		return 0, nil
-	}
-	return min(n, len(inst.Ranks)), nil
-}
-
 // localSession runs every rank of an instance in this process, rank r
 // on device r mod devices; see executor.Session.
 type localSession struct {
 	cfg     Config
 	inst    *executor.Instance
 	opts    executor.Options
+	prep    *prepared // inst prepared with opts, for every layout
 	devices int
 
 	mu    sync.Mutex     // serialises Launch and Close
@@ -62,15 +42,20 @@ type localSession struct {
 	nvls     string
 }
 
-// openLocal opens the rank sessions of inst on devices devices, for the
+// openLocal opens the rank sessions of gp on devices devices, for the
 // buffer layout of the plan's own in-place setting (a launch with other
 // buffers reopens them for its layout).
-func openLocal(cfg Config, inst *executor.Instance, opts executor.Options, devices int) (*localSession, error) {
-	opts.Race = false // the device does not detect races (as New's sessions)
-	ls := &localSession{cfg: cfg, inst: inst, opts: opts, devices: devices}
+func openLocal(cfg Config, gp *prepared, devices int) (*localSession, error) {
+	if gp.Opts.Race {
+		// The device does not detect races (as New's sessions).
+		p := *gp.Prepared
+		p.Opts.Race = false
+		gp = &prepared{Prepared: &p, dtype: gp.dtype, tabs: gp.tabs}
+	}
+	ls := &localSession{cfg: cfg, inst: gp.Inst, opts: gp.Opts, prep: gp, devices: devices}
 	ls.guard.Name = cfg.Name
-	inPlace := inst.Plan != nil && inst.Plan.Inplace
-	l, err := localLayout(inst, opts.DType, inPlace)
+	inPlace := gp.Inst.Plan != nil && gp.Inst.Plan.Inplace
+	l, err := gp.OwnLayout(inPlace)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
@@ -80,31 +65,21 @@ func openLocal(cfg Config, inst *executor.Instance, opts executor.Options, devic
 	return ls, nil
 }
 
-// localLayout is the buffer layout of inst's collective with inst's
-// sizes, in place or not.
-func localLayout(inst *executor.Instance, dt executor.DType, inPlace bool) (*executor.BufferLayout, error) {
-	num, ok := dt.(executor.Numeric)
-	if !ok {
-		return nil, fmt.Errorf("data type %s has no buffer layout", dt.Name())
-	}
-	size := inst.Sizes.Input
-	if inst.Plan.Collective == "allgather" {
-		size = inst.Sizes.Output
-	}
-	l, err := executor.PlanLayout(inst.Plan, size, num, inPlace)
-	if err != nil {
-		return nil, err
-	}
-	l.Sizes = inst.Sizes
-	return l, nil
-}
-
 // open opens one rank session per rank, all at once (their set-up is a
-// collective), for layout l.
+// collective), for layout l: each opens from the session's preparation,
+// checked against l once.
 func (ls *localSession) open(l *executor.BufferLayout) error {
 	n := len(ls.inst.Ranks)
-	hub := newLocalHub(n)
 	ro := rankOpts{inProcess: true, multicast: ownDevices(ls.inst, ls.devices)}
+	fail := func(err error) error {
+		return fmt.Errorf("%s: %d ranks on %d devices (rank r on device r mod %d): %w", ls.cfg.Name, n, ls.devices, ls.devices, err)
+	}
+	p, err := ls.prep.ForLayout(l)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", ls.cfg.Name, err))
+	}
+	gp := &prepared{Prepared: p, dtype: ls.prep.dtype, tabs: ls.prep.tabs}
+	hub := newLocalHub(n)
 	ranks := make([]*RankSession, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -121,8 +96,10 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 				}
 				return d, nil
 			}
-			ranks[r], errs[r] = openRank(context.Background(), cfg, ls.inst, l, ls.opts,
-				rankwire.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}, ro)
+			w := rankwire.World{Net: hub.net(r), Host: make([]int, n), Tag: 1000}
+			if errs[r] = checkRank(cfg, ls.inst, ls.opts, w, ro); errs[r] == nil {
+				ranks[r], errs[r] = openPreparedRank(context.Background(), cfg, gp, w, ro)
+			}
 		}()
 	}
 	wg.Wait()
@@ -133,7 +110,7 @@ func (ls *localSession) open(l *executor.BufferLayout) error {
 			}
 		}
 		hub.close()
-		return fmt.Errorf("%s: %d ranks on %d devices (rank r on device r mod %d): %w", ls.cfg.Name, n, ls.devices, ls.devices, err)
+		return fail(err)
 	}
 	ls.l, ls.hub, ls.ranks = l, hub, ranks
 	ls.shape = nil
@@ -238,14 +215,14 @@ func (ls *localSession) Launch(ctx context.Context, bufs []executor.RankBuffers)
 	}
 	if !ls.fits(bufs) {
 		// Other buffers than the layout opened for: reopen for theirs.
-		if err := executor.CheckBuffers(ls.inst, ls.opts, bufs); err != nil {
+		if err := ls.prep.CheckBuffers(bufs); err != nil {
 			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
 		}
 		inPlace := false
 		for _, b := range bufs {
 			inPlace = inPlace || overlapAt(b) != -1<<62
 		}
-		l, err := localLayout(ls.inst, ls.opts.DType, inPlace)
+		l, err := ls.prep.OwnLayout(inPlace)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ls.cfg.Name, err)
 		}

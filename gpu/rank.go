@@ -148,40 +148,60 @@ type rankOpts struct {
 	user bool
 }
 
+// openRank checks what a rank session asks of its job (checkRank),
+// prepares inst for the device over l (prepare.go) and opens the rank.
 func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *executor.BufferLayout, opts executor.Options, w rankwire.World, ro rankOpts) (*RankSession, error) {
-	if w.Net == nil {
-		return nil, fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
+	if err := checkRank(cfg, inst, opts, w, ro); err != nil {
+		return nil, err
 	}
-	rank, n := w.Net.Rank(), w.Net.Size()
-	if len(inst.Ranks) != n {
-		return nil, fmt.Errorf("%s: the plan has %d ranks and the job %d processes (world size %d): run it with %d", cfg.Name, len(inst.Ranks), n, n, len(inst.Ranks))
-	}
-	if len(w.Host) != n {
-		return nil, fmt.Errorf("%s: World.Host names %d ranks, the job has %d", cfg.Name, len(w.Host), n)
-	}
-	if opts.Race {
-		return nil, fmt.Errorf("%s: race detection runs on the cpu backend in one process", cfg.Name)
-	}
-	if cfg.Open == nil {
-		return nil, fmt.Errorf("%s: no driver", cfg.Name)
-	}
-	isVar := inst.Plan != nil && inst.Plan.AllToAllV != nil
-	if isVar && (ro.inProcess || ro.user) {
-		return nil, fmt.Errorf("%s: plan %q is an alltoallv plan: one process over several devices does not run variable-size plans yet; run it on one device, or one process per rank", cfg.Name, inst.Plan.Name)
-	}
-	dt, err := checkOpen(cfg.Name, inst, opts)
+	gp, err := prepare(cfg.Name, inst, opts)
 	if err != nil {
 		return nil, err
 	}
-	// The operand checks a Launch makes in one process, against the
-	// layout instead of buffers.
-	if err := executor.CheckLaunch(inst, l, opts.LL8); err != nil {
+	p, err := gp.ForLayout(l)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
-	tabs, err := buildTables(inst)
-	if err != nil {
-		return nil, err
+	gp = &prepared{Prepared: p, dtype: gp.dtype, tabs: gp.tabs}
+	return openPreparedRank(ctx, cfg, gp, w, ro)
+}
+
+// checkRank refuses a rank session that its job cannot run, before
+// anything is prepared: no bootstrap, a world size other than the
+// plan's, race detection, no driver, or an alltoallv plan where the
+// session does not place its own buffers in a process of its own.
+func checkRank(cfg Config, inst *executor.Instance, opts executor.Options, w rankwire.World, ro rankOpts) error {
+	if w.Net == nil {
+		return fmt.Errorf("%s: OpenRank without a bootstrap", cfg.Name)
 	}
+	n := w.Net.Size()
+	if len(inst.Ranks) != n {
+		return fmt.Errorf("%s: the plan has %d ranks and the job %d processes (world size %d): run it with %d", cfg.Name, len(inst.Ranks), n, n, len(inst.Ranks))
+	}
+	if len(w.Host) != n {
+		return fmt.Errorf("%s: World.Host names %d ranks, the job has %d", cfg.Name, len(w.Host), n)
+	}
+	if opts.Race {
+		return fmt.Errorf("%s: race detection runs on the cpu backend in one process", cfg.Name)
+	}
+	if cfg.Open == nil {
+		return fmt.Errorf("%s: no driver", cfg.Name)
+	}
+	if inst.Plan != nil && inst.Plan.AllToAllV != nil && (ro.inProcess || ro.user) {
+		return fmt.Errorf("%s: plan %q is an alltoallv plan: one process over several devices does not run variable-size plans yet; run it on one device, or one process per rank", cfg.Name, inst.Plan.Name)
+	}
+	return nil
+}
+
+// openPreparedRank opens rank w.Net.Rank() of gp (prepared over its
+// Layout) on a new session of cfg's driver, on every rank at once.
+func openPreparedRank(ctx context.Context, cfg Config, gp *prepared, w rankwire.World, ro rankOpts) (*RankSession, error) {
+	inst, l, opts := gp.Inst, gp.Layout, gp.Opts
+	rank := w.Net.Rank()
+	isVar := inst.Plan != nil && inst.Plan.AllToAllV != nil
+	// The rank's own blocks, gp's tables left whole.
+	tabs := new(tables)
+	*tabs = *gp.tabs
 	tabs.keepRank(rank)
 	d, err := cfg.Open()
 	if err != nil {
@@ -199,7 +219,7 @@ func openRank(ctx context.Context, cfg Config, inst *executor.Instance, l *execu
 	if m.setupTimeout <= 0 {
 		m.setupTimeout = 2 * time.Minute
 	}
-	s := &session{name: cfg.Name, inst: inst, opts: opts, d: d, tabs: tabs, dtype: dt, mp: m}
+	s := &session{name: cfg.Name, inst: inst, opts: opts, prep: gp.Prepared, d: d, tabs: tabs, dtype: gp.dtype, mp: m}
 	s.guard.Name = cfg.Name
 	// connect (called by place) runs the set-up's all-gathers.
 	m.setup = ctx

@@ -27,9 +27,12 @@ const defaultTimeout = 10 * time.Second
 
 // session is an opened instance; see executor.Session.
 type session struct {
-	name  string
-	inst  *executor.Instance
-	opts  executor.Options
+	name string
+	inst *executor.Instance
+	opts executor.Options
+	// prep is inst prepared with opts (executor.Prepare): the launches'
+	// operand checks and resolution reuse it.
+	prep  *executor.Prepared
 	d     Driver
 	tabs  *tables
 	dtype uint32
@@ -216,10 +219,7 @@ func (s *session) place(threads int) error {
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
 	}
-	s.half = s.inst.ScratchBytes
-	if p := s.inst.Plan; p != nil && p.UseDoubleScratch {
-		s.double, s.half = true, s.inst.ScratchBytes/2
-	}
+	s.double, s.half = s.prep.Double, s.prep.Half
 	if err := s.allocHost(); err != nil {
 		return err
 	}
@@ -288,10 +288,7 @@ func (s *session) chooseShape(threads int) error {
 		return fmt.Errorf("%s: a thread block's ops need %d bytes of shared memory, the device allows %d",
 			s.name, s.tabs.shmem, info.MaxSharedPerBlock)
 	}
-	s.packet = 16
-	if s.opts.LL8 {
-		s.packet = 8
-	}
+	s.packet = s.prep.Packet
 	name, err := KernelName(s.dtype, s.packet)
 	if err != nil {
 		return err
@@ -391,7 +388,7 @@ func (s *session) allocRanks() error {
 			PortInbound: base + sl.portIn, PortExpected: base + sl.portExp,
 			Sems: base + sl.sems, Barriers: base + sl.bars, Switches: base + sl.sws,
 			Fifo: uint64(s.host.Dev()) + rd.fifoOff, FifoHead: base + sl.head,
-			ReuseSlot: inst.ScratchSlot(r), FifoTail: base + sl.tail,
+			ReuseSlot: s.prep.Ranks[r].Slot, FifoTail: base + sl.tail,
 			NMem: uint32(len(ri.MemoryChannels)), NPort: uint32(len(ri.PortChannels)),
 			NSwitch: uint32(len(ri.Switches)), NSems: uint32(len(ri.Semaphores)),
 		}
@@ -542,7 +539,7 @@ func (s *session) Launch(ctx context.Context, bufs []executor.RankBuffers) error
 		return err
 	}
 	if shape := shapes(bufs); !slices.Equal(s.checked, shape) {
-		if err := executor.CheckBuffers(s.inst, s.opts, bufs); err != nil {
+		if err := s.prep.CheckBuffers(bufs); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		s.checked = shape

@@ -18,6 +18,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor/rankwire"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/devcomm"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // deviceTag is the first bootstrap message tag of a communicator's plan
@@ -27,33 +28,28 @@ const deviceTag = 1 << 20
 // openDevice opens c's rank of a devcomm.Comm when the build has a device
 // backend; every rank of c calls it at once.
 func (c *comm) openDevice() error {
-	cfg, ok := theLibrary.deviceConfig(c.dev)
+	dev, ok := theLibrary.device(c.dev)
 	if !ok {
 		return nil
 	}
-	cfg.SetupTimeout = c.timeout
-	replay, err := replayTimeout()
+	s, err := c.settings()
 	if err != nil {
-		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+		return err
 	}
-	cfg.ReplayTimeout = replay
-	if cfg.MaxSessions, err = maxSessions(); err != nil {
-		return errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+	if dev.threads > 0 {
+		s.Threads = dev.threads
 	}
-	// The baseline of make nccl-bench: every call meets its peers over
-	// the bootstrap, as before the mailbox.
-	cfg.MeetEveryCall = os.Getenv("MSCCLGO_NCCL_MEET_EVERY_CALL") == "1"
 	hosts := make([]int, c.size)
 	for i, h := range c.boot.Hosts() {
 		for _, r := range h.Ranks {
 			hosts[r] = i
 		}
 	}
-	port, err := portNet(c)
+	port, err := portNet(c, s)
 	if err != nil {
 		return err
 	}
-	gc, err := devcomm.Open(context.Background(), cfg, rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
+	gc, err := devcomm.Open(context.Background(), s.GPUConfig(dev.Device), rankwire.World{Net: port, Host: hosts, Tag: deviceTag})
 	if err != nil {
 		if c.wire != nil {
 			_ = c.wire.Close() // (its own error is beside the point)
@@ -67,44 +63,49 @@ func (c *comm) openDevice() error {
 	return nil
 }
 
-// portNet returns what carries c's port channels between processes, as
-// MSCCLGO_TRANSPORT says: the bootstrap's connections (tcp), a
-// libfabric wire (fabric; FI_PROVIDER picks the provider), or auto, the
-// default (fabric where it opens on every rank and every peer answers
-// its hello within MSCCLGO_FABRIC_HELLO_TIMEOUT, else tcp, every rank
-// alike). A wire closes with the communicator (endNow), before its
-// bootstrap.
-func portNet(c *comm) (rankwire.Net, error) {
-	name := fabric.TransportSetting(os.Getenv)
-	t, err := fabric.ParseTransport(name)
+// settings are the run-time settings of c's device communicator, from
+// the environment (runconfig.FromEnv), with c's set-up timeout.
+func (c *comm) settings() (runconfig.Settings, error) {
+	s, err := runconfig.FromEnv(os.Getenv)
 	if err != nil {
+		return s, errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
+	}
+	s.SetupTimeout = c.timeout
+	return s, nil
+}
+
+// portNet returns what carries c's port channels between processes, as
+// MSCCLGO_TRANSPORT says (s.Transport): the bootstrap's connections
+// (tcp), a libfabric wire (fabric; FI_PROVIDER picks the provider), or
+// auto, the default (fabric where it opens on every rank and every peer
+// answers its hello within MSCCLGO_FABRIC_HELLO_TIMEOUT, else tcp, every
+// rank alike). A wire closes with the communicator (endNow), before its
+// bootstrap.
+func portNet(c *comm, s runconfig.Settings) (rankwire.Net, error) {
+	if _, err := s.CheckTransport(); err != nil {
+		var se *runconfig.SettingError
+		if errors.As(err, &se) && se.Setting == runconfig.SettingTransport {
+			err = se.Err
+		}
 		return nil, errorf(resultInvalidArgument, "rank %d of %d: %s=%v", c.rank, c.size, fabric.TransportVar, err)
 	}
-	if err := c.sameTransport(name); err != nil {
+	if err := c.sameTransport(string(s.Transport)); err != nil {
 		return nil, err
 	}
-	o := fabric.Options{Timeout: c.timeout, TimeoutBound: "MSCCLGO_NCCL_TIMEOUT"}
-	if t == fabric.Auto {
-		hello, err := envDuration("MSCCLGO_FABRIC_HELLO_TIMEOUT", fabric.DefaultAutoHelloTimeout)
-		if err != nil {
-			return nil, errorf(resultInvalidArgument, "rank %d of %d: %v", c.rank, c.size, err)
-		}
-		o.HelloTimeout, o.HelloBound = hello, "MSCCLGO_FABRIC_HELLO_TIMEOUT"
-	}
-	wire, refused, err := fabric.Choose(context.Background(), c.boot, t, o)
+	carrier, err := s.OpenTransport(context.Background(), c.boot)
 	switch {
 	case err != nil:
 		return nil, errorf(resultSystem, "rank %d of %d: %s=fabric: %v", c.rank, c.size, fabric.TransportVar, err)
-	case refused != nil:
-		logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, refused)
+	case carrier.Refused != nil:
+		logInfo("rank %d of %d: port channels between processes over tcp (fabric refused: %v)", c.rank, c.size, carrier.Refused)
 		return c.boot, nil
-	case wire == nil:
+	case carrier.Wire == nil:
 		logInfo("rank %d of %d: port channels between processes over tcp (the bootstrap's connections)", c.rank, c.size)
 		return c.boot, nil
 	}
-	logInfo("rank %d of %d: port channels between processes over fabric, libfabric provider %s", c.rank, c.size, wire.Provider())
-	c.wire = wire
-	return wire, nil
+	logInfo("rank %d of %d: port channels between processes over fabric, libfabric provider %s", c.rank, c.size, carrier.Wire.Provider())
+	c.wire = carrier.Wire
+	return carrier.Wire, nil
 }
 
 // sameTransport checks, on every rank of c at once, that every rank was
@@ -324,12 +325,15 @@ func (c *comm) deviceStrings(k call, d decision) (key, desc string) {
 	return key, desc
 }
 
-// devices is the library's device backend: a driver configuration per
-// device number, made on first use.
+// devices is the library's device backend: the driver side of a device
+// number's configuration (runconfig.Device), made on first use; threads,
+// when set, is the build's threads per block in place of
+// MSCCLGO_NCCL_THREADS.
 type devices struct {
 	mu      sync.Mutex
-	open    func(dev int) gpu.Config
-	cfgs    map[int]gpu.Config
+	open    func(dev int) runconfig.Device
+	threads int
+	devs    map[int]runconfig.Device
 	streams map[int]streamSyncer // the emulated device's streams, per device
 }
 
@@ -338,19 +342,26 @@ type streamSyncer interface {
 	Synchronize(st gpu.Stream, timeout time.Duration) error
 }
 
-// deviceConfig returns the configuration of device dev, false when the
-// build has no device backend.
-func (l *library) deviceConfig(dev int) (gpu.Config, bool) {
+// libraryDevice is device dev of the build's device backend, with the
+// build's threads per block (0: the settings').
+type libraryDevice struct {
+	runconfig.Device
+	threads int
+}
+
+// device returns device dev of the build's device backend, false when
+// the build has none.
+func (l *library) device(dev int) (libraryDevice, bool) {
 	d := l.devices
 	if d == nil || d.open == nil {
-		return gpu.Config{}, false
+		return libraryDevice{}, false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	cfg, ok := d.cfgs[dev]
+	rd, ok := d.devs[dev]
 	if !ok {
-		cfg = d.open(dev)
-		d.cfgs[dev] = cfg
+		rd = d.open(dev)
+		d.devs[dev] = rd
 	}
-	return cfg, true
+	return libraryDevice{Device: rd, threads: d.threads}, true
 }

@@ -9,10 +9,9 @@ package main
 // shares each device's launch admission among the communicators.
 
 import (
-	"os"
-
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // deviceBackend names the build's device backend in the log.
@@ -24,8 +23,7 @@ const deviceBackend = "gpu"
 // thread).
 func newDevices() *devices {
 	node := cuda.NewNode()
-	settings := gpu.SettingsFromEnv(os.Getenv)
-	return &devices{cfgs: map[int]gpu.Config{}, open: func(dev int) gpu.Config {
-		return gpu.NewConfig("gpu", func() (gpu.Driver, error) { return node.Open(dev) }, settings)
+	return &devices{devs: map[int]runconfig.Device{}, open: func(dev int) runconfig.Device {
+		return runconfig.Device{Name: "gpu", Open: func() (gpu.Driver, error) { return node.Open(dev) }}
 	}}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/emu"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // deviceBackend names the build's device backend in the log.
@@ -31,11 +32,11 @@ const deviceBackend = "gpu-emu"
 // newDevices returns the emulated device backend.
 func newDevices() *devices {
 	streams := map[int]streamSyncer{}
-	return &devices{cfgs: map[int]gpu.Config{}, open: func(dev int) gpu.Config {
+	return &devices{devs: map[int]runconfig.Device{}, threads: 2, open: func(dev int) runconfig.Device {
 		ss := emu.NewStreams()
 		ss.Adopt()
 		streams[dev] = ss
-		return gpu.NewConfig("gpu-emu", ss.OpenIPC, gpu.Settings{Threads: 2})
+		return runconfig.Device{Name: "gpu-emu", Open: ss.OpenIPC}
 	}, streams: streams}
 }
 

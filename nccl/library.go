@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mscclgo/mscclgo/gpu"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // library is the state of the loaded library that outlives one call: the
@@ -201,30 +198,15 @@ func (l *library) takeRoot(u uniqueID) net.Listener {
 	return ln
 }
 
-// DefaultInitTimeout bounds a communicator's set-up: every rank must join
-// within it (MSCCLGO_NCCL_TIMEOUT overrides it).
-const DefaultInitTimeout = 120 * time.Second
-
 // initTimeout is MSCCLGO_NCCL_TIMEOUT (a Go duration, or seconds), else
-// DefaultInitTimeout.
+// runconfig.DefaultSetupTimeout.
 func initTimeout() (time.Duration, error) {
-	return envDuration("MSCCLGO_NCCL_TIMEOUT", DefaultInitTimeout)
-}
-
-// DefaultReplayTimeout bounds how long a launch replayed from a CUDA
-// graph may make no progress before it is stopped
-// (MSCCLGO_NCCL_REPLAY_TIMEOUT overrides it).
-const DefaultReplayTimeout = 10 * time.Minute
-
-// replayTimeout is MSCCLGO_NCCL_REPLAY_TIMEOUT, else DefaultReplayTimeout.
-func replayTimeout() (time.Duration, error) {
-	return envDuration("MSCCLGO_NCCL_REPLAY_TIMEOUT", DefaultReplayTimeout)
+	return runconfig.EnvDuration(os.Getenv, runconfig.TimeoutEnv, runconfig.DefaultSetupTimeout)
 }
 
 // maxSessionsEnv bounds the plan instances each communicator keeps open
-// on the device (gpu.Config.MaxSessions): beyond it, the least recently
-// called one is closed, on every rank, and opened again at its next call.
-const maxSessionsEnv = "MSCCLGO_NCCL_MAX_SESSIONS"
+// (runconfig.MaxSessionsEnv).
+const maxSessionsEnv = runconfig.MaxSessionsEnv
 
 // maxSessions is MSCCLGO_NCCL_MAX_SESSIONS, else gpu.DefaultMaxSessions.
 func maxSessions() (int, error) {
@@ -233,55 +215,8 @@ func maxSessions() (int, error) {
 
 // parseMaxSessions reads value v of MSCCLGO_NCCL_MAX_SESSIONS ("" for
 // unset).
-func parseMaxSessions(v string) (int, error) {
-	if v == "" {
-		return gpu.DefaultMaxSessions, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > gpu.MaxSessionsLimit {
-		return 0, fmt.Errorf("%s=%q: want a number of plan instances open per communicator from 1 to %d (default %d)",
-			maxSessionsEnv, v, gpu.MaxSessionsLimit, gpu.DefaultMaxSessions)
-	}
-	return n, nil
-}
+func parseMaxSessions(v string) (int, error) { return runconfig.ParseMaxSessions(v) }
 
-// The bounds of the library's durations (MSCCLGO_NCCL_TIMEOUT,
-// MSCCLGO_NCCL_REPLAY_TIMEOUT): shorter than a millisecond is no time to
-// meet in, longer than a day is a hang in all but name.
-const (
-	minEnvDuration = time.Millisecond
-	maxEnvDuration = 24 * time.Hour
-)
-
-// envDuration reads variable name as a Go duration or a number of
-// seconds, from a millisecond to a day; def when it is unset.
-func envDuration(name string, def time.Duration) (time.Duration, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	return parseEnvDuration(name, v)
-}
-
-// parseEnvDuration is envDuration's reading of value v of variable name.
-func parseEnvDuration(name, v string) (time.Duration, error) {
-	var d time.Duration
-	if pd, err := time.ParseDuration(v); err == nil {
-		d = pd
-	} else if s, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(s) {
-		// Bounded before the conversion, which would overflow.
-		switch {
-		case s > maxEnvDuration.Seconds():
-			return 0, fmt.Errorf("%s=%q: %g seconds is more than %v: set a duration from %v to %v", name, v, s, maxEnvDuration, minEnvDuration, maxEnvDuration)
-		case s < minEnvDuration.Seconds():
-			return 0, fmt.Errorf("%s=%q: %g seconds is less than %v: set a duration from %v to %v", name, v, s, minEnvDuration, minEnvDuration, maxEnvDuration)
-		}
-		d = time.Duration(s * float64(time.Second))
-	} else {
-		return 0, fmt.Errorf("%s=%q: not a duration (e.g. 30s) or a number of seconds", name, v)
-	}
-	if d < minEnvDuration || d > maxEnvDuration {
-		return 0, fmt.Errorf("%s=%q: %v is outside %v to %v", name, v, d, minEnvDuration, maxEnvDuration)
-	}
-	return d, nil
-}
+// parseEnvDuration reads value v of the duration variable name
+// (runconfig.ParseDuration).
+func parseEnvDuration(name, v string) (time.Duration, error) { return runconfig.ParseDuration(name, v) }

@@ -93,7 +93,7 @@ func emuRun(t *testing.T, p *plan.Plan) {
 		return
 	}
 	sizes := harness.CheckSizes(p, executor.Float32, 64<<10, 1)
-	be := gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{Threads: 32}))
+	be := gpu.New(gpu.Config{Name: "gpu-emu", Open: emu.Open, Threads: 32})
 	for _, s := range sizes {
 		if _, err := harness.Run(context.Background(), harness.Config{Backend: be, Plan: p, Sizes: []uint64{s}, DType: executor.Float32, InPlace: p.Inplace, Iters: 2, Options: executor.Options{Race: true}, Strict: true}); err != nil {
 			t.Errorf("%s on gpu-emu at %d bytes: %v", p.Name, s, err)

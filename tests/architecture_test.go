@@ -54,8 +54,10 @@ var allowedImports = map[string][]string{
 
 	// Drivers of the layers above: the run loops, plan sets, the cost
 	// model and the pictures.
-	"harness":         {"executor", "internal/memlimit", "plan"},
-	"planset":         {"executor", "internal/infile", "plan"},
+	"harness": {"executor", "internal/memlimit", "plan"},
+	"planset": {"executor", "internal/infile", "plan"},
+	// The run-time settings: gpu.Config, every field, and the transport.
+	"runconfig":       {"executor/fabric", "executor/rankwire", "gpu"},
 	"planset/install": {"algorithms", "executor", "executor/cpu", "harness", "internal/bytesize", "model", "plan", "planset", "starlib"},
 	"model":           {"executor", "internal/infile", "plan", "timeline"},
 	// Synthesis: trees packed on a topology, written as .star, verified
@@ -68,8 +70,8 @@ var allowedImports = map[string][]string{
 	// The programs: the command line, the NCCL-compatible library, and
 	// the GPU tests' comparison with the CPU oracle.
 	".":            {"internal/cli"},
-	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "starlib", "synth", "timeline", "topo", "trace", "view"},
-	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/devcomm", "gpu/emu", "plan", "planset"},
+	"internal/cli": {"algorithms", "bootstrap", "emit", "executor", "executor/cpu", "executor/diagnose", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/emu", "harness", "internal/atomicfile", "internal/bytesize", "internal/complete", "internal/infile", "internal/sigctx", "internal/termtext", "model", "plan", "planset", "planset/install", "runconfig", "starlib", "synth", "timeline", "topo", "trace", "view"},
+	"nccl":         {"bootstrap", "executor", "executor/cpu", "executor/fabric", "executor/rankwire", "gpu", "gpu/cuda", "gpu/devcomm", "gpu/emu", "plan", "planset", "runconfig"},
 	"gpu/gputest":  {"algorithms", "bootstrap", "executor", "executor/cpu", "executor/rankwire", "gpu", "harness", "plan", "starlib"},
 
 	// The base: utilities any layer may import, importing nothing of ours.
@@ -610,5 +612,27 @@ func TestTransportReadOnce(t *testing.T) {
 		for _, p := range keyLiterals(fset, file, af, keys) {
 			t.Errorf("%s (the transport is read by executor/fabric's TransportSetting alone)", p)
 		}
+	})
+}
+
+// TestGPUConfigBuiltOnce: a GPU backend's configuration has one maker.
+// Outside package gpu (and the tests), only runconfig writes a gpu.Config
+// literal (Settings.GPUConfig, every field); the programs give it their
+// settings and a runconfig.Device.
+func TestGPUConfigBuiltOnce(t *testing.T) {
+	eachSource(t, func(pkg, file string, fset *token.FileSet, af *ast.File) {
+		if pkg == "runconfig" || pkg == "gpu" || strings.HasPrefix(pkg, "gpu/") {
+			return
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			if cl, ok := n.(*ast.CompositeLit); ok {
+				if se, ok := cl.Type.(*ast.SelectorExpr); ok && se.Sel.Name == "Config" {
+					if id, ok := se.X.(*ast.Ident); ok && id.Name == "gpu" {
+						t.Errorf("%s: a gpu.Config literal (make it with runconfig.Settings.GPUConfig)", fset.Position(cl.Pos()))
+					}
+				}
+			}
+			return true
+		})
 	})
 }

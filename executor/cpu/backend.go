@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"sync"
 	"time"
 	"unsafe"
@@ -33,6 +32,31 @@ func (backend) Open(inst *executor.Instance, opts executor.Options) (executor.Se
 	return open(inst, opts, schedule{})
 }
 
+// OpenPrepared is Open of an instance Prepare already validated and
+// resolved (executor.PreparedOpener).
+func (backend) OpenPrepared(p *executor.Prepared) (executor.Session, error) {
+	if !littleEndian() {
+		return nil, errBigEndian
+	}
+	return openPrepared(p, schedule{})
+}
+
+// errBigEndian refuses a host whose packet words the backend cannot read.
+var errBigEndian = errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
+
+// prepare is executor.Prepare with the backend's own refusal first and
+// its name on the error.
+func prepare(inst *executor.Instance, opts executor.Options) (*executor.Prepared, error) {
+	if !littleEndian() {
+		return nil, errBigEndian
+	}
+	p, err := executor.Prepare(inst, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: open: %w", err)
+	}
+	return p, nil
+}
+
 // schedule is the internal scheduling knob of tests: with yield set, every
 // op boundary yields the processor or sleeps a little, with a
 // pseudo-random choice per thread block seeded by seed, to shake out
@@ -46,6 +70,9 @@ type schedule struct {
 type session struct {
 	inst *executor.Instance
 	opts executor.Options
+	// prep is inst prepared with opts (executor.Prepare): the per-launch
+	// operand resolution and checks reuse it.
+	prep *executor.Prepared
 	dt   executor.DType
 	// red is opts.Reduce and combine its pairwise block reduction
 	// (executor.Combiner): dt.Add for ReduceSum.
@@ -113,10 +140,17 @@ type rankState struct {
 }
 
 func open(inst *executor.Instance, opts executor.Options, sched schedule) (*session, error) {
-	s, err := newSession(inst, opts, sched)
+	p, err := prepare(inst, opts)
 	if err != nil {
 		return nil, err
 	}
+	return openPrepared(p, sched)
+}
+
+// openPrepared allocates the persistent state of every rank of p.
+func openPrepared(p *executor.Prepared, sched schedule) (*session, error) {
+	s := newSession(p, sched)
+	inst := p.Inst
 	for r := range inst.Ranks {
 		// Scratch is 8-byte aligned for the atomics of packet.go.
 		scratch, free, err := allocScratch(inst.ScratchBytes)
@@ -142,15 +176,10 @@ func open(inst *executor.Instance, opts executor.Options, sched schedule) (*sess
 	return s, nil
 }
 
-// newSession validates inst and sets up a session without ranks.
-func newSession(inst *executor.Instance, opts executor.Options, sched schedule) (*session, error) {
-	if !littleEndian() {
-		return nil, errors.New("cpu: the CPU backend needs a little-endian host (LL packet words)")
-	}
-	if err := executor.Validate(inst, opts); err != nil {
-		return nil, fmt.Errorf("cpu: open: %w", err)
-	}
-	s := &session{inst: inst, opts: opts, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
+// newSession sets up a session of p without ranks.
+func newSession(p *executor.Prepared, sched schedule) *session {
+	inst, opts := p.Inst, p.Opts
+	s := &session{inst: inst, opts: opts, prep: p, dt: opts.DType, sched: sched, timeout: opts.DeadlockTimeout}
 	s.red, s.combine = opts.Reduce, executor.Combiner(opts.DType, opts.Reduce)
 	if et, ok := opts.DType.(executor.ElemType); ok {
 		red := opts.Reduce
@@ -164,18 +193,9 @@ func newSession(inst *executor.Instance, opts executor.Options, sched schedule) 
 	if s.timeout <= 0 {
 		s.timeout = defaultDeadlockTimeout
 	}
-	s.payload, s.packet = 8, 16
-	if opts.LL8 {
-		s.payload, s.packet = 4, 8
-	}
-	s.half = inst.ScratchBytes
-	if p := inst.Plan; p != nil {
-		s.double = p.UseDoubleScratch
-		if s.double {
-			s.half = inst.ScratchBytes / 2
-		}
-	}
-	return s, nil
+	s.payload, s.packet = p.Payload, p.Packet
+	s.double, s.half = p.Double, p.Half
+	return s
 }
 
 // addRank appends rank r's state: its scratch (released by free) and its
@@ -189,9 +209,7 @@ func (s *session) addRank(r int, scratch []byte, free func(), words []uint64) {
 		rs.tid0 = prev.tid0 + len(prev.ri.TBs)
 	}
 	rs.proxy.cond.L = &s.mu
-	if inst.Plan != nil && r < len(inst.Plan.GPUs) {
-		rs.reuseSlot = inst.ScratchSlot(r)
-	}
+	rs.reuseSlot = s.prep.Ranks[r].Slot
 	rs.mem = make([]counter, len(ri.MemoryChannels))
 	rs.port = make([]counter, len(ri.PortChannels))
 	for i := range rs.mem {
@@ -204,11 +222,7 @@ func (s *session) addRank(r int, scratch []byte, free func(), words []uint64) {
 	for i, v := range ri.Semaphores {
 		rs.sems[i].v = v
 	}
-	for _, g := range ri.Switches {
-		m := append([]int(nil), g.Ranks...)
-		sort.Ints(m)
-		rs.members = append(rs.members, m)
-	}
+	rs.members = s.prep.Ranks[r].Members
 	s.ranks = append(s.ranks, rs)
 }
 

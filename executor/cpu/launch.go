@@ -267,7 +267,7 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 	if l.race != nil && s.carry != nil {
 		s.carry.adopt(l.race, l.bufs)
 	}
-	ops := executor.NewOperands(s.inst, s.opts, executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0})
+	ops := s.prep.Operands(executor.LaunchView{Bufs: l.bufs, Upper: l.so != 0})
 	l.operands = make([]*executor.RankOperands, len(s.ranks))
 	for r := range s.ranks {
 		if s.mp == nil || r == s.mp.rank {
@@ -286,7 +286,7 @@ func (l *launch) precheck() error {
 	if l.s.mp != nil {
 		v.Ranks = []int{l.s.mp.rank}
 	}
-	if err := executor.CheckOperands(l.s.inst, l.s.opts, v); err != nil {
+	if err := l.s.prep.CheckOperands(v); err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	return nil

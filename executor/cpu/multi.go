@@ -97,10 +97,11 @@ func OpenRank(ctx context.Context, inst *executor.Instance, l *executor.BufferLa
 	if opts.Race {
 		return nil, errors.New("cpu: race detection (--race) runs every rank in one process; it is not available across processes")
 	}
-	s, err := newSession(inst, opts, schedule{})
+	p, err := prepare(inst, opts)
 	if err != nil {
 		return nil, err
 	}
+	s := newSession(p, schedule{})
 	mctx, cancel := context.WithCancel(w.Net.Context())
 	m := &multi{w: w, rank: rank, ctx: mctx, cancel: cancel, send: rankwire.NewSender(w.Net, w.Tag)}
 	s.mp = m

@@ -10,7 +10,7 @@
 // bootstrap b (package bootstrap):
 //
 //	ss := emu.NewStreams()
-//	cfg := gpu.NewConfig("gpu-emu", ss.Open, gpu.Settings{})
+//	cfg := runconfig.Settings{}.GPUConfig(runconfig.Device{Name: "gpu-emu", Open: ss.Open})
 //	comm, err := devcomm.Open(ctx, cfg, rankwire.World{Net: b, Host: hosts, Tag: 1000})
 //	st, err := ss.New() // the caller's stream
 //	err = comm.Enqueue(ctx, devcomm.Call{Key: key, Desc: desc, Open: open, In: in, Out: out, Stream: st})

@@ -87,7 +87,7 @@ func runAllToAllV(c *cli.Context, d *deps, path string, p *plan.Plan, digest str
 		o := &runOptions{backend: rb, opts: opts, dtype: dt, iters: iters, warmup: warmup, digest: digest}
 		return runAllToAllVLaunched(ctx, c, d, path, p, o, spec, counts, world) // alltoallvmp.go
 	}
-	backend := rb.new(c.Int("threads"))
+	backend := rb.new(oneProcess(c))
 	w := d.stdout
 	results, err := harness.Run(ctx, harness.Config{
 		Backend: backend, Plan: p, Counts: counts, DType: dt, Options: opts, Iters: iters, Warmup: warmup, Budget: budget.bytes,

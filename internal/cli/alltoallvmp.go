@@ -25,10 +25,9 @@ import (
 // runAllToAllVLaunched runs p, an alltoallv plan bound to counts, as rank
 // world.Rank of a multi-process job.
 func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, spec string, counts *executor.Counts, world bootstrap.World) error {
-	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
+	if o.backend.name != "cpu" && o.backend.device == nil {
 		return usageErr("--backend %s: this backend has no rank sessions: an alltoallv run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
-	timeout := c.Duration("join-timeout")
 	params := harness.Params{
 		{"the plan (SHA-256)", o.digest},
 		{"--counts", spec},
@@ -69,7 +68,7 @@ func runAllToAllVLaunched(ctx context.Context, c *cli.Context, d *deps, path str
 	fmt.Fprintf(w, "# %d bytes sent in all, largest block %d bytes, scratch %d bytes per rank\n", total, harness.LargestBlock(counts)*int64(elem), inst.ScratchBytes)
 	fmt.Fprintf(w, "# time: the slowest rank's mean per launch\n#\n")
 	open := func(ctx context.Context, _ int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
-		rs, err := openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
+		rs, err := openRank(ctx, o, launched(c), local, inst, l, rankwire.World{Net: port, Host: hostOf, Tag: 1000})
 		if err != nil {
 			return nil, fmt.Errorf("rank %d of %d: %w", rank, b.Size(), err)
 		}

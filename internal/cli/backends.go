@@ -21,19 +21,21 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/emu"
 	"github.com/mscclgo/mscclgo/harness"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
-// runBackend is a backend this binary can run plans on; threads is the
-// --threads flag (threads per block of the GPU backends, 0: default).
-// gpuConfig, for the GPU backends, is the configuration of a rank session
-// of a multi-process run (runmp.go) on device number device. memory says
-// what the backend allocates in host memory besides the buffers, for the
-// memory estimate of a run (DeviceCopies).
+// runBackend is a backend this binary can run plans on; new opens it
+// under the run-time settings of the command's flags (settings.go:
+// --threads in one process). device, for the GPU backends, is the driver
+// side of a rank session's configuration in a multi-process run
+// (runmp.go) on device number device (the settings make the rest). memory
+// says what the backend allocates in host memory besides the buffers,
+// for the memory estimate of a run (DeviceCopies).
 type runBackend struct {
-	name      string
-	new       func(threads int) executor.Backend
-	gpuConfig func(threads, device int) gpu.Config
-	memory    harness.MemoryOptions
+	name   string
+	new    func(s runconfig.Settings) executor.Backend
+	device func(device int) runconfig.Device
+	memory harness.MemoryOptions
 }
 
 // workerName is the cuda-tagged binary that runs --backend gpu.
@@ -50,16 +52,14 @@ var knownBackends = []string{"cpu", "gpu", "gpu-emu"}
 // the default --backend is the first.
 func runBackends() []runBackend {
 	bs := cudaBackends()
-	bs = append(bs, runBackend{name: "cpu", new: func(int) executor.Backend { return cpu.New() }})
+	bs = append(bs, runBackend{name: "cpu", new: func(runconfig.Settings) executor.Backend { return cpu.New() }})
 	if emu.Available {
 		// Rank sessions export their memory to same-host peers.
-		cfg := func(threads, _ int) gpu.Config {
-			return gpu.NewConfig("gpu-emu", emu.OpenIPC, gpu.Settings{Threads: threads})
-		}
+		dev := func(int) runconfig.Device { return runconfig.Device{Name: "gpu-emu", Open: emu.OpenIPC} }
 		// The device memory is host memory.
 		mem := harness.MemoryOptions{DeviceCopies: true}
-		bs = append(bs, runBackend{name: "gpu-emu", gpuConfig: cfg, memory: mem, new: func(threads int) executor.Backend {
-			return gpu.New(gpu.NewConfig("gpu-emu", emu.Open, gpu.Settings{Threads: threads}))
+		bs = append(bs, runBackend{name: "gpu-emu", device: dev, memory: mem, new: func(s runconfig.Settings) executor.Backend {
+			return gpu.New(s.GPUConfig(runconfig.Device{Name: "gpu-emu", Open: emu.Open}))
 		}})
 	}
 	return bs

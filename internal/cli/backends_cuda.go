@@ -10,6 +10,7 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/cuda"
+	"github.com/mscclgo/mscclgo/runconfig"
 	"gorgonia.org/cu"
 )
 
@@ -19,20 +20,20 @@ func cudaBackends() []runBackend {
 	// session of the process opens its device from one Node, which
 	// shares each device's launch admission.
 	node := cuda.NewNode()
-	cfg := func(threads, device int) gpu.Config {
+	dev := func(device int) runconfig.Device {
 		open := func() (gpu.Driver, error) {
 			if n, err := cu.NumDevices(); err == nil && n > 0 {
 				device %= n
 			}
 			return node.Open(device)
 		}
-		return gpu.NewConfig("gpu", open, gpu.Settings{Threads: threads})
+		return runconfig.Device{Name: "gpu", Open: open}
 	}
 	// In one process (no launcher) rank r runs on device r mod N.
 	// The device memory is the GPU's, not counted.
-	return []runBackend{{name: "gpu", gpuConfig: cfg, new: func(threads int) executor.Backend {
-		c := cfg(threads, 0)
-		c.Devices, c.OpenDevice = cuda.Devices, node.Open
-		return gpu.New(c)
+	return []runBackend{{name: "gpu", device: dev, new: func(s runconfig.Settings) executor.Backend {
+		d := dev(0)
+		d.Devices, d.OpenDevice = cuda.Devices, node.Open
+		return gpu.New(s.GPUConfig(d))
 	}}}
 }

@@ -6,12 +6,13 @@ import (
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/gpu/emu"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // trafficBackend is the gpu-emu backend of mscclgo run --counters: its
 // devices count every op's data traffic, and last returns what the
 // device of the latest session counted in its last launch.
-func trafficBackend(threads int) (executor.Backend, func() ([][]gpu.TrafficCount, error)) {
+func trafficBackend(s runconfig.Settings) (executor.Backend, func() ([][]gpu.TrafficCount, error)) {
 	var dev gpu.Driver
 	open := func() (gpu.Driver, error) {
 		d, err := emu.Open()
@@ -30,5 +31,5 @@ func trafficBackend(threads int) (executor.Backend, func() ([][]gpu.TrafficCount
 		}
 		return emu.Traffic(dev)
 	}
-	return gpu.New(gpu.NewConfig("gpu-emu", open, gpu.Settings{Threads: threads})), last
+	return gpu.New(s.GPUConfig(runconfig.Device{Name: "gpu-emu", Open: open})), last
 }

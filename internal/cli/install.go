@@ -138,7 +138,7 @@ func runInstall(c *cli.Context, d *deps) error {
 		if err != nil {
 			return err
 		}
-		opts.Backend = b.new(c.Int("threads"))
+		opts.Backend = b.new(oneProcess(c))
 	}
 	if f, ok := d.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		bar := progressbar.NewOptions(len(jobs),

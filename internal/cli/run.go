@@ -271,13 +271,13 @@ func runRun(c *cli.Context, d *deps) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	backend := o.backend.new(c.Int("threads"))
+	backend := o.backend.new(oneProcess(c))
 	var traffic func() ([][]gpu.TrafficCount, error)
 	if c.Bool("counters") {
 		if o.backend.name != "gpu-emu" {
 			return usageErr("--counters: the %s backend does not count traffic; gpu-emu does", o.backend.name)
 		}
-		backend, traffic = trafficBackend(c.Int("threads"))
+		backend, traffic = trafficBackend(oneProcess(c))
 	}
 	w := d.stdout
 	fmt.Fprintf(w, "# mscclgo run %s: plan %q, collective %s, %d ranks, protocol %s\n", path, plan.Name, plan.Collective, len(plan.GPUs), plan.Protocol)

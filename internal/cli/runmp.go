@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/mscclgo/mscclgo/gpu"
 	"github.com/mscclgo/mscclgo/harness"
 	"github.com/mscclgo/mscclgo/plan"
+	"github.com/mscclgo/mscclgo/runconfig"
 )
 
 // launchedWorld returns the job this process belongs to, if a launcher
@@ -68,16 +68,14 @@ func paramsOf(o *runOptions, ll8 bool) harness.Params {
 	}
 }
 
-// openRank opens this process's rank session on the run's backend; device
-// is the rank's local rank (the GPU it takes on a host with several);
-// setup bounds each step of a GPU rank session's set-up (--join-timeout).
-func openRank(ctx context.Context, o *runOptions, threads, device int, setup time.Duration, inst *executor.Instance, layout *executor.BufferLayout, w rankwire.World) (harness.RankSession, error) {
-	if o.backend.gpuConfig == nil {
+// openRank opens this process's rank session on the run's backend under
+// the settings s of the command's flags (launched); device is the rank's
+// local rank (the GPU it takes on a host with several).
+func openRank(ctx context.Context, o *runOptions, s runconfig.Settings, device int, inst *executor.Instance, layout *executor.BufferLayout, w rankwire.World) (harness.RankSession, error) {
+	if o.backend.device == nil {
 		return cpu.OpenRank(ctx, inst, layout, o.opts, w)
 	}
-	cfg := o.backend.gpuConfig(threads, device)
-	cfg.SetupTimeout = setup
-	rs, err := gpu.OpenRank(ctx, cfg, inst, layout, o.opts, w)
+	rs, err := gpu.OpenRank(ctx, s.GPUConfig(o.backend.device(device)), inst, layout, o.opts, w)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +148,7 @@ func joinJob(ctx context.Context, c *cli.Context, d *deps, path string, n int, o
 			return fail(err)
 		}
 	}
-	if j.port, j.transport, err = openTransport(ctx, c, b, c.Duration("join-timeout"), d.stderr); err != nil {
+	if j.port, j.transport, err = openTransport(ctx, c, b, d.stderr); err != nil {
 		return fail(fmt.Errorf("%s: rank %d of %d: %w", path, b.Rank(), b.Size(), err))
 	}
 	if wire, ok := j.port.(*fabric.Wire); ok {
@@ -166,10 +164,9 @@ func joinJob(ctx context.Context, c *cli.Context, d *deps, path string, n int, o
 
 // runLaunched runs plan as rank world.Rank of a multi-process job.
 func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *plan.Plan, o *runOptions, world bootstrap.World) error {
-	if o.backend.name != "cpu" && o.backend.gpuConfig == nil {
+	if o.backend.name != "cpu" && o.backend.device == nil {
 		return usageErr("--backend %s: this backend has no rank sessions: a run of one process per rank uses cpu, gpu-emu or gpu", o.backend.name)
 	}
-	timeout := c.Duration("join-timeout")
 	j, err := joinJob(ctx, c, d, path, len(p.GPUs), o, world, paramsOf(o, c.Bool("ll8")), nil)
 	if err != nil {
 		return err
@@ -187,7 +184,7 @@ func runLaunched(ctx context.Context, c *cli.Context, d *deps, path string, p *p
 	cfg.Rank = &harness.RankRun{Rank: rank, Group: b}
 	cfg.Rank.Open = func(ctx context.Context, si int, inst *executor.Instance, l *executor.BufferLayout) (harness.RankSession, error) {
 		cw := rankwire.World{Net: port, Host: hostOf, Tag: 1000 + uint32(si)*rankwire.TagsPerSession}
-		return openRank(ctx, o, c.Int("threads"), local, timeout, inst, l, cw)
+		return openRank(ctx, o, launched(c), local, inst, l, cw)
 	}
 	cfg.Done = func(res harness.SizeResult) {
 		if res.Skipped != nil {
@@ -263,39 +260,34 @@ func reportFailures(fs []harness.RankFailure, rank int, path string, size uint64
 }
 
 // openTransport opens what carries the job's port channels between
-// processes (--transport, MSCCLGO_TRANSPORT): the bootstrap's own
-// connections (tcp), a libfabric wire (fabric), or auto: fabric when it
-// opens on every rank and every peer answers its hello within
-// --fabric-hello-timeout, else tcp. It returns the Net the rank sessions
-// use and the words of the run header. Every rank learns the fabric's
-// failure from the same all-gather, so every rank takes the same way;
-// where the fabric loaded but a peer did not answer (an unreachable
-// address), every rank says so on stderr, since that is not the quiet
-// fallback of a machine without libfabric.
-func openTransport(ctx context.Context, c *cli.Context, b *bootstrap.Bootstrap, timeout time.Duration, stderr io.Writer) (rankwire.Net, string, error) {
-	t, err := fabric.ParseTransport(c.String("transport"))
-	if err != nil {
-		return nil, "", usageErr("--transport %v", err)
-	}
-	o := fabric.Options{Timeout: timeout}
-	if t == fabric.Auto {
-		o.HelloTimeout, o.HelloBound = c.Duration("fabric-hello-timeout"), "--fabric-hello-timeout"
-		if o.HelloTimeout <= 0 {
-			return nil, "", usageErr("--fabric-hello-timeout %v: want a positive duration", o.HelloTimeout)
-		}
-	}
-	wire, refused, err := fabric.Choose(ctx, b, t, o)
+// processes (--transport, MSCCLGO_TRANSPORT) under the settings of the
+// command's flags (launched: runconfig.Settings.OpenTransport): the
+// bootstrap's own connections (tcp), a libfabric wire (fabric), or auto:
+// fabric when it opens on every rank and every peer answers its hello
+// within --fabric-hello-timeout, else tcp. It returns the Net the rank
+// sessions use and the words of the run header. Every rank learns the
+// fabric's failure from the same all-gather, so every rank takes the
+// same way; where the fabric loaded but a peer did not answer (an
+// unreachable address), every rank says so on stderr, since that is not
+// the quiet fallback of a machine without libfabric.
+func openTransport(ctx context.Context, c *cli.Context, b *bootstrap.Bootstrap, stderr io.Writer) (rankwire.Net, string, error) {
+	carrier, err := launched(c).OpenTransport(ctx, b)
+	var se *runconfig.SettingError
 	switch {
+	case errors.As(err, &se) && se.Setting == runconfig.SettingTransport:
+		return nil, "", usageErr("--transport %v", se.Err)
+	case errors.As(err, &se):
+		return nil, "", usageErr("--fabric-hello-timeout %v", se.Err)
 	case err != nil:
 		return nil, "", fmt.Errorf("--transport fabric: %w", err)
-	case refused != nil:
-		transport := fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", refused)
-		if errors.Is(refused, fabric.ErrUnreachable) {
+	case carrier.Refused != nil:
+		transport := fmt.Sprintf("tcp (the bootstrap's connections; fabric refused: %v)", carrier.Refused)
+		if errors.Is(carrier.Refused, fabric.ErrUnreachable) {
 			fmt.Fprintf(stderr, "mscclgo: rank %d of %d: warning: port channels between processes: %s\n", b.Rank(), b.Size(), transport)
 		}
 		return b, transport, nil
-	case wire == nil:
+	case carrier.Wire == nil:
 		return b, "tcp (the bootstrap's connections)", nil
 	}
-	return wire, "fabric, libfabric provider " + wire.Provider(), nil
+	return carrier.Wire, "fabric, libfabric provider " + carrier.Wire.Provider(), nil
 }
