@@ -346,28 +346,29 @@ func (h *hierProgram) star() []byte {
 		w("    ],\n")
 	}
 	w("]\n")
+	w("\n# TREE_SETS: one set, (CHUNKS, NODE_TREES).\n")
+	w("TREE_SETS = [(CHUNKS, NODE_TREES)]\n")
 	w("\n# VARIANTS: one program per message-size range: (name suffix, smallest and\n")
-	w("# largest message size in bytes, instances, pipeline unit in bytes; 0: none).\n")
+	w("# largest message size in bytes, tree set, instances, pipeline unit in\n")
+	w("# bytes; 0: none).\n")
 	w("VARIANTS = [\n")
 	for _, v := range h.variants {
-		w("    (%q, %d, %s, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Instances, v.Unit)
+		w("    (%q, %d, %s, %d, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Set, v.Instances, v.Unit)
 	}
 	w("]\n")
-	ctor := map[Collective]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce"}[h.coll]
 	bufFn := "get_output_buffer"
 	if h.coll != AllGather {
 		bufFn = "get_input_buffer"
 	}
-	w(hierTemplate, bufFn, ctor)
+	b.WriteString(helpersStar)
+	w(hierTemplate, bufFn)
+	b.WriteString(programText(h.coll))
 	return []byte(b.String())
 }
 
-// hierTemplate is the code of a hierarchical program: %s is the buffer
-// method, %s the collective's constructor.
+// hierTemplate is the data movement of a hierarchical program (after
+// helpersStar, before programStar): %s is the buffer method.
 const hierTemplate = `
-num_threads_per_block = param("num_threads_per_block", 1024, help = "threads per thread block")
-variant = param("variant", "", help = "write only the program of this variant (empty: all of them)")
-
 def rank_of(node, local):
     return node * RANKS_PER_NODE + local
 
@@ -416,56 +417,8 @@ def flows(l, parent, group, upward):
                 out[(b, a) if upward else (a, b)] = True
     return sorted(out.keys())
 
-def channel(dst, src):
-    """A channel from src to dst: memory within a node, port between nodes."""
-    if dst // RANKS_PER_NODE == src // RANKS_PER_NODE:
-        return MemoryChannel(dst, src)
-    return PortChannel(dst, src)
-
-def pair_channels(pairs):
-    """ch[(a, b)], a channel from a to b, for every pair; both directions
-    are created together, so the k-th channel from a to b pairs with the
-    k-th from b to a."""
-    ch = {}
-    for a, b in pairs:
-        if (a, b) not in ch:
-            ch[(a, b)] = channel(b, a)
-            ch[(b, a)] = channel(a, b)
-    return ch
-
-def handshake(ch, pairs, tb):
-    """Every receiver tells its sender that its buffers may be written."""
-    for a, b in pairs:
-        ch[(b, a)].signal(tb = tb, data_sync = SyncType.none)
-    for a, b in pairs:
-        ch[(a, b)].wait(tb = tb, data_sync = SyncType.none)
-
-def send(chans, dsts, src, tb):
-    """Writes src into dsts[i] over chans[i] and signals each peer (groups
-    of 8 peers fuse into one op; port transfers are flushed at the end)."""
-    for g in range(0, len(chans), 8):
-        group = range(g, min(g + 8, len(chans)))
-        for i in group:
-            if chans[i].channel_type == ChannelType.port:
-                chans[i].put_with_signal(dsts[i], src, tb = tb)
-            else:
-                chans[i].put(dsts[i], src, tb = tb)
-        for i in group:
-            if chans[i].channel_type == ChannelType.memory:
-                chans[i].signal(tb = tb, data_sync = SyncType.before)
-
-def flush_ports(ch, tb):
-    """Waits, on every rank, for its port channels' transfers to complete."""
-    for a, b in sorted(ch.keys()):
-        if ch[(a, b)].channel_type == ChannelType.port:
-            ch[(a, b)].flush(tb = tb)
-
-def pipeline(unit):
-    """Pieces of unit bytes, each forwarded as soon as it has arrived; unit 0
-    moves whole chunks."""
-    if unit > 0:
-        return Loop.iteration(unit = unit, num_chunks = 1)
-    return [None]
+def node_of(r):
+    return r // RANKS_PER_NODE
 
 def down(l, off, count, parent, group, ch, tb):
     """The shards of group (of local index l) around the ring of rail l from
@@ -558,38 +511,16 @@ def block(l, off, count, parent, group, unit, tb):
                 down(l, off, count, parent, group, ch, tb)
     flush_ports(ch, tb)
 
-def program(suffix, lo, hi, instances, unit):
-    """One program: a thread block per local root, node tree and group of
-    nodes on every rank."""
-    spec = AlgoSpec(
-        name = NAME + "_" + suffix,
-        collective = %s(WORLD_SIZE, CHUNKS, True),
-        nranks_per_node = RANKS_PER_NODE,
-        world_size = WORLD_SIZE,
-        in_place = True,
-        instances = instances,
-        protocol = "Simple",
-        num_threads_per_block = num_threads_per_block,
-        min_message_size = lo,
-        max_message_size = hi,
-        tags = {
-            "algorithm": NAME,
-            "topology": "multi-node",
-            "nodes": str(NODES),
-            "synthesized": TOPOLOGY,
-        },
-    )
-    CollectiveProgram.from_spec(spec)
+def thread_blocks(chunks, trees, unit):
+    """A thread block per local root, node tree and group of nodes on every
+    rank, in that order."""
     tb = 0
     for l in range(RANKS_PER_NODE):
         off = 0
-        for count, parent in NODE_TREES[l]:
+        for count, parent in trees[l]:
             for group in range((NODES + GROUP - 1) // GROUP):
                 block(l, off, count, parent, group, unit, tb)
                 tb += 1
             off += count
 
-for suffix, lo, hi, instances, unit in VARIANTS:
-    if variant == "" or variant == suffix:
-        program(suffix, lo, hi, instances, unit)
 `
