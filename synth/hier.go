@@ -15,6 +15,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/topo"
 )
 
@@ -125,10 +126,12 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	h := &hierProgram{coll: o.Collective, name: name, worldSize: n, ranksPerNode: g, nodes: nn, topoName: o.TopoName, pack: pk}
 	// The group: the most shards a thread block's ops allow.
 	group := hierGroup(o.Collective, nn, pk.Chunks)
+	var first []Compiled // the program of one instance, whole chunks
 	for {
 		h.group = group
 		h.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: 1}}
-		_, err := compileChecked(ctx, name+".star", h.star(), nil, true)
+		var err error
+		first, err = compileChecked(ctx, name+".star", h.star(), nil, true)
 		var ce *CheckError
 		if errors.As(err, &ce) && ce.opLimit() && group > 1 {
 			group = (group + 1) / 2
@@ -180,7 +183,7 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		hp := *h
 		hp.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: jobs[i].inst, Unit: jobs[i].unit}}
 		return hp.star()
-	}, o.Sizes, hw, mopts)
+	}, map[key]*plan.Plan{{0, 1, 0}: first[0].Plan}, o.Sizes, hw, mopts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,16 +232,35 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 			return nil, fmt.Errorf("%w: one instance: %v", ErrSynth, err)
 		}
 	}
+	ran := map[key][]uint64{}   // the sizes each program run has run at
+	valid := map[int][]uint64{} // the sizes of the runs, by instances
 	for i, p := range progs {
-		run := runs[i]
+		run, v := runs[i], variants[i]
 		// Run at sizes up to VerifyBytes whatever the variant's range (a
 		// variant of 64 MiB and up on 256 ranks would take GiBs on the
-		// CPU backend): the program is the same at every size.
-		open := *run.Plan
-		open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
-		sizes, err := runChecked(ctx, &open, o.VerifyBytes, 3)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+		// CPU backend): the program is the same at every size. Variants
+		// whose runs are one program (of one instance on a large
+		// machine, differing in their ranges only) run once.
+		k := key{v.Set, v.Instances, v.Unit}
+		if n > hierRunOne {
+			k.inst = 1
+		}
+		sizes, done := ran[k]
+		if !done {
+			open := *run.Plan
+			open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
+			// The open ranges of one instance count (the tables are
+			// the same) share their valid sizes.
+			if sizes = valid[k.inst]; sizes == nil {
+				if sizes, err = checkSizes(&open, o.VerifyBytes, 3); err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+				}
+				valid[k.inst] = sizes
+			}
+			if err := runAt(ctx, &open, sizes); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+			}
+			ran[k] = sizes
 		}
 		res.Verified[p.Name] = sizes
 		modelled := *p.Plan
