@@ -146,11 +146,15 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	var jobs []key
 	insts, units := o.Instances, o.Units
 	if n > hierLarge {
-		// Large machine: every candidate is modelled at every size on
-		// all ranks, so only four: one instance (small sizes), and the
-		// most instances the thread blocks allow (one thread block copies
-		// a few tens of GB/s: the node trees need several) with whole
-		// chunks, the second unit (256 KiB) or the largest.
+		// Large machine: every candidate is modelled on all ranks, so
+		// one instance (small sizes), and the most instances the thread
+		// blocks allow (one thread block copies a few tens of GB/s: the
+		// node trees need several) with whole chunks or in pieces of
+		// each unit whose pipeline runs at least 4 iterations at the
+		// largest size (a chunk of an instance, size/(ranks x chunks x
+		// instances) bytes, at least 4 units: fewer pieces hardly fill a
+		// pipeline, and the model's sweep of a pipelined program on
+		// hundreds of ranks costs more than all the others').
 		inst := 1
 		for inst*2 <= min(8, o.MaxBlocks/blocks) {
 			inst *= 2
@@ -159,8 +163,9 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		if inst > 1 {
 			jobs = append(jobs, key{0, inst, 0})
 		}
-		for _, u := range []uint64{o.Units[min(1, len(o.Units)-1)], slices.Max(o.Units)} {
-			if u > 0 && !slices.Contains(jobs, key{0, inst, u}) {
+		largest := o.Sizes[len(o.Sizes)-1]
+		for _, u := range o.Units {
+			if u > 0 && largest/uint64(n*pk.Chunks*inst) >= 4*u && !slices.Contains(jobs, key{0, inst, u}) {
 				jobs = append(jobs, key{0, inst, u})
 			}
 		}
