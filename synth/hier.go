@@ -221,38 +221,62 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	if len(progs) != len(variants) {
 		return nil, fmt.Errorf("%w: %d programs for %d variants", ErrSynth, len(progs), len(variants))
 	}
-	runs := progs
+	// The program each variant runs on the CPU backend, by its key: its
+	// own, or on a large machine its program of one instance (the group
+	// search's program where it runs whole chunks).
+	runOf := map[key]*plan.Plan{}
 	if n > hierRunOne {
-		// The CPU backend's race detector keeps a vector clock of every
-		// thread block of the machine: on a large machine each variant
-		// runs with one instance (the instances are the compiler's
-		// replication of these thread blocks; the written program is
-		// checked and modelled with them).
-		one := *h
-		one.variants = slices.Clone(variants)
-		for i := range one.variants {
-			one.variants[i].Instances = 1
+		runOf[key{0, 1, 0}] = first[0].Plan
+	}
+	runKey := func(v Variant) key {
+		k := key{v.Set, v.Instances, v.Unit}
+		if n > hierRunOne {
+			// The CPU backend's race detector keeps a vector clock of
+			// every thread block of the machine: on a large machine each
+			// variant runs with one instance (the instances are the
+			// compiler's replication of these thread blocks; the written
+			// program is checked and modelled with them).
+			k.inst = 1
 		}
-		if runs, err = compile(ctx, name+".star", one.star(), nil); err != nil {
+		return k
+	}
+	var missing []Variant
+	for i, v := range variants {
+		if _, ok := runOf[runKey(v)]; !ok {
+			if n <= hierRunOne {
+				runOf[runKey(v)] = progs[i].Plan
+				continue
+			}
+			one := v
+			one.Instances = 1
+			missing = append(missing, one)
+		}
+	}
+	if len(missing) > 0 {
+		one := *h
+		one.variants = missing
+		runs, err := compile(ctx, name+".star", one.star(), nil)
+		if err != nil {
 			return nil, fmt.Errorf("%w: one instance: %v", ErrSynth, err)
+		}
+		for i, v := range missing {
+			runOf[runKey(v)] = runs[i].Plan
 		}
 	}
 	ran := map[key][]uint64{}   // the sizes each program run has run at
 	valid := map[int][]uint64{} // the sizes of the runs, by instances
 	for i, p := range progs {
-		run, v := runs[i], variants[i]
+		v := variants[i]
 		// Run at sizes up to VerifyBytes whatever the variant's range (a
 		// variant of 64 MiB and up on 256 ranks would take GiBs on the
 		// CPU backend): the program is the same at every size. Variants
 		// whose runs are one program (of one instance on a large
 		// machine, differing in their ranges only) run once.
-		k := key{v.Set, v.Instances, v.Unit}
-		if n > hierRunOne {
-			k.inst = 1
-		}
+		k := runKey(v)
 		sizes, done := ran[k]
 		if !done {
-			open := *run.Plan
+			open := *runOf[k]
+			open.Name = p.Name
 			open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
 			// The open ranges of one instance count (the tables are
 			// the same) share their valid sizes.
