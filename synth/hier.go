@@ -150,7 +150,8 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		// one instance (small sizes), and the most instances the thread
 		// blocks allow (one thread block copies a few tens of GB/s: the
 		// node trees need several) with whole chunks or in pieces of
-		// each unit whose pipeline runs at least 4 iterations at the
+		// the second unit (256 KiB) or the largest, each where its
+		// pipeline runs at least 4 iterations at the
 		// largest size (a chunk of an instance, size/(ranks x chunks x
 		// instances) bytes, at least 4 units: fewer pieces hardly fill a
 		// pipeline, and the model's sweep of a pipelined program on
@@ -164,7 +165,7 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 			jobs = append(jobs, key{0, inst, 0})
 		}
 		largest := o.Sizes[len(o.Sizes)-1]
-		for _, u := range o.Units {
+		for _, u := range []uint64{o.Units[min(1, len(o.Units)-1)], slices.Max(o.Units)} {
 			if u > 0 && largest/uint64(n*pk.Chunks*inst) >= 4*u && !slices.Contains(jobs, key{0, inst, u}) {
 				jobs = append(jobs, key{0, inst, u})
 			}
