@@ -132,6 +132,19 @@ func ReadCompiled(data []byte) (*Plan, error) {
 	return l.plan, nil
 }
 
+// LoadChecked is Load and Check in one walk: the plan (nil where a
+// problem is an error) and every problem found, as Check lists them.
+func LoadChecked(data []byte) (*Plan, []error) {
+	l := newLoader()
+	l.run(data)
+	for _, err := range l.errs {
+		if !IsWarning(err) {
+			return nil, l.errs
+		}
+	}
+	return l.plan, l.errs
+}
+
 // Check validates a plan and returns every problem found, errors and
 // warnings (see IsWarning) alike, in document order followed by the
 // cross-rank checks; nil means the plan is clean.

@@ -481,6 +481,43 @@ func TestCheckCollectsAll(t *testing.T) {
 	}
 }
 
+// TestLoadChecked: one walk gives Load's plan and Check's problems.
+func TestLoadChecked(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		data   []byte
+		noPlan bool
+	}{
+		{"clean", []byte(basePlan), false},
+		{"a warning", mutatedPlan(t, func(m map[string]any) { m["use_double_scratch_buffer"] = true }), false},
+		{"an error", mutatedPlan(t, func(m map[string]any) { planOp(m, 1, 0, 2)["channel_ids"] = []any{jnum(5)} }), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, errs := LoadChecked(tt.data)
+			var got, want []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			for _, e := range Check(tt.data) {
+				want = append(want, e.Error())
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("problems (-Check +LoadChecked):\n%s", diff)
+			}
+			if (len(errs) == 0) != (tt.name == "clean") {
+				t.Errorf("%d problems: %v", len(errs), errs)
+			}
+			if (p == nil) != tt.noPlan {
+				t.Errorf("plan = %v, want nil: %v", p != nil, tt.noPlan)
+			}
+			if lp, err := Load(tt.data); err == nil && !cmp.Equal(lp, p) {
+				t.Error("the plan differs from Load's")
+			}
+		})
+	}
+}
+
 // TestPlanErrorFormat checks the error form and unwrapping.
 func TestPlanErrorFormat(t *testing.T) {
 	t.Parallel()

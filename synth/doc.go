@@ -13,7 +13,9 @@
 // topology (model.Options.Network, built by Network), and verifies every
 // program before returning it: evaluated, checked as `mscclgo check`
 // does, run on the CPU backend at several sizes with race detection, and
-// modelled. A failure there wraps ErrSynth: it is a bug of synth.
+// modelled. A failure there wraps ErrSynth: it is a bug of synth. Both
+// forms of program, one node (gen.go) and several (hier.go), share one
+// template of helpers and program() (template.go).
 // BoundTime is the cut lower bound the programs are measured against.
 //
 // docs/synthesis.md describes the method, its limits and how to read a

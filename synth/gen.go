@@ -115,79 +115,22 @@ func (g *program) star() []byte {
 		w("    (%q, %d, %s, %d, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Set, v.Instances, v.Unit)
 	}
 	w("]\n")
-	w(`
-num_threads_per_block = param("num_threads_per_block", 1024, help = "threads per thread block")
-variant = param("variant", "", help = "write only the program of this variant (empty: all of them)")
+	b.WriteString(helpersStar)
+	w(`def node_of(r):
+    return NODE[r]
 
 def children(parent, v):
     """The ranks whose parent is v."""
     return [c for c in range(WORLD_SIZE) if parent[c] == v]
 
-def channel(dst, src):
-    """A channel from src to dst: memory within a node, port between nodes."""
-    if NODE[dst] == NODE[src]:
-        return MemoryChannel(dst, src)
-    return PortChannel(dst, src)
-
-def pair_channels(trees):
-    """ch[(a, b)], a channel from a to b, for every pair of ranks an edge of
-    one of the trees joins. Both directions are created together, so the
-    k-th channel from a to b pairs with the k-th from b to a."""
-    ch = {}
-    for _, parent in trees:
-        for c in range(WORLD_SIZE):
-            p = parent[c]
-            if p >= 0 and (p, c) not in ch:
-                ch[(p, c)] = channel(c, p)
-                ch[(c, p)] = channel(p, c)
-    return ch
-
-def edges(trees, upward):
+def edges(parent, upward):
     """The pairs (parent, child), or (child, parent) when upward, of every
-    edge of the trees, each pair once, sorted."""
-    out = {}
-    for _, parent in trees:
-        for c in range(WORLD_SIZE):
-            if parent[c] >= 0:
-                out[(c, parent[c]) if upward else (parent[c], c)] = True
-    return sorted(out.keys())
-
-def handshake(ch, pairs, tb):
-    """a tells b that its buffers may be written, for every (a, b) of pairs."""
-    for a, b in pairs:
-        ch[(a, b)].signal(tb = tb, data_sync = SyncType.none)
-    for a, b in pairs:
-        ch[(b, a)].wait(tb = tb, data_sync = SyncType.none)
-
-def send(chans, dsts, src, tb):
-    """Writes src into dsts[i] over chans[i] and signals each peer. Puts of one
-    kind in a row fuse into one op, and so do the signals: groups of 8 peers,
-    the most one op reaches. No source is written again in the launch, so a
-    port channel's transfers are flushed once, at the end (flush_ports)."""
-    for g in range(0, len(chans), 8):
-        group = range(g, min(g + 8, len(chans)))
-        for i in group:
-            if chans[i].channel_type == ChannelType.port:
-                chans[i].put_with_signal(dsts[i], src, tb = tb)
-            else:
-                chans[i].put(dsts[i], src, tb = tb)
-        for i in group:
-            if chans[i].channel_type == ChannelType.memory:
-                chans[i].signal(tb = tb, data_sync = SyncType.before)
-
-def flush_ports(ch, tb):
-    """Waits, on every rank, for its port channels' transfers to complete:
-    the next launch may then overwrite their sources."""
-    for a, b in sorted(ch.keys()):
-        if ch[(a, b)].channel_type == ChannelType.port:
-            ch[(a, b)].flush(tb = tb)
-
-def pipeline(unit):
-    """The chunks move in pieces of unit bytes, each piece forwarded as soon
-    as it has arrived; unit 0 moves whole chunks."""
-    if unit > 0:
-        return Loop.iteration(unit = unit, num_chunks = 1)
-    return [None]
+    edge of the tree, sorted."""
+    out = []
+    for c in range(WORLD_SIZE):
+        if parent[c] >= 0:
+            out.append((c, parent[c]) if upward else (parent[c], c))
+    return sorted(out)
 
 `)
 	switch g.coll {
@@ -200,10 +143,10 @@ def pipeline(unit):
 def broadcast(base, count, parent, unit, tb):
     """Thread block tb of every rank: chunks [base, base + count) (of the
     tree's root's shard) down the tree parent."""
-    trees = [(count, parent)]
-    ch = pair_channels(trees)
+    flows = edges(parent, False)
+    ch = pair_channels(flows)
     # Every rank tells its parent that its output is free to be written.
-    handshake(ch, edges(trees, True), tb)
+    handshake(ch, flows, tb)
     for _ in pipeline(unit):
         for k in range(base, base + count):
             for v in range(WORLD_SIZE):
@@ -224,8 +167,7 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
     """Thread block tb of every rank: the partial sums of chunks [base,
     base + count) (of the tree's root's shard) up the tree parent, then,
     when then_broadcast, the sums back down."""
-    trees = [(count, parent)]
-    ch = pair_channels(trees)
+    ch = pair_channels(edges(parent, False))
     # Scratch: slot[c] on c's parent receives c's partial sums; part[v]
     # holds the partial sums of a rank with children.
     slot, part = {}, {}
@@ -235,7 +177,7 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
             if children(parent, c):
                 part[c] = Buffer(c, count)
     # Every rank tells its children that its scratch is free to be written.
-    handshake(ch, edges(trees, False), tb)
+    handshake(ch, edges(parent, True), tb)
     for _ in pipeline(unit):
         for j in range(count):
             for v in range(WORLD_SIZE):
@@ -265,34 +207,14 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
 
 `)
 	}
-	ctor := map[Collective]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce"}[g.coll]
-	w(`def program(suffix, lo, hi, tree_set, instances, unit):
-    """One program: a thread block per tree on every rank."""
-    chunks, trees = TREE_SETS[tree_set]
-    spec = AlgoSpec(
-        name = NAME + "_" + suffix,
-        collective = %s(WORLD_SIZE, chunks, True),
-        nranks_per_node = RANKS_PER_NODE,
-        world_size = WORLD_SIZE,
-        in_place = True,
-        instances = instances,
-        protocol = "Simple",
-        num_threads_per_block = num_threads_per_block,
-        min_message_size = lo,
-        max_message_size = hi,
-        tags = {
-            "algorithm": NAME,
-            "topology": "single-node" if RANKS_PER_NODE == WORLD_SIZE else "multi-node",
-            "nodes": str(WORLD_SIZE // RANKS_PER_NODE),
-            "synthesized": TOPOLOGY,
-        },
-    )
-    CollectiveProgram.from_spec(spec)
+	w(`def thread_blocks(chunks, trees, unit):
+    """A thread block per tree on every rank: the k-th of a rank runs the k-th
+    tree of the table, in root order."""
     tb = 0
     for root in range(WORLD_SIZE):
         first = root * chunks
         for count, parent in trees[root]:
-`, ctor)
+`)
 	switch g.coll {
 	case AllGather:
 		w("            broadcast(first, count, parent, unit, tb)\n")
@@ -302,12 +224,8 @@ def reduce(base, count, parent, unit, then_broadcast, tb):
 		w("            reduce(first, count, parent, unit, True, tb)\n")
 	}
 	w("            first += count\n")
-	w("            tb += 1\n")
-	w(`
-for suffix, lo, hi, tree_set, instances, unit in VARIANTS:
-    if variant == "" or variant == suffix:
-        program(suffix, lo, hi, tree_set, instances, unit)
-`)
+	w("            tb += 1\n\n")
+	b.WriteString(programText(g.coll))
 	return []byte(b.String())
 }
 

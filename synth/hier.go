@@ -15,6 +15,7 @@ import (
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/model"
+	"github.com/mscclgo/mscclgo/plan"
 	"github.com/mscclgo/mscclgo/topo"
 )
 
@@ -125,10 +126,12 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	h := &hierProgram{coll: o.Collective, name: name, worldSize: n, ranksPerNode: g, nodes: nn, topoName: o.TopoName, pack: pk}
 	// The group: the most shards a thread block's ops allow.
 	group := hierGroup(o.Collective, nn, pk.Chunks)
+	var first []Compiled // the program of one instance, whole chunks
 	for {
 		h.group = group
 		h.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: 1}}
-		_, err := compileChecked(ctx, name+".star", h.star(), nil, true)
+		var err error
+		first, err = compileChecked(ctx, name+".star", h.star(), nil, true)
 		var ce *CheckError
 		if errors.As(err, &ce) && ce.opLimit() && group > 1 {
 			group = (group + 1) / 2
@@ -143,11 +146,16 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	var jobs []key
 	insts, units := o.Instances, o.Units
 	if n > hierLarge {
-		// Large machine: every candidate is modelled at every size on
-		// all ranks, so only four: one instance (small sizes), and the
-		// most instances the thread blocks allow (one thread block copies
-		// a few tens of GB/s: the node trees need several) with whole
-		// chunks, the second unit (256 KiB) or the largest.
+		// Large machine: every candidate is modelled on all ranks, so
+		// one instance (small sizes), and the most instances the thread
+		// blocks allow (one thread block copies a few tens of GB/s: the
+		// node trees need several) with whole chunks or in pieces of
+		// the second unit (256 KiB) or the largest, each where its
+		// pipeline runs at least 4 iterations at the
+		// largest size (a chunk of an instance, size/(ranks x chunks x
+		// instances) bytes, at least 4 units: fewer pieces hardly fill a
+		// pipeline, and the model's sweep of a pipelined program on
+		// hundreds of ranks costs more than all the others').
 		inst := 1
 		for inst*2 <= min(8, o.MaxBlocks/blocks) {
 			inst *= 2
@@ -156,8 +164,9 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		if inst > 1 {
 			jobs = append(jobs, key{0, inst, 0})
 		}
+		largest := o.Sizes[len(o.Sizes)-1]
 		for _, u := range []uint64{o.Units[min(1, len(o.Units)-1)], slices.Max(o.Units)} {
-			if u > 0 && !slices.Contains(jobs, key{0, inst, u}) {
+			if u > 0 && largest/uint64(n*pk.Chunks*inst) >= 4*u && !slices.Contains(jobs, key{0, inst, u}) {
 				jobs = append(jobs, key{0, inst, u})
 			}
 		}
@@ -180,7 +189,7 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		hp := *h
 		hp.variants = []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: jobs[i].inst, Unit: jobs[i].unit}}
 		return hp.star()
-	}, o.Sizes, hw, mopts)
+	}, map[key]*plan.Plan{{0, 1, 0}: first[0].Plan}, o.Sizes, hw, mopts)
 	if err != nil {
 		return nil, err
 	}
@@ -213,32 +222,75 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	if len(progs) != len(variants) {
 		return nil, fmt.Errorf("%w: %d programs for %d variants", ErrSynth, len(progs), len(variants))
 	}
-	runs := progs
+	// The program each variant runs on the CPU backend, by its key: its
+	// own, or on a large machine its program of one instance (the group
+	// search's program where it runs whole chunks).
+	runOf := map[key]*plan.Plan{}
 	if n > hierRunOne {
-		// The CPU backend's race detector keeps a vector clock of every
-		// thread block of the machine: on a large machine each variant
-		// runs with one instance (the instances are the compiler's
-		// replication of these thread blocks; the written program is
-		// checked and modelled with them).
-		one := *h
-		one.variants = slices.Clone(variants)
-		for i := range one.variants {
-			one.variants[i].Instances = 1
+		runOf[key{0, 1, 0}] = first[0].Plan
+	}
+	runKey := func(v Variant) key {
+		k := key{v.Set, v.Instances, v.Unit}
+		if n > hierRunOne {
+			// The CPU backend's race detector keeps a vector clock of
+			// every thread block of the machine: on a large machine each
+			// variant runs with one instance (the instances are the
+			// compiler's replication of these thread blocks; the written
+			// program is checked and modelled with them).
+			k.inst = 1
 		}
-		if runs, err = compile(ctx, name+".star", one.star(), nil); err != nil {
-			return nil, fmt.Errorf("%w: one instance: %v", ErrSynth, err)
+		return k
+	}
+	var missing []Variant
+	for i, v := range variants {
+		if _, ok := runOf[runKey(v)]; !ok {
+			if n <= hierRunOne {
+				runOf[runKey(v)] = progs[i].Plan
+				continue
+			}
+			one := v
+			one.Instances = 1
+			missing = append(missing, one)
 		}
 	}
+	if len(missing) > 0 {
+		one := *h
+		one.variants = missing
+		runs, err := compile(ctx, name+".star", one.star(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: one instance: %v", ErrSynth, err)
+		}
+		for i, v := range missing {
+			runOf[runKey(v)] = runs[i].Plan
+		}
+	}
+	ran := map[key][]uint64{}   // the sizes each program run has run at
+	valid := map[int][]uint64{} // the sizes of the runs, by instances
 	for i, p := range progs {
-		run := runs[i]
+		v := variants[i]
 		// Run at sizes up to VerifyBytes whatever the variant's range (a
 		// variant of 64 MiB and up on 256 ranks would take GiBs on the
-		// CPU backend): the program is the same at every size.
-		open := *run.Plan
-		open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
-		sizes, err := runChecked(ctx, &open, o.VerifyBytes, 3)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+		// CPU backend): the program is the same at every size. Variants
+		// whose runs are one program (of one instance on a large
+		// machine, differing in their ranges only) run once.
+		k := runKey(v)
+		sizes, done := ran[k]
+		if !done {
+			open := *runOf[k]
+			open.Name = p.Name
+			open.MinMessageSize, open.MaxMessageSize = 0, ^uint64(0)
+			// The open ranges of one instance count (the tables are
+			// the same) share their valid sizes.
+			if sizes = valid[k.inst]; sizes == nil {
+				if sizes, err = checkSizes(&open, o.VerifyBytes, 3); err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+				}
+				valid[k.inst] = sizes
+			}
+			if err := runAt(ctx, &open, sizes); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrSynth, err)
+			}
+			ran[k] = sizes
 		}
 		res.Verified[p.Name] = sizes
 		modelled := *p.Plan
@@ -346,28 +398,29 @@ func (h *hierProgram) star() []byte {
 		w("    ],\n")
 	}
 	w("]\n")
+	w("\n# TREE_SETS: one set, (CHUNKS, NODE_TREES).\n")
+	w("TREE_SETS = [(CHUNKS, NODE_TREES)]\n")
 	w("\n# VARIANTS: one program per message-size range: (name suffix, smallest and\n")
-	w("# largest message size in bytes, instances, pipeline unit in bytes; 0: none).\n")
+	w("# largest message size in bytes, tree set, instances, pipeline unit in\n")
+	w("# bytes; 0: none).\n")
 	w("VARIANTS = [\n")
 	for _, v := range h.variants {
-		w("    (%q, %d, %s, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Instances, v.Unit)
+		w("    (%q, %d, %s, %d, %d, %d),\n", v.Suffix, v.Min, sizeLiteral(v.Max), v.Set, v.Instances, v.Unit)
 	}
 	w("]\n")
-	ctor := map[Collective]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce"}[h.coll]
 	bufFn := "get_output_buffer"
 	if h.coll != AllGather {
 		bufFn = "get_input_buffer"
 	}
-	w(hierTemplate, bufFn, ctor)
+	b.WriteString(helpersStar)
+	w(hierTemplate, bufFn)
+	b.WriteString(programText(h.coll))
 	return []byte(b.String())
 }
 
-// hierTemplate is the code of a hierarchical program: %s is the buffer
-// method, %s the collective's constructor.
+// hierTemplate is the data movement of a hierarchical program (after
+// helpersStar, before programStar): %s is the buffer method.
 const hierTemplate = `
-num_threads_per_block = param("num_threads_per_block", 1024, help = "threads per thread block")
-variant = param("variant", "", help = "write only the program of this variant (empty: all of them)")
-
 def rank_of(node, local):
     return node * RANKS_PER_NODE + local
 
@@ -416,56 +469,8 @@ def flows(l, parent, group, upward):
                 out[(b, a) if upward else (a, b)] = True
     return sorted(out.keys())
 
-def channel(dst, src):
-    """A channel from src to dst: memory within a node, port between nodes."""
-    if dst // RANKS_PER_NODE == src // RANKS_PER_NODE:
-        return MemoryChannel(dst, src)
-    return PortChannel(dst, src)
-
-def pair_channels(pairs):
-    """ch[(a, b)], a channel from a to b, for every pair; both directions
-    are created together, so the k-th channel from a to b pairs with the
-    k-th from b to a."""
-    ch = {}
-    for a, b in pairs:
-        if (a, b) not in ch:
-            ch[(a, b)] = channel(b, a)
-            ch[(b, a)] = channel(a, b)
-    return ch
-
-def handshake(ch, pairs, tb):
-    """Every receiver tells its sender that its buffers may be written."""
-    for a, b in pairs:
-        ch[(b, a)].signal(tb = tb, data_sync = SyncType.none)
-    for a, b in pairs:
-        ch[(a, b)].wait(tb = tb, data_sync = SyncType.none)
-
-def send(chans, dsts, src, tb):
-    """Writes src into dsts[i] over chans[i] and signals each peer (groups
-    of 8 peers fuse into one op; port transfers are flushed at the end)."""
-    for g in range(0, len(chans), 8):
-        group = range(g, min(g + 8, len(chans)))
-        for i in group:
-            if chans[i].channel_type == ChannelType.port:
-                chans[i].put_with_signal(dsts[i], src, tb = tb)
-            else:
-                chans[i].put(dsts[i], src, tb = tb)
-        for i in group:
-            if chans[i].channel_type == ChannelType.memory:
-                chans[i].signal(tb = tb, data_sync = SyncType.before)
-
-def flush_ports(ch, tb):
-    """Waits, on every rank, for its port channels' transfers to complete."""
-    for a, b in sorted(ch.keys()):
-        if ch[(a, b)].channel_type == ChannelType.port:
-            ch[(a, b)].flush(tb = tb)
-
-def pipeline(unit):
-    """Pieces of unit bytes, each forwarded as soon as it has arrived; unit 0
-    moves whole chunks."""
-    if unit > 0:
-        return Loop.iteration(unit = unit, num_chunks = 1)
-    return [None]
+def node_of(r):
+    return r // RANKS_PER_NODE
 
 def down(l, off, count, parent, group, ch, tb):
     """The shards of group (of local index l) around the ring of rail l from
@@ -558,38 +563,16 @@ def block(l, off, count, parent, group, unit, tb):
                 down(l, off, count, parent, group, ch, tb)
     flush_ports(ch, tb)
 
-def program(suffix, lo, hi, instances, unit):
-    """One program: a thread block per local root, node tree and group of
-    nodes on every rank."""
-    spec = AlgoSpec(
-        name = NAME + "_" + suffix,
-        collective = %s(WORLD_SIZE, CHUNKS, True),
-        nranks_per_node = RANKS_PER_NODE,
-        world_size = WORLD_SIZE,
-        in_place = True,
-        instances = instances,
-        protocol = "Simple",
-        num_threads_per_block = num_threads_per_block,
-        min_message_size = lo,
-        max_message_size = hi,
-        tags = {
-            "algorithm": NAME,
-            "topology": "multi-node",
-            "nodes": str(NODES),
-            "synthesized": TOPOLOGY,
-        },
-    )
-    CollectiveProgram.from_spec(spec)
+def thread_blocks(chunks, trees, unit):
+    """A thread block per local root, node tree and group of nodes on every
+    rank, in that order."""
     tb = 0
     for l in range(RANKS_PER_NODE):
         off = 0
-        for count, parent in NODE_TREES[l]:
+        for count, parent in trees[l]:
             for group in range((NODES + GROUP - 1) // GROUP):
                 block(l, off, count, parent, group, unit, tb)
                 tb += 1
             off += count
 
-for suffix, lo, hi, instances, unit in VARIANTS:
-    if variant == "" or variant == suffix:
-        program(suffix, lo, hi, instances, unit)
 `

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -215,6 +216,12 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		pk := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		// Every shard crosses the busiest link at its rate at best: a
+		// packing whose bound is no faster than the best program so far
+		// cannot win, and is neither compiled nor modelled.
+		if lb := float64(largest) / float64(n) / 1e3 / pk.Rate; lb >= bestTime {
+			continue
+		}
 		progs, err := build(pk, 1, probeUnit)
 		var ce *CheckError
 		if errors.As(err, &ce) && ce.opLimit() {
@@ -275,7 +282,7 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: []*Packing{jobs[i].pk}, topoName: o.TopoName,
 			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: jobs[i].k.inst, Unit: jobs[i].k.unit}}}
 		return g.star()
-	}, o.Sizes, hw, mopts)
+	}, nil, o.Sizes, hw, mopts)
 	if err != nil {
 		return nil, err
 	}
@@ -587,13 +594,12 @@ func ident(s string) string {
 	return b.String()
 }
 
-var _ = plan.MaxThreadsPerBlock
-
 // modelCandidates compiles, checks and models every candidate (the .star
-// source star(i) of ks[i]) on GOMAXPROCS workers, and returns the swept
-// points of each one within the executor's limits of a thread block (a
-// candidate over them is left out); any other failure is a bug of synth.
-func modelCandidates(ctx context.Context, name string, ks []key, star func(i int) []byte, sizes []uint64, hw *model.Profile, mopts model.Options) (map[key][]model.Point, error) {
+// source star(i) of ks[i], or its plan in known, compiled already) on
+// GOMAXPROCS workers, and returns the swept points of each one within
+// the executor's limits of a thread block (a candidate over them is left
+// out); any other failure is a bug of synth.
+func modelCandidates(ctx context.Context, name string, ks []key, star func(i int) []byte, known map[key]*plan.Plan, sizes []uint64, hw *model.Profile, mopts model.Options) (map[key][]model.Point, error) {
 	results := make([][]model.Point, len(ks))
 	errs := make([]error, len(ks))
 	next := make(chan int)
@@ -604,16 +610,21 @@ func modelCandidates(ctx context.Context, name string, ks []key, star func(i int
 			defer wg.Done()
 			for i := range next {
 				k := ks[i]
-				progs, err := compileChecked(ctx, name+".star", star(i), nil, false)
-				var ce *CheckError
-				if errors.As(err, &ce) && ce.opLimit() {
-					continue // over a thread block's limits: not a candidate
+				p := known[k]
+				if p == nil {
+					progs, err := compileChecked(ctx, name+".star", star(i), nil, false)
+					var ce *CheckError
+					if errors.As(err, &ce) && ce.opLimit() {
+						continue // over a thread block's limits: not a candidate
+					}
+					if err != nil {
+						errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, k.inst, k.unit, err)
+						continue
+					}
+					p = progs[0].Plan
 				}
-				if err != nil {
-					errs[i] = fmt.Errorf("%w: %d instances, unit %d: %v", ErrSynth, k.inst, k.unit, err)
-					continue
-				}
-				if results[i], _, err = model.Sweep(progs[0].Plan, sizes, executor.Float16, true, hw, mopts); err != nil {
+				var err error
+				if results[i], err = sweep(p, sizes, k.unit > 0, hw, mopts); err != nil {
 					errs[i] = fmt.Errorf("%w: model: %v", ErrSynth, err)
 				}
 			}
@@ -633,5 +644,46 @@ func modelCandidates(ctx context.Context, name string, ks []key, star func(i int
 			pts[k] = results[i]
 		}
 	}
+	return pts, nil
+}
+
+// sweep is model.Sweep of p at sizes (float16, in place), sizes p cannot
+// run at left out; a pipelined candidate is left out, too, at the sizes
+// where its pipelines run one iteration (singlePass): there it is the
+// program of whole chunks, which is a candidate of its own.
+func sweep(p *plan.Plan, sizes []uint64, pipelined bool, hw *model.Profile, mopts model.Options) ([]model.Point, error) {
+	if !pipelined {
+		pts, _, err := model.Sweep(p, sizes, executor.Float16, true, hw, mopts)
+		return pts, err
+	}
+	// From the largest size down: a pipeline's iterations grow with the
+	// size, so below the first size that runs once every size does.
+	sorted := slices.Sorted(slices.Values(sizes))
+	var pts []model.Point
+	for i := len(sorted) - 1; i >= 0; i-- {
+		s := sorted[i]
+		l, err := executor.PlanLayout(p, s, executor.Float16, true)
+		if err != nil {
+			continue
+		}
+		inst, err := executor.Instantiate(p, l.Sizes)
+		if err != nil {
+			continue
+		}
+		if singlePass(inst) {
+			break
+		}
+		res, err := model.Predict(inst, hw, mopts)
+		if err != nil {
+			return pts, fmt.Errorf("%s at %d bytes: %w", p.Name, s, err)
+		}
+		pt := model.Point{Size: s, Time: res.Time, Result: res}
+		if res.Time > 0 {
+			pt.AlgBW = float64(s) / 1e3 / res.Time
+			pt.BusBW = pt.AlgBW * l.BusFactor()
+		}
+		pts = append(pts, pt)
+	}
+	slices.Reverse(pts)
 	return pts, nil
 }

@@ -62,14 +62,19 @@ func compileChecked(ctx context.Context, name string, text []byte, defines map[s
 		if err != nil {
 			return nil, fmt.Errorf("compile %s: %w", p.Name(), err)
 		}
-		var problems []string
 		if check {
-			for _, pr := range plan.Check(data) {
-				problems = append(problems, pr.Error())
+			// Load and check in one walk: a problem, error or warning,
+			// fails.
+			pl, errs := plan.LoadChecked(data)
+			if len(errs) > 0 {
+				problems := make([]string, len(errs))
+				for i, pr := range errs {
+					problems[i] = pr.Error()
+				}
+				return nil, &CheckError{Program: p.Name(), Problems: problems}
 			}
-		}
-		if len(problems) > 0 {
-			return nil, &CheckError{Program: p.Name(), Problems: problems}
+			out = append(out, Compiled{Name: p.Name(), Text: data, Plan: pl})
+			continue
 		}
 		pl, err := plan.Load(data)
 		if err != nil {
@@ -112,20 +117,39 @@ func isLimit(p string) bool {
 	return strings.Contains(p, "a thread block holds at most")
 }
 
-// runChecked runs p on the CPU backend with race detection at up to n
-// sizes of its range no larger than maxBytes, two launches each,
-// checking every result.
+// runChecked runs p on the CPU backend at up to n sizes of its range no
+// larger than maxBytes, two launches each, checking every result, with
+// race detection at every size whose instance differs in shape from
+// those already raced: an instance whose pipelines run once (every op
+// once, at offsets that scale with the size) has the same happens-before
+// order at every size, so the race detector runs at the first such size
+// only; sizes with pipelines of several iterations are raced each.
 func runChecked(ctx context.Context, p *plan.Plan, maxBytes uint64, n int) ([]uint64, error) {
-	dt := executor.Float32
-	sizes := harness.CheckSizes(p, dt, maxBytes, n)
+	sizes, err := checkSizes(p, maxBytes, n)
+	if err != nil {
+		return nil, err
+	}
+	return sizes, runAt(ctx, p, sizes)
+}
+
+// checkSizes returns up to n sizes of p's range no larger than maxBytes
+// that p runs at (harness.CheckSizes).
+func checkSizes(p *plan.Plan, maxBytes uint64, n int) ([]uint64, error) {
+	sizes := harness.CheckSizes(p, executor.Float32, maxBytes, n)
 	if len(sizes) == 0 {
 		return nil, fmt.Errorf("%s: no message size of its range [%d, %d] is valid", p.Name, p.MinMessageSize, p.MaxMessageSize)
 	}
+	return sizes, nil
+}
+
+// runAt is runChecked at the given sizes.
+func runAt(ctx context.Context, p *plan.Plan, sizes []uint64) error {
+	dt := executor.Float32
 	checker := harness.NewChecker()
 	// The watchdog's backstop (no thread block progressing for this
 	// long) grows with the machine: thousands of thread blocks on two
 	// loaded cores stall for seconds between their goroutines' turns.
-	be := patient{Backend: cpu.New(), timeout: time.Second * time.Duration(max(1, len(p.GPUs)/8))}
+	be := &patient{Backend: cpu.New(), timeout: time.Second * time.Duration(max(1, len(p.GPUs)/8))}
 	for _, s := range sizes {
 		_, err := harness.Run(ctx, harness.Config{
 			Backend: be, Plan: p, Sizes: []uint64{s}, DType: dt, InPlace: p.Inplace, Iters: 2,
@@ -136,20 +160,43 @@ func runChecked(ctx context.Context, p *plan.Plan, maxBytes uint64, n int) ([]ui
 			err = se.Err // the message names the size
 		}
 		if err != nil {
-			return sizes, fmt.Errorf("%s: run on the CPU backend at %d bytes: %w", p.Name, s, err)
+			return fmt.Errorf("%s: run on the CPU backend at %d bytes: %w", p.Name, s, err)
 		}
 	}
-	return sizes, nil
+	return nil
 }
 
 // patient is a backend whose sessions wait timeout without progress
-// before they report a deadlock (cycles of waits are reported at once).
+// before they report a deadlock (cycles of waits are reported at once),
+// with race detection on but for a single-pass instance (singlePass)
+// after the first.
 type patient struct {
 	executor.Backend
 	timeout time.Duration
+	raced   bool // a single-pass instance has been raced
 }
 
-func (b patient) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
+func (b *patient) Open(inst *executor.Instance, opts executor.Options) (executor.Session, error) {
 	opts.DeadlockTimeout = b.timeout
+	if opts.Race && singlePass(inst) {
+		opts.Race = !b.raced
+		b.raced = true
+	}
 	return b.Backend.Open(inst, opts)
+}
+
+// singlePass reports whether every pipeline of inst runs one iteration:
+// its ops, their order and their synchronisation are then the same at
+// every size, and only the regions' offsets and sizes scale.
+func singlePass(inst *executor.Instance) bool {
+	for _, r := range inst.Ranks {
+		for _, tb := range r.TBs {
+			for _, op := range tb.Ops {
+				if op.Iterations > 1 {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
