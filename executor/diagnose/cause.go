@@ -198,18 +198,25 @@ func (c *Cause) Weight() float64 {
 
 // Rank merges causes with the same Key (adding their counts, keeping the
 // strongest evidence) and orders them by weight, then by evidence,
-// keeping the first-found order among equals. Of the causes merged, the
-// one whose ops come first in the plan (by rank and thread block) speaks
-// for them all: the order in which a run found them (a race detector's
-// pairs, the wrong elements of a re-run) varies with the schedule, and
-// the report must not.
-func Rank(cs []Cause) []Cause {
+// keeping the first-found order among equals: for causes found in an
+// order of their own (a deadlock's, from the blocked thread blocks in
+// plan order), the first found speaks for those merged with it.
+func Rank(cs []Cause) []Cause { return rank(cs, false) }
+
+// RankInPlanOrder is Rank for causes found in the order a run happened to
+// produce them (a race detector's pairs, the wrong elements of a re-run):
+// of the causes merged under one Key, the one whose ops come first in the
+// plan (by rank and thread block) speaks for them all, so that the
+// report does not vary with the schedule.
+func RankInPlanOrder(cs []Cause) []Cause { return rank(cs, true) }
+
+func rank(cs []Cause, byPlan bool) []Cause {
 	var out []Cause
 	at := map[string]int{}
 	for _, c := range cs {
 		if i, ok := at[c.Key]; ok {
 			n, ev := out[i].Count+c.Count, min(out[i].Evidence, c.Evidence)
-			if planOrder(c, out[i]) < 0 {
+			if byPlan && planOrder(c, out[i]) < 0 {
 				out[i] = c
 			}
 			out[i].Count, out[i].Evidence = n, ev

@@ -265,9 +265,10 @@ func TestRankMergesCauses(t *testing.T) {
 	}
 }
 
-// TestRankSpeaksByPlanOrder: of the causes merged under one Key, the one
-// whose ops come first in the plan speaks for them, whatever order a run
-// found them in (the counts still add up).
+// TestRankSpeaksByPlanOrder: with RankInPlanOrder, of the causes merged
+// under one Key, the one whose ops come first in the plan speaks for
+// them, whatever order a run found them in; with Rank, the first found
+// (the counts add up either way).
 func TestRankSpeaksByPlanOrder(t *testing.T) {
 	mk := func(r, tb, or int) Cause {
 		return Cause{Key: "line 10", Count: 1, Op: OpRef{Rank: r, TB: tb}, Other: OpRef{Rank: or}, Text: fmt.Sprintf("r%d tb%d o%d", r, tb, or)}
@@ -277,9 +278,12 @@ func TestRankSpeaksByPlanOrder(t *testing.T) {
 		{mk(1, 0, 2), mk(1, 0, 3), mk(1, 1, 0), mk(2, 0, 1)},
 		{mk(1, 1, 0), mk(2, 0, 1), mk(1, 0, 2), mk(1, 0, 3)},
 	} {
-		cs := Rank(order)
+		cs := RankInPlanOrder(order)
 		if len(cs) != 1 || cs[0].Text != "r1 tb0 o2" || cs[0].Count != 4 {
-			t.Errorf("Rank(%v) = %+v, want one cause r1 tb0 o2 of count 4", order, cs)
+			t.Errorf("RankInPlanOrder(%v) = %+v, want one cause r1 tb0 o2 of count 4", order, cs)
+		}
+		if cs := Rank(order); len(cs) != 1 || cs[0].Text != order[0].Text || cs[0].Count != 4 {
+			t.Errorf("Rank(%v) = %+v, want the first, %s, of count 4", order, cs, order[0].Text)
 		}
 	}
 }

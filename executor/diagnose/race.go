@@ -20,7 +20,7 @@ func Races(inst *executor.Instance, rs []executor.Race) []Cause {
 	for i, r := range rs {
 		cs[i] = Race(inst, r)
 	}
-	return Rank(cs)
+	return RankInPlanOrder(cs)
 }
 
 // Race is the candidate cause of one racing pair, counting one pair.

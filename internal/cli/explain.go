@@ -112,7 +112,7 @@ func explainWrong(ctx context.Context, w io.Writer, inst *executor.Instance, l *
 	for _, p := range pats {
 		cs = append(cs, prov.Causes(inst, p.x, p.n)...)
 	}
-	printCauses(w, causeLines(diagnose.Rank(cs)), total, "wrong elements")
+	printCauses(w, causeLines(diagnose.RankInPlanOrder(cs)), total, "wrong elements")
 	fmt.Fprintf(w, "  %d wrong element(s) in %d pattern(s) (a re-run of this size on the CPU backend, tracking which inputs reach each element):\n", total, len(pats))
 	for i, p := range pats {
 		if i == maxPatterns {
