@@ -13,6 +13,11 @@ func check(p *ir.Program) error {
 	if p == nil {
 		return fmt.Errorf("emit: %w: nil program", ErrInvalid)
 	}
+	for _, h := range headers(p) {
+		if h.v != nil && (!h.v.IsUint64() || h.v.Uint64() > h.limit) {
+			return fmt.Errorf("emit: %w: %s = %s: the plan holds a number in [0, %d]", ErrInvalid, h.key, h.v, h.limit)
+		}
+	}
 	for gi, g := range p.GPUs {
 		if g == nil {
 			return fmt.Errorf("emit: gpus[%d]: %w: nil GPU", gi, ErrInvalid)
@@ -20,6 +25,9 @@ func check(p *ir.Program) error {
 		for si, v := range g.Semaphores {
 			if v == nil {
 				return fmt.Errorf("emit: rank %d: semaphore %d: %w: nil init value", g.ID, si, ErrInvalid)
+			}
+			if !v.IsInt64() {
+				return fmt.Errorf("emit: %w: rank %d: semaphore %d: init_value %s does not fit 64 bits", ErrInvalid, g.ID, si, v)
 			}
 		}
 		for ti, tb := range g.ThreadBlocks {
@@ -81,6 +89,43 @@ func checkOp(op *ir.Op) string {
 	case plan.OpMultiLoadReduceStore:
 		if len(op.ChannelIDs) < len(op.SrcIndex) {
 			return fmt.Sprintf("%d switch channel indices for %d source offsets", len(op.ChannelIDs), len(op.SrcIndex))
+		}
+	case plan.OpPipeline:
+		if op.UnitSize < 0 || op.NumChunks < 0 {
+			return fmt.Sprintf("unit_size %d, num_chunks %d: want at least 0", op.UnitSize, op.NumChunks)
+		}
+	}
+	return checkIndices(op)
+}
+
+// checkIndices returns what is negative among the indices and sizes of
+// op's operands, or "": the plan holds them unsigned.
+func checkIndices(op *ir.Op) string {
+	lists := [...]struct {
+		name string
+		refs []ir.Ref
+	}{
+		{"src", op.Src}, {"dst", op.Dst}, {"local_src", op.LocalSrc}, {"remote_src", op.RemoteSrc},
+		{"local_dst", op.LocalDst}, {"local_pkt_dst", op.LocalPktDst}, {"remote_dst", op.RemoteDst},
+	}
+	for _, l := range lists {
+		for i, r := range l.refs {
+			if r.Index < 0 || r.Size < 0 {
+				return fmt.Sprintf("%s[%d]: index %d, size %d: want at least 0", l.name, i, r.Index, r.Size)
+			}
+		}
+	}
+	if c := op.SwitchChunk; c != nil && (c.Index < 0 || c.Size < 0) {
+		return fmt.Sprintf("chunk: index %d, size %d: want at least 0", c.Index, c.Size)
+	}
+	if op.Kind.Family() == plan.FamSwitch {
+		if op.BufferOffset < 0 || op.Size < 0 {
+			return fmt.Sprintf("%s %d, size %d: want at least 0", plan.KeyBufferOffset, op.BufferOffset, op.Size)
+		}
+		for i, idx := range op.SrcIndex {
+			if idx < 0 {
+				return fmt.Sprintf("source offset %d = %d: want at least 0", i, idx)
+			}
 		}
 	}
 	return ""

@@ -31,17 +31,18 @@ const (
 
 // Write writes p to w as the MSCCL++ execution plan text followed by one
 // newline: the bytes `print(JSON())` writes in the reference DSL, which
-// are plan.Encode's of Lower(p). The output is streamed in 64 KiB pieces,
+// are plan.Encode's of Lower(p), lowered and written one rank at a time
+// (plan.EncodeEach). The output is streamed in 64 KiB pieces,
 // so w needs no buffering of its own. p must be the program after the
 // passes ran; Write does not modify it. An invalid program (see
 // ErrInvalid) is reported before anything is written; a write error stops
 // the output and is returned wrapped.
 func Write(w io.Writer, p *ir.Program) error {
-	pl, err := Lower(p)
+	head, gpu, err := lowerEach(p)
 	if err != nil {
 		return err
 	}
-	if err := plan.Encode(w, pl); err != nil {
+	if err := plan.EncodeEach(w, head, len(p.GPUs), gpu); err != nil {
 		return fmt.Errorf("emit: %w", err)
 	}
 	return nil

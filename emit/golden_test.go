@@ -18,7 +18,8 @@ import (
 )
 
 // TestGoldenThroughIR rebuilds the IR of every reference plan (fromPlan)
-// and checks that Marshal, MarshalNoNewline and Write reproduce the file
+// and checks that Marshal, MarshalNoNewline, Write and plan.Encode of
+// Lower reproduce the file
 // byte for byte, and that writing leaves the program unchanged.
 func TestGoldenThroughIR(t *testing.T) {
 	t.Parallel()
@@ -59,6 +60,19 @@ func TestGoldenThroughIR(t *testing.T) {
 			}
 			if !bytes.Equal(want, buf.Bytes()) {
 				t.Errorf("Write (-want +got):\n%s", cmp.Diff(string(want), buf.String()))
+			}
+			// Write lowers one rank at a time into reused memory; Lower
+			// holds the whole plan. Both give the same bytes.
+			whole, err := Lower(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf.Reset()
+			if err := plan.Encode(&buf, whole); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(want, buf.Bytes()) {
+				t.Errorf("Encode(Lower) (-want +got):\n%s", cmp.Diff(string(want), buf.String()))
 			}
 			opts := cmp.Options{
 				cmp.AllowUnexported(ir.GPU{}, ir.ThreadBlock{}, ir.Set{}, syntax.Position{}),

@@ -48,14 +48,17 @@ func NewSet(keys ...int) *Set {
 func (s *Set) Len() int { return s.fill }
 
 // Keys returns the keys in iteration order.
-func (s *Set) Keys() []int {
-	out := make([]int, 0, s.fill)
+func (s *Set) Keys() []int { return s.AppendKeys(make([]int, 0, s.fill)) }
+
+// AppendKeys appends the keys to dst in iteration order and returns the
+// extended list.
+func (s *Set) AppendKeys(dst []int) []int {
 	for _, k := range s.table {
 		if k != emptySlot {
-			out = append(out, k)
+			dst = append(dst, k)
 		}
 	}
-	return out
+	return dst
 }
 
 // First returns the first key in iteration order, or -1 for an empty set.

@@ -15,13 +15,24 @@ import (
 // is streamed in pieces of 64 KiB through a Writer; the first write error
 // is returned.
 func Encode(w io.Writer, p *Plan) error {
+	return EncodeEach(w, p, len(p.GPUs), func(i int) *GPU { return &p.GPUs[i] })
+}
+
+// EncodeEach writes, as Encode does, the plan whose header fields are
+// head's and whose n GPUs are gpu(0), ..., gpu(n-1), asked for in that
+// order; head.GPUs is not read. Each GPU is written before the next is
+// asked for, so gpu may build its result in memory that it reuses for
+// the next: a producer such as package emit holds one GPU at a time
+// instead of the whole plan. A write error stops the output; the GPUs
+// after it are not asked for.
+func EncodeEach(w io.Writer, head *Plan, n int, gpu func(i int) *GPU) error {
 	e := NewWriter(w)
-	encodePlan(e, p)
+	encodePlan(e, head, n, gpu)
 	e.Byte('\n')
 	return e.Flush()
 }
 
-func encodePlan(e *Writer, p *Plan) {
+func encodePlan(e *Writer, p *Plan, n int, gpu func(i int) *GPU) {
 	e.Open('{')
 	e.Key(KeyName)
 	e.Quoted(p.Name)
@@ -35,12 +46,12 @@ func encodePlan(e *Writer, p *Plan) {
 	e.Bool(p.ReuseResources)
 	e.Key(KeyGPUs)
 	e.Open('[')
-	for i := range p.GPUs {
+	for i := range n {
 		if e.Err() != nil {
 			return
 		}
 		e.Member()
-		encodeGPU(e, &p.GPUs[i])
+		encodeGPU(e, gpu(i))
 	}
 	e.Close(']')
 	e.Key(KeyNumThreadsPerBlock)
