@@ -282,15 +282,11 @@ func (o OpType) Packet() bool { return o.ReadsPackets() || o.WritesPackets() }
 
 // ReadsPackets reports whether some source of o holds LL packets, which
 // the op waits for (docs/semantics.md §3.5).
-func (o OpType) ReadsPackets() bool {
-	return Ops[o].src.has(func(r role) bool { return r.packet })
-}
+func (o OpType) ReadsPackets() bool { return derived[o].readsPackets }
 
 // WritesPackets reports whether some destination of o receives LL
 // packets.
-func (o OpType) WritesPackets() bool {
-	return Ops[o].dst.has(func(r role) bool { return r.packet })
-}
+func (o OpType) WritesPackets() bool { return derived[o].writesPackets }
 
 // SrcPacket reports whether source operand i of o is addressed as LL
 // packets (twice the data size, at twice the data offset;
@@ -312,10 +308,7 @@ func (o OpType) DstKind(i int) OperandKind { return Ops[o].dst.at(i).operandKind
 
 // HasRemote reports whether some operand of o is a remote buffer of a
 // peer, reached through a memory or port channel.
-func (o OpType) HasRemote() bool {
-	remote := func(r role) bool { return r.kind == rRemote }
-	return Ops[o].src.has(remote) || Ops[o].dst.has(remote)
-}
+func (o OpType) HasRemote() bool { return derived[o].remoteSrc || derived[o].remoteDst }
 
 // OperandCounts says how many sources and destinations o takes: at
 // least minSrc/minDst, at most maxSrc/maxDst (-1: any number, up to
@@ -361,18 +354,70 @@ func (o OpType) Merges() bool { return Ops[o].merges }
 // as packets to a local destination. ok is false for a shape no op has
 // (packets from remote sources).
 func ReduceType(packets, remoteSrc, remoteDst, copyPackets bool) (t OpType, ok bool) {
-	for t := range NumOpTypes {
-		in := &Ops[t]
-		if in.Family != FamReduce {
-			continue
-		}
-		copies := len(in.dst.fixed) > 1 && in.dst.fixed[1].packet
-		if t.ReadsPackets() == packets && in.src.has(isRemote) == remoteSrc &&
-			in.dst.has(isRemote) == remoteDst && copies == copyPackets {
-			return t, true
+	r := reduceTypes[reduceShape(packets, remoteSrc, remoteDst, copyPackets)]
+	return r.t, r.ok
+}
+
+// reduceShape numbers the 16 shapes ReduceType tells apart.
+func reduceShape(packets, remoteSrc, remoteDst, copyPackets bool) int {
+	n := 0
+	for i, b := range [...]bool{packets, remoteSrc, remoteDst, copyPackets} {
+		if b {
+			n |= 1 << i
 		}
 	}
-	return 0, false
+	return n
+}
+
+// opFacts are the facts of one op type that its operand roles imply,
+// worked out once (deriveFacts) so that the predicates asked in the
+// compiler's inner loops are a load, not a scan of the roles.
+type opFacts struct {
+	readsPackets, writesPackets bool
+	remoteSrc, remoteDst        bool
+	copiesPackets               bool // a reduction whose second destination holds packets
+}
+
+// derived and reduceTypes are computed from Ops when the package is
+// initialised and never written after; they are caches of the table,
+// not state.
+var (
+	derived     = deriveFacts()
+	reduceTypes = deriveReduceTypes()
+)
+
+func deriveFacts() (out [NumOpTypes + 1]opFacts) {
+	isPacket := func(r role) bool { return r.packet }
+	for t := range out {
+		in := &Ops[t]
+		out[t] = opFacts{
+			readsPackets:  in.src.has(isPacket),
+			writesPackets: in.dst.has(isPacket),
+			remoteSrc:     in.src.has(isRemote),
+			remoteDst:     in.dst.has(isRemote),
+			copiesPackets: len(in.dst.fixed) > 1 && in.dst.fixed[1].packet,
+		}
+	}
+	return out
+}
+
+// deriveReduceTypes returns, for each shape of reduceShape, the first
+// reduce-family op type of that shape.
+func deriveReduceTypes() (out [16]struct {
+	t  OpType
+	ok bool
+}) {
+	facts := deriveFacts()
+	for t := range NumOpTypes {
+		f := facts[t]
+		if Ops[t].Family != FamReduce {
+			continue
+		}
+		if i := reduceShape(f.readsPackets, f.remoteSrc, f.remoteDst, f.copiesPackets); !out[i].ok {
+			out[i].t, out[i].ok = t, true
+		}
+	}
+	return out
 }
 
 func isRemote(r role) bool { return r.kind == rRemote }

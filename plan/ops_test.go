@@ -106,3 +106,38 @@ func TestGroupLoadReduce(t *testing.T) {
 		t.Errorf("String past the table = %q", got)
 	}
 }
+
+// TestDerivedFacts checks the cached facts against the roles of the
+// table, and ReduceType's lookup against a scan of the table for all 16
+// shapes.
+func TestDerivedFacts(t *testing.T) {
+	isPacket := func(r role) bool { return r.packet }
+	for o := range NumOpTypes {
+		in := &Ops[o]
+		if got, want := o.ReadsPackets(), in.src.has(isPacket); got != want {
+			t.Errorf("%v.ReadsPackets() = %v, the roles say %v", o, got, want)
+		}
+		if got, want := o.WritesPackets(), in.dst.has(isPacket); got != want {
+			t.Errorf("%v.WritesPackets() = %v, the roles say %v", o, got, want)
+		}
+		if got, want := o.HasRemote(), in.src.has(isRemote) || in.dst.has(isRemote); got != want {
+			t.Errorf("%v.HasRemote() = %v, the roles say %v", o, got, want)
+		}
+	}
+	for shape := range 16 {
+		packets, rsrc, rdst, copies := shape&1 != 0, shape&2 != 0, shape&4 != 0, shape&8 != 0
+		var want OpType
+		wantOK := false
+		for o := range NumOpTypes {
+			in := &Ops[o]
+			if in.Family == FamReduce && in.src.has(isPacket) == packets && in.src.has(isRemote) == rsrc &&
+				in.dst.has(isRemote) == rdst && (len(in.dst.fixed) > 1 && in.dst.fixed[1].packet) == copies {
+				want, wantOK = o, true
+				break
+			}
+		}
+		if got, ok := ReduceType(packets, rsrc, rdst, copies); got != want || ok != wantOK {
+			t.Errorf("ReduceType(%v, %v, %v, %v) = %v, %v; the scan says %v, %v", packets, rsrc, rdst, copies, got, ok, want, wantOK)
+		}
+	}
+}
