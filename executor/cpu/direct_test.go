@@ -4,16 +4,13 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/cpu"
-	"github.com/mscclgo/mscclgo/executor/rankwire"
 )
 
 // TestLaunchDirect runs plans whose ranks keep their input, their output
@@ -47,69 +44,50 @@ func TestLaunchDirect(t *testing.T) {
 			want := singleProcess(t, p, lay, o, launches)
 			n := len(p.GPUs)
 			bs := connectWorld(t, n)
-			got, errs := make([][]byte, n), make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				wg.Go(func() {
-					errs[r] = func() error {
-						inst, err := executor.Instantiate(p, lay.Sizes)
-						if err != nil {
-							return err
-						}
-						ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-						defer cancel()
-						rs, err := cpu.OpenRank(ctx, inst, lay.BufferLayout, o, rankwire.World{Net: bs[r], Host: make([]int, n), Tag: 3000})
-						if err != nil {
-							return err
-						}
-						defer rs.Close()
-						in, out := rs.Direct()
-						if in != tc.in || out != tc.out {
-							t.Errorf("rank %d: Direct() = %v, %v, want %v, %v", r, in, out, tc.in, tc.out)
-						}
-						own := rs.Buffers()
-						if !in {
-							pin, pout := privatePair(own.Input, own.Output)
-							if !p.Inplace {
-								pout = nil
-							}
-							if err := rs.LaunchDirect(ctx, pin, pout); err == nil || !strings.Contains(err.Error(), "cannot be the caller's") {
-								t.Errorf("rank %d: a direct input that a peer reaches: %v, want a refusal", r, err)
-							}
-						}
-						if !in || !out {
-							in, out = false, false // one buffer alone: only plans out of place take it
-							if !p.Inplace {
-								in, out = tc.in, tc.out
-							}
-						}
-						myIn, myOut := own.Input, own.Output
-						var argIn, argOut []byte
-						if in || out {
-							argIn, argOut = privatePair(own.Input, own.Output)
-							if in {
-								myIn = argIn
-							} else {
-								argIn = nil
-							}
-							if out {
-								myOut = argOut
-							} else {
-								argOut = nil
-							}
-						}
-						for seq := range launches {
-							lay.FillRank(myIn, r, seq)
-							if err := exchangeResult(ctx, bs[r], rs.LaunchDirect(ctx, argIn, argOut)); err != nil {
-								return err
-							}
-						}
-						got[r] = append([]byte(nil), myOut...)
-						return bs[r].Barrier(ctx)
-					}()
-				})
-			}
-			wg.Wait()
+			got, errs := eachRank(t, bs, p, lay, make([]int, n), o, 3000, func(ctx context.Context, r int, rs *cpu.RankSession) ([]byte, error) {
+				in, out := rs.Direct()
+				if in != tc.in || out != tc.out {
+					t.Errorf("rank %d: Direct() = %v, %v, want %v, %v", r, in, out, tc.in, tc.out)
+				}
+				own := rs.Buffers()
+				if !in {
+					pin, pout := privatePair(own.Input, own.Output)
+					if !p.Inplace {
+						pout = nil
+					}
+					if err := rs.LaunchDirect(ctx, pin, pout); err == nil || !strings.Contains(err.Error(), "cannot be the caller's") {
+						t.Errorf("rank %d: a direct input that a peer reaches: %v, want a refusal", r, err)
+					}
+				}
+				if !in || !out {
+					in, out = false, false // one buffer alone: only plans out of place take it
+					if !p.Inplace {
+						in, out = tc.in, tc.out
+					}
+				}
+				myIn, myOut := own.Input, own.Output
+				var argIn, argOut []byte
+				if in || out {
+					argIn, argOut = privatePair(own.Input, own.Output)
+					if in {
+						myIn = argIn
+					} else {
+						argIn = nil
+					}
+					if out {
+						myOut = argOut
+					} else {
+						argOut = nil
+					}
+				}
+				for seq := range launches {
+					lay.FillRank(myIn, r, seq)
+					if err := exchangeResult(ctx, bs[r], rs.LaunchDirect(ctx, argIn, argOut)); err != nil {
+						return nil, err
+					}
+				}
+				return append([]byte(nil), myOut...), nil
+			})
 			for r := range n {
 				if errs[r] != nil {
 					t.Fatalf("rank %d: %v", r, errs[r])

@@ -38,10 +38,29 @@ func connectWorld(t *testing.T, n int) []*bootstrap.Bootstrap {
 	return bs
 }
 
-// runRanks runs plan with one rank session per rank for launches
-// launches and returns each rank's output after the last one, or each
-// rank's error.
+// runRanks runs launches launches of p on every rank of bs in parallel,
+// each rank in its own session (OpenRank), as processes of one job
+// would, and returns each rank's output and error.
 func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, p *plan.Plan, lay *harness.Layout, hosts []int, o executor.Options, launches int, tag uint32) ([][]byte, []error) {
+	return eachRank(t, bs, p, lay, hosts, o, tag, func(ctx context.Context, r int, rs *cpu.RankSession) ([]byte, error) {
+		for seq := range launches {
+			lay.FillRank(rs.Buffers().Input, r, seq)
+			// Every rank finishes a launch before anyone refills,
+			// and learns how the others' went.
+			if err := exchangeResult(ctx, bs[r], rs.Launch(ctx)); err != nil {
+				return nil, err
+			}
+		}
+		return append([]byte(nil), rs.Buffers().Output...), nil
+	})
+}
+
+// eachRank opens a session of p for every rank of bs in parallel and
+// runs body on it (under a minute's deadline); after body, the ranks
+// meet at a barrier. It returns what body returned on each rank.
+func eachRank(t *testing.T, bs []*bootstrap.Bootstrap, p *plan.Plan, lay *harness.Layout, hosts []int, o executor.Options, tag uint32,
+	body func(ctx context.Context, r int, rs *cpu.RankSession) ([]byte, error)) ([][]byte, []error) {
+	t.Helper()
 	n := len(bs)
 	outs := make([][]byte, n)
 	errs := make([]error, n)
@@ -60,15 +79,9 @@ func runRanks(t *testing.T, bs []*bootstrap.Bootstrap, p *plan.Plan, lay *harnes
 					return err
 				}
 				defer rs.Close()
-				for seq := range launches {
-					lay.FillRank(rs.Buffers().Input, r, seq)
-					// Every rank finishes a launch before anyone refills,
-					// and learns how the others' went.
-					if err := exchangeResult(ctx, bs[r], rs.Launch(ctx)); err != nil {
-						return err
-					}
+				if outs[r], err = body(ctx, r, rs); err != nil {
+					return err
 				}
-				outs[r] = append([]byte(nil), rs.Buffers().Output...)
 				return bs[r].Barrier(ctx)
 			}()
 		})
