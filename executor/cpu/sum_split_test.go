@@ -211,3 +211,26 @@ func TestSplitCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestRankSessionCopy: RankSession.Copy gives copy's bytes whole (one
+// thread, a copy below two parts) and split over several goroutines, at
+// lengths on and off the parts' boundaries.
+func TestRankSessionCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 7))
+	for _, c := range []struct{ threads, n int }{
+		{1, 3 << 20}, {4, 3<<20 + 5}, {4, splitPart}, {3, 2*splitPart - 1}, {3, 2 * splitPart}, {8, 0}, {16, 5<<20 + 3},
+	} {
+		r := &RankSession{s: &session{}}
+		r.s.split.threads = c.threads
+		src, dst := make([]byte, c.n), make([]byte, c.n)
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		r.Copy(dst, src)
+		for i := range dst {
+			if dst[i] != src[i] {
+				t.Fatalf("%d threads, %d bytes (%d parts): byte %d is %#x, want %#x", c.threads, c.n, splitParts(c.threads, 1, c.n), i, dst[i], src[i])
+			}
+		}
+	}
+}
