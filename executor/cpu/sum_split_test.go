@@ -234,3 +234,25 @@ func TestRankSessionCopy(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRankSessionCopy is RankSession.Copy of 16 MiB (a staging copy
+// of a large host call) with a share of 1, 2 and 4 goroutines.
+//
+//	go test ./executor/cpu -run '^$' -bench RankSessionCopy -benchtime 20x
+func BenchmarkRankSessionCopy(b *testing.B) {
+	const n = 16 << 20
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	for _, threads := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			r := &RankSession{s: &session{}}
+			r.s.split.threads = threads
+			b.SetBytes(n)
+			for b.Loop() {
+				r.Copy(dst, src)
+			}
+		})
+	}
+}
