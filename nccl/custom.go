@@ -401,7 +401,7 @@ func mgoCustomExecuteGather(h C.uintptr_t, plan *C.char, send, recvs unsafe.Poin
 	}
 	k := call{fn: fn, coll: collAllGather, sendPtr: send, send: uintptr(send), count: uint64(count), dtype: int(dtype), op: -1, peer: -1, hostMem: true}
 	err := c.checkCustom(k)
-	if err == nil {
+	if err == nil && k.count > 0 { // zero elements succeed at once, as every call's
 		k.recvParts, err = gatherParts(recvs, c.size, k.count*elemSize(k.dtype))
 	}
 	if err != nil {
