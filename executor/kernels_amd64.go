@@ -16,9 +16,9 @@ var vectorKernels = cpu.X86.HasAVX2 && cpu.X86.HasF16C
 // of kernels_amd64.s (AVX2 and F16C) on this machine.
 func HasVectorKernels() bool { return vectorKernels }
 
-// The kernels (kernels_amd64.s) each take n elements, a multiple of their
-// vector (16 for addF32AVX2, addF16AVX2, addBF16AVX2, mulBF16AVX2 and
-// minMax16AVX2, 8 for the others), at d, x and y.
+// The kernels (kernels_amd64.s) each take n elements, a multiple of 16
+// (each step does 16, in two independent halves of 8 where a vector
+// holds 8), at d, x and y.
 
 //go:noescape
 func addF32AVX2(d, x, y *uint32, n int)
@@ -201,7 +201,7 @@ func vec32(t ElemType, op ReduceOp, d, x, y []uint32, stream bool) int {
 		}
 		bulk32Go(t, op, d[:h], x[:h], y[:h])
 	}
-	n := (len(d) - h) &^ 15 // a multiple of every kernel's vector
+	n := (len(d) - h) &^ 15 // a multiple of every kernel's step
 	d0, x0, y0 := &d[h], &x[h], &y[h]
 	if t == Int32 {
 		k := [2][NumReduceOps]func(d, x, y *uint32, n int){

@@ -52,22 +52,49 @@ mulf32loop:
 	CMPQ BX, CX
 	JAE  mulf32done
 	VMOVUPS   (SI)(BX*4), Y0
+	VMOVUPS   32(SI)(BX*4), Y1
 	VMULPS    (DX)(BX*4), Y0, Y0
+	VMULPS    32(DX)(BX*4), Y1, Y1
 	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
 	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
 	VMOVUPS   Y0, (DI)(BX*4)
-	ADDQ      $8, BX
+	VMOVUPS   Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
 	JMP       mulf32loop
 mulf32done:
 	VZEROUPPER
 	RET
 
+// MMF32 is MAX (Y9 zero) or MIN (Y9 all ones) of the float32 bits in a
+// and b, left in a; Y10 holds 0x7fffffff, Y11 0x7f800000; it uses t, u
+// and v. The key of a non-NaN value orders its bits as the values (-0
+// below +0): x ^ ((x >> 31 arithmetic) >> 1). b is chosen where key(b) >
+// key(a) (MAX; Y9 inverts it for MIN), where a is a NaN, and not where b
+// is a NaN; two NaNs give the canonical NaN.
+#define MMF32(a, b, t, u, v) \
+	VPSRAD    $31, a, t; \
+	VPSRLD    $1, t, t; \
+	VPXOR     a, t, t; \
+	VPSRAD    $31, b, u; \
+	VPSRLD    $1, u, u; \
+	VPXOR     b, u, u; \
+	VPCMPGTD  t, u, t; \
+	VPXOR     Y9, t, t; \
+	VPAND     Y10, a, u; \
+	VPCMPGTD  Y11, u, u; \
+	VPAND     Y10, b, v; \
+	VPCMPGTD  Y11, v, v; \
+	VPANDN    t, v, t; \
+	VPOR      u, t, t; \
+	VPBLENDVB t, b, a, a; \
+	VPAND     u, v, u; \
+	VPBLENDVB u, Y10, a, a
+
 // func minMaxF32AVX2(d, x, y *uint32, n int, flip uint32)
 //
-// The key of a non-NaN value orders its bits as the values (-0 below
-// +0): x ^ ((x >> 31 arithmetic) >> 1). b is chosen where key(b) >
-// key(a) (MAX; flip inverts it for MIN), where a is a NaN, and not where
-// b is a NaN; two NaNs give the canonical NaN.
+// 16 elements a step in two independent halves (MMF32).
 TEXT ·minMaxF32AVX2(SB), NOSPLIT, $0-36
 	MOVQ d+0(FP), DI
 	MOVQ x+8(FP), SI
@@ -83,26 +110,14 @@ mmf32loop:
 	CMPQ BX, CX
 	JAE  mmf32done
 	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y5
 	VMOVDQU   (DX)(BX*4), Y1
-	VPSRAD    $31, Y0, Y2
-	VPSRLD    $1, Y2, Y2
-	VPXOR     Y0, Y2, Y2
-	VPSRAD    $31, Y1, Y3
-	VPSRLD    $1, Y3, Y3
-	VPXOR     Y1, Y3, Y3
-	VPCMPGTD  Y2, Y3, Y4
-	VPXOR     Y9, Y4, Y4
-	VPAND     Y10, Y0, Y5
-	VPCMPGTD  Y11, Y5, Y5
-	VPAND     Y10, Y1, Y6
-	VPCMPGTD  Y11, Y6, Y6
-	VPANDN    Y4, Y6, Y4
-	VPOR      Y5, Y4, Y4
-	VPBLENDVB Y4, Y1, Y0, Y7
-	VPAND     Y5, Y6, Y5
-	VPBLENDVB Y5, Y10, Y7, Y7
-	VMOVDQU   Y7, (DI)(BX*4)
-	ADDQ      $8, BX
+	VMOVDQU   32(DX)(BX*4), Y6
+	MMF32(Y0, Y1, Y2, Y3, Y4)
+	MMF32(Y5, Y6, Y7, Y8, Y12)
+	VMOVDQU   Y0, (DI)(BX*4)
+	VMOVDQU   Y5, 32(DI)(BX*4)
+	ADDQ      $16, BX
 	JMP       mmf32loop
 mmf32done:
 	VZEROUPPER
@@ -154,12 +169,18 @@ mulf16loop:
 	CMPQ BX, CX
 	JAE  mulf16done
 	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS 16(SI)(BX*2), Y1
 	VCVTPH2PS (DX)(BX*2), Y4
+	VCVTPH2PS 16(DX)(BX*2), Y5
 	VMULPS    Y4, Y0, Y0
+	VMULPS    Y5, Y1, Y1
 	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
 	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
 	VCVTPS2PH $0, Y0, (DI)(BX*2)
-	ADDQ      $8, BX
+	VCVTPS2PH $0, Y1, 16(DI)(BX*2)
+	ADDQ      $16, BX
 	JMP       mulf16loop
 mulf16done:
 	VZEROUPPER
@@ -426,11 +447,16 @@ mulf32ntloop:
 	CMPQ BX, CX
 	JAE  mulf32ntdone
 	VMOVUPS   (SI)(BX*4), Y0
+	VMOVUPS   32(SI)(BX*4), Y1
 	VMULPS    (DX)(BX*4), Y0, Y0
+	VMULPS    32(DX)(BX*4), Y1, Y1
 	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
 	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
 	VMOVNTPS  Y0, (DI)(BX*4)
-	ADDQ      $8, BX
+	VMOVNTPS  Y1, 32(DI)(BX*4)
+	ADDQ      $16, BX
 	JMP       mulf32ntloop
 mulf32ntdone:
 	SFENCE
@@ -453,26 +479,14 @@ mmf32ntloop:
 	CMPQ BX, CX
 	JAE  mmf32ntdone
 	VMOVDQU   (SI)(BX*4), Y0
+	VMOVDQU   32(SI)(BX*4), Y5
 	VMOVDQU   (DX)(BX*4), Y1
-	VPSRAD    $31, Y0, Y2
-	VPSRLD    $1, Y2, Y2
-	VPXOR     Y0, Y2, Y2
-	VPSRAD    $31, Y1, Y3
-	VPSRLD    $1, Y3, Y3
-	VPXOR     Y1, Y3, Y3
-	VPCMPGTD  Y2, Y3, Y4
-	VPXOR     Y9, Y4, Y4
-	VPAND     Y10, Y0, Y5
-	VPCMPGTD  Y11, Y5, Y5
-	VPAND     Y10, Y1, Y6
-	VPCMPGTD  Y11, Y6, Y6
-	VPANDN    Y4, Y6, Y4
-	VPOR      Y5, Y4, Y4
-	VPBLENDVB Y4, Y1, Y0, Y7
-	VPAND     Y5, Y6, Y5
-	VPBLENDVB Y5, Y10, Y7, Y7
-	VMOVNTDQ  Y7, (DI)(BX*4)
-	ADDQ      $8, BX
+	VMOVDQU   32(DX)(BX*4), Y6
+	MMF32(Y0, Y1, Y2, Y3, Y4)
+	MMF32(Y5, Y6, Y7, Y8, Y12)
+	VMOVNTDQ  Y0, (DI)(BX*4)
+	VMOVNTDQ  Y5, 32(DI)(BX*4)
+	ADDQ      $16, BX
 	JMP       mmf32ntloop
 mmf32ntdone:
 	SFENCE
@@ -491,13 +505,20 @@ mulf16ntloop:
 	CMPQ BX, CX
 	JAE  mulf16ntdone
 	VCVTPH2PS (SI)(BX*2), Y0
+	VCVTPH2PS 16(SI)(BX*2), Y1
 	VCVTPH2PS (DX)(BX*2), Y4
+	VCVTPH2PS 16(DX)(BX*2), Y5
 	VMULPS    Y4, Y0, Y0
+	VMULPS    Y5, Y1, Y1
 	VCMPPS    $3, Y0, Y0, Y2
+	VCMPPS    $3, Y1, Y1, Y3
 	VBLENDVPS Y2, Y10, Y0, Y0
+	VBLENDVPS Y3, Y10, Y1, Y1
 	VCVTPS2PH $0, Y0, X0
-	VMOVNTDQ  X0, (DI)(BX*2)
-	ADDQ      $8, BX
+	VCVTPS2PH $0, Y1, X1
+	VINSERTI128 $1, X1, Y0, Y0
+	VMOVNTDQ  Y0, (DI)(BX*2)
+	ADDQ      $16, BX
 	JMP       mulf16ntloop
 mulf16ntdone:
 	SFENCE

@@ -16,6 +16,9 @@
 extern int mgoCustomExecuteOp(uintptr_t h, char *collective, char *plan, void *send, void *recv, size_t count, int dtype,
                               int op, void *scalar, uintptr_t stream, int host);
 
+/* The Go side of mscclgoExecuteHostGather (custom.go). */
+extern int mgoCustomExecuteGather(uintptr_t h, char *plan, void *send, void *recvs, size_t count, int dtype);
+
 #define MCOMM_LIVE 0x6d7363636c636f31ULL
 #define MCOMM_DEAD 0x6d7363636c636f30ULL
 
@@ -209,6 +212,16 @@ ncclResult_t mscclgoExecuteHostOp(mscclgoComm_t comm, const char *collective, co
   }
   return (ncclResult_t)mgoCustomExecuteOp(comm->ours, (char *)collective, (char *)plan, (void *)sendbuff, recvbuff, count,
                                           (int)datatype, (int)op, (void *)scalar, 0, 1);
+}
+
+ncclResult_t mscclgoExecuteHostGather(mscclgoComm_t comm, const char *plan, const void *sendbuff, void *const *recvbuffs,
+                                      size_t count, ncclDataType_t datatype) {
+  ncclResult_t r = check(comm, "mscclgoExecuteHostGather");
+  if (r != ncclSuccess) {
+    return r;
+  }
+  return (ncclResult_t)mgoCustomExecuteGather(comm->ours, (char *)plan, (void *)sendbuff, (void *)recvbuffs, count,
+                                              (int)datatype);
 }
 
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm) {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -377,6 +378,62 @@ func customExecute(fn string, h C.uintptr_t, collective, plan *C.char, send, rec
 	}
 	k.stream = uintptr(stream)
 	k.hostMem = host != 0
+	return c.customRun(fn, cs, k, plan)
+}
+
+// gatherFn is the C name of mgoCustomExecuteGather.
+const gatherFn = "mscclgoExecuteHostGather"
+
+// mgoCustomExecuteGather is mscclgoExecuteHostGather (declared in
+// custom.c): an allgather on host memory whose rank j's block lands in
+// recvs[j] (an array of one pointer per rank, each to count elements),
+// as mscclgoExecuteHost's allgather into one buffer would hold it. A
+// rank's multi-process session copies its output to them directly; so
+// a list of tensors is gathered with one copy, not two.
+//
+//export mgoCustomExecuteGather
+func mgoCustomExecuteGather(h C.uintptr_t, plan *C.char, send, recvs unsafe.Pointer, count C.size_t, dtype C.int) (res C.int) {
+	const fn = gatherFn
+	defer guard(fn, &res)
+	c, cs := customOf(h)
+	if err := c.use(); err != nil {
+		return answer(fn, err)
+	}
+	k := call{fn: fn, coll: collAllGather, sendPtr: send, send: uintptr(send), count: uint64(count), dtype: int(dtype), op: -1, peer: -1, hostMem: true}
+	err := c.checkCustom(k)
+	if err == nil && k.count > 0 { // zero elements succeed at once, as every call's
+		k.recvParts, err = gatherParts(recvs, c.size, k.count*elemSize(k.dtype))
+	}
+	if err != nil {
+		return answer(fn, fmt.Errorf("rank %d of %d: %w", c.rank, c.size, err))
+	}
+	return c.customRun(fn, cs, k, plan)
+}
+
+// gatherParts is the n buffers of block bytes that recvs points to (an
+// array of n pointers), or an error naming the one that is NULL or runs
+// past the end of the address space.
+func gatherParts(recvs unsafe.Pointer, n int, block uint64) ([][]byte, error) {
+	if recvs == nil {
+		return nil, errorf(resultInvalidArgument, "recvbuffs is NULL (want an array of %d pointers, one per rank)", n)
+	}
+	parts := make([][]byte, n)
+	for j, p := range unsafe.Slice((*unsafe.Pointer)(recvs), n) {
+		if p == nil {
+			return nil, errorf(resultInvalidArgument, "recvbuffs[%d] is NULL (want %d buffers of %d bytes)", j, n, block)
+		}
+		if _, carry := bits.Add64(uint64(uintptr(p)), block, 0); carry != 0 {
+			return nil, errorf(resultInvalidArgument, "recvbuffs[%d], %p of %d bytes, runs past the end of the address space", j, p, block)
+		}
+		parts[j] = unsafe.Slice((*byte)(p), block)
+	}
+	return parts, nil
+}
+
+// customRun runs call k (checked) of the custom communicator: plan
+// (NULL for the selector's or select's choice), or the built-in path on
+// host memory where none serves it.
+func (c *comm) customRun(fn string, cs *customState, k call, plan *C.char) C.int {
 	if c.emptyCall(k) {
 		return C.ncclSuccess
 	}

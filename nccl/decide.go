@@ -60,6 +60,11 @@ type call struct {
 	// opPreMulSum): scalar is its one element of dtype, this rank's.
 	premul bool
 	scalar []byte
+	// recvParts is set for mscclgoExecuteHostGather: an allgather whose
+	// rank j's block lands in recvParts[j] (one buffer per rank, each a
+	// block long), not in one buffer; recv and recvPtr are then 0 and
+	// nil, and the call is out of place.
+	recvParts [][]byte
 }
 
 // dtypeNames are ncclDataType_t's names; elemSize their sizes.

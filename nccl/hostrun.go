@@ -303,7 +303,10 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	if why := c.hostRefusal(k); why != "" {
 		return false, nil, why
 	}
-	if k.sendPtr == nil || k.recvPtr == nil {
+	if k.recvParts != nil && (c.procs == nil || d.generic) {
+		return c.runOnHostParts(k, d)
+	}
+	if k.sendPtr == nil || (k.recvPtr == nil && k.recvParts == nil) {
 		return true, errorf(resultInvalidArgument, "%s: a NULL buffer (send %p, receive %p)", k.fn, k.sendPtr, k.recvPtr), ""
 	}
 	red, err := reductionOf(k, c.size)
@@ -319,7 +322,10 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 		out = size / uint64(c.size)
 	}
 	send := unsafe.Slice((*byte)(k.sendPtr), in)
-	recv := unsafe.Slice((*byte)(k.recvPtr), out)
+	var recv []byte // nil for an allgather into parts (k.recvParts)
+	if k.recvParts == nil {
+		recv = unsafe.Slice((*byte)(k.recvPtr), out)
+	}
 	sig := hostSig(k)
 	if c.procs != nil {
 		// One call at a time; every rank first says it has come, and
@@ -366,6 +372,26 @@ func (c *comm) runOnHost(k call, d decision) (ran bool, err error, reason string
 	return true, err, ""
 }
 
+// runOnHostParts runs an allgather into one buffer per rank (k.recvParts)
+// where the run writes one output buffer of the caller's (ranks as
+// threads of one hub, and the built-in path): into a buffer of its own,
+// each rank's block then copied to its part. A rank's multi-process
+// session copies its output to the parts directly (hostProcs.run).
+func (c *comm) runOnHostParts(k call, d decision) (bool, error, string) {
+	parts := k.recvParts
+	whole := make([]byte, k.size(c.size))
+	k.recvParts = nil
+	k.recvPtr = unsafe.Pointer(unsafe.SliceData(whole))
+	k.recv = uintptr(k.recvPtr)
+	ran, err, reason := c.runOnHost(k, d)
+	if ran && err == nil {
+		for j, p := range parts {
+			copy(p, whole[j*len(p):])
+		}
+	}
+	return ran, err, reason
+}
+
 // logHostEvictions tells the INFO log, after call k, how many host
 // sessions are open and how many were closed to make room, when that
 // count changed since the last time.
@@ -381,12 +407,19 @@ func (c *comm) logHostEvictions(k call, evictions func() (open, evicted int)) {
 
 // hostSig is call k as every rank must make it: its placement is each
 // rank's own (NCCL's rule), and so is the plan that placement chose.
+//
+// An allgather into parts (mscclgoExecuteHostGather) is the same call as
+// mscclgoExecuteHost's allgather into one buffer: ranks may make either.
 func hostSig(k call) string {
 	op := ""
 	if k.op >= 0 {
 		op = " " + k.opLabel()
 	}
-	return fmt.Sprintf("%s count %d %s%s", k.fn, k.count, dtypeName(k.dtype), op)
+	fn := k.fn
+	if fn == gatherFn {
+		fn = "mscclgoExecuteHost"
+	}
+	return fmt.Sprintf("%s count %d %s%s", fn, k.count, dtypeName(k.dtype), op)
 }
 
 // hostPart is one rank's part of a call on a hub: its buffers, its
@@ -426,8 +459,8 @@ func (p hostPart) stagedBuffers(rank int, d decision) (b executor.RankBuffers, d
 		*p.stage = make([]byte, need)
 	}
 	in, out := l.stageBuffers((*p.stage)[:need], d.planInPlace)
-	l.stageIn(p.dtype, p.red, in, p.send)
-	return executor.RankBuffers{Input: in, Output: out}, func() { l.stageOut(p.dtype, p.red, p.recv, out) }
+	l.stageIn(plainCopy, p.dtype, p.red, in, p.send)
+	return executor.RankBuffers{Input: in, Output: out}, func() { l.stageOut(plainCopy, p.dtype, p.red, p.recv, out) }
 }
 
 // buffers are the part's buffers laid out for a plan of placement
@@ -702,7 +735,8 @@ func (h *hostHub) execute(ctx context.Context, key, file string, coll collective
 
 // run runs this rank of call k (plan instance key of d) in the
 // instance's multi-process session, opened on first use: the input is
-// copied into the session's buffers, the output out of them.
+// copied into the session's buffers, the output out of them (an
+// allgather into parts, k.recvParts: each rank's block into its part).
 // The input is staged into the plan's layout l (padded where d says)
 // and pre-multiplied, the output copied back and divided, as red says.
 // The caller holds p.mu, and every rank has arrived (arrive).
@@ -721,14 +755,16 @@ func (p *hostProcs) run(c *comm, k call, d decision, key, sig string, send, recv
 	}
 	in, out := directParts(s, k, d, l, red, c.rank, send, recv)
 	if in == nil {
-		l.stageIn(k.dtype, red, b.Input, send)
+		l.stageIn(s.Copy, k.dtype, red, b.Input, send)
 	}
 	if err := s.LaunchDirect(context.Background(), in, out); err != nil {
 		return fmt.Errorf("rank %d of %d: %s: %w", c.rank, c.size, sig, err)
 	}
 	switch {
+	case k.recvParts != nil:
+		l.stageOutParts(s.Copy, k.recvParts, b.Output)
 	case out == nil:
-		l.stageOut(k.dtype, red, recv, b.Output)
+		l.stageOut(s.Copy, k.dtype, red, recv, b.Output)
 	case red.postDiv > 0:
 		divide(k.dtype, recv, red.postDiv)
 	}

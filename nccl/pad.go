@@ -177,22 +177,44 @@ func (l layout) copies(in bool, f func(callAt, planAt, n uint64)) {
 	f(0, 0, b)
 }
 
-// stageIn copies the caller's input src into the plan's input dst, each
-// element pre-multiplied as r says.
-func (l layout) stageIn(d int, r reduction, dst, src []byte) {
+// copyFunc copies src into dst (one length, apart): the built-in copy
+// (plainCopy), or a multi-process session's, split over its goroutines
+// (cpu.RankSession.Copy).
+type copyFunc func(dst, src []byte)
+
+// plainCopy is copy as a copyFunc.
+func plainCopy(dst, src []byte) { copy(dst, src) }
+
+// stageIn copies the caller's input src into the plan's input dst with
+// cp, each element pre-multiplied as r says (then without cp).
+func (l layout) stageIn(cp copyFunc, d int, r reduction, dst, src []byte) {
 	l.copies(true, func(callAt, planAt, n uint64) {
+		if r.preMul == nil {
+			cp(dst[planAt:planAt+n], src[callAt:callAt+n])
+			return
+		}
 		stageInput(d, r, dst[planAt:planAt+n], src[callAt:callAt+n])
 	})
 }
 
-// stageOut copies the plan's output src into the caller's output dst,
-// each element divided as r says.
-func (l layout) stageOut(d int, r reduction, dst, src []byte) {
+// stageOut copies the plan's output src into the caller's output dst
+// with cp, each element divided as r says.
+func (l layout) stageOut(cp copyFunc, d int, r reduction, dst, src []byte) {
 	l.copies(false, func(callAt, planAt, n uint64) {
-		copy(dst[callAt:callAt+n], src[planAt:planAt+n])
+		cp(dst[callAt:callAt+n], src[planAt:planAt+n])
 	})
 	if r.postDiv > 0 {
 		divide(d, dst, r.postDiv)
+	}
+}
+
+// stageOutParts copies the plan's allgather output src into parts with
+// cp, rank j's block into parts[j] (each a block long).
+func (l layout) stageOutParts(cp copyFunc, parts [][]byte, src []byte) {
+	b, pb := l.block(), l.padBlock()
+	for j, p := range parts {
+		at := uint64(j) * pb
+		cp(p, src[at:at+b])
 	}
 }
 

@@ -167,7 +167,7 @@ func TestPadding(t *testing.T) {
 		src8[i] = byte(i)
 	}
 	dst := make([]byte, 3*5*4)
-	g.stageOut(7, reduction{}, dst, src8)
+	g.stageOut(plainCopy, 7, reduction{}, dst, src8)
 	for r := range 3 {
 		if !slices.Equal(dst[r*20:(r+1)*20], src8[r*32:r*32+20]) {
 			t.Errorf("allgather block %d copied from the wrong place: %x", r, dst[r*20:(r+1)*20])

@@ -210,22 +210,31 @@ func TestShapesHost(t *testing.T) {
 // with each rank's own scalar included, through mscclgoExecuteHostOp:
 // ranks as threads and as processes, registered plans (2 ranks) and none
 // (3 ranks: the built-in path); mscclgoSelect names the plan an odd
-// count runs and "builtin" where none does.
+// count runs and "builtin" where none does. The parts rows make the
+// allgathers through mscclgoExecuteHostGather, into a buffer per rank
+// (in place: the rank's own part is its input): a hub's run and the
+// built-in path gather into a buffer of the library's, a rank's
+// multi-process session into the parts.
 func TestShapesCustom(t *testing.T) {
 	plans := shapesPlans(t)
+	parts := []string{"SHAPES_PARTS=1"}
 	cases := []struct {
 		mode                string
 		n                   int
 		dtypes, ops, counts string
 		sel                 []string
+		env                 []string
 	}{
-		{"custom", 2, planTypes, ncclOps + ",premul", "0,1,3,17,1000,12345", []string{"select allreduce 17 float32 -> 0 allreduce_packet", "select allreduce 17 float64 -> 0 builtin"}},
-		{"custom", 3, "f16,f32,i32,f64,i64", ncclOps + ",premul", smallCounts, []string{"select allreduce 17 float32 -> 0 builtin"}},
-		{"customprocs", 2, planTypes + ",u8", ncclOps + ",premul", "0,3,17,1000", []string{"select allreduce 17 float32 -> 0 allreduce_packet"}},
+		{"custom", 2, planTypes, ncclOps + ",premul", "0,1,3,17,1000,12345", []string{"select allreduce 17 float32 -> 0 allreduce_packet", "select allreduce 17 float64 -> 0 builtin"}, nil},
+		{"custom", 3, "f16,f32,i32,f64,i64", ncclOps + ",premul", smallCounts, []string{"select allreduce 17 float32 -> 0 builtin"}, nil},
+		{"customprocs", 2, planTypes + ",u8", ncclOps + ",premul", "0,3,17,1000", []string{"select allreduce 17 float32 -> 0 allreduce_packet"}, nil},
+		{"custom", 2, planTypes, "sum", "0,1,3,17,1000,12345", nil, parts},
+		{"custom", 3, "f32,i64", "sum", smallCounts, nil, parts},
+		{"customprocs", 2, planTypes + ",u8", "sum", "0,3,17,1000,12345", nil, parts},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s %d", c.mode, c.n), func(t *testing.T) {
-			runs := runShapes(t, []string{"SHAPES_PLANS=" + plans}, c.mode, c.n, c.dtypes, c.ops, c.counts)
+		t.Run(fmt.Sprintf("%s %d %v", c.mode, c.n, c.env), func(t *testing.T) {
+			runs := runShapes(t, append([]string{"SHAPES_PLANS=" + plans}, c.env...), c.mode, c.n, c.dtypes, c.ops, c.counts)
 			checkShapes(t, runs, c.n, shapeCases(c.dtypes, c.ops, c.counts))
 			for _, s := range c.sel {
 				if !strings.Contains(runs[0].stdout, s) {

@@ -8,6 +8,7 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/mscclgo/mscclgo/executor"
 	"github.com/mscclgo/mscclgo/executor/rankwire"
@@ -121,4 +122,26 @@ func (r *RankSession) checkDirect(in, out []byte) error {
 		}
 	}
 	return nil
+}
+
+// Copy copies src into dst (of one length, apart), as the caller stages
+// a buffer that peers reach into the session's buffers and back out
+// between launches: split over the rank's share of the host's
+// goroutines (the session's bound on a large copy op, splitParts: parts
+// of at least splitPart bytes), so that a large call's staging is
+// not one core's memcpy where the rank has more. It must not run during
+// a launch of the session.
+func (r *RankSession) Copy(dst, src []byte) {
+	parts := splitParts(r.s.split.threads, 1, len(src))
+	if parts <= 1 || len(dst) != len(src) {
+		copy(dst, src)
+		return
+	}
+	rs := splitRanges(len(src), parts)
+	var wg sync.WaitGroup
+	for _, p := range rs[1:] {
+		wg.Go(func() { copy(dst[p[0]:p[1]], src[p[0]:p[1]]) })
+	}
+	copy(dst[rs[0][0]:rs[0][1]], src[rs[0][0]:rs[0][1]])
+	wg.Wait()
 }

@@ -211,3 +211,48 @@ func TestSplitCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestRankSessionCopy: RankSession.Copy gives copy's bytes whole (one
+// thread, a copy below two parts) and split over several goroutines, at
+// lengths on and off the parts' boundaries.
+func TestRankSessionCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 7))
+	for _, c := range []struct{ threads, n int }{
+		{1, 3 << 20}, {4, 3<<20 + 5}, {4, splitPart}, {3, 2*splitPart - 1}, {3, 2 * splitPart}, {8, 0}, {16, 5<<20 + 3},
+	} {
+		r := &RankSession{s: &session{}}
+		r.s.split.threads = c.threads
+		src, dst := make([]byte, c.n), make([]byte, c.n)
+		for i := range src {
+			src[i] = byte(rng.Uint32())
+		}
+		r.Copy(dst, src)
+		for i := range dst {
+			if dst[i] != src[i] {
+				t.Fatalf("%d threads, %d bytes (%d parts): byte %d is %#x, want %#x", c.threads, c.n, splitParts(c.threads, 1, c.n), i, dst[i], src[i])
+			}
+		}
+	}
+}
+
+// BenchmarkRankSessionCopy is RankSession.Copy of 16 MiB (a staging copy
+// of a large host call) with a share of 1, 2 and 4 goroutines.
+//
+//	go test ./executor/cpu -run '^$' -bench RankSessionCopy -benchtime 20x
+func BenchmarkRankSessionCopy(b *testing.B) {
+	const n = 16 << 20
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	for _, threads := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			r := &RankSession{s: &session{}}
+			r.s.split.threads = threads
+			b.SetBytes(n)
+			for b.Loop() {
+				r.Copy(dst, src)
+			}
+		})
+	}
+}

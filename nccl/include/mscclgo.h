@@ -102,6 +102,15 @@ ncclResult_t mscclgoExecuteOp(mscclgoComm_t comm, const char *collective, const 
 ncclResult_t mscclgoExecuteHostOp(mscclgoComm_t comm, const char *collective, const char *plan, const void *sendbuff,
                                   void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, const void *scalar);
 
+/* An allgather on host memory as mscclgoExecuteHost's, whose rank j's
+ * count elements land in recvbuffs[j] (an array of one buffer per rank)
+ * instead of one buffer: a list of separate tensors is filled with one
+ * copy. Every rank's call matches an allgather of mscclgoExecuteHost (a
+ * rank may make either); the call is out of place (sendbuff may be
+ * recvbuffs[rank]). */
+ncclResult_t mscclgoExecuteHostGather(mscclgoComm_t comm, const char *plan, const void *sendbuff, void *const *recvbuffs,
+                                      size_t count, ncclDataType_t datatype);
+
 ncclResult_t mscclgoCommDestroy(mscclgoComm_t comm);
 
 #ifdef __cplusplus

@@ -9,7 +9,9 @@
  * rank per process: RANK, WORLD_SIZE, SHAPES_ID_FILE), custom (mscclgo.h,
  * one thread per rank, mscclgoExecuteHostOp), customprocs (mscclgo.h, one
  * rank per process); SHAPES_GROUP=1 puts each call of the threads and
- * procs modes in a group of its own. DTYPES: comma-separated of i8 u8 i32 u32 i64 u64 f16
+ * procs modes in a group of its own; SHAPES_PARTS=1 makes the custom
+ * modes' allgathers through mscclgoExecuteHostGather, into a buffer per
+ * rank. DTYPES: comma-separated of i8 u8 i32 u32 i64 u64 f16
  * f32 f64 bf16; OPS: of sum prod max min avg premul (premul: the custom
  * modes only); COUNTS: comma-separated element counts. Each case prints
  * nothing when right, a line with WRONG or the failing call otherwise;
@@ -344,8 +346,37 @@ static void release(struct one *c) {
   free(c->recvbuf);
 }
 
+/* gather_parts is an allgather of the custom modes through
+ * mscclgoExecuteHostGather (SHAPES_PARTS=1): into one buffer per rank,
+ * each allocated apart (in place: this rank's part is its input, inside
+ * recv), then copied into recv for check. */
+static int gather_parts(struct one *c, mscclgoComm_t mc) {
+  size_t block = c->count * dt_size(c->d);
+  void *parts[64];
+  if (c->n > 64) {
+    return ncclInvalidArgument;
+  }
+  for (int j = 0; j < c->n; j++) {
+    parts[j] = c->inplace && j == c->rank ? (void *)c->send : calloc(block + 1, 1);
+    if (parts[j] == NULL) {
+      return ncclSystemError; /* the parts made so far leak: the run ends */
+    }
+  }
+  int res = mscclgoExecuteHostGather(mc, NULL, c->send, parts, c->count, (ncclDataType_t)c->d);
+  for (int j = 0; j < c->n; j++) {
+    if (!(c->inplace && j == c->rank)) {
+      memcpy(c->recv + (size_t)j * block, parts[j], block);
+      free(parts[j]);
+    }
+  }
+  return res;
+}
+
 static int call(struct one *c, ncclComm_t nc, mscclgoComm_t mc) {
   ncclDataType_t dt = (ncclDataType_t)c->d;
+  if (mc != NULL && c->coll == 1 && getenv("SHAPES_PARTS") != NULL) {
+    return gather_parts(c, mc);
+  }
   if (mc != NULL) {
     int64_t si = premul_i(c->rank);
     double sf = premul_f(c->rank);

@@ -90,6 +90,9 @@ def _load(path=None):
         if hasattr(lib, "mscclgoExecuteHostOp"):
             lib.mscclgoExecuteHostOp.argtypes = op_args
             lib.mscclgoExecuteOp.argtypes = op_args + [ctypes.c_void_p]
+        if hasattr(lib, "mscclgoExecuteHostGather"):
+            lib.mscclgoExecuteHostGather.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p,
+                                                     ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]
         lib.mscclgoCommDestroy.argtypes = [ctypes.c_void_p]
         _libs[path] = lib
     return lib

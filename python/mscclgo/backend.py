@@ -293,6 +293,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             self._nccl = dist.ProcessGroupNCCL(_c10d.PrefixStore("mscclgo/nccl/", store), rank, size)
         self._lib = _load()
         self._has_op = hasattr(self._lib, "mscclgoExecuteHostOp")
+        self._has_gather = hasattr(self._lib, "mscclgoExecuteHostGather")
         self._detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
         self._device_plans = self._nccl is not None
         self._store = store
@@ -401,18 +402,29 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                                  f"{tuple(o.shape)} and dtype {str(o.dtype)[6:]} on {o.device}, want the input's")
 
         def run():
-            flat = self._adjacent(outs)
-            if flat is not None and _apart_or_own(inp, flat, outs[self._rank]):
-                # The list is one tensor's consecutive parts (a chunk()):
-                # gathered into it, nothing copied.
-                self._allgather(flat, inp.reshape(-1))
-                return output_lists
-            flat = self._flat(self._size * inp.numel(), inp.dtype, inp.device)
-            self._allgather(flat, inp.reshape(-1))
-            for i, o in enumerate(outs):
-                o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view(o.shape))
+            self._allgather_list(outs, inp)
             return output_lists
         return self._submit("all_gather", inp, run, inp, *outs)
+
+    def _allgather_list(self, outs, inp):
+        """all_gather of inp into the list outs (one tensor per rank)."""
+        flat = self._adjacent(outs)
+        if flat is not None and _apart_or_own(inp, flat, outs[self._rank]):
+            # The list is one tensor's consecutive parts (a chunk()):
+            # gathered into it, nothing copied.
+            self._allgather(flat, inp.reshape(-1))
+            return
+        flat = self._flat(self._size * inp.numel(), inp.dtype, inp.device)
+        own = outs[self._rank]
+        if all(o.is_contiguous() and _apart_or_own(inp, o, own) for o in outs):
+            # Each part written once: by the library (a plan's output
+            # copied to the parts, mscclgoExecuteHostGather) or by gloo;
+            # flat only stands for the output in choosing the plan.
+            self._allgather(flat, inp.reshape(-1), [o.view(-1) for o in outs])
+            return
+        self._allgather(flat, inp.reshape(-1))
+        for i, o in enumerate(outs):
+            o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view(o.shape))
 
     def _allgather_base(self, output, input, opts=None):
         if _cuda_in([input]):
@@ -429,10 +441,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             return self._cuda("allgather_coalesced", output_lists, input_list, opts)
         def run():
             for outs, inp in zip(output_lists, input_list):
-                flat = self._flat(self._size * inp.numel(), inp.dtype, inp.device)
-                self._allgather(flat, inp.reshape(-1))
-                for i, o in enumerate(outs):
-                    o.copy_(flat[i * inp.numel():(i + 1) * inp.numel()].view(o.shape))
+                self._allgather_list(outs, inp)
             return output_lists
         for t in input_list:
             self._check_dense("all_gather_coalesced", t)
@@ -633,19 +642,33 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             out.copy_(inp)
         self._gloo_reduce(out, kind, scalar, None)
 
-    def _allgather(self, out, inp):
+    def _allgather(self, out, inp, parts=None):
+        """out = every rank's inp in rank order; with parts (a flat
+        contiguous tensor per rank, none overlapping inp but the rank's
+        own), rank j's block goes to parts[j] and out is left alone (it
+        stands for the output in choosing the plan)."""
         if inp.numel() == 0:
             return
         plan, why = self._plan("allgather", out, inp, None)
-        if plan:
+        if plan and parts is not None and not self._has_gather:
+            # A library without mscclgoExecuteHostGather: gathered into
+            # out, then copied.
             self._run_plan("allgather", plan, out, inp, None, None)
+            for i, p in enumerate(parts):
+                p.copy_(out[i * inp.numel():(i + 1) * inp.numel()])
+            return
+        if plan:
+            self._run_plan("allgather", plan, out, inp, None, None, parts)
             return
         self._note(("allgather", out.dtype, inp.numel()), f"all_gather of {inp.numel()} {str(inp.dtype)[6:]}: {why}: "
                    f"gloo's all_gather")
         self._signature("all_gather", inp)
         n = inp.numel()
-        wo = _wire(out)
-        parts = [wo[i * n:(i + 1) * n] for i in range(self._size)]
+        if parts is None:
+            wo = _wire(out)
+            parts = [wo[i * n:(i + 1) * n] for i in range(self._size)]
+        else:
+            parts = [_wire(p) for p in parts]
         self._gloo.allgather([parts], [_wire(inp.contiguous())], _c10d.AllgatherOptions()).wait()
 
     def _reducescatter(self, out, inp, kind, scalar):
@@ -777,7 +800,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
                            f"plan {d[0]}")
         return d
 
-    def _run_plan(self, collective, plan, out, inp, kind, scalar):
+    def _run_plan(self, collective, plan, out, inp, kind, scalar, parts=None):
         """Runs plan on host memory. With TORCH_DISTRIBUTED_DEBUG=DETAIL
         (torch's own switch for checking every call) the ranks compare
         the call first; otherwise only a call whose run failed waiting for
@@ -788,7 +811,7 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
         if self._detail:
             self._signature(_TORCH_NAMES[collective], sig, kind, 1)
         try:
-            self._execute(collective, plan, out, inp, kind, scalar)
+            self._execute(collective, plan, out, inp, kind, scalar, parts=parts)
         except MscclgoError as e:
             if "mismatched calls" in str(e):
                 # The library compared the ranks' calls before any ran
@@ -801,13 +824,18 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
             self._signature(_TORCH_NAMES[collective], sig, kind, 1, failed=True)
             raise
 
-    def _execute(self, collective, plan, out, inp, kind, scalar, stream=None):
-        """Runs plan: on host memory, or on stream (CUDA tensors)."""
+    def _execute(self, collective, plan, out, inp, kind, scalar, stream=None, parts=None):
+        """Runs plan: on host memory, or on stream (CUDA tensors); an
+        all_gather with parts into them (_allgather)."""
         lib, count = self._lib, (inp.numel() if collective == "allgather" else out.numel())
         dt = _PLAN_DTYPES[out.dtype]
         # "builtin" is select's name for the library's own path where no
         # plan serves the call; the library takes it when given no name.
         plan = None if plan == "builtin" else plan.encode()
+        if parts is not None:
+            ptrs = (ctypes.c_void_p * len(parts))(*(p.data_ptr() for p in parts))
+            self._comm._call(lib.mscclgoExecuteHostGather, self._comm._comm, plan, inp.data_ptr(), ptrs, count, dt)
+            return
         if stream is not None:
             sc = torch.tensor([scalar], dtype=out.dtype) if kind == _R.PREMUL_SUM else None
             self._comm._call(lib.mscclgoExecuteOp, self._comm._comm, collective.encode(), plan,
@@ -833,8 +861,10 @@ class ProcessGroupMscclgo(_c10d.ProcessGroup):
 
     def _flat(self, n, dtype, device):
         """A tensor of n elements of dtype on device for a call's staging
-        (all_gather into a list gathers into it, then copies out;
-        reduce_scatter of a list concatenates into it): the
+        (all_gather into a list chooses its plan by it as the output, and
+        gathers into it and copies out where a tensor of the list is not
+        contiguous or the input overlaps another rank's; reduce_scatter
+        of a list concatenates into it): the
         group's last one where it is large enough, else a new one that
         replaces it. A fresh tensor of some MiB each call costs its pages'
         faults and zeroing on every call, more than the copy; the group's

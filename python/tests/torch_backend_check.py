@@ -179,6 +179,10 @@ def collectives(rank, world):
             outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
             dist.all_gather(outs, values(rank, n, dtype))  # the group's staging tensor again
             c.equal(f"all_gather list again {dn} {n}", torch.cat(outs), gathered)
+            outs = [torch.zeros(n, dtype=dtype) for _ in range(world)]
+            outs[rank].copy_(values(rank, n, dtype))
+            dist.all_gather(outs, outs[rank])  # the input is this rank's own tensor of the list
+            c.equal(f"all_gather list own input {dn} {n}", torch.cat(outs), gathered)
             whole = torch.zeros(world * n, dtype=dtype)
             dist.all_gather(list(whole.chunk(world)), values(rank, n, dtype))  # gathered in place of the list
             c.equal(f"all_gather list of chunks {dn} {n}", whole, gathered)
