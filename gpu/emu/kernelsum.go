@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "5670e7dc8abf6e56141bd8c554e3ec77dffb5b0b5917af8403c984ddb21bd2e4"
+const kernelSourceSum = "c44f3bb65451054cd45b5f096dbf07f9754e3b449bf4324932b0aa390188f348"
