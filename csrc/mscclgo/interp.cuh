@@ -35,9 +35,22 @@ MG_DEV uint64_t ids_at(uint32_t n_ops, uint32_t n_regions) {
   return regions_at(n_ops) + align8(uint64_t(n_regions) * sizeof(mg_region));
 }
 
+// Cold is a thread's state that is used rarely: kept in local memory
+// (get_cold/put_cold, prim.h), a variable of run that Ctx points to (the
+// Ctx itself stays in registers: were the cold fields in it, the whole
+// Ctx would be kept in local memory, and the shared memory behind c.sh
+// reached by generic accesses).
+struct Cold {
+  uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
+  uint32_t beat;  // thread 0's heartbeat count
+  // The op loop's position (run): i, the op to run; p, the pipeline
+  // whose body it is in; it, the iteration of that pipeline.
+  uint32_t i, p, it;
+};
+
 // Ctx is one thread's view of its block: the launch arguments, the
-// block's shared memory, the thread's index, its heartbeat count and the
-// FIFO tail it last read. Everything else is recomputed where it is used
+// block's shared memory, the thread's index and its Cold state (in
+// local memory). Everything else is recomputed where it is used
 // from the arguments (device memory) and the block's shared memory,
 // instead of being kept in registers across the op dispatch: under the
 // 64-register cap of 1024-thread blocks those long-lived values were what
@@ -47,8 +60,7 @@ struct Ctx {
   const mg_args* a;
   mg_shared* sh;
   uint32_t tid, nt;
-  uint32_t beat;
-  uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
+  Cold* cold;
 
   MG_DEV int32_t rank() const { return sh->blk.rank; }
   MG_DEV const mg_rank* ranks() const { return reinterpret_cast<const mg_rank*>(a->ranks); }
@@ -93,7 +105,10 @@ MG_DEV bool check_abort(Ctx& c) {
 
 // heartbeat bumps the block's beat (thread 0 only: one writer).
 MG_DEV void heartbeat(Ctx& c) {
-  if (c.tid == 0) put_u32(&c.prog()->beat, ++c.beat);
+  if (c.tid != 0) return;
+  uint32_t b = get_cold(&c.cold->beat) + 1;
+  put_cold(&c.cold->beat, b);
+  put_u32(&c.prog()->beat, b);
 }
 
 // Wait describes a wait for the progress record.
@@ -471,6 +486,12 @@ static MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, c
 
 // ---- port channels: the FIFO (§4.3) -----------------------------------------
 
+// tail_seen records t as the FIFO tail this thread last read and returns it.
+static MG_DEV uint64_t tail_seen(Ctx& c, uint64_t t) {
+  put_cold(&c.cold->tail, t);
+  return t;
+}
+
 // push hands a trigger to the rank's proxy and returns its FIFO position,
 // or ~0 when the launch was aborted while the FIFO was full. The tail is
 // read (from its device replica) only when the FIFO looks full by the
@@ -480,12 +501,12 @@ static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, u
   mg_fifo* f = reinterpret_cast<mg_fifo*>(c.me()->fifo);
   const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me()->fifo_tail);
   uint64_t p = fetch_add_gpu(reinterpret_cast<uint64_t*>(c.me()->fifo_head), 1);
-  if (p >= c.tail + MG_FIFO_DEPTH) {
-    c.tail = load_acquire_sys(tail);
-    if (p >= c.tail + MG_FIFO_DEPTH) {
+  if (p >= get_cold(&c.cold->tail) + MG_FIFO_DEPTH) {
+    put_cold(&c.cold->tail, load_acquire_sys(tail));
+    if (p >= get_cold(&c.cold->tail) + MG_FIFO_DEPTH) {
       Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
       if (!poll(
-              c, w, tail, [&] { return p < (c.tail = load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
+              c, w, tail, [&] { return p < tail_seen(c, load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
               [&] { return load_relaxed_sys(tail); })) {
         return ~uint64_t(0);
       }
@@ -505,10 +526,10 @@ static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, u
 // transfers it completes).
 static MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
   const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me()->fifo_tail);
-  if (c.tail > p) return true;
+  if (get_cold(&c.cold->tail) > p) return true;
   Wait w{MG_WAIT_PROXY, ch, MG_CH_PORT, p + 1, 0};
   return poll(
-      c, w, tail, [&] { return (c.tail = load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
+      c, w, tail, [&] { return tail_seen(c, load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
 }
 
 // ---- ops ---------------------------------------------------------------------
@@ -1054,26 +1075,33 @@ static MG_DEV void run(const mg_args* a) {
   c.sh = sh;
   c.tid = tid();
   c.nt = nthreads();
-  c.beat = 0;
-  c.tail = 0;
-  if (c.tid == 0) c.beat = get_u32(&c.prog()->beat);
+  Cold k;
+  c.cold = &k;
+  put_cold(&c.cold->beat, c.tid == 0 ? get_u32(&c.prog()->beat) : 0u);
+  put_cold(&c.cold->tail, uint64_t(0));
 
-  // The op loop keeps three counters across the dispatch and nothing
-  // else: i, the op to run; p, the pipeline whose body it is in (kNoPipe
-  // outside one); it, the iteration of that pipeline. The op, the
-  // pipeline offset and unit are recomputed from them (shared memory),
-  // so that no longer-lived value crosses the data loops (make gpu-sass,
-  // docs/gpu.md §16). Ops run in the order of the nested loops they
-  // replace: a pipeline's body n_body ops, iterations times, then the op
-  // after the body.
+  // The op loop's position is cold (local memory: get_cold/put_cold,
+  // prim.h): i, the op to run; p, the pipeline whose body it is in
+  // (kNoPipe outside one); it, the iteration of that pipeline. Each step
+  // reads them and writes them back before the op runs, so that no
+  // register holds them across the data loops (make gpu-sass,
+  // docs/gpu.md §16); the op, the pipeline offset and unit are recomputed
+  // from them (shared memory). Ops run in the order of the nested loops
+  // they replace: a pipeline's body n_body ops, iterations times, then
+  // the op after the body.
   constexpr uint32_t kNoPipe = ~uint32_t(0);
-  uint32_t i = 0, p = kNoPipe, it = 0;
+  put_cold(&k.i, 0u);
+  put_cold(&k.p, kNoPipe);
+  put_cold(&k.it, 0u);
   for (;;) {
+    uint32_t i = get_cold(&k.i), p = get_cold(&k.p);
     if (p != kNoPipe && i == p + 1 + c.ops()[p].n_body) {
-      if (++it < c.ops()[p].iterations) {
-        i = p + 1;
+      uint32_t it = get_cold(&k.it) + 1;
+      if (it < c.ops()[p].iterations) {
+        put_cold(&k.it, it);
+        put_cold(&k.i, p + 1);
       } else {
-        p = kNoPipe;
+        put_cold(&k.p, kNoPipe);
       }
       continue;
     }
@@ -1081,21 +1109,23 @@ static MG_DEV void run(const mg_args* a) {
     const mg_op* op = c.ops() + i;
     if (p == kNoPipe && op->type == MG_PIPELINE) {
       if (op->iterations == 0 || op->n_body == 0) {
-        i += 1 + op->n_body;
+        put_cold(&k.i, i + 1 + op->n_body);
       } else {
-        p = i++;
-        it = 0;
+        put_cold(&k.i, i + 1);
+        put_cold(&k.p, i);
+        put_cold(&k.it, 0u);
       }
       continue;
     }
+    put_cold(&k.i, i + 1);
     if (p == kNoPipe) {
       mark(c, i, -1);
       exec(c, op, 0, kNoUnit);
     } else {
+      uint32_t it = get_cold(&k.it);
       mark(c, i, int32_t(it));
       exec(c, op, uint64_t(it) * c.ops()[p].unit_size, c.ops()[p].unit_size);
     }
-    i++;
   }
   block_sync();
   if (c.tid == 0) {
