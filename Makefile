@@ -309,8 +309,8 @@ build/ptxas-report.txt: build/ptxas-sm80.log build/ptxas-sm90.log
 # fails, naming entry, loop and instruction, on a spill, on a Simple-
 # protocol data loop with an access narrower than 128 bits, a generic
 # (not global) access or a strong store, and on a packet loop with a
-# generic access. REPORT=1 prints the same but exits 0 (what CI runs
-# until the kernel passes); DOC=1 also rewrites the table in docs/gpu.md.
+# generic access (CI runs it so). REPORT=1 prints the same but exits 0;
+# DOC=1 also rewrites the table in docs/gpu.md.
 # The table is written to build/gpu-sass.md, the costs summary that the
 # model of this kernel reads (docs/model.md) to build/gpu-sass-costs.tsv.
 REPORT ?=

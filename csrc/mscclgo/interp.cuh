@@ -26,23 +26,57 @@ namespace mg {
 // kNoUnit is the unit of ops outside pipelines (no clamping).
 constexpr uint64_t kNoUnit = ~uint64_t(0);
 
-// Ctx is one thread's view of its block: pointers into shared memory and
-// the launch arguments, plus whether this thread saw the host's abort.
+// ops_at is the offset of the block's ops in its dynamic shared memory
+// (the regions and the ids follow them, each array 8-byte aligned).
+MG_DEV uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
+MG_DEV constexpr uint64_t ops_at() { return (sizeof(mg_shared) + 7) & ~uint64_t(7); }
+MG_DEV uint64_t regions_at(uint32_t n_ops) { return ops_at() + align8(uint64_t(n_ops) * sizeof(mg_op)); }
+MG_DEV uint64_t ids_at(uint32_t n_ops, uint32_t n_regions) {
+  return regions_at(n_ops) + align8(uint64_t(n_regions) * sizeof(mg_region));
+}
+
+// Cold is a thread's state that is used rarely: kept in local memory
+// (get_cold/put_cold, prim.h), a variable of run that Ctx points to (the
+// Ctx itself stays in registers: were the cold fields in it, the whole
+// Ctx would be kept in local memory, and the shared memory behind c.sh
+// reached by generic accesses).
+struct Cold {
+  uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
+  uint32_t beat;  // thread 0's heartbeat count
+  // The op loop's position (run): i, the op to run; p, the pipeline
+  // whose body it is in; it, the iteration of that pipeline.
+  uint32_t i, p, it;
+};
+
+// Ctx is one thread's view of its block: the launch arguments, the
+// block's shared memory, the thread's index and its Cold state (in
+// local memory). Everything else is recomputed where it is used
+// from the arguments (device memory) and the block's shared memory,
+// instead of being kept in registers across the op dispatch: under the
+// 64-register cap of 1024-thread blocks those long-lived values were what
+// the data loops spilled (make gpu-sass, docs/gpu.md §16). The loads
+// are of values nothing changes after the prologue.
 struct Ctx {
   const mg_args* a;
-  const mg_rank* ranks;
-  const mg_rank* me;
-  const mg_op* ops;
-  const mg_region* regions;
-  const uint32_t* ids;
-  mg_progress* prog;
-  const mg_control* ctl;
   mg_shared* sh;
-  int32_t rank;
   uint32_t tid, nt;
-  uint32_t beat;
-  uint64_t tail;  // the FIFO tail this thread last read (a lower bound)
-  bool dead;      // the host aborted the launch
+  Cold* cold;
+
+  MG_DEV int32_t rank() const { return sh->blk.rank; }
+  MG_DEV const mg_rank* ranks() const { return reinterpret_cast<const mg_rank*>(a->ranks); }
+  MG_DEV const mg_rank* me() const { return ranks() + rank(); }
+  MG_DEV const mg_op* ops() const {
+    return reinterpret_cast<const mg_op*>(reinterpret_cast<const unsigned char*>(sh) + ops_at());
+  }
+  MG_DEV const mg_region* regions() const {
+    return reinterpret_cast<const mg_region*>(reinterpret_cast<const unsigned char*>(sh) + regions_at(sh->blk.n_ops));
+  }
+  MG_DEV const uint32_t* ids() const {
+    return reinterpret_cast<const uint32_t*>(reinterpret_cast<const unsigned char*>(sh) +
+                                             ids_at(sh->blk.n_ops, sh->blk.n_regions));
+  }
+  MG_DEV mg_progress* prog() const { return reinterpret_cast<mg_progress*>(a->progress) + block_id(); }
+  MG_DEV const mg_control* ctl() const { return reinterpret_cast<const mg_control*>(a->control); }
 };
 
 // launch_flag is the launch's LL flag, kept in shared memory rather than
@@ -54,26 +88,27 @@ MG_DEV uint32_t launch_flag(const Ctx& c) { return c.sh->flag; }
 MG_DEV unsigned char* ptr(uint64_t p) { return reinterpret_cast<unsigned char*>(p); }
 
 // aborted reports whether a thread of the block saw the host's abort
-// (shared memory: no global access).
-MG_DEV bool aborted(Ctx& c) {
-  if (!c.dead && get_shared(&c.sh->dead) != 0) c.dead = true;
-  return c.dead;
-}
+// (shared memory: no global access). Nothing clears the flag after the
+// prologue, so once seen it stays seen.
+MG_DEV bool aborted(const Ctx& c) { return get_shared(&c.sh->dead) != 0; }
 
 // check_abort reads the host's abort word (device memory) and tells the
 // block: called by waiting threads every kAbortEvery spins.
 MG_DEV bool check_abort(Ctx& c) {
   if (aborted(c)) return true;
-  if (load_acquire_sys32(&c.ctl->abort) != 0) {
+  if (load_acquire_sys32(&c.ctl()->abort) != 0) {
     put_shared(&c.sh->dead, 1);
-    c.dead = true;
+    return true;
   }
-  return c.dead;
+  return false;
 }
 
 // heartbeat bumps the block's beat (thread 0 only: one writer).
 MG_DEV void heartbeat(Ctx& c) {
-  if (c.tid == 0) put_u32(&c.prog->beat, ++c.beat);
+  if (c.tid != 0) return;
+  uint32_t b = get_cold(&c.cold->beat) + 1;
+  put_cold(&c.cold->beat, b);
+  put_u32(&c.prog()->beat, b);
 }
 
 // Wait describes a wait for the progress record.
@@ -91,29 +126,29 @@ struct Wait {
 // ready() and got() read device memory only.
 template <class Ready, class Got>
 MG_DEV bool poll(Ctx& c, const Wait& w, const void* addr, Ready ready, Got got) {
-  if (c.dead) return false;
+  if (aborted(c)) return false;
   uint32_t spins = 0;
   while (!ready()) {
     ++spins;
     if (spins % kAbortEvery == 0 && check_abort(c)) return false;
     if (spins % kReport == 0) {
-      put_u32(&c.prog->wait_kind, w.kind);
-      put_u32(&c.prog->wait_a, w.a);
-      put_u32(&c.prog->wait_ct, w.ct);
-      put_u64(&c.prog->wait_expect, w.expect);
-      put_u64(&c.prog->wait_at, w.at);
-      put_u64(&c.prog->wait_got, got());
-      put_u32(&c.prog->state, MG_WAITING);
+      put_u32(&c.prog()->wait_kind, w.kind);
+      put_u32(&c.prog()->wait_a, w.a);
+      put_u32(&c.prog()->wait_ct, w.ct);
+      put_u64(&c.prog()->wait_expect, w.expect);
+      put_u64(&c.prog()->wait_at, w.at);
+      put_u64(&c.prog()->wait_got, got());
+      put_u32(&c.prog()->state, MG_WAITING);
     }
     wait_for(addr, spins, ready);
   }
-  if (spins >= kReport) put_u32(&c.prog->state, MG_RUNNING);
+  if (spins >= kReport) put_u32(&c.prog()->state, MG_RUNNING);
   return true;
 }
 
 // ---- addressing (§2.4, mirroring executor/cpu/resolve.go) -----------------
 
-MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks[rank].buf[buf]; }
+MG_DEV uint64_t base(const Ctx& c, int32_t rank, uint32_t buf) { return c.ranks()[rank].buf[buf]; }
 
 // shift is the double-buffer offset of a shifted access to buf.
 // shift is the offset of this launch's half of a double-buffered scratch
@@ -127,7 +162,7 @@ MG_DEV uint64_t shift(const Ctx& c, uint32_t buf) {
 // adj is the pipeline offset o of an operand of buffer buf, reduced
 // modulo the scratch ring of reuse_resources plans.
 MG_DEV uint64_t adj(const Ctx& c, uint32_t buf, uint64_t o) {
-  if (buf == MG_SCRATCH && c.me->reuse_slot != 0) return o % c.me->reuse_slot;
+  if (buf == MG_SCRATCH && c.me()->reuse_slot != 0) return o % c.me()->reuse_slot;
   return o;
 }
 
@@ -139,10 +174,10 @@ MG_DEV uint64_t clamp(uint64_t n, uint64_t o, uint64_t u) {
 }
 
 MG_DEV unsigned char* local(const Ctx& c, const mg_region& r, uint64_t o) {
-  return ptr(base(c, c.rank, r.buf) + shift(c, r.buf) + r.offset + adj(c, r.buf, o));
+  return ptr(base(c, c.rank(), r.buf) + shift(c, r.buf) + r.offset + adj(c, r.buf, o));
 }
 MG_DEV unsigned char* local_unshifted(const Ctx& c, const mg_region& r, uint64_t o) {
-  return ptr(base(c, c.rank, r.buf) + r.offset + adj(c, r.buf, o));
+  return ptr(base(c, c.rank(), r.buf) + r.offset + adj(c, r.buf, o));
 }
 MG_DEV unsigned char* remote(const Ctx& c, const mg_region& r, uint64_t o) {
   return ptr(base(c, r.rank, r.buf) + r.offset + adj(c, r.buf, o));
@@ -153,7 +188,7 @@ MG_DEV unsigned char* packets(const Ctx& c, int32_t rank, uint32_t buf, uint64_t
   return ptr(base(c, rank, buf) + shift(c, buf) + 2 * off);
 }
 MG_DEV unsigned char* raw(const Ctx& c, const mg_region& r) {
-  return ptr(base(c, c.rank, r.buf) + shift(c, r.buf) + r.offset);
+  return ptr(base(c, c.rank(), r.buf) + shift(c, r.buf) + r.offset);
 }
 
 // ---- data movement ---------------------------------------------------------
@@ -258,9 +293,16 @@ MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, 
   }
 }
 
+// kReduceUnroll is kUnroll for the sum's rounds: two 16-byte vectors per
+// thread and round of each source, since the accumulators and the next
+// source's vectors are both live (4 each took 32 registers and made
+// the kernel spill under the 64-register cap: make gpu-sass, docs/gpu.md
+// §16).
+constexpr int kReduceUnroll = 2;
+
 // reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element
 // type DT with reduction OP and stores the result to every destination:
-// 16-byte vectors (kUnroll per thread and round, each source's loads
+// 16-byte vectors (kReduceUnroll per thread and round, each source's loads
 // issued together) when every operand and n are 16-byte aligned,
 // elements otherwise (reduce_fallback). The order of the operations is the CPU backend's
 // for every element.
@@ -279,24 +321,24 @@ MG_DEV void reduce_t(Ctx& c, unsigned char* const* d, int nd, const unsigned cha
   // to 432 B of loads, against 168 B with the plain loop for every
   // other reduction (sm_90 f16_ll16, docs/gpu.md §6), and nearly
   // doubled the cubin.
-  uint64_t stride = nt * kUnroll, full = OP == MG_SUM ? nv / stride * stride : 0;
+  uint64_t stride = nt * kReduceUnroll, full = OP == MG_SUM ? nv / stride * stride : 0;
   for (uint64_t i = c.tid; i < full;) {
     heartbeat(c);
     uint32_t r = kBeatRounds;
     do {
-      v16 acc[kUnroll];
+      v16 acc[kReduceUnroll];
 MG_UNROLL
-      for (int u = 0; u < kUnroll; u++) acc[u] = load16(s[0] + 16 * (i + u * nt));
+      for (int u = 0; u < kReduceUnroll; u++) acc[u] = load16(s[0] + 16 * (i + u * nt));
       for (int k = 1; k < ns; k++) {
-        v16 x[kUnroll];
+        v16 x[kReduceUnroll];
 MG_UNROLL
-        for (int u = 0; u < kUnroll; u++) x[u] = load16(s[k] + 16 * (i + u * nt));
+        for (int u = 0; u < kReduceUnroll; u++) x[u] = load16(s[k] + 16 * (i + u * nt));
 MG_UNROLL
-        for (int u = 0; u < kUnroll; u++) acc[u] = red_v16<DT, OP>(acc[u], x[u]);
+        for (int u = 0; u < kReduceUnroll; u++) acc[u] = red_v16<DT, OP>(acc[u], x[u]);
       }
       for (int k = 0; k < nd; k++) {
 MG_UNROLL
-        for (int u = 0; u < kUnroll; u++) store16(d[k] + 16 * (i + u * nt), acc[u]);
+        for (int u = 0; u < kReduceUnroll; u++) store16(d[k] + 16 * (i + u * nt), acc[u]);
       }
       i += stride;
     } while (--r != 0 && i < full);
@@ -444,21 +486,27 @@ static MG_DEV void packet_op(Ctx& c, uint64_t np, const unsigned char* raw_in, c
 
 // ---- port channels: the FIFO (§4.3) -----------------------------------------
 
+// tail_seen records t as the FIFO tail this thread last read and returns it.
+static MG_DEV uint64_t tail_seen(Ctx& c, uint64_t t) {
+  put_cold(&c.cold->tail, t);
+  return t;
+}
+
 // push hands a trigger to the rank's proxy and returns its FIFO position,
 // or ~0 when the launch was aborted while the FIFO was full. The tail is
 // read (from its device replica) only when the FIFO looks full by the
 // last tail this thread saw; the trigger is four stores into the
 // host-mapped slot.
 static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, uint32_t kind, uint32_t ch) {
-  mg_fifo* f = reinterpret_cast<mg_fifo*>(c.me->fifo);
-  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me->fifo_tail);
-  uint64_t p = fetch_add_gpu(reinterpret_cast<uint64_t*>(c.me->fifo_head), 1);
-  if (p >= c.tail + MG_FIFO_DEPTH) {
-    c.tail = load_acquire_sys(tail);
-    if (p >= c.tail + MG_FIFO_DEPTH) {
+  mg_fifo* f = reinterpret_cast<mg_fifo*>(c.me()->fifo);
+  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me()->fifo_tail);
+  uint64_t p = fetch_add_gpu(reinterpret_cast<uint64_t*>(c.me()->fifo_head), 1);
+  if (p >= get_cold(&c.cold->tail) + MG_FIFO_DEPTH) {
+    put_cold(&c.cold->tail, load_acquire_sys(tail));
+    if (p >= get_cold(&c.cold->tail) + MG_FIFO_DEPTH) {
       Wait w{MG_WAIT_FIFO, ch, MG_CH_PORT, p, 0};
       if (!poll(
-              c, w, tail, [&] { return p < (c.tail = load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
+              c, w, tail, [&] { return p < tail_seen(c, load_acquire_sys(tail)) + MG_FIFO_DEPTH; },
               [&] { return load_relaxed_sys(tail); })) {
         return ~uint64_t(0);
       }
@@ -477,18 +525,18 @@ static MG_DEV uint64_t push(Ctx& c, uint64_t dst, uint64_t src, uint64_t size, u
 // tail's device replica, which the proxy's copy stream writes after the
 // transfers it completes).
 static MG_DEV bool await_proxy(Ctx& c, uint64_t p, uint32_t ch) {
-  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me->fifo_tail);
-  if (c.tail > p) return true;
+  const uint64_t* tail = reinterpret_cast<const uint64_t*>(c.me()->fifo_tail);
+  if (get_cold(&c.cold->tail) > p) return true;
   Wait w{MG_WAIT_PROXY, ch, MG_CH_PORT, p + 1, 0};
   return poll(
-      c, w, tail, [&] { return (c.tail = load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
+      c, w, tail, [&] { return tail_seen(c, load_acquire_sys(tail)) > p; }, [&] { return load_relaxed_sys(tail); });
 }
 
 // ---- ops ---------------------------------------------------------------------
 
-static MG_DEV const uint32_t* op_ids(const Ctx& c, const mg_op* op) { return c.ids + op->first_id; }
-static MG_DEV const mg_region* op_src(const Ctx& c, const mg_op* op) { return c.regions + op->first_region; }
-static MG_DEV const mg_region* op_dst(const Ctx& c, const mg_op* op) { return c.regions + op->first_region + op->n_src; }
+static MG_DEV const uint32_t* op_ids(const Ctx& c, const mg_op* op) { return c.ids() + op->first_id; }
+static MG_DEV const mg_region* op_src(const Ctx& c, const mg_op* op) { return c.regions() + op->first_region; }
+static MG_DEV const mg_region* op_dst(const Ctx& c, const mg_op* op) { return c.regions() + op->first_region + op->n_src; }
 
 static MG_DEV void op_signal(Ctx& c, const mg_op* op) {
   const uint32_t* ids = op_ids(c, op);
@@ -497,7 +545,7 @@ static MG_DEV void op_signal(Ctx& c, const mg_op* op) {
     if (op->chan_type == MG_CH_PORT) {
       push(c, 0, 0, 0, MG_TRIG_FLAG, ch);
     } else if (op->chan_type == MG_CH_MEMORY) {
-      uint64_t peer = reinterpret_cast<const uint64_t*>(c.me->mem_peer)[ch];
+      uint64_t peer = reinterpret_cast<const uint64_t*>(c.me()->mem_peer)[ch];
       if (peer == 0) continue;  // unpaired: the signal is lost
       // Relaxed signals are as strong as the others (docs/semantics.md
       // §2.9, item 3, allows it): the CPU oracle orders data by them, and the
@@ -518,8 +566,8 @@ static MG_DEV void op_wait(Ctx& c, const mg_op* op) {
   bool mem = op->chan_type == MG_CH_MEMORY;
   for (uint32_t i = 0; i < op->n_ids; i++) {
     uint32_t ch = ids[i];
-    uint64_t* inb = reinterpret_cast<uint64_t*>(mem ? c.me->mem_inbound : c.me->port_inbound) + ch;
-    uint64_t* exp = reinterpret_cast<uint64_t*>(mem ? c.me->mem_expected : c.me->port_expected) + ch;
+    uint64_t* inb = reinterpret_cast<uint64_t*>(mem ? c.me()->mem_inbound : c.me()->port_inbound) + ch;
+    uint64_t* exp = reinterpret_cast<uint64_t*>(mem ? c.me()->mem_expected : c.me()->port_expected) + ch;
     uint64_t e = fetch_add_gpu(exp, 1) + 1;
     Wait w{MG_WAIT_CHANNEL, ch, op->chan_type, e, 0};
     // Relaxed waits acquire too, like relaxed signals release.
@@ -542,7 +590,7 @@ static MG_DEV void op_flush(Ctx& c, const mg_op* op) {
 static MG_DEV void op_sem_release(Ctx& c, const mg_op* op) {
   const uint32_t* ids = op_ids(c, op);
   for (uint32_t i = c.tid; i < op->n_ids; i += c.nt) {
-    add_release_gpu(reinterpret_cast<uint64_t*>(c.me->sems) + ids[i], 1);
+    add_release_gpu(reinterpret_cast<uint64_t*>(c.me()->sems) + ids[i], 1);
   }
 }
 
@@ -550,7 +598,7 @@ static MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
   if (c.tid != 0) return;
   const uint32_t* ids = op_ids(c, op);
   for (uint32_t i = 0; i < op->n_ids; i++) {
-    uint64_t* sem = reinterpret_cast<uint64_t*>(c.me->sems) + ids[i];
+    uint64_t* sem = reinterpret_cast<uint64_t*>(c.me()->sems) + ids[i];
     int64_t old = int64_t(fetch_add_acq_rel_gpu(sem, ~uint64_t(0)));
     if (old > 0) continue;
     Wait w{MG_WAIT_SEM, ids[i], 0, uint64_t(old), 0};
@@ -564,7 +612,7 @@ static MG_DEV void op_sem_acquire(Ctx& c, const mg_op* op) {
 static MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
   block_sync();
   if (op->n_threadblocks > 1 && c.tid == 0 && !aborted(c)) {
-    mg_barrier* b = reinterpret_cast<mg_barrier*>(c.me->barriers) + op->barrier_id;
+    mg_barrier* b = reinterpret_cast<mg_barrier*>(c.me()->barriers) + op->barrier_id;
     uint32_t gen = load_acquire_gpu32(&b->gen);
     uint32_t n = op->n_threadblocks;
     if (fetch_add_acq_rel_gpu32(&b->count, 1) == n - 1) {
@@ -580,19 +628,81 @@ static MG_DEV void op_barrier(Ctx& c, const mg_op* op) {
   block_sync();
 }
 
-// put family: memory channels copy, port channels push one trigger per
-// destination (thread 0 pushes them all, in order, and for the flush
-// form waits for the last).
-static MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
+  return reinterpret_cast<const mg_switch*>(c.me()->switches)[r.sw];
+}
+
+// member_ptr is the bound buffer of switch member m at r's offset (no
+// double-buffer shift, quirk Q8 as mirrored by the CPU backend).
+static MG_DEV unsigned char* member_ptr(const Ctx& c, const mg_switch& sw, int32_t m, const mg_region& r, uint64_t o) {
+  return ptr(base(c, m, sw.buf) + r.offset + adj(c, sw.buf, o));
+}
+
+static MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<const int32_t*>(sw.members); }
+
+// ---- data ops: each data loop at one call site --------------------------------
+//
+// Every op that moves data describes its operands (copies_of, reduction_of,
+// packets_of) and exec runs the description at one call site per data
+// loop: copy_bytes once, reduce_any once, packet_op once per reduction.
+// Each loop is then inlined once per kernel rather than once per op, and
+// the values live across the dispatch (the op, the loop counters) cross
+// a few register-hungry loops instead of a score of copies of them: under
+// the 64-register cap of 1024-thread blocks that is what they spilled
+// around (make gpu-sass, docs/gpu.md §16). The operands and their order
+// are the ones each op had when it called the loops itself.
+
+// Copy is one copy of a copying op: n bytes from s to d.
+struct Copy {
+  unsigned char* d;
+  const unsigned char* s;
+  uint64_t n;
+};
+
+// n_copies is how many copies op makes: copy one, get one per source,
+// put/pws/pwsf on memory channels one per destination (§2.6), gstore's
+// unicast form one per member of the switch; 0 for any other op.
+static MG_DEV uint32_t n_copies(const Ctx& c, const mg_op* op) {
+  switch (op->type) {
+    case MG_COPY:
+      return 1;
+    case MG_GET:
+      return op->n_src;
+    case MG_PUT:
+    case MG_PWS:
+    case MG_PWSF:
+      return op->chan_type == MG_CH_PORT ? 0 : op->n_dst;
+    case MG_GSTORE:
+      return switch_of(c, op_dst(c, op)[0]).n_members;
+    default:
+      return 0;
+  }
+}
+
+// copy_of is copy k of op at pipeline offset o with unit u. Put sources
+// each use their own buffer; get uses its own offsets (§2.4).
+static MG_DEV Copy copy_of(const Ctx& c, const mg_op* op, uint32_t k, uint64_t o, uint64_t u) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
-  if (op->chan_type != MG_CH_PORT) {
-    for (int i = 0; i < op->n_dst && !c.dead; i++) {
-      uint64_t n = clamp(dst[i].size, o, u);
-      copy_bytes(c, remote(c, dst[i], o), local(c, src[i], o), n);
+  switch (op->type) {
+    case MG_COPY:
+      return Copy{local(c, dst[0], o), local(c, src[0], o), clamp(src[0].size, o, u)};
+    case MG_GET:
+      return Copy{local(c, dst[k], o), remote(c, src[k], o), clamp(src[k].size, o, u)};
+    case MG_GSTORE: {
+      const mg_switch& ds = switch_of(c, dst[0]);
+      return Copy{member_ptr(c, ds, members(ds)[k], dst[0], o), local(c, src[0], o), clamp(src[0].size, o, u)};
     }
-    return;
+    default:  // put, pws, pwsf on a memory channel
+      return Copy{remote(c, dst[k], o), local(c, src[k], o), clamp(dst[k].size, o, u)};
   }
+}
+
+// put family on port channels: thread 0 pushes one trigger per
+// destination, in order, and for the flush form waits for each.
+static MG_DEV void op_put_port(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
   uint32_t kind = MG_TRIG_DATA;
   if (op->type == MG_PWS) kind |= MG_TRIG_FLAG;
   if (op->type == MG_PWSF) kind |= MG_TRIG_FLAG | MG_TRIG_SYNC;
@@ -610,203 +720,218 @@ static MG_DEV void op_put(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   }
 }
 
-static MG_DEV void op_get(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
-  const mg_region* src = op_src(c, op);
-  const mg_region* dst = op_dst(c, op);
-  for (int i = 0; i < op->n_src && !c.dead; i++) {
-    uint64_t n = clamp(src[i].size, o, u);
-    copy_bytes(c, local(c, dst[i], o), remote(c, src[i], o), n);
-  }
-}
+// kMaxMembers bounds the members of a switch that glres and gstorepkt use.
+static constexpr int kMaxMembers = 32;
 
-static MG_DEV void op_reduce(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+// Reduction is what reduction_of found: ns sources and nd destinations
+// of n bytes each.
+struct Reduction {
+  int ns, nd;
+  uint64_t n;
+};
+
+// reduction_of fills s and d with the operands of a reduction (re, res,
+// rre, rres: its regions; glres: the bound buffer of every member of
+// each switch, in ascending rank order; both at most kMaxMembers).
+static MG_DEV Reduction reduction_of(const Ctx& c, const mg_op* op, uint64_t o, uint64_t u, const unsigned char** s,
+                                     unsigned char** d) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
   uint64_t n = clamp(src[0].size, o, u);
-  const unsigned char* s[kMaxOperands];
-  unsigned char* d[kMaxOperands];
+  if (op->type == MG_GLRES) {
+    const mg_switch& ss = switch_of(c, src[0]);
+    const mg_switch& ds = switch_of(c, dst[0]);
+    int ns = ss.n_members < kMaxMembers ? int(ss.n_members) : kMaxMembers;
+    int nd = ds.n_members < kMaxMembers ? int(ds.n_members) : kMaxMembers;
+    for (int k = 0; k < ns; k++) s[k] = member_ptr(c, ss, members(ss)[k], src[0], o);
+    for (int k = 0; k < nd; k++) d[k] = member_ptr(c, ds, members(ds)[k], dst[0], o);
+    return Reduction{ns, nd, n};
+  }
   for (int k = 0; k < op->n_src; k++) s[k] = src[k].kind == MG_REMOTE ? remote(c, src[k], o) : local(c, src[k], o);
   for (int k = 0; k < op->n_dst; k++) d[k] = dst[k].kind == MG_REMOTE ? remote(c, dst[k], o) : local(c, dst[k], o);
-  reduce_any<DT>(c, d, op->n_dst, s, op->n_src, n);
+  return Reduction{op->n_src, op->n_dst, n};
 }
 
-static MG_DEV const mg_switch& switch_of(const Ctx& c, const mg_region& r) {
-  return reinterpret_cast<const mg_switch*>(c.me->switches)[r.sw];
-}
-
-// member_ptr is the bound buffer of switch member m at r's offset (no
-// double-buffer shift, quirk Q8 as mirrored by the CPU backend).
-static MG_DEV unsigned char* member_ptr(const Ctx& c, const mg_switch& sw, int32_t m, const mg_region& r, uint64_t o) {
-  return ptr(base(c, m, sw.buf) + r.offset + adj(c, sw.buf, o));
-}
-
-static MG_DEV const int32_t* members(const mg_switch& sw) { return reinterpret_cast<const int32_t*>(sw.members); }
-
-// glres: the sum over every member of its bound buffer, in ascending
-// rank order, stored to every member. This is the unicast fallback; with
-// a multicast pointer and a toolkit that assembles multimem (sm_90) the
-// switch does it (see mc_* in prim.h).
+// glres and gstore through the switch: with a multicast pointer and a
+// toolkit that assembles multimem (sm_90) the switch reduces or
+// replicates (see mc_* in prim.h); they report false where the unicast
+// form must run instead.
 #if defined(MG_HAVE_MULTIMEM)
-static MG_DEV void glres_mc(Ctx& c, unsigned char* d, const unsigned char* s, uint64_t n) {
-  for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, mc_ld_reduce16<DT>(s + 16 * i));
-}
-#endif
-
-static MG_DEV void op_glres(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV bool glres_mc(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ss = switch_of(c, sr);
   const mg_switch& ds = switch_of(c, dr);
   uint64_t n = clamp(sr.size, o, u);
-#if defined(MG_HAVE_MULTIMEM)
-  if (ss.mc != 0 && ds.mc != 0 && n % 16 == 0 && c.a->redop == MG_SUM) {
-    // The switch reduces: hardware order, element-type precision (§4.4).
-    // Other reductions take the unicast path below: multimem.ld_reduce
-    // has no product, and no f32 min or max.
-    unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
-    const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
-    glres_mc(c, d, s, n);
-    return;
-  }
-#endif
-  const unsigned char* s[32];
-  unsigned char* d[32];
-  int ns = ss.n_members < 32 ? int(ss.n_members) : 32;
-  int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
-  for (int k = 0; k < ns; k++) s[k] = member_ptr(c, ss, members(ss)[k], sr, o);
-  for (int k = 0; k < nd; k++) d[k] = member_ptr(c, ds, members(ds)[k], dr, o);
-  reduce_any<DT>(c, d, nd, s, ns, n);
+  if (ss.mc == 0 || ds.mc == 0 || n % 16 != 0 || c.a->redop != MG_SUM) return false;
+  // The switch reduces: hardware order, element-type precision (§4.4).
+  // Other reductions take the unicast path: multimem.ld_reduce has no
+  // product, and no f32 min or max.
+  unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
+  const unsigned char* s = ptr(ss.mc + sr.offset + adj(c, ss.buf, o));
+  for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, mc_ld_reduce16<DT>(s + 16 * i));
+  return true;
 }
 
-static MG_DEV void op_gstore(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
+static MG_DEV bool gstore_mc(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   const mg_region& sr = op_src(c, op)[0];
   const mg_region& dr = op_dst(c, op)[0];
   const mg_switch& ds = switch_of(c, dr);
   uint64_t n = clamp(sr.size, o, u);
   const unsigned char* s = local(c, sr, o);
-#if defined(MG_HAVE_MULTIMEM)
-  if (ds.mc != 0 && n % 16 == 0 && (reinterpret_cast<uintptr_t>(s) & 15) == 0) {
-    unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
-    for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, load16(s + 16 * i));
-    return;
-  }
+  if (ds.mc == 0 || n % 16 != 0 || (reinterpret_cast<uintptr_t>(s) & 15) != 0) return false;
+  unsigned char* d = ptr(ds.mc + dr.offset + adj(c, ds.buf, o));
+  for (uint64_t i = c.tid; i < n / 16; i += c.nt) mc_st16(d + 16 * i, load16(s + 16 * i));
+  return true;
+}
 #endif
-  for (uint32_t k = 0; k < ds.n_members && !c.dead; k++) copy_bytes(c, member_ptr(c, ds, members(ds)[k], dr, o), s, n);
+
+// PacketJob is one call of packet_op: np packets, the raw source and
+// destination (or null), npin packet sources and npout packet
+// destinations, reduce for the packet reductions.
+struct PacketJob {
+  uint64_t np;
+  const unsigned char* raw_in;
+  unsigned char* raw_out;
+  int npin, npout;
+  bool reduce;
+};
+
+// n_packet_jobs is how many packet_op calls op makes: ppkt on memory
+// channels one per destination, the other packet ops one; 0 for an op
+// that is not a packet op or runs on a port channel (exec).
+static MG_DEV uint32_t n_packet_jobs(const mg_op* op) {
+  switch (op->type) {
+    case MG_PPKT:
+      return op->chan_type == MG_CH_PORT ? 0 : op->n_dst;
+    case MG_RPPKT:
+      return op->chan_type == MG_CH_PORT ? 0 : 1;
+    case MG_GSTOREPKT:
+    case MG_CPKT:
+    case MG_UPKT:
+    case MG_REPKT:
+    case MG_RESPKT:
+    case MG_RECPKT:
+    case MG_RECSPKT:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
-static MG_DEV void op_gstorepkt(Ctx& c, const mg_op* op) {
-  const mg_region& sr = op_src(c, op)[0];
-  const mg_region& dr = op_dst(c, op)[0];
-  const mg_switch& ds = switch_of(c, dr);
-  uint64_t np = sr.size / (PKT / 2);
-  PktIn in{packets(c, c.rank, sr.buf, sr.offset), sr.buf, 2 * sr.offset};
-  unsigned char* out[32];
-  int nd = ds.n_members < 32 ? int(ds.n_members) : 32;
-  for (int k = 0; k < nd; k++) out[k] = packets(c, members(ds)[k], ds.buf, dr.offset);
-  packet_op<MG_SUM>(c, np, nullptr, &in, 1, nullptr, out, nd, false);
-}
-
-static MG_DEV void op_ppkt(Ctx& c, const mg_op* op) {
+// packets_of fills in and out with the packet sources and destinations
+// of job k of op. The packet reductions: src0 raw, src1.. local scratch
+// packets; dst0 raw, then (copy forms) a local packet copy, then (send
+// forms) remote packets. rppkt and upkt read local scratch, whatever the
+// source's declared type.
+static MG_DEV PacketJob packets_of(const Ctx& c, const mg_op* op, uint32_t k, PktIn* in, unsigned char** out) {
   const mg_region* src = op_src(c, op);
   const mg_region* dst = op_dst(c, op);
-  if (op->chan_type == MG_CH_PORT) {
-    // The source is already in packet form: forward it (§2.5).
-    const uint32_t* ids = op_ids(c, op);
-    for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
-      uint64_t np = src[i].size / (PKT / 2);
-      uint64_t s = reinterpret_cast<uint64_t>(packets(c, c.rank, src[i].buf, src[i].offset));
-      uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
-      if (push(c, d, s, np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) == ~uint64_t(0)) return;
+  switch (op->type) {
+    case MG_GSTOREPKT: {
+      const mg_switch& ds = switch_of(c, dst[0]);
+      in[0] = PktIn{packets(c, c.rank(), src[0].buf, src[0].offset), src[0].buf, 2 * src[0].offset};
+      int nd = ds.n_members < kMaxMembers ? int(ds.n_members) : kMaxMembers;
+      for (int m = 0; m < nd; m++) out[m] = packets(c, members(ds)[m], ds.buf, dst[0].offset);
+      return PacketJob{src[0].size / (PKT / 2), nullptr, nullptr, 1, nd, false};
     }
-    return;
-  }
-  for (int i = 0; i < op->n_dst && !c.dead; i++) {
-    uint64_t np = src[i].size / (PKT / 2);
-    unsigned char* out = packets(c, dst[i].rank, dst[i].buf, dst[i].offset);
-    packet_op<MG_SUM>(c, np, raw(c, src[i]), nullptr, 0, nullptr, &out, 1, false);
-  }
-}
-
-static MG_DEV void op_rppkt(Ctx& c, const mg_op* op) {
-  const mg_region& s0 = op_src(c, op)[0];
-  const mg_region* dst = op_dst(c, op);
-  uint64_t np = s0.size / (PKT / 2);
-  PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
-  if (op->chan_type == MG_CH_PORT) {
-    // Every thread waits for its packets, then thread i pushes the whole
-    // packet region to destination i.
-    bool ok = true;
-    for (uint64_t w = c.tid; w < np && ok; w += c.nt) {
-      Payload p;
-      ok = read_packet(c, in.p, in.buf, in.at, w, &p);
-    }
-    block_sync();
-    if (aborted(c)) return;
-    const uint32_t* ids = op_ids(c, op);
-    for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
-      uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
-      if (push(c, d, reinterpret_cast<uint64_t>(in.p), np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) ==
-          ~uint64_t(0)) {
-        return;
+    case MG_PPKT:
+      out[0] = packets(c, dst[k].rank, dst[k].buf, dst[k].offset);
+      return PacketJob{src[k].size / (PKT / 2), raw(c, src[k]), nullptr, 0, 1, false};
+    case MG_RPPKT:
+      in[0] = PktIn{packets(c, c.rank(), MG_SCRATCH, src[0].offset), MG_SCRATCH, 2 * src[0].offset};
+      for (int m = 0; m < op->n_dst; m++) out[m] = packets(c, dst[m].rank, dst[m].buf, dst[m].offset);
+      return PacketJob{src[0].size / (PKT / 2), nullptr, nullptr, 1, op->n_dst, false};
+    case MG_CPKT:
+      out[0] = packets(c, c.rank(), dst[0].buf, dst[0].offset);
+      return PacketJob{src[0].size / (PKT / 2), raw(c, src[0]), nullptr, 0, 1, false};
+    case MG_UPKT:
+      in[0] = PktIn{packets(c, c.rank(), MG_SCRATCH, src[0].offset), MG_SCRATCH, 2 * src[0].offset};
+      return PacketJob{src[0].size / (PKT / 2), nullptr, raw(c, dst[0]), 1, 0, false};
+    default: {  // repkt, respkt, recpkt, recspkt
+      int npin = 0;
+      for (int m = 1; m < op->n_src; m++) {
+        in[npin++] = PktIn{packets(c, c.rank(), MG_SCRATCH, src[m].offset), MG_SCRATCH, 2 * src[m].offset};
       }
+      int npout = 0;
+      for (int m = 1; m < op->n_dst; m++) {
+        int32_t owner = dst[m].kind == MG_REMOTE ? dst[m].rank : c.rank();
+        out[npout++] = packets(c, owner, dst[m].buf, dst[m].offset);
+      }
+      return PacketJob{src[0].size / (PKT / 2), raw(c, src[0]), raw(c, dst[0]), npin, npout, true};
     }
-    return;
   }
-  unsigned char* out[kMaxOperands];
-  for (int k = 0; k < op->n_dst; k++) out[k] = packets(c, dst[k].rank, dst[k].buf, dst[k].offset);
-  packet_op<MG_SUM>(c, np, nullptr, &in, 1, nullptr, out, op->n_dst, false);
 }
 
-static MG_DEV void op_cpkt(Ctx& c, const mg_op* op) {
-  const mg_region& s0 = op_src(c, op)[0];
-  const mg_region& d0 = op_dst(c, op)[0];
-  uint64_t np = s0.size / (PKT / 2);
-  unsigned char* out = packets(c, c.rank, d0.buf, d0.offset);
-  packet_op<MG_SUM>(c, np, raw(c, s0), nullptr, 0, nullptr, &out, 1, false);
-}
-
-static MG_DEV void op_upkt(Ctx& c, const mg_op* op) {
-  const mg_region& s0 = op_src(c, op)[0];
-  const mg_region& d0 = op_dst(c, op)[0];
-  uint64_t np = s0.size / (PKT / 2);
-  // The source is always local scratch, whatever its declared type.
-  PktIn in{packets(c, c.rank, MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
-  packet_op<MG_SUM>(c, np, nullptr, &in, 1, raw(c, d0), nullptr, 0, false);
-}
-
-// The packet reductions: src0 raw, src1.. local scratch packets; dst0 raw,
-// then (copy forms) a local packet copy, then (send forms) remote packets.
-static MG_DEV void op_reduce_packets(Ctx& c, const mg_op* op) {
-  const mg_region* src = op_src(c, op);
-  const mg_region* dst = op_dst(c, op);
-  uint64_t np = src[0].size / (PKT / 2);
-  PktIn in[kMaxOperands];
-  int npin = 0;
-  for (int k = 1; k < op->n_src; k++) {
-    in[npin++] = PktIn{packets(c, c.rank, MG_SCRATCH, src[k].offset), MG_SCRATCH, 2 * src[k].offset};
-  }
-  unsigned char* out[kMaxOperands];
-  int npout = 0;
-  for (int k = 1; k < op->n_dst; k++) {
-    int32_t owner = dst[k].kind == MG_REMOTE ? dst[k].rank : c.rank;
-    out[npout++] = packets(c, owner, dst[k].buf, dst[k].offset);
-  }
-  unsigned char* ri = raw(c, src[0]);
-  unsigned char* ro = raw(c, dst[0]);
-  switch (c.a->redop) {
+// run_packets runs job j: the packet reductions with the launch's
+// reduction (mg_args.redop), the others with the sum's instantiation
+// (which they do not use).
+static MG_DEV void run_packets(Ctx& c, const PacketJob& j, const PktIn* in, unsigned char* const* out) {
+  switch (j.reduce ? c.a->redop : uint32_t(MG_SUM)) {
     case MG_PROD:
-      packet_op<MG_PROD>(c, np, ri, in, npin, ro, out, npout, true);
+      packet_op<MG_PROD>(c, j.np, j.raw_in, in, j.npin, j.raw_out, out, j.npout, true);
       break;
     case MG_MAX:
-      packet_op<MG_MAX>(c, np, ri, in, npin, ro, out, npout, true);
+      packet_op<MG_MAX>(c, j.np, j.raw_in, in, j.npin, j.raw_out, out, j.npout, true);
       break;
     case MG_MIN:
-      packet_op<MG_MIN>(c, np, ri, in, npin, ro, out, npout, true);
+      packet_op<MG_MIN>(c, j.np, j.raw_in, in, j.npin, j.raw_out, out, j.npout, true);
       break;
     default:
-      packet_op<MG_SUM>(c, np, ri, in, npin, ro, out, npout, true);
+      packet_op<MG_SUM>(c, j.np, j.raw_in, in, j.npin, j.raw_out, out, j.npout, j.reduce);
   }
 }
+
+// ppkt on a port channel: the source is already in packet form; thread
+// t forwards it to destination t (§2.5).
+static MG_DEV void op_ppkt_port(Ctx& c, const mg_op* op) {
+  const mg_region* src = op_src(c, op);
+  const mg_region* dst = op_dst(c, op);
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+    uint64_t np = src[i].size / (PKT / 2);
+    uint64_t s = reinterpret_cast<uint64_t>(packets(c, c.rank(), src[i].buf, src[i].offset));
+    uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
+    if (push(c, d, s, np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) == ~uint64_t(0)) return;
+  }
+}
+
+// rppkt on a port channel: every thread waits for its packets, block
+// barrier, then thread i pushes the whole packet region to destination i.
+static MG_DEV void op_rppkt_port(Ctx& c, const mg_op* op) {
+  const mg_region& s0 = op_src(c, op)[0];
+  const mg_region* dst = op_dst(c, op);
+  uint64_t np = s0.size / (PKT / 2);
+  PktIn in{packets(c, c.rank(), MG_SCRATCH, s0.offset), MG_SCRATCH, 2 * s0.offset};
+  bool ok = true;
+  for (uint64_t w = c.tid; w < np && ok; w += c.nt) {
+    Payload p;
+    ok = read_packet(c, in.p, in.buf, in.at, w, &p);
+  }
+  block_sync();
+  if (aborted(c)) return;
+  const uint32_t* ids = op_ids(c, op);
+  for (uint32_t i = c.tid; i < op->n_dst; i += c.nt) {
+    uint64_t d = reinterpret_cast<uint64_t>(packets(c, dst[i].rank, dst[i].buf, dst[i].offset));
+    if (push(c, d, reinterpret_cast<uint64_t>(in.p), np * PKT, MG_TRIG_DATA | MG_TRIG_PACKETS, ids[i]) ==
+        ~uint64_t(0)) {
+      return;
+    }
+  }
+}
+
+// Operands holds the pointers of one reduction or one packet job (never
+// both at once: they share the frame).
+union Operands {
+  struct {
+    const unsigned char* s[kMaxMembers];
+    unsigned char* d[kMaxMembers];
+  } red;
+  struct {
+    PktIn in[kMaxOperands];
+    unsigned char* out[kMaxMembers];
+  } pkt;
+};
 
 // exec runs one op at pipeline offset o with unit u.
 static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
@@ -823,7 +948,7 @@ static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
   switch (op->type) {
     case MG_RPPKT:
       if (op->chan_type != MG_CH_PORT) break;
-      op_rppkt(c, op);
+      op_rppkt_port(c, op);
       return;
     case MG_WAIT:
     case MG_RLXWAIT:
@@ -840,7 +965,7 @@ static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
       return;
     case MG_PWSF:
       if (op->chan_type != MG_CH_PORT) break;
-      if (!aborted(c)) op_put(c, op, o, u);
+      if (!aborted(c)) op_put_port(c, op, o, u);
       block_sync();
       return;
     default:
@@ -851,58 +976,49 @@ static MG_DEV void exec(Ctx& c, const mg_op* op, uint64_t o, uint64_t u) {
     case MG_SIGNAL:
     case MG_RLXSIGNAL:
       op_signal(c, op);
-      break;
+      return;
     case MG_SEM_RELEASE:
       op_sem_release(c, op);
-      break;
-    case MG_COPY: {
-      const mg_region& s0 = op_src(c, op)[0];
-      copy_bytes(c, local(c, op_dst(c, op)[0], o), local(c, s0, o), clamp(s0.size, o, u));
-      break;
-    }
-    case MG_GET:
-      op_get(c, op, o, u);
-      break;
+      return;
     case MG_PUT:
     case MG_PWS:
-    case MG_PWSF:
-      op_put(c, op, o, u);
-      break;
-    case MG_RE:
-    case MG_RES:
-    case MG_RRE:
-    case MG_RRES:
-      op_reduce(c, op, o, u);
-      break;
-    case MG_GLRES:
-      op_glres(c, op, o, u);
-      break;
-    case MG_GSTORE:
-      op_gstore(c, op, o, u);
-      break;
-    case MG_GSTOREPKT:
-      op_gstorepkt(c, op);
+      if (op->chan_type == MG_CH_PORT) {
+        op_put_port(c, op, o, u);
+        return;
+      }
       break;
     case MG_PPKT:
-      op_ppkt(c, op);
+      if (op->chan_type == MG_CH_PORT) {
+        op_ppkt_port(c, op);
+        return;
+      }
       break;
-    case MG_RPPKT:
-      op_rppkt(c, op);
+#if defined(MG_HAVE_MULTIMEM)
+    case MG_GLRES:
+      if (glres_mc(c, op, o, u)) return;
       break;
-    case MG_CPKT:
-      op_cpkt(c, op);
+    case MG_GSTORE:
+      if (gstore_mc(c, op, o, u)) return;
       break;
-    case MG_UPKT:
-      op_upkt(c, op);
-      break;
-    case MG_REPKT:
-    case MG_RESPKT:
-    case MG_RECPKT:
-    case MG_RECSPKT:
-      op_reduce_packets(c, op);
-      break;
+#endif
     default:
       break;
+  }
+  uint32_t nc = n_copies(c, op);
+  for (uint32_t k = 0; k < nc && !aborted(c); k++) {
+    Copy x = copy_of(c, op, k, o, u);
+    copy_bytes(c, x.d, x.s, x.n);
+  }
+  Operands x;
+  if (op->type == MG_GLRES || op->type == MG_RE || op->type == MG_RES || op->type == MG_RRE || op->type == MG_RRES) {
+    Reduction r = reduction_of(c, op, o, u, x.red.s, x.red.d);
+    reduce_any<DT>(c, x.red.d, r.nd, x.red.s, r.ns, r.n);
+    return;
+  }
+  uint32_t nj = n_packet_jobs(op);
+  for (uint32_t k = 0; k < nj && !aborted(c); k++) {
+    PacketJob j = packets_of(c, op, k, x.pkt.in, x.pkt.out);
+    run_packets(c, j, x.pkt.in, x.pkt.out);
   }
 }
 
@@ -912,9 +1028,9 @@ static MG_DEV void mark(Ctx& c, uint32_t i, int32_t iter) {
   begin_op(i);
   if (c.tid != 0) return;
   count_op();
-  put_u32(&c.prog->op, i + 1);
-  put_i32(&c.prog->iter, iter);
-  put_u32(&c.prog->state, MG_RUNNING);
+  put_u32(&c.prog()->op, i + 1);
+  put_i32(&c.prog()->iter, iter);
+  put_u32(&c.prog()->state, MG_RUNNING);
   heartbeat(c);
 }
 
@@ -923,79 +1039,97 @@ static MG_DEV void copy_words(uint64_t* d, const uint64_t* s, uint64_t n) {
   for (uint64_t i = tid(); i < n / 8; i += nthreads()) d[i] = s[i];
 }
 
-static MG_DEV uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
-
 // run is the body of the kernel for one block.
 static MG_DEV void run(const mg_args* a) {
   unsigned char* sm = dyn_shmem();
   mg_shared* sh = reinterpret_cast<mg_shared*>(sm);
   const mg_block* blk = reinterpret_cast<const mg_block*>(a->blocks) + block_id();
   // Prologue: the block's record, ops, regions and ids into shared memory.
-  uint64_t ops_at = align8(sizeof(mg_shared));
-  uint64_t regions_at = ops_at + align8(uint64_t(blk->n_ops) * sizeof(mg_op));
-  uint64_t ids_at = regions_at + align8(uint64_t(blk->n_regions) * sizeof(mg_region));
+  uint64_t regions_off = regions_at(blk->n_ops);
+  uint64_t ids_off = ids_at(blk->n_ops, blk->n_regions);
   if (tid() == 0) {
     put_shared(&sh->dead, 0);
     sh->blk = *blk;
-    sh->ops = reinterpret_cast<uint64_t>(sm + ops_at);
-    sh->regions = reinterpret_cast<uint64_t>(sm + regions_at);
-    sh->ids = reinterpret_cast<uint64_t>(sm + ids_at);
+    sh->ops = reinterpret_cast<uint64_t>(sm + ops_at());
+    sh->regions = reinterpret_cast<uint64_t>(sm + regions_off);
+    sh->ids = reinterpret_cast<uint64_t>(sm + ids_off);
     sh->flag = a->epoch != 0 ? get_u32(reinterpret_cast<const uint32_t*>(a->epoch)) + 1 : a->flag;
   }
-  copy_words(reinterpret_cast<uint64_t*>(sm + ops_at),
+  copy_words(reinterpret_cast<uint64_t*>(sm + ops_at()),
              reinterpret_cast<const uint64_t*>(reinterpret_cast<const mg_op*>(a->ops) + blk->first_op),
              uint64_t(blk->n_ops) * sizeof(mg_op));
-  copy_words(reinterpret_cast<uint64_t*>(sm + regions_at),
+  copy_words(reinterpret_cast<uint64_t*>(sm + regions_off),
              reinterpret_cast<const uint64_t*>(reinterpret_cast<const mg_region*>(a->regions) + blk->first_region),
              uint64_t(blk->n_regions) * sizeof(mg_region));
   const uint32_t* gids = reinterpret_cast<const uint32_t*>(a->ids) + blk->first_id;
-  uint32_t* sids = reinterpret_cast<uint32_t*>(sm + ids_at);
+  uint32_t* sids = reinterpret_cast<uint32_t*>(sm + ids_off);
   for (uint32_t i = tid(); i < blk->n_ids; i += nthreads()) sids[i] = gids[i];
   block_sync();
   // Variable-size plans: this call's regions and pipeline iterations.
   if (a->vtable != 0) {
-    resolve_var(a, blk, reinterpret_cast<mg_region*>(sm + regions_at), reinterpret_cast<mg_op*>(sm + ops_at));
+    resolve_var(a, blk, reinterpret_cast<mg_region*>(sm + regions_off), reinterpret_cast<mg_op*>(sm + ops_at()));
   }
 
   Ctx c;
   c.a = a;
-  c.ranks = reinterpret_cast<const mg_rank*>(a->ranks);
-  c.rank = sh->blk.rank;
-  c.me = c.ranks + c.rank;
-  c.ops = reinterpret_cast<const mg_op*>(sh->ops);
-  c.regions = reinterpret_cast<const mg_region*>(sh->regions);
-  c.ids = reinterpret_cast<const uint32_t*>(sh->ids);
-  c.prog = reinterpret_cast<mg_progress*>(a->progress) + block_id();
-  c.ctl = reinterpret_cast<const mg_control*>(a->control);
+  c.sh = sh;
   c.tid = tid();
   c.nt = nthreads();
-  c.beat = 0;
-  c.sh = sh;
-  c.tail = 0;
-  c.dead = false;
-  if (c.tid == 0) c.beat = get_u32(&c.prog->beat);
+  Cold k;
+  c.cold = &k;
+  put_cold(&c.cold->beat, c.tid == 0 ? get_u32(&c.prog()->beat) : 0u);
+  put_cold(&c.cold->tail, uint64_t(0));
 
-  uint32_t n = sh->blk.n_ops;
-  for (uint32_t i = 0; i < n;) {
-    const mg_op* op = c.ops + i;
-    if (op->type != MG_PIPELINE) {
-      mark(c, i, -1);
-      exec(c, op, 0, kNoUnit);
-      i++;
+  // The op loop's position is cold (local memory: get_cold/put_cold,
+  // prim.h): i, the op to run; p, the pipeline whose body it is in
+  // (kNoPipe outside one); it, the iteration of that pipeline. Each step
+  // reads them and writes them back before the op runs, so that no
+  // register holds them across the data loops (make gpu-sass,
+  // docs/gpu.md §16); the op, the pipeline offset and unit are recomputed
+  // from them (shared memory). Ops run in the order of the nested loops
+  // they replace: a pipeline's body n_body ops, iterations times, then
+  // the op after the body.
+  constexpr uint32_t kNoPipe = ~uint32_t(0);
+  put_cold(&k.i, 0u);
+  put_cold(&k.p, kNoPipe);
+  put_cold(&k.it, 0u);
+  for (;;) {
+    uint32_t i = get_cold(&k.i), p = get_cold(&k.p);
+    if (p != kNoPipe && i == p + 1 + c.ops()[p].n_body) {
+      uint32_t it = get_cold(&k.it) + 1;
+      if (it < c.ops()[p].iterations) {
+        put_cold(&k.it, it);
+        put_cold(&k.i, p + 1);
+      } else {
+        put_cold(&k.p, kNoPipe);
+      }
       continue;
     }
-    for (uint32_t it = 0; it < op->iterations; it++) {
-      uint64_t o = uint64_t(it) * op->unit_size;
-      for (uint32_t j = 0; j < op->n_body; j++) {
-        mark(c, i + 1 + j, int32_t(it));
-        exec(c, c.ops + i + 1 + j, o, op->unit_size);
+    if (i >= sh->blk.n_ops) break;
+    const mg_op* op = c.ops() + i;
+    if (p == kNoPipe && op->type == MG_PIPELINE) {
+      if (op->iterations == 0 || op->n_body == 0) {
+        put_cold(&k.i, i + 1 + op->n_body);
+      } else {
+        put_cold(&k.i, i + 1);
+        put_cold(&k.p, i);
+        put_cold(&k.it, 0u);
       }
+      continue;
     }
-    i += 1 + op->n_body;
+    put_cold(&k.i, i + 1);
+    if (p == kNoPipe) {
+      mark(c, i, -1);
+      exec(c, op, 0, kNoUnit);
+    } else {
+      uint32_t it = get_cold(&k.it);
+      mark(c, i, int32_t(it));
+      exec(c, op, uint64_t(it) * c.ops()[p].unit_size, c.ops()[p].unit_size);
+    }
   }
   block_sync();
   if (c.tid == 0) {
-    put_u32(&c.prog->state, aborted(c) ? MG_ABORTED : MG_DONE);
+    put_u32(&c.prog()->state, aborted(c) ? MG_ABORTED : MG_DONE);
     if (a->epoch != 0) advance_epoch(c);
   }
 }
@@ -1004,7 +1138,7 @@ static MG_DEV void run(const mg_args* a) {
 // stores its flag in the epoch word for the next launch. Every block read
 // the word in its prologue, before it counted itself.
 static MG_DEV void advance_epoch(const Ctx& c) {
-  mg_control* ctl = const_cast<mg_control*>(c.ctl);
+  mg_control* ctl = const_cast<mg_control*>(c.ctl());
   if (fetch_add_acq_rel_gpu32(&ctl->ended, 1) + 1 == c.a->n_blocks) {
     store_release_gpu32(reinterpret_cast<uint32_t*>(c.a->epoch), launch_flag(c));
   }

@@ -136,6 +136,41 @@ MG_DEV uint32_t get_u32(const uint32_t* p) {
 MG_DEV uint32_t get_shared(const uint32_t* p) { return *reinterpret_cast<const volatile uint32_t*>(p); }
 MG_DEV void put_shared(uint32_t* p, uint32_t v) { *reinterpret_cast<volatile uint32_t*>(p) = v; }
 
+// Cold per-thread state (thread 0's heartbeat count, the FIFO tail a
+// thread last read, the op loop's position): get_cold and put_cold are
+// ld.local/st.local of the thread's own stack frame, in inline PTX, so
+// that the value stays in local memory (LDL/STL, L1-cached) where it is
+// used, once per op or per FIFO push, and holds no register across the
+// data loops, which spilled under the 64-register cap of 1024-thread
+// blocks (make gpu-sass, docs/gpu.md §16). (A C++ volatile access does
+// not do it: nvcc 11.8 keeps such a variable in a register all the same,
+// and ptxas then spills it.) p is the generic address of a local
+// variable of the calling thread; only that thread accesses it.
+MG_DEV uint32_t get_cold(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.local.u64 a, %1;\n\tld.local.u32 %0, [a];\n\t}"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+MG_DEV void put_cold(uint32_t* p, uint32_t v) {
+  asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.local.u64 a, %0;\n\tst.local.u32 [a], %1;\n\t}" ::"l"(p), "r"(v)
+               : "memory");
+}
+MG_DEV uint64_t get_cold(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.local.u64 a, %1;\n\tld.local.u64 %0, [a];\n\t}"
+               : "=l"(v)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+MG_DEV void put_cold(uint64_t* p, uint64_t v) {
+  asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.local.u64 a, %0;\n\tst.local.u64 [a], %1;\n\t}" ::"l"(p), "l"(v)
+               : "memory");
+}
+
 // fallback_mark marks an iteration of the loops for operands that are
 // not 16-byte aligned (copy_fallback, reduce_fallback): one PMTRIG in
 // SASS (pmevent 7, a performance-monitor trigger that does nothing
@@ -327,6 +362,12 @@ __attribute__((always_inline)) MG_DEV void data(const void* p, unsigned n, mg_ho
     s.probe->traffic->access(s.block_idx.x, s.thread_idx.x, reinterpret_cast<uintptr_t>(p), n, kind);
   }
 }
+
+// Cold per-thread state: a plain access of the fiber's own stack here.
+MG_DEV uint32_t get_cold(const uint32_t* p) { return *p; }
+MG_DEV void put_cold(uint32_t* p, uint32_t v) { *p = v; }
+MG_DEV uint64_t get_cold(const uint64_t* p) { return *p; }
+MG_DEV void put_cold(uint64_t* p, uint64_t v) { *p = v; }
 
 // notify wakes the fibers waiting in turns (after a store to p that may
 // release them).
