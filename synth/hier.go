@@ -23,10 +23,15 @@ import (
 // modelled (more than two nodes of 8).
 const hierLarge = 16
 
+// hierPipelined is the world size above which no pipelined candidate
+// is modelled (on 256 ranks one costs minutes of model time and loses).
+const hierPipelined = 64
+
 // hierRunOne is the world size above which the CPU backend runs each
 // variant with one instance (its race detector's clocks grow with the
-// thread blocks of the machine).
-const hierRunOne = 64
+// thread blocks of the machine: on 4 x 8 with 16 instances, 4096 thread
+// blocks, the runs doubled the synthesis time).
+const hierRunOne = 16
 
 // hierGroup bounds the nodes' shards one thread block handles (the
 // executor's 64 ops per thread block, 4 of them kept for the handshake
@@ -158,13 +163,15 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 		// GB/s and a root's puts a shard to 7 peers: the node trees need
 		// many; on 4 x 8 DGX H100, 16 instances reach 0.93-0.94 of the
 		// bound at 256 MiB where 8 reach 0.87-0.90), with whole chunks
-		// or in pieces of the two largest units a chunk of an instance
-		// at the largest size (size/(ranks x chunks x instances) bytes)
-		// holds at least twice (a pipelined candidate is modelled only
-		// at the sizes where it iterates: sweep). Above hierRunOne
-		// ranks none: on 32 x 8 a pipelined allgather (64 KiB pieces)
-		// took over 100 s to model at 256 MiB alone, for 0.53 of the
-		// bound against 0.63 with whole chunks.
+		// or in pieces of the largest unit a chunk of an instance at
+		// the largest size (size/(ranks x chunks x instances) bytes)
+		// holds at least 4 times (on 4 x 8, 64 KiB: 256 KiB, twice in
+		// such a chunk, never won; a pipelined candidate is modelled
+		// only at the sizes where it iterates: sweep). Above
+		// hierPipelined ranks none: on 32 x 8 a pipelined allgather
+		// (64 KiB pieces) took over 100 s to evaluate and model at
+		// 256 MiB alone, for 0.22-0.53 of the bound against 0.63-0.78
+		// with whole chunks.
 		inst := 1
 		for inst*2 <= min(16, o.MaxBlocks/blocks) {
 			inst *= 2
@@ -174,11 +181,10 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 			jobs = append(jobs, key{0, inst, 0})
 		}
 		chunk := o.Sizes[len(o.Sizes)-1] / uint64(n*pk.Chunks*inst)
-		pipelined := 0
 		for _, u := range slices.Backward(slices.Sorted(slices.Values(o.Units))) {
-			if n <= hierRunOne && u > 0 && chunk >= 2*u && pipelined < 2 && !slices.Contains(jobs, key{0, inst, u}) {
+			if n <= hierPipelined && u > 0 && chunk >= 4*u {
 				jobs = append(jobs, key{0, inst, u})
-				pipelined++
+				break
 			}
 		}
 	}
