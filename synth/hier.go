@@ -23,17 +23,28 @@ import (
 // modelled (more than two nodes of 8).
 const hierLarge = 16
 
+// hierPipelined is the world size above which no pipelined candidate
+// is modelled (on 256 ranks one costs minutes of model time and loses).
+const hierPipelined = 64
+
 // hierRunOne is the world size above which the CPU backend runs each
 // variant with one instance (its race detector's clocks grow with the
-// thread blocks of the machine).
-const hierRunOne = 64
+// thread blocks of the machine: on 4 x 8 with 16 instances, 4096 thread
+// blocks, the runs doubled the synthesis time).
+const hierRunOne = 16
 
 // hierGroup bounds the nodes' shards one thread block handles (the
-// executor's 64 ops per thread block): ops per shard and chunk of each
-// collective, counted on the busiest rank (a tree's root on the rail).
+// executor's 64 ops per thread block, 4 of them kept for the handshake
+// and the flushes): ops per shard and chunk of each collective, counted
+// on the busiest rank (a tree's root on the rail: waits, puts, signals
+// and the nops between them; 54 ops for 8 shards of allgather), and the
+// pipeline op of each shard's partial sums (up).
 func hierGroup(c Collective, nodes, chunks int) int {
-	per := map[Collective]int{AllGather: 4, ReduceScatter: 3, AllReduce: 7}[c] * chunks
-	return max(1, min(nodes, 56/per))
+	per := map[Collective]int{AllGather: 7, ReduceScatter: 8, AllReduce: 14}[c] * chunks
+	if c != AllGather {
+		per++
+	}
+	return max(1, min(nodes, 60/per))
 }
 
 // nodeTrees returns the trees within one node that the composed
@@ -148,26 +159,32 @@ func synthesizeHier(ctx context.Context, o Options, start time.Time, name string
 	if n > hierLarge {
 		// Large machine: every candidate is modelled on all ranks, so
 		// one instance (small sizes), and the most instances the thread
-		// blocks allow (one thread block copies a few tens of GB/s: the
-		// node trees need several) with whole chunks or in pieces of
-		// the second unit (256 KiB) or the largest, each where its
-		// pipeline runs at least 4 iterations at the
-		// largest size (a chunk of an instance, size/(ranks x chunks x
-		// instances) bytes, at least 4 units: fewer pieces hardly fill a
-		// pipeline, and the model's sweep of a pipelined program on
-		// hundreds of ranks costs more than all the others').
+		// blocks allow, up to 16 (one thread block copies a few tens of
+		// GB/s and a root's puts a shard to 7 peers: the node trees need
+		// many; on 4 x 8 DGX H100, 16 instances reach 0.93-0.94 of the
+		// bound at 256 MiB where 8 reach 0.87-0.90), with whole chunks
+		// or in pieces of the largest unit a chunk of an instance at
+		// the largest size (size/(ranks x chunks x instances) bytes)
+		// holds at least 4 times (on 4 x 8, 64 KiB: 256 KiB, twice in
+		// such a chunk, never won; a pipelined candidate is modelled
+		// only at the sizes where it iterates: sweep). Above
+		// hierPipelined ranks none: on 32 x 8 a pipelined allgather
+		// (64 KiB pieces) took over 100 s to evaluate and model at
+		// 256 MiB alone, for 0.22-0.53 of the bound against 0.63-0.78
+		// with whole chunks.
 		inst := 1
-		for inst*2 <= min(8, o.MaxBlocks/blocks) {
+		for inst*2 <= min(16, o.MaxBlocks/blocks) {
 			inst *= 2
 		}
 		jobs = append(jobs, key{0, 1, 0})
 		if inst > 1 {
 			jobs = append(jobs, key{0, inst, 0})
 		}
-		largest := o.Sizes[len(o.Sizes)-1]
-		for _, u := range []uint64{o.Units[min(1, len(o.Units)-1)], slices.Max(o.Units)} {
-			if u > 0 && largest/uint64(n*pk.Chunks*inst) >= 4*u && !slices.Contains(jobs, key{0, inst, u}) {
+		chunk := o.Sizes[len(o.Sizes)-1] / uint64(n*pk.Chunks*inst)
+		for _, u := range slices.Backward(slices.Sorted(slices.Values(o.Units))) {
+			if n <= hierPipelined && u > 0 && chunk >= 4*u {
 				jobs = append(jobs, key{0, inst, u})
+				break
 			}
 		}
 	}
@@ -384,9 +401,11 @@ func (h *hierProgram) star() []byte {
 	w("NODES = %d\n", h.nodes)
 	w("TOPOLOGY = %q\n", h.topoName)
 	w("\n# Every rank's shard is cut into CHUNKS chunks; a thread block handles the\n")
-	w("# shards of GROUP nodes (of one local index and one node tree).\n")
+	w("# shards of at most GROUP nodes (of one local index and one node tree): group\n")
+	w("# g of GROUPS holds the nodes k with k %% GROUPS == g.\n")
 	w("CHUNKS = %d\n", h.pack.Chunks)
 	w("GROUP = %d\n", h.group)
+	w("GROUPS = (NODES + GROUP - 1) // GROUP\n")
 	w("\n# NODE_TREES[l]: the trees, inside every node, of the shards of local index l,\n")
 	w("# each (chunks it carries, the parent of every local index: -1 at l).\n")
 	w("NODE_TREES = [\n")
@@ -434,7 +453,12 @@ def local_children(parent, v):
     return [c for c in range(RANKS_PER_NODE) if parent[c] == v]
 
 def in_group(k, group):
-    return k >= group * GROUP and k < (group + 1) * GROUP
+    """Whether node k's shard is one of group's: the nodes k with k %% GROUPS
+    == group, spread around the ring, so that the shards a rank handles
+    arrive one after another (with nodes next to each other in a group, a
+    node far from the group would wait for its first shard as long as the
+    group is far)."""
+    return k %% GROUPS == group
 
 def hop(node, k, upward):
     """How far node is along the ring of node k's shard: from k (0 at k) on
@@ -472,28 +496,38 @@ def flows(l, parent, group, upward):
 def node_of(r):
     return r // RANKS_PER_NODE
 
-def down(l, off, count, parent, group, ch, tb):
+def down(l, off, count, parent, group, unit, ch, tb):
     """The shards of group (of local index l) around the ring of rail l from
-    their ranks, and down the tree parent in every node."""
-    for node in range(NODES):
-        for k in in_order(node, group, False):
-            first = rank_of(k, l) * CHUNKS + off
-            h = hop(node, k, False)
-            for v in range(RANKS_PER_NODE):
-                me = rank_of(node, v)
-                src = -1
-                dsts = [rank_of(node, c) for c in local_children(parent, v)]
-                if v == l:
-                    if h > 0:
-                        src = rank_of((node - 1) %% NODES, l)
-                    if h < NODES - 1:
-                        dsts = [rank_of((node + 1) %% NODES, l)] + dsts
-                else:
-                    src = rank_of(node, parent[v])
-                for x in range(first, first + count):
-                    if src >= 0:
-                        ch[(me, src)].wait(tb = tb, data_sync = SyncType.after)
-                    send([ch[(me, d)] for d in dsts], [buf(d)[x:x + 1] for d in dsts], buf(me)[x:x + 1], tb)
+    their ranks, and down the tree parent in every node, in pieces of unit
+    bytes: every rank takes piece i of each of its shards in ring order,
+    then piece i + 1 (a copy overlaps the ring's transfers)."""
+    orders = [in_order(node, group, False) for node in range(NODES)]
+    for _ in pipeline(unit):
+        for s in range(GROUP):
+            for node in range(NODES):
+                if s < len(orders[node]):
+                    down_shard(l, off, count, parent, node, orders[node][s], ch, tb)
+
+def down_shard(l, off, count, parent, node, k, ch, tb):
+    """Node k's shard (of local index l) at node: received from the ring or
+    the tree parent, sent on to the next node and the tree children."""
+    first = rank_of(k, l) * CHUNKS + off
+    h = hop(node, k, False)
+    for v in range(RANKS_PER_NODE):
+        me = rank_of(node, v)
+        src = -1
+        dsts = [rank_of(node, c) for c in local_children(parent, v)]
+        if v == l:
+            if h > 0:
+                src = rank_of((node - 1) %% NODES, l)
+            if h < NODES - 1:
+                dsts = [rank_of((node + 1) %% NODES, l)] + dsts
+        else:
+            src = rank_of(node, parent[v])
+        for x in range(first, first + count):
+            if src >= 0:
+                ch[(me, src)].wait(tb = tb, data_sync = SyncType.after)
+            send([ch[(me, d)] for d in dsts], [buf(d)[x:x + 1] for d in dsts], buf(me)[x:x + 1], tb)
 
 def up_links(node, k, v, l, parent):
     """The ranks whose partial sums of node k's shard (of local index l) rank
@@ -509,14 +543,21 @@ def up_links(node, k, v, l, parent):
         return srcs, rank_of((node + 1) %% NODES, l)
     return srcs, -1
 
-def up(l, off, count, parent, group, ch, tb):
+def up(l, off, count, parent, group, unit, ch, tb):
     """The partial sums of the shards of group (of local index l) up the tree
-    parent in every node and around the ring of rail l to their ranks."""
+    parent in every node and around the ring of rail l to their ranks. Unlike
+    down, every rank takes its shards one at a time, in ring order, each in a
+    pipeline of its own: a rank forwards a piece only once it has added it
+    up, so with piece i of every shard in turn each ring step would wait for
+    the previous node's sum; here the sum of piece i + 1 overlaps the
+    transfer of piece i, and a ring step waits for the first piece of the
+    step before it only."""
     # Scratch: slot[(k, s)] on the receiver of s's partial sums of node k's
     # shard; part[(k, v)] holds v's partial sums where it receives some.
+    orders = [in_order(node, group, True) for node in range(NODES)]
     slot, part = {}, {}
     for node in range(NODES):
-        for k in in_order(node, group, True):
+        for k in orders[node]:
             for v in range(RANKS_PER_NODE):
                 me = rank_of(node, v)
                 srcs, to = up_links(node, k, v, l, parent)
@@ -525,24 +566,32 @@ def up(l, off, count, parent, group, ch, tb):
                     if srcs:
                         part[(k, me)] = Buffer(me, count)
     handshake(ch, flows(l, parent, group, True), tb)
-    for node in range(NODES):
-        for k in in_order(node, group, True):
-            first = rank_of(k, l) * CHUNKS + off
-            for v in range(RANKS_PER_NODE):
-                me = rank_of(node, v)
-                srcs, to = up_links(node, k, v, l, parent)
-                for j in range(count):
-                    for s in srcs:
-                        ch[(me, s)].wait(tb = tb, data_sync = SyncType.after)
-                    got = [slot[(k, s)][j:j + 1] for s in srcs]
-                    mine = buf(me)[first + j:first + j + 1]
-                    if to < 0:
-                        Rank(me).reduce(mine, got, tb = tb)
-                        continue
-                    if srcs:
-                        Rank(me).reduce(mine, got, tb = tb, dst_chunk = part[(k, me)][j:j + 1])
-                        mine = part[(k, me)][j:j + 1]
-                    send([ch[(me, to)]], [slot[(k, me)][j:j + 1]], mine, tb)
+    for s in range(GROUP):
+        for _ in pipeline(unit):
+            for node in range(NODES):
+                if s < len(orders[node]):
+                    up_shard(l, off, count, parent, node, orders[node][s], slot, part, ch, tb)
+
+def up_shard(l, off, count, parent, node, k, slot, part, ch, tb):
+    """Node k's shard (of local index l) at node: the partial sums received
+    from the tree children and the ring added to the rank's own, and sent on
+    to the tree parent or the next node."""
+    first = rank_of(k, l) * CHUNKS + off
+    for v in range(RANKS_PER_NODE):
+        me = rank_of(node, v)
+        srcs, to = up_links(node, k, v, l, parent)
+        for j in range(count):
+            for s in srcs:
+                ch[(me, s)].wait(tb = tb, data_sync = SyncType.after)
+            got = [slot[(k, s)][j:j + 1] for s in srcs]
+            mine = buf(me)[first + j:first + j + 1]
+            if to < 0:
+                Rank(me).reduce(mine, got, tb = tb)
+                continue
+            if srcs:
+                Rank(me).reduce(mine, got, tb = tb, dst_chunk = part[(k, me)][j:j + 1])
+                mine = part[(k, me)][j:j + 1]
+            send([ch[(me, to)]], [slot[(k, me)][j:j + 1]], mine, tb)
 
 def block(l, off, count, parent, group, unit, tb):
     """Thread block tb of every rank: chunks [off, off + count) of the shards
@@ -553,14 +602,11 @@ def block(l, off, count, parent, group, unit, tb):
     ch = pair_channels(pairs)
     if COLLECTIVE == "allgather":
         handshake(ch, flows(l, parent, group, False), tb)
-        for _ in pipeline(unit):
-            down(l, off, count, parent, group, ch, tb)
+        down(l, off, count, parent, group, unit, ch, tb)
     else:
-        for _ in pipeline(unit):
-            up(l, off, count, parent, group, ch, tb)
+        up(l, off, count, parent, group, unit, ch, tb)
         if COLLECTIVE == "allreduce":
-            for _ in pipeline(unit):
-                down(l, off, count, parent, group, ch, tb)
+            down(l, off, count, parent, group, unit, ch, tb)
     flush_ports(ch, tb)
 
 def thread_blocks(chunks, trees, unit):
@@ -570,7 +616,7 @@ def thread_blocks(chunks, trees, unit):
     for l in range(RANKS_PER_NODE):
         off = 0
         for count, parent in trees[l]:
-            for group in range((NODES + GROUP - 1) // GROUP):
+            for group in range(GROUPS):
                 block(l, off, count, parent, group, unit, tb)
                 tb += 1
             off += count

@@ -244,6 +244,10 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 		} else {
 			l.bufs[r] = [3][]byte{bufs[r].Input, bufs[r].Output, rs.scratch}
 		}
+		var joined vclock // the rank's clock at the end of the last launch
+		if l.race != nil && s.carry != nil {
+			joined = s.carry.rankClock(rs, s.ntid)
+		}
 		for i := range rs.ri.TBs {
 			t := &tbRun{l: l, r: rs, tb: &rs.ri.TBs[i], tid: rs.tid0 + i, bufs: &s.bufs[rs.tid0+i]}
 			t.iter.Store(-1)
@@ -255,7 +259,7 @@ func newLaunch(s *session, bufs []executor.RankBuffers, flag uint32) *launch {
 				if s.carry != nil {
 					// Launch k+1 of a rank follows the rank's launch k, and
 					// nothing else (race.go).
-					t.vc = s.carry.rankClock(rs, s.ntid)
+					t.vc = joined.clone()
 					t.vc[t.tid]++
 				} else {
 					t.vc = newClock(s.ntid, t.tid)

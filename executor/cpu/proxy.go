@@ -174,7 +174,7 @@ func (l *launch) proxyMain(rs *rankState, wg *sync.WaitGroup) {
 			} else if end.PeerIndex >= 0 {
 				_, peer := s.channelEnd(end.Peer, plan.Port, end.PeerIndex)
 				s.rec.proxySignal(tr, peer)
-				peer.signal(l, snap)
+				peer.signal(l, snap, p.tid)
 			}
 		}
 		p.done++

@@ -323,3 +323,44 @@ func TestShadowMerge(t *testing.T) {
 		t.Errorf("races within one thread: %v", rs.races)
 	}
 }
+
+// TestCounterClocks: the k-th clock of a channel end is the join of the
+// clocks of its signals 1..k+1, whether one thread signals it (the
+// snapshots are kept as they are) or several do, and a later signal
+// never changes an earlier entry.
+func TestCounterClocks(t *testing.T) {
+	type sg struct {
+		tid  int
+		snap vclock
+	}
+	for _, tc := range []struct {
+		name string
+		sigs []sg
+	}{
+		{"one thread", []sg{{0, vclock{1, 0, 0}}, {0, vclock{2, 3, 0}}, {0, vclock{3, 3, 1}}}},
+		{"two threads", []sg{{0, vclock{1, 0, 0}}, {1, vclock{0, 5, 0}}, {0, vclock{2, 0, 0}}}},
+		{"second thread first", []sg{{1, vclock{0, 2, 0}}, {0, vclock{4, 0, 1}}, {1, vclock{0, 3, 0}}}},
+		{"a peer process's signal", []sg{{0, vclock{1, 1, 0}}, {-1, nil}, {0, vclock{2, 1, 0}}}},
+		{"a peer process's signal first", []sg{{-1, nil}, {2, vclock{0, 0, 7}}, {2, vclock{0, 1, 8}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &launch{s: &session{ntid: 3}, race: newRaceState(0)}
+			c := &counter{in: new(uint64)}
+			want := make([]vclock, len(tc.sigs))
+			acc := make(vclock, 3)
+			for k, s := range tc.sigs {
+				c.signal(l, s.snap, s.tid)
+				acc.join(s.snap)
+				want[k] = acc.clone()
+			}
+			if len(c.clocks) != len(want) {
+				t.Fatalf("%d clocks, want %d", len(c.clocks), len(want))
+			}
+			for k := range want {
+				if fmt.Sprint(c.clocks[k]) != fmt.Sprint(want[k]) {
+					t.Errorf("clock of signal %d is %v, want %v", k+1, c.clocks[k], want[k])
+				}
+			}
+		})
+	}
+}

@@ -18,23 +18,40 @@ type counter struct {
 	expected uint64
 	wl       waitList
 	// Race detection: clocks[k] is the join of the clocks of this
-	// launch's signals 1..k+1 (signal base+k+1 overall).
+	// launch's signals 1..k+1 (signal base+k+1 overall). Entries are
+	// never written once appended, so they may be the signallers'
+	// snapshots themselves. from is the thread of every signal of this
+	// launch so far while single holds.
 	base   uint64
 	clocks []vclock
+	from   int
+	single bool
 }
 
-// signal adds one to c (s.mu held); snap is the signaller's clock.
-func (c *counter) signal(l *launch, snap vclock) {
+// signal adds one to c (s.mu held); snap is the signaller's clock and tid
+// its thread (snap nil: a peer process's signal, which carries no clock).
+// While one thread signals c, each snapshot holds every earlier one (a
+// thread's clock only grows), so it is the join itself and is kept
+// without a copy.
+func (c *counter) signal(l *launch, snap vclock, tid int) {
 	atomic.AddUint64(c.in, 1)
 	if l.race != nil {
-		var nv vclock
-		if n := len(c.clocks); n > 0 {
-			nv = c.clocks[n-1].clone()
-		} else {
-			nv = make(vclock, l.s.ntid)
+		n := len(c.clocks)
+		switch {
+		case snap != nil && (n == 0 || c.single && c.from == tid):
+			c.clocks = append(c.clocks, snap)
+			c.from, c.single = tid, true
+		default:
+			var nv vclock
+			if n > 0 {
+				nv = c.clocks[n-1].clone()
+			} else {
+				nv = make(vclock, l.s.ntid)
+			}
+			nv.join(snap)
+			c.clocks = append(c.clocks, nv)
+			c.single = false
 		}
-		nv.join(snap)
-		c.clocks = append(c.clocks, nv)
 	}
 	c.wl.wake(l)
 }
@@ -142,7 +159,7 @@ func (t *tbRun) signal(op *executor.OpInstance) error {
 		if end.PeerIndex >= 0 {
 			_, peer := s.channelEnd(end.Peer, plan.Memory, end.PeerIndex)
 			s.rec.signal(t, peer)
-			peer.signal(t.l, snap)
+			peer.signal(t.l, snap, t.tid)
 			if s.isRemote(end.Peer) {
 				s.mp.ringBell(end.Peer)
 			}

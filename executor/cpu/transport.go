@@ -104,7 +104,7 @@ func (m *multi) apply(s *session, msg rankwire.Msg) error {
 		s.mu.Lock()
 		c := &rs.port[msg.Channel]
 		if l := s.cur; l != nil {
-			c.signal(l, nil)
+			c.signal(l, nil, -1)
 			l.progress.Add(1)
 		} else {
 			c.signalIdle()
