@@ -38,6 +38,9 @@ func benchSingle(t *testing.T, row func(string, ...any)) {
 	row("| topology | profile | collective | algbw at 256 MiB (GB/s) | cut bound (GB/s) | of bound | >= 0.9 | synthesized at 256 MiB, served or not: of bound (candidate) | worst synth/bundled time (size, plan) | sizes served | synthesis (s) |")
 	row("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, tc := range [][2]string{{"dgx1-v100", "v100-sxm2"}, {"pcie-2socket", "a100-pcie"}, {"dgx-h100", "h100-sxm"}, {"dgx-h100-nv12", "h100-sxm"}} {
+		if only := os.Getenv("MSCCLGO_SYNTH_TOPO"); only != "" && only != tc[0] {
+			continue // MSCCLGO_SYNTH_TOPO=dgx1-v100: that topology's rows only
+		}
 		for _, c := range []Collective{AllGather, ReduceScatter, AllReduce} {
 			tp := load(t, tc[0], tc[1], 1)
 			res, err := Synthesize(context.Background(), Options{Collective: c, Topology: tp, TopoName: tc[0], HWName: tc[1], Command: "make bench-synth"})

@@ -79,22 +79,23 @@ func (g *program) star() []byte {
 	w("\n# NODE[r]: the machine of rank r (memory channels within one, port channels between).\n")
 	w("NODE = %s\n", intList(g.nodes))
 	reduce := g.packs[0].Reduce
-	w("\n# TREE_SETS: each (chunks, trees): every rank's shard is cut into chunks\n")
+	kind := "broadcast trees"
 	if reduce {
-		w("# chunks; trees[r] are the reduction trees of rank r's shard, in chunk\n")
-	} else {
-		w("# chunks; trees[r] are the broadcast trees of rank r's shard, in chunk\n")
+		kind = "reduction trees"
 	}
-	w("# order, each (chunks it carries, the parent of every rank: -1 at the root\n")
-	w("# r, how it moves them), a thread block of its own on every rank.")
-	if reduce {
-		w(" Partial\n# sums flow from every rank to its parent")
-		if g.coll == AllReduce {
-			w("; the sums then flow back down the\n# same edges, from every rank to its children")
-		}
-		w(".\n")
-	} else {
-		w(" A chunk\n# flows from every rank to its children.\n")
+	text := "TREE_SETS: each (chunks, trees): every rank's shard is cut into chunks chunks; trees[r] are the " + kind +
+		" of rank r's shard, in chunk order, each (chunks it carries, the parent of every rank: -1 at the root r, how it moves them), a thread block of its own on every rank."
+	switch {
+	case !reduce:
+		text += " A chunk flows from every rank to its children."
+	case g.coll == AllReduce:
+		text += " Partial sums flow from every rank to its parent; the sums then flow back down the same edges, from every rank to its children."
+	default:
+		text += " Partial sums flow from every rank to its parent."
+	}
+	w("\n")
+	for _, l := range wrap(text, 76) {
+		w("# %s\n", l)
 	}
 	for _, l := range wrap("How: "+howLegend(g.coll)+".", 76) {
 		w("# %s\n", l)

@@ -238,9 +238,11 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: inst, Unit: unit}}}
 		return compile(ctx, name+".star", g.star(), nil)
 	}
-	probeUnit := o.Units[min(1, len(o.Units)-1)]
+	// The chunk counts are judged at the second and third units (256 and
+	// 64 KiB by default): the pipelines of a large packing's chunks.
+	probeUnits := o.Units[min(1, len(o.Units)-1):min(3, len(o.Units))]
 	chunkCounts := o.Chunks
-	if fill := o.MaxBlocks / n; o.fillChunks && fill > 1 && !slices.Contains(chunkCounts, fill) {
+	if fill := o.MaxBlocks / n; o.fillChunks && fill > 1 && !slices.Contains(chunkCounts, fill) && largest%(uint64(n*fill)*16) == 0 {
 		chunkCounts = append([]int{fill}, chunkCounts...)
 	}
 	var large *Packing
@@ -249,32 +251,35 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pk := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		// A thread block per chunk where they fit, else per tree.
+		lay := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		if n*c <= o.MaxBlocks {
+			lay = perChunk(lay)
+		}
 		// Every shard crosses the busiest link at its rate at best: a
-		// packing whose bound is no faster than the best program so far
-		// cannot win, and is neither compiled nor modelled.
-		if lb := float64(largest) / float64(n) / 1e3 / pk.Rate; lb >= bestTime {
+		// packing whose bound is no faster than the best program so
+		// far cannot win, and is neither compiled nor modelled.
+		if lb := float64(largest) / float64(n) / 1e3 / lay.Rate; lb >= bestTime {
 			continue
 		}
-		if n*c <= o.MaxBlocks {
-			pk = perChunk(pk) // a thread block per chunk
-		}
 		for _, how := range hows(o.Collective, false) {
-			q := withHow(pk, how)
-			progs, err := build(q, 1, probeUnit)
-			var ce *CheckError
-			if errors.As(err, &ce) && ce.opLimit() {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: %d chunks, %q: %v", ErrSynth, c, how, err)
-			}
-			pts, _, err := model.Sweep(progs[0].Plan, []uint64{largest}, executor.Float16, true, hw, mopts)
-			if err != nil {
-				return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
-			}
-			if len(pts) == 1 && pts[0].Time < bestTime {
-				large, bestTime = q, pts[0].Time
+			for _, unit := range probeUnits {
+				q := withHow(lay, how)
+				progs, err := build(q, 1, unit)
+				var ce *CheckError
+				if errors.As(err, &ce) && ce.opLimit() {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%w: %d chunks, %q: %v", ErrSynth, c, how, err)
+				}
+				pts, _, err := model.Sweep(progs[0].Plan, []uint64{largest}, executor.Float16, true, hw, mopts)
+				if err != nil {
+					return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+				}
+				if len(pts) == 1 && pts[0].Time < bestTime {
+					large, bestTime = q, pts[0].Time
+				}
 			}
 		}
 	}
@@ -303,7 +308,7 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	}
 	var jobs []job
 	for si, pk := range packs {
-		trees := 0
+		trees := 0 // thread blocks per rank
 		for _, ts := range pk.Trees {
 			trees += len(ts)
 		}
@@ -408,7 +413,7 @@ func bestAt(pts map[key][]model.Point, size uint64, packs []*Packing) Point {
 	for _, k := range keys {
 		for _, p := range pts[k] {
 			if p.Size == size && (out.TimeUS == 0 || p.Time < out.TimeUS) {
-				out = Point{Size: size, Variant: candidateName(packs[k.set].Chunks, k.inst, k.unit), TimeUS: p.Time, AlgBW: p.AlgBW, BusBW: p.BusBW}
+				out = Point{Size: size, Variant: candidateName(packs[k.set].Chunks, k.inst, k.unit) + " " + packs[k.set].How, TimeUS: p.Time, AlgBW: p.AlgBW, BusBW: p.BusBW}
 			}
 		}
 	}
