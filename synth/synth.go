@@ -35,8 +35,9 @@ type Options struct {
 	// its own: MaxBlocks over the ranks).
 	Chunks []int
 	// Instances and Units are the instances and pipeline units tried
-	// (nil: 1, 2, 4, 8, 16, within MaxBlocks, and 0, 256 KiB, 64 KiB,
-	// 1 MiB; the second unit judges the chunk counts).
+	// (nil: 1, 2, 4, 8 and on one node 16, within MaxBlocks, and 0,
+	// 256 KiB, 64 KiB, 1 MiB; the second and third units judge the chunk
+	// counts).
 	Instances []int
 	Units     []uint64
 	// Sizes are the message sizes the variants are chosen at and the
@@ -54,8 +55,9 @@ type Options struct {
 	MaxBlocks int
 
 	// fillChunks: Chunks were defaulted, and the count that fills
-	// MaxBlocks is tried too.
-	fillChunks bool
+	// MaxBlocks is tried too; moreInstances: Instances were defaulted,
+	// and on one node 16 are tried too.
+	fillChunks, moreInstances bool
 }
 
 // hows are the ways of moving data along the trees (Packing.How) that
@@ -137,7 +139,8 @@ func (o *Options) defaults() {
 		o.fillChunks = true
 	}
 	if o.Instances == nil {
-		o.Instances = []int{1, 2, 4, 8, 16}
+		o.Instances = []int{1, 2, 4, 8}
+		o.moreInstances = true
 	}
 	if o.Units == nil {
 		o.Units = []uint64{0, 256 << 10, 64 << 10, 1 << 20}
@@ -312,7 +315,11 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		for _, ts := range pk.Trees {
 			trees += len(ts)
 		}
-		for _, inst := range o.Instances {
+		insts := o.Instances
+		if o.moreInstances {
+			insts = append(slices.Clone(insts), 16)
+		}
+		for _, inst := range insts {
 			if inst > 1 && inst*trees > o.MaxBlocks {
 				continue
 			}
