@@ -290,6 +290,13 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: no chunk count of %v gives programs within the executor's limits (64 ops per thread block) at %d bytes", o.TopoName, o.Chunks, largest)
 	}
 	packs := []*Packing{large}
+	// The large packing unpaced, too: at middle sizes a credit per piece
+	// costs more than it saves.
+	for _, how := range hows(o.Collective, true) {
+		if how != large.How {
+			packs = append(packs, withHow(large, how))
+		}
+	}
 	oneTree := map[int]bool{} // the sets that run whole chunks only
 	if large.Chunks > 1 {
 		one := Pack(tp, reduce, 1, 1, o.Rounds)
