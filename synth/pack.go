@@ -35,6 +35,39 @@ type Packing struct {
 	// limits it.
 	Rate    float64
 	Busiest int
+	// How is how the program moves data along the trees (the third field
+	// of a tree in its table): "put" or "get" down broadcast trees,
+	// "paced" or "free" up reduction trees, one of each for allreduce's
+	// (howLegend). Pack and Star leave it empty; synth sets it.
+	How string
+}
+
+// withHow returns pk moving data as how.
+func withHow(pk *Packing, how string) *Packing {
+	q := *pk
+	q.How = how
+	return &q
+}
+
+// perChunk returns pk with every tree of k chunks split into k trees of
+// one chunk: a thread block per chunk. Under the model's fair sharing
+// of a link every transfer in flight gets the same rate, so a tree of k
+// chunks in one thread block would move at the rate of a tree of one
+// and finish last; a block per chunk gives every tree the share of the
+// links the packing counts it at.
+func perChunk(pk *Packing) *Packing {
+	q := *pk
+	q.Trees = make([][]Tree, len(pk.Trees))
+	for r, ts := range pk.Trees {
+		for _, t := range ts {
+			for j := 0; j < t.Chunks; j++ {
+				one := t
+				one.Chunks = 1
+				q.Trees[r] = append(q.Trees[r], one)
+			}
+		}
+	}
+	return &q
 }
 
 // key is a tree's parent list, for deduplication.

@@ -30,11 +30,14 @@ type Options struct {
 	TopoName, HWName string
 	// Command is the command line that wrote the file (for the header).
 	Command string
-	// Chunks are the chunk counts per shard tried (nil: 16, 8, 4, 2, 1).
+	// Chunks are the chunk counts per shard tried (nil: 16, 8, 4, 2, 1
+	// and, on one node, the most that give every chunk a thread block of
+	// its own: MaxBlocks over the ranks).
 	Chunks []int
 	// Instances and Units are the instances and pipeline units tried
-	// (nil: 1, 2, 4, 8 and 0, 256 KiB, 64 KiB, 1 MiB; the second unit
-	// judges the chunk counts).
+	// (nil: 1, 2, 4, 8 and on one node 16, within MaxBlocks, and 0,
+	// 256 KiB, 64 KiB, 1 MiB; the second and third units judge the chunk
+	// counts).
 	Instances []int
 	Units     []uint64
 	// Sizes are the message sizes the variants are chosen at and the
@@ -50,6 +53,29 @@ type Options struct {
 	// MaxBlocks bounds the thread blocks per rank, trees times instances
 	// (0: the GPU profile's SMs).
 	MaxBlocks int
+
+	// fillChunks: Chunks were defaulted, and the count that fills
+	// MaxBlocks is tried too; moreInstances: Instances were defaulted,
+	// and on one node 16 are tried too.
+	fillChunks, moreInstances bool
+}
+
+// hows are the ways of moving data along the trees (Packing.How) that
+// the chunk counts are judged with (all of them) and that the sets of
+// the small sizes are tried with (small: the unpaced ones: a credit per
+// piece costs latency that only long pipelines hide).
+func hows(c Collective, small bool) []string {
+	switch {
+	case c == AllGather:
+		return []string{"get", "put"}
+	case c == ReduceScatter && small:
+		return []string{"free"}
+	case c == ReduceScatter:
+		return []string{"paced", "free"}
+	case small:
+		return []string{"free put", "free get"}
+	}
+	return []string{"paced get", "paced put", "free get", "free put"}
 }
 
 // Result is a verified program.
@@ -69,6 +95,11 @@ type Result struct {
 	BoundAlgBW float64
 	// Points are the predictions at Options.Sizes: the best variant's.
 	Points []Point
+	// Largest is the prediction at the largest size of the fastest
+	// program synthesis found there, whether or not a variant serves
+	// that size (a bundled plan may be predicted faster there, §4.3);
+	// its Variant names the candidate (chunks, instances, unit).
+	Largest Point
 	// Verified are the sizes each program ran at on the CPU backend.
 	Verified map[string][]uint64
 	// Elapsed is how long synthesis took.
@@ -105,9 +136,11 @@ func BoundTime(c Collective, tp *topo.Topology, size float64) (float64, float64)
 func (o *Options) defaults() {
 	if o.Chunks == nil {
 		o.Chunks = []int{16, 8, 4, 2, 1}
+		o.fillChunks = true
 	}
 	if o.Instances == nil {
 		o.Instances = []int{1, 2, 4, 8}
+		o.moreInstances = true
 	}
 	if o.Units == nil {
 		o.Units = []uint64{0, 256 << 10, 64 << 10, 1 << 20}
@@ -208,47 +241,74 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 			variants: []Variant{{Suffix: "v", Min: 0, Max: ^uint64(0), Instances: inst, Unit: unit}}}
 		return compile(ctx, name+".star", g.star(), nil)
 	}
-	probeUnit := o.Units[min(1, len(o.Units)-1)]
+	// The chunk counts are judged at the second and third units (256 and
+	// 64 KiB by default): the pipelines of a large packing's chunks.
+	probeUnits := o.Units[min(1, len(o.Units)-1):min(3, len(o.Units))]
+	chunkCounts := o.Chunks
+	if fill := o.MaxBlocks / n; o.fillChunks && fill > 1 && !slices.Contains(chunkCounts, fill) && largest%(uint64(n*fill)*16) == 0 {
+		chunkCounts = append([]int{fill}, chunkCounts...)
+	}
 	var large *Packing
 	bestTime := math.Inf(1)
-	for _, c := range o.Chunks {
+	for _, c := range chunkCounts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pk := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		// A thread block per chunk where they fit, else per tree.
+		lay := Pack(tp, reduce, c, maxTrees, o.Rounds)
+		if n*c <= o.MaxBlocks {
+			lay = perChunk(lay)
+		}
 		// Every shard crosses the busiest link at its rate at best: a
-		// packing whose bound is no faster than the best program so far
-		// cannot win, and is neither compiled nor modelled.
-		if lb := float64(largest) / float64(n) / 1e3 / pk.Rate; lb >= bestTime {
+		// packing whose bound is no faster than the best program so
+		// far cannot win, and is neither compiled nor modelled.
+		if lb := float64(largest) / float64(n) / 1e3 / lay.Rate; lb >= bestTime {
 			continue
 		}
-		progs, err := build(pk, 1, probeUnit)
-		var ce *CheckError
-		if errors.As(err, &ce) && ce.opLimit() {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %d chunks: %v", ErrSynth, c, err)
-		}
-		pts, _, err := model.Sweep(progs[0].Plan, []uint64{largest}, executor.Float16, true, hw, mopts)
-		if err != nil {
-			return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
-		}
-		if len(pts) == 1 && pts[0].Time < bestTime {
-			large, bestTime = pk, pts[0].Time
+		for _, how := range hows(o.Collective, false) {
+			for _, unit := range probeUnits {
+				q := withHow(lay, how)
+				progs, err := build(q, 1, unit)
+				var ce *CheckError
+				if errors.As(err, &ce) && ce.opLimit() {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%w: %d chunks, %q: %v", ErrSynth, c, how, err)
+				}
+				pts, _, err := model.Sweep(progs[0].Plan, []uint64{largest}, executor.Float16, true, hw, mopts)
+				if err != nil {
+					return nil, fmt.Errorf("%w: model: %v", ErrSynth, err)
+				}
+				if len(pts) == 1 && pts[0].Time < bestTime {
+					large, bestTime = q, pts[0].Time
+				}
+			}
 		}
 	}
 	if large == nil {
 		return nil, fmt.Errorf("%s: no chunk count of %v gives programs within the executor's limits (64 ops per thread block) at %d bytes", o.TopoName, o.Chunks, largest)
 	}
 	packs := []*Packing{large}
-	oneTree := -1 // the set that runs whole chunks only
+	// The large packing unpaced, too: at middle sizes a credit per piece
+	// costs more than it saves.
+	for _, how := range hows(o.Collective, true) {
+		if how != large.How {
+			packs = append(packs, withHow(large, how))
+		}
+	}
+	oneTree := map[int]bool{} // the sets that run whole chunks only
 	if large.Chunks > 1 {
-		oneTree = len(packs)
-		packs = append(packs, Pack(tp, reduce, 1, 1, o.Rounds))
+		one := Pack(tp, reduce, 1, 1, o.Rounds)
+		for _, how := range hows(o.Collective, true) {
+			oneTree[len(packs)] = true
+			packs = append(packs, withHow(one, how))
+		}
 	}
 	if st := Star(tp, reduce); st != nil {
-		packs = append(packs, st)
+		for _, how := range hows(o.Collective, true) {
+			packs = append(packs, withHow(st, how))
+		}
 	}
 	// Then instances and pipeline units, at every size, modelled
 	// concurrently.
@@ -258,16 +318,20 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	}
 	var jobs []job
 	for si, pk := range packs {
-		trees := 0
+		trees := 0 // thread blocks per rank
 		for _, ts := range pk.Trees {
 			trees += len(ts)
 		}
-		for _, inst := range o.Instances {
+		insts := o.Instances
+		if o.moreInstances {
+			insts = append(slices.Clone(insts), 16)
+		}
+		for _, inst := range insts {
 			if inst > 1 && inst*trees > o.MaxBlocks {
 				continue
 			}
 			for _, unit := range o.Units {
-				if si == oneTree && unit > 0 {
+				if oneTree[si] && unit > 0 {
 					continue // the one-tree set runs whole chunks
 				}
 				jobs = append(jobs, job{key{si, inst, unit}, pk})
@@ -289,6 +353,7 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	if len(pts) == 0 {
 		return nil, fmt.Errorf("%s: no program within the executor's limits of a thread block", o.TopoName)
 	}
+	largestPoint := bestAt(pts, largest, packs)
 	variants, packs := chooseVariants(pts, o.Sizes, packs)
 	// Where a bundled plan serving the same call is predicted faster,
 	// the variants' ranges leave those sizes out: select never takes
@@ -300,7 +365,8 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	variants = trimRanges(variants, pts, o.Sizes, best)
 	g := &program{coll: o.Collective, name: name, worldSize: n, ranksPerNode: tp.GPUsPerNode, nodes: nodes, packs: packs,
 		topoName: o.TopoName, variants: variants}
-	res := &Result{Name: name, Variants: variants, Packing: packs[variants[len(variants)-1].Set], Packings: packs, BoundAlgBW: boundBW, Verified: map[string][]uint64{}}
+	res := &Result{Name: name, Variants: variants, Packing: packs[variants[len(variants)-1].Set], Packings: packs, BoundAlgBW: boundBW, Verified: map[string][]uint64{}, Largest: largestPoint}
+	res.Largest.BoundUS, _ = BoundTime(o.Collective, tp, float64(largest))
 	// The predictions of the variants, each at its own sizes.
 	for _, s := range o.Sizes {
 		for _, v := range variants {
@@ -338,6 +404,43 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 	res.Star, res.Programs = text, progs
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// bestAt is the fastest candidate's point at size (Variant: its
+// chunks, instances and unit).
+func bestAt(pts map[key][]model.Point, size uint64, packs []*Packing) Point {
+	keys := make([]key, 0, len(pts))
+	for k := range pts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.set != b.set {
+			return a.set < b.set
+		}
+		if a.inst != b.inst {
+			return a.inst < b.inst
+		}
+		return a.unit < b.unit
+	})
+	var out Point
+	for _, k := range keys {
+		for _, p := range pts[k] {
+			if p.Size == size && (out.TimeUS == 0 || p.Time < out.TimeUS) {
+				out = Point{Size: size, Variant: candidateName(packs[k.set].Chunks, k.inst, k.unit) + " " + packs[k.set].How, TimeUS: p.Time, AlgBW: p.AlgBW, BusBW: p.BusBW}
+			}
+		}
+	}
+	return out
+}
+
+// candidateName is a variant's name suffix: chunks, instances, unit.
+func candidateName(chunks, inst int, unit uint64) string {
+	u := "whole"
+	if unit > 0 {
+		u = fmt.Sprintf("u%dk", unit>>10)
+	}
+	return fmt.Sprintf("c%d_i%d_%s", chunks, inst, u)
 }
 
 // key names one candidate program: tree set, instances, unit.
@@ -407,11 +510,7 @@ func chooseVariants(pts map[key][]model.Point, sizes []uint64, packs []*Packing)
 			used = append(used, packs[out[i].orig])
 		}
 		out[i].Set = renum[out[i].orig]
-		u := "whole"
-		if out[i].Unit > 0 {
-			u = fmt.Sprintf("u%dk", out[i].Unit>>10)
-		}
-		out[i].Suffix = fmt.Sprintf("c%d_i%d_%s", packs[out[i].orig].Chunks, out[i].Instances, u)
+		out[i].Suffix = candidateName(packs[out[i].orig].Chunks, out[i].Instances, out[i].Unit)
 		if len(out) > 1 {
 			out[i].Suffix = fmt.Sprintf("r%d_%s", i, out[i].Suffix)
 		}
@@ -505,16 +604,28 @@ func header(o Options, res *Result, tp *topo.Topology) []string {
 	add("bound's %.2f.", boundRate(o.Collective, tp))
 	add("")
 	for si, ps := range res.Packings {
-		add("Tree set %d, %d chunks per shard (rank: chunks, then the tree's edges parent>child):", si, ps.Chunks)
+		add("Tree set %d, %d chunks per shard, moved %q (rank: chunks, then the", si, ps.Chunks, ps.How)
+		add("tree's edges parent>child; \"(k blocks)\": a thread block per chunk):")
 		for r, ts := range ps.Trees {
-			for _, t := range ts {
+			for i := 0; i < len(ts); {
+				// Trees repeated in a row (a thread block per chunk) are
+				// listed once.
+				j, chunks := i, 0
+				for ; j < len(ts) && ts[j].key() == ts[i].key(); j++ {
+					chunks += ts[j].Chunks
+				}
 				var e []string
-				for v, p := range t.Parent {
+				for v, p := range ts[i].Parent {
 					if p >= 0 {
 						e = append(e, fmt.Sprintf("%d>%d", p, v))
 					}
 				}
-				add("  %d: %d: %s", r, t.Chunks, strings.Join(e, " "))
+				blocks := ""
+				if j-i > 1 {
+					blocks = fmt.Sprintf(" (%d blocks)", j-i)
+				}
+				add("  %d: %d%s: %s", r, chunks, blocks, strings.Join(e, " "))
+				i = j
 			}
 		}
 	}

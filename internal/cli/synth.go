@@ -126,5 +126,11 @@ func synthReport(c *cli.Context, d *deps, coll synth.Collective, tp *topo.Topolo
 		}
 		fmt.Fprintf(w, "  %12d %12.2f %12.2f %8.1f%% %12s  %s\n", p.Size, p.TimeUS, p.BoundUS, 100*p.BoundUS/p.TimeUS, bt, bn)
 	}
+	if lg := res.Largest; lg.TimeUS > 0 && lg.Size > res.Points[len(res.Points)-1].Size {
+		// The largest sizes go to a bundled plan: what the synthesized
+		// program would do there.
+		fmt.Fprintf(w, "# not served (a bundled plan is predicted faster): at %d bytes the fastest synthesized candidate, %s, takes %.2f us, %.1f%% of the bound\n",
+			lg.Size, lg.Variant, lg.TimeUS, 100*lg.BoundUS/lg.TimeUS)
+	}
 	return nil
 }

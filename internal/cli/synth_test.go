@@ -67,7 +67,7 @@ func TestSynthWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# synth_allreduce_ring: allreduce for", "TREE_SETS = [", "def reduce(base, count, parent, unit, then_broadcast, tb):", "Cut lower bound"} {
+	for _, want := range []string{"# synth_allreduce_ring: allreduce for", "TREE_SETS = [", "def reduce(base, count, parent, unit, then_broadcast, how, tb):", "Cut lower bound"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("ar.star lacks %q", want)
 		}
