@@ -62,10 +62,24 @@ func (e *Writer) Member() {
 // Key starts an object member named k (one of the Key constants, which
 // need no escaping) and writes its ": " separator.
 func (e *Writer) Key(k string) {
-	e.Member()
-	e.buf = append(e.buf, '"')
-	e.buf = append(e.buf, k...)
-	e.buf = append(e.buf, `": `...)
+	n := 1 + 2*e.depth
+	if n > len(indent) {
+		e.Member()
+		e.buf = append(append(append(e.buf, '"'), k...), `": `...)
+		return
+	}
+	// One local slice through the appends: the compiler keeps it in
+	// registers instead of storing e.buf back after each.
+	b := e.buf
+	if !e.empty {
+		b = append(b, ',')
+	}
+	b = append(b, indent[:n]...)
+	b = append(b, '"')
+	b = append(b, k...)
+	b = append(b, '"', ':', ' ')
+	e.buf = b
+	e.empty = false
 }
 
 // Open appends an opening bracket and enters the container.
@@ -80,6 +94,11 @@ func (e *Writer) Open(c byte) {
 func (e *Writer) Close(c byte) {
 	e.depth--
 	if !e.empty {
+		if n := 1 + 2*e.depth; n <= len(indent) {
+			e.buf = append(append(e.buf, indent[:n]...), c)
+			e.empty = false
+			return
+		}
 		e.newline()
 	}
 	e.buf = append(e.buf, c)
@@ -116,9 +135,7 @@ func (e *Writer) Bool(v bool) {
 
 // Lit appends a fixed ASCII string that needs no escaping, with quotes.
 func (e *Writer) Lit(s string) {
-	e.buf = append(e.buf, '"')
-	e.buf = append(e.buf, s...)
-	e.buf = append(e.buf, '"')
+	e.buf = append(append(append(e.buf, '"'), s...), '"')
 }
 
 // Ints appends an array of integers, one per line.
