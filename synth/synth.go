@@ -97,7 +97,8 @@ type Result struct {
 	Points []Point
 	// Largest is the prediction at the largest size of the fastest
 	// program synthesis found there, whether or not a variant serves
-	// that size (a bundled plan may be predicted faster there, §4.3);
+	// that size (a bundled plan may be predicted faster there,
+	// docs/synthesis.md §4.3);
 	// its Variant names the candidate (chunks, instances, unit).
 	Largest Point
 	// Verified are the sizes each program ran at on the CPU backend.

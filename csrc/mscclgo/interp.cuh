@@ -296,8 +296,8 @@ MG_DEV void reduce_fallback(uint32_t tid, uint32_t nt, unsigned char* const* d, 
 // kReduceUnroll is kUnroll for the sum's rounds: two 16-byte vectors per
 // thread and round of each source, since the accumulators and the next
 // source's vectors are both live (4 each took 32 registers and made
-// the kernel spill under the 64-register cap: make gpu-sass, docs/gpu.md
-// §16).
+// the kernel spill under the 64-register cap: make gpu-sass,
+// docs/gpu.md §16).
 constexpr int kReduceUnroll = 2;
 
 // reduce_t computes ((s0 ⊕ s1) ⊕ s2) ⊕ … over n bytes (§2.6) in element

@@ -5,4 +5,4 @@ package emu
 // kernelSourceSum is the SHA-256 of the kernel sources under csrc/, which
 // emu.cc includes from outside this directory: it makes an edit there a
 // change of this package for Go's build cache.
-const kernelSourceSum = "1ab1413896aa7d52ba5c4a1c8e2e82d1b6c6bb4b7ba85c683c8b3fbfa5a08d78"
+const kernelSourceSum = "c099490f41ffcd4a928dd818cca3fb10442a457586e4a0838b2807286aaa71f7"
