@@ -410,20 +410,7 @@ func synthesize(ctx context.Context, o Options) (*Result, error) {
 // bestAt is the fastest candidate's point at size (Variant: its
 // chunks, instances and unit).
 func bestAt(pts map[key][]model.Point, size uint64, packs []*Packing) Point {
-	keys := make([]key, 0, len(pts))
-	for k := range pts {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.set != b.set {
-			return a.set < b.set
-		}
-		if a.inst != b.inst {
-			return a.inst < b.inst
-		}
-		return a.unit < b.unit
-	})
+	keys := sortedKeys(pts, false)
 	var out Point
 	for _, k := range keys {
 		for _, p := range pts[k] {
@@ -433,6 +420,26 @@ func bestAt(pts map[key][]model.Point, size uint64, packs []*Packing) Point {
 		}
 	}
 	return out
+}
+
+// sortedKeys returns the candidates of pts by tree set (descending with
+// setsDown), then instances, then unit.
+func sortedKeys(pts map[key][]model.Point, setsDown bool) []key {
+	keys := make([]key, 0, len(pts))
+	for k := range pts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.set != b.set {
+			return (a.set < b.set) != setsDown
+		}
+		if a.inst != b.inst {
+			return a.inst < b.inst
+		}
+		return a.unit < b.unit
+	})
+	return keys
 }
 
 // candidateName is a variant's name suffix: chunks, instances, unit.
@@ -456,20 +463,7 @@ type key struct {
 // halfway (in log) to the next size; it returns the variants and the
 // tree sets they use, renumbered.
 func chooseVariants(pts map[key][]model.Point, sizes []uint64, packs []*Packing) ([]Variant, []*Packing) {
-	keys := make([]key, 0, len(pts))
-	for k := range pts {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.set != b.set {
-			return a.set > b.set // the small sizes' sets first: the simplest
-		}
-		if a.inst != b.inst {
-			return a.inst < b.inst
-		}
-		return a.unit < b.unit
-	})
+	keys := sortedKeys(pts, true) // the small sizes' sets first: the simplest
 	var picks []key
 	var at []uint64
 	for _, s := range sizes {
