@@ -4,7 +4,10 @@
 
 package model
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // resource is a shared bandwidth, in bytes per µs.
 type resource struct {
@@ -13,6 +16,7 @@ type resource struct {
 	// flows not yet fixed, and the flows using it.
 	left, weight float64
 	flows        []*flow
+	listed       bool // in this computation's list of used resources
 }
 
 // use is a flow's demand on one resource: weight bytes per unit of the
@@ -37,11 +41,28 @@ type flow struct {
 // shareRates sets the rate of every active flow by progressive filling:
 // raise all rates together until a resource (or a flow's own cap) is
 // full, fix the flows it limits, repeat.
-func shareRates(res []resource, flows []*flow) {
-	for i := range res {
-		r := &res[i]
-		r.left, r.weight, r.flows = r.cap, 0, r.flows[:0]
+//
+// Only the resources some flow uses take part (used, returned for reuse
+// as the next call's scratch): on a large machine most resources carry
+// nothing at a given moment, and visiting them in index order, as the
+// loops below do, gives the same rates as visiting all of them.
+func shareRates(res []resource, flows []*flow, used []int) []int {
+	used = used[:0]
+	for _, f := range flows {
+		for _, u := range f.uses {
+			if r := &res[u.res]; !r.listed {
+				r.listed = true
+				r.left, r.weight, r.flows = r.cap, 0, r.flows[:0]
+				used = append(used, u.res)
+			}
+		}
 	}
+	slices.Sort(used)
+	defer func() {
+		for _, i := range used {
+			res[i].listed = false
+		}
+	}()
 	for _, f := range flows {
 		f.fixed, f.rate = false, 0
 		for _, u := range f.uses {
@@ -54,7 +75,7 @@ func shareRates(res []resource, flows []*flow) {
 	const eps = 1e-9
 	for open > 0 {
 		level := math.Inf(1)
-		for i := range res {
+		for _, i := range used {
 			if r := &res[i]; r.weight > eps {
 				level = min(level, r.left/r.weight)
 			}
@@ -89,7 +110,7 @@ func shareRates(res []resource, flows []*flow) {
 				fix(f)
 			}
 		}
-		for i := range res {
+		for _, i := range used {
 			r := &res[i]
 			if r.weight > eps && r.left/r.weight <= limit {
 				for _, f := range r.flows {
@@ -100,4 +121,5 @@ func shareRates(res []resource, flows []*flow) {
 			}
 		}
 	}
+	return used
 }

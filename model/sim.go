@@ -160,6 +160,7 @@ type tbRun struct {
 
 // sim is one simulation.
 type sim struct {
+	used      []int // shareRates' scratch: the resources in use
 	inst      *executor.Instance
 	prof      *Params
 	opts      Options
@@ -324,7 +325,7 @@ func (s *sim) run() (float64, error) {
 			e.fn()
 		}
 		if s.dirty {
-			shareRates(s.res, s.flows)
+			s.used = shareRates(s.res, s.flows, s.used)
 			s.dirty = false
 		}
 	}

@@ -41,7 +41,7 @@ func TestShareRates(t *testing.T) {
 			for i := range tt.flows {
 				fs = append(fs, &tt.flows[i])
 			}
-			shareRates(res, fs)
+			shareRates(res, fs, nil)
 			var got []float64
 			for _, f := range fs {
 				got = append(got, f.rate)
