@@ -202,9 +202,15 @@ func TestTable(t *testing.T) {
 	if err := rep.WriteTable(&b, true); err != nil {
 		t.Fatal(err)
 	}
-	golden := "testdata/fam_sm90.table.md"
+	compareGolden(t, "table", "testdata/fam_sm90.table.md", b.String())
+}
+
+// compareGolden compares got with the golden file (rewriting it first
+// under -update) and reports a difference as what's.
+func compareGolden(t *testing.T, what, golden, got string) {
+	t.Helper()
 	if *update {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,8 +218,8 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.String() != string(want) {
-		t.Errorf("table:\n%s\nwant (%s):\n%s", b.String(), golden, want)
+	if got != string(want) {
+		t.Errorf("%s:\n%s\nwant (%s):\n%s", what, got, golden, want)
 	}
 }
 
@@ -301,18 +307,7 @@ func TestCosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden := "testdata/fam_sm90.costs.tsv"
-	if *update {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("costs:\n%s\nwant (%s):\n%s", b.String(), golden, want)
-	}
+	compareGolden(t, "costs", golden, b.String())
 	back, err := ParseCosts(golden, strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
