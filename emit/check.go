@@ -98,28 +98,13 @@ func checkOp(op *ir.Op) string {
 	return checkIndices(op)
 }
 
-// refListName names the list of op that holds the ref at r.
-func refListName(op *ir.Op, r *ir.Ref) string {
-	for _, l := range []struct {
-		name string
-		refs []ir.Ref
-	}{
-		{"src", op.Src}, {"dst", op.Dst}, {"local_src", op.LocalSrc}, {"remote_src", op.RemoteSrc},
-		{"local_dst", op.LocalDst}, {"local_pkt_dst", op.LocalPktDst}, {"remote_dst", op.RemoteDst},
-	} {
-		if len(l.refs) > 0 && &l.refs[0] == r {
-			return l.name
-		}
-	}
-	return "operand"
-}
-
 // checkIndices returns what is negative among the indices and sizes of
 // op's operands, or "": the plan holds them unsigned.
 func checkIndices(op *ir.Op) string {
 	// The fast path: the sign bit of every index and size at once.
+	lists := [...][]ir.Ref{op.Src, op.Dst, op.LocalSrc, op.RemoteSrc, op.LocalDst, op.LocalPktDst, op.RemoteDst}
 	acc := op.BufferOffset | op.Size
-	for _, l := range [...][]ir.Ref{op.Src, op.Dst, op.LocalSrc, op.RemoteSrc, op.LocalDst, op.LocalPktDst, op.RemoteDst} {
+	for _, l := range lists {
 		for i := range l {
 			acc |= l[i].Index | l[i].Size
 		}
@@ -133,10 +118,11 @@ func checkIndices(op *ir.Op) string {
 	if acc >= 0 {
 		return ""
 	}
-	for _, l := range [...][]ir.Ref{op.Src, op.Dst, op.LocalSrc, op.RemoteSrc, op.LocalDst, op.LocalPktDst, op.RemoteDst} {
+	names := [len(lists)]string{"src", "dst", "local_src", "remote_src", "local_dst", "local_pkt_dst", "remote_dst"}
+	for k, l := range lists {
 		for i := range l {
 			if r := &l[i]; r.Index < 0 || r.Size < 0 {
-				return fmt.Sprintf("%s[%d]: index %d, size %d: want at least 0", refListName(op, &l[0]), i, r.Index, r.Size)
+				return fmt.Sprintf("%s[%d]: index %d, size %d: want at least 0", names[k], i, r.Index, r.Size)
 			}
 		}
 	}
