@@ -407,9 +407,8 @@ func deriveReduceTypes() (out [16]struct {
 	t  OpType
 	ok bool
 }) {
-	facts := deriveFacts()
 	for t := range NumOpTypes {
-		f := facts[t]
+		f := derived[t]
 		if Ops[t].Family != FamReduce {
 			continue
 		}
