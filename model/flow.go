@@ -58,11 +58,6 @@ func shareRates(res []resource, flows []*flow, used []int) []int {
 		}
 	}
 	slices.Sort(used)
-	defer func() {
-		for _, i := range used {
-			res[i].listed = false
-		}
-	}()
 	for _, f := range flows {
 		f.fixed, f.rate = false, 0
 		for _, u := range f.uses {
@@ -120,6 +115,9 @@ func shareRates(res []resource, flows []*flow, used []int) []int {
 				}
 			}
 		}
+	}
+	for _, i := range used {
+		res[i].listed = false
 	}
 	return used
 }
